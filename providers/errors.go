@@ -1,0 +1,88 @@
+package providers
+
+import (
+	"fmt"
+	"net/http"
+)
+
+// Error is a failure in OpenAI's error shape:
+//
+//	{"error": {"message": "…", "type": "…", "param": null, "code": "…"}}
+//
+// Status is the HTTP status the client receives with it.
+type Error struct {
+	Status  int
+	Type    string
+	Code    string // empty is written as null
+	Param   string // empty is written as null
+	Message string
+}
+
+// Error implements the error interface.
+func (e *Error) Error() string { return e.Message }
+
+// JSON returns the error's body.
+func (e *Error) JSON() []byte {
+	b := make([]byte, 0, 96+len(e.Message))
+	b = append(b, `{"error":{"message":`...)
+	b = AppendString(b, e.Message)
+	b = append(b, `,"type":`...)
+	b = AppendString(b, e.Type)
+	b = append(b, `,"param":`...)
+	b = appendStringOrNull(b, e.Param)
+	b = append(b, `,"code":`...)
+	b = appendStringOrNull(b, e.Code)
+	return append(b, "}}"...)
+}
+
+func appendStringOrNull(b []byte, s string) []byte {
+	if s == "" {
+		return append(b, "null"...)
+	}
+	return AppendString(b, s)
+}
+
+// Errorf makes an Error with the given status, type and code.
+func Errorf(status int, typ, code, format string, args ...any) *Error {
+	return &Error{Status: status, Type: typ, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// InvalidParam is a 400 invalid_request_error about the field param.
+func InvalidParam(param, format string, args ...any) *Error {
+	return &Error{
+		Status:  http.StatusBadRequest,
+		Type:    "invalid_request_error",
+		Code:    "invalid_value",
+		Param:   param,
+		Message: fmt.Sprintf(format, args...),
+	}
+}
+
+// Unsupported is a 400 for a field the chosen provider cannot express.
+func Unsupported(param, provider string) *Error {
+	return &Error{
+		Status:  http.StatusBadRequest,
+		Type:    "invalid_request_error",
+		Code:    "unsupported_parameter",
+		Param:   param,
+		Message: fmt.Sprintf("%s is not supported by provider type %s", param, provider),
+	}
+}
+
+// TypeForStatus is the error type OpenAI's SDKs expect for a status.
+func TypeForStatus(status int) string {
+	switch {
+	case status == http.StatusUnauthorized:
+		return "authentication_error"
+	case status == http.StatusForbidden:
+		return "permission_error"
+	case status == http.StatusNotFound:
+		return "not_found_error"
+	case status == http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case status >= 500:
+		return "server_error"
+	default:
+		return "invalid_request_error"
+	}
+}

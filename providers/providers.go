@@ -1,0 +1,77 @@
+// Package providers holds modelgate's unified API, which is OpenAI's wire
+// format, and the contracts that every provider translator fulfils.
+//
+// Each provider family lives in its own subpackage (openai, anthropic, …) and
+// translates unified request bodies into its own and its answers back, as
+// bytes: translators read JSON with gjson and write it with the append
+// helpers in this package, never unmarshalling whole bodies into structs.
+//
+// Nothing here knows about Caddy or about how a request reaches the provider;
+// the caddymodule package sends the translated request through Caddy's
+// reverse_proxy and feeds the answer back into the translator.
+package providers
+
+import "net/http"
+
+// Request is one upstream call prepared by a translator.
+type Request struct {
+	// Path is appended to the provider's base URL path, e.g.
+	// "/chat/completions" or "/v1/messages".
+	Path string
+
+	// Body is the provider's own request body.
+	Body []byte
+
+	// Header holds provider headers the call needs besides authentication
+	// and Content-Type (for example anthropic-version). May be nil.
+	Header http.Header
+}
+
+// Chat translates chat completions for one provider family.
+//
+// Implementations are safe for concurrent use; per-stream state lives in the
+// StreamTranslator that ChatStream returns.
+type Chat interface {
+	// ChatRequest rewrites a unified chat request body, already checked by
+	// ValidateChat, into the provider's request for model, the provider's own
+	// name of the model. A body the provider cannot express gets an *Error
+	// with a 4xx status.
+	ChatRequest(body []byte, model string) (Request, error)
+
+	// ChatResponse translates a successful (2xx), non-streaming provider
+	// body into a unified chat.completion object.
+	ChatResponse(body []byte) ([]byte, error)
+
+	// ChatStream returns a translator for one streamed answer, or nil when
+	// the provider's server-sent events are already unified chunks and pass
+	// through untouched.
+	ChatStream(opts StreamOptions) StreamTranslator
+
+	// Error maps a provider's failed answer (status >= 400) into the unified
+	// error. It never copies a non-JSON body (an HTML error page, say) to the
+	// client.
+	Error(status int, body []byte) *Error
+}
+
+// StreamOptions are the client's wishes for one streamed answer.
+type StreamOptions struct {
+	// IncludeUsage mirrors stream_options.include_usage: a final chunk with
+	// empty choices and the usage totals precedes data: [DONE], and every
+	// other chunk carries "usage": null.
+	IncludeUsage bool
+}
+
+// StreamTranslator turns one provider's server-sent events into unified
+// chat.completion.chunk events, one upstream event at a time, so that nothing
+// is held back longer than the event it belongs to.
+type StreamTranslator interface {
+	// Event translates one complete upstream event (its lines without the
+	// blank line that ends it) and appends the resulting unified events,
+	// each ending in a blank line, to dst.
+	Event(dst, event []byte) ([]byte, error)
+
+	// Close is called once when the upstream body has ended and appends
+	// whatever the unified stream still owes the client: data: [DONE] after a
+	// complete answer, an error event after a cut-off one.
+	Close(dst []byte) []byte
+}

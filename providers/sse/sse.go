@@ -1,0 +1,89 @@
+// Package sse frames server-sent events (text/event-stream) as they arrive,
+// without waiting for the stream to end.
+package sse
+
+import "bytes"
+
+// Cut finds the first complete event in buf: the bytes before the first
+// blank line. It returns the event without its terminating blank line and
+// the rest of buf after it. ok is false when buf holds no complete event
+// yet. Line ends may be "\n", "\r\n" or "\r", as the SSE specification allows.
+func Cut(buf []byte) (event, rest []byte, ok bool) {
+	for i := 0; i < len(buf); i++ {
+		c := buf[i]
+		if c != '\n' && c != '\r' {
+			continue
+		}
+		// c ends a line; see whether the next line is empty.
+		j := i + 1
+		if c == '\r' && j < len(buf) && buf[j] == '\n' {
+			j++
+		}
+		if j >= len(buf) {
+			return nil, buf, false
+		}
+		switch buf[j] {
+		case '\n':
+			return buf[:i], buf[j+1:], true
+		case '\r':
+			if j+1 < len(buf) && buf[j+1] == '\n' {
+				return buf[:i], buf[j+2:], true
+			}
+			if j+1 == len(buf) {
+				// "\r" at the end may be the start of "\r\n": wait.
+				return nil, buf, false
+			}
+			return buf[:i], buf[j+1:], true
+		}
+		i = j - 1
+	}
+	return nil, buf, false
+}
+
+// Fields returns the event's name (the "event:" field) and its data: the
+// "data:" lines joined with "\n", per the SSE specification. Comment lines
+// (starting with ':') and unknown fields are ignored.
+func Fields(event []byte) (name, data []byte) {
+	multi := false
+	for len(event) > 0 {
+		var line []byte
+		if i := bytes.IndexAny(event, "\r\n"); i >= 0 {
+			line = event[:i]
+			if event[i] == '\r' && i+1 < len(event) && event[i+1] == '\n' {
+				i++
+			}
+			event = event[i+1:]
+		} else {
+			line, event = event, nil
+		}
+		field, value, _ := bytes.Cut(line, []byte{':'})
+		if len(value) > 0 && value[0] == ' ' {
+			value = value[1:]
+		}
+		switch string(field) {
+		case "event":
+			name = value
+		case "data":
+			if data == nil {
+				data = value
+			} else {
+				if !multi {
+					data = append([]byte(nil), data...)
+					multi = true
+				}
+				data = append(append(data, '\n'), value...)
+			}
+		}
+	}
+	return name, data
+}
+
+// AppendData appends one event holding data as its single data line.
+func AppendData(dst, data []byte) []byte {
+	dst = append(dst, "data: "...)
+	dst = append(dst, data...)
+	return append(dst, "\n\n"...)
+}
+
+// Done is the event that ends a unified (OpenAI) stream.
+var Done = []byte("data: [DONE]\n\n")

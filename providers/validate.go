@@ -1,0 +1,298 @@
+package providers
+
+import (
+	"strconv"
+
+	"github.com/tidwall/gjson"
+)
+
+// ChatInfo is what the gateway needs to know about a unified chat request
+// before it picks a provider.
+type ChatInfo struct {
+	Model        string
+	Stream       bool
+	IncludeUsage bool
+}
+
+// ValidateChat checks a unified chat request body thoroughly enough that a
+// translator can trust its shape, and returns what routing needs. Errors are
+// 400 invalid_request_error with param naming the offending field, as
+// OpenAI's API names it (messages[2].role, say).
+func ValidateChat(body []byte) (ChatInfo, error) {
+	var info ChatInfo
+	if !gjson.ValidBytes(body) {
+		return info, &Error{Status: 400, Type: "invalid_request_error", Code: "invalid_json",
+			Message: "the request body is not valid JSON"}
+	}
+	root := gjson.ParseBytes(body)
+	if !root.IsObject() {
+		return info, &Error{Status: 400, Type: "invalid_request_error", Code: "invalid_json",
+			Message: "the request body must be a JSON object"}
+	}
+
+	var err error
+	root.ForEach(func(key, v gjson.Result) bool {
+		err = checkChatField(key.Str, v, &info)
+		return err == nil
+	})
+	if err != nil {
+		return info, err
+	}
+	if info.Model == "" {
+		return info, InvalidParam("model", "you must provide a model parameter")
+	}
+	if !root.Get("messages").Exists() {
+		return info, InvalidParam("messages", "messages is required")
+	}
+	return info, nil
+}
+
+func checkChatField(key string, v gjson.Result, info *ChatInfo) error {
+	switch key {
+	case "model":
+		if v.Type != gjson.String || v.Str == "" {
+			return InvalidParam("model", "model must be a non-empty string")
+		}
+		info.Model = v.Str
+	case "messages":
+		return checkMessages(v)
+	case "stream":
+		if !isBool(v) && v.Type != gjson.Null {
+			return InvalidParam("stream", "stream must be a boolean")
+		}
+		info.Stream = v.Type == gjson.True
+	case "stream_options":
+		if v.Type == gjson.Null {
+			return nil
+		}
+		if !v.IsObject() {
+			return InvalidParam("stream_options", "stream_options must be an object")
+		}
+		iu := v.Get("include_usage")
+		if iu.Exists() && !isBool(iu) {
+			return InvalidParam("stream_options.include_usage", "include_usage must be a boolean")
+		}
+		info.IncludeUsage = iu.Type == gjson.True
+	case "temperature", "top_p", "frequency_penalty", "presence_penalty":
+		if v.Type != gjson.Number && v.Type != gjson.Null {
+			return InvalidParam(key, "%s must be a number", key)
+		}
+	case "max_tokens", "max_completion_tokens", "n", "seed", "top_logprobs":
+		if v.Type == gjson.Null {
+			return nil
+		}
+		if !isInt(v) {
+			return InvalidParam(key, "%s must be an integer", key)
+		}
+		switch key {
+		case "n", "max_tokens", "max_completion_tokens":
+			if v.Int() < 1 {
+				return InvalidParam(key, "%s must be at least 1", key)
+			}
+		case "top_logprobs":
+			if v.Int() < 0 {
+				return InvalidParam(key, "%s must not be negative", key)
+			}
+		}
+	case "stop":
+		switch {
+		case v.Type == gjson.Null, v.Type == gjson.String:
+		case v.IsArray():
+			for i, s := range v.Array() {
+				if s.Type != gjson.String {
+					return InvalidParam("stop["+strconv.Itoa(i)+"]", "stop sequences must be strings")
+				}
+			}
+		default:
+			return InvalidParam("stop", "stop must be a string or an array of strings")
+		}
+	case "tools":
+		if v.Type == gjson.Null {
+			return nil
+		}
+		if !v.IsArray() {
+			return InvalidParam("tools", "tools must be an array")
+		}
+		for i, t := range v.Array() {
+			p := "tools[" + strconv.Itoa(i) + "]"
+			if !t.IsObject() {
+				return InvalidParam(p, "each tool must be an object")
+			}
+			if typ := t.Get("type"); typ.Type != gjson.String {
+				return InvalidParam(p+".type", "tool type must be a string")
+			} else if typ.Str == "function" {
+				if name := t.Get("function.name"); name.Type != gjson.String || name.Str == "" {
+					return InvalidParam(p+".function.name", "a function tool needs function.name")
+				}
+				if ps := t.Get("function.parameters"); ps.Exists() && !ps.IsObject() && ps.Type != gjson.Null {
+					return InvalidParam(p+".function.parameters", "function.parameters must be a JSON Schema object")
+				}
+			}
+		}
+	case "tool_choice":
+		switch {
+		case v.Type == gjson.Null:
+		case v.Type == gjson.String:
+			switch v.Str {
+			case "none", "auto", "required":
+			default:
+				return InvalidParam("tool_choice", "tool_choice must be none, auto, required or an object")
+			}
+		case v.IsObject():
+			if v.Get("type").Str == "function" && v.Get("function.name").Type != gjson.String {
+				return InvalidParam("tool_choice.function.name", "tool_choice needs function.name")
+			}
+		default:
+			return InvalidParam("tool_choice", "tool_choice must be a string or an object")
+		}
+	case "parallel_tool_calls", "logprobs", "store":
+		if !isBool(v) && v.Type != gjson.Null {
+			return InvalidParam(key, "%s must be a boolean", key)
+		}
+	case "response_format":
+		if v.Type != gjson.Null && (!v.IsObject() || v.Get("type").Type != gjson.String) {
+			return InvalidParam("response_format", "response_format must be an object with a type")
+		}
+	case "user", "safety_identifier", "prompt_cache_key", "reasoning_effort", "service_tier":
+		if v.Type != gjson.String && v.Type != gjson.Null {
+			return InvalidParam(key, "%s must be a string", key)
+		}
+	case "metadata", "logit_bias":
+		if v.Type != gjson.Null && !v.IsObject() {
+			return InvalidParam(key, "%s must be an object", key)
+		}
+	}
+	return nil
+}
+
+// Roles a unified chat message may have.
+var chatRoles = map[string]bool{
+	"system": true, "developer": true, "user": true, "assistant": true, "tool": true,
+}
+
+func checkMessages(v gjson.Result) error {
+	if !v.IsArray() {
+		return InvalidParam("messages", "messages must be an array")
+	}
+	n := 0
+	var err error
+	v.ForEach(func(_, m gjson.Result) bool {
+		err = checkMessage(n, m)
+		n++
+		return err == nil
+	})
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return InvalidParam("messages", "messages must contain at least one message")
+	}
+	return nil
+}
+
+func checkMessage(i int, m gjson.Result) error {
+	p := "messages[" + strconv.Itoa(i) + "]"
+	if !m.IsObject() {
+		return InvalidParam(p, "each message must be an object")
+	}
+	role := m.Get("role")
+	if role.Type != gjson.String {
+		return InvalidParam(p+".role", "each message needs a role")
+	}
+	if !chatRoles[role.Str] {
+		return InvalidParam(p+".role", "unknown role %q: use system, developer, user, assistant or tool", role.Str)
+	}
+	content := m.Get("content")
+	switch role.Str {
+	case "assistant":
+		if !content.Exists() || content.Type == gjson.Null {
+			if !m.Get("tool_calls").Exists() {
+				return InvalidParam(p+".content", "an assistant message needs content or tool_calls")
+			}
+		} else if err := checkContent(p, content, false); err != nil {
+			return err
+		}
+		if tc := m.Get("tool_calls"); tc.Exists() && tc.Type != gjson.Null {
+			if !tc.IsArray() {
+				return InvalidParam(p+".tool_calls", "tool_calls must be an array")
+			}
+			for j, c := range tc.Array() {
+				cp := p + ".tool_calls[" + strconv.Itoa(j) + "]"
+				if c.Get("id").Type != gjson.String {
+					return InvalidParam(cp+".id", "a tool call needs an id")
+				}
+				if c.Get("function.name").Type != gjson.String {
+					return InvalidParam(cp+".function.name", "a tool call needs function.name")
+				}
+				if a := c.Get("function.arguments"); a.Exists() && a.Type != gjson.String {
+					return InvalidParam(cp+".function.arguments", "function.arguments must be a JSON-encoded string")
+				}
+			}
+		}
+	case "tool":
+		if m.Get("tool_call_id").Type != gjson.String {
+			return InvalidParam(p+".tool_call_id", "a tool message needs tool_call_id")
+		}
+		if err := checkContent(p, content, false); err != nil {
+			return err
+		}
+	default:
+		if err := checkContent(p, content, role.Str == "user"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkContent(p string, c gjson.Result, user bool) error {
+	switch {
+	case c.Type == gjson.String:
+		return nil
+	case c.IsArray():
+		for j, part := range c.Array() {
+			pp := p + ".content[" + strconv.Itoa(j) + "]"
+			typ := part.Get("type")
+			if !part.IsObject() || typ.Type != gjson.String {
+				return InvalidParam(pp, "each content part must be an object with a type")
+			}
+			switch typ.Str {
+			case "text":
+				if part.Get("text").Type != gjson.String {
+					return InvalidParam(pp+".text", "a text part needs text")
+				}
+			case "refusal":
+				if part.Get("refusal").Type != gjson.String {
+					return InvalidParam(pp+".refusal", "a refusal part needs refusal")
+				}
+			case "image_url", "input_audio", "file":
+				if !user {
+					return InvalidParam(pp+".type", "%s parts are only allowed in user messages", typ.Str)
+				}
+				if typ.Str == "image_url" && part.Get("image_url.url").Type != gjson.String {
+					return InvalidParam(pp+".image_url.url", "an image_url part needs image_url.url")
+				}
+			default:
+				return InvalidParam(pp+".type", "unknown content part type %q", typ.Str)
+			}
+		}
+		return nil
+	case !c.Exists():
+		return InvalidParam(p+".content", "content is required")
+	default:
+		return InvalidParam(p+".content", "content must be a string or an array of content parts")
+	}
+}
+
+func isBool(v gjson.Result) bool { return v.Type == gjson.True || v.Type == gjson.False }
+
+func isInt(v gjson.Result) bool {
+	if v.Type != gjson.Number {
+		return false
+	}
+	for _, c := range v.Raw {
+		if c == '.' || c == 'e' || c == 'E' {
+			return false
+		}
+	}
+	return true
+}
