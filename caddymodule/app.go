@@ -1,0 +1,181 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+)
+
+func init() {
+	caddy.RegisterModule(App{})
+}
+
+// App is the modelgate app. It owns the providers, the model routes and the
+// static keys that the modelgate and modelgate_auth handlers of the same
+// config use.
+type App struct {
+	// Providers keyed by the name requests use in "<provider>/<model>". The
+	// provider type is the module name inline, under "type".
+	ProvidersRaw map[string]json.RawMessage `json:"providers,omitempty" caddy:"namespace=modelgate.providers inline_key=type"`
+
+	// Models maps a bare model name (an alias) to its targets, each
+	// "<provider>/<model>", tried in order: the next one is tried when the
+	// previous could not be reached or answered 429 or 5xx, as long as nothing
+	// has been sent to the client yet.
+	Models map[string][]string `json:"models,omitempty"`
+
+	// DefaultProvider serves bare model names that neither an alias nor a
+	// provider's models list claims. Default: none (such names get 404).
+	DefaultProvider string `json:"default_provider,omitempty"`
+
+	// Keys are static API keys, managed in the config.
+	Keys []StaticKey `json:"keys,omitempty"`
+
+	providers map[string]*provider
+	bare      map[string]string // bare model name -> provider name, from models lists
+	keys      map[[32]byte]*Key
+	logger    *zap.Logger
+}
+
+// CaddyModule returns the Caddy module information.
+func (App) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "modelgate",
+		New: func() caddy.Module { return new(App) },
+	}
+}
+
+// Provision loads the providers and checks that every route points at one.
+// It starts nothing: validation-only loads provision and then cancel.
+func (a *App) Provision(ctx caddy.Context) error {
+	a.logger = ctx.Logger()
+	mods, err := ctx.LoadModule(a, "ProvidersRaw")
+	if err != nil {
+		return fmt.Errorf("loading providers: %v", err)
+	}
+	a.providers = make(map[string]*provider, len(mods.(map[string]any)))
+	for name, m := range mods.(map[string]any) {
+		p, ok := m.(providerModule)
+		if !ok {
+			return fmt.Errorf("provider %q: module %T is not a modelgate provider", name, m)
+		}
+		a.providers[name] = &provider{name: name, base: p.providerBase(), chat: p.chatTranslator()}
+	}
+
+	a.bare = make(map[string]string)
+	for _, name := range sortedKeys(a.providers) {
+		for _, m := range a.providers[name].base.Models {
+			if other, dup := a.bare[m]; dup {
+				return fmt.Errorf("model %q is listed by providers %q and %q: add a model alias to say which serves the bare name", m, other, name)
+			}
+			a.bare[m] = name
+		}
+	}
+
+	a.keys, err = provisionStaticKeys(a.Keys)
+	return err
+}
+
+// Validate checks that every alias target and the default provider name a
+// configured provider.
+func (a *App) Validate() error {
+	for _, alias := range sortedKeys(a.Models) {
+		targets := a.Models[alias]
+		if len(targets) == 0 {
+			return fmt.Errorf("model alias %q has no targets", alias)
+		}
+		for _, t := range targets {
+			pname, model, ok := strings.Cut(t, "/")
+			if !ok || pname == "" || model == "" {
+				return fmt.Errorf("model alias %q: target %q is not <provider>/<model>", alias, t)
+			}
+			if _, ok := a.providers[pname]; !ok {
+				return fmt.Errorf("model alias %q: target %q names unknown provider %q", alias, t, pname)
+			}
+		}
+	}
+	if a.DefaultProvider != "" {
+		if _, ok := a.providers[a.DefaultProvider]; !ok {
+			return fmt.Errorf("default_provider %q is not a configured provider", a.DefaultProvider)
+		}
+	}
+	return nil
+}
+
+// Start implements caddy.App. The app has no background work yet.
+func (a *App) Start() error { return nil }
+
+// Stop implements caddy.App.
+func (a *App) Stop() error { return nil }
+
+// target is one provider and the provider's own name for the model.
+type target struct {
+	provider *provider
+	model    string
+}
+
+// resolve turns a request's model into the targets to try, in order, per
+// the routing rules: "<provider>/<model>" when <provider> is configured,
+// else a bare name resolved by alias, by a provider's models list, then by
+// the default provider.
+func (a *App) resolve(model string) []target {
+	if pname, rest, ok := strings.Cut(model, "/"); ok && rest != "" {
+		if p, ok := a.providers[pname]; ok {
+			return []target{{provider: p, model: rest}}
+		}
+	}
+	if targets, ok := a.Models[model]; ok {
+		out := make([]target, 0, len(targets))
+		for _, t := range targets {
+			pname, m, _ := strings.Cut(t, "/")
+			out = append(out, target{provider: a.providers[pname], model: m})
+		}
+		return out
+	}
+	if pname, ok := a.bare[model]; ok {
+		return []target{{provider: a.providers[pname], model: model}}
+	}
+	if a.DefaultProvider != "" {
+		return []target{{provider: a.providers[a.DefaultProvider], model: model}}
+	}
+	return nil
+}
+
+// modelIDs lists every model name a client can use without knowing the
+// configuration: the aliases and each provider's listed models as
+// "<provider>/<model>", sorted.
+func (a *App) modelIDs() []modelID {
+	var out []modelID
+	for alias := range a.Models {
+		out = append(out, modelID{id: alias, owner: "modelgate"})
+	}
+	for name, p := range a.providers {
+		for _, m := range p.base.Models {
+			out = append(out, modelID{id: name + "/" + m, owner: name})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	return out
+}
+
+type modelID struct{ id, owner string }
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Interface guards
+var (
+	_ caddy.App         = (*App)(nil)
+	_ caddy.Provisioner = (*App)(nil)
+	_ caddy.Validator   = (*App)(nil)
+)

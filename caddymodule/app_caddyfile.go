@@ -1,0 +1,213 @@
+package caddymodule
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"sort"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"github.com/caddyserver/caddy/v2/caddyconfig/httpcaddyfile"
+)
+
+func init() {
+	httpcaddyfile.RegisterGlobalOption("modelgate", parseModelgateOption)
+}
+
+// parseModelgateOption sets up the modelgate app from the global option
+// block. Several blocks merge into one app. Syntax:
+//
+//	modelgate {
+//	    provider <name> <type> {
+//	        base_url <url>
+//	        api_key  <secret>
+//	        models   <model>...
+//	        <type-specific options>
+//	        proxy {
+//	            <reverse_proxy subdirectives>
+//	        }
+//	    }
+//	    model <alias> <provider>/<model> [<provider>/<model>...]
+//	    default_provider <name>
+//	    key <name> <secret>
+//	}
+func parseModelgateOption(d *caddyfile.Dispenser, existing any) (any, error) {
+	app := new(App)
+	if existing != nil {
+		prev, ok := existing.(httpcaddyfile.App)
+		if !ok {
+			return nil, d.Errf("unexpected existing modelgate option value %T", existing)
+		}
+		if err := json.Unmarshal(prev.Value, app); err != nil {
+			return nil, d.Errf("merging modelgate blocks: %v", err)
+		}
+	}
+	if err := app.UnmarshalCaddyfile(d); err != nil {
+		return nil, err
+	}
+	return httpcaddyfile.App{Name: "modelgate", Value: caddyconfig.JSON(app, nil)}, nil
+}
+
+// UnmarshalCaddyfile reads a modelgate global option block into the app;
+// see parseModelgateOption for the syntax.
+func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	d.Next() // the option name
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		switch d.Val() {
+		case "provider":
+			if err := a.unmarshalProvider(d); err != nil {
+				return err
+			}
+		case "model":
+			var alias string
+			if !d.Args(&alias) {
+				return d.ArgErr()
+			}
+			targets := d.RemainingArgs()
+			if len(targets) == 0 {
+				return d.Errf("model %s: at least one <provider>/<model> target is required", alias)
+			}
+			if _, dup := a.Models[alias]; dup {
+				return d.Errf("model alias %q is defined twice", alias)
+			}
+			for _, t := range targets {
+				pname, model, ok := strings.Cut(t, "/")
+				if !ok || pname == "" || model == "" {
+					return d.Errf("model %s: target %q is not <provider>/<model>", alias, t)
+				}
+				if _, ok := a.ProvidersRaw[pname]; !ok {
+					return d.Errf("model %s: target %q names provider %q, which is not defined (define providers before the aliases that use them)", alias, t, pname)
+				}
+			}
+			if a.Models == nil {
+				a.Models = make(map[string][]string)
+			}
+			a.Models[alias] = targets
+		case "default_provider":
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			name := d.Val()
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			if _, ok := a.ProvidersRaw[name]; !ok {
+				return d.Errf("default_provider %q is not defined (define providers before naming the default)", name)
+			}
+			a.DefaultProvider = name
+		case "key":
+			var name, secret string
+			if !d.Args(&name, &secret) || d.NextArg() {
+				return d.ArgErr()
+			}
+			for _, k := range a.Keys {
+				if k.Name == name {
+					return d.Errf("key %q is defined twice", name)
+				}
+			}
+			k := StaticKey{Name: name}
+			if hasPlaceholder(secret) {
+				k.Secret = secret
+			} else {
+				sum := hashKey(secret)
+				k.SHA256 = hex.EncodeToString(sum[:])
+			}
+			a.Keys = append(a.Keys, k)
+		default:
+			return d.Errf("unrecognized modelgate option %q", d.Val())
+		}
+	}
+	return nil
+}
+
+// unmarshalProvider reads "provider <name> <type> { … }" through the type's
+// own module.
+func (a *App) unmarshalProvider(d *caddyfile.Dispenser) error {
+	var name, typ string
+	if !d.Args(&name, &typ) {
+		return d.ArgErr()
+	}
+	if strings.Contains(name, "/") {
+		return d.Errf("provider name %q must not contain '/'", name)
+	}
+	if _, dup := a.ProvidersRaw[name]; dup {
+		return d.Errf("provider %q is defined twice", name)
+	}
+	id := "modelgate.providers." + typ
+	if _, err := caddy.GetModule(id); err != nil {
+		return d.Errf("provider %s: unknown provider type %q (known types: %s)", name, typ, strings.Join(providerTypes(), ", "))
+	}
+	unm, err := caddyfile.UnmarshalModule(d, id)
+	if err != nil {
+		return err
+	}
+	if a.ProvidersRaw == nil {
+		a.ProvidersRaw = make(map[string]json.RawMessage)
+	}
+	a.ProvidersRaw[name] = caddyconfig.JSONModuleObject(unm, "type", typ, nil)
+	return nil
+}
+
+// providerTypes lists the registered provider types.
+func providerTypes() []string {
+	var types []string
+	for _, m := range caddy.GetModules("modelgate.providers") {
+		types = append(types, m.ID.Name())
+	}
+	sort.Strings(types)
+	return types
+}
+
+// unmarshalCaddyfile reads a provider block. The dispenser is positioned
+// at the provider type; extra handles the type's own subdirectives and
+// reports whether it knew the one under the cursor.
+func (b *ProviderBase) unmarshalCaddyfile(d *caddyfile.Dispenser, def providerDefaults, extra func(*caddyfile.Dispenser) (bool, error)) error {
+	d.Next() // the provider type
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		switch d.Val() {
+		case "base_url":
+			if !d.AllArgs(&b.BaseURL) {
+				return d.ArgErr()
+			}
+		case "api_key":
+			if !d.AllArgs(&b.APIKey) {
+				return d.ArgErr()
+			}
+		case "models":
+			models := d.RemainingArgs()
+			if len(models) == 0 {
+				return d.ArgErr()
+			}
+			b.Models = append(b.Models, models...)
+		case "proxy":
+			raw, err := unmarshalProxy(d)
+			if err != nil {
+				return err
+			}
+			b.Proxy = raw
+		default:
+			known := false
+			if extra != nil {
+				var err error
+				if known, err = extra(d); err != nil {
+					return err
+				}
+			}
+			if !known {
+				return d.Errf("unrecognized option %q for provider type %s", d.Val(), def.typeName)
+			}
+		}
+	}
+	if def.keyNeeded && b.APIKey == "" {
+		return d.Errf("provider type %s needs api_key (for example: api_key {env.%s_API_KEY})", def.typeName, strings.ToUpper(def.typeName))
+	}
+	return nil
+}

@@ -1,0 +1,96 @@
+package caddymodule
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/modelgate/modelgate/providers"
+)
+
+func init() {
+	caddy.RegisterModule(Auth{})
+}
+
+// Auth authenticates requests by "Authorization: Bearer <key>" against the
+// modelgate app's keys. A request without a valid key gets 401 with an
+// OpenAI-shaped error body, so SDKs raise their AuthenticationError; one with
+// a valid key continues with the key's name in {http.modelgate.key} and the
+// key's owner in {http.auth.user.id}.
+//
+// Keys are compared by their SHA-256 digests; the secret is never logged.
+type Auth struct {
+	app    *App
+	logger *zap.Logger
+}
+
+// CaddyModule returns the Caddy module information.
+func (Auth) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.modelgate_auth",
+		New: func() caddy.Module { return new(Auth) },
+	}
+}
+
+// Provision finds the modelgate app of this config.
+func (h *Auth) Provision(ctx caddy.Context) error {
+	h.logger = ctx.Logger()
+	app, err := modelgateApp(ctx)
+	if err != nil {
+		return fmt.Errorf("modelgate_auth: %w", err)
+	}
+	h.app = app
+	return nil
+}
+
+// ctxKeyVar is the request variable holding the authenticated *Key.
+const ctxKeyVar = "modelgate.key"
+
+// ServeHTTP checks the bearer key and passes the request on when it is known.
+func (h *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	secret, ok := bearer(r.Header.Get("Authorization"))
+	if !ok {
+		writeError(w, &providers.Error{
+			Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
+			Message: "missing API key: send it as 'Authorization: Bearer <key>'",
+		})
+		return nil
+	}
+	key := h.app.keys[hashKey(secret)]
+	if key == nil {
+		if c := h.logger.Check(zap.InfoLevel, "unknown API key"); c != nil {
+			c.Write(zap.String("remote_ip", r.RemoteAddr))
+		}
+		writeError(w, &providers.Error{
+			Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
+			Message: "incorrect API key provided",
+		})
+		return nil
+	}
+	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	repl.Set("http.modelgate.key", key.Name)
+	repl.Set("http.auth.user.id", key.Owner)
+	caddyhttp.SetVar(r.Context(), ctxKeyVar, key)
+	return next.ServeHTTP(w, r)
+}
+
+// bearer extracts the token of an "Authorization: Bearer <token>" header.
+// The scheme is case-insensitive, as RFC 9110 says.
+func bearer(header string) (string, bool) {
+	scheme, token, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*Auth)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Auth)(nil)
+)

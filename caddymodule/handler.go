@@ -1,0 +1,194 @@
+package caddymodule
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/modelgate/modelgate/providers"
+)
+
+func init() {
+	caddy.RegisterModule(Handler{})
+}
+
+// Handler serves modelgate's unified API, OpenAI's conventions under /v1:
+//
+//	POST /v1/chat/completions   chat, streamed (SSE) or not
+//	GET  /v1/models             the models clients can name
+//	GET  /v1/models/{id}        one of them
+//
+// Requests to other paths go to the next handler. Every error is written in
+// OpenAI's error shape.
+type Handler struct {
+	// MaxRequestBody is the largest request body accepted, in bytes; larger
+	// ones get 413. Default: 16 MiB.
+	MaxRequestBody int64 `json:"max_request_body,omitempty"`
+
+	app     *App
+	created int64
+	logger  *zap.Logger
+}
+
+// CaddyModule returns the Caddy module information.
+func (Handler) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "http.handlers.modelgate",
+		New: func() caddy.Module { return new(Handler) },
+	}
+}
+
+const defaultMaxRequestBody = 16 << 20
+
+// Provision finds the modelgate app of this config and fills defaults.
+func (h *Handler) Provision(ctx caddy.Context) error {
+	h.logger = ctx.Logger()
+	if h.MaxRequestBody == 0 {
+		h.MaxRequestBody = defaultMaxRequestBody
+	}
+	app, err := modelgateApp(ctx)
+	if err != nil {
+		return fmt.Errorf("modelgate handler: %w", err)
+	}
+	h.app = app
+	h.created = time.Now().Unix()
+	return nil
+}
+
+// Validate checks the configuration.
+func (h *Handler) Validate() error {
+	if h.MaxRequestBody < 0 {
+		return errors.New("max_request_body must not be negative")
+	}
+	return nil
+}
+
+// ServeHTTP routes the request to the endpoint for its path.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
+	path := r.URL.Path
+	switch {
+	case path == "/v1/chat/completions":
+		if !allowMethod(w, r, http.MethodPost) {
+			return nil
+		}
+		h.serveChat(w, r)
+		return nil
+	case path == "/v1/models":
+		if !allowMethod(w, r, http.MethodGet) {
+			return nil
+		}
+		h.serveModels(w, r)
+		return nil
+	case strings.HasPrefix(path, "/v1/models/"):
+		if !allowMethod(w, r, http.MethodGet) {
+			return nil
+		}
+		h.serveModel(w, strings.TrimPrefix(path, "/v1/models/"))
+		return nil
+	}
+	return next.ServeHTTP(w, r)
+}
+
+// allowMethod answers 405 unless r uses method (HEAD counts as GET).
+func allowMethod(w http.ResponseWriter, r *http.Request, method string) bool {
+	if r.Method == method || method == http.MethodGet && r.Method == http.MethodHead {
+		return true
+	}
+	w.Header().Set("Allow", method)
+	writeError(w, &providers.Error{
+		Status: http.StatusMethodNotAllowed, Type: "invalid_request_error", Code: "method_not_allowed",
+		Message: fmt.Sprintf("%s %s is not supported: use %s", r.Method, r.URL.Path, method),
+	})
+	return false
+}
+
+// readBody reads the request body up to limit bytes.
+func readBody(r *http.Request, limit int64) ([]byte, *providers.Error) {
+	tooLarge := &providers.Error{
+		Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "request_too_large",
+		Message: fmt.Sprintf("the request body is larger than %d bytes", limit),
+	}
+	if r.ContentLength > limit {
+		return nil, tooLarge
+	}
+	var buf bytes.Buffer
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength) + bytes.MinRead) // ReadFrom wants MinRead spare bytes
+	}
+	if _, err := buf.ReadFrom(io.LimitReader(r.Body, limit+1)); err != nil {
+		return nil, &providers.Error{
+			Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "invalid_body",
+			Message: "the request body could not be read",
+		}
+	}
+	if int64(buf.Len()) > limit {
+		return nil, tooLarge
+	}
+	return buf.Bytes(), nil
+}
+
+// modelNotFound is the 404 OpenAI gives for a model it does not know.
+func modelNotFound(model string) *providers.Error {
+	return &providers.Error{
+		Status: http.StatusNotFound, Type: "invalid_request_error", Code: "model_not_found", Param: "model",
+		Message: fmt.Sprintf("the model %q does not exist or you do not have access to it", model),
+	}
+}
+
+func (h *Handler) serveModels(w http.ResponseWriter, _ *http.Request) {
+	ids := h.app.modelIDs()
+	b := make([]byte, 0, 64+80*len(ids))
+	b = append(b, `{"object":"list","data":[`...)
+	for i, m := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = h.appendModel(b, m)
+	}
+	b = append(b, "]}"...)
+	writeJSON(w, http.StatusOK, b)
+}
+
+func (h *Handler) serveModel(w http.ResponseWriter, id string) {
+	for _, m := range h.app.modelIDs() {
+		if m.id == id {
+			writeJSON(w, http.StatusOK, h.appendModel(nil, m))
+			return
+		}
+	}
+	writeError(w, modelNotFound(id))
+}
+
+func (h *Handler) appendModel(b []byte, m modelID) []byte {
+	b = append(b, `{"id":`...)
+	b = providers.AppendString(b, m.id)
+	b = append(b, `,"object":"model","created":`...)
+	b = strconv.AppendInt(b, h.created, 10)
+	b = append(b, `,"owned_by":`...)
+	b = providers.AppendString(b, m.owner)
+	return append(b, '}')
+}
+
+func writeJSON(w http.ResponseWriter, status int, body []byte) {
+	hdr := w.Header()
+	hdr.Set("Content-Type", "application/json")
+	hdr.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner           = (*Handler)(nil)
+	_ caddy.Validator             = (*Handler)(nil)
+	_ caddyhttp.MiddlewareHandler = (*Handler)(nil)
+)

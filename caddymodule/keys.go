@@ -1,0 +1,82 @@
+package caddymodule
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+)
+
+// StaticKey is an API key defined in the config. Give either Secret, usually
+// a placeholder such as {env.MODELGATE_KEY} resolved at provision time, or
+// SHA256, the hex SHA-256 digest of the secret. The Caddyfile adapter turns a
+// literal secret into its digest, so adapted JSON (and Caddy's autosave)
+// never holds a literal key.
+type StaticKey struct {
+	// Name identifies the key in logs and placeholders; it is also the
+	// owner of what the key creates.
+	Name string `json:"name"`
+
+	// Secret is the key itself, or a placeholder that yields it.
+	Secret string `json:"secret,omitempty"`
+
+	// SHA256 is the hex-encoded SHA-256 digest of the key.
+	SHA256 string `json:"sha256,omitempty"`
+}
+
+// Key is an authenticated caller, as the handlers see it.
+type Key struct {
+	Name  string
+	Owner string
+}
+
+// hashKey is how keys are compared: by SHA-256 digest, never as plain text.
+func hashKey(secret string) [32]byte { return sha256.Sum256([]byte(secret)) }
+
+// hasPlaceholder reports whether s holds a {placeholder} to resolve later.
+func hasPlaceholder(s string) bool {
+	i := strings.IndexByte(s, '{')
+	return i >= 0 && strings.IndexByte(s[i:], '}') > 0
+}
+
+func provisionStaticKeys(keys []StaticKey) (map[[32]byte]*Key, error) {
+	repl := caddy.NewReplacer()
+	out := make(map[[32]byte]*Key, len(keys))
+	names := make(map[string]bool, len(keys))
+	for i, k := range keys {
+		if k.Name == "" {
+			return nil, fmt.Errorf("keys[%d]: a key needs a name", i)
+		}
+		if names[k.Name] {
+			return nil, fmt.Errorf("key %q is defined twice", k.Name)
+		}
+		names[k.Name] = true
+
+		var digest [32]byte
+		switch {
+		case k.Secret != "" && k.SHA256 != "":
+			return nil, fmt.Errorf("key %q: give secret or sha256, not both", k.Name)
+		case k.Secret != "":
+			secret := repl.ReplaceKnown(k.Secret, "")
+			if secret == "" {
+				return nil, fmt.Errorf("key %q: secret %s is empty (is the environment variable set?)", k.Name, k.Secret)
+			}
+			digest = hashKey(secret)
+		case k.SHA256 != "":
+			b, err := hex.DecodeString(k.SHA256)
+			if err != nil || len(b) != sha256.Size {
+				return nil, fmt.Errorf("key %q: sha256 must be 64 hex digits", k.Name)
+			}
+			copy(digest[:], b)
+		default:
+			return nil, fmt.Errorf("key %q needs a secret or a sha256", k.Name)
+		}
+		if prev, dup := out[digest]; dup {
+			return nil, fmt.Errorf("keys %q and %q have the same secret", prev.Name, k.Name)
+		}
+		out[digest] = &Key{Name: k.Name, Owner: k.Name}
+	}
+	return out, nil
+}

@@ -1,0 +1,268 @@
+package caddymodule
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+
+	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/sse"
+)
+
+// maxUpstreamBody bounds what is buffered of a non-streamed answer or an
+// error body; a longer answer is a provider fault (502).
+const maxUpstreamBody = 64 << 20
+
+// failure is an attempt that wrote nothing to the client: the error to send
+// if no other target answers, and the provider headers that go with it.
+type failure struct {
+	err    *providers.Error
+	header http.Header
+}
+
+func (f *failure) write(w http.ResponseWriter) {
+	copyClientHeaders(w.Header(), f.header)
+	writeError(w, f.err)
+}
+
+// retryable reports whether the next target should be tried: connection
+// failures, 429 and 5xx.
+func (f *failure) retryable() bool {
+	return f.err.Status == http.StatusTooManyRequests || f.err.Status >= 500
+}
+
+// forward sends one translated request through the provider's
+// reverse_proxy and answers the client, unless the attempt failed in a way
+// that lets the next target try: then it has written nothing and returns the
+// failure.
+func (p *provider) forward(w http.ResponseWriter, r *http.Request, preq providers.Request, info providers.ChatInfo) *failure {
+	uw := &upstreamWriter{client: w, header: make(http.Header), wantStream: info.Stream}
+	if info.Stream {
+		uw.tr = p.chat.ChatStream(providers.StreamOptions{IncludeUsage: info.IncludeUsage})
+	}
+	err := uw.serve(p.base.proxy, p.base.upstreamRequest(r, preq, info.Stream))
+
+	if uw.streaming {
+		uw.finishStream(err != nil)
+		return nil
+	}
+	if err != nil || uw.tooLarge {
+		return &failure{err: unreachable(p.name, err, uw.tooLarge)}
+	}
+	if uw.status >= 400 {
+		f := &failure{err: p.upstreamError(uw.status, uw.buf), header: uw.header}
+		if f.retryable() {
+			return f
+		}
+		f.write(w)
+		return nil
+	}
+	out, err := p.chat.ChatResponse(uw.buf)
+	if err != nil {
+		return &failure{err: &providers.Error{Status: http.StatusBadGateway, Type: "server_error",
+			Code: "bad_upstream_response", Message: "provider " + p.name + " sent an answer that could not be read"}}
+	}
+	copyClientHeaders(w.Header(), uw.header)
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// upstreamError maps a provider's error answer. A 401 or 403 from the
+// provider means the gateway's own provider key is wrong, not the client's:
+// the client gets a 502 that does not repeat the provider's message, which
+// may quote part of that key.
+func (p *provider) upstreamError(status int, body []byte) *providers.Error {
+	if status == http.StatusUnauthorized || status == http.StatusForbidden {
+		return &providers.Error{Status: http.StatusBadGateway, Type: "server_error", Code: "upstream_auth_failed",
+			Message: "provider " + p.name + " rejected the gateway's credentials (status " + strconv.Itoa(status) + ")"}
+	}
+	e := p.chat.Error(status, body)
+	if e.Status < 400 || e.Status > 599 {
+		e.Status = http.StatusBadGateway
+	}
+	return e
+}
+
+// unreachable is the error for a provider that could not be reached or
+// broke off its answer.
+func unreachable(name string, err error, tooLarge bool) *providers.Error {
+	e := &providers.Error{Status: http.StatusBadGateway, Type: "server_error", Code: "upstream_unreachable",
+		Message: "provider " + name + " could not be reached"}
+	var he caddyhttp.HandlerError
+	switch {
+	case tooLarge:
+		e.Code, e.Message = "bad_upstream_response", "provider "+name+" sent an answer larger than the gateway accepts"
+	case errors.As(err, &he) && he.StatusCode == http.StatusGatewayTimeout:
+		e.Status, e.Code, e.Message = http.StatusGatewayTimeout, "upstream_timeout", "provider "+name+" did not answer in time"
+	case errors.Is(err, errAborted):
+		e.Code, e.Message = "upstream_aborted", "provider "+name+" broke off its answer"
+	}
+	return e
+}
+
+// clientHeaders are the provider response headers a client may see.
+var clientHeaders = []string{"X-Request-Id", "Openai-Processing-Ms", "Retry-After", "Retry-After-Ms"}
+
+// copyClientHeaders copies the allow-listed provider headers; Anthropic's
+// request-id becomes x-request-id.
+func copyClientHeaders(dst, src http.Header) {
+	for _, k := range clientHeaders {
+		if v := src[k]; len(v) > 0 {
+			dst[k] = v
+		}
+	}
+	if v := src["Request-Id"]; len(v) > 0 && len(dst["X-Request-Id"]) == 0 {
+		dst["X-Request-Id"] = v
+	}
+	for k, v := range src {
+		if strings.HasPrefix(k, "X-Ratelimit-") {
+			dst[k] = v
+		}
+	}
+}
+
+// errAborted reports that reverse_proxy gave up on a broken upstream body.
+var errAborted = errors.New("upstream answer aborted")
+
+// upstreamWriter is the ResponseWriter reverse_proxy writes the provider's
+// answer into. It keeps its own header map, so nothing reaches the client
+// before modelgate decides what to do with the answer:
+//
+//   - a 2xx event stream, when the client asked for one, is translated event
+//     by event and flushed to the client as reverse_proxy flushes;
+//   - anything else (a non-streamed answer, an error) is buffered, so that a
+//     429 or 5xx can still fall back to the next target.
+type upstreamWriter struct {
+	client     http.ResponseWriter
+	header     http.Header
+	wantStream bool
+	tr         providers.StreamTranslator // nil: events pass through as they are
+
+	wroteHeader bool
+	status      int
+	streaming   bool // the client has the status line: no fallback any more
+	failed      bool // the translator rejected an event; the rest is dropped
+	tooLarge    bool
+	buf         []byte // buffered body, or pending partial SSE event
+	out         []byte // translated events, reused
+}
+
+// serve runs the proxy, turning its abort panic (a provider that breaks off
+// its body) into an error.
+func (w *upstreamWriter) serve(proxy *reverseproxy.Handler, r *http.Request) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v != http.ErrAbortHandler { //nolint:errorlint // panic values are compared, not wrapped
+				panic(v)
+			}
+			err = errAborted
+		}
+	}()
+	return proxy.ServeHTTP(w, r, noNext)
+}
+
+// Header returns the writer's own header map, which receives the provider's
+// response headers.
+func (w *upstreamWriter) Header() http.Header { return w.header }
+
+// WriteHeader decides, on the provider's status, whether to stream or to
+// buffer.
+func (w *upstreamWriter) WriteHeader(status int) {
+	if w.wroteHeader || status < 200 {
+		return // 1xx are informational; reverse_proxy handles them
+	}
+	w.wroteHeader = true
+	w.status = status
+	if status >= 300 || !w.wantStream || !isEventStream(w.header.Get("Content-Type")) {
+		return
+	}
+	w.streaming = true
+	h := w.client.Header()
+	copyClientHeaders(h, w.header)
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Del("Content-Length")
+	w.client.WriteHeader(http.StatusOK)
+}
+
+// Write buffers, passes through or translates the provider's bytes.
+func (w *upstreamWriter) Write(p []byte) (int, error) {
+	if !w.wroteHeader {
+		w.WriteHeader(http.StatusOK)
+	}
+	switch {
+	case !w.streaming:
+		if len(w.buf)+len(p) > maxUpstreamBody {
+			w.tooLarge = true
+			return len(p), nil
+		}
+		w.buf = append(w.buf, p...)
+		return len(p), nil
+	case w.failed:
+		return len(p), nil
+	case w.tr == nil:
+		return w.client.Write(p)
+	}
+	w.buf = append(w.buf, p...)
+	out := w.out[:0]
+	pending := w.buf
+	for {
+		ev, rest, ok := sse.Cut(pending)
+		if !ok {
+			break
+		}
+		pending = rest
+		var err error
+		if out, err = w.tr.Event(out, ev); err != nil {
+			w.failed = true
+			out = sse.AppendData(out, (&providers.Error{Type: "server_error", Code: "bad_upstream_event",
+				Message: "the provider sent an event that could not be translated"}).JSON())
+			break
+		}
+	}
+	w.buf = append(w.buf[:0], pending...)
+	w.out = out
+	if len(out) > 0 {
+		if _, err := w.client.Write(out); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
+}
+
+// FlushError is what http.ResponseController, which reverse_proxy flushes
+// through, calls. Only a stream has anything to flush.
+func (w *upstreamWriter) FlushError() error {
+	if !w.streaming {
+		return nil
+	}
+	return http.NewResponseController(w.client).Flush()
+}
+
+// finishStream ends a stream that reached the client: the translator closes
+// it (data: [DONE], or an error event if the provider's stream was cut off);
+// a passed-through stream that reverse_proxy aborted gets an error event.
+func (w *upstreamWriter) finishStream(aborted bool) {
+	var out []byte
+	switch {
+	case w.failed:
+	case w.tr != nil:
+		out = w.tr.Close(w.out[:0])
+	case aborted:
+		out = sse.AppendData(nil, (&providers.Error{Type: "server_error", Code: "upstream_aborted",
+			Message: "the provider broke off its answer"}).JSON())
+	}
+	if len(out) > 0 {
+		_, _ = w.client.Write(out)
+	}
+	_ = http.NewResponseController(w.client).Flush()
+}
+
+func isEventStream(contentType string) bool {
+	mt, _, _ := strings.Cut(contentType, ";")
+	return strings.EqualFold(strings.TrimSpace(mt), "text/event-stream")
+}
