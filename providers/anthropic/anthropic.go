@@ -1,0 +1,176 @@
+// Package anthropic translates modelgate's unified (OpenAI-shaped) chat
+// completions to and from Anthropic's Messages API (POST /v1/messages):
+// request bodies, answers, server-sent event streams and errors.
+//
+// Like every translator it works on bytes: it reads JSON with gjson and
+// writes it by appending, copying raw JSON values through where it can.
+package anthropic
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/modelgate/modelgate/providers"
+)
+
+// providerName names the provider type in unsupported-parameter errors.
+const providerName = "anthropic"
+
+const (
+	// DefaultMaxTokens is sent as max_tokens when neither the client nor
+	// Chat.MaxTokens gives one; Anthropic requires the field.
+	DefaultMaxTokens = 4096
+
+	// DefaultVersion is the anthropic-version header sent when Chat.Version
+	// is empty.
+	DefaultVersion = "2023-06-01"
+)
+
+// Chat is the translator for Anthropic's Messages API. The zero value is
+// ready to use, and a Chat is safe for concurrent use.
+type Chat struct {
+	// MaxTokens is sent as max_tokens when the client gives neither
+	// max_completion_tokens nor max_tokens. Zero means DefaultMaxTokens.
+	MaxTokens int
+
+	// Version is the anthropic-version header. Empty means DefaultVersion.
+	Version string
+
+	// Now returns the time for "created"; nil means time.Now.
+	Now func() time.Time
+}
+
+var _ providers.Chat = Chat{}
+
+func (c Chat) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+// Error maps an Anthropic error answer, {"type":"error","error":{"type",
+// "message"}}, to the unified error. The status is kept, except that
+// Anthropic's non-standard 529 (overloaded) becomes 503. A body that is not
+// Anthropic's (or any) JSON never reaches the message.
+func (Chat) Error(status int, body []byte) *providers.Error {
+	var typ, msg string
+	if gjson.ValidBytes(body) {
+		root := gjson.ParseBytes(body)
+		switch e := root.Get("error"); {
+		case e.IsObject():
+			typ = e.Get("type").Str
+			msg = e.Get("message").Str
+		case e.Type == gjson.String:
+			msg = e.Str
+		default:
+			msg = root.Get("message").Str
+		}
+	}
+	if msg == "" {
+		msg = "the provider answered " + statusText(status)
+	}
+	return mapError(status, typ, msg)
+}
+
+// mapError builds the unified error for an Anthropic error type (possibly
+// empty or unknown) that came with status.
+func mapError(status int, typ, msg string) *providers.Error {
+	e := &providers.Error{Status: status, Message: msg}
+	if status == 529 {
+		e.Status = http.StatusServiceUnavailable
+		if typ == "" {
+			typ = "overloaded_error"
+		}
+	}
+	switch typ {
+	case "invalid_request_error", "authentication_error", "permission_error", "not_found_error":
+		e.Type, e.Code = typ, typ
+	case "rate_limit_error":
+		e.Type, e.Code = typ, "rate_limit_exceeded"
+	case "request_too_large":
+		e.Type, e.Code = "invalid_request_error", "request_too_large"
+	case "api_error":
+		e.Type, e.Code = "server_error", "api_error"
+	case "overloaded_error":
+		e.Type, e.Code = "server_error", "overloaded"
+	case "timeout_error":
+		e.Type, e.Code = "server_error", "timeout"
+	default: // billing_error, new types, or none at all
+		e.Type, e.Code = providers.TypeForStatus(e.Status), typ
+	}
+	return e
+}
+
+// statusText names an HTTP status for messages, including Anthropic's 529.
+func statusText(status int) string {
+	if status == 529 {
+		return "529 Overloaded"
+	}
+	if t := http.StatusText(status); t != "" {
+		return strconv.Itoa(status) + " " + t
+	}
+	return "status " + strconv.Itoa(status)
+}
+
+// finishReason maps an Anthropic stop_reason to OpenAI's finish_reason.
+// Unknown and missing reasons become "stop".
+func finishReason(stop string) string {
+	switch stop {
+	case "max_tokens", "model_context_window_exceeded":
+		return "length"
+	case "tool_use":
+		return "tool_calls"
+	case "refusal":
+		return "content_filter"
+	default: // end_turn, stop_sequence, pause_turn, null, new reasons
+		return "stop"
+	}
+}
+
+// appendRawString appends v when it is a JSON string (copying its raw,
+// already escaped form) and "" otherwise.
+func appendRawString(b []byte, v gjson.Result) []byte {
+	if v.Type == gjson.String {
+		return append(b, v.Raw...)
+	}
+	return append(b, `""`...)
+}
+
+// compactJSON returns raw, which must be valid JSON, without insignificant
+// whitespace. It returns raw itself when there is none.
+func compactJSON(raw string) string {
+	var out []byte
+	inString, escaped := false, false
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			if out == nil {
+				out = append(make([]byte, 0, len(raw)), raw[:i]...)
+			}
+			continue
+		}
+		if out != nil {
+			out = append(out, c)
+		}
+	}
+	if out == nil {
+		return raw
+	}
+	return string(out)
+}

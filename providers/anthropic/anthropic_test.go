@@ -1,0 +1,320 @@
+package anthropic
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelgate/modelgate/providers"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files from the current output")
+
+const (
+	requestDir  = "../../testdata/providers/anthropic"
+	responseDir = "../../testdata/providers/anthropic/response"
+
+	// testModel is the provider's model name the tests translate for; the
+	// unified inputs use the gateway alias "my-claude".
+	testModel = "claude-sonnet-4-5-20250929"
+)
+
+// fixedNow is the clock the tests give Chat.
+func fixedNow() time.Time { return time.Unix(1750000000, 0) }
+
+var testChat = Chat{Now: fixedNow}
+
+// canonical decodes JSON for comparison regardless of layout and key order.
+func canonical(t *testing.T, name string, data []byte) any {
+	t.Helper()
+	var v any
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.UseNumber()
+	if err := d.Decode(&v); err != nil {
+		t.Fatalf("%s: invalid JSON: %v\n%s", name, err, data)
+	}
+	if d.More() {
+		t.Fatalf("%s: trailing data after the JSON value", name)
+	}
+	return v
+}
+
+// indent pretty-prints JSON for golden files and failure messages.
+func indent(t *testing.T, data []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, data, "", "  "); err != nil {
+		t.Fatalf("invalid JSON: %v\n%s", err, data)
+	}
+	buf.WriteByte('\n')
+	return buf.Bytes()
+}
+
+// checkGolden compares got with the golden file as canonical JSON, or
+// rewrites the file under -update.
+func checkGolden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, indent(t, got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with -update to create it)", err)
+	}
+	if !reflect.DeepEqual(canonical(t, "got", got), canonical(t, path, want)) {
+		t.Errorf("output differs from %s\ngot:\n%s\nwant:\n%s", path, indent(t, got), want)
+	}
+}
+
+// goldenCases lists the case names in dir that have a file ending in suffix.
+func goldenCases(t testing.TB, dir, suffix string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*"+suffix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) == 0 {
+		t.Fatalf("no %s files in %s", suffix, dir)
+	}
+	names := make([]string, len(files))
+	for i, f := range files {
+		names[i] = strings.TrimSuffix(filepath.Base(f), suffix)
+	}
+	return names
+}
+
+func TestChatRequestGolden(t *testing.T) {
+	for _, name := range goldenCases(t, requestDir, ".unified.json") {
+		t.Run(name, func(t *testing.T) {
+			in, err := os.ReadFile(filepath.Join(requestDir, name+".unified.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := providers.ValidateChat(in); err != nil {
+				t.Fatalf("the input does not pass ValidateChat: %v", err)
+			}
+			req, err := testChat.ChatRequest(in, testModel)
+			if err != nil {
+				t.Fatalf("ChatRequest: %v", err)
+			}
+			if req.Path != "/v1/messages" {
+				t.Errorf("Path = %q, want /v1/messages", req.Path)
+			}
+			if v := req.Header.Get("anthropic-version"); v != "2023-06-01" {
+				t.Errorf("anthropic-version = %q, want 2023-06-01", v)
+			}
+			checkGolden(t, filepath.Join(requestDir, name+".anthropic.json"), req.Body)
+		})
+	}
+}
+
+func TestChatRequestSettings(t *testing.T) {
+	in := []byte(`{"model":"m","messages":[{"role":"user","content":"Hi"}]}`)
+	req, err := Chat{MaxTokens: 1024, Version: "2099-01-01"}.ChatRequest(in, "claude")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"model":"claude","max_tokens":1024,"messages":[{"role":"user","content":"Hi"}]}`
+	if string(req.Body) != want {
+		t.Errorf("body = %s, want %s", req.Body, want)
+	}
+	if v := req.Header.Get("anthropic-version"); v != "2099-01-01" {
+		t.Errorf("anthropic-version = %q, want 2099-01-01", v)
+	}
+}
+
+func TestChatRequestErrors(t *testing.T) {
+	const user = `{"role":"user","content":"Hi"}`
+	tools := `"tools":[{"type":"function","function":{"name":"f"}}]`
+	call := func(args string) string {
+		b, _ := json.Marshal(args)
+		return `{"model":"m","messages":[` + user + `,{"role":"assistant","content":null,"tool_calls":[` +
+			`{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}},` +
+			`{"id":"b","type":"function","function":{"name":"f","arguments":` + string(b) + `}}]}]}`
+	}
+	tests := []struct {
+		name, body string
+		param      string
+		code       string
+	}{
+		{"input_audio part",
+			`{"model":"m","messages":[` + user + `,{"role":"user","content":[{"type":"text","text":"listen"},{"type":"input_audio","input_audio":{"data":"AAAA","format":"wav"}}]}]}`,
+			"messages[1].content[1].type", "unsupported_parameter"},
+		{"file part",
+			`{"model":"m","messages":[{"role":"user","content":[{"type":"file","file":{"file_id":"file-1"}}]}]}`,
+			"messages[0].content[0].type", "unsupported_parameter"},
+		{"data URL not base64",
+			`{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png,rawbytes"}}]}]}`,
+			"messages[0].content[0].image_url.url", "invalid_value"},
+		{"data URL without media type",
+			`{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:;base64,AAAA"}}]}]}`,
+			"messages[0].content[0].image_url.url", "invalid_value"},
+		{"n", `{"model":"m","messages":[` + user + `],"n":2}`, "n", "unsupported_parameter"},
+		{"logprobs", `{"model":"m","messages":[` + user + `],"logprobs":true}`, "logprobs", "unsupported_parameter"},
+		{"json_object", `{"model":"m","messages":[` + user + `],"response_format":{"type":"json_object"}}`,
+			"response_format", "unsupported_parameter"},
+		{"json_schema", `{"model":"m","messages":[` + user + `],"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{}}}}`,
+			"response_format", "unsupported_parameter"},
+		{"audio", `{"model":"m","messages":[` + user + `],"audio":{"voice":"alloy","format":"mp3"}}`, "audio", "unsupported_parameter"},
+		{"modalities", `{"model":"m","messages":[` + user + `],"modalities":["text","audio"]}`, "modalities", "unsupported_parameter"},
+		{"functions", `{"model":"m","messages":[` + user + `],"functions":[{"name":"f"}]}`, "functions", "unsupported_parameter"},
+		{"custom tool", `{"model":"m","messages":[` + user + `],"tools":[{"type":"function","function":{"name":"f"}},{"type":"custom","custom":{"name":"g"}}]}`,
+			"tools[1].type", "unsupported_parameter"},
+		{"allowed_tools choice", `{"model":"m","messages":[` + user + `],` + tools + `,"tool_choice":{"type":"allowed_tools","allowed_tools":{"mode":"auto","tools":[]}}}`,
+			"tool_choice", "unsupported_parameter"},
+		{"required without tools", `{"model":"m","messages":[` + user + `],"tool_choice":"required"}`, "tool_choice", "invalid_value"},
+		{"function choice without tools", `{"model":"m","messages":[` + user + `],"tool_choice":{"type":"function","function":{"name":"f"}}}`,
+			"tool_choice", "invalid_value"},
+		{"arguments not JSON", call("not json"), "messages[1].tool_calls[1].function.arguments", "invalid_value"},
+		{"arguments truncated", call(`{"city":"Par`), "messages[1].tool_calls[1].function.arguments", "invalid_value"},
+		{"arguments array", call(`[1,2]`), "messages[1].tool_calls[1].function.arguments", "invalid_value"},
+		{"arguments string", call(`"{}"`), "messages[1].tool_calls[1].function.arguments", "invalid_value"},
+		{"arguments null", call(`null`), "messages[1].tool_calls[1].function.arguments", "invalid_value"},
+		{"arguments trailing garbage", call(`{} {}`), "messages[1].tool_calls[1].function.arguments", "invalid_value"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := providers.ValidateChat([]byte(tt.body)); err != nil {
+				t.Fatalf("the input does not pass ValidateChat: %v", err)
+			}
+			_, err := testChat.ChatRequest([]byte(tt.body), testModel)
+			var e *providers.Error
+			if !errors.As(err, &e) {
+				t.Fatalf("err = %v, want a *providers.Error", err)
+			}
+			if e.Status != http.StatusBadRequest || e.Type != "invalid_request_error" ||
+				e.Param != tt.param || e.Code != tt.code || e.Message == "" {
+				t.Errorf("got %s (status %d), want status 400, param %q, code %q", e.JSON(), e.Status, tt.param, tt.code)
+			}
+		})
+	}
+}
+
+func TestChatResponseGolden(t *testing.T) {
+	for _, name := range goldenCases(t, responseDir, ".anthropic.json") {
+		t.Run(name, func(t *testing.T) {
+			in, err := os.ReadFile(filepath.Join(responseDir, name+".anthropic.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := testChat.ChatResponse(in)
+			if err != nil {
+				t.Fatalf("ChatResponse: %v", err)
+			}
+			checkGolden(t, filepath.Join(responseDir, name+".unified.json"), got)
+		})
+	}
+}
+
+func TestChatResponseMalformed(t *testing.T) {
+	for _, body := range []string{
+		``,
+		`<html>502 Bad Gateway</html>`,
+		`{"id":"msg_1","content":[`,
+		`[]`,
+		`"message"`,
+		`{"id":"msg_1","type":"message"}`,
+		`{"id":"msg_1","content":{"type":"text"}}`,
+	} {
+		if got, err := testChat.ChatResponse([]byte(body)); err == nil {
+			t.Errorf("ChatResponse(%q) = %s, want an error", body, got)
+		}
+	}
+}
+
+func TestError(t *testing.T) {
+	tests := []struct {
+		name   string
+		status int
+		body   string
+		want   providers.Error
+	}{
+		{"invalid request", 400, `{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: Field required"},"request_id":"req_1"}`,
+			providers.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_request_error", Message: "max_tokens: Field required"}},
+		{"authentication", 401, `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}`,
+			providers.Error{Status: 401, Type: "authentication_error", Code: "authentication_error", Message: "invalid x-api-key"}},
+		{"billing", 402, `{"type":"error","error":{"type":"billing_error","message":"Your credit balance is too low"}}`,
+			providers.Error{Status: 402, Type: "invalid_request_error", Code: "billing_error", Message: "Your credit balance is too low"}},
+		{"permission", 403, `{"type":"error","error":{"type":"permission_error","message":"no access"}}`,
+			providers.Error{Status: 403, Type: "permission_error", Code: "permission_error", Message: "no access"}},
+		{"not found", 404, `{"type":"error","error":{"type":"not_found_error","message":"model: claude-x"}}`,
+			providers.Error{Status: 404, Type: "not_found_error", Code: "not_found_error", Message: "model: claude-x"}},
+		{"too large", 413, `{"type":"error","error":{"type":"request_too_large","message":"Request exceeds the maximum allowed number of bytes."}}`,
+			providers.Error{Status: 413, Type: "invalid_request_error", Code: "request_too_large", Message: "Request exceeds the maximum allowed number of bytes."}},
+		{"rate limit", 429, `{"type":"error","error":{"type":"rate_limit_error","message":"Number of request tokens has exceeded your per-minute rate limit"}}`,
+			providers.Error{Status: 429, Type: "rate_limit_error", Code: "rate_limit_exceeded", Message: "Number of request tokens has exceeded your per-minute rate limit"}},
+		{"api error", 500, `{"type":"error","error":{"type":"api_error","message":"Internal server error"}}`,
+			providers.Error{Status: 500, Type: "server_error", Code: "api_error", Message: "Internal server error"}},
+		{"timeout", 504, `{"type":"error","error":{"type":"timeout_error","message":"Request timed out"}}`,
+			providers.Error{Status: 504, Type: "server_error", Code: "timeout", Message: "Request timed out"}},
+		{"overloaded 529", 529, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`,
+			providers.Error{Status: 503, Type: "server_error", Code: "overloaded", Message: "Overloaded"}},
+		{"529 without body", 529, ``,
+			providers.Error{Status: 503, Type: "server_error", Code: "overloaded", Message: "the provider answered 529 Overloaded"}},
+		{"html 502", 502, `<html><head><title>502 Bad Gateway</title></head><body>cloudflare</body></html>`,
+			providers.Error{Status: 502, Type: "server_error", Message: "the provider answered 502 Bad Gateway"}},
+		{"html 403", 403, `<!DOCTYPE html><html>Access denied</html>`,
+			providers.Error{Status: 403, Type: "permission_error", Message: "the provider answered 403 Forbidden"}},
+		{"json without message", 500, `{"type":"error","error":{"type":"api_error"}}`,
+			providers.Error{Status: 500, Type: "server_error", Code: "api_error", Message: "the provider answered 500 Internal Server Error"}},
+		{"unknown type", 418, `{"type":"error","error":{"type":"teapot_error","message":"short and stout"}}`,
+			providers.Error{Status: 418, Type: "invalid_request_error", Code: "teapot_error", Message: "short and stout"}},
+		{"plain message", 503, `{"message":"upstream connect error"}`,
+			providers.Error{Status: 503, Type: "server_error", Message: "upstream connect error"}},
+		{"error string", 400, `{"error":"bad thing"}`,
+			providers.Error{Status: 400, Type: "invalid_request_error", Message: "bad thing"}},
+		{"unknown status", 599, `oops`,
+			providers.Error{Status: 599, Type: "server_error", Message: "the provider answered status 599"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := testChat.Error(tt.status, []byte(tt.body))
+			if *got != tt.want {
+				t.Errorf("got  %+v\nwant %+v", *got, tt.want)
+			}
+		})
+	}
+}
+
+func TestCompactJSON(t *testing.T) {
+	tests := map[string]string{
+		`{}`:                        `{}`,
+		` { "a" : [ 1 , 2 ] } `:     `{"a":[1,2]}`,
+		"{\n\t\"a b\": \"c  d\"\r}": `{"a b":"c  d"}`,
+		`{"q": "say \"hi there\""}`: `{"q":"say \"hi there\""}`,
+		`{"k\\": " v "}`:            `{"k\\":" v "}`,
+	}
+	for in, want := range tests {
+		if got := compactJSON(in); got != want {
+			t.Errorf("compactJSON(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestChatRequestDuplicateKeys checks that a message's duplicate keys are
+// read as ValidateChat read them: the first one counts.
+func TestChatRequestDuplicateKeys(t *testing.T) {
+	in := []byte(`{"model":"m","messages":[{"role":"user","content":"a","role":"tool","content":[]}]}`)
+	if _, err := providers.ValidateChat(in); err != nil {
+		t.Fatal(err)
+	}
+	req, err := testChat.ChatRequest(in, "claude")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"model":"claude","max_tokens":4096,"messages":[{"role":"user","content":"a"}]}`
+	if string(req.Body) != want {
+		t.Errorf("body = %s, want %s", req.Body, want)
+	}
+}
