@@ -1,7 +1,7 @@
 package caddymodule
 
 import (
-	"fmt"
+	"errors"
 	"net/http"
 	"strconv"
 
@@ -26,8 +26,11 @@ func writeError(w http.ResponseWriter, e *providers.Error) {
 // the user to configure it.
 func modelgateApp(ctx caddy.Context) (*App, error) {
 	v, err := ctx.AppIfConfigured("modelgate")
+	if errors.Is(err, caddy.ErrNotConfigured) {
+		return nil, errors.New("the modelgate app is not configured: add the modelgate global option")
+	}
 	if err != nil {
-		return nil, fmt.Errorf("the modelgate global option is not configured: %w", err)
+		return nil, err
 	}
 	return v.(*App), nil
 }

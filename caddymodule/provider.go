@@ -58,10 +58,15 @@ type ProviderBase struct {
 	// URL's host; the transport to HTTP, with TLS for https base URLs.
 	Proxy json.RawMessage `json:"proxy,omitempty"`
 
-	proxy      *reverseproxy.Handler
-	basePath   string
-	authHeader string // header name; empty: no authentication
-	authValue  string // header value, secret; never logged
+	proxy    *reverseproxy.Handler
+	basePath string
+}
+
+// credential is the header that authenticates the gateway to a provider.
+// Its value is a secret: it goes into the provider's transport only.
+type credential struct {
+	header string // "Authorization" or a custom header such as "x-api-key"; empty: none
+	value  string
 }
 
 // providerDefaults is what a provider type contributes to its base.
@@ -91,11 +96,11 @@ func (b *ProviderBase) provision(ctx caddy.Context, d providerDefaults) error {
 	}
 	b.basePath = strings.TrimSuffix(u.Path, "/")
 
+	var cred credential
 	if key := repl.ReplaceKnown(b.APIKey, ""); key != "" {
-		b.authHeader = d.authHeader
-		b.authValue = key
+		cred = credential{header: d.authHeader, value: key}
 		if d.authHeader == "Authorization" {
-			b.authValue = "Bearer " + key
+			cred.value = "Bearer " + key
 		}
 	} else if d.keyNeeded {
 		if b.APIKey == "" {
@@ -104,7 +109,7 @@ func (b *ProviderBase) provision(ctx caddy.Context, d providerDefaults) error {
 		return fmt.Errorf("api_key %s is empty (is the environment variable set?)", b.APIKey)
 	}
 
-	raw, err := proxyConfig(b.Proxy, u)
+	raw, err := proxyConfig(b.Proxy, u, cred)
 	if err != nil {
 		return err
 	}
@@ -117,11 +122,12 @@ func (b *ProviderBase) provision(ctx caddy.Context, d providerDefaults) error {
 }
 
 // proxyConfig completes the user's reverse_proxy configuration with what
-// reaching the provider at u requires: upstreams and transport from the base
-// URL unless given, the upstream's Host header, and none of the
+// reaching the provider at u requires: upstreams from the base URL unless
+// given; the HTTP transport (TLS for https) with the provider's credential
+// (see credentialTransport); the upstream's Host header; and none of the
 // X-Forwarded-* headers that would tell the provider about the gateway's
 // clients.
-func proxyConfig(user json.RawMessage, u *url.URL) (json.RawMessage, error) {
+func proxyConfig(user json.RawMessage, u *url.URL, cred credential) (json.RawMessage, error) {
 	cfg := map[string]any{}
 	if len(user) > 0 {
 		if err := json.Unmarshal(user, &cfg); err != nil {
@@ -142,7 +148,15 @@ func proxyConfig(user json.RawMessage, u *url.URL) (json.RawMessage, error) {
 		transport = map[string]any{"protocol": "http"}
 		cfg["transport"] = transport
 	}
-	if u.Scheme == "https" && transport["protocol"] == "http" {
+	if transport["protocol"] != "http" {
+		return nil, fmt.Errorf("proxy: transport %v is not supported; providers use the http transport", transport["protocol"])
+	}
+	transport["protocol"] = "modelgate"
+	if cred.header != "" {
+		transport["credential_header"] = cred.header
+		transport["credential"] = cred.value
+	}
+	if u.Scheme == "https" {
 		tls, _ := transport["tls"].(map[string]any)
 		if tls == nil {
 			tls = map[string]any{}
@@ -185,6 +199,7 @@ var noNext = caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) erro
 // upstreamRequest builds the request reverse_proxy sends to the provider. It
 // starts from a fresh header map, so nothing of the client's request (its
 // gateway key above all) reaches the provider except the translated body.
+// The provider's own credential is added by the transport.
 func (b *ProviderBase) upstreamRequest(r *http.Request, preq providers.Request, stream bool) *http.Request {
 	r2 := new(http.Request)
 	*r2 = *r
@@ -207,9 +222,6 @@ func (b *ProviderBase) upstreamRequest(r *http.Request, preq providers.Request, 
 	h["User-Agent"] = []string{"modelgate"}
 	for k, v := range preq.Header {
 		h[k] = v
-	}
-	if b.authHeader != "" {
-		h.Set(b.authHeader, b.authValue)
 	}
 	r2.Header = h
 	r2.Trailer = nil

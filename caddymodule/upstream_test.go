@@ -1,0 +1,94 @@
+package caddymodule
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/anthropic"
+)
+
+// TestUpstreamWriter drives the writer as reverse_proxy does: headers into
+// Header(), WriteHeader, body in arbitrary pieces, flushes.
+func TestUpstreamWriter(t *testing.T) {
+	t.Run("error is buffered, client untouched", func(t *testing.T) {
+		rec := httptest.NewRecorder()
+		w := &upstreamWriter{client: rec, header: make(http.Header), wantStream: true}
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusTooManyRequests)
+		_, _ = w.Write([]byte(`{"error":{"message":"slow down"}}`))
+		_ = w.FlushError()
+		if w.streaming || rec.Code != 200 || rec.Body.Len() != 0 || len(rec.Header()) != 0 {
+			t.Fatalf("client saw something: %d %q %v", rec.Code, rec.Body, rec.Header())
+		}
+		if string(w.buf) != `{"error":{"message":"slow down"}}` || w.status != 429 {
+			t.Fatalf("buffer %q status %d", w.buf, w.status)
+		}
+	})
+
+	t.Run("1xx is ignored", func(t *testing.T) {
+		w := &upstreamWriter{client: httptest.NewRecorder(), header: make(http.Header)}
+		w.WriteHeader(http.StatusContinue)
+		w.WriteHeader(http.StatusOK)
+		if w.status != 200 {
+			t.Fatalf("status %d", w.status)
+		}
+	})
+
+	t.Run("stream translated event by event", func(t *testing.T) {
+		rec := httptest.NewRecorder()
+		tr := (&anthropic.Chat{}).ChatStream(providers.StreamOptions{})
+		w := &upstreamWriter{client: rec, header: make(http.Header), wantStream: true, tr: tr}
+		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+		w.Header().Set("Content-Length", "999")
+		w.Header().Set("Request-Id", "req_1")
+		w.Header().Set("Set-Cookie", "provider=cookie")
+		w.WriteHeader(http.StatusOK)
+		stream := "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"model\":\"m\",\"usage\":{\"input_tokens\":3,\"output_tokens\":1}}}\n\n" +
+			"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
+			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n"
+		// Split mid-event: the first write must not emit a half event.
+		cut := strings.Index(stream, "content_block_start\ndata") + 5
+		_, _ = w.Write([]byte(stream[:cut]))
+		if !strings.Contains(rec.Body.String(), `"role":"assistant"`) || strings.Contains(rec.Body.String(), `"Hi"`) {
+			t.Fatalf("after the first piece: %q", rec.Body)
+		}
+		_, _ = w.Write([]byte(stream[cut:]))
+		_ = w.FlushError()
+		if !rec.Flushed || !strings.Contains(rec.Body.String(), `"content":"Hi"`) {
+			t.Fatalf("after the second piece (flushed %v): %q", rec.Flushed, rec.Body)
+		}
+		h := rec.Header()
+		if h.Get("Content-Type") != "text/event-stream" || h.Get("Content-Length") != "" || h.Get("X-Request-Id") != "req_1" || h.Get("Set-Cookie") != "" {
+			t.Fatalf("client headers %v", h)
+		}
+		// The provider's stream ends without message_stop: an error event, no [DONE].
+		w.finishStream(false)
+		if body := rec.Body.String(); !strings.Contains(body, `"error"`) || strings.Contains(body, "[DONE]") {
+			t.Fatalf("cut-off stream ended with %q", body)
+		}
+	})
+
+	t.Run("passthrough stream aborted by the proxy", func(t *testing.T) {
+		rec := httptest.NewRecorder()
+		w := &upstreamWriter{client: rec, header: make(http.Header), wantStream: true}
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write([]byte("data: {\"choices\":[]}\n\n"))
+		w.finishStream(true)
+		if body := rec.Body.String(); !strings.HasPrefix(body, "data: {\"choices\":[]}\n\n") || !strings.Contains(body, "upstream_aborted") {
+			t.Fatalf("body %q", body)
+		}
+	})
+
+	t.Run("non-stream answer with a stream content type is buffered", func(t *testing.T) {
+		rec := httptest.NewRecorder()
+		w := &upstreamWriter{client: rec, header: make(http.Header), wantStream: false}
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write([]byte("data: x\n\n"))
+		if w.streaming || rec.Body.Len() != 0 {
+			t.Fatal("a non-stream request must never stream")
+		}
+	})
+}

@@ -1,0 +1,287 @@
+// Package providertest is a fake model provider that speaks OpenAI's chat
+// completions and Anthropic's Messages wire formats, strictly enough that a
+// gateway's translation errors show up as 400s. Tests start it on loopback;
+// cmd/fakeprovider runs it standalone for the quick start.
+//
+// Answers are derived from the request, so a test can check what went
+// through: the answer is "echo: <last user text>", or "tool said: <tool
+// result>" after a tool result, or a call of the first offered tool (the
+// one tool_choice names, if any) with arguments {"query": "<last user
+// text>"}. Token counts are word counts.
+//
+// The model name selects scripted behaviour, since it is the one thing a
+// gateway passes through unchanged:
+//
+//	fail-429          429 with retry-after: 1
+//	fail-500          500
+//	fail-529          Anthropic 529 overloaded_error (503 on the OpenAI route)
+//	fail-html         502 with an HTML body
+//	gated             a stream sends its first content event, then waits
+//	                  for Release (see Waiting)
+//	midstream-error   a stream sends one content event, then an error event
+//	cutoff            a stream sends one content event, then ends
+//	slow-<N>ms        waits N milliseconds before answering
+package providertest
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+)
+
+// Options configure a fake provider.
+type Options struct {
+	// OpenAIKey is the key the OpenAI route wants as "Authorization:
+	// Bearer <key>". Empty accepts any non-empty bearer token.
+	OpenAIKey string
+
+	// AnthropicKey is the key the Anthropic route wants as x-api-key.
+	// Empty accepts any non-empty key.
+	AnthropicKey string
+
+	// NoRecord turns off request recording (for load benchmarks).
+	NoRecord bool
+}
+
+// Recorded is one request the fake received.
+type Recorded struct {
+	Method, Path string
+	Header       http.Header
+	Body         []byte
+	Model        string
+}
+
+// Server is a fake provider. Its zero value is not usable; use New or Start.
+type Server struct {
+	// URL is the base URL ("http://127.0.0.1:port") when started with Start.
+	URL string
+
+	opts    Options
+	seq     atomic.Int64
+	mu      sync.Mutex
+	reqs    []Recorded
+	waiting chan struct{}
+	gates   []chan struct{} // gated streams waiting for Release, under mu
+}
+
+// New returns a fake provider that is not listening; serve it yourself.
+func New(opts Options) *Server {
+	return &Server{opts: opts, waiting: make(chan struct{}, 64)}
+}
+
+// Start serves a new fake provider on 127.0.0.1 until the test ends.
+func Start(tb testing.TB, opts Options) *Server {
+	s := New(opts)
+	hs := httptest.NewServer(s)
+	s.URL = hs.URL
+	tb.Cleanup(func() {
+		hs.CloseClientConnections()
+		hs.Close()
+	})
+	return s
+}
+
+// Requests returns a copy of every request received so far, in order.
+func (s *Server) Requests() []Recorded {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Recorded(nil), s.reqs...)
+}
+
+// Waiting delivers one value each time a "gated" stream has sent its first
+// content event and starts waiting for Release (at most 10 s).
+func (s *Server) Waiting() <-chan struct{} { return s.waiting }
+
+// Release lets every gated stream that is waiting now continue. It does
+// not affect streams that reach their gate later.
+func (s *Server) Release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, g := range s.gates {
+		close(g)
+	}
+	s.gates = nil
+}
+
+// gate blocks a gated stream until Release, 10 s, or the client leaves.
+func (s *Server) gate(r *http.Request) {
+	g := make(chan struct{})
+	s.mu.Lock()
+	s.gates = append(s.gates, g)
+	s.mu.Unlock()
+	select {
+	case s.waiting <- struct{}{}:
+	default:
+	}
+	select {
+	case <-g:
+	case <-time.After(10 * time.Second):
+	case <-r.Context().Done():
+	}
+}
+
+// ServeHTTP routes POST /v1/chat/completions (OpenAI) and POST /v1/messages
+// (Anthropic).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := readAll(r)
+	if err != nil {
+		openAIError(w, http.StatusBadRequest, "invalid_request_error", "", "could not read the body")
+		return
+	}
+	if !s.opts.NoRecord {
+		s.mu.Lock()
+		s.reqs = append(s.reqs, Recorded{
+			Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(),
+			Body: body, Model: gjson.GetBytes(body, "model").Str,
+		})
+		s.mu.Unlock()
+	}
+	id := strconv.FormatInt(s.seq.Add(1), 10)
+	switch {
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/chat/completions":
+		w.Header().Set("X-Request-Id", "req_"+id)
+		s.serveOpenAI(w, r, body, id)
+	case r.Method == http.MethodPost && r.URL.Path == "/v1/messages":
+		w.Header().Set("Request-Id", "req_"+id)
+		s.serveAnthropic(w, r, body, id)
+	default:
+		openAIError(w, http.StatusNotFound, "invalid_request_error", "unknown_url", "unknown path "+r.URL.Path)
+	}
+}
+
+func readAll(r *http.Request) ([]byte, error) { return io.ReadAll(r.Body) }
+
+// scripted answers the failure behaviours selected by the model name and
+// reports whether it did. slow-<N>ms only sleeps.
+func scripted(w http.ResponseWriter, model string, anthropic bool) bool {
+	if i := strings.Index(model, "slow-"); i >= 0 {
+		if ms, err := strconv.Atoi(strings.TrimSuffix(model[i+5:], "ms")); err == nil {
+			time.Sleep(time.Duration(ms) * time.Millisecond)
+		}
+	}
+	type failure struct {
+		status                         int
+		openAIType, anthropicType, msg string
+	}
+	var f *failure
+	switch {
+	case strings.Contains(model, "fail-429"):
+		w.Header().Set("Retry-After", "1")
+		f = &failure{429, "rate_limit_error", "rate_limit_error", "rate limit reached"}
+	case strings.Contains(model, "fail-500"):
+		f = &failure{500, "server_error", "api_error", "internal server error"}
+	case strings.Contains(model, "fail-529"):
+		if anthropic {
+			f = &failure{529, "", "overloaded_error", "Overloaded"}
+		} else {
+			f = &failure{503, "server_error", "", "the engine is overloaded"}
+		}
+	case strings.Contains(model, "fail-html"):
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.WriteHeader(http.StatusBadGateway)
+		_, _ = w.Write([]byte("<html><body><h1>502 Bad Gateway</h1><p>secret-internal-host</p></body></html>"))
+		return true
+	default:
+		return false
+	}
+	if anthropic {
+		anthropicError(w, f.status, f.anthropicType, f.msg)
+	} else {
+		openAIError(w, f.status, f.openAIType, "", f.msg)
+	}
+	return true
+}
+
+// answer is what the fake model says.
+type answer struct {
+	words        []string // text answer, split into words
+	tool         string   // name of the tool called, if any
+	toolArgs     []byte   // its arguments, JSON
+	promptTokens int
+	truncated    bool
+}
+
+func (a *answer) completionTokens() int {
+	if a.tool != "" {
+		return 1
+	}
+	return len(a.words)
+}
+
+// decide builds the answer from the last user turn.
+func decide(userText, toolResult string, isToolResult bool, tools []string, chosen string, toolsOff bool, maxTokens int64, promptWords int) *answer {
+	a := &answer{promptTokens: promptWords}
+	switch {
+	case !isToolResult && len(tools) > 0 && !toolsOff:
+		a.tool = tools[0]
+		if chosen != "" {
+			a.tool = chosen
+		}
+		a.toolArgs = appendString(append([]byte(nil), `{"query":`...), userText)
+		a.toolArgs = append(a.toolArgs, '}')
+		return a
+	case isToolResult:
+		a.words = strings.Fields("tool said: " + toolResult)
+	default:
+		a.words = strings.Fields("echo: " + userText)
+	}
+	if maxTokens > 0 && int64(len(a.words)) > maxTokens {
+		a.words = a.words[:maxTokens]
+		a.truncated = true
+	}
+	return a
+}
+
+// text is the whole text answer.
+func (a *answer) text() string { return strings.Join(a.words, " ") }
+
+// chunkWord is the i-th word as a stream delta: words after the first keep
+// their leading space.
+func (a *answer) chunkWord(i int) string {
+	if i == 0 {
+		return a.words[0]
+	}
+	return " " + a.words[i]
+}
+
+// argFragments splits the tool arguments into three pieces, as providers
+// stream them.
+func (a *answer) argFragments() []string {
+	s := string(a.toolArgs)
+	n := len(s)
+	return []string{s[:n/3], s[n/3 : 2*n/3], s[2*n/3:]}
+}
+
+func countWords(s string) int { return len(strings.Fields(s)) }
+
+// flush sends what was written so far to the client.
+func flush(w http.ResponseWriter) { _ = http.NewResponseController(w).Flush() }
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s as a JSON string.
+func appendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			dst = append(dst, '\\', c)
+		case c == '\n':
+			dst = append(dst, '\\', 'n')
+		case c < 0x20:
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return append(dst, '"')
+}

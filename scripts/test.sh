@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The whole modelgate test suite. CI runs exactly this (.ci/run); so should
+# you, from the repository root: ./scripts/test.sh
+#
+# Steps: formatting, go vet, race-enabled unit tests, caddytest integration
+# tests (one package at a time), every fuzz target briefly, the xcaddy build
+# (derived from xcaddy.json; a test keeps this line in step with it), the
+# built binary's module list, `caddy adapt --validate` of every Caddyfile in
+# the repository, and one iteration of every benchmark.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+FUZZTIME=${FUZZTIME:-5s}
+export NO_PROXY=127.0.0.1,localhost,::1 no_proxy=127.0.0.1,localhost,::1
+export GOFLAGS=${GOFLAGS:--buildvcs=false}
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "tools"
+if ! command -v gcc >/dev/null 2>&1; then # the race detector needs cgo
+	apt-get update -qq && apt-get install -y -qq gcc
+fi
+go version
+
+step "gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go'))
+if [ -n "$unformatted" ]; then
+	echo "gofmt would change:"; echo "$unformatted"; exit 1
+fi
+
+step "go vet"
+go vet ./...
+
+step "unit tests (race)"
+go test -race -short -count=1 ./...
+
+step "integration tests (caddytest, one package at a time)"
+go test -race -p 1 -count=1 ./caddymodule/...
+
+step "fuzz targets, $FUZZTIME each"
+for pkg in $(go list ./...); do
+	for target in $(go test -list '^Fuzz' "$pkg" | grep '^Fuzz' || true); do
+		echo "-- $pkg $target"
+		go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$pkg"
+	done
+done
+
+step "xcaddy build"
+go tool xcaddy build v2.11.9 --with github.com/modelgate/modelgate@v0.0.0=. --output ./caddy
+
+step "built modules"
+./caddy list-modules | grep modelgate | sort >.tmp-modules.txt || true
+if ! diff -u testdata/modules.txt .tmp-modules.txt; then
+	rm -f .tmp-modules.txt; echo "the built caddy lacks modules of testdata/modules.txt"; exit 1
+fi
+rm -f .tmp-modules.txt
+
+step "caddy adapt --validate, every Caddyfile"
+# Placeholders resolved at provision time need values; none is a real secret.
+export OPENAI_API_KEY=validate ANTHROPIC_API_KEY=validate MODELGATE_KEY=validate
+while IFS= read -r f; do
+	echo "-- $f"
+	./caddy adapt --config "$f" --validate >/dev/null
+done < <(git ls-files -co --exclude-standard | grep -E '(^|/)Caddyfile$|\.Caddyfile$')
+
+step "benchmarks, one iteration each"
+go test -run '^$' -bench . -benchtime 1x ./...
+
+echo
+echo "all checks passed"
