@@ -53,6 +53,11 @@ func (App) CaddyModule() caddy.ModuleInfo {
 // It starts nothing: validation-only loads provision and then cancel.
 func (a *App) Provision(ctx caddy.Context) error {
 	a.logger = ctx.Logger()
+	if reg := ctx.GetMetricsRegistry(); reg != nil {
+		if err := registerMetrics(reg); err != nil {
+			return fmt.Errorf("registering metrics: %v", err)
+		}
+	}
 	mods, err := ctx.LoadModule(a, "ProvidersRaw")
 	if err != nil {
 		return fmt.Errorf("loading providers: %v", err)

@@ -15,17 +15,17 @@ import (
 func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request) {
 	body, perr := readBody(r, h.MaxRequestBody)
 	if perr != nil {
-		writeError(w, perr)
+		writeChatError(w, "", perr)
 		return
 	}
 	info, err := providers.ValidateChat(body)
 	if err != nil {
-		writeError(w, asProviderError(err))
+		writeChatError(w, "", asProviderError(err))
 		return
 	}
 	targets := h.app.resolve(info.Model)
 	if len(targets) == 0 {
-		writeError(w, modelNotFound(info.Model))
+		writeChatError(w, "", modelNotFound(info.Model))
 		return
 	}
 
@@ -43,15 +43,17 @@ func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request) {
 		}
 		preq, err := t.provider.chat.ChatRequest(body, t.model)
 		if err != nil {
-			writeError(w, asProviderError(err))
+			writeChatError(w, t.provider.name, asProviderError(err))
 			return
 		}
-		f := t.provider.forward(w, r, preq, info)
+		status, f := t.provider.forward(w, r, preq, info)
 		if f == nil {
+			observeRequest(endpointChat, t.provider.name, status)
 			return
 		}
 		last = f
 		if i < len(targets)-1 {
+			metrics.fallbacks.WithLabelValues(t.provider.name).Inc()
 			h.logger.Warn("provider failed; trying the next target",
 				zap.String("provider", t.provider.name),
 				zap.String("model", t.model),
@@ -60,6 +62,16 @@ func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	last.write(w)
+	observeRequest(endpointChat, "", last.err.Status)
+}
+
+// endpointChat is the endpoint label of chat completions in metrics.
+const endpointChat = "chat_completions"
+
+// writeChatError answers a chat request that reached no provider.
+func writeChatError(w http.ResponseWriter, provider string, e *providers.Error) {
+	writeError(w, e)
+	observeRequest(endpointChat, provider, e.Status)
 }
 
 // asProviderError returns err as a unified error; anything that is not one

@@ -475,6 +475,62 @@ func TestIntegrationFallback(t *testing.T) {
 	}
 }
 
+// scrapeMetrics returns the modelgate lines of Caddy's /metrics.
+func scrapeMetrics(t *testing.T) string {
+	t.Helper()
+	res, err := http.Get("http://localhost:2999/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	var lines []string
+	for _, l := range strings.Split(string(body), "\n") {
+		if strings.HasPrefix(l, "caddy_modelgate_") {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// metricValue returns the value of the sample whose line starts with
+// prefix (name and labels), or 0.
+func metricValue(metrics, prefix string) float64 {
+	for _, l := range strings.Split(metrics, "\n") {
+		if rest, ok := strings.CutPrefix(l, prefix+" "); ok {
+			var v float64
+			fmt.Sscan(rest, &v)
+			return v
+		}
+	}
+	return 0
+}
+
+func TestIntegrationMetrics(t *testing.T) {
+	startGateway(t)
+	before := scrapeMetrics(t)
+	for _, model := range []string{"after-429", "after-429", "all-fail", "nope"} {
+		res := post(t, "/v1/chat/completions", aliceKey, `{"model":"`+model+`","messages":[{"role":"user","content":"count me"}]}`)
+		_, _ = io.Copy(io.Discard, res.Body)
+	}
+	after := scrapeMetrics(t)
+	for _, tc := range []struct {
+		sample string
+		delta  float64
+	}{
+		{`caddy_modelgate_requests_total{code="200",endpoint="chat_completions",provider="claude"}`, 2},
+		{`caddy_modelgate_requests_total{code="429",endpoint="chat_completions",provider=""}`, 1},
+		{`caddy_modelgate_requests_total{code="404",endpoint="chat_completions",provider=""}`, 1},
+		{`caddy_modelgate_fallbacks_total{provider="oa"}`, 3},
+		{`caddy_modelgate_upstream_duration_seconds_count{code="429",provider="oa"}`, 2},
+		{`caddy_modelgate_upstream_duration_seconds_count{code="500",provider="oa"}`, 1},
+	} {
+		if d := metricValue(after, tc.sample) - metricValue(before, tc.sample); d != tc.delta {
+			t.Errorf("%s grew by %v, want %v\n%s", tc.sample, d, tc.delta, after)
+		}
+	}
+}
+
 func TestIntegrationBadInput(t *testing.T) {
 	startGateway(t)
 	big := `{"model":"oa/gpt-4o","messages":[{"role":"user","content":"` + strings.Repeat("x", 70<<10) + `"}]}`

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
@@ -36,39 +37,41 @@ func (f *failure) retryable() bool {
 }
 
 // forward sends one translated request through the provider's
-// reverse_proxy and answers the client, unless the attempt failed in a way
-// that lets the next target try: then it has written nothing and returns the
-// failure.
-func (p *provider) forward(w http.ResponseWriter, r *http.Request, preq providers.Request, info providers.ChatInfo) *failure {
+// reverse_proxy and answers the client, returning the status it sent, unless
+// the attempt failed in a way that lets the next target try: then it has
+// written nothing and returns the failure.
+func (p *provider) forward(w http.ResponseWriter, r *http.Request, preq providers.Request, info providers.ChatInfo) (int, *failure) {
 	uw := &upstreamWriter{client: w, header: make(http.Header), wantStream: info.Stream}
 	if info.Stream {
 		uw.tr = p.chat.ChatStream(providers.StreamOptions{IncludeUsage: info.IncludeUsage})
 	}
+	start := time.Now()
 	err := uw.serve(p.base.proxy, p.base.upstreamRequest(r, preq, info.Stream))
+	observeUpstream(p.name, uw.status, start)
 
 	if uw.streaming {
 		uw.finishStream(err != nil)
-		return nil
+		return http.StatusOK, nil
 	}
 	if err != nil || uw.tooLarge {
-		return &failure{err: unreachable(p.name, err, uw.tooLarge)}
+		return 0, &failure{err: unreachable(p.name, err, uw.tooLarge)}
 	}
 	if uw.status >= 400 {
 		f := &failure{err: p.upstreamError(uw.status, uw.buf), header: uw.header}
 		if f.retryable() {
-			return f
+			return 0, f
 		}
 		f.write(w)
-		return nil
+		return f.err.Status, nil
 	}
 	out, err := p.chat.ChatResponse(uw.buf)
 	if err != nil {
-		return &failure{err: &providers.Error{Status: http.StatusBadGateway, Type: "server_error",
+		return 0, &failure{err: &providers.Error{Status: http.StatusBadGateway, Type: "server_error",
 			Code: "bad_upstream_response", Message: "provider " + p.name + " sent an answer that could not be read"}}
 	}
 	copyClientHeaders(w.Header(), uw.header)
 	writeJSON(w, http.StatusOK, out)
-	return nil
+	return http.StatusOK, nil
 }
 
 // upstreamError maps a provider's error answer. A 401 or 403 from the
