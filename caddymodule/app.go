@@ -89,18 +89,8 @@ func (a *App) Provision(ctx caddy.Context) error {
 // configured provider.
 func (a *App) Validate() error {
 	for _, alias := range sortedKeys(a.Models) {
-		targets := a.Models[alias]
-		if len(targets) == 0 {
-			return fmt.Errorf("model alias %q has no targets", alias)
-		}
-		for _, t := range targets {
-			pname, model, ok := strings.Cut(t, "/")
-			if !ok || pname == "" || model == "" {
-				return fmt.Errorf("model alias %q: target %q is not <provider>/<model>", alias, t)
-			}
-			if _, ok := a.providers[pname]; !ok {
-				return fmt.Errorf("model alias %q: target %q names unknown provider %q", alias, t, pname)
-			}
+		if err := checkAlias(alias, a.Models[alias], func(name string) bool { return a.providers[name] != nil }); err != nil {
+			return err
 		}
 	}
 	if a.DefaultProvider != "" {
@@ -116,6 +106,24 @@ func (a *App) Start() error { return nil }
 
 // Stop implements caddy.App.
 func (a *App) Stop() error { return nil }
+
+// checkAlias checks an alias's targets: each "<provider>/<model>" with a
+// provider that defined reports as configured.
+func checkAlias(alias string, targets []string, defined func(name string) bool) error {
+	if len(targets) == 0 {
+		return fmt.Errorf("model %s: at least one <provider>/<model> target is required", alias)
+	}
+	for _, t := range targets {
+		pname, model, ok := strings.Cut(t, "/")
+		if !ok || pname == "" || model == "" {
+			return fmt.Errorf("model %s: target %q is not <provider>/<model>", alias, t)
+		}
+		if !defined(pname) {
+			return fmt.Errorf("model %s: target %q names provider %q, which is not defined", alias, t, pname)
+		}
+	}
+	return nil
+}
 
 // target is one provider and the provider's own name for the model.
 type target struct {

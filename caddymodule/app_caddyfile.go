@@ -69,20 +69,12 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return d.ArgErr()
 			}
 			targets := d.RemainingArgs()
-			if len(targets) == 0 {
-				return d.Errf("model %s: at least one <provider>/<model> target is required", alias)
-			}
 			if _, dup := a.Models[alias]; dup {
 				return d.Errf("model alias %q is defined twice", alias)
 			}
-			for _, t := range targets {
-				pname, model, ok := strings.Cut(t, "/")
-				if !ok || pname == "" || model == "" {
-					return d.Errf("model %s: target %q is not <provider>/<model>", alias, t)
-				}
-				if _, ok := a.ProvidersRaw[pname]; !ok {
-					return d.Errf("model %s: target %q names provider %q, which is not defined (define providers before the aliases that use them)", alias, t, pname)
-				}
+			defined := func(name string) bool { _, ok := a.ProvidersRaw[name]; return ok }
+			if err := checkAlias(alias, targets, defined); err != nil {
+				return d.Errf("%v (providers must be defined before the aliases that use them)", err)
 			}
 			if a.Models == nil {
 				a.Models = make(map[string][]string)

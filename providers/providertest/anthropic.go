@@ -41,18 +41,18 @@ func (s *Server) serveAnthropic(w http.ResponseWriter, r *http.Request, body []b
 		return
 	}
 
-	promptWords := countWords(anthropicText(req.Get("system")))
+	promptWords := countWords(contentText(req.Get("system")))
 	msgs := req.Get("messages").Array()
 	for _, m := range msgs {
-		promptWords += countWords(anthropicText(m.Get("content")))
+		promptWords += countWords(contentText(m.Get("content")))
 	}
 	last := msgs[len(msgs)-1]
-	userText, toolResult, isToolResult := anthropicText(last.Get("content")), "", false
+	userText, toolResult, isToolResult := contentText(last.Get("content")), "", false
 	if last.Get("role").Str == "user" && userText == "" {
 		for _, blk := range last.Get("content").Array() {
 			if blk.Get("type").Str == "tool_result" {
 				isToolResult = true
-				toolResult = anthropicText(blk.Get("content"))
+				toolResult = contentText(blk.Get("content"))
 			}
 		}
 	}
@@ -105,21 +105,6 @@ func anthropicStop(a *answer) string {
 		return "max_tokens"
 	}
 	return "end_turn"
-}
-
-// anthropicText is the text of a content value: the string, or its text
-// blocks joined with spaces.
-func anthropicText(c gjson.Result) string {
-	if c.Type == gjson.String {
-		return c.Str
-	}
-	var parts []string
-	for _, b := range c.Array() {
-		if b.Get("type").Str == "text" {
-			parts = append(parts, b.Get("text").Str)
-		}
-	}
-	return strings.Join(parts, " ")
 }
 
 // checkAnthropic validates a Messages request as strictly as the real API

@@ -38,7 +38,7 @@ func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, body []byte
 			openAIError(w, http.StatusBadRequest, "invalid_request_error", "", "invalid role in messages["+strconv.Itoa(i)+"]")
 			return
 		}
-		promptWords += countWords(openAIText(m.Get("content")))
+		promptWords += countWords(contentText(m.Get("content")))
 	}
 	if scripted(w, model.Str, false) {
 		return
@@ -54,7 +54,7 @@ func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, body []byte
 	if maxTokens == 0 {
 		maxTokens = req.Get("max_tokens").Int()
 	}
-	a := decide(openAIText(last.Get("content")), openAIText(last.Get("content")), last.Get("role").Str == "tool",
+	a := decide(contentText(last.Get("content")), contentText(last.Get("content")), last.Get("role").Str == "tool",
 		tools, tc.Get("function.name").Str, tc.Str == "none", maxTokens, promptWords)
 
 	if req.Get("stream").Type == gjson.True {
@@ -89,9 +89,9 @@ func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, body []byte
 	writeJSON(w, http.StatusOK, b)
 }
 
-// openAIText is the text of a message's content: the string, or its text
-// parts joined with spaces.
-func openAIText(c gjson.Result) string {
+// contentText is the text of a message's content in either format: the
+// string, or its text parts (blocks) joined with spaces.
+func contentText(c gjson.Result) string {
 	if c.Type == gjson.String {
 		return c.Str
 	}
