@@ -52,14 +52,20 @@ func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		last = f
+		if r.Context().Err() != nil {
+			return // the client has gone: nobody waits for another target
+		}
+		msg := "provider failed"
 		if i < len(targets)-1 {
 			metrics.fallbacks.WithLabelValues(t.provider.name).Inc()
-			h.logger.Warn("provider failed; trying the next target",
-				zap.String("provider", t.provider.name),
-				zap.String("model", t.model),
-				zap.Int("status", f.err.Status),
-				zap.String("error", f.err.Message))
+			msg = "provider failed; trying the next target"
 		}
+		h.logger.Warn(msg,
+			zap.String("provider", t.provider.name),
+			zap.String("model", t.model),
+			zap.Int("status", f.err.Status),
+			zap.String("error", f.err.Message),
+			zap.NamedError("cause", f.cause))
 	}
 	last.write(w)
 	observeRequest(endpointChat, "", last.err.Status)

@@ -23,6 +23,7 @@ const maxUpstreamBody = 64 << 20
 type failure struct {
 	err    *providers.Error
 	header http.Header
+	cause  error // why the provider could not be reached, for the log; may be nil
 }
 
 func (f *failure) write(w http.ResponseWriter) {
@@ -54,7 +55,7 @@ func (p *provider) forward(w http.ResponseWriter, r *http.Request, preq provider
 		return http.StatusOK, nil
 	}
 	if err != nil || uw.tooLarge {
-		return 0, &failure{err: unreachable(p.name, err, uw.tooLarge)}
+		return 0, &failure{err: unreachable(p.name, err, uw.tooLarge), cause: err}
 	}
 	if uw.status >= 400 {
 		f := &failure{err: p.upstreamError(uw.status, uw.buf), header: uw.header}
