@@ -288,13 +288,11 @@ func (s *Server) streamAnthropic(w http.ResponseWriter, r *http.Request, model, 
 			if i > 0 {
 				continue
 			}
-			switch {
-			case strings.Contains(model, "gated"):
-				s.gate(r)
-			case strings.Contains(model, "midstream-error"):
+			switch s.afterFirstWord(r, model) {
+			case streamFails:
 				event("error", []byte(`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`))
 				return
-			case strings.Contains(model, "cutoff"):
+			case streamCut:
 				return
 			}
 		}

@@ -165,13 +165,11 @@ func (s *Server) streamOpenAI(w http.ResponseWriter, r *http.Request, model, id 
 			if i > 0 {
 				continue
 			}
-			switch {
-			case strings.Contains(model, "gated"):
-				s.gate(r)
-			case strings.Contains(model, "midstream-error"):
+			switch s.afterFirstWord(r, model) {
+			case streamFails:
 				_, _ = w.Write([]byte(`data: {"error":{"message":"the server had an error while processing your request","type":"server_error","param":null,"code":null}}` + "\n\n"))
 				return
-			case strings.Contains(model, "cutoff"):
+			case streamCut:
 				return
 			}
 		}

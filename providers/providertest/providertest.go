@@ -200,6 +200,27 @@ func scripted(w http.ResponseWriter, model string, anthropic bool) bool {
 	return true
 }
 
+// How a scripted stream goes on after its first content event.
+const (
+	streamGoesOn = iota
+	streamFails  // midstream-error: an error event, then the end
+	streamCut    // cutoff: the end, without the final events
+)
+
+// afterFirstWord runs the scripted behaviour due once a stream has sent its
+// first content event: a gated stream waits for Release here.
+func (s *Server) afterFirstWord(r *http.Request, model string) int {
+	switch {
+	case strings.Contains(model, "gated"):
+		s.gate(r)
+	case strings.Contains(model, "midstream-error"):
+		return streamFails
+	case strings.Contains(model, "cutoff"):
+		return streamCut
+	}
+	return streamGoesOn
+}
+
 // answer is what the fake model says.
 type answer struct {
 	words        []string // text answer, split into words
