@@ -2,11 +2,11 @@
 # The whole modelgate test suite. CI runs exactly this (.ci/run); so should
 # you, from the repository root: ./scripts/test.sh
 #
-# Steps: formatting, go vet, race-enabled unit tests, caddytest integration
-# tests (one package at a time), every fuzz target briefly, the xcaddy build
+# Steps: formatting, go vet, every fuzz target briefly, the xcaddy build
 # (derived from xcaddy.json; a test keeps this line in step with it), the
 # built binary's module list, `caddy adapt --validate` of every Caddyfile in
-# the repository, and one iteration of every benchmark.
+# the repository, one iteration of every benchmark, then the race-enabled
+# unit tests and the caddytest integration tests (one package at a time).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,12 +30,6 @@ fi
 
 step "go vet"
 go vet ./...
-
-step "unit tests (race)"
-go test -race -short -count=1 ./...
-
-step "integration tests (caddytest, one package at a time)"
-go test -race -p 1 -count=1 ./caddymodule/...
 
 step "fuzz targets, $FUZZTIME each"
 for pkg in $(go list ./...); do
@@ -68,6 +62,12 @@ rm -rf "$logdir"
 
 step "benchmarks, one iteration each"
 go test -run '^$' -bench . -benchtime 1x ./...
+
+step "unit tests (race)"
+go test -race -short -count=1 ./...
+
+step "integration tests (caddytest, one package at a time)"
+go test -race -p 1 -count=1 ./caddymodule/...
 
 echo
 echo "all checks passed"
