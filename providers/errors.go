@@ -42,11 +42,6 @@ func appendStringOrNull(b []byte, s string) []byte {
 	return AppendString(b, s)
 }
 
-// Errorf makes an Error with the given status, type and code.
-func Errorf(status int, typ, code, format string, args ...any) *Error {
-	return &Error{Status: status, Type: typ, Code: code, Message: fmt.Sprintf(format, args...)}
-}
-
 // InvalidParam is a 400 invalid_request_error about the field param.
 func InvalidParam(param, format string, args ...any) *Error {
 	return &Error{

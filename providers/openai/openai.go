@@ -42,12 +42,12 @@ func (Chat) ChatStream(providers.StreamOptions) providers.StreamTranslator { ret
 // in front may answer with HTML); the client always gets all four keys,
 // string codes, and never a non-JSON body.
 func (Chat) Error(status int, body []byte) *providers.Error {
-	return ErrorFromBody(status, body)
+	return errorFromBody(status, body)
 }
 
-// ErrorFromBody maps an error body in OpenAI's shape, or anything else, to a
+// errorFromBody maps an error body in OpenAI's shape, or anything else, to a
 // unified error with the given status.
-func ErrorFromBody(status int, body []byte) *providers.Error {
+func errorFromBody(status int, body []byte) *providers.Error {
 	e := &providers.Error{Status: status, Type: providers.TypeForStatus(status)}
 	var msg gjson.Result
 	if gjson.ValidBytes(body) {
