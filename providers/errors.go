@@ -3,6 +3,8 @@ package providers
 import (
 	"fmt"
 	"net/http"
+
+	"github.com/tidwall/gjson"
 )
 
 // Error is a failure in OpenAI's error shape:
@@ -80,4 +82,49 @@ func TypeForStatus(status int) string {
 	default:
 		return "invalid_request_error"
 	}
+}
+
+// ErrorFromBody maps a provider's error body to a unified error with the
+// given status. It reads OpenAI's shape and its common variants ({"error":
+// "…"}, {"message": "…"} as Cohere sends, {"detail": "…"} from FastAPI
+// servers, integer codes from vLLM) and never copies a body that is not JSON
+// (an HTML page from a proxy, say).
+func ErrorFromBody(status int, body []byte) *Error {
+	e := &Error{Status: status, Type: TypeForStatus(status)}
+	var msg gjson.Result
+	if gjson.ValidBytes(body) {
+		root := gjson.ParseBytes(body)
+		eo := root.Get("error")
+		switch {
+		case eo.IsObject():
+			msg = eo.Get("message")
+			if t := eo.Get("type"); t.Type == gjson.String && t.Str != "" {
+				e.Type = t.Str
+			}
+			switch c := eo.Get("code"); c.Type {
+			case gjson.String:
+				e.Code = c.Str
+			case gjson.Number:
+				if c.Int() != int64(status) {
+					e.Code = c.Raw
+				}
+			}
+			if p := eo.Get("param"); p.Type == gjson.String {
+				e.Param = p.Str
+			}
+		case eo.Type == gjson.String:
+			msg = eo
+		default:
+			msg = root.Get("message")
+			if !msg.Exists() {
+				msg = root.Get("detail")
+			}
+		}
+	}
+	if msg.Type == gjson.String && msg.Str != "" {
+		e.Message = msg.Str
+	} else {
+		e.Message = "the provider answered " + http.StatusText(status)
+	}
+	return e
 }

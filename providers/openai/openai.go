@@ -7,8 +7,6 @@
 package openai
 
 import (
-	"net/http"
-
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
@@ -42,47 +40,5 @@ func (Chat) ChatStream(providers.StreamOptions) providers.StreamTranslator { ret
 // in front may answer with HTML); the client always gets all four keys,
 // string codes, and never a non-JSON body.
 func (Chat) Error(status int, body []byte) *providers.Error {
-	return errorFromBody(status, body)
-}
-
-// errorFromBody maps an error body in OpenAI's shape, or anything else, to a
-// unified error with the given status.
-func errorFromBody(status int, body []byte) *providers.Error {
-	e := &providers.Error{Status: status, Type: providers.TypeForStatus(status)}
-	var msg gjson.Result
-	if gjson.ValidBytes(body) {
-		root := gjson.ParseBytes(body)
-		eo := root.Get("error")
-		switch {
-		case eo.IsObject():
-			msg = eo.Get("message")
-			if t := eo.Get("type"); t.Type == gjson.String && t.Str != "" {
-				e.Type = t.Str
-			}
-			switch c := eo.Get("code"); c.Type {
-			case gjson.String:
-				e.Code = c.Str
-			case gjson.Number:
-				if c.Int() != int64(status) {
-					e.Code = c.Raw
-				}
-			}
-			if p := eo.Get("param"); p.Type == gjson.String {
-				e.Param = p.Str
-			}
-		case eo.Type == gjson.String:
-			msg = eo
-		default:
-			msg = root.Get("message")
-			if !msg.Exists() {
-				msg = root.Get("detail")
-			}
-		}
-	}
-	if msg.Type == gjson.String && msg.Str != "" {
-		e.Message = msg.Str
-	} else {
-		e.Message = "the provider answered " + http.StatusText(status)
-	}
-	return e
+	return providers.ErrorFromBody(status, body)
 }

@@ -1,0 +1,153 @@
+package providers
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"math"
+	"sort"
+	"strconv"
+
+	"github.com/tidwall/gjson"
+)
+
+// RerankRequest is a checked unified rerank request:
+//
+//	{"model": "…", "query": "…", "documents": ["…", {"title": "…", …}], "top_n": 3}
+//
+// Object documents are already turned into YAML strings, so translators
+// see strings only.
+type RerankRequest struct {
+	Model     string
+	Query     string
+	Documents []string
+	TopN      int // 0: all documents
+}
+
+// ValidateRerank checks a unified rerank body and returns it with object
+// documents written as YAML. Errors are 400s naming the field.
+func ValidateRerank(body []byte) (RerankRequest, error) {
+	var req RerankRequest
+	if !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
+		return req, &Error{Status: 400, Type: "invalid_request_error", Code: "invalid_json",
+			Message: "the request body must be a JSON object"}
+	}
+	root := gjson.ParseBytes(body)
+	if m := root.Get("model"); m.Type != gjson.String || m.Str == "" {
+		return req, InvalidParam("model", "model must be a non-empty string")
+	} else {
+		req.Model = m.Str
+	}
+	if q := root.Get("query"); q.Type != gjson.String || q.Str == "" {
+		return req, InvalidParam("query", "query must be a non-empty string")
+	} else {
+		req.Query = q.Str
+	}
+	docs := root.Get("documents")
+	if !docs.IsArray() {
+		return req, InvalidParam("documents", "documents must be an array of strings or objects")
+	}
+	var err error
+	docs.ForEach(func(_, d gjson.Result) bool {
+		p := "documents[" + strconv.Itoa(len(req.Documents)) + "]"
+		switch {
+		case d.Type == gjson.String && d.Str != "":
+			req.Documents = append(req.Documents, d.Str)
+		case d.Type == gjson.String:
+			err = InvalidParam(p, "documents must not be empty")
+		case d.IsObject():
+			fields := 0
+			d.ForEach(func(k, v gjson.Result) bool {
+				if v.Type != gjson.String {
+					err = InvalidParam(p+"."+k.Str, "the fields of an object document must be strings")
+				}
+				fields++
+				return err == nil
+			})
+			if err == nil && fields == 0 {
+				err = InvalidParam(p, "documents must not be empty")
+			}
+			if err == nil {
+				req.Documents = append(req.Documents, string(AppendYAMLDocument(nil, d)))
+			}
+		default:
+			err = InvalidParam(p, "each document must be a string or an object of strings")
+		}
+		return err == nil
+	})
+	if err != nil {
+		return req, err
+	}
+	if len(req.Documents) == 0 {
+		return req, InvalidParam("documents", "documents must contain at least one document")
+	}
+	if n := root.Get("top_n"); n.Exists() && n.Type != gjson.Null {
+		if !isInt(n) || n.Int() < 1 {
+			return req, InvalidParam("top_n", "top_n must be an integer of at least 1")
+		}
+		req.TopN = int(min(n.Int(), int64(len(req.Documents))))
+	}
+	return req, nil
+}
+
+// Rerank translates rerank requests for one provider wire format.
+type Rerank interface {
+	// RerankRequest writes the provider's request for req, with model the
+	// provider's own name of the model.
+	RerankRequest(req RerankRequest, model string) (Request, error)
+
+	// RerankResponse reads a successful provider answer: its id (empty when
+	// it has none) and a score per document it ranked.
+	RerankResponse(body []byte) (id string, scored []Scored, err error)
+
+	// Error maps a provider's failed answer into the unified error.
+	Error(status int, body []byte) *Error
+}
+
+// Scored is one document's score as a provider gave it.
+type Scored struct {
+	Index int
+	Score float64
+}
+
+// RerankResult writes the unified answer {id, results:[{index,
+// relevance_score}]}: highest score first, ties in request order, cut to
+// topN (0: all). id is the provider's, or a generated one. A provider that
+// names a document that is not in the request, or one twice, or gives a
+// score that is not a finite number, has answered wrongly: ok is false.
+func RerankResult(dst []byte, id string, scored []Scored, nDocs, topN int) (out []byte, ok bool) {
+	seen := make([]bool, nDocs)
+	for _, s := range scored {
+		if s.Index < 0 || s.Index >= nDocs || seen[s.Index] || math.IsNaN(s.Score) || math.IsInf(s.Score, 0) {
+			return dst, false
+		}
+		seen[s.Index] = true
+	}
+	sort.SliceStable(scored, func(i, j int) bool {
+		if scored[i].Score != scored[j].Score {
+			return scored[i].Score > scored[j].Score
+		}
+		return scored[i].Index < scored[j].Index
+	})
+	if topN > 0 && len(scored) > topN {
+		scored = scored[:topN]
+	}
+	if id == "" {
+		var b [12]byte
+		_, _ = rand.Read(b[:])
+		id = "rerank-" + hex.EncodeToString(b[:])
+	}
+	dst = append(dst, `{"id":`...)
+	dst = AppendString(dst, id)
+	dst = append(dst, `,"results":[`...)
+	for i, s := range scored {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"index":`...)
+		dst = strconv.AppendInt(dst, int64(s.Index), 10)
+		dst = append(dst, `,"relevance_score":`...)
+		dst = strconv.AppendFloat(dst, s.Score, 'g', -1, 64)
+		dst = append(dst, '}')
+	}
+	return append(dst, "]}"...), true
+}

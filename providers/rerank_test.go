@@ -1,0 +1,96 @@
+package providers
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+func TestValidateRerank(t *testing.T) {
+	req, err := ValidateRerank([]byte(`{"model":"co/rerank-v3.5","query":"plays","top_n":2,
+		"documents":["Hamlet",{"title":"Macbeth","note":"act: 1"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.Model != "co/rerank-v3.5" || req.Query != "plays" || req.TopN != 2 ||
+		strings.Join(req.Documents, "|") != "Hamlet|title: Macbeth\nnote: \"act: 1\"" {
+		t.Errorf("%+v", req)
+	}
+	if req, _ := ValidateRerank([]byte(`{"model":"m","query":"q","documents":["a","b"],"top_n":9}`)); req.TopN != 2 {
+		t.Errorf("top_n above the document count: %d, want 2", req.TopN)
+	}
+	if req, _ := ValidateRerank([]byte(`{"model":"m","query":"q","documents":["a","b"],"top_n":null}`)); req.TopN != 0 {
+		t.Errorf("top_n null: %d", req.TopN)
+	}
+
+	for _, tc := range []struct{ name, body, param string }{
+		{"no model", `{"query":"q","documents":["a"]}`, "model"},
+		{"empty query", `{"model":"m","query":"","documents":["a"]}`, "query"},
+		{"query not string", `{"model":"m","query":5,"documents":["a"]}`, "query"},
+		{"no documents", `{"model":"m","query":"q"}`, "documents"},
+		{"documents empty", `{"model":"m","query":"q","documents":[]}`, "documents"},
+		{"empty string document", `{"model":"m","query":"q","documents":["a",""]}`, "documents[1]"},
+		{"empty object document", `{"model":"m","query":"q","documents":[{}]}`, "documents[0]"},
+		{"number field", `{"model":"m","query":"q","documents":[{"title":"x","year":1603}]}`, "documents[0].year"},
+		{"nested field", `{"model":"m","query":"q","documents":[{"meta":{"a":"b"}}]}`, "documents[0].meta"},
+		{"number document", `{"model":"m","query":"q","documents":["a",7]}`, "documents[1]"},
+		{"top_n zero", `{"model":"m","query":"q","documents":["a"],"top_n":0}`, "top_n"},
+		{"top_n float", `{"model":"m","query":"q","documents":["a"],"top_n":1.5}`, "top_n"},
+		{"top_n string", `{"model":"m","query":"q","documents":["a"],"top_n":"1"}`, "top_n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ValidateRerank([]byte(tc.body))
+			var e *Error
+			if !errors.As(err, &e) || e.Status != 400 || e.Param != tc.param {
+				t.Errorf("error %+v, want 400 on %q", err, tc.param)
+			}
+		})
+	}
+	if _, err := ValidateRerank([]byte(`{"model":`)); err == nil {
+		t.Error("invalid JSON accepted")
+	}
+}
+
+func TestRerankResult(t *testing.T) {
+	scored := func() []Scored {
+		return []Scored{{0, 0.2}, {1, 0.9}, {2, 0.5}, {3, 0.9}, {4, 0.1}}
+	}
+	for _, tc := range []struct {
+		name string
+		topN int
+		want string // indices in order
+	}{
+		{"all, ties in request order", 0, "1,3,2,0,4"},
+		{"top_n equal to the count", 5, "1,3,2,0,4"},
+		{"top_n cuts", 2, "1,3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, ok := RerankResult(nil, "r1", scored(), 5, tc.topN)
+			if !ok || !gjson.ValidBytes(out) {
+				t.Fatalf("%s", out)
+			}
+			var got []string
+			for _, r := range gjson.GetBytes(out, "results").Array() {
+				got = append(got, r.Get("index").Raw)
+			}
+			if strings.Join(got, ",") != tc.want || gjson.GetBytes(out, "id").Str != "r1" {
+				t.Errorf("%s", out)
+			}
+			if s := gjson.GetBytes(out, "results.0.relevance_score").Num; s != 0.9 {
+				t.Errorf("score %v", s)
+			}
+		})
+	}
+	out, _ := RerankResult(nil, "", []Scored{{0, 1}}, 1, 0)
+	if id := gjson.GetBytes(out, "id").Str; !strings.HasPrefix(id, "rerank-") || len(id) < 20 {
+		t.Errorf("generated id %q", id)
+	}
+	for _, bad := range [][]Scored{{{5, 1}}, {{-1, 1}}, {{0, 1}, {0, 0.5}}, {{0, math.NaN()}}, {{0, math.Inf(1)}}} {
+		if _, ok := RerankResult(nil, "x", bad, 2, 0); ok {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}
