@@ -68,7 +68,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 		if !ok {
 			return fmt.Errorf("provider %q: module %T is not a modelgate provider", name, m)
 		}
-		a.providers[name] = &provider{name: name, base: p.providerBase(), chat: p.chatTranslator()}
+		a.providers[name] = &provider{name: name, base: p.providerBase(), chat: p.chatTranslator(), rerank: p.rerankTranslator()}
 	}
 
 	a.bare = make(map[string]string)

@@ -15,40 +15,63 @@ import (
 func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request) {
 	body, perr := readBody(r, h.MaxRequestBody)
 	if perr != nil {
-		writeChatError(w, "", perr)
+		writeEndpointError(w, endpointChat, "", perr)
 		return
 	}
 	info, err := providers.ValidateChat(body)
 	if err != nil {
-		writeChatError(w, "", asProviderError(err))
+		writeEndpointError(w, endpointChat, "", asProviderError(err))
 		return
 	}
 	targets := h.app.resolve(info.Model)
 	if len(targets) == 0 {
-		writeChatError(w, "", modelNotFound(info.Model))
+		writeEndpointError(w, endpointChat, "", modelNotFound(info.Model))
 		return
 	}
 
+	h.tryTargets(w, r, endpointChat, targets, func(p *provider, model string) (providers.Request, exchange, error) {
+		if p.chat == nil {
+			return providers.Request{}, exchange{}, errUnsupported
+		}
+		preq, err := p.chat.ChatRequest(body, model)
+		ex := exchange{stream: info.Stream, translate: p.chat.ChatResponse, mapError: p.chat.Error}
+		if info.Stream {
+			ex.tr = p.chat.ChatStream(providers.StreamOptions{IncludeUsage: info.IncludeUsage})
+		}
+		return preq, ex, err
+	})
+}
+
+// errUnsupported is what a target's prepare function returns when the
+// provider does not serve the endpoint.
+var errUnsupported = errors.New("the provider does not serve this endpoint")
+
+// tryTargets sends the request to each target in turn, as prepare
+// translates it for that target's provider, until one answers; it writes the
+// last failure when none does. A translation error is the client's (400) and
+// ends the request.
+func (h *Handler) tryTargets(w http.ResponseWriter, r *http.Request, endpoint string, targets []target,
+	prepare func(p *provider, model string) (providers.Request, exchange, error)) {
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	var last *failure
 	for i, t := range targets {
 		repl.Set("http.modelgate.provider", t.provider.name)
 		repl.Set("http.modelgate.model", t.model)
-		if t.provider.chat == nil {
+		preq, ex, err := prepare(t.provider, t.model)
+		if errors.Is(err, errUnsupported) {
 			last = &failure{err: &providers.Error{
 				Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "unsupported_endpoint",
-				Message: "provider " + t.provider.name + " does not serve chat completions",
+				Message: "provider " + t.provider.name + " does not serve " + endpoint,
 			}}
 			continue
 		}
-		preq, err := t.provider.chat.ChatRequest(body, t.model)
 		if err != nil {
-			writeChatError(w, t.provider.name, asProviderError(err))
+			writeEndpointError(w, endpoint, t.provider.name, asProviderError(err))
 			return
 		}
-		status, f := t.provider.forward(w, r, preq, info)
+		status, f := t.provider.forward(w, r, preq, ex)
 		if f == nil {
-			observeRequest(endpointChat, t.provider.name, status)
+			observeRequest(endpoint, t.provider.name, status)
 			return
 		}
 		last = f
@@ -61,6 +84,7 @@ func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request) {
 			msg = "provider failed; trying the next target"
 		}
 		h.logger.Warn(msg,
+			zap.String("endpoint", endpoint),
 			zap.String("provider", t.provider.name),
 			zap.String("model", t.model),
 			zap.Int("status", f.err.Status),
@@ -68,16 +92,16 @@ func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request) {
 			zap.NamedError("cause", f.cause))
 	}
 	last.write(w)
-	observeRequest(endpointChat, "", last.err.Status)
+	observeRequest(endpoint, "", last.err.Status)
 }
 
 // endpointChat is the endpoint label of chat completions in metrics.
 const endpointChat = "chat_completions"
 
-// writeChatError answers a chat request that reached no provider.
-func writeChatError(w http.ResponseWriter, provider string, e *providers.Error) {
+// writeEndpointError answers a request that reached no provider.
+func writeEndpointError(w http.ResponseWriter, endpoint, provider string, e *providers.Error) {
 	writeError(w, e)
-	observeRequest(endpointChat, provider, e.Status)
+	observeRequest(endpoint, provider, e.Status)
 }
 
 // asProviderError returns err as a unified error; anything that is not one

@@ -24,6 +24,7 @@ func init() {
 // Handler serves modelgate's unified API, OpenAI's conventions under /v1:
 //
 //	POST /v1/chat/completions   chat, streamed (SSE) or not
+//	POST /v1/rerank             rerank (also /v1/reranker)
 //	GET  /v1/models             the models clients can name
 //	GET  /v1/models/{id}        one of them
 //
@@ -81,6 +82,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			return nil
 		}
 		h.serveChat(w, r)
+		return nil
+	case path == "/v1/rerank" || path == "/v1/reranker":
+		if !allowMethod(w, r, http.MethodPost) {
+			return nil
+		}
+		h.serveRerank(w, r)
 		return nil
 	case path == "/v1/models":
 		if !allowMethod(w, r, http.MethodGet) {

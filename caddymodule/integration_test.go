@@ -627,7 +627,7 @@ func TestIntegrationModels(t *testing.T) {
 	for _, m := range page.Data {
 		ids = append(ids, m.ID)
 	}
-	want := "after-429,after-500,after-529,after-dial-error,after-html,all-fail,claude/claude-sonnet-4-5,midstream,oa/gpt-4o,oa/gpt-4o-mini,smart"
+	want := "after-429,after-500,after-529,after-dial-error,after-html,all-fail,claude/claude-sonnet-4-5,co/rerank-v3.5,midstream,oa/gpt-4o,oa/gpt-4o-mini,rerank-fallback,smart"
 	if strings.Join(ids, ",") != want {
 		t.Errorf("models %v", ids)
 	}

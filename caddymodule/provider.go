@@ -24,13 +24,17 @@ type providerModule interface {
 	// chatTranslator returns the provider's chat translator, or nil when the
 	// provider type serves no chat completions.
 	chatTranslator() providers.Chat
+	// rerankTranslator returns the provider's rerank translator, or nil when
+	// the provider type serves no rerank.
+	rerankTranslator() providers.Rerank
 }
 
 // provider is a configured provider as the handlers use it.
 type provider struct {
-	name string
-	base *ProviderBase
-	chat providers.Chat
+	name   string
+	base   *ProviderBase
+	chat   providers.Chat
+	rerank providers.Rerank
 }
 
 // ProviderBase is the configuration every provider type shares: where the
@@ -74,7 +78,8 @@ type providerDefaults struct {
 	typeName   string
 	baseURL    string
 	keyNeeded  bool
-	authHeader string // "Authorization" (Bearer) or a custom header such as "x-api-key"
+	authHeader string           // "Authorization" (Bearer) or a custom header such as "x-api-key"
+	rerank     providers.Rerank // the type's rerank format, if it serves rerank
 }
 
 // provision resolves the base configuration and loads the reverse proxy.

@@ -47,8 +47,9 @@ func (p *Anthropic) Provision(ctx caddy.Context) error {
 	})
 }
 
-func (p *Anthropic) providerBase() *ProviderBase    { return &p.ProviderBase }
-func (p *Anthropic) chatTranslator() providers.Chat { return p.chat }
+func (p *Anthropic) providerBase() *ProviderBase        { return &p.ProviderBase }
+func (p *Anthropic) chatTranslator() providers.Chat     { return p.chat }
+func (p *Anthropic) rerankTranslator() providers.Rerank { return nil }
 
 // Interface guards
 var (

@@ -5,6 +5,7 @@ import (
 
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/openai"
+	"github.com/modelgate/modelgate/providers/rerank"
 )
 
 // openAIPresets are the OpenAI-compatible provider types: each is
@@ -15,7 +16,7 @@ var openAIPresets = []providerDefaults{
 	{typeName: "openai", baseURL: "https://api.openai.com/v1", keyNeeded: true},
 	{typeName: "groq", baseURL: "https://api.groq.com/openai/v1", keyNeeded: true},
 	{typeName: "mistral", baseURL: "https://api.mistral.ai/v1", keyNeeded: true},
-	{typeName: "together", baseURL: "https://api.together.xyz/v1", keyNeeded: true},
+	{typeName: "together", baseURL: "https://api.together.xyz/v1", keyNeeded: true, rerank: rerank.Together},
 	{typeName: "fireworks", baseURL: "https://api.fireworks.ai/inference/v1", keyNeeded: true},
 	{typeName: "deepseek", baseURL: "https://api.deepseek.com/v1", keyNeeded: true},
 	{typeName: "openrouter", baseURL: "https://openrouter.ai/api/v1", keyNeeded: true},
@@ -23,7 +24,7 @@ var openAIPresets = []providerDefaults{
 	{typeName: "perplexity", baseURL: "https://api.perplexity.ai", keyNeeded: true},
 	{typeName: "deepinfra", baseURL: "https://api.deepinfra.com/v1/openai", keyNeeded: true},
 	{typeName: "cerebras", baseURL: "https://api.cerebras.ai/v1", keyNeeded: true},
-	{typeName: "vllm", baseURL: "http://localhost:8000/v1"},
+	{typeName: "vllm", baseURL: "http://localhost:8000/v1", rerank: rerank.VLLM},
 	{typeName: "ollama", baseURL: "http://localhost:11434/v1"},
 }
 
@@ -38,7 +39,8 @@ func init() {
 // (groq, mistral, together, fireworks, deepseek, openrouter, xai,
 // perplexity, deepinfra, cerebras, vllm, ollama) that knows its public
 // endpoint, or through type openai with a base_url. The key is sent as
-// "Authorization: Bearer <api_key>"; vllm and ollama need none.
+// "Authorization: Bearer <api_key>"; vllm and ollama need none. vllm and
+// together also serve rerank, in their own formats.
 type OpenAI struct {
 	ProviderBase
 
@@ -61,8 +63,9 @@ func (p *OpenAI) Provision(ctx caddy.Context) error {
 	return p.provision(ctx, d)
 }
 
-func (p *OpenAI) providerBase() *ProviderBase    { return &p.ProviderBase }
-func (p *OpenAI) chatTranslator() providers.Chat { return openai.Chat{} }
+func (p *OpenAI) providerBase() *ProviderBase        { return &p.ProviderBase }
+func (p *OpenAI) chatTranslator() providers.Chat     { return openai.Chat{} }
+func (p *OpenAI) rerankTranslator() providers.Rerank { return p.defaults.rerank }
 
 // Interface guards
 var (

@@ -37,17 +37,24 @@ func (f *failure) retryable() bool {
 	return f.err.Status == http.StatusTooManyRequests || f.err.Status >= 500
 }
 
+// exchange says how one provider call's answer is read: a stream, passed
+// through tr (nil: untouched), or a buffered body that translate turns into
+// the unified answer; failed answers go through mapError.
+type exchange struct {
+	stream    bool
+	tr        providers.StreamTranslator
+	translate func(body []byte) ([]byte, error)
+	mapError  func(status int, body []byte) *providers.Error
+}
+
 // forward sends one translated request through the provider's
 // reverse_proxy and answers the client, returning the status it sent, unless
 // the attempt failed in a way that lets the next target try: then it has
 // written nothing and returns the failure.
-func (p *provider) forward(w http.ResponseWriter, r *http.Request, preq providers.Request, info providers.ChatInfo) (int, *failure) {
-	uw := &upstreamWriter{client: w, header: make(http.Header), wantStream: info.Stream}
-	if info.Stream {
-		uw.tr = p.chat.ChatStream(providers.StreamOptions{IncludeUsage: info.IncludeUsage})
-	}
+func (p *provider) forward(w http.ResponseWriter, r *http.Request, preq providers.Request, ex exchange) (int, *failure) {
+	uw := &upstreamWriter{client: w, header: make(http.Header), wantStream: ex.stream, tr: ex.tr}
 	start := time.Now()
-	err := uw.serve(p.base.proxy, p.base.upstreamRequest(r, preq, info.Stream))
+	err := uw.serve(p.base.proxy, p.base.upstreamRequest(r, preq, ex.stream))
 	observeUpstream(p.name, uw.status, start)
 
 	if uw.streaming {
@@ -58,17 +65,17 @@ func (p *provider) forward(w http.ResponseWriter, r *http.Request, preq provider
 		return 0, &failure{err: unreachable(p.name, err, uw.tooLarge), cause: err}
 	}
 	if uw.status >= 400 {
-		f := &failure{err: p.upstreamError(uw.status, uw.buf), header: uw.header}
+		f := &failure{err: p.upstreamError(uw.status, uw.buf, ex.mapError), header: uw.header}
 		if f.retryable() {
 			return 0, f
 		}
 		f.write(w)
 		return f.err.Status, nil
 	}
-	out, err := p.chat.ChatResponse(uw.buf)
+	out, err := ex.translate(uw.buf)
 	if err != nil {
 		return 0, &failure{err: &providers.Error{Status: http.StatusBadGateway, Type: "server_error",
-			Code: "bad_upstream_response", Message: "provider " + p.name + " sent an answer that could not be read"}}
+			Code: "bad_upstream_response", Message: "provider " + p.name + " sent an answer that could not be read"}, cause: err}
 	}
 	copyClientHeaders(w.Header(), uw.header)
 	writeJSON(w, http.StatusOK, out)
@@ -79,12 +86,12 @@ func (p *provider) forward(w http.ResponseWriter, r *http.Request, preq provider
 // provider means the gateway's own provider key is wrong, not the client's:
 // the client gets a 502 that does not repeat the provider's message, which
 // may quote part of that key.
-func (p *provider) upstreamError(status int, body []byte) *providers.Error {
+func (p *provider) upstreamError(status int, body []byte, mapError func(int, []byte) *providers.Error) *providers.Error {
 	if status == http.StatusUnauthorized || status == http.StatusForbidden {
 		return &providers.Error{Status: http.StatusBadGateway, Type: "server_error", Code: "upstream_auth_failed",
 			Message: "provider " + p.name + " rejected the gateway's credentials (status " + strconv.Itoa(status) + ")"}
 	}
-	e := p.chat.Error(status, body)
+	e := mapError(status, body)
 	if e.Status < 400 || e.Status > 599 {
 		e.Status = http.StatusBadGateway
 	}

@@ -265,6 +265,18 @@ func (s *Server) streamAnthropic(w http.ResponseWriter, r *http.Request, model, 
 		_, _ = w.Write(b)
 		flush(w)
 	}
+	// ended runs the scripted behaviour due after the first content event
+	// and reports whether the stream ends there.
+	ended := func() bool {
+		switch s.afterFirstWord(r, model) {
+		case streamFails:
+			event("error", []byte(`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`))
+			return true
+		case streamCut:
+			return true
+		}
+		return false
+	}
 	start := []byte(`{"type":"message_start","message":{"id":"msg_` + id + `","type":"message","role":"assistant","model":`)
 	start = appendString(start, model)
 	start = append(start, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":`...)
@@ -276,23 +288,19 @@ func (s *Server) streamAnthropic(w http.ResponseWriter, r *http.Request, model, 
 	if a.tool != "" {
 		blk := appendString([]byte(`{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_`+id+`","name":`), a.tool)
 		event("content_block_start", append(blk, `,"input":{}}}`...))
-		for _, f := range a.argFragments() {
+		for i, f := range a.argFragments() {
 			d := appendString([]byte(`{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":`), f)
 			event("content_block_delta", append(d, "}}"...))
+			if i == 0 && ended() {
+				return
+			}
 		}
 	} else {
 		event("content_block_start", []byte(`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`))
 		for i := range a.words {
 			d := appendString([]byte(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":`), a.chunkWord(i))
 			event("content_block_delta", append(d, "}}"...))
-			if i > 0 {
-				continue
-			}
-			switch s.afterFirstWord(r, model) {
-			case streamFails:
-				event("error", []byte(`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`))
-				return
-			case streamCut:
+			if i == 0 && ended() {
 				return
 			}
 		}

@@ -151,25 +151,33 @@ func (s *Server) streamOpenAI(w http.ResponseWriter, r *http.Request, model, id 
 		_, _ = w.Write(b)
 		flush(w)
 	}
+	// ended runs the scripted behaviour due after the first content event
+	// and reports whether the stream ends there.
+	ended := func() bool {
+		switch s.afterFirstWord(r, model) {
+		case streamFails:
+			_, _ = w.Write([]byte(`data: {"error":{"message":"the server had an error while processing your request","type":"server_error","param":null,"code":null}}` + "\n\n"))
+			return true
+		case streamCut:
+			return true
+		}
+		return false
+	}
 	chunk(`{"role":"assistant","content":"","refusal":null}`, "null")
 
 	if a.tool != "" {
 		first := appendString([]byte(`{"tool_calls":[{"index":0,"id":"call_`+id+`","type":"function","function":{"name":`), a.tool)
 		chunk(string(first)+`,"arguments":""}}]}`, "null")
-		for _, f := range a.argFragments() {
+		for i, f := range a.argFragments() {
 			chunk(string(appendString([]byte(`{"tool_calls":[{"index":0,"function":{"arguments":`), f))+`}}]}`, "null")
+			if i == 0 && ended() {
+				return
+			}
 		}
 	} else {
 		for i := range a.words {
 			chunk(string(appendString([]byte(`{"content":`), a.chunkWord(i)))+`}`, "null")
-			if i > 0 {
-				continue
-			}
-			switch s.afterFirstWord(r, model) {
-			case streamFails:
-				_, _ = w.Write([]byte(`data: {"error":{"message":"the server had an error while processing your request","type":"server_error","param":null,"code":null}}` + "\n\n"))
-				return
-			case streamCut:
+			if i == 0 && ended() {
 				return
 			}
 		}

@@ -1,6 +1,9 @@
 // Package providertest is a fake model provider that speaks OpenAI's chat
-// completions and Anthropic's Messages wire formats, strictly enough that a
-// gateway's translation errors show up as 400s. Tests start it on loopback;
+// completions and Anthropic's Messages wire formats, and the rerank formats
+// of Cohere, Jina, Voyage, TEI, vLLM, Infinity, Together and Mixedbread
+// (each under its own prefix: /cohere/v2/rerank, /voyage/v1/rerank,
+// /tei/rerank, …), strictly enough that a gateway's translation errors show
+// up as 400s. Rerank scores are RerankScore's word overlap. Tests start it on loopback;
 // cmd/fakeprovider runs it standalone for the quick start.
 //
 // Answers are derived from the request, so a test can check what went
@@ -21,6 +24,7 @@
 //	midstream-error   a stream sends one content event, then an error event
 //	cutoff            a stream sends one content event, then ends
 //	slow-<N>ms        waits N milliseconds before answering
+//	unsorted          rerank results in request order, top_n ignored
 package providertest
 
 import (
@@ -33,6 +37,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 )
@@ -152,6 +157,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/messages":
 		w.Header().Set("Request-Id", "req_"+id)
 		s.serveAnthropic(w, r, body, id)
+	case r.Method == http.MethodPost && isRerank(r.URL.Path):
+		name, f, _ := rerankRoute(r.URL.Path)
+		s.serveRerank(w, r, body, name, f, id)
 	default:
 		openAIError(w, http.StatusNotFound, "invalid_request_error", "unknown_url", "unknown path "+r.URL.Path)
 	}
@@ -274,11 +282,19 @@ func (a *answer) chunkWord(i int) string {
 }
 
 // argFragments splits the tool arguments into three pieces, as providers
-// stream them.
+// stream them. The cuts fall on character boundaries: a piece that ended
+// inside a UTF-8 sequence would not survive a JSON decoder.
 func (a *answer) argFragments() []string {
 	s := string(a.toolArgs)
 	n := len(s)
-	return []string{s[:n/3], s[n/3 : 2*n/3], s[2*n/3:]}
+	cut := func(i int) int {
+		for i < n && !utf8.RuneStart(s[i]) {
+			i++
+		}
+		return i
+	}
+	i, j := cut(n/3), cut(2*n/3)
+	return []string{s[:i], s[i:j], s[j:]}
 }
 
 func countWords(s string) int { return len(strings.Fields(s)) }

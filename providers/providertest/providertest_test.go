@@ -2,22 +2,53 @@ package providertest
 
 import (
 	"bufio"
-	"context"
-	"errors"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
 	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 )
 
-func do(t *testing.T, s *Server, path, body string, header ...string) (*http.Response, string) {
+const (
+	oaPath = "/v1/chat/completions"
+	anPath = "/v1/messages"
+)
+
+var (
+	oaAuth = []string{"Authorization", "Bearer ok"}
+	anAuth = []string{"X-Api-Key", "ak", "Anthropic-Version", "2023-06-01"}
+)
+
+// newFake starts the fake with the keys every test in this package uses.
+func newFake(t *testing.T) *Server {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, s.URL+path, strings.NewReader(body))
+	return Start(t, Options{OpenAIKey: "ok", AnthropicKey: "ak"})
+}
+
+// authFor is the right credentials for a route of newFake's server.
+func authFor(path string) []string {
+	if path == anPath {
+		return anAuth
+	}
+	return oaAuth
+}
+
+// send makes one request and reads the whole answer. header holds name,
+// value pairs; a JSON body gets Content-Type application/json.
+func send(t *testing.T, s *Server, method, path, body string, header ...string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, s.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
@@ -26,242 +57,579 @@ func do(t *testing.T, s *Server, path, body string, header ...string) (*http.Res
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
 	return res, string(b)
 }
 
-var anAuth = []string{"X-Api-Key", "ak", "Anthropic-Version", "2023-06-01"}
+// post is send with POST.
+func post(t *testing.T, s *Server, path, body string, header ...string) (*http.Response, string) {
+	t.Helper()
+	return send(t, s, http.MethodPost, path, body, header...)
+}
 
-const anMin = `"model":"claude","max_tokens":100,"messages":[{"role":"user","content":"hi there"}]`
+// streamed returns body with "stream": true (and the given extra fields).
+func streamed(t *testing.T, body string, extra ...any) string {
+	t.Helper()
+	out, err := sjson.Set(body, "stream", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		if out, err = sjson.Set(out, extra[i].(string), extra[i+1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
 
-func TestAnthropicStrictness(t *testing.T) {
-	s := Start(t, Options{OpenAIKey: "ok", AnthropicKey: "ak"})
-	for _, tc := range []struct{ name, body, want string }{
-		{"no max_tokens", `{"model":"c","messages":[{"role":"user","content":"hi"}]}`, "max_tokens"},
-		{"system role", `{"model":"c","max_tokens":5,"messages":[{"role":"system","content":"s"},{"role":"user","content":"hi"}]}`, "messages.0.role"},
-		{"temperature", `{` + anMin + `,"temperature":1.5}`, "temperature"},
-		{"openai n", `{` + anMin + `,"n":1}`, "n: Extra inputs"},
-		{"openai stop", `{` + anMin + `,"stop":["x"]}`, "stop: Extra inputs"},
-		{"openai max_completion_tokens", `{` + anMin + `,"max_completion_tokens":5}`, "max_completion_tokens"},
-		{"openai stream_options", `{` + anMin + `,"stream_options":{}}`, "stream_options"},
-		{"empty text", `{"model":"c","max_tokens":5,"messages":[{"role":"user","content":[{"type":"text","text":""}]}]}`, "non-empty"},
-		{"orphan tool_result", `{"model":"c","max_tokens":5,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"x"}]}]}`, "tool_result"},
-		{"tool without schema", `{` + anMin + `,"tools":[{"name":"f"}]}`, "input_schema"},
-		{"bad tool_choice", `{` + anMin + `,"tool_choice":{"type":"required"}}`, "tool_choice.type"},
-		{"image in assistant", `{"model":"c","max_tokens":5,"messages":[{"role":"user","content":"a"},{"role":"assistant","content":[{"type":"image","source":{"type":"url","url":"u"}}]}]}`, "not allowed"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			res, body := do(t, s, "/v1/messages", tc.body, anAuth...)
-			if res.StatusCode != 400 || gjson.Get(body, "error.type").Str != "invalid_request_error" || !strings.Contains(body, tc.want) {
-				t.Errorf("%d %s, want 400 mentioning %q", res.StatusCode, body, tc.want)
+// sseEvent is one server-sent event: its event: name (if any) and data.
+type sseEvent struct{ name, data string }
+
+// readEvent reads the next event from r; ok is false at the end of the
+// stream. A trailing event without its blank line still counts.
+func readEvent(r *bufio.Reader) (ev sseEvent, ok bool, err error) {
+	var data []string
+	seen := false
+	for {
+		line, rerr := r.ReadString('\n')
+		if rerr != nil && rerr != io.EOF {
+			return ev, false, rerr
+		}
+		if rerr == io.EOF && line == "" {
+			ev.data = strings.Join(data, "\n")
+			return ev, seen, nil
+		}
+		line = strings.TrimSuffix(strings.TrimSuffix(line, "\n"), "\r")
+		switch {
+		case line == "":
+			if seen {
+				ev.data = strings.Join(data, "\n")
+				return ev, true, nil
 			}
-		})
-	}
-	t.Run("authorization header leaked", func(t *testing.T) {
-		res, _ := do(t, s, "/v1/messages", `{`+anMin+`}`, append([]string{"Authorization", "Bearer gateway-key"}, anAuth...)...)
-		if res.StatusCode != 400 {
-			t.Errorf("status %d", res.StatusCode)
+		case strings.HasPrefix(line, "event:"):
+			ev.name = strings.TrimSpace(strings.TrimPrefix(line, "event:"))
+			seen = true
+		case strings.HasPrefix(line, "data:"):
+			data = append(data, strings.TrimPrefix(strings.TrimPrefix(line, "data:"), " "))
+			seen = true
+		case strings.HasPrefix(line, ":"):
+		default:
+			return ev, false, fmt.Errorf("not an SSE line: %q", line)
 		}
-	})
-	t.Run("no version", func(t *testing.T) {
-		if res, _ := do(t, s, "/v1/messages", `{`+anMin+`}`, "X-Api-Key", "ak"); res.StatusCode != 400 {
-			t.Errorf("status %d", res.StatusCode)
+		if rerr == io.EOF {
+			ev.data = strings.Join(data, "\n")
+			return ev, seen, nil
 		}
-	})
-}
-
-func TestAuth(t *testing.T) {
-	s := Start(t, Options{OpenAIKey: "ok", AnthropicKey: "ak"})
-	res, body := do(t, s, "/v1/chat/completions", `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, "Authorization", "Bearer no")
-	if res.StatusCode != 401 || gjson.Get(body, "error.code").Str != "invalid_api_key" {
-		t.Errorf("openai: %d %s", res.StatusCode, body)
-	}
-	res, body = do(t, s, "/v1/messages", `{`+anMin+`}`, "X-Api-Key", "no", "Anthropic-Version", "2023-06-01")
-	if res.StatusCode != 401 || gjson.Get(body, "error.type").Str != "authentication_error" || gjson.Get(body, "type").Str != "error" {
-		t.Errorf("anthropic: %d %s", res.StatusCode, body)
-	}
-	any := Start(t, Options{})
-	if res, _ := do(t, any, "/v1/messages", `{`+anMin+`}`, "X-Api-Key", "whatever", "Anthropic-Version", "2023-06-01"); res.StatusCode != 200 {
-		t.Errorf("any key: %d", res.StatusCode)
 	}
 }
 
-func TestAnthropicAnswers(t *testing.T) {
-	s := Start(t, Options{AnthropicKey: "ak"})
-	res, body := do(t, s, "/v1/messages", `{"model":"claude","max_tokens":100,"system":"be brief","messages":[{"role":"user","content":"hi there"}]}`, anAuth...)
-	if res.StatusCode != 200 || gjson.Get(body, "type").Str != "message" || gjson.Get(body, "content.0.text").Str != "echo: hi there" ||
-		gjson.Get(body, "stop_reason").Str != "end_turn" || gjson.Get(body, "usage.input_tokens").Int() != 4 || res.Header.Get("Request-Id") == "" {
-		t.Errorf("%d %s", res.StatusCode, body)
-	}
-	_, body = do(t, s, "/v1/messages", `{"model":"claude","max_tokens":2,"messages":[{"role":"user","content":"one two three"}]}`, anAuth...)
-	if gjson.Get(body, "stop_reason").Str != "max_tokens" || gjson.Get(body, "content.0.text").Str != "echo: one" {
-		t.Errorf("truncation: %s", body)
-	}
-
-	// A streamed tool call: the event names match the types, in order.
-	res, body = do(t, s, "/v1/messages", `{"model":"claude","max_tokens":100,"stream":true,"tools":[{"name":"search","input_schema":{"type":"object"}}],"messages":[{"role":"user","content":"paris"}]}`, anAuth...)
-	var names []string
-	var args strings.Builder
-	for _, ev := range strings.Split(strings.TrimSpace(body), "\n\n") {
-		name, data, _ := strings.Cut(ev, "\ndata: ")
-		name = strings.TrimPrefix(name, "event: ")
-		if gjson.Get(data, "type").Str != name {
-			t.Errorf("event %q carries type %q", name, gjson.Get(data, "type").Str)
+// parseSSE splits a whole stream into events. Every event must carry data
+// that is valid UTF-8, and JSON unless it is OpenAI's [DONE].
+func parseSSE(t *testing.T, body string) []sseEvent {
+	t.Helper()
+	r := bufio.NewReader(strings.NewReader(body))
+	var evs []sseEvent
+	for {
+		ev, ok, err := readEvent(r)
+		if err != nil {
+			t.Fatalf("%v in %s", err, body)
 		}
-		names = append(names, name)
-		args.WriteString(gjson.Get(data, "delta.partial_json").Str)
-	}
-	want := "message_start,ping,content_block_start,content_block_delta,content_block_delta,content_block_delta,content_block_stop,message_delta,message_stop"
-	if strings.Join(names, ",") != want || gjson.Get(args.String(), "query").Str != "paris" || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
-		t.Errorf("events %v, arguments %q", names, args.String())
+		if !ok {
+			return evs
+		}
+		checkEventData(t, ev)
+		evs = append(evs, ev)
 	}
 }
 
-func TestScripted(t *testing.T) {
-	s := Start(t, Options{})
-	for _, tc := range []struct {
-		path, model string
-		status      int
-		contains    string
-	}{
-		{"/v1/chat/completions", "fail-429", 429, "rate_limit"},
-		{"/v1/messages", "fail-429", 429, "rate_limit_error"},
-		{"/v1/messages", "fail-500", 500, "api_error"},
-		{"/v1/messages", "fail-529", 529, "overloaded_error"},
-		{"/v1/chat/completions", "fail-529", 503, "overloaded"},
-		{"/v1/chat/completions", "fail-html", 502, "<html>"},
-	} {
-		body := `{"model":"` + tc.model + `","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`
-		res, got := do(t, s, tc.path, body, authFor(tc.path)...)
-		if res.StatusCode != tc.status || !strings.Contains(got, tc.contains) {
-			t.Errorf("%s %s: %d %s", tc.path, tc.model, res.StatusCode, got)
-		}
-		if tc.status == 429 && res.Header.Get("Retry-After") != "1" {
-			t.Errorf("%s: no retry-after", tc.path)
-		}
+func checkEventData(t *testing.T, ev sseEvent) {
+	t.Helper()
+	if !utf8.ValidString(ev.data) {
+		t.Errorf("event data is not valid UTF-8: %q", ev.data)
 	}
-	for _, path := range []string{"/v1/chat/completions", "/v1/messages"} {
-		body := `{"model":"MODEL","stream":true,"max_tokens":50,"messages":[{"role":"user","content":"a b c"}]}`
-		_, mid := do(t, s, path, strings.Replace(body, "MODEL", "midstream-error", 1), authFor(path)...)
-		_, cut := do(t, s, path, strings.Replace(body, "MODEL", "cutoff", 1), authFor(path)...)
-		if !strings.Contains(mid, `"error"`) || strings.Contains(mid, "[DONE]") || strings.Contains(mid, "message_stop") {
-			t.Errorf("%s midstream-error: %s", path, mid)
-		}
-		if strings.Contains(cut, "[DONE]") || strings.Contains(cut, "message_stop") || !strings.Contains(cut, "echo:") {
-			t.Errorf("%s cutoff: %s", path, cut)
-		}
-	}
-	start := time.Now()
-	do(t, s, "/v1/chat/completions", `{"model":"slow-50ms","messages":[{"role":"user","content":"hi"}]}`, oaAuthAny...)
-	if time.Since(start) < 50*time.Millisecond {
-		t.Error("slow-50ms answered at once")
-	}
-	if res, body := do(t, s, "/v2/other", `{}`); res.StatusCode != 404 || gjson.Get(body, "error.message").Str == "" {
-		t.Errorf("unknown path: %d %s", res.StatusCode, body)
+	if ev.data != "[DONE]" && !json.Valid([]byte(ev.data)) {
+		t.Errorf("event data is not JSON: %q", ev.data)
 	}
 }
 
-var (
-	oaAuthAny = []string{"Authorization", "Bearer any"}
-	anAuthAny = []string{"X-Api-Key", "any", "Anthropic-Version", "2023-06-01"}
-)
-
-// authFor is what a keyless fake accepts on each route.
-func authFor(path string) []string {
-	if path == "/v1/messages" {
-		return anAuthAny
-	}
-	return oaAuthAny
+// liveStream reads a stream as it arrives.
+type liveStream struct {
+	events chan sseEvent // closed at the end of the stream
 }
 
-func TestGate(t *testing.T) {
-	s := Start(t, Options{})
-	s.Release() // nobody waits: this must not let a later stream through
-	req, _ := http.NewRequest(http.MethodPost, s.URL+"/v1/chat/completions",
-		strings.NewReader(`{"model":"gated","stream":true,"messages":[{"role":"user","content":"a b"}]}`))
-	req.Header.Set("Authorization", "Bearer k")
+// openStream starts a streaming request and delivers its events as they
+// arrive. The response must be a 200 event stream.
+func openStream(t *testing.T, s *Server, path, body string, header ...string) *liveStream {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, s.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res.Body.Close()
-	<-s.Waiting()
-	lines := make(chan string, 32)
+	t.Cleanup(func() { res.Body.Close() })
+	if res.StatusCode != http.StatusOK || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
+		b, _ := io.ReadAll(res.Body)
+		t.Fatalf("stream: %d %s %s", res.StatusCode, res.Header.Get("Content-Type"), b)
+	}
+	ls := &liveStream{events: make(chan sseEvent, 64)}
 	go func() {
-		sc := bufio.NewScanner(res.Body)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	deadline := time.After(300 * time.Millisecond)
-	for held := true; held; {
-		select {
-		case l := <-lines:
-			if strings.Contains(l, "[DONE]") || strings.Contains(l, `" b"`) {
-				t.Fatal("the gated stream went on before Release")
+		defer close(ls.events)
+		r := bufio.NewReader(res.Body)
+		for {
+			ev, ok, err := readEvent(r)
+			if err != nil || !ok {
+				return
 			}
-		case <-deadline:
-			held = false
+			ls.events <- ev
+		}
+	}()
+	return ls
+}
+
+// next returns the next event, or ok false at the end of the stream; it
+// fails the test after d.
+func (ls *liveStream) next(t *testing.T, d time.Duration) (sseEvent, bool) {
+	t.Helper()
+	select {
+	case ev, ok := <-ls.events:
+		return ev, ok
+	case <-time.After(d):
+		t.Fatalf("no event within %v", d)
+		return sseEvent{}, false
+	}
+}
+
+// rest reads the stream to its end.
+func (ls *liveStream) rest(t *testing.T) []sseEvent {
+	t.Helper()
+	var evs []sseEvent
+	for {
+		ev, ok := ls.next(t, 5*time.Second)
+		if !ok {
+			return evs
+		}
+		checkEventData(t, ev)
+		evs = append(evs, ev)
+	}
+}
+
+// isContent reports whether an event of either format carries answer
+// content: text or tool-call arguments.
+func isContent(ev sseEvent) bool {
+	d := gjson.Parse(ev.data)
+	return d.Get("type").Str == "content_block_delta" ||
+		d.Get("choices.0.delta.content").Str != "" ||
+		d.Get("choices.0.delta.tool_calls.0.function.arguments").Str != ""
+}
+
+// isEnd reports whether an event finishes a stream of either format.
+func isEnd(ev sseEvent) bool {
+	return ev.data == "[DONE]" || ev.name == "message_stop" || ev.name == "message_delta" ||
+		gjson.Get(ev.data, "choices.0.finish_reason").Str != ""
+}
+
+func TestRequestsRecorded(t *testing.T) {
+	s := newFake(t)
+	bodies := []struct{ method, path, body, model string }{
+		{http.MethodPost, oaPath, `{"model":"gpt-rec","messages":[{"role":"user","content":"first"}]}`, "gpt-rec"},
+		{http.MethodPost, anPath, `{"model":"claude-rec","max_tokens":9,"messages":[{"role":"user","content":"second"}]}`, "claude-rec"},
+		{http.MethodGet, "/v1/models", ``, ""},
+		{http.MethodPost, oaPath, `not json`, ""},
+	}
+	for _, b := range bodies {
+		send(t, s, b.method, b.path, b.body, append([]string{"X-Trace", "t-" + b.model}, authFor(b.path)...)...)
+	}
+	got := s.Requests()
+	if len(got) != len(bodies) {
+		t.Fatalf("%d requests recorded, want %d: %+v", len(got), len(bodies), got)
+	}
+	for i, b := range bodies {
+		r := got[i]
+		if r.Method != b.method || r.Path != b.path || string(r.Body) != b.body || r.Model != b.model {
+			t.Errorf("request %d: %s %s model %q body %q, want %s %s model %q body %q",
+				i, r.Method, r.Path, r.Model, r.Body, b.method, b.path, b.model, b.body)
+		}
+		if r.Header.Get("X-Trace") != "t-"+b.model || r.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("request %d: header %v", i, r.Header)
+		}
+	}
+	// Requests returns a copy.
+	got[0].Model = "changed"
+	if s.Requests()[0].Model != "gpt-rec" {
+		t.Error("Requests shares its slice with the server")
+	}
+
+	quiet := Start(t, Options{NoRecord: true})
+	post(t, quiet, oaPath, bodies[0].body, "Authorization", "Bearer k")
+	post(t, quiet, anPath, bodies[1].body, "X-Api-Key", "k", "Anthropic-Version", "2023-06-01")
+	if n := len(quiet.Requests()); n != 0 {
+		t.Errorf("NoRecord recorded %d requests", n)
+	}
+}
+
+// TestConcurrentRequests runs requests side by side, for the race detector.
+func TestConcurrentRequests(t *testing.T) {
+	s := newFake(t)
+	const n = 24
+	var wg sync.WaitGroup
+	errs := make(chan string, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			path, body := oaPath, fmt.Sprintf(`{"model":"m","stream":%t,"messages":[{"role":"user","content":"n%d"}]}`, i%2 == 0, i)
+			if i%3 == 0 {
+				path, body = anPath, fmt.Sprintf(`{"model":"m","max_tokens":5,"stream":%t,"messages":[{"role":"user","content":"n%d"}]}`, i%2 == 0, i)
+			}
+			req, _ := http.NewRequest(http.MethodPost, s.URL+path, strings.NewReader(body))
+			h := authFor(path)
+			for j := 0; j < len(h); j += 2 {
+				req.Header.Set(h[j], h[j+1])
+			}
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				errs <- err.Error()
+				return
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if res.StatusCode != 200 || !strings.Contains(string(b), fmt.Sprintf("n%d", i)) {
+				errs <- fmt.Sprintf("%d: %d %s", i, res.StatusCode, b)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	if got := len(s.Requests()); got != n {
+		t.Errorf("%d requests recorded, want %d", got, n)
+	}
+}
+
+func TestUnknownPath(t *testing.T) {
+	s := newFake(t)
+	for _, tc := range []struct{ method, path string }{
+		{http.MethodPost, "/v1/embeddings"},
+		{http.MethodPost, "/v2/chat/completions"},
+		{http.MethodGet, oaPath},
+		{http.MethodGet, anPath},
+		{http.MethodGet, "/"},
+	} {
+		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			res, body := send(t, s, tc.method, tc.path, `{}`, oaAuth...)
+			if res.StatusCode != http.StatusNotFound || !strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") ||
+				!gjson.Valid(body) || gjson.Get(body, "error.message").Str == "" || gjson.Get(body, "error.code").Str != "unknown_url" {
+				t.Errorf("%d %s %s", res.StatusCode, res.Header.Get("Content-Type"), body)
+			}
+		})
+	}
+}
+
+func TestAuth(t *testing.T) {
+	s := newFake(t)
+	oaBody := `{"model":"gpt","messages":[{"role":"user","content":"hi"}]}`
+	anBody := `{"model":"claude","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`
+	const ver = "2023-06-01"
+	for _, tc := range []struct {
+		name, path string
+		header     []string
+	}{
+		{"openai wrong key", oaPath, []string{"Authorization", "Bearer nope"}},
+		{"openai no header", oaPath, nil},
+		{"openai no scheme", oaPath, []string{"Authorization", "ok"}},
+		{"openai basic", oaPath, []string{"Authorization", "Basic ok"}},
+		{"openai empty bearer", oaPath, []string{"Authorization", "Bearer "}},
+		{"openai x-api-key", oaPath, []string{"X-Api-Key", "ok"}},
+		{"openai anthropic key", oaPath, []string{"Authorization", "Bearer ak"}},
+		{"anthropic wrong key", anPath, []string{"X-Api-Key", "nope", "Anthropic-Version", ver}},
+		{"anthropic no key", anPath, []string{"Anthropic-Version", ver}},
+		{"anthropic openai key", anPath, []string{"X-Api-Key", "ok", "Anthropic-Version", ver}},
+		{"anthropic bearer only", anPath, []string{"Authorization", "Bearer ak", "Anthropic-Version", ver}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := oaBody
+			if tc.path == anPath {
+				body = anBody
+			}
+			res, got := post(t, s, tc.path, body, tc.header...)
+			if res.StatusCode != http.StatusUnauthorized {
+				t.Fatalf("status %d %s, want 401", res.StatusCode, got)
+			}
+			if tc.path == oaPath {
+				checkOpenAIError(t, got, "invalid_request_error")
+				if gjson.Get(got, "error.code").Str != "invalid_api_key" {
+					t.Errorf("code %s, want invalid_api_key", got)
+				}
+			} else {
+				checkAnthropicError(t, got, "authentication_error")
+			}
+		})
+	}
+
+	t.Run("keyless accepts any key", func(t *testing.T) {
+		open := Start(t, Options{})
+		if res, got := post(t, open, oaPath, oaBody, "Authorization", "Bearer whatever"); res.StatusCode != 200 {
+			t.Errorf("openai: %d %s", res.StatusCode, got)
+		}
+		if res, got := post(t, open, anPath, anBody, "X-Api-Key", "whatever", "Anthropic-Version", ver); res.StatusCode != 200 {
+			t.Errorf("anthropic: %d %s", res.StatusCode, got)
+		}
+		// A key is still needed.
+		if res, got := post(t, open, oaPath, oaBody); res.StatusCode != 401 || gjson.Get(got, "error.code").Str != "invalid_api_key" {
+			t.Errorf("openai without a key: %d %s", res.StatusCode, got)
+		}
+		if res, got := post(t, open, anPath, anBody, "Anthropic-Version", ver); res.StatusCode != 401 {
+			t.Errorf("anthropic without a key: %d %s", res.StatusCode, got)
+		}
+	})
+
+	t.Run("right keys", func(t *testing.T) {
+		if res, got := post(t, s, oaPath, oaBody, oaAuth...); res.StatusCode != 200 {
+			t.Errorf("openai: %d %s", res.StatusCode, got)
+		}
+		if res, got := post(t, s, anPath, anBody, anAuth...); res.StatusCode != 200 {
+			t.Errorf("anthropic: %d %s", res.StatusCode, got)
+		}
+	})
+}
+
+// checkOpenAIError checks an OpenAI error body (A.2): all four keys, a
+// message and the given type.
+func checkOpenAIError(t *testing.T, body, typ string) {
+	t.Helper()
+	e := gjson.Get(body, "error")
+	if !gjson.Valid(body) || !e.IsObject() || e.Get("message").Str == "" || e.Get("type").Str != typ ||
+		!e.Get("param").Exists() || !e.Get("code").Exists() {
+		t.Errorf("not an OpenAI %s error: %s", typ, body)
+	}
+}
+
+// checkAnthropicError checks an Anthropic error body (C.1).
+func checkAnthropicError(t *testing.T, body, typ string) {
+	t.Helper()
+	if !gjson.Valid(body) || gjson.Get(body, "type").Str != "error" || gjson.Get(body, "error.type").Str != typ ||
+		gjson.Get(body, "error.message").Str == "" {
+		t.Errorf("not an Anthropic %s error: %s", typ, body)
+	}
+}
+
+func TestScriptedFailures(t *testing.T) {
+	s := newFake(t)
+	for _, tc := range []struct {
+		path, model string
+		status      int
+		errType     string // "" for the HTML body
+	}{
+		{oaPath, "fail-429", 429, "rate_limit_error"},
+		{anPath, "fail-429", 429, "rate_limit_error"},
+		{oaPath, "fail-500", 500, "server_error"},
+		{anPath, "fail-500", 500, "api_error"},
+		{oaPath, "fail-529", 503, "server_error"},
+		{anPath, "fail-529", 529, "overloaded_error"},
+		{oaPath, "fail-html", 502, ""},
+		{anPath, "fail-html", 502, ""},
+		{oaPath, "route/fail-500", 500, "server_error"},
+	} {
+		for _, stream := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s %s stream=%t", tc.path, tc.model, stream), func(t *testing.T) {
+				body := fmt.Sprintf(`{"model":%q,"max_tokens":5,"stream":%t,"messages":[{"role":"user","content":"hi"}]}`, tc.model, stream)
+				res, got := post(t, s, tc.path, body, authFor(tc.path)...)
+				if res.StatusCode != tc.status {
+					t.Fatalf("status %d %s, want %d", res.StatusCode, got, tc.status)
+				}
+				if ra := res.Header.Get("Retry-After"); (tc.status == 429) != (ra == "1") {
+					t.Errorf("retry-after %q", ra)
+				}
+				switch {
+				case tc.errType == "":
+					if !strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") || !strings.Contains(got, "<html>") {
+						t.Errorf("not HTML: %s %s", res.Header.Get("Content-Type"), got)
+					}
+				case tc.path == anPath:
+					checkAnthropicError(t, got, tc.errType)
+				default:
+					checkOpenAIError(t, got, tc.errType)
+				}
+			})
+		}
+	}
+}
+
+func TestSlow(t *testing.T) {
+	s := newFake(t)
+	for _, path := range []string{oaPath, anPath} {
+		t.Run(path, func(t *testing.T) {
+			start := time.Now()
+			res, body := post(t, s, path, `{"model":"slow-50ms","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}`, authFor(path)...)
+			if d := time.Since(start); d < 45*time.Millisecond {
+				t.Errorf("slow-50ms answered in %v", d)
+			}
+			if res.StatusCode != 200 || !strings.Contains(body, "echo: hi") {
+				t.Errorf("%d %s", res.StatusCode, body)
+			}
+		})
+	}
+}
+
+// TestStreamFailures checks midstream-error and cutoff: one content event,
+// then an error event or the end, never the finish.
+func TestStreamFailures(t *testing.T) {
+	s := newFake(t)
+	tools := `[{"type":"function","function":{"name":"search","parameters":{"type":"object"}}}]`
+	anTools := `[{"name":"search","input_schema":{"type":"object"}}]`
+	for _, path := range []string{oaPath, anPath} {
+		for _, tool := range []bool{false, true} {
+			for _, model := range []string{"midstream-error", "cutoff"} {
+				t.Run(fmt.Sprintf("%s %s tool=%t", path, model, tool), func(t *testing.T) {
+					body := fmt.Sprintf(`{"model":%q,"max_tokens":50,"stream":true,"messages":[{"role":"user","content":"alpha beta gamma"}]}`, model)
+					if tool && path == oaPath {
+						body, _ = sjson.SetRaw(body, "tools", tools)
+					} else if tool {
+						body, _ = sjson.SetRaw(body, "tools", anTools)
+					}
+					res, got := post(t, s, path, body, authFor(path)...)
+					if res.StatusCode != 200 {
+						t.Fatalf("%d %s", res.StatusCode, got)
+					}
+					evs := parseSSE(t, got)
+					if len(evs) == 0 {
+						t.Fatal("no events")
+					}
+					last := evs[len(evs)-1]
+					content := 0
+					for _, ev := range evs {
+						if isEnd(ev) {
+							t.Errorf("stream finished: %s", got)
+						}
+						if isContent(ev) {
+							content++
+						}
+					}
+					if content != 1 {
+						t.Errorf("%d content events, want 1: %s", content, got)
+					}
+					switch {
+					case model == "cutoff":
+						if !isContent(last) {
+							t.Errorf("cutoff stream does not end on its content event: %s", got)
+						}
+					case path == oaPath:
+						if last.name != "" || !gjson.Get(last.data, "error").IsObject() || gjson.Get(last.data, "error.message").Str == "" {
+							t.Errorf("no data error at the end: %s", got)
+						}
+					default:
+						if last.name != "error" || gjson.Get(last.data, "type").Str != "error" || gjson.Get(last.data, "error.type").Str != "overloaded_error" {
+							t.Errorf("no error event at the end: %s", got)
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+// TestGated checks the gate: a gated stream stops after its first content
+// event until Release, even when Release was called before it got there.
+func TestGated(t *testing.T) {
+	for _, tc := range []struct {
+		name, path, body string
+	}{
+		{"openai text", oaPath, `{"model":"gated","stream":true,"messages":[{"role":"user","content":"one two three"}]}`},
+		{"openai tool", oaPath, `{"model":"oa/gated","stream":true,"tools":[{"type":"function","function":{"name":"f"}}],"messages":[{"role":"user","content":"one two three"}]}`},
+		{"anthropic text", anPath, `{"model":"gated","max_tokens":50,"stream":true,"messages":[{"role":"user","content":"one two three"}]}`},
+		{"anthropic tool", anPath, `{"model":"claude/gated","max_tokens":50,"stream":true,"tools":[{"name":"f","input_schema":{"type":"object"}}],"messages":[{"role":"user","content":"one two three"}]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newFake(t)
+			// Round 0: Release before anything waits. Round 1: a Release
+			// after an earlier gated stream was let go. Neither may let
+			// the new stream through.
+			for round := range 2 {
+				s.Release()
+				ls := openStream(t, s, tc.path, tc.body, authFor(tc.path)...)
+				select {
+				case <-s.Waiting():
+				case <-time.After(5 * time.Second):
+					t.Fatalf("round %d: Waiting did not fire", round)
+				}
+				held := time.After(200 * time.Millisecond)
+				sawContent := false
+			hold:
+				for {
+					select {
+					case ev, ok := <-ls.events:
+						switch {
+						case !ok:
+							t.Fatalf("round %d: the gated stream ended before Release", round)
+						case sawContent || isEnd(ev):
+							t.Fatalf("round %d: the gated stream went on before Release: %s %s", round, ev.name, ev.data)
+						case isContent(ev):
+							sawContent = true
+						}
+					case <-held:
+						break hold
+					}
+				}
+				if !sawContent {
+					t.Fatalf("round %d: no content event before the gate", round)
+				}
+				s.Release()
+				rest := ls.rest(t)
+				if len(rest) == 0 {
+					t.Fatalf("round %d: nothing after Release", round)
+				}
+				last := rest[len(rest)-1]
+				if last.data != "[DONE]" && last.name != "message_stop" {
+					t.Errorf("round %d: stream did not finish after Release: %v", round, rest)
+				}
+				more := 0
+				for _, ev := range rest {
+					if isContent(ev) {
+						more++
+					}
+				}
+				if more == 0 {
+					t.Errorf("round %d: no content after Release: %v", round, rest)
+				}
+			}
+			select {
+			case <-s.Waiting():
+				t.Error("Waiting fired more often than streams were gated")
+			default:
+			}
+		})
+	}
+}
+
+// TestGatedReleaseAll checks that one Release lets every waiting stream go.
+func TestGatedReleaseAll(t *testing.T) {
+	s := newFake(t)
+	a := openStream(t, s, oaPath, `{"model":"gated","stream":true,"messages":[{"role":"user","content":"x y"}]}`, oaAuth...)
+	b := openStream(t, s, anPath, `{"model":"gated","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"x y"}]}`, anAuth...)
+	for range 2 {
+		select {
+		case <-s.Waiting():
+		case <-time.After(5 * time.Second):
+			t.Fatal("Waiting did not fire")
 		}
 	}
 	s.Release()
-	var rest []string
-	for l := range lines {
-		rest = append(rest, l)
-	}
-	if got := strings.Join(rest, "\n"); !strings.Contains(got, `" b"`) || !strings.Contains(got, "[DONE]") {
-		t.Errorf("after Release: %s", got)
-	}
-}
-
-func TestRecording(t *testing.T) {
-	s := Start(t, Options{})
-	do(t, s, "/v1/chat/completions", `{"model":"m1","messages":[{"role":"user","content":"hi"}]}`, "Authorization", "Bearer k", "X-Extra", "1")
-	reqs := s.Requests()
-	if len(reqs) != 1 || reqs[0].Model != "m1" || reqs[0].Path != "/v1/chat/completions" || reqs[0].Header.Get("X-Extra") != "1" || !strings.Contains(string(reqs[0].Body), "hi") {
-		t.Errorf("%+v", reqs)
-	}
-	quiet := Start(t, Options{NoRecord: true})
-	do(t, quiet, "/v1/chat/completions", `{"model":"m1","messages":[{"role":"user","content":"hi"}]}`, "Authorization", "Bearer k")
-	if len(quiet.Requests()) != 0 {
-		t.Error("NoRecord recorded")
-	}
-}
-
-// TestOpenAISDK drives the OpenAI route with the official SDK, the client
-// the gateway's users run.
-func TestOpenAISDK(t *testing.T) {
-	s := Start(t, Options{OpenAIKey: "ok"})
-	client := openai.NewClient(option.WithBaseURL(s.URL+"/v1/"), option.WithAPIKey("ok"), option.WithMaxRetries(0))
-	ctx := context.Background()
-	params := openai.ChatCompletionNewParams{Model: "gpt-4o", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("hello sdk")}}
-	res, err := client.Chat.Completions.New(ctx, params)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Choices[0].Message.Content != "echo: hello sdk" || res.Usage.TotalTokens != res.Usage.PromptTokens+res.Usage.CompletionTokens {
-		t.Errorf("%+v", res)
-	}
-
-	params.Tools = []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{Name: "search"})}
-	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
-	stream := client.Chat.Completions.NewStreaming(ctx, params)
-	var acc openai.ChatCompletionAccumulator
-	for stream.Next() {
-		acc.AddChunk(stream.Current())
-	}
-	if err := stream.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if tc := acc.Choices[0].Message.ToolCalls; len(tc) != 1 || tc[0].Function.Name != "search" || gjson.Get(tc[0].Function.Arguments, "query").Str != "hello sdk" || acc.Usage.TotalTokens == 0 {
-		t.Errorf("%+v usage %+v", acc.Choices[0].Message, acc.Usage)
-	}
-
-	wrong := openai.NewClient(option.WithBaseURL(s.URL+"/v1/"), option.WithAPIKey("bad"), option.WithMaxRetries(0))
-	_, err = wrong.Chat.Completions.New(ctx, params)
-	var apiErr *openai.Error
-	if !errors.As(err, &apiErr) || apiErr.StatusCode != 401 || apiErr.Code != "invalid_api_key" {
-		t.Errorf("error %v", err)
+	for _, ls := range []*liveStream{a, b} {
+		evs := ls.rest(t)
+		if last := evs[len(evs)-1]; last.data != "[DONE]" && last.name != "message_stop" {
+			t.Errorf("not finished: %v", evs)
+		}
 	}
 }
