@@ -1,6 +1,7 @@
 // Command fakeprovider serves modelgate's fake model provider on one port,
-// speaking OpenAI's chat completions (POST /v1/chat/completions) and
-// Anthropic's Messages API (POST /v1/messages). It is what the quick start
+// speaking OpenAI's chat completions (POST /v1/chat/completions),
+// Anthropic's Messages API (POST /v1/messages) and eight rerank formats (see
+// package providertest). It is what the quick start
 // runs instead of real providers:
 //
 //	go run ./providers/providertest/cmd/fakeprovider -listen 127.0.0.1:9999
@@ -42,6 +43,7 @@ func main() {
 	log.Printf("fake provider listening on %s", *listen)
 	log.Printf("OpenAI-compatible base_url: http://%s/v1", *listen)
 	log.Printf("Anthropic base_url: http://%s", *listen)
+	log.Printf("rerank base_url: http://%s/<type> for cohere and tei and infinity, http://%s/<type>/v1 for jina, voyage, vllm, together and mixedbread", *listen, *listen)
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
