@@ -22,13 +22,25 @@ func AppendYAMLDocument(dst []byte, obj gjson.Result) []byte {
 			dst = append(dst, '\n')
 		}
 		first = false
+		start := len(dst)
 		dst = appendYAMLScalar(dst, k.Str)
+		if len(dst)-start > maxSimpleKey {
+			// YAML allows implicit keys of up to 1024 characters; a longer
+			// one needs the explicit form "? key" / ": value".
+			dst = append(dst[:start], '?', ' ')
+			dst = appendYAMLScalar(dst, k.Str)
+			dst = append(dst, '\n')
+		}
 		dst = append(dst, ':', ' ')
 		dst = appendYAMLScalar(dst, v.Str)
 		return true
 	})
 	return dst
 }
+
+// maxSimpleKey is the longest key, in bytes, written as an implicit key; YAML
+// allows 1024 characters, and bytes are never fewer than characters.
+const maxSimpleKey = 1000
 
 // yamlSpecialWords are plain scalars YAML 1.1 or 1.2 reads as something
 // other than a string.
