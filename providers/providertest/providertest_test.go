@@ -511,7 +511,7 @@ func TestStreamFailures(t *testing.T) {
 					content := 0
 					for _, ev := range evs {
 						if isEnd(ev) {
-							t.Errorf("stream finished: %s", got)
+							t.Errorf("stream finished: %s %s", ev.name, ev.data)
 						}
 						if isContent(ev) {
 							content++
