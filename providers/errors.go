@@ -3,6 +3,7 @@ package providers
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/tidwall/gjson"
 )
@@ -92,7 +93,7 @@ func TypeForStatus(status int) string {
 func ErrorFromBody(status int, body []byte) *Error {
 	e := &Error{Status: status, Type: TypeForStatus(status)}
 	var msg gjson.Result
-	if gjson.ValidBytes(body) {
+	if ValidJSON(body) {
 		root := gjson.ParseBytes(body)
 		eo := root.Get("error")
 		switch {
@@ -123,8 +124,10 @@ func ErrorFromBody(status int, body []byte) *Error {
 	}
 	if msg.Type == gjson.String && msg.Str != "" {
 		e.Message = msg.Str
+	} else if t := http.StatusText(status); t != "" {
+		e.Message = "the provider answered " + t
 	} else {
-		e.Message = "the provider answered " + http.StatusText(status)
+		e.Message = "the provider answered status " + strconv.Itoa(status)
 	}
 	return e
 }

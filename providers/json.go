@@ -1,8 +1,11 @@
 package providers
 
 import (
+	"bytes"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/tidwall/gjson"
 )
 
 const hexDigits = "0123456789abcdef"
@@ -60,3 +63,48 @@ func AppendString(dst []byte, s string) []byte {
 
 // AppendInt appends n as a JSON number.
 func AppendInt(dst []byte, n int64) []byte { return strconv.AppendInt(dst, n, 10) }
+
+// MaxDepth is how deeply arrays and objects may nest in JSON that ValidJSON
+// accepts. Real requests and error bodies stay far below it.
+const MaxDepth = 1000
+
+// ValidJSON is gjson.ValidBytes for bodies from outside: it also refuses JSON
+// nested more than MaxDepth levels deep. gjson's validator recurses once per
+// level, so a 16 MB body of '[' overflows the goroutine stack, a fatal error
+// that recover cannot catch and that ends the whole process.
+func ValidJSON(b []byte) bool { return !tooDeep(b, MaxDepth) && gjson.ValidBytes(b) }
+
+// tooDeep reports whether b nests arrays and objects more than limit levels
+// deep. It does not validate b; up to the first byte that makes b invalid it
+// counts the levels as a JSON parser would.
+func tooDeep(b []byte, limit int) bool {
+	depth := 0
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			// Skip the string: it ends at the next quote that an even
+			// number of backslashes precedes.
+			for {
+				k := bytes.IndexByte(b[i+1:], '"')
+				if k < 0 {
+					return false // unterminated: not JSON anyway
+				}
+				i += 1 + k
+				n := 0
+				for b[i-1-n] == '\\' {
+					n++
+				}
+				if n%2 == 0 {
+					break
+				}
+			}
+		case '[', '{':
+			if depth++; depth > limit {
+				return true
+			}
+		case ']', '}':
+			depth--
+		}
+	}
+	return false
+}

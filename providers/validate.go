@@ -20,6 +20,10 @@ type ChatInfo struct {
 // OpenAI's API names it (messages[2].role, say).
 func ValidateChat(body []byte) (ChatInfo, error) {
 	var info ChatInfo
+	if tooDeep(body, MaxDepth) {
+		return info, &Error{Status: 400, Type: "invalid_request_error", Code: "invalid_json",
+			Message: "the request body nests more than " + strconv.Itoa(MaxDepth) + " levels deep"}
+	}
 	if !gjson.ValidBytes(body) {
 		return info, &Error{Status: 400, Type: "invalid_request_error", Code: "invalid_json",
 			Message: "the request body is not valid JSON"}
@@ -52,6 +56,12 @@ func checkChatField(key string, v gjson.Result, info *ChatInfo) error {
 	case "model":
 		if v.Type != gjson.String || v.Str == "" {
 			return InvalidParam("model", "model must be a non-empty string")
+		}
+		if info.Model != "" {
+			// Routing would follow the last model, translators read the
+			// first (openai replaces only that one), and an upstream that
+			// keeps the last of duplicate keys would get the client's.
+			return InvalidParam("model", "model must be given only once")
 		}
 		info.Model = v.Str
 	case "messages":
@@ -205,14 +215,15 @@ func checkMessage(i int, m gjson.Result) error {
 	content := m.Get("content")
 	switch role.Str {
 	case "assistant":
+		tc := m.Get("tool_calls")
 		if !content.Exists() || content.Type == gjson.Null {
-			if !m.Get("tool_calls").Exists() {
+			if !tc.Exists() || tc.Type == gjson.Null || tc.IsArray() && !tc.Get("0").Exists() {
 				return InvalidParam(p+".content", "an assistant message needs content or tool_calls")
 			}
 		} else if err := checkContent(p, content, false); err != nil {
 			return err
 		}
-		if tc := m.Get("tool_calls"); tc.Exists() && tc.Type != gjson.Null {
+		if tc.Exists() && tc.Type != gjson.Null {
 			if !tc.IsArray() {
 				return InvalidParam(p+".tool_calls", "tool_calls must be an array")
 			}

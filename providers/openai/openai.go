@@ -7,6 +7,8 @@
 package openai
 
 import (
+	"unsafe"
+
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
@@ -19,7 +21,9 @@ type Chat struct{}
 // ChatRequest replaces the body's model with the provider's model name.
 func (Chat) ChatRequest(body []byte, model string) (providers.Request, error) {
 	req := providers.Request{Path: "/chat/completions", Body: body}
-	if gjson.GetBytes(body, "model").Str != model {
+	// gjson.GetBytes would copy the model it finds; reading body as a string
+	// in place costs nothing, and the result is dropped before we return.
+	if gjson.Get(unsafe.String(unsafe.SliceData(body), len(body)), "model").Str != model {
 		b, err := sjson.SetBytes(body, "model", model)
 		if err != nil {
 			return req, err

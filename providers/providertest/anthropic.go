@@ -15,7 +15,12 @@ var anthropicFields = map[string]bool{
 	"model": true, "max_tokens": true, "messages": true, "system": true, "stop_sequences": true,
 	"temperature": true, "top_p": true, "top_k": true, "stream": true, "metadata": true,
 	"tools": true, "tool_choice": true, "thinking": true, "service_tier": true,
+	"container": true, "output_config": true, "cache_control": true, "inference_geo": true,
+	"mcp_servers": true, "context_management": true,
 }
+
+// anthropicVersions are the anthropic-version values the API knows.
+var anthropicVersions = map[string]bool{"2023-06-01": true, "2023-01-01": true}
 
 func (s *Server) serveAnthropic(w http.ResponseWriter, r *http.Request, body []byte, id string) {
 	key := r.Header.Get("X-Api-Key")
@@ -24,47 +29,64 @@ func (s *Server) serveAnthropic(w http.ResponseWriter, r *http.Request, body []b
 		return
 	}
 	if r.Header.Get("Authorization") != "" {
-		anthropicError(w, http.StatusBadRequest, "invalid_request_error", "send the API key as x-api-key only; an Authorization header is an OAuth token")
+		anthropicError(w, http.StatusBadRequest, "invalid_request_error",
+			"send the API key as x-api-key only; an Authorization header (here besides x-api-key) is taken for an OAuth token, so a gateway must not forward its own")
 		return
 	}
-	if r.Header.Get("Anthropic-Version") == "" {
-		anthropicError(w, http.StatusBadRequest, "invalid_request_error", "anthropic-version: header is required")
-		return
-	}
-	if msg := checkAnthropic(body); msg != "" {
+	if v := r.Header.Get("Anthropic-Version"); !anthropicVersions[v] {
+		msg := "anthropic-version: header is required"
+		if v != "" {
+			msg = "anthropic-version: " + strconv.Quote(v) + " is not a valid version (2023-06-01 or 2023-01-01)"
+		}
 		anthropicError(w, http.StatusBadRequest, "invalid_request_error", msg)
 		return
 	}
-	req := gjson.ParseBytes(body)
-	model := req.Get("model").Str
-	if scripted(w, model, true) {
+	q, msg := checkAnthropic(body)
+	if msg != "" {
+		anthropicError(w, http.StatusBadRequest, "invalid_request_error", msg)
+		return
+	}
+	model := q.model.Str
+	if scripted(w, r, model, true) {
 		return
 	}
 
-	promptWords := countWords(contentText(req.Get("system")))
-	msgs := req.Get("messages").Array()
+	promptWords := countWords(contentText(q.system))
+	msgs := q.msgs
+	userText := ""
 	for _, m := range msgs {
-		promptWords += countWords(contentText(m.Get("content")))
+		text := contentText(m.Get("content"))
+		promptWords += countWords(text)
+		for _, b := range m.Get("content").Array() {
+			if b.Get("type").Str == "tool_result" {
+				promptWords += countWords(contentText(b.Get("content")))
+			}
+		}
+		if m.Get("role").Str == "user" && text != "" {
+			userText = text
+		}
 	}
+	// The answer follows the last message: a user turn of only tool
+	// results is answered with them; an assistant turn is a prefill.
 	last := msgs[len(msgs)-1]
-	userText, toolResult, isToolResult := contentText(last.Get("content")), "", false
-	if last.Get("role").Str == "user" && userText == "" {
-		for _, blk := range last.Get("content").Array() {
-			if blk.Get("type").Str == "tool_result" {
-				isToolResult = true
-				toolResult = contentText(blk.Get("content"))
+	userLast := last.Get("role").Str == "user"
+	var results []string
+	if userLast && contentText(last.Get("content")) == "" {
+		for _, b := range last.Get("content").Array() {
+			if b.Get("type").Str == "tool_result" {
+				results = append(results, contentText(b.Get("content")))
 			}
 		}
 	}
 	var tools []string
-	for _, t := range req.Get("tools").Array() {
+	for _, t := range q.tools.Array() {
 		tools = append(tools, t.Get("name").Str)
 	}
-	tc := req.Get("tool_choice")
-	a := decide(userText, toolResult, isToolResult, tools, tc.Get("name").Str, tc.Get("type").Str == "none",
-		req.Get("max_tokens").Int(), promptWords)
+	tc := q.toolChoice
+	a := decide(userText, strings.Join(results, " "), len(results) > 0, userLast, tools, tc.Get("name").Str,
+		tc.Get("type").Str == "none", q.maxTokens.Int(), promptWords)
 
-	if req.Get("stream").Type == gjson.True {
+	if q.stream.Type == gjson.True {
 		s.streamAnthropic(w, r, model, id, a)
 		return
 	}
@@ -107,38 +129,91 @@ func anthropicStop(a *answer) string {
 	return "end_turn"
 }
 
+// anRequest is a Messages request's top-level fields, read in one pass
+// over the body.
+type anRequest struct {
+	model, maxTokens, messages, system, stopSequences gjson.Result
+	temperature, topP, topK, stream, metadata         gjson.Result
+	tools, toolChoice                                 gjson.Result
+	msgs                                              []gjson.Result
+}
+
 // checkAnthropic validates a Messages request as strictly as the real API
-// and returns what is wrong with it, or "".
-func checkAnthropic(body []byte) string {
-	if !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
-		return "the request body is not a JSON object"
+// and returns it parsed, or what is wrong with it.
+func checkAnthropic(body []byte) (q anRequest, msg string) {
+	if !validJSON(body) || !gjson.ParseBytes(body).IsObject() {
+		return q, "the request body is not a JSON object"
 	}
-	req := gjson.ParseBytes(body)
 	var bad string
-	req.ForEach(func(k, _ gjson.Result) bool {
-		if !anthropicFields[k.Str] {
-			bad = k.Str + ": Extra inputs are not permitted"
+	gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "model":
+			q.model = v
+		case "max_tokens":
+			q.maxTokens = v
+		case "messages":
+			q.messages = v
+		case "system":
+			q.system = v
+		case "stop_sequences":
+			q.stopSequences = v
+		case "temperature":
+			q.temperature = v
+		case "top_p":
+			q.topP = v
+		case "top_k":
+			q.topK = v
+		case "stream":
+			q.stream = v
+		case "metadata":
+			q.metadata = v
+		case "tools":
+			q.tools = v
+		case "tool_choice":
+			q.toolChoice = v
+		default:
+			if !anthropicFields[k.Str] {
+				bad = k.Str + ": Extra inputs are not permitted"
+			}
 		}
 		return bad == ""
 	})
 	if bad != "" {
-		return bad
+		return q, bad
 	}
-	if m := req.Get("model"); m.Type != gjson.String || m.Str == "" {
+	msg = checkAnthropicFields(&q)
+	return q, msg
+}
+
+// checkAnthropicFields validates the fields of a Messages request.
+func checkAnthropicFields(q *anRequest) string {
+	if q.model.Type != gjson.String || q.model.Str == "" {
 		return "model: Field required"
 	}
-	if mt := req.Get("max_tokens"); mt.Type != gjson.Number || mt.Int() < 1 || strings.ContainsAny(mt.Raw, ".eE") {
+	if !isInt(q.maxTokens, 1) {
 		return "max_tokens: Field required (an integer of at least 1)"
 	}
-	if t := req.Get("temperature"); t.Exists() && (t.Type != gjson.Number || t.Num < 0 || t.Num > 1) {
+	if t := q.temperature; t.Exists() && (t.Type != gjson.Number || t.Num < 0 || t.Num > 1) {
 		return "temperature: must be a number between 0 and 1"
 	}
-	if sys := req.Get("system"); sys.Exists() {
+	if t := q.topP; t.Exists() && (t.Type != gjson.Number || t.Num < 0 || t.Num > 1) {
+		return "top_p: must be a number between 0 and 1"
+	}
+	if t := q.topK; t.Exists() && !isInt(t, 0) {
+		return "top_k: must be a non-negative integer"
+	}
+	if st := q.stream; st.Exists() && st.Type != gjson.True && st.Type != gjson.False {
+		return "stream: Input should be a valid boolean"
+	}
+	if md := q.metadata; md.Exists() && !md.IsObject() {
+		return "metadata: Input should be an object"
+	}
+	if sys := q.system; sys.Exists() {
 		if msg := checkBlocks("system", sys, "system"); msg != "" {
 			return msg
 		}
 	}
-	if ss := req.Get("stop_sequences"); ss.Exists() {
+	if ss := q.stopSequences; ss.Exists() {
 		if !ss.IsArray() {
 			return "stop_sequences: must be an array of strings"
 		}
@@ -148,32 +223,55 @@ func checkAnthropic(body []byte) string {
 			}
 		}
 	}
-	msgs := req.Get("messages")
-	if !msgs.IsArray() || len(msgs.Array()) == 0 {
+	if !q.messages.IsArray() {
 		return "messages: at least one message is required"
 	}
-	toolUses := map[string]bool{}
-	for i, m := range msgs.Array() {
+	q.msgs = q.messages.Array()
+	if len(q.msgs) == 0 {
+		return "messages: at least one message is required"
+	}
+	// uses are the tool_use ids of the previous message, which the next
+	// message must answer, each with a tool_result.
+	var uses []string
+	for i, m := range q.msgs {
 		p := "messages." + strconv.Itoa(i)
 		role := m.Get("role").Str
-		if role != "user" && role != "assistant" {
+		if !m.IsObject() || (role != "user" && role != "assistant") {
 			return p + ".role: Input should be 'user' or 'assistant'"
 		}
 		if msg := checkBlocks(p+".content", m.Get("content"), role); msg != "" {
 			return msg
 		}
+		var answered, next []string
 		for _, b := range m.Get("content").Array() {
 			switch b.Get("type").Str {
 			case "tool_use":
-				toolUses[b.Get("id").Str] = true
+				next = append(next, b.Get("id").Str)
 			case "tool_result":
-				if !toolUses[b.Get("tool_use_id").Str] {
-					return p + ": tool_result block(s) provided when previous message does not contain tool_use block(s)"
+				if indexOf(uses, b.Get("tool_use_id").Str) < 0 {
+					return p + ": unexpected `tool_use_id` found in `tool_result` blocks: " + b.Get("tool_use_id").Str +
+						". Each `tool_result` block must have a corresponding `tool_use` block in the previous message."
 				}
+				answered = append(answered, b.Get("tool_use_id").Str)
 			}
 		}
+		var missing []string
+		for _, u := range uses {
+			if indexOf(answered, u) < 0 {
+				missing = append(missing, u)
+			}
+		}
+		if len(missing) > 0 {
+			return p + ": `tool_use` ids were found without `tool_result` blocks immediately after: " + strings.Join(missing, ", ") +
+				". Each `tool_use` block must have a corresponding `tool_result` block in the next message."
+		}
+		uses = next
 	}
-	if tools := req.Get("tools"); tools.Exists() {
+	var toolNames []string
+	if tools := q.tools; tools.Exists() {
+		if !tools.IsArray() {
+			return "tools: Input should be a valid list"
+		}
 		for i, t := range tools.Array() {
 			p := "tools." + strconv.Itoa(i)
 			if t.Get("name").Type != gjson.String || t.Get("name").Str == "" {
@@ -182,14 +280,19 @@ func checkAnthropic(body []byte) string {
 			if is := t.Get("input_schema"); !is.IsObject() || is.Get("type").Str != "object" {
 				return p + ".input_schema: must be a JSON Schema object with type object"
 			}
+			toolNames = append(toolNames, t.Get("name").Str)
 		}
 	}
-	if tc := req.Get("tool_choice"); tc.Exists() {
+	if tc := q.toolChoice; tc.Exists() {
 		switch tc.Get("type").Str {
 		case "auto", "any", "none":
 		case "tool":
-			if tc.Get("name").Str == "" {
+			name := tc.Get("name").Str
+			if name == "" {
 				return "tool_choice.name: Field required"
+			}
+			if indexOf(toolNames, name) < 0 {
+				return "tool_choice.name: tool " + strconv.Quote(name) + " is not among the tools"
 			}
 		default:
 			return "tool_choice.type: Input should be 'auto', 'any', 'tool' or 'none'"
@@ -219,19 +322,13 @@ func checkBlocks(p string, c gjson.Result, role string) string {
 			}
 		case role == "system":
 			return bp + ".type: system blocks must be text"
-		case typ == "image" && role == "user":
-			src := b.Get("source")
-			switch src.Get("type").Str {
-			case "base64":
-				if src.Get("media_type").Str == "" || src.Get("data").Str == "" {
-					return bp + ".source: base64 sources need media_type and data"
-				}
-			case "url":
-				if src.Get("url").Str == "" {
-					return bp + ".source.url: Field required"
-				}
-			default:
-				return bp + ".source.type: Input should be 'base64' or 'url'"
+		case typ == "image" && (role == "user" || role == "tool_result"):
+			if msg := checkSource(bp, b.Get("source"), "base64", "url"); msg != "" {
+				return msg
+			}
+		case typ == "document" && (role == "user" || role == "tool_result"):
+			if msg := checkSource(bp, b.Get("source"), "base64", "url", "text", "content"); msg != "" {
+				return msg
 			}
 		case typ == "tool_use" && role == "assistant":
 			if b.Get("id").Str == "" || b.Get("name").Str == "" || !b.Get("input").IsObject() {
@@ -241,9 +338,48 @@ func checkBlocks(p string, c gjson.Result, role string) string {
 			if b.Get("tool_use_id").Str == "" {
 				return bp + ".tool_use_id: Field required"
 			}
-		case typ == "thinking" || typ == "redacted_thinking":
+			if rc := b.Get("content"); rc.Exists() && !(rc.Type == gjson.String && rc.Str == "") {
+				if msg := checkBlocks(bp+".content", rc, "tool_result"); msg != "" {
+					return msg
+				}
+			}
+			if e := b.Get("is_error"); e.Exists() && e.Type != gjson.True && e.Type != gjson.False {
+				return bp + ".is_error: Input should be a valid boolean"
+			}
+		case (typ == "thinking" || typ == "redacted_thinking") && role == "assistant":
 		default:
-			return bp + ".type: block type " + strconv.Quote(typ) + " is not allowed in a " + role + " message"
+			where := "a " + role + " message"
+			if role == "tool_result" {
+				where = "tool_result content"
+			}
+			return bp + ".type: block type " + strconv.Quote(typ) + " is not allowed in " + where
+		}
+	}
+	return ""
+}
+
+// checkSource checks the source of an image or document block.
+func checkSource(bp string, src gjson.Result, types ...string) string {
+	typ := src.Get("type").Str
+	if indexOf(types, typ) < 0 {
+		return bp + ".source.type: Input should be '" + strings.Join(types, "', '") + "'"
+	}
+	switch typ {
+	case "base64":
+		if src.Get("media_type").Str == "" || src.Get("data").Str == "" {
+			return bp + ".source: base64 sources need media_type and data"
+		}
+	case "url":
+		if src.Get("url").Str == "" {
+			return bp + ".source.url: Field required"
+		}
+	case "text":
+		if src.Get("data").Type != gjson.String {
+			return bp + ".source.data: Field required"
+		}
+	case "content":
+		if !src.Get("content").Exists() {
+			return bp + ".source.content: Field required"
 		}
 	}
 	return ""
@@ -281,7 +417,7 @@ func (s *Server) streamAnthropic(w http.ResponseWriter, r *http.Request, model, 
 	start = appendString(start, model)
 	start = append(start, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":`...)
 	start = strconv.AppendInt(start, int64(a.promptTokens), 10)
-	start = append(start, `,"output_tokens":1}}}`...)
+	start = append(start, `,"output_tokens":1,"cache_creation_input_tokens":0,"cache_read_input_tokens":0}}}`...)
 	event("message_start", start)
 	event("ping", []byte(`{"type": "ping"}`))
 
@@ -312,10 +448,18 @@ func (s *Server) streamAnthropic(w http.ResponseWriter, r *http.Request, model, 
 	event("message_stop", []byte(`{"type":"message_stop"}`))
 }
 
+// anthropicError writes an Anthropic error body (C.1); request_id repeats
+// the request-id header.
 func anthropicError(w http.ResponseWriter, status int, typ, msg string) {
 	b := append([]byte(`{"type":"error","error":{"type":`), appendString(nil, typ)...)
 	b = append(b, `,"message":`...)
 	b = appendString(b, msg)
-	b = append(b, `},"request_id":"req_fake"}`...)
+	b = append(b, `},"request_id":`...)
+	rid := w.Header().Get("Request-Id")
+	if rid == "" {
+		rid = "req_fake"
+	}
+	b = appendString(b, rid)
+	b = append(b, '}')
 	writeJSON(w, status, b)
 }

@@ -41,7 +41,7 @@ var anCases = []struct {
 	{name: "non-ASCII tool query", body: `{"model":"claude-x","max_tokens":100,"tools":` + anTools + `,"messages":[{"role":"user","content":"Grüße aus Köln ☂ 北京"}]}`,
 		tool: "search", query: "Grüße aus Köln ☂ 北京", stop: "tool_use", input: 5, output: 1},
 	{name: "tool result", body: `{"model":"claude-x","max_tokens":100,"tools":` + anTools + `,"messages":[` + anToolTurns + `]}`,
-		text: "tool said: sunny", stop: "end_turn", input: 4, output: 3},
+		text: "tool said: sunny", stop: "end_turn", input: 5, output: 3},
 	{name: "max_tokens", body: `{"model":"claude-x","max_tokens":2,"messages":[{"role":"user","content":"one two three"}]}`,
 		text: "echo: one", stop: "max_tokens", input: 3, output: 2},
 	{name: "everything optional", body: `{"model":"claude-x","max_tokens":100,"temperature":1,"top_p":0.9,"top_k":5,"stop_sequences":["END"],"metadata":{"user_id":"u"},"service_tier":"auto","thinking":{"type":"disabled"},"messages":[{"role":"user","content":"ok"}]}`,

@@ -11,54 +11,71 @@ import (
 
 var openAIRoles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true}
 
+// anthropicOnlyFields are top-level fields of Anthropic's Messages API that
+// OpenAI's chat completions do not have: OpenAI rejects them, and so does
+// the fake, to catch a gateway that sends the wrong format. (Fields that
+// other OpenAI-compatible servers accept, such as top_k, are let through.)
+var anthropicOnlyFields = map[string]bool{
+	"system": true, "stop_sequences": true, "anthropic_version": true, "max_tokens_to_sample": true,
+}
+
+// oaRequest is a chat completions request's top-level fields, read in one
+// pass over the body.
+type oaRequest struct {
+	model, messages, stream, streamOptions                  gjson.Result
+	temperature, topP, frequencyPenalty, presencePenalty    gjson.Result
+	maxTokens, maxCompletionTokens, n, stop, responseFormat gjson.Result
+	tools, toolChoice, parallelToolCalls                    gjson.Result
+	msgs                                                    []gjson.Result
+}
+
 func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, body []byte, id string) {
 	scheme, key, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 	if scheme != "Bearer" || key == "" || (s.opts.OpenAIKey != "" && key != s.opts.OpenAIKey) {
 		openAIError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "Incorrect API key provided.")
 		return
 	}
-	if !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
-		openAIError(w, http.StatusBadRequest, "invalid_request_error", "", "We could not parse the JSON body of your request.")
+	q, param, msg := checkOpenAI(body)
+	if msg != "" {
+		openAIParamError(w, http.StatusBadRequest, param, msg)
 		return
 	}
-	req := gjson.ParseBytes(body)
-	model := req.Get("model")
-	if model.Type != gjson.String || model.Str == "" {
-		openAIError(w, http.StatusBadRequest, "invalid_request_error", "", "you must provide a model parameter")
-		return
-	}
-	msgs := req.Get("messages").Array()
-	if len(msgs) == 0 {
-		openAIError(w, http.StatusBadRequest, "invalid_request_error", "", "messages must be a non-empty array")
-		return
-	}
-	promptWords := 0
-	for i, m := range msgs {
-		if !openAIRoles[m.Get("role").Str] {
-			openAIError(w, http.StatusBadRequest, "invalid_request_error", "", "invalid role in messages["+strconv.Itoa(i)+"]")
-			return
-		}
-		promptWords += countWords(contentText(m.Get("content")))
-	}
-	if scripted(w, model.Str, false) {
+	msgs, model := q.msgs, q.model
+	if scripted(w, r, model.Str, false) {
 		return
 	}
 
-	last := msgs[len(msgs)-1]
+	promptWords := 0
+	userText, userLast := "", false
+	var results []string // the tool results that end the conversation
+	for _, m := range msgs {
+		text := contentText(m.Get("content"))
+		promptWords += countWords(text)
+		switch m.Get("role").Str {
+		case "user":
+			userText, userLast, results = text, true, results[:0]
+		case "tool":
+			userLast, results = false, append(results, text)
+		default:
+			userLast, results = false, results[:0]
+		}
+	}
 	var tools []string
-	for _, t := range req.Get("tools").Array() {
-		tools = append(tools, t.Get("function.name").Str)
+	for _, t := range q.tools.Array() {
+		if t.Get("type").Str == "function" {
+			tools = append(tools, t.Get("function.name").Str)
+		}
 	}
-	tc := req.Get("tool_choice")
-	maxTokens := req.Get("max_completion_tokens").Int()
+	tc := q.toolChoice
+	maxTokens := q.maxCompletionTokens.Int()
 	if maxTokens == 0 {
-		maxTokens = req.Get("max_tokens").Int()
+		maxTokens = q.maxTokens.Int()
 	}
-	a := decide(contentText(last.Get("content")), contentText(last.Get("content")), last.Get("role").Str == "tool",
+	a := decide(userText, strings.Join(results, " "), len(results) > 0, userLast,
 		tools, tc.Get("function.name").Str, tc.Str == "none", maxTokens, promptWords)
 
-	if req.Get("stream").Type == gjson.True {
-		s.streamOpenAI(w, r, model.Str, id, a, req.Get("stream_options.include_usage").Type == gjson.True)
+	if q.stream.Type == gjson.True {
+		s.streamOpenAI(w, r, model.Str, id, a, q.streamOptions.Get("include_usage").Type == gjson.True)
 		return
 	}
 	b := make([]byte, 0, 768)
@@ -87,6 +104,302 @@ func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, body []byte
 	b = appendOpenAIUsage(b, a)
 	b = append(b, `,"service_tier":"default"}`...)
 	writeJSON(w, http.StatusOK, b)
+}
+
+// checkOpenAI validates a chat completions request as strictly as OpenAI
+// does (A.1) and returns it parsed, or the offending parameter and what is
+// wrong with it.
+func checkOpenAI(body []byte) (q oaRequest, param, msg string) {
+	if !validJSON(body) || !gjson.ParseBytes(body).IsObject() {
+		return q, "", "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library correctly. The OpenAI API expects a JSON payload, but what was sent was not valid JSON.)"
+	}
+	var leaked string
+	gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
+		switch k.Str {
+		case "model":
+			q.model = v
+		case "messages":
+			q.messages = v
+		case "stream":
+			q.stream = v
+		case "stream_options":
+			q.streamOptions = v
+		case "temperature":
+			q.temperature = v
+		case "top_p":
+			q.topP = v
+		case "frequency_penalty":
+			q.frequencyPenalty = v
+		case "presence_penalty":
+			q.presencePenalty = v
+		case "max_tokens":
+			q.maxTokens = v
+		case "max_completion_tokens":
+			q.maxCompletionTokens = v
+		case "n":
+			q.n = v
+		case "stop":
+			q.stop = v
+		case "response_format":
+			q.responseFormat = v
+		case "tools":
+			q.tools = v
+		case "tool_choice":
+			q.toolChoice = v
+		case "parallel_tool_calls":
+			q.parallelToolCalls = v
+		default:
+			if anthropicOnlyFields[k.Str] {
+				leaked = k.Str
+			}
+		}
+		return leaked == ""
+	})
+	if leaked != "" {
+		return q, leaked, "Unrecognized request argument supplied: " + leaked
+	}
+	if q.model.Type != gjson.String || q.model.Str == "" {
+		return q, "model", "you must provide a model parameter"
+	}
+	if p, m := checkOpenAIParams(&q); m != "" {
+		return q, p, m
+	}
+	if !q.messages.IsArray() {
+		return q, "messages", "Invalid type for 'messages': expected an array of objects."
+	}
+	msgs := q.messages.Array()
+	if len(msgs) == 0 {
+		return q, "messages", "Invalid 'messages': empty array. Expected an array with minimum length 1, but got an empty array instead."
+	}
+	// pending holds the tool_call ids of the latest assistant message that
+	// no tool message has answered yet.
+	var pending []string
+	for i, m := range msgs {
+		p := "messages[" + strconv.Itoa(i) + "]"
+		if !m.IsObject() {
+			return q, p, "Invalid type for '" + p + "': expected an object."
+		}
+		role := m.Get("role").Str
+		if !openAIRoles[role] {
+			return q, p + ".role", "Invalid value for '" + p + ".role': " + strconv.Quote(m.Get("role").String()) +
+				". Supported values are: 'system', 'assistant', 'user', 'tool', and 'developer'."
+		}
+		if role == "tool" {
+			id := m.Get("tool_call_id")
+			if id.Type != gjson.String || id.Str == "" {
+				return q, p + ".tool_call_id", "Missing required parameter: '" + p + ".tool_call_id'."
+			}
+			j := indexOf(pending, id.Str)
+			if j < 0 {
+				return q, p + ".role", "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'."
+			}
+			pending = append(pending[:j], pending[j+1:]...)
+		} else if len(pending) > 0 {
+			return q, "messages", "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: " + strings.Join(pending, ", ")
+		}
+		if pp, mm := checkOpenAIContent(p, role, m.Get("content")); mm != "" {
+			return q, pp, mm
+		}
+		if role != "assistant" {
+			continue
+		}
+		calls := m.Get("tool_calls")
+		if calls.Exists() && calls.Type != gjson.Null && !calls.IsArray() {
+			return q, p + ".tool_calls", "Invalid type for '" + p + ".tool_calls': expected an array."
+		}
+		for j, c := range calls.Array() {
+			cp := p + ".tool_calls[" + strconv.Itoa(j) + "]"
+			if c.Get("id").Type != gjson.String || c.Get("id").Str == "" {
+				return q, cp + ".id", "Missing required parameter: '" + cp + ".id'."
+			}
+			if c.Get("type").Str != "function" || c.Get("function.name").Str == "" {
+				return q, cp + ".function", "'" + cp + "' must be a function call with a name."
+			}
+			// arguments is a JSON-encoded string, never an object.
+			if c.Get("function.arguments").Type != gjson.String {
+				return q, cp + ".function.arguments", "Invalid type for '" + cp + ".function.arguments': expected a string."
+			}
+			pending = append(pending, c.Get("id").Str)
+		}
+		if c := m.Get("content"); (!c.Exists() || c.Type == gjson.Null) && len(calls.Array()) == 0 &&
+			!m.Get("refusal").Exists() && !m.Get("audio").Exists() && !m.Get("function_call").Exists() {
+			return q, p + ".content", "Invalid value for '" + p + ".content': expected a string, got null."
+		}
+	}
+	if len(pending) > 0 && msgs[len(msgs)-1].Get("role").Str == "tool" {
+		return q, "messages", "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: " + strings.Join(pending, ", ")
+	}
+	q.msgs = msgs
+	return q, "", ""
+}
+
+// checkOpenAIParams checks the optional top-level parameters.
+func checkOpenAIParams(q *oaRequest) (param, msg string) {
+	if v := q.stream; isSet(v) && v.Type != gjson.True && v.Type != gjson.False {
+		return "stream", "Invalid type for 'stream': expected a boolean."
+	}
+	if isSet(q.streamOptions) && q.stream.Type != gjson.True {
+		return "stream_options", "The 'stream_options' parameter is only allowed when 'stream' is enabled."
+	}
+	for _, r := range [...]struct {
+		name     string
+		v        gjson.Result
+		min, max float64
+	}{
+		{"temperature", q.temperature, 0, 2}, {"top_p", q.topP, 0, 1},
+		{"frequency_penalty", q.frequencyPenalty, -2, 2}, {"presence_penalty", q.presencePenalty, -2, 2},
+	} {
+		if isSet(r.v) && (r.v.Type != gjson.Number || r.v.Num < r.min || r.v.Num > r.max) {
+			return r.name, "Invalid '" + r.name + "': expected a number between " +
+				strconv.FormatFloat(r.min, 'g', -1, 64) + " and " + strconv.FormatFloat(r.max, 'g', -1, 64) + "."
+		}
+	}
+	for _, r := range [...]struct {
+		name string
+		v    gjson.Result
+	}{{"max_tokens", q.maxTokens}, {"max_completion_tokens", q.maxCompletionTokens}, {"n", q.n}} {
+		if isSet(r.v) && !isInt(r.v, 1) {
+			return r.name, "Invalid '" + r.name + "': expected an integer of at least 1."
+		}
+	}
+	if v := q.stop; isSet(v) && v.Type != gjson.String {
+		stops := v.Array()
+		if !v.IsArray() || len(stops) > 4 {
+			return "stop", "Invalid 'stop': expected a string or an array of at most 4 strings."
+		}
+		for _, s := range stops {
+			if s.Type != gjson.String {
+				return "stop", "Invalid 'stop': expected a string or an array of at most 4 strings."
+			}
+		}
+	}
+	if v := q.responseFormat; isSet(v) {
+		switch v.Get("type").Str {
+		case "text", "json_object":
+		case "json_schema":
+			if v.Get("json_schema.name").Str == "" {
+				return "response_format.json_schema.name", "Missing required parameter: 'response_format.json_schema.name'."
+			}
+		default:
+			return "response_format.type", "Invalid value for 'response_format.type': supported values are 'text', 'json_object' and 'json_schema'."
+		}
+	}
+	hasTools := false
+	if tools := q.tools; isSet(tools) {
+		if !tools.IsArray() {
+			return "tools", "Invalid type for 'tools': expected an array."
+		}
+		i := 0
+		tools.ForEach(func(_, t gjson.Result) bool {
+			p := "tools[" + strconv.Itoa(i) + "]"
+			i++
+			switch t.Get("type").Str {
+			case "function":
+				if n := t.Get("function.name"); n.Type != gjson.String || n.Str == "" {
+					param, msg = p+".function.name", "Missing required parameter: '"+p+".function.name'."
+				} else if ps := t.Get("function.parameters"); ps.Exists() && !ps.IsObject() {
+					param, msg = p+".function.parameters", "Invalid type for '"+p+".function.parameters': expected an object."
+				}
+			case "custom":
+				if t.Get("custom.name").Str == "" {
+					param, msg = p+".custom.name", "Missing required parameter: '"+p+".custom.name'."
+				}
+			default:
+				param, msg = p+".type", "Invalid value for '"+p+".type': supported values are 'function' and 'custom'."
+			}
+			return msg == ""
+		})
+		if msg != "" {
+			return param, msg
+		}
+		hasTools = i > 0
+	}
+	if isSet(q.toolChoice) && !hasTools {
+		return "tool_choice", "Invalid value for 'tool_choice': 'tool_choice' is only allowed when 'tools' are specified."
+	}
+	if isSet(q.parallelToolCalls) && !hasTools {
+		return "parallel_tool_calls", "Invalid value for 'parallel_tool_calls': 'parallel_tool_calls' is only allowed when 'tools' are specified."
+	}
+	if tc := q.toolChoice; isSet(tc) {
+		switch {
+		case tc.Type == gjson.String:
+			if tc.Str != "none" && tc.Str != "auto" && tc.Str != "required" {
+				return "tool_choice", "Invalid value for 'tool_choice': supported values are 'none', 'auto' and 'required', or a named tool."
+			}
+		case tc.Get("type").Str == "function":
+			if tc.Get("function.name").Str == "" {
+				return "tool_choice.function.name", "Missing required parameter: 'tool_choice.function.name'."
+			}
+		case tc.Get("type").Str == "allowed_tools", tc.Get("type").Str == "custom":
+		default:
+			return "tool_choice", "Invalid value for 'tool_choice'."
+		}
+	}
+	return "", ""
+}
+
+// isSet reports whether a field is present and not null.
+func isSet(v gjson.Result) bool { return v.Exists() && v.Type != gjson.Null }
+
+// checkOpenAIContent checks a message's content against what its role may
+// carry.
+func checkOpenAIContent(p, role string, c gjson.Result) (param, msg string) {
+	p += ".content"
+	switch {
+	case c.Type == gjson.String:
+		return "", ""
+	case !c.Exists() || c.Type == gjson.Null:
+		if role == "assistant" {
+			return "", "" // checked with tool_calls
+		}
+		return p, "Missing required parameter: '" + p + "'."
+	case !c.IsArray():
+		return p, "Invalid type for '" + p + "': expected one of a string or an array of objects."
+	}
+	for j, part := range c.Array() {
+		pp := p + "[" + strconv.Itoa(j) + "]"
+		typ := part.Get("type").Str
+		ok := false
+		switch typ {
+		case "text":
+			if part.Get("text").Type != gjson.String {
+				return pp + ".text", "Missing required parameter: '" + pp + ".text'."
+			}
+			ok = true
+		case "image_url":
+			if part.Get("image_url.url").Type != gjson.String {
+				return pp + ".image_url.url", "Missing required parameter: '" + pp + ".image_url.url'."
+			}
+			ok = role == "user"
+		case "input_audio", "file":
+			ok = role == "user" && part.Get(typ).IsObject()
+		case "refusal":
+			ok = role == "assistant"
+		}
+		if !ok {
+			return pp + ".type", "Invalid value: " + strconv.Quote(typ) + ". Supported values for a " + role + " message part are: " + openAIPartTypes[role] + "."
+		}
+	}
+	return "", ""
+}
+
+var openAIPartTypes = map[string]string{
+	"system": "'text'", "developer": "'text'", "tool": "'text'",
+	"user": "'text', 'image_url', 'input_audio' and 'file'", "assistant": "'text' and 'refusal'",
+}
+
+// isInt reports whether v is a JSON integer of at least min.
+func isInt(v gjson.Result, min int64) bool {
+	return v.Type == gjson.Number && !strings.ContainsAny(v.Raw, ".eE") && v.Int() >= min
+}
+
+func indexOf(list []string, s string) int {
+	for i, x := range list {
+		if x == s {
+			return i
+		}
+	}
+	return -1
 }
 
 // contentText is the text of a message's content in either format: the
@@ -195,6 +508,21 @@ func (s *Server) streamOpenAI(w http.ResponseWriter, r *http.Request, model, id 
 	flush(w)
 }
 
+// openAIParamError writes an invalid_request_error naming the offending
+// parameter, as OpenAI does for a 400.
+func openAIParamError(w http.ResponseWriter, status int, param, msg string) {
+	b := append([]byte(`{"error":{"message":`), appendString(nil, msg)...)
+	b = append(b, `,"type":"invalid_request_error","param":`...)
+	if param == "" {
+		b = append(b, "null"...)
+	} else {
+		b = appendString(b, param)
+	}
+	b = append(b, `,"code":null}}`...)
+	writeJSON(w, status, b)
+}
+
+// openAIError writes an OpenAI error body (A.2); an empty code is null.
 func openAIError(w http.ResponseWriter, status int, typ, code, msg string) {
 	b := append([]byte(`{"error":{"message":`), appendString(nil, msg)...)
 	b = append(b, `,"type":`...)

@@ -420,6 +420,14 @@ func TestOpenAISDK(t *testing.T) {
 			Model: "gpt-4o",
 			Messages: []openai.ChatCompletionMessageParamUnion{
 				openai.UserMessage("weather?"),
+				{OfAssistant: &openai.ChatCompletionAssistantMessageParam{
+					ToolCalls: []openai.ChatCompletionMessageToolCallUnionParam{{
+						OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
+							ID:       "call_1",
+							Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: "search", Arguments: `{"query":"weather?"}`},
+						},
+					}},
+				}},
 				openai.ToolMessage("rain", "call_1"),
 			},
 		}

@@ -6,11 +6,22 @@
 // up as 400s. Rerank scores are RerankScore's word overlap. Tests start it on loopback;
 // cmd/fakeprovider runs it standalone for the quick start.
 //
+// Requests are checked as strictly as the real APIs check them (required
+// fields, value ranges, roles, content block types, tool calls paired with
+// their results, no fields of the other format), and a violation is a 400
+// in the provider's own error shape. Any other path is a 404: Anthropic's
+// shape under /v1/messages, OpenAI's elsewhere. Bodies over MaxBody are 413.
+//
 // Answers are derived from the request, so a test can check what went
-// through: the answer is "echo: <last user text>", or "tool said: <tool
-// result>" after a tool result, or a call of the first offered tool (the
-// one tool_choice names, if any) with arguments {"query": "<last user
-// text>"}. Token counts are word counts.
+// through: the answer is "echo: <last user text>"; or "tool said: <tool
+// results>" when the conversation ends with tool results (all of them, in
+// order, joined with spaces); or, when tools are offered and the
+// conversation ends with a user's text, a call of the first offered tool
+// (the one tool_choice names, if any) with arguments {"query": "<last user
+// text>"}. max_tokens (max_completion_tokens) shorter than the answer cuts
+// it to that many words. Token counts are word counts: the prompt's over
+// every message's text (system and tool results included), the answer's
+// words, 1 for a tool call.
 //
 // The model name selects scripted behaviour, since it is the one thing a
 // gateway passes through unchanged:
@@ -28,6 +39,7 @@
 package providertest
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -37,9 +49,12 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/modelgate/modelgate/providers"
 )
 
 // Options configure a fake provider.
@@ -133,12 +148,26 @@ func (s *Server) gate(r *http.Request) {
 	}
 }
 
-// ServeHTTP routes POST /v1/chat/completions (OpenAI) and POST /v1/messages
-// (Anthropic).
+// MaxBody is the largest request body the fake reads: Anthropic's limit for
+// the Messages API. A larger body is a 413 in the route's error shape.
+const MaxBody = 32 << 20
+
+// ServeHTTP routes POST /v1/chat/completions (OpenAI), POST /v1/messages
+// (Anthropic) and the rerank routes. Any other request is a 404: in
+// Anthropic's error shape under /v1/messages, in OpenAI's elsewhere.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	anthropic := r.URL.Path == "/v1/messages" || strings.HasPrefix(r.URL.Path, "/v1/messages/")
 	body, err := readAll(r)
 	if err != nil {
-		openAIError(w, http.StatusBadRequest, "invalid_request_error", "", "could not read the body")
+		status, msg := http.StatusBadRequest, "could not read the body"
+		if _, tooBig := errors.AsType[*http.MaxBytesError](err); tooBig {
+			status, msg = http.StatusRequestEntityTooLarge, "request exceeds the maximum allowed number of bytes"
+		}
+		if anthropic {
+			anthropicError(w, status, "request_too_large", msg)
+		} else {
+			openAIError(w, status, "invalid_request_error", "", msg)
+		}
 		return
 	}
 	if !s.opts.NoRecord {
@@ -160,19 +189,38 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodPost && isRerank(r.URL.Path):
 		name, f, _ := rerankRoute(r.URL.Path)
 		s.serveRerank(w, r, body, name, f, id)
+	case anthropic:
+		w.Header().Set("Request-Id", "req_"+id)
+		anthropicError(w, http.StatusNotFound, "not_found_error", "Not Found: "+r.Method+" "+r.URL.Path)
 	default:
-		openAIError(w, http.StatusNotFound, "invalid_request_error", "unknown_url", "unknown path "+r.URL.Path)
+		w.Header().Set("X-Request-Id", "req_"+id)
+		openAIError(w, http.StatusNotFound, "invalid_request_error", "unknown_url", "Invalid URL ("+r.Method+" "+r.URL.Path+")")
 	}
 }
 
-func readAll(r *http.Request) ([]byte, error) { return io.ReadAll(r.Body) }
+// readAll reads the body, at most MaxBody bytes of it.
+func readAll(r *http.Request) ([]byte, error) {
+	rd := http.MaxBytesReader(nil, r.Body, MaxBody)
+	if n := r.ContentLength; n >= 0 && n <= MaxBody {
+		// The server holds the body to its Content-Length: read it into
+		// one buffer of that size.
+		buf := make([]byte, n)
+		_, err := io.ReadFull(rd, buf)
+		return buf, err
+	}
+	return io.ReadAll(rd)
+}
 
 // scripted answers the failure behaviours selected by the model name and
-// reports whether it did. slow-<N>ms only sleeps.
-func scripted(w http.ResponseWriter, model string, anthropic bool) bool {
-	if i := strings.Index(model, "slow-"); i >= 0 {
-		if ms, err := strconv.Atoi(strings.TrimSuffix(model[i+5:], "ms")); err == nil {
-			time.Sleep(time.Duration(ms) * time.Millisecond)
+// reports whether it did. slow-<N>ms only sleeps first (cut short if the
+// client leaves).
+func scripted(w http.ResponseWriter, r *http.Request, model string, anthropic bool) bool {
+	if d, ok := slowDelay(model); ok {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
 		}
 	}
 	type failure struct {
@@ -180,10 +228,12 @@ func scripted(w http.ResponseWriter, model string, anthropic bool) bool {
 		openAIType, anthropicType, msg string
 	}
 	var f *failure
+	code := ""
 	switch {
 	case strings.Contains(model, "fail-429"):
 		w.Header().Set("Retry-After", "1")
 		f = &failure{429, "rate_limit_error", "rate_limit_error", "rate limit reached"}
+		code = "rate_limit_exceeded"
 	case strings.Contains(model, "fail-500"):
 		f = &failure{500, "server_error", "api_error", "internal server error"}
 	case strings.Contains(model, "fail-529"):
@@ -203,9 +253,30 @@ func scripted(w http.ResponseWriter, model string, anthropic bool) bool {
 	if anthropic {
 		anthropicError(w, f.status, f.anthropicType, f.msg)
 	} else {
-		openAIError(w, f.status, f.openAIType, "", f.msg)
+		openAIError(w, f.status, f.openAIType, code, f.msg)
 	}
 	return true
+}
+
+// slowDelay reads "slow-<N>ms" anywhere in a model name ("x/slow-50ms",
+// "slow-50ms-gated").
+func slowDelay(model string) (time.Duration, bool) {
+	_, rest, ok := strings.Cut(model, "slow-")
+	if !ok {
+		return 0, false
+	}
+	n := 0
+	for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
+		n++
+	}
+	if n == 0 || !strings.HasPrefix(rest[n:], "ms") {
+		return 0, false
+	}
+	ms, err := strconv.Atoi(rest[:n])
+	if err != nil {
+		return 0, false
+	}
+	return time.Duration(ms) * time.Millisecond, true
 }
 
 // How a scripted stream goes on after its first content event.
@@ -245,11 +316,15 @@ func (a *answer) completionTokens() int {
 	return len(a.words)
 }
 
-// decide builds the answer from the last user turn.
-func decide(userText, toolResult string, isToolResult bool, tools []string, chosen string, toolsOff bool, maxTokens int64, promptWords int) *answer {
+// decide builds the answer. userText is the text of the last user message;
+// toolResult is the text of the tool results that end the conversation, if
+// isToolResult; userLast says whether the conversation ends with a user
+// message (not an assistant prefill). tools are the offered tools' names,
+// chosen the one tool_choice names, toolsOff whether tool_choice is none.
+func decide(userText, toolResult string, isToolResult, userLast bool, tools []string, chosen string, toolsOff bool, maxTokens int64, promptWords int) *answer {
 	a := &answer{promptTokens: promptWords}
 	switch {
-	case !isToolResult && len(tools) > 0 && !toolsOff:
+	case !isToolResult && userLast && len(tools) > 0 && !toolsOff:
 		a.tool = tools[0]
 		if chosen != "" {
 			a.tool = chosen
@@ -297,28 +372,50 @@ func (a *answer) argFragments() []string {
 	return []string{s[:i], s[i:j], s[j:]}
 }
 
-func countWords(s string) int { return len(strings.Fields(s)) }
+// countWords is len(strings.Fields(s)), without the slice.
+func countWords(s string) int {
+	n, inWord := 0, false
+	for _, r := range s {
+		if unicode.IsSpace(r) {
+			inWord = false
+		} else if !inWord {
+			inWord = true
+			n++
+		}
+	}
+	return n
+}
 
 // flush sends what was written so far to the client.
 func flush(w http.ResponseWriter) { _ = http.NewResponseController(w).Flush() }
 
-const hexDigits = "0123456789abcdef"
+// maxDepth is how deeply a request body's arrays and objects may nest.
+const maxDepth = 1000
 
-// appendString appends s as a JSON string.
-func appendString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			dst = append(dst, '\\', c)
-		case c == '\n':
-			dst = append(dst, '\\', 'n')
-		case c < 0x20:
-			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		default:
-			dst = append(dst, c)
+// validJSON reports whether body is valid UTF-8 JSON nested at most
+// maxDepth levels deep. gjson's validator recurses once per level, so
+// without the depth check a body of 16 MB of '[' overflows the stack and
+// ends the whole process (which recover cannot prevent).
+func validJSON(body []byte) bool {
+	depth := 0
+	for i := 0; i < len(body); i++ {
+		switch body[i] {
+		case '"':
+			for i++; i < len(body) && body[i] != '"'; i++ {
+				if body[i] == '\\' {
+					i++
+				}
+			}
+		case '[', '{':
+			if depth++; depth > maxDepth {
+				return false
+			}
+		case ']', '}':
+			depth--
 		}
 	}
-	return append(dst, '"')
+	return utf8.Valid(body) && gjson.ValidBytes(body)
 }
+
+// appendString appends s as a JSON string (invalid UTF-8 becomes U+FFFD).
+func appendString(dst []byte, s string) []byte { return providers.AppendString(dst, s) }

@@ -318,20 +318,38 @@ func TestConcurrentRequests(t *testing.T) {
 	}
 }
 
+// TestUnknownPath checks the 404s: Anthropic's error shape under
+// /v1/messages, OpenAI's everywhere else.
 func TestUnknownPath(t *testing.T) {
 	s := newFake(t)
-	for _, tc := range []struct{ method, path string }{
-		{http.MethodPost, "/v1/embeddings"},
-		{http.MethodPost, "/v2/chat/completions"},
-		{http.MethodGet, oaPath},
-		{http.MethodGet, anPath},
-		{http.MethodGet, "/"},
+	for _, tc := range []struct {
+		method, path string
+		anthropic    bool
+	}{
+		{http.MethodPost, "/v1/embeddings", false},
+		{http.MethodPost, "/v2/chat/completions", false},
+		{http.MethodGet, oaPath, false},
+		{http.MethodGet, "/", false},
+		{http.MethodGet, anPath, true},
+		{http.MethodPost, anPath + "/count_tokens", true},
+		{http.MethodGet, anPath + "/batches", true},
+		{http.MethodPost, anPath + "x", false},
 	} {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
 			res, body := send(t, s, tc.method, tc.path, `{}`, oaAuth...)
-			if res.StatusCode != http.StatusNotFound || !strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") ||
-				!gjson.Valid(body) || gjson.Get(body, "error.message").Str == "" || gjson.Get(body, "error.code").Str != "unknown_url" {
-				t.Errorf("%d %s %s", res.StatusCode, res.Header.Get("Content-Type"), body)
+			if res.StatusCode != http.StatusNotFound || !strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") {
+				t.Fatalf("%d %s %s", res.StatusCode, res.Header.Get("Content-Type"), body)
+			}
+			if tc.anthropic {
+				checkAnthropicError(t, body, "not_found_error")
+				if rid := res.Header.Get("Request-Id"); rid == "" || gjson.Get(body, "request_id").Str != rid {
+					t.Errorf("request-id %q, body %s", rid, body)
+				}
+				return
+			}
+			checkOpenAIError(t, body, "invalid_request_error")
+			if gjson.Get(body, "error.code").Str != "unknown_url" || res.Header.Get("X-Request-Id") == "" {
+				t.Errorf("%s %s", res.Header, body)
 			}
 		})
 	}

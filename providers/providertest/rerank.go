@@ -141,7 +141,7 @@ func (s *Server) serveRerank(w http.ResponseWriter, r *http.Request, body []byte
 // check validates a request as strictly as the format's API: only its own
 // field names, the required ones present.
 func (f rerankFake) check(body []byte) string {
-	if !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
+	if !validJSON(body) || !gjson.ParseBytes(body).IsObject() {
 		return "the body is not a JSON object"
 	}
 	req := gjson.ParseBytes(body)

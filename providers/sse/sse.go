@@ -56,7 +56,12 @@ func Fields(event []byte) (name, data []byte) {
 		} else {
 			line, event = event, nil
 		}
-		field, value, _ := bytes.Cut(line, []byte{':'})
+		field, value, found := bytes.Cut(line, []byte{':'})
+		if !found {
+			// A line without a colon is a field with an empty value: a
+			// bare "data" line adds an empty line to the data.
+			value = line[len(line):]
+		}
 		if len(value) > 0 && value[0] == ' ' {
 			value = value[1:]
 		}

@@ -2,12 +2,13 @@ package sse
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 )
 
 func TestCut(t *testing.T) {
-	for _, tc := range []struct {
+	tests := []struct {
 		name, in    string
 		event, rest string
 		ok          bool
@@ -15,89 +16,189 @@ func TestCut(t *testing.T) {
 		{"lf", "data: a\n\nrest", "data: a", "rest", true},
 		{"crlf", "data: a\r\ndata: b\r\n\r\nrest", "data: a\r\ndata: b", "rest", true},
 		{"cr", "data: a\r\rrest", "data: a", "rest", true},
-		{"mixed", "event: x\ndata: a\r\n\nrest", "event: x\ndata: a", "rest", true},
-		{"partial", "data: a\n", "", "data: a\n", false},
-		{"no end", "data: a", "", "data: a", false},
-		{"cr at end waits for lf", "data: a\r\n\r", "", "data: a\r\n\r", false},
-		{"lone cr then cr", "data: a\r\r", "", "data: a\r\r", false},
-		{"several", "data: 1\n\ndata: 2\n\n", "data: 1", "data: 2\n\n", true},
-		{"comment", ": ping\n\ndata: 2\n\n", ": ping", "data: 2\n\n", true},
+		{"cr lines", "event: e\rdata: a\r\rrest", "event: e\rdata: a", "rest", true},
+		{"lf then crlf", "data: a\n\r\nrest", "data: a", "rest", true},
+		{"crlf then lf", "data: a\r\n\nrest", "data: a", "rest", true},
+		{"lf then cr", "data: a\n\rrest", "data: a", "rest", true},
+		{"cr then crlf", "data: a\r\r\nrest", "data: a", "rest", true},
+		{"mixed line ends", "event: x\ndata: a\r\ndata: b\rdata: c\n\nrest", "event: x\ndata: a\r\ndata: b\rdata: c", "rest", true},
+		{"exactly one event", "data: a\n\n", "data: a", "", true},
+		{"several events", "data: 1\n\ndata: 2\n\ndata: 3\n\n", "data: 1", "data: 2\n\ndata: 3\n\n", true},
+		{"comment event", ": ping\n\ndata: 2\n\n", ": ping", "data: 2\n\n", true},
+		{"comment line in an event", ": keep-alive\ndata: 2\n\n", ": keep-alive\ndata: 2", "", true},
 		{"leading blank line", "\n\ndata: a\n\n", "", "data: a\n\n", true},
-	} {
+		{"leading crlf blank line", "\r\n\r\ndata: a\n\n", "", "data: a\n\n", true},
+		{"three line ends", "data: a\n\n\ndata: b\n\n", "data: a", "\ndata: b\n\n", true},
+
+		// Incomplete: ok is false and rest is all of buf.
+		{"empty", "", "", "", false},
+		{"no line end", "data: a", "", "data: a", false},
+		{"one line", "data: a\n", "", "data: a\n", false},
+		{"one crlf line", "data: a\r\n", "", "data: a\r\n", false},
+		{"partial second line", "data: a\ndata: b", "", "data: a\ndata: b", false},
+		{"cr at the end may be crlf", "data: a\r", "", "data: a\r", false},
+		{"crlf then cr at the end waits for lf", "data: a\r\n\r", "", "data: a\r\n\r", false},
+		{"lf then cr at the end waits for lf", "data: a\n\r", "", "data: a\n\r", false},
+		// "\r\r" at the end could be "\r" + "\r\n": the rest would then
+		// start after the "\n". Cut waits for the next byte.
+		{"cr cr at the end", "data: a\r\r", "", "data: a\r\r", false},
+		{"lone lf", "\n", "", "\n", false},
+		{"lone cr", "\r", "", "\r", false},
+	}
+	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ev, rest, ok := Cut([]byte(tc.in))
+			buf := []byte(tc.in)
+			ev, rest, ok := Cut(buf)
 			if ok != tc.ok || string(ev) != tc.event || string(rest) != tc.rest {
 				t.Errorf("Cut(%q) = %q, %q, %v; want %q, %q, %v", tc.in, ev, rest, ok, tc.event, tc.rest, tc.ok)
+			}
+			// Event and rest are windows into buf, not copies.
+			if len(ev) > 0 && &ev[0] != &buf[0] {
+				t.Error("event is a copy")
+			}
+			if len(rest) > 0 && &rest[len(rest)-1] != &buf[len(buf)-1] {
+				t.Error("rest is a copy")
 			}
 		})
 	}
 }
 
 func TestFields(t *testing.T) {
-	for _, tc := range []struct{ in, name, data string }{
-		{"data: {\"a\":1}", "", `{"a":1}`},
-		{"event: message_start\ndata: {}", "message_start", "{}"},
-		{"data:nospace", "", "nospace"},
-		{"data: one\ndata: two", "", "one\ntwo"},
-		{"data: one\r\ndata: two\r\nevent: e", "e", "one\ntwo"},
-		{": comment\ndata: x\nid: 7\nretry: 10", "", "x"},
-		{"data: [DONE]", "", "[DONE]"},
-		{"event: ping", "ping", ""},
-	} {
-		name, data := Fields([]byte(tc.in))
-		if string(name) != tc.name || string(data) != tc.data {
-			t.Errorf("Fields(%q) = %q, %q; want %q, %q", tc.in, name, data, tc.name, tc.data)
-		}
+	tests := []struct{ name, in, event, data string }{
+		{"data", `data: {"a":1}`, "", `{"a":1}`},
+		{"event and data", "event: message_start\ndata: {}", "message_start", "{}"},
+		{"data before event", "data: {}\nevent: e", "e", "{}"},
+		{"no space", "event:e\ndata:nospace", "e", "nospace"},
+		{"only one space is dropped", "data:  two", "", " two"},
+		{"tab is kept", "data:\tx", "", "\tx"},
+		{"colon in the value", "data: {\"a\":\"b:c\"}", "", `{"a":"b:c"}`},
+		{"multi-line data", "data: one\ndata: two\ndata: three", "", "one\ntwo\nthree"},
+		{"crlf", "data: one\r\ndata: two\r\nevent: e", "e", "one\ntwo"},
+		{"cr", "event: e\rdata: one\rdata: two", "e", "one\ntwo"},
+		{"empty data line first", "data:\ndata: x", "", "\nx"},
+		{"empty data line last", "data: x\ndata:", "", "x\n"},
+		{"bare data line", "data\ndata: x", "", "\nx"},
+		{"bare data line only", "data", "", ""},
+		{"comment", ": comment\ndata: x", "", "x"},
+		{"comment that looks like data", ":data: x\ndata: y", "", "y"},
+		{"id and retry ignored", "id: 7\ndata: x\nretry: 10", "", "x"},
+		{"unknown field ignored", "foo: bar\ndata: x", "", "x"},
+		{"field name is exact", "Data: x\n data: y\ndata : z", "", ""},
+		{"last event name wins", "event: a\nevent: b\ndata: x", "b", "x"},
+		{"done", "data: [DONE]", "", "[DONE]"},
+		{"event without data", "event: ping", "ping", ""},
+		{"empty", "", "", ""},
+		{"leading line end", "\ndata: x", "", "x"},
 	}
-}
-
-// cutAll cuts every complete event of stream, fed in pieces of the given
-// sizes (cycled), as a writer that appends each piece to its pending bytes
-// does.
-func cutAll(stream []byte, sizes []int) []string {
-	var events []string
-	var pending []byte
-	for i, k := 0, 0; i < len(stream); k++ {
-		n := 1
-		if len(sizes) > 0 {
-			n = sizes[k%len(sizes)]%64 + 1
-		}
-		n = min(n, len(stream)-i)
-		pending = append(pending, stream[i:i+n]...)
-		i += n
-		for {
-			ev, rest, ok := Cut(pending)
-			if !ok {
-				break
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			in := []byte(tc.in)
+			event, data := Fields(in)
+			if string(event) != tc.event || string(data) != tc.data {
+				t.Errorf("Fields(%q) = %q, %q; want %q, %q", tc.in, event, data, tc.event, tc.data)
 			}
-			events = append(events, string(ev))
-			pending = append(pending[:0], rest...)
-		}
+			if string(in) != tc.in {
+				t.Errorf("Fields changed its input to %q", in)
+			}
+		})
 	}
-	return events
 }
 
+// TestFieldsNoData tells an event without data from one with empty data.
+func TestFieldsNoData(t *testing.T) {
+	if _, data := Fields([]byte("event: ping\n: c")); data != nil {
+		t.Errorf("data %q, want nil", data)
+	}
+	if _, data := Fields([]byte("data:")); data == nil {
+		t.Error("an empty data line gives nil data")
+	}
+}
+
+func TestAppendData(t *testing.T) {
+	got := AppendData([]byte("data: [x]\n\n"), []byte(`{"a":1}`))
+	if want := "data: [x]\n\ndata: {\"a\":1}\n\n"; string(got) != want {
+		t.Errorf("AppendData = %q, want %q", got, want)
+	}
+	ev, rest, ok := Cut(Done)
+	if !ok || len(rest) != 0 {
+		t.Fatalf("Done is not one event: %q", Done)
+	}
+	if _, data := Fields(ev); string(data) != "[DONE]" {
+		t.Errorf("Done's data = %q", data)
+	}
+}
+
+// writer frames events as the gateway's stream writer does: it appends each
+// piece that arrives to its pending bytes and cuts every complete event.
+type writer struct {
+	pending []byte
+	events  []string
+}
+
+func (w *writer) Write(p []byte) {
+	w.pending = append(w.pending, p...)
+	for {
+		ev, rest, ok := Cut(w.pending)
+		if !ok {
+			break
+		}
+		w.events = append(w.events, string(ev))
+		w.pending = append(w.pending[:0], rest...)
+	}
+}
+
+// feed writes stream to a writer in pieces whose sizes cycle through sizes
+// (each taken modulo 64, plus one); no sizes means the whole stream at once.
+func feed(stream, sizes []byte) *writer {
+	w := &writer{}
+	if len(sizes) == 0 {
+		w.Write(stream)
+		return w
+	}
+	for i, k := 0, 0; i < len(stream); k++ {
+		n := min(int(sizes[k%len(sizes)]%64)+1, len(stream)-i)
+		w.Write(stream[i : i+n])
+		i += n
+	}
+	return w
+}
+
+// FuzzCut checks that the events do not depend on how the stream is split
+// into pieces: a writer that cuts events as pieces arrive sees the same
+// events, and keeps the same pending bytes, as one that gets the stream at
+// once. Every event is free of blank lines, and Fields reads any of them.
 func FuzzCut(f *testing.F) {
 	f.Add([]byte("event: a\ndata: 1\n\ndata: 2\ndata: 3\n\n: c\n\n"), []byte{3, 1, 7})
 	f.Add([]byte("data: x\n\n\n\ndata: y\n\n"), []byte{1})
+	f.Add([]byte("data: a\r\n\r\ndata: b\r\rdata: c\n\r\ndata: d\r\r\ndata: e\r"), []byte{0})
+	f.Add([]byte("data: a\r\r\ndata: b\n\r\rdata: c\r\n\n"), []byte{0, 1, 2})
+	f.Add([]byte("\r\n\r\n\r\r\n\n\r"), []byte{0})
 	f.Fuzz(func(t *testing.T, stream, sizes []byte) {
-		// A lone "\r" at a piece boundary is legitimately ambiguous (it may
-		// be the start of "\r\n"), so the property holds for "\n" streams.
-		stream = bytes.ReplaceAll(stream, []byte("\r"), nil)
-		whole := cutAll(stream, []int{len(stream)})
-		var ns []int
-		for _, s := range sizes {
-			ns = append(ns, int(s))
+		whole := feed(stream, nil)
+		pieces := feed(stream, sizes)
+		if fmt.Sprintf("%q", pieces.events) != fmt.Sprintf("%q", whole.events) {
+			t.Fatalf("in pieces %q\nat once   %q", pieces.events, whole.events)
 		}
-		if pieces := cutAll(stream, ns); strings.Join(pieces, "\x00") != strings.Join(whole, "\x00") {
-			t.Fatalf("piecewise %q, whole %q", pieces, whole)
+		if !bytes.Equal(pieces.pending, whole.pending) {
+			t.Fatalf("pending in pieces %q, at once %q", pieces.pending, whole.pending)
+		}
+		for _, ev := range whole.events {
+			for _, blank := range []string{"\n\n", "\r\r", "\n\r"} {
+				if strings.Contains(ev, blank) {
+					t.Fatalf("event %q holds a blank line", ev)
+				}
+			}
+			name, data := Fields([]byte(ev))
+			if bytes.ContainsAny(name, "\r\n") || bytes.ContainsRune(data, '\r') {
+				t.Fatalf("Fields(%q) = %q, %q", ev, name, data)
+			}
 		}
 	})
 }
 
 func BenchmarkCutFields(b *testing.B) {
 	var sb strings.Builder
-	for i := 0; i < 200; i++ {
+	for range 200 {
 		sb.WriteString("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"word \"}}\n\n")
 	}
 	stream := []byte(sb.String())
@@ -105,13 +206,19 @@ func BenchmarkCutFields(b *testing.B) {
 	b.SetBytes(int64(len(stream)))
 	for b.Loop() {
 		rest := stream
+		n := 0
 		for {
 			ev, r, ok := Cut(rest)
 			if !ok {
 				break
 			}
-			_, _ = Fields(ev)
+			if _, data := Fields(ev); len(data) > 0 {
+				n++
+			}
 			rest = r
+		}
+		if n != 200 {
+			b.Fatalf("%d events", n)
 		}
 	}
 }

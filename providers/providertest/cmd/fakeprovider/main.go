@@ -8,6 +8,9 @@
 //
 // It answers "echo: <your last message>", calls the first tool you offer,
 // and follows the scripted model names documented in package providertest.
+// It accepts any key unless -openai-key or -anthropic-key names one, logs
+// one line per request (method, path, model, status; never a key) and stops
+// cleanly on SIGINT or SIGTERM.
 package main
 
 import (
@@ -15,8 +18,10 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -29,44 +34,87 @@ import (
 )
 
 func main() {
-	listen := flag.String("listen", "127.0.0.1:9999", "address to listen on")
-	openAIKey := flag.String("openai-key", "", "require this bearer key on the OpenAI route (default: any)")
-	anthropicKey := flag.String("anthropic-key", "", "require this x-api-key on the Anthropic route (default: any)")
-	flag.Parse()
-
-	fake := providertest.New(providertest.Options{OpenAIKey: *openAIKey, AnthropicKey: *anthropicKey, NoRecord: true})
-	srv := &http.Server{
-		Addr:              *listen,
-		Handler:           logRequests(fake),
-		ReadHeaderTimeout: 10 * time.Second,
-	}
-	log.Printf("fake provider listening on %s", *listen)
-	log.Printf("OpenAI-compatible base_url: http://%s/v1", *listen)
-	log.Printf("Anthropic base_url: http://%s", *listen)
-	log.Printf("rerank base_url: http://%s/<type> for cohere and tei and infinity, http://%s/<type>/v1 for jina, voyage, vllm, together and mixedbread", *listen, *listen)
-
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	go func() {
-		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(shutdown)
-	}()
-	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Fatal(err)
+	if err := run(ctx, os.Args[1:], os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "fakeprovider:", err)
+		}
+		os.Exit(2)
 	}
+}
+
+// run serves until ctx ends, logging to out, then shuts down (waiting up to
+// 5 s for requests under way).
+func run(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("fakeprovider", flag.ContinueOnError)
+	fs.SetOutput(out)
+	listen := fs.String("listen", "127.0.0.1:9999", "address to listen on (port 0 picks a free port)")
+	openAIKey := fs.String("openai-key", "", "require this bearer key on the OpenAI route (default: any)")
+	anthropicKey := fs.String("anthropic-key", "", "require this x-api-key on the Anthropic route (default: any)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+
+	logger := log.New(out, "", log.LstdFlags)
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	fake := providertest.New(providertest.Options{OpenAIKey: *openAIKey, AnthropicKey: *anthropicKey, NoRecord: true})
+	srv := &http.Server{
+		Handler:           logRequests(logger, fake),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          logger,
+	}
+	host := baseHost(ln.Addr().(*net.TCPAddr))
+	logger.Printf("fake provider listening on %s", ln.Addr())
+	logger.Printf("OpenAI-compatible base_url: http://%s/v1", host)
+	logger.Printf("Anthropic base_url: http://%s", host)
+	logger.Printf("rerank base_url: http://%s/<type> for cohere and tei and infinity, http://%s/<type>/v1 for jina, voyage, vllm, together and mixedbread", host, host)
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	logger.Printf("shutting down")
+	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdown); err != nil {
+		// Streams still open (a gated one waits up to 10 s): cut them.
+		_ = srv.Close()
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// baseHost is the host:port clients should use for addr: a wildcard
+// address becomes the loopback one.
+func baseHost(addr *net.TCPAddr) string {
+	ip := addr.IP
+	if ip == nil || ip.IsUnspecified() {
+		ip = net.IPv4(127, 0, 0, 1)
+	}
+	return net.JoinHostPort(ip.String(), fmt.Sprint(addr.Port))
 }
 
 // logRequests logs one line per request: method, path, model and status.
 // Keys are never logged.
-func logRequests(next http.Handler) http.Handler {
+func logRequests(logger *log.Logger, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := readBody(r)
 		rec := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 		start := time.Now()
 		next.ServeHTTP(rec, r)
-		log.Printf("%s %s model=%q status=%d %s", r.Method, r.URL.Path,
+		logger.Printf("%s %s model=%q status=%d %s", r.Method, r.URL.Path,
 			gjson.GetBytes(body, "model").Str, rec.status, time.Since(start).Round(time.Millisecond))
 	})
 }
@@ -84,9 +132,10 @@ func (w *statusWriter) WriteHeader(status int) {
 // Unwrap lets http.ResponseController reach the real writer for flushes.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// readBody reads the body and puts it back for the handler.
+// readBody reads the body (at most providertest.MaxBody bytes, which is as
+// far as the fake reads either) and puts it back for the handler.
 func readBody(r *http.Request) ([]byte, error) {
-	body, err := io.ReadAll(r.Body)
-	r.Body = io.NopCloser(bytes.NewReader(body))
+	body, err := io.ReadAll(io.LimitReader(r.Body, providertest.MaxBody+1))
+	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
 	return body, err
 }
