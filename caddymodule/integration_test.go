@@ -549,6 +549,7 @@ func TestIntegrationBadInput(t *testing.T) {
 		{"stream not bool", `{"model":"oa/gpt-4o","stream":"yes","messages":[{"role":"user","content":"hi"}]}`, 400, "invalid_value", "stream"},
 		{"temperature string", `{"model":"oa/gpt-4o","temperature":"hot","messages":[{"role":"user","content":"hi"}]}`, 400, "invalid_value", "temperature"},
 		{"too large", big, 413, "request_too_large", ""},
+		{"nested too deep", `{"model":"oa/gpt-4o","messages":[{"role":"user","content":"hi"}],"x":` + strings.Repeat("[", 5000) + `}`, 400, "invalid_json", ""},
 		{"anthropic cannot n>1", `{"model":"claude/claude-sonnet-4-5","n":2,"messages":[{"role":"user","content":"hi"}]}`, 400, "unsupported_parameter", "n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -139,6 +139,7 @@ func TestIntegrationRerank(t *testing.T) {
 		{"empty query", `{"model":"co/x","query":"","documents":["a"]}`, "invalid_value", "query"},
 		{"top_n zero", `{"model":"co/x","query":"q","documents":["a"],"top_n":0}`, "invalid_value", "top_n"},
 		{"no model", `{"query":"q","documents":["a"]}`, "invalid_value", "model"},
+		{"nested too deep", `{"model":"co/x","query":"q","documents":["a"],"x":` + strings.Repeat("[", 5000) + strings.Repeat("]", 5000) + `}`, "invalid_json", ""},
 		{"chat provider", `{"model":"claude/claude-sonnet-4-5","query":"q","documents":["a"]}`, "unsupported_endpoint", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -27,7 +27,7 @@ type RerankRequest struct {
 // documents written as YAML. Errors are 400s naming the field.
 func ValidateRerank(body []byte) (RerankRequest, error) {
 	var req RerankRequest
-	if !gjson.ValidBytes(body) || !gjson.ParseBytes(body).IsObject() {
+	if !ValidJSON(body) || !gjson.ParseBytes(body).IsObject() {
 		return req, &Error{Status: 400, Type: "invalid_request_error", Code: "invalid_json",
 			Message: "the request body must be a JSON object"}
 	}

@@ -52,6 +52,10 @@ func TestValidateRerank(t *testing.T) {
 	if _, err := ValidateRerank([]byte(`{"model":`)); err == nil {
 		t.Error("invalid JSON accepted")
 	}
+	deep := `{"model":"m","query":"q","documents":["a"],"x":` + strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1) + `}`
+	if _, err := ValidateRerank([]byte(deep)); err == nil {
+		t.Error("JSON nested past MaxDepth accepted")
+	}
 }
 
 func TestRerankResult(t *testing.T) {

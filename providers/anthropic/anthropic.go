@@ -58,7 +58,7 @@ func (c Chat) now() time.Time {
 // Anthropic's (or any) JSON never reaches the message.
 func (Chat) Error(status int, body []byte) *providers.Error {
 	var typ, msg string
-	if gjson.ValidBytes(body) {
+	if providers.ValidJSON(body) {
 		root := gjson.ParseBytes(body)
 		switch e := root.Get("error"); {
 		case e.IsObject():

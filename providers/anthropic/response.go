@@ -14,7 +14,7 @@ import (
 // become tool_calls, thinking blocks are left out, and cache reads and
 // writes count as prompt tokens.
 func (c Chat) ChatResponse(body []byte) ([]byte, error) {
-	if !gjson.ValidBytes(body) {
+	if !providers.ValidJSON(body) {
 		return nil, errors.New("anthropic: the message is not valid JSON")
 	}
 	root := gjson.ParseBytes(body)

@@ -50,7 +50,7 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 	if len(data) == 0 {
 		return dst, nil // a comment, or an event without data
 	}
-	if !gjson.ValidBytes(data) {
+	if !providers.ValidJSON(data) {
 		return dst, errMalformed
 	}
 	v := gjson.ParseBytes(data)

@@ -98,7 +98,7 @@ var errMalformed = errors.New("malformed rerank answer")
 // RerankResponse reads the results, wherever the format keeps them: a bare
 // array (TEI), "results", or "data" (Voyage, Mixedbread, older Infinity).
 func (f Format) RerankResponse(body []byte) (string, []providers.Scored, error) {
-	if !gjson.ValidBytes(body) {
+	if !providers.ValidJSON(body) {
 		return "", nil, errMalformed
 	}
 	root := gjson.ParseBytes(body)
