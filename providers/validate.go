@@ -35,7 +35,19 @@ func ValidateChat(body []byte) (ChatInfo, error) {
 	}
 
 	var err error
+	seen := map[string]bool{}
 	root.ForEach(func(key, v gjson.Result) bool {
+		switch key.Str {
+		case "model", "stream", "stream_options":
+			// The gateway routes and frames the answer by these while
+			// translators and upstreams may read another duplicate: one
+			// each, so that all read the same.
+			if seen[key.Str] {
+				err = InvalidParam(key.Str, "%s must be given only once", key.Str)
+				return false
+			}
+			seen[key.Str] = true
+		}
 		err = checkChatField(key.Str, v, &info)
 		return err == nil
 	})
@@ -56,12 +68,6 @@ func checkChatField(key string, v gjson.Result, info *ChatInfo) error {
 	case "model":
 		if v.Type != gjson.String || v.Str == "" {
 			return InvalidParam("model", "model must be a non-empty string")
-		}
-		if info.Model != "" {
-			// Routing would follow the last model, translators read the
-			// first (openai replaces only that one), and an upstream that
-			// keeps the last of duplicate keys would get the client's.
-			return InvalidParam("model", "model must be given only once")
 		}
 		info.Model = v.Str
 	case "messages":

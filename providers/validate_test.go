@@ -117,6 +117,8 @@ func TestValidateChatRejects(t *testing.T) {
 		{"model array", `{"model":["m"],"messages":` + user + `}`, "model", iv},
 		{"model twice", `{"model":"a","messages":` + user + `,"model":"b"}`, "model", iv},
 		{"model twice, escaped", `{"model":"a","messages":` + user + `,"mod\u0065l":"b"}`, "model", iv},
+		{"stream twice", `{"model":"a","stream":false,"messages":` + user + `,"stream":true}`, "stream", iv},
+		{"stream_options twice", `{"model":"a","stream":true,"stream_options":{},"messages":` + user + `,"stream_options":{"include_usage":true}}`, "stream_options", iv},
 
 		// messages.
 		{"no messages", `{"model":"m"}`, "messages", iv},

@@ -389,33 +389,10 @@ func countWords(s string) int {
 // flush sends what was written so far to the client.
 func flush(w http.ResponseWriter) { _ = http.NewResponseController(w).Flush() }
 
-// maxDepth is how deeply a request body's arrays and objects may nest.
-const maxDepth = 1000
-
-// validJSON reports whether body is valid UTF-8 JSON nested at most
-// maxDepth levels deep. gjson's validator recurses once per level, so
-// without the depth check a body of 16 MB of '[' overflows the stack and
-// ends the whole process (which recover cannot prevent).
-func validJSON(body []byte) bool {
-	depth := 0
-	for i := 0; i < len(body); i++ {
-		switch body[i] {
-		case '"':
-			for i++; i < len(body) && body[i] != '"'; i++ {
-				if body[i] == '\\' {
-					i++
-				}
-			}
-		case '[', '{':
-			if depth++; depth > maxDepth {
-				return false
-			}
-		case ']', '}':
-			depth--
-		}
-	}
-	return utf8.Valid(body) && gjson.ValidBytes(body)
-}
+// validJSON reports whether body is valid UTF-8 JSON that nests at most
+// providers.MaxDepth levels deep (deeper bodies would overflow gjson's
+// recursive validator and end the process).
+func validJSON(body []byte) bool { return utf8.Valid(body) && providers.ValidJSON(body) }
 
 // appendString appends s as a JSON string (invalid UTF-8 becomes U+FFFD).
 func appendString(dst []byte, s string) []byte { return providers.AppendString(dst, s) }

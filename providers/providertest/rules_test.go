@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/modelgate/modelgate/providers"
 )
 
 // oaToolTurn is a user question and the assistant's call of search with id
@@ -319,9 +321,9 @@ func TestDeepJSON(t *testing.T) {
 			t.Errorf("%s: %d %.200s", path, res.StatusCode, body)
 		}
 	}
-	nested := `{"model":"m","max_tokens":5,"metadata":` + strings.Repeat(`{"a":`, maxDepth-2) + `1` + strings.Repeat("}", maxDepth-2) +
+	nested := `{"model":"m","max_tokens":5,"metadata":` + strings.Repeat(`{"a":`, providers.MaxDepth-2) + `1` + strings.Repeat("}", providers.MaxDepth-2) +
 		`,"messages":[{"role":"user","content":"ok"}]}`
 	if res, body := post(t, s, anPath, nested, anAuth...); res.StatusCode != 200 {
-		t.Errorf("%d levels: %d %.200s", maxDepth-1, res.StatusCode, body)
+		t.Errorf("%d levels: %d %.200s", providers.MaxDepth-1, res.StatusCode, body)
 	}
 }
