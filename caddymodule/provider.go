@@ -79,6 +79,7 @@ type providerDefaults struct {
 	baseURL    string
 	keyNeeded  bool
 	authHeader string           // "Authorization" (Bearer) or a custom header such as "x-api-key"
+	chat       providers.Chat   // the type's chat translator, if it serves chat
 	rerank     providers.Rerank // the type's rerank format, if it serves rerank
 }
 

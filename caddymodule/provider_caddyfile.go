@@ -24,18 +24,6 @@ func unmarshalProxy(d *caddyfile.Dispenser) (json.RawMessage, error) {
 	return json.Marshal(rp)
 }
 
-// UnmarshalCaddyfile reads an OpenAI-compatible provider block. Syntax:
-//
-//	provider <name> <openai|groq|mistral|…> {
-//	    base_url <url>
-//	    api_key  <secret>
-//	    models   <model>...
-//	    proxy { <reverse_proxy subdirectives> }
-//	}
-func (p *OpenAI) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return p.unmarshalCaddyfile(d, p.defaults, nil)
-}
-
 // UnmarshalCaddyfile reads an Anthropic provider block. Syntax:
 //
 //	provider <name> anthropic {
@@ -73,6 +61,5 @@ func (p *Anthropic) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 
 // Interface guards
 var (
-	_ caddyfile.Unmarshaler = (*OpenAI)(nil)
 	_ caddyfile.Unmarshaler = (*Anthropic)(nil)
 )
