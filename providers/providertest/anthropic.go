@@ -403,16 +403,7 @@ func (s *Server) streamAnthropic(w http.ResponseWriter, r *http.Request, model, 
 	}
 	// ended runs the scripted behaviour due after the first content event
 	// and reports whether the stream ends there.
-	ended := func() bool {
-		switch s.afterFirstWord(r, model) {
-		case streamFails:
-			event("error", []byte(`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`))
-			return true
-		case streamCut:
-			return true
-		}
-		return false
-	}
+	ended := func() bool { return s.afterFirstWord(w, r, model, anthropicStreamError) }
 	start := []byte(`{"type":"message_start","message":{"id":"msg_` + id + `","type":"message","role":"assistant","model":`)
 	start = appendString(start, model)
 	start = append(start, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":`...)
@@ -463,3 +454,6 @@ func anthropicError(w http.ResponseWriter, status int, typ, msg string) {
 	b = append(b, '}')
 	writeJSON(w, status, b)
 }
+
+// anthropicStreamError is the error event a midstream-error stream ends with.
+var anthropicStreamError = []byte("event: error\ndata: " + `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}` + "\n\n")

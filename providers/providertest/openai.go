@@ -466,16 +466,7 @@ func (s *Server) streamOpenAI(w http.ResponseWriter, r *http.Request, model, id 
 	}
 	// ended runs the scripted behaviour due after the first content event
 	// and reports whether the stream ends there.
-	ended := func() bool {
-		switch s.afterFirstWord(r, model) {
-		case streamFails:
-			_, _ = w.Write([]byte(`data: {"error":{"message":"the server had an error while processing your request","type":"server_error","param":null,"code":null}}` + "\n\n"))
-			return true
-		case streamCut:
-			return true
-		}
-		return false
-	}
+	ended := func() bool { return s.afterFirstWord(w, r, model, openAIStreamError) }
 	chunk(`{"role":"assistant","content":"","refusal":null}`, "null")
 
 	if a.tool != "" {
@@ -543,3 +534,6 @@ func writeJSON(w http.ResponseWriter, status int, b []byte) {
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
 }
+
+// openAIStreamError is the error event a midstream-error stream ends with.
+var openAIStreamError = []byte("data: " + `{"error":{"message":"the server had an error while processing your request","type":"server_error","param":null,"code":null}}` + "\n\n")

@@ -279,25 +279,22 @@ func slowDelay(model string) (time.Duration, bool) {
 	return time.Duration(ms) * time.Millisecond, true
 }
 
-// How a scripted stream goes on after its first content event.
-const (
-	streamGoesOn = iota
-	streamFails  // midstream-error: an error event, then the end
-	streamCut    // cutoff: the end, without the final events
-)
-
 // afterFirstWord runs the scripted behaviour due once a stream has sent its
-// first content event: a gated stream waits for Release here.
-func (s *Server) afterFirstWord(r *http.Request, model string) int {
+// first content event and reports whether the stream ends there: a gated
+// stream waits for Release; midstream-error writes errEvent (a complete SSE
+// event in the stream's format) and ends; cutoff just ends.
+func (s *Server) afterFirstWord(w http.ResponseWriter, r *http.Request, model string, errEvent []byte) bool {
 	switch {
 	case strings.Contains(model, "gated"):
 		s.gate(r)
 	case strings.Contains(model, "midstream-error"):
-		return streamFails
+		_, _ = w.Write(errEvent)
+		flush(w)
+		return true
 	case strings.Contains(model, "cutoff"):
-		return streamCut
+		return true
 	}
-	return streamGoesOn
+	return false
 }
 
 // answer is what the fake model says.
