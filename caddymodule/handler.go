@@ -120,12 +120,8 @@ func allowMethod(w http.ResponseWriter, r *http.Request, method string) bool {
 
 // readBody reads the request body up to limit bytes.
 func readBody(r *http.Request, limit int64) ([]byte, *providers.Error) {
-	tooLarge := &providers.Error{
-		Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "request_too_large",
-		Message: fmt.Sprintf("the request body is larger than %d bytes", limit),
-	}
 	if r.ContentLength > limit {
-		return nil, tooLarge
+		return nil, tooLarge(limit)
 	}
 	var buf bytes.Buffer
 	if r.ContentLength > 0 {
@@ -138,9 +134,17 @@ func readBody(r *http.Request, limit int64) ([]byte, *providers.Error) {
 		}
 	}
 	if int64(buf.Len()) > limit {
-		return nil, tooLarge
+		return nil, tooLarge(limit)
 	}
 	return buf.Bytes(), nil
+}
+
+// tooLarge is the 413 for a body over limit bytes.
+func tooLarge(limit int64) *providers.Error {
+	return &providers.Error{
+		Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "request_too_large",
+		Message: fmt.Sprintf("the request body is larger than %d bytes", limit),
+	}
 }
 
 // modelNotFound is the 404 OpenAI gives for a model it does not know.
