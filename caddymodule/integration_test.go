@@ -531,6 +531,20 @@ func TestIntegrationMetrics(t *testing.T) {
 	}
 }
 
+// TestIntegrationNoFallbackOn4xx: a provider's 400 is the client's to fix,
+// so it is returned as it is and the alias's next target is not tried.
+func TestIntegrationNoFallbackOn4xx(t *testing.T) {
+	g := startGateway(t)
+	before := len(g.fake.Requests())
+	// The fake OpenAI, like OpenAI, refuses stream_options without stream.
+	res := post(t, "/v1/chat/completions", aliceKey,
+		`{"model":"all-fail","stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`)
+	wantErrorShape(t, res, 400, "")
+	if n := len(g.fake.Requests()) - before; n != 1 {
+		t.Errorf("%d provider calls, want 1: a 400 must not fall back", n)
+	}
+}
+
 func TestIntegrationBadInput(t *testing.T) {
 	startGateway(t)
 	big := `{"model":"oa/gpt-4o","messages":[{"role":"user","content":"` + strings.Repeat("x", 70<<10) + `"}]}`
