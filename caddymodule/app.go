@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
+
+	"github.com/modelgate/modelgate/batch"
 )
 
 func init() {
@@ -35,10 +38,24 @@ type App struct {
 	// Keys are static API keys, managed in the config.
 	Keys []StaticKey `json:"keys,omitempty"`
 
+	// Batch tunes the batch engine (the Files and Batch APIs). It is on
+	// with the defaults when absent.
+	Batch *BatchConfig `json:"batch,omitempty"`
+
+	// StorageRaw is where files, batches and their results live, and the
+	// locks that instances sharing it coordinate with. Default: Caddy's
+	// configured storage. Instances that share it form a cluster.
+	StorageRaw json.RawMessage `json:"storage,omitempty" caddy:"namespace=caddy.storage inline_key=module"`
+
 	providers map[string]*provider
 	bare      map[string]string // bare model name -> provider name, from models lists
 	keys      map[[32]byte]*Key
 	logger    *zap.Logger
+
+	store     *batch.Store
+	storageID string
+	batchExec *Handler // the handler batch requests run through
+	runner    *batch.Runner
 }
 
 // CaddyModule returns the Caddy module information.
@@ -82,7 +99,10 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 
 	a.keys, err = provisionStaticKeys(a.Keys)
-	return err
+	if err != nil {
+		return err
+	}
+	return a.provisionBatch(ctx)
 }
 
 // Validate checks that every alias target and the default provider name a
@@ -101,11 +121,35 @@ func (a *App) Validate() error {
 	return nil
 }
 
-// Start implements caddy.App. The app has no background work yet.
-func (a *App) Start() error { return nil }
+// Start acquires the batch runner of this config's storage, or shares the
+// one already running: during a reload the new config's Start runs before
+// the old config's Stop, so the runner's reference count never reaches zero
+// and running batches go on.
+func (a *App) Start() error {
+	v, _, err := runners.LoadOrNew(a.storageID, func() (caddy.Destructor, error) {
+		id, err := caddy.InstanceID()
+		if err != nil {
+			return nil, fmt.Errorf("batch runner: instance ID: %v", err)
+		}
+		return batch.NewRunner(a.store, id.String(), time.Duration(a.Batch.PollInterval), liveBatch), nil
+	})
+	if err != nil {
+		return err
+	}
+	a.runner = v.(*batch.Runner)
+	return nil
+}
 
-// Stop implements caddy.App.
-func (a *App) Stop() error { return nil }
+// Stop releases this config's reference to the batch runner; the last one
+// stops it, after each running part has written its finished results.
+func (a *App) Stop() error {
+	if a.runner == nil {
+		return nil
+	}
+	a.runner = nil
+	_, err := runners.Delete(a.storageID)
+	return err
+}
 
 // checkAlias checks an alias's targets: each "<provider>/<model>" with a
 // provider that defined reports as configured.

@@ -4,7 +4,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"sort"
+	"strconv"
 	"strings"
+
+	"github.com/dustin/go-humanize"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
@@ -32,6 +35,20 @@ func init() {
 //	    model <alias> <provider>/<model> [<provider>/<model>...]
 //	    default_provider <name>
 //	    key <name> <secret>
+//	    batch {
+//	        workers             <n>
+//	        per_provider        <n>
+//	        max_requests        <n>
+//	        max_file_size       <size>
+//	        completion_window   <duration>
+//	        max_retries         <n>
+//	        retry_backoff       <duration>
+//	        checkpoint_interval <duration>
+//	        part_lines          <n>
+//	        lease               <duration>
+//	        poll_interval       <duration>
+//	    }
+//	    storage <module> { … }
 //	}
 func parseModelgateOption(d *caddyfile.Dispenser, existing any) (any, error) {
 	app := new(App)
@@ -110,8 +127,101 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				k.SHA256 = hex.EncodeToString(sum[:])
 			}
 			a.Keys = append(a.Keys, k)
+		case "batch":
+			if err := a.unmarshalBatch(d); err != nil {
+				return err
+			}
+		case "storage":
+			if a.StorageRaw != nil {
+				return d.Err("storage is defined twice")
+			}
+			if !d.NextArg() {
+				return d.ArgErr()
+			}
+			name := d.Val()
+			mod, err := caddyfile.UnmarshalModule(d, "caddy.storage."+name)
+			if err != nil {
+				return err
+			}
+			if _, ok := mod.(caddy.StorageConverter); !ok {
+				return d.Errf("module %s is not a storage module", name)
+			}
+			a.StorageRaw = caddyconfig.JSONModuleObject(mod, "module", name, nil)
 		default:
 			return d.Errf("unrecognized modelgate option %q", d.Val())
+		}
+	}
+	return nil
+}
+
+// unmarshalBatch reads the batch { … } block.
+func (a *App) unmarshalBatch(d *caddyfile.Dispenser) error {
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	if a.Batch == nil {
+		a.Batch = new(BatchConfig)
+	}
+	c := a.Batch
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		opt := d.Val()
+		var arg string
+		if !d.AllArgs(&arg) {
+			return d.ArgErr()
+		}
+		count := func(dst *int) error {
+			n, err := strconv.Atoi(arg)
+			if err != nil || n < 1 {
+				return d.Errf("batch %s: %q is not a whole number above 0", opt, arg)
+			}
+			*dst = n
+			return nil
+		}
+		duration := func(dst *caddy.Duration) error {
+			v, err := caddy.ParseDuration(arg)
+			if err != nil || v <= 0 {
+				return d.Errf("batch %s: %q is not a duration such as 30s", opt, arg)
+			}
+			*dst = caddy.Duration(v)
+			return nil
+		}
+		var err error
+		switch opt {
+		case "workers":
+			err = count(&c.Workers)
+		case "per_provider":
+			err = count(&c.PerProvider)
+		case "max_requests":
+			err = count(&c.MaxRequests)
+		case "part_lines":
+			err = count(&c.PartLines)
+		case "max_retries":
+			n, perr := strconv.Atoi(arg)
+			if perr != nil || n < 0 {
+				return d.Errf("batch max_retries: %q is not a whole number", arg)
+			}
+			c.MaxRetries = &n
+		case "max_file_size":
+			n, perr := humanize.ParseBytes(arg)
+			if perr != nil || n == 0 {
+				return d.Errf("batch max_file_size: %q is not a size such as 200MiB", arg)
+			}
+			c.MaxFileSize = int64(n)
+		case "completion_window":
+			err = duration(&c.CompletionWindow)
+		case "retry_backoff":
+			err = duration(&c.RetryBackoff)
+		case "checkpoint_interval":
+			err = duration(&c.CheckpointInterval)
+		case "lease":
+			err = duration(&c.Lease)
+		case "poll_interval":
+			err = duration(&c.PollInterval)
+		default:
+			return d.Errf("unrecognized batch option %q", opt)
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return nil

@@ -27,6 +27,7 @@ func init() {
 //	POST /v1/rerank             rerank (also /v1/reranker)
 //	GET  /v1/models             the models clients can name
 //	GET  /v1/models/{id}        one of them
+//	/v1/files…, /v1/batches…    OpenAI's Files and Batch APIs (files.go, batches.go)
 //
 // Requests to other paths go to the next handler. Every error is written in
 // OpenAI's error shape.
@@ -94,6 +95,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			return nil
 		}
 		h.serveModels(w, r)
+		return nil
+	case path == "/v1/files" || strings.HasPrefix(path, "/v1/files/"):
+		h.serveFiles(w, r, strings.TrimPrefix(strings.TrimPrefix(path, "/v1/files"), "/"))
+		return nil
+	case path == "/v1/batches" || strings.HasPrefix(path, "/v1/batches/"):
+		h.serveBatches(w, r, strings.TrimPrefix(strings.TrimPrefix(path, "/v1/batches"), "/"))
 		return nil
 	case strings.HasPrefix(path, "/v1/models/"):
 		if !allowMethod(w, r, http.MethodGet) {

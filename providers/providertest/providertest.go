@@ -35,10 +35,14 @@
 //	midstream-error   a stream sends one content event, then an error event
 //	cutoff            a stream sends one content event, then ends
 //	slow-<N>ms        waits N milliseconds before answering
+//	flaky             (chat) the first request with a given body gets 429
+//	                  with retry-after-ms: 50 (and retry-after: 1); a
+//	                  repeat of it is answered
 //	unsorted          rerank results in request order, top_n ignored
 package providertest
 
 import (
+	"crypto/sha256"
 	"errors"
 	"io"
 	"net/http"
@@ -73,6 +77,7 @@ type Options struct {
 
 // Recorded is one request the fake received.
 type Recorded struct {
+	At           time.Time
 	Method, Path string
 	Header       http.Header
 	Body         []byte
@@ -89,7 +94,8 @@ type Server struct {
 	mu      sync.Mutex
 	reqs    []Recorded
 	waiting chan struct{}
-	gates   []chan struct{} // gated streams waiting for Release, under mu
+	gates   []chan struct{}   // gated streams waiting for Release, under mu
+	flaky   map[[32]byte]bool // bodies of "flaky" requests seen, under mu
 }
 
 // New returns a fake provider that is not listening; serve it yourself.
@@ -148,6 +154,19 @@ func (s *Server) gate(r *http.Request) {
 	}
 }
 
+// firstTime reports whether body is seen for the first time (by "flaky").
+func (s *Server) firstTime(body []byte) bool {
+	sum := sha256.Sum256(body)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.flaky == nil {
+		s.flaky = make(map[[32]byte]bool)
+	}
+	seen := s.flaky[sum]
+	s.flaky[sum] = true
+	return !seen
+}
+
 // MaxBody is the largest request body the fake reads: Anthropic's limit for
 // the Messages API. A larger body is a 413 in the route's error shape.
 const MaxBody = 32 << 20
@@ -170,15 +189,26 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	model := gjson.GetBytes(body, "model").Str
 	if !s.opts.NoRecord {
 		s.mu.Lock()
 		s.reqs = append(s.reqs, Recorded{
-			Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(),
-			Body: body, Model: gjson.GetBytes(body, "model").Str,
+			At: time.Now(), Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(),
+			Body: body, Model: model,
 		})
 		s.mu.Unlock()
 	}
 	id := strconv.FormatInt(s.seq.Add(1), 10)
+	if strings.Contains(model, "flaky") && s.firstTime(body) {
+		w.Header().Set("Retry-After-Ms", "50")
+		w.Header().Set("Retry-After", "1")
+		if anthropic {
+			anthropicError(w, http.StatusTooManyRequests, "rate_limit_error", "rate limit reached")
+		} else {
+			openAIError(w, http.StatusTooManyRequests, "rate_limit_error", "rate_limit_exceeded", "rate limit reached")
+		}
+		return
+	}
 	switch {
 	case r.Method == http.MethodPost && r.URL.Path == "/v1/chat/completions":
 		w.Header().Set("X-Request-Id", "req_"+id)

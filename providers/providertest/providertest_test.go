@@ -651,3 +651,23 @@ func TestGatedReleaseAll(t *testing.T) {
 		}
 	}
 }
+
+// TestFlaky checks "flaky": the first request with a body gets 429 with
+// retry-after-ms, its repeat is answered, and another body starts over.
+func TestFlaky(t *testing.T) {
+	s := newFake(t)
+	for _, path := range []string{oaPath, anPath} {
+		t.Run(path, func(t *testing.T) {
+			body := `{"model":"flaky","max_tokens":5,"messages":[{"role":"user","content":"hi ` + path + `"}]}`
+			for i, want := range []int{429, 200, 200} {
+				res, got := post(t, s, path, body, authFor(path)...)
+				if res.StatusCode != want {
+					t.Fatalf("attempt %d: status %d %s, want %d", i, res.StatusCode, got, want)
+				}
+				if ra := res.Header.Get("Retry-After-Ms"); (want == 429) != (ra == "50") {
+					t.Errorf("attempt %d: retry-after-ms %q", i, ra)
+				}
+			}
+		})
+	}
+}

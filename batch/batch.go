@@ -1,0 +1,308 @@
+package batch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"time"
+)
+
+// Statuses of a batch, OpenAI's.
+const (
+	StatusValidating = "validating"
+	StatusFailed     = "failed"
+	StatusInProgress = "in_progress"
+	StatusFinalizing = "finalizing"
+	StatusCompleted  = "completed"
+	StatusExpired    = "expired"
+	StatusCancelling = "cancelling"
+	StatusCancelled  = "cancelled"
+)
+
+// Endpoints batches run.
+const (
+	EndpointChat   = "/v1/chat/completions"
+	EndpointRerank = "/v1/rerank"
+)
+
+// Batch is OpenAI's Batch object.
+type Batch struct {
+	ID               string            `json:"id"`
+	Object           string            `json:"object"`
+	Endpoint         string            `json:"endpoint"`
+	Model            string            `json:"model,omitempty"`
+	Errors           *Errors           `json:"errors"`
+	InputFileID      string            `json:"input_file_id"`
+	CompletionWindow string            `json:"completion_window"`
+	Status           string            `json:"status"`
+	OutputFileID     *string           `json:"output_file_id"`
+	ErrorFileID      *string           `json:"error_file_id"`
+	CreatedAt        int64             `json:"created_at"`
+	InProgressAt     *int64            `json:"in_progress_at"`
+	ExpiresAt        *int64            `json:"expires_at"`
+	FinalizingAt     *int64            `json:"finalizing_at"`
+	CompletedAt      *int64            `json:"completed_at"`
+	FailedAt         *int64            `json:"failed_at"`
+	ExpiredAt        *int64            `json:"expired_at"`
+	CancellingAt     *int64            `json:"cancelling_at"`
+	CancelledAt      *int64            `json:"cancelled_at"`
+	RequestCounts    RequestCounts     `json:"request_counts"`
+	Usage            *Usage            `json:"usage,omitempty"`
+	Metadata         map[string]string `json:"metadata"`
+}
+
+// Errors lists why a batch's input was refused.
+type Errors struct {
+	Object string       `json:"object"`
+	Data   []ErrorEntry `json:"data"`
+}
+
+// ErrorEntry is one reason, with the 1-based input line when it is a line's.
+type ErrorEntry struct {
+	Code    string  `json:"code"`
+	Message string  `json:"message"`
+	Param   *string `json:"param"`
+	Line    *int    `json:"line"`
+}
+
+// RequestCounts counts a batch's requests. Completed and Failed are the
+// lines of the output and the error file so far.
+type RequestCounts struct {
+	Total     int `json:"total"`
+	Completed int `json:"completed"`
+	Failed    int `json:"failed"`
+}
+
+// Usage sums the token usage of a batch's answered chat requests.
+type Usage struct {
+	InputTokens         int64        `json:"input_tokens"`
+	InputTokensDetails  CachedTokens `json:"input_tokens_details"`
+	OutputTokens        int64        `json:"output_tokens"`
+	OutputTokensDetails ReasonTokens `json:"output_tokens_details"`
+	TotalTokens         int64        `json:"total_tokens"`
+}
+
+// CachedTokens is Usage's input detail.
+type CachedTokens struct {
+	CachedTokens int64 `json:"cached_tokens"`
+}
+
+// ReasonTokens is Usage's output detail.
+type ReasonTokens struct {
+	ReasoningTokens int64 `json:"reasoning_tokens"`
+}
+
+func (u *Usage) add(o Usage) {
+	u.InputTokens += o.InputTokens
+	u.InputTokensDetails.CachedTokens += o.InputTokensDetails.CachedTokens
+	u.OutputTokens += o.OutputTokens
+	u.OutputTokensDetails.ReasoningTokens += o.OutputTokensDetails.ReasoningTokens
+	u.TotalTokens += o.TotalTokens
+}
+
+// batchRecord is what batch.json holds.
+type batchRecord struct {
+	Batch
+	Owner string `json:"owner"`
+	// Window is the completion window in effect, in milliseconds.
+	Window int64 `json:"window_ms"`
+}
+
+func (b *batchRecord) terminal() bool {
+	switch b.Status {
+	case StatusFailed, StatusCompleted, StatusExpired, StatusCancelled:
+		return true
+	}
+	return false
+}
+
+// CreateParams are the fields of POST /v1/batches.
+type CreateParams struct {
+	InputFileID      string
+	Endpoint         string
+	CompletionWindow string
+	Metadata         map[string]string
+	// Window is how long the batch may run; the caller derives it from
+	// CompletionWindow and its own limit.
+	Window time.Duration
+}
+
+// InvalidError is a request the API refuses (400), naming the parameter.
+type InvalidError struct {
+	Param   string
+	Message string
+}
+
+func (e *InvalidError) Error() string { return e.Message }
+
+// CreateBatch records a new batch of owner in the validating state; a
+// Runner validates and runs it.
+func (s *Store) CreateBatch(ctx context.Context, owner string, p CreateParams) (Batch, error) {
+	if p.Endpoint != EndpointChat && p.Endpoint != EndpointRerank {
+		return Batch{}, &InvalidError{Param: "endpoint",
+			Message: fmt.Sprintf("endpoint %q is not supported: use %s or %s", p.Endpoint, EndpointChat, EndpointRerank)}
+	}
+	if err := checkMetadata(p.Metadata); err != nil {
+		return Batch{}, err
+	}
+	if p.Window <= 0 {
+		return Batch{}, &InvalidError{Param: "completion_window", Message: "completion_window must be positive"}
+	}
+	f, err := s.GetFile(ctx, owner, p.InputFileID)
+	if errors.Is(err, ErrNotFound) {
+		return Batch{}, &InvalidError{Param: "input_file_id", Message: fmt.Sprintf("no file with id %q", p.InputFileID)}
+	}
+	if err != nil {
+		return Batch{}, err
+	}
+	if f.Purpose != PurposeBatch {
+		return Batch{}, &InvalidError{Param: "input_file_id",
+			Message: fmt.Sprintf("file %s has purpose %q; a batch's input needs purpose %q", f.ID, f.Purpose, PurposeBatch)}
+	}
+	now := s.now()
+	rec := batchRecord{
+		Batch: Batch{
+			ID: newID("batch_", now), Object: "batch", Endpoint: p.Endpoint,
+			InputFileID: p.InputFileID, CompletionWindow: p.CompletionWindow,
+			Status: StatusValidating, CreatedAt: now.Unix(), ExpiresAt: ptr(now.Add(p.Window).Unix()),
+			Metadata: p.Metadata,
+		},
+		Owner:  owner,
+		Window: p.Window.Milliseconds(),
+	}
+	if err := s.storeJSON(ctx, path.Join(s.batchDir(owner, rec.ID), "batch.json"), rec); err != nil {
+		return Batch{}, err
+	}
+	if err := s.storage.Store(ctx, s.activeKey(rec.ID), []byte(owner)); err != nil {
+		return Batch{}, err
+	}
+	return rec.Batch, nil
+}
+
+func checkMetadata(m map[string]string) error {
+	if len(m) > 16 {
+		return &InvalidError{Param: "metadata", Message: "metadata holds at most 16 pairs"}
+	}
+	for k, v := range m {
+		if len(k) > 64 {
+			return &InvalidError{Param: "metadata", Message: "metadata keys are at most 64 characters"}
+		}
+		if len(v) > 512 {
+			return &InvalidError{Param: "metadata", Message: "metadata values are at most 512 characters"}
+		}
+	}
+	return nil
+}
+
+// GetBatch returns owner's batch id as it stands: while it runs, the
+// request counts are those of the latest progress every instance reported.
+func (s *Store) GetBatch(ctx context.Context, owner, id string) (Batch, error) {
+	rec, err := s.batchRecord(ctx, owner, id)
+	if err != nil {
+		return Batch{}, err
+	}
+	return s.present(ctx, rec)
+}
+
+func (s *Store) batchRecord(ctx context.Context, owner, id string) (*batchRecord, error) {
+	if !validID(id, "batch_") {
+		return nil, ErrNotFound
+	}
+	rec := new(batchRecord)
+	err := s.loadJSON(ctx, path.Join(s.batchDir(owner, id), "batch.json"), rec)
+	if isNotExist(err) || err == nil && rec.Owner != owner {
+		return nil, ErrNotFound
+	}
+	return rec, err
+}
+
+// present fills in what a running batch's record does not hold: the
+// progress of its parts and a cancel that was asked for.
+func (s *Store) present(ctx context.Context, rec *batchRecord) (Batch, error) {
+	b := rec.Batch
+	if rec.terminal() {
+		return b, nil
+	}
+	if b.Status != StatusCancelling {
+		if at, ok := s.cancelAsked(ctx, rec); ok {
+			b.Status, b.CancellingAt = StatusCancelling, &at
+		}
+	}
+	if b.Status == StatusValidating {
+		return b, nil
+	}
+	c, err := s.loadClaims(ctx, rec)
+	if err != nil {
+		return Batch{}, err
+	}
+	b.RequestCounts.Completed, b.RequestCounts.Failed = c.progress()
+	return b, nil
+}
+
+// ListBatches returns a page of owner's batches, newest first.
+func (s *Store) ListBatches(ctx context.Context, owner string, opt ListOptions) (Page[Batch], error) {
+	ids, err := s.list(ctx, path.Join(s.ownerDir(owner), "batches"))
+	if err != nil {
+		return Page[Batch]{}, err
+	}
+	var page Page[Batch]
+	err = walkIDs(ids, opt, func(id string) (bool, error) {
+		rec, err := s.batchRecord(ctx, owner, id)
+		if errors.Is(err, ErrNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		if len(page.Data) == opt.Limit {
+			page.HasMore = true
+			return true, nil
+		}
+		b, err := s.present(ctx, rec)
+		page.Data = append(page.Data, b)
+		return false, err
+	})
+	return page, err
+}
+
+// ErrNotCancellable is returned when cancelling a batch that already ended
+// other than cancelled.
+var ErrNotCancellable = errors.New("batch cannot be cancelled")
+
+// CancelBatch asks for owner's batch id to be cancelled and returns it in
+// the cancelling state (or cancelled, if it already is). The runners see the
+// request within their poll interval, stop its work, and finish it with its
+// finished results kept.
+func (s *Store) CancelBatch(ctx context.Context, owner, id string) (Batch, error) {
+	rec, err := s.batchRecord(ctx, owner, id)
+	if err != nil {
+		return Batch{}, err
+	}
+	if rec.Status == StatusCancelled {
+		return rec.Batch, nil
+	}
+	if rec.terminal() {
+		return Batch{}, ErrNotCancellable
+	}
+	if _, ok := s.cancelAsked(ctx, rec); !ok {
+		at := s.now().Unix()
+		if err := s.storage.Store(ctx, path.Join(s.batchDir(owner, id), "cancel"), []byte(itoa(int(at)))); err != nil {
+			return Batch{}, err
+		}
+	}
+	return s.present(ctx, rec)
+}
+
+// cancelAsked returns when a cancel of rec was asked for, if one was.
+func (s *Store) cancelAsked(ctx context.Context, rec *batchRecord) (int64, bool) {
+	b, err := s.storage.Load(ctx, path.Join(s.batchDir(rec.Owner, rec.ID), "cancel"))
+	if err != nil {
+		return 0, false
+	}
+	var at int64
+	_, _ = fmt.Sscan(string(b), &at)
+	return at, true
+}
+
+func ptr[T any](v T) *T { return &v }

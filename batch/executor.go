@@ -1,0 +1,126 @@
+package batch
+
+import (
+	"context"
+	"time"
+)
+
+// Executor runs the requests of batches. modelgate implements it with the
+// path live requests take: routing, translation, fallback between targets,
+// and each provider's reverse_proxy.
+type Executor interface {
+	// Check tells whether body can run at endpoint. On success it returns
+	// the model the body names and the provider its first target is on,
+	// which the per-provider concurrency limit counts under; otherwise an
+	// error whose text tells the user why.
+	Check(endpoint string, body []byte) (Route, error)
+
+	// Do runs one request and returns the answer the client would have
+	// had. A Response with Status 0 means there is no answer: ctx ended.
+	Do(ctx context.Context, req Request) Response
+}
+
+// Route is where a request goes.
+type Route struct {
+	Model    string
+	Provider string
+}
+
+// Request is one line of a batch, as the executor gets it.
+type Request struct {
+	BatchID  string
+	CustomID string
+	Owner    string
+	Endpoint string
+	Body     []byte
+}
+
+// Response is the answer to a Request.
+type Response struct {
+	Status    int
+	RequestID string
+	// RetryAfter is what the answer's retry-after (or retry-after-ms)
+	// header asks for; 0 when it has none.
+	RetryAfter time.Duration
+	// Body is the JSON answer: the endpoint's, or an error in OpenAI's
+	// shape.
+	Body []byte
+}
+
+// Settings are the engine's knobs, read from the live config on every poll,
+// so a reload changes them for running batches too.
+type Settings struct {
+	// Workers bounds the requests in flight across all batches, per
+	// instance. PerProvider bounds them per provider.
+	Workers     int
+	PerProvider int
+	// MaxRequests is the most lines an input file may hold.
+	MaxRequests int
+	// MaxLineBytes is the longest line accepted.
+	MaxLineBytes int
+	// MaxRetries is how often a request answered with 429 or 5xx is tried
+	// again, after a backoff that honours retry-after.
+	MaxRetries int
+	// RetryBackoff is the first backoff; it doubles with each retry, up to
+	// a minute.
+	RetryBackoff time.Duration
+	// CheckpointInterval is how often a part's finished results are
+	// written to storage: after a crash, at most this much work is done
+	// again.
+	CheckpointInterval time.Duration
+	// PartLines is the most requests in one work part, the unit instances
+	// claim.
+	PartLines int
+	// Lease is how long a claimed part stays claimed without its holder
+	// renewing it: the time another instance waits before taking over the
+	// parts of one that died.
+	Lease time.Duration
+}
+
+// DefaultSettings are the defaults modelgate documents.
+func DefaultSettings() Settings {
+	return Settings{
+		Workers:            32,
+		PerProvider:        16,
+		MaxRequests:        50000,
+		MaxLineBytes:       16 << 20,
+		MaxRetries:         5,
+		RetryBackoff:       time.Second,
+		CheckpointInterval: time.Second,
+		PartLines:          1000,
+		Lease:              30 * time.Second,
+	}
+}
+
+// withDefaults fills zero fields from DefaultSettings.
+func (s Settings) withDefaults() Settings {
+	d := DefaultSettings()
+	if s.Workers <= 0 {
+		s.Workers = d.Workers
+	}
+	if s.PerProvider <= 0 {
+		s.PerProvider = d.PerProvider
+	}
+	if s.MaxRequests <= 0 {
+		s.MaxRequests = d.MaxRequests
+	}
+	if s.MaxLineBytes <= 0 {
+		s.MaxLineBytes = d.MaxLineBytes
+	}
+	if s.MaxRetries < 0 {
+		s.MaxRetries = 0
+	}
+	if s.RetryBackoff <= 0 {
+		s.RetryBackoff = d.RetryBackoff
+	}
+	if s.CheckpointInterval <= 0 {
+		s.CheckpointInterval = d.CheckpointInterval
+	}
+	if s.PartLines <= 0 {
+		s.PartLines = d.PartLines
+	}
+	if s.Lease <= 0 {
+		s.Lease = d.Lease
+	}
+	return s
+}

@@ -1,0 +1,238 @@
+package batch
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"path"
+	"strconv"
+	"time"
+
+	"github.com/tidwall/gjson"
+	"go.uber.org/zap"
+)
+
+// readCheckpoints calls f for every result record in part i's checkpoints.
+// A record that is not whole (a torn write) is skipped: its request runs
+// again.
+func (s *Store) readCheckpoints(ctx context.Context, dir string, i int, f func(idx int, ok bool, line []byte)) error {
+	prefix := path.Join(dir, "results", fmt.Sprintf("%06d", i))
+	names, err := s.list(ctx, prefix)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		b, err := s.storage.Load(ctx, path.Join(prefix, name))
+		if isNotExist(err) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		for len(b) > 0 {
+			rec, rest, whole := bytes.Cut(b, []byte{'\n'})
+			b = rest
+			if !whole {
+				break
+			}
+			num, tail, _ := bytes.Cut(rec, []byte{' '})
+			kind, line, _ := bytes.Cut(tail, []byte{' '})
+			idx, err := strconv.Atoi(string(num))
+			if err != nil || len(kind) != 1 || (kind[0] != 'o' && kind[0] != 'e') || len(line) == 0 {
+				continue
+			}
+			f(idx, kind[0] == 'o', line)
+		}
+	}
+	return nil
+}
+
+// finish ends rec as status (completed, cancelled or expired) once no
+// runner works on it any more: it writes the output and error files from
+// the checkpoints, one line per request (the first result of a request
+// wins, should two runners have finished it), adds an error line for each
+// request that never ran when the batch was cancelled or expired, and
+// records the counts, the usage and the files. It runs under the batch's
+// lock and is safe to repeat after a crash: the file IDs are chosen once.
+func (r *Runner) finish(lv Live, rec *batchRecord, status string) error {
+	if r.runningBatch(rec.ID) {
+		return nil // our parts are stopping; the next poll finishes
+	}
+	ctx := r.ctx
+	_, err := r.store.withLock(ctx, rec.ID, 2*time.Second, func() error {
+		rec, err := r.store.batchRecord(ctx, rec.Owner, rec.ID)
+		if err != nil || rec.terminal() {
+			return err
+		}
+		now := r.store.now()
+		var c *claims
+		if rec.Status != StatusValidating {
+			if c, err = r.store.loadClaims(ctx, rec); err != nil {
+				return err
+			}
+			for i := range c.Parts {
+				if !c.Parts[i].Done && c.Parts[i].leasedByOther(r.me, now) {
+					return nil // another instance still works on it
+				}
+			}
+			if status == StatusCompleted && !c.allDone() {
+				return nil
+			}
+		} else {
+			c = &claims{}
+		}
+
+		unix := now.Unix()
+		switch status {
+		case StatusCompleted:
+			if rec.FinalizingAt == nil {
+				rec.Status, rec.FinalizingAt = StatusFinalizing, &unix
+			}
+		case StatusCancelled:
+			if rec.CancellingAt == nil {
+				at, ok := r.store.cancelAsked(ctx, rec)
+				if !ok {
+					at = unix
+				}
+				rec.Status, rec.CancellingAt = StatusCancelling, &at
+			}
+		}
+		if rec.OutputFileID == nil {
+			rec.OutputFileID, rec.ErrorFileID = ptr(newID("file-", now)), ptr(newID("file-", now))
+		}
+		if err := r.store.storeJSON(ctx, path.Join(r.store.batchDir(rec.Owner, rec.ID), "batch.json"), rec); err != nil {
+			return err
+		}
+		return r.writeResults(ctx, lv, rec, c, status)
+	})
+	return err
+}
+
+func (r *Runner) writeResults(ctx context.Context, lv Live, rec *batchRecord, c *claims, status string) error {
+	s := r.store
+	dir := s.batchDir(rec.Owner, rec.ID)
+	out := s.newChunkWriter(ctx, s.fileDir(rec.Owner, *rec.OutputFileID))
+	errs := s.newChunkWriter(ctx, s.fileDir(rec.Owner, *rec.ErrorFileID))
+	var (
+		counts RequestCounts
+		usage  Usage
+	)
+	for i, ps := range c.Parts {
+		seen := make([]bool, ps.N)
+		err := s.readCheckpoints(ctx, dir, i, func(idx int, ok bool, line []byte) {
+			j := idx - ps.Start
+			if j < 0 || j >= ps.N || seen[j] {
+				return
+			}
+			seen[j] = true
+			w := errs
+			if ok {
+				w, counts.Completed = out, counts.Completed+1
+				usage.add(lineUsage(line))
+			} else {
+				counts.Failed++
+			}
+			_, _ = w.Write(line)
+			_, _ = w.Write([]byte{'\n'})
+		})
+		if err != nil {
+			return err
+		}
+		if status == StatusCompleted {
+			continue
+		}
+		code, msg := "batch_cancelled", "This request was not executed because the batch was cancelled."
+		if status == StatusExpired {
+			code, msg = "batch_expired", "This request could not be executed before the completion window expired."
+		}
+		var lines [][]byte
+		for j := range seen {
+			if seen[j] {
+				continue
+			}
+			if lines == nil {
+				input, err := s.storage.Load(ctx, path.Join(dir, "input", fmt.Sprintf("%06d", i)))
+				if err != nil {
+					return err
+				}
+				lines = bytes.Split(bytes.TrimSuffix(input, []byte{'\n'}), []byte{'\n'})
+			}
+			customID := gjson.GetBytes(lines[j], "custom_id").Raw
+			_, _ = errs.Write(errorLine(rec.ID, ps.Start+j, customID, code, msg))
+			_, _ = errs.Write([]byte{'\n'})
+			counts.Failed++
+		}
+	}
+	if err := out.Close(); err != nil {
+		return err
+	}
+	if err := errs.Close(); err != nil {
+		return err
+	}
+
+	now := s.now()
+	unix := now.Unix()
+	for _, f := range []struct {
+		id **string
+		w  *chunkWriter
+	}{{&rec.OutputFileID, out}, {&rec.ErrorFileID, errs}} {
+		if f.w.n == 0 {
+			_ = s.storage.Delete(ctx, s.fileDir(rec.Owner, **f.id))
+			*f.id = nil
+			continue
+		}
+		name := "batch_" + rec.ID + "_output.jsonl"
+		if f.w == errs {
+			name = "batch_" + rec.ID + "_error.jsonl"
+		}
+		meta := fileRecord{File: File{ID: **f.id, Object: "file", Bytes: f.w.n, CreatedAt: unix,
+			Filename: name, Purpose: PurposeBatchOutput, Status: "processed"}, Owner: rec.Owner, Chunks: f.w.chunks}
+		if err := s.storeJSON(ctx, path.Join(s.fileDir(rec.Owner, meta.ID), "meta.json"), meta); err != nil {
+			return err
+		}
+	}
+
+	counts.Total = rec.RequestCounts.Total
+	rec.RequestCounts = counts
+	if rec.Endpoint == EndpointChat && rec.InProgressAt != nil {
+		rec.Usage = &usage
+	}
+	rec.Status = status
+	switch status {
+	case StatusCompleted:
+		rec.CompletedAt = &unix
+	case StatusCancelled:
+		rec.CancelledAt = &unix
+	case StatusExpired:
+		rec.ExpiredAt = &unix
+	}
+	if err := s.storeJSON(ctx, path.Join(dir, "batch.json"), rec); err != nil {
+		return err
+	}
+	lv.Logger.Info("batch finished", zap.String("batch_id", rec.ID), zap.String("status", status),
+		zap.Int("completed", counts.Completed), zap.Int("failed", counts.Failed))
+
+	// Clean up: the work parts and checkpoints are in the files now.
+	_ = s.storage.Delete(ctx, s.activeKey(rec.ID))
+	for _, k := range []string{"input", "results", "claims.json", "cancel"} {
+		_ = s.storage.Delete(ctx, path.Join(dir, k))
+	}
+	return nil
+}
+
+// lineUsage reads the usage of a chat answer in an output line.
+func lineUsage(line []byte) Usage {
+	u := gjson.GetBytes(line, "response.body.usage")
+	if !u.Exists() {
+		return Usage{}
+	}
+	f := gjson.GetMany(u.Raw, "prompt_tokens", "completion_tokens", "total_tokens",
+		"prompt_tokens_details.cached_tokens", "completion_tokens_details.reasoning_tokens")
+	return Usage{
+		InputTokens:         f[0].Int(),
+		InputTokensDetails:  CachedTokens{CachedTokens: f[3].Int()},
+		OutputTokens:        f[1].Int(),
+		OutputTokensDetails: ReasonTokens{ReasoningTokens: f[4].Int()},
+		TotalTokens:         f[2].Int(),
+	}
+}

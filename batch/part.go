@@ -1,0 +1,380 @@
+package batch
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"path"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/tidwall/gjson"
+	"go.uber.org/zap"
+)
+
+// result is one request's result line, for the output file (ok) or the
+// error file.
+type result struct {
+	index int // the request's position in the batch
+	ok    bool
+	line  []byte
+}
+
+// startPart runs part i of rec in the background until it is done, it is
+// stopped (cancel, expiry, shutdown), or its claim is lost.
+func (r *Runner) startPart(lv Live, rec *batchRecord, i int, ps partState) {
+	ctx, cancel := context.WithCancel(r.ctx)
+	if rec.ExpiresAt != nil {
+		var c2 context.CancelFunc
+		ctx, c2 = context.WithDeadline(ctx, time.Unix(*rec.ExpiresAt, 0))
+		c1 := cancel
+		cancel = func() { c2(); c1() }
+	}
+	key := partKey{rec.ID, i}
+	r.mu.Lock()
+	r.parts[key] = cancel
+	r.mu.Unlock()
+
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		defer func() {
+			r.mu.Lock()
+			delete(r.parts, key)
+			r.mu.Unlock()
+			cancel()
+		}()
+		log := lv.Logger.With(zap.String("batch_id", rec.ID), zap.Int("part", i))
+		defer func() {
+			if v := recover(); v != nil {
+				log.Error("batch part panicked", zap.Any("panic", v), zap.ByteString("stack", debug.Stack()))
+			}
+		}()
+		if err := r.runPart(ctx, lv, log, rec, i, ps); err != nil && r.ctx.Err() == nil {
+			log.Error("batch part stopped; it will be taken up again", zap.Error(err))
+		}
+		r.Wake()
+	}()
+}
+
+// partRun is the state of one part being worked on.
+type partRun struct {
+	r     *Runner
+	rec   *batchRecord
+	i     int
+	ps    partState
+	dir   string
+	done  []bool
+	nDone int
+	ok    int
+	bad   int
+	buf   []result // finished since the last checkpoint
+}
+
+func (r *Runner) runPart(ctx context.Context, lv Live, log *zap.Logger, rec *batchRecord, i int, ps partState) error {
+	set := lv.Settings
+	pr := &partRun{r: r, rec: rec, i: i, ps: ps, dir: r.store.batchDir(rec.Owner, rec.ID), done: make([]bool, ps.N)}
+	input, err := r.store.storage.Load(r.ctx, path.Join(pr.dir, "input", fmt.Sprintf("%06d", i)))
+	if err != nil {
+		return pr.release(lv, err)
+	}
+	// Results finished before a crash or by an earlier holder count.
+	if err := r.store.readCheckpoints(r.ctx, pr.dir, i, func(idx int, ok bool, _ []byte) {
+		if idx >= ps.Start && idx < ps.Start+ps.N && !pr.done[idx-ps.Start] {
+			pr.done[idx-ps.Start] = true
+			pr.nDone++
+			if ok {
+				pr.ok++
+			} else {
+				pr.bad++
+			}
+		}
+	}); err != nil {
+		return pr.release(lv, err)
+	}
+
+	results := make(chan result)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // dispatch the open requests, at most Workers at a time for this part
+		defer wg.Done()
+		slots := make(chan struct{}, set.Workers)
+		lines := bytes.Split(bytes.TrimSuffix(input, []byte{'\n'}), []byte{'\n'})
+		for j, line := range lines {
+			if j >= ps.N || pr.done[j] {
+				continue
+			}
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			wg.Add(1)
+			go func(idx int, line []byte) {
+				defer wg.Done()
+				defer func() { <-slots }()
+				if res, ok := r.runLine(ctx, lv, log, rec, idx, line); ok {
+					select {
+					case results <- res:
+					case <-r.ctx.Done():
+					}
+				}
+			}(ps.Start+j, line)
+		}
+	}()
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+
+	checkpoint := time.NewTicker(set.CheckpointInterval)
+	defer checkpoint.Stop()
+	renew := time.NewTicker(max(set.Lease/3, 10*time.Millisecond))
+	defer renew.Stop()
+	for {
+		select {
+		case res := <-results:
+			pr.add(res)
+		case <-checkpoint.C:
+			if err := pr.checkpoint(); err != nil {
+				log.Warn("writing a checkpoint failed; retrying", zap.Error(err))
+			}
+		case <-renew.C:
+			if lost, err := pr.renew(lv); lost || err != nil {
+				if lost {
+					log.Warn("another instance took over this part; stopping")
+				}
+				stopAndDrain(ctx, results, finished, pr)
+				_ = pr.checkpoint()
+				return err
+			}
+		case <-finished:
+			// Results still in the channel were sent before finished closed.
+			for {
+				select {
+				case res := <-results:
+					pr.add(res)
+					continue
+				default:
+				}
+				break
+			}
+			return pr.release(lv, pr.checkpoint())
+		}
+	}
+}
+
+// stopAndDrain waits for the part's requests to end after ctx's parent
+// stopped it, keeping the results that still arrive.
+func stopAndDrain(_ context.Context, results chan result, finished chan struct{}, pr *partRun) {
+	pr.r.stopOne(pr.rec.ID, pr.i)
+	for {
+		select {
+		case res := <-results:
+			pr.add(res)
+		case <-finished:
+			return
+		}
+	}
+}
+
+func (r *Runner) stopOne(batchID string, i int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cancel := r.parts[partKey{batchID, i}]; cancel != nil {
+		cancel()
+	}
+}
+
+func (pr *partRun) add(res result) {
+	j := res.index - pr.ps.Start
+	if pr.done[j] {
+		return
+	}
+	pr.done[j] = true
+	pr.nDone++
+	if res.ok {
+		pr.ok++
+	} else {
+		pr.bad++
+	}
+	pr.buf = append(pr.buf, res)
+}
+
+// checkpoint writes the results finished since the last one as one new
+// storage key, so a crash loses at most one interval's work.
+func (pr *partRun) checkpoint() error {
+	if len(pr.buf) == 0 {
+		return nil
+	}
+	var b []byte
+	for _, res := range pr.buf {
+		b = strconv.AppendInt(b, int64(res.index), 10)
+		if res.ok {
+			b = append(b, " o "...)
+		} else {
+			b = append(b, " e "...)
+		}
+		b = append(b, res.line...)
+		b = append(b, '\n')
+	}
+	key := path.Join(pr.dir, "results", fmt.Sprintf("%06d", pr.i), pr.r.writerName())
+	// Written even while stopping: the results are finished work.
+	if err := pr.r.store.storage.Store(context.WithoutCancel(pr.r.ctx), key, b); err != nil {
+		return err
+	}
+	pr.buf = pr.buf[:0]
+	return nil
+}
+
+// renew extends the part's claim and reports its progress; lost means
+// another runner holds it now.
+func (pr *partRun) renew(lv Live) (lost bool, err error) {
+	now := pr.r.store.now()
+	_, err = pr.r.store.updateClaims(pr.r.ctx, pr.rec, lv.Settings.Lease/3, func(c *claims) bool {
+		p := &c.Parts[pr.i]
+		if p.Holder != pr.r.me {
+			lost = true
+			return false
+		}
+		p.Until = now.Add(lv.Settings.Lease).UnixMilli()
+		p.Completed, p.Failed = pr.ok, pr.bad
+		return true
+	})
+	return lost, err
+}
+
+// release gives up the claim: the part is done when every request has a
+// result in a checkpoint. cause is returned, or the release's own error.
+func (pr *partRun) release(lv Live, cause error) error {
+	done := cause == nil && pr.nDone == pr.ps.N
+	ctx := context.WithoutCancel(pr.r.ctx)
+	_, err := pr.r.store.updateClaims(ctx, pr.rec, lv.Settings.Lease, func(c *claims) bool {
+		p := &c.Parts[pr.i]
+		if p.Holder != pr.r.me {
+			return false
+		}
+		p.Holder, p.Until, p.Done = "", 0, done
+		p.Completed, p.Failed = pr.ok, pr.bad
+		return true
+	})
+	if cause != nil {
+		return cause
+	}
+	return err
+}
+
+// runLine runs one request, retrying 429 and 5xx answers, and returns its
+// result line. ok is false when the request was stopped before it had an
+// answer; it then runs again later (or is reported as cancelled/expired).
+func (r *Runner) runLine(ctx context.Context, lv Live, log *zap.Logger, rec *batchRecord, idx int, line []byte) (result, bool) {
+	fields := gjson.GetManyBytes(line, "custom_id", "body")
+	req := Request{BatchID: rec.ID, CustomID: fields[0].Str, Owner: rec.Owner, Endpoint: rec.Endpoint, Body: []byte(fields[1].Raw)}
+	route, _ := lv.Executor.Check(rec.Endpoint, req.Body) // a model gone since validation: Do answers its 404
+	prov := r.providerLimiter(route.Provider, lv.Settings.PerProvider)
+
+	var resp Response
+	for attempt := 0; ; attempt++ {
+		if err := prov.acquire(ctx); err != nil {
+			return result{}, false
+		}
+		if err := r.workers.acquire(ctx); err != nil {
+			prov.release()
+			return result{}, false
+		}
+		// The executor of the config live now: after a reload, the next
+		// attempt goes through the new config's providers.
+		ex := lv.Executor
+		if now, ok := r.live(); ok {
+			ex = now.Executor
+		}
+		resp = ex.Do(ctx, req)
+		r.workers.release()
+		prov.release()
+		if resp.Status == 0 || ctx.Err() != nil {
+			return result{}, false
+		}
+		if !retryable(resp.Status) || attempt == lv.Settings.MaxRetries {
+			break
+		}
+		wait := backoff(lv.Settings.RetryBackoff, attempt, resp.RetryAfter)
+		log.Debug("batch request will be retried", zap.String("custom_id", req.CustomID),
+			zap.Int("status", resp.Status), zap.Duration("after", wait))
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return result{}, false
+		}
+	}
+	ok := resp.Status >= 200 && resp.Status < 300
+	if !ok {
+		log.Warn("batch request failed", zap.String("custom_id", req.CustomID), zap.Int("status", resp.Status),
+			zap.String("error", gjson.GetBytes(resp.Body, "error.message").Str))
+	}
+	return result{index: idx, ok: ok, line: responseLine(rec.ID, idx, fields[0].Raw, resp)}, true
+}
+
+func retryable(status int) bool { return status == 429 || status >= 500 }
+
+// backoff is the wait before retry attempt+1: what retry-after asks, else
+// base doubled per attempt with jitter, at most a minute.
+func backoff(base time.Duration, attempt int, retryAfter time.Duration) time.Duration {
+	if retryAfter > 0 {
+		return min(retryAfter, 5*time.Minute)
+	}
+	d := base << min(attempt, 6)
+	d = min(d, time.Minute)
+	return d/2 + rand.N(d/2+1)
+}
+
+// requestID is the id of a batch's result line: stable, so a line written
+// twice (after a crash) has one id.
+func requestID(batchID string, idx int) string {
+	sum := sha256.Sum256([]byte(batchID + "/" + strconv.Itoa(idx)))
+	return "batch_req_" + hex.EncodeToString(sum[:12])
+}
+
+// responseLine is an output or error file line for an answered request.
+func responseLine(batchID string, idx int, customIDRaw string, resp Response) []byte {
+	b := make([]byte, 0, 128+len(resp.Body))
+	b = append(b, `{"id":"`...)
+	b = append(b, requestID(batchID, idx)...)
+	b = append(b, `","custom_id":`...)
+	b = append(b, customIDRaw...)
+	b = append(b, `,"response":{"status_code":`...)
+	b = strconv.AppendInt(b, int64(resp.Status), 10)
+	b = append(b, `,"request_id":`...)
+	b = appendJSONString(b, resp.RequestID)
+	b = append(b, `,"body":`...)
+	if len(bytes.TrimSpace(resp.Body)) == 0 || !json.Valid(resp.Body) {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, resp.Body...)
+	}
+	return append(b, `},"error":null}`...)
+}
+
+// errorLine is an error file line for a request that got no answer.
+func errorLine(batchID string, idx int, customIDRaw, code, message string) []byte {
+	b := make([]byte, 0, 160)
+	b = append(b, `{"id":"`...)
+	b = append(b, requestID(batchID, idx)...)
+	b = append(b, `","custom_id":`...)
+	b = append(b, customIDRaw...)
+	b = append(b, `,"response":null,"error":{"code":`...)
+	b = appendJSONString(b, code)
+	b = append(b, `,"message":`...)
+	b = appendJSONString(b, message)
+	return append(b, "}}"...)
+}
+
+func appendJSONString(b []byte, s string) []byte {
+	q, _ := json.Marshal(s) // a string always marshals
+	return append(b, q...)
+}

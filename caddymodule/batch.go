@@ -1,0 +1,303 @@
+package caddymodule
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/certmagic"
+	"go.uber.org/zap"
+
+	"github.com/modelgate/modelgate/batch"
+	"github.com/modelgate/modelgate/providers"
+)
+
+// runners keeps one batch runner per storage alive across config reloads.
+var runners = caddy.NewUsagePool()
+
+// BatchConfig tunes the batch engine. Zero values take the defaults.
+type BatchConfig struct {
+	// Workers bounds the batch requests in flight on this instance,
+	// across all batches. Default: 32.
+	Workers int `json:"workers,omitempty"`
+
+	// PerProvider bounds the batch requests in flight on this instance to
+	// any one provider. Default: 16.
+	PerProvider int `json:"per_provider,omitempty"`
+
+	// MaxRequests is the most requests one batch may hold. Default: 50000.
+	MaxRequests int `json:"max_requests,omitempty"`
+
+	// MaxFileSize is the largest file accepted by POST /v1/files, in
+	// bytes. Default: 200 MiB.
+	MaxFileSize int64 `json:"max_file_size,omitempty"`
+
+	// CompletionWindow is how long a batch may run before it expires;
+	// a batch that asks for a shorter completion_window gets that.
+	// Default: 24h.
+	CompletionWindow caddy.Duration `json:"completion_window,omitempty"`
+
+	// MaxRetries is how often a request answered with 429 or 5xx is tried
+	// again, with a backoff that honours retry-after. Default: 5.
+	MaxRetries *int `json:"max_retries,omitempty"`
+
+	// RetryBackoff is the first backoff without retry-after; it doubles
+	// per retry, up to a minute. Default: 1s.
+	RetryBackoff caddy.Duration `json:"retry_backoff,omitempty"`
+
+	// CheckpointInterval is how often finished results are written to
+	// storage; after a crash at most this much work is done again.
+	// Default: 1s.
+	CheckpointInterval caddy.Duration `json:"checkpoint_interval,omitempty"`
+
+	// PartLines is the most requests in one part, the unit of work
+	// instances claim. Default: 1000.
+	PartLines int `json:"part_lines,omitempty"`
+
+	// Lease is how long a claimed part stays claimed unless its instance
+	// renews it: how long others wait to take over from an instance that
+	// died. Default: 30s.
+	Lease caddy.Duration `json:"lease,omitempty"`
+
+	// PollInterval is how often the runner looks for work, and so how
+	// quickly other instances notice a new or cancelled batch. It is read
+	// when the runner starts. Default: 1s.
+	PollInterval caddy.Duration `json:"poll_interval,omitempty"`
+}
+
+const (
+	defaultMaxFileSize      = 200 << 20
+	defaultCompletionWindow = 24 * time.Hour
+)
+
+// provisionBatch sets up the storage and the batch defaults.
+func (a *App) provisionBatch(ctx caddy.Context) error {
+	if a.Batch == nil {
+		a.Batch = new(BatchConfig)
+	}
+	c := a.Batch
+	if c.MaxFileSize == 0 {
+		c.MaxFileSize = defaultMaxFileSize
+	}
+	if c.CompletionWindow == 0 {
+		c.CompletionWindow = caddy.Duration(defaultCompletionWindow)
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = caddy.Duration(time.Second)
+	}
+	if c.Workers < 0 || c.PerProvider < 0 || c.MaxRequests < 0 || c.MaxFileSize < 0 || c.PartLines < 0 ||
+		c.CompletionWindow < 0 || c.PollInterval < 0 || c.Lease < 0 || c.CheckpointInterval < 0 ||
+		c.RetryBackoff < 0 || c.MaxRetries != nil && *c.MaxRetries < 0 {
+		return errors.New("batch: settings must not be negative")
+	}
+
+	storage := ctx.Storage()
+	if a.StorageRaw != nil {
+		mod, err := ctx.LoadModule(a, "StorageRaw")
+		if err != nil {
+			return fmt.Errorf("loading storage: %v", err)
+		}
+		if storage, err = mod.(caddy.StorageConverter).CertMagicStorage(); err != nil {
+			return fmt.Errorf("creating storage: %v", err)
+		}
+	}
+	a.storageID = storageIdentity(storage)
+	a.store = batch.NewStore(storage, "modelgate")
+	a.batchExec = &Handler{app: a, MaxRequestBody: defaultMaxRequestBody, logger: a.logger.Named("batch"), created: time.Now().Unix()}
+	return nil
+}
+
+// storageIdentity names a storage: configs whose storages have the same
+// identity share one batch runner.
+func storageIdentity(s certmagic.Storage) string {
+	if st, ok := s.(fmt.Stringer); ok {
+		return fmt.Sprintf("%T:%s", s, st)
+	}
+	return fmt.Sprintf("%T:%+v", s, s)
+}
+
+// settings converts the config into the engine's settings.
+func (c *BatchConfig) settings() batch.Settings {
+	s := batch.DefaultSettings()
+	set := func(dst *int, v int) {
+		if v > 0 {
+			*dst = v
+		}
+	}
+	setDur := func(dst *time.Duration, v caddy.Duration) {
+		if v > 0 {
+			*dst = time.Duration(v)
+		}
+	}
+	set(&s.Workers, c.Workers)
+	set(&s.PerProvider, c.PerProvider)
+	set(&s.MaxRequests, c.MaxRequests)
+	set(&s.PartLines, c.PartLines)
+	setDur(&s.RetryBackoff, c.RetryBackoff)
+	setDur(&s.CheckpointInterval, c.CheckpointInterval)
+	setDur(&s.Lease, c.Lease)
+	if c.MaxRetries != nil {
+		s.MaxRetries = *c.MaxRetries
+	}
+	s.MaxLineBytes = defaultMaxRequestBody
+	return s
+}
+
+// liveBatch is what the batch runner reads on every poll: the settings and
+// providers of the config running now (which changes only after a new
+// config fully started), so a reload reaches running batches without
+// restarting them.
+func liveBatch() (batch.Live, bool) {
+	v, err := caddy.ActiveContext().AppIfConfigured("modelgate")
+	if err != nil {
+		return batch.Live{}, false
+	}
+	a, ok := v.(*App)
+	if !ok || a.batchExec == nil {
+		return batch.Live{}, false
+	}
+	return batch.Live{Settings: a.Batch.settings(), Executor: batchExecutor{a}, Logger: a.batchExec.logger}, true
+}
+
+// batchExecutor runs batch requests through the same handler code as live
+// requests: validation, routing, translation, fallback, and each provider's
+// reverse_proxy, called in-process.
+type batchExecutor struct{ app *App }
+
+// Check validates a batch request's body as the live endpoint would and
+// checks that its model routes to a provider that serves the endpoint.
+func (e batchExecutor) Check(endpoint string, body []byte) (batch.Route, error) {
+	var model string
+	switch endpoint {
+	case batch.EndpointChat:
+		info, err := providers.ValidateChat(body)
+		if err != nil {
+			return batch.Route{}, err
+		}
+		model = info.Model
+	case batch.EndpointRerank:
+		req, err := providers.ValidateRerank(body)
+		if err != nil {
+			return batch.Route{}, err
+		}
+		model = req.Model
+	default:
+		return batch.Route{}, fmt.Errorf("endpoint %s cannot run in batches", endpoint)
+	}
+	targets := e.app.resolve(model)
+	if len(targets) == 0 {
+		return batch.Route{}, fmt.Errorf("the model %q does not exist", model)
+	}
+	for _, t := range targets {
+		if endpoint == batch.EndpointChat && t.provider.chat != nil || endpoint == batch.EndpointRerank && t.provider.rerank != nil {
+			return batch.Route{Model: model, Provider: targets[0].provider.name}, nil
+		}
+	}
+	return batch.Route{}, fmt.Errorf("no provider of the model %q serves %s", model, endpoint)
+}
+
+// Do runs one batch request. The request gets what Caddy's HTTP server
+// would have given it (replacer, variables, server), so reverse_proxy works
+// as for a client's request; a broken upstream body makes reverse_proxy
+// panic with http.ErrAbortHandler, which is caught here, as any other panic
+// is, since nothing above a batch goroutine would catch it.
+func (e batchExecutor) Do(ctx context.Context, req batch.Request) (resp batch.Response) {
+	r, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://modelgate.batch"+req.Endpoint, bytes.NewReader(req.Body))
+	if err != nil {
+		return batchError(http.StatusInternalServerError, "server_error", "the request could not be built")
+	}
+	r.RemoteAddr = "127.0.0.1:0"
+	r.Header.Set("Content-Type", "application/json")
+	rec := &bufferWriter{header: make(http.Header)}
+	r = caddyhttp.PrepareRequest(r, caddy.NewReplacer(), rec, &caddyhttp.Server{})
+
+	h := *e.app.batchExec
+	h.logger = h.logger.With(zap.String("batch_id", req.BatchID), zap.String("custom_id", req.CustomID))
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		if v == http.ErrAbortHandler {
+			resp = batchError(http.StatusBadGateway, "server_error", "the provider broke off its answer")
+			return
+		}
+		h.logger.Error("batch request panicked", zap.Any("panic", v), zap.ByteString("stack", debug.Stack()))
+		resp = batchError(http.StatusInternalServerError, "server_error", "the gateway failed on this request")
+	}()
+	switch req.Endpoint {
+	case batch.EndpointChat:
+		h.serveChat(rec, r)
+	default:
+		h.serveRerank(rec, r)
+	}
+	if ctx.Err() != nil {
+		return batch.Response{} // stopped: no answer
+	}
+	return batch.Response{
+		Status:     rec.status,
+		RequestID:  rec.header.Get("X-Request-Id"),
+		RetryAfter: retryAfter(rec.header, time.Now()),
+		Body:       rec.buf.Bytes(),
+	}
+}
+
+func batchError(status int, typ, msg string) batch.Response {
+	e := &providers.Error{Status: status, Type: typ, Message: msg}
+	return batch.Response{Status: status, Body: e.JSON()}
+}
+
+// retryAfter reads retry-after-ms, then retry-after (seconds or an HTTP
+// date).
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	if v := h.Get("Retry-After-Ms"); v != "" {
+		if ms, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && ms > 0 {
+			return time.Duration(ms * float64(time.Millisecond))
+		}
+	}
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil {
+		if s <= 0 {
+			return 0
+		}
+		return time.Duration(s * float64(time.Second))
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// bufferWriter is the ResponseWriter of a batch request: it keeps the
+// status, headers and body. Batch requests never stream.
+type bufferWriter struct {
+	header http.Header
+	status int
+	buf    bytes.Buffer
+}
+
+func (w *bufferWriter) Header() http.Header { return w.header }
+
+func (w *bufferWriter) WriteHeader(status int) {
+	if w.status == 0 && status >= 200 {
+		w.status = status
+	}
+}
+
+func (w *bufferWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.buf.Write(p)
+}

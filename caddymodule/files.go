@@ -1,0 +1,284 @@
+package caddymodule
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/modelgate/modelgate/batch"
+	"github.com/modelgate/modelgate/providers"
+)
+
+// This file serves OpenAI's Files API (for batch input and results):
+//
+//	POST   /v1/files               multipart upload, purpose=batch
+//	GET    /v1/files               list (purpose, limit, order, after)
+//	GET    /v1/files/{id}          one file
+//	DELETE /v1/files/{id}          delete it
+//	GET    /v1/files/{id}/content  its bytes
+//
+// Files belong to the owner of the key that uploaded them; other owners get
+// 404. Uploads and downloads are streamed through the storage in parts.
+
+// multipartSlack is what a multipart body may add to a file's size
+// (boundaries, part headers, the purpose field).
+const multipartSlack = 64 << 10
+
+// owner returns the owner of the request's key, or answers 401: files and
+// batches need to know whose they are.
+func owner(w http.ResponseWriter, r *http.Request) (string, bool) {
+	if k, ok := caddyhttp.GetVar(r.Context(), ctxKeyVar).(*Key); ok && k != nil {
+		return k.Owner, true
+	}
+	writeError(w, &providers.Error{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
+		Message: "files and batches belong to an API key's owner: this route needs modelgate_auth before modelgate"})
+	return "", false
+}
+
+func (h *Handler) serveFiles(w http.ResponseWriter, r *http.Request, rest string) {
+	who, ok := owner(w, r)
+	if !ok {
+		return
+	}
+	id, sub, _ := strings.Cut(rest, "/")
+	switch {
+	case id == "":
+		switch r.Method {
+		case http.MethodPost:
+			h.createFile(w, r, who)
+		case http.MethodGet, http.MethodHead:
+			h.listFiles(w, r, who)
+		default:
+			methodNotAllowed(w, r, "GET, POST")
+		}
+	case sub == "":
+		switch r.Method {
+		case http.MethodGet, http.MethodHead:
+			f, err := h.app.store.GetFile(r.Context(), who, id)
+			h.answer(w, "file", id, f, err)
+		case http.MethodDelete:
+			err := h.app.store.DeleteFile(r.Context(), who, id)
+			h.answer(w, "file", id, map[string]any{"id": id, "object": "file", "deleted": true}, err)
+		default:
+			methodNotAllowed(w, r, "GET, DELETE")
+		}
+	case sub == "content":
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			methodNotAllowed(w, r, "GET")
+			return
+		}
+		h.fileContent(w, r, who, id)
+	default:
+		writeError(w, notFound("path", "no such path: "+r.URL.Path))
+	}
+}
+
+func (h *Handler) createFile(w http.ResponseWriter, r *http.Request, who string) {
+	limit := h.app.Batch.MaxFileSize
+	if r.ContentLength > limit+multipartSlack {
+		writeError(w, fileTooLarge(limit))
+		return
+	}
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "multipart/form-data" {
+		writeError(w, invalidParam("", "POST /v1/files takes multipart/form-data with the fields file and purpose"))
+		return
+	}
+	mr, err := r.MultipartReader()
+	if err != nil {
+		writeError(w, invalidParam("", "the multipart body could not be read: "+err.Error()))
+		return
+	}
+	var (
+		purpose string
+		pending *batch.PendingFile
+	)
+	discard := func() {
+		if pending != nil {
+			pending.Discard(r.Context())
+		}
+	}
+	for {
+		part, err := mr.NextPart()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			discard()
+			writeError(w, invalidParam("", "the multipart body could not be read"))
+			return
+		}
+		switch part.FormName() {
+		case "purpose":
+			b, _ := io.ReadAll(io.LimitReader(part, 64))
+			purpose = strings.TrimSpace(string(b))
+		case "file":
+			if pending != nil {
+				discard()
+				writeError(w, invalidParam("file", "send one file per upload"))
+				return
+			}
+			pending, err = h.app.store.UploadFile(r.Context(), who, part.FileName(), part, limit)
+			if errors.Is(err, batch.ErrTooLarge) {
+				writeError(w, fileTooLarge(limit))
+				return
+			}
+			if err != nil {
+				h.internalError(w, "storing an upload", err)
+				return
+			}
+		}
+		_ = part.Close()
+	}
+	switch {
+	case pending == nil:
+		writeError(w, invalidParam("file", "the upload has no file field"))
+		return
+	case purpose != batch.PurposeBatch:
+		discard()
+		writeError(w, invalidParam("purpose", fmt.Sprintf("purpose %q is not supported: modelgate stores files with purpose %q", purpose, batch.PurposeBatch)))
+		return
+	}
+	f, err := pending.Commit(r.Context(), purpose)
+	if err != nil {
+		h.internalError(w, "recording an upload", err)
+		return
+	}
+	h.logger.Info("file uploaded", zap.String("file_id", f.ID), zap.Int64("bytes", f.Bytes))
+	writeObject(w, f)
+}
+
+func (h *Handler) listFiles(w http.ResponseWriter, r *http.Request, who string) {
+	q := r.URL.Query()
+	opt := batch.ListOptions{Purpose: q.Get("purpose"), After: q.Get("after"), Order: q.Get("order")}
+	var perr *providers.Error
+	if opt.Limit, perr = limitParam(q.Get("limit"), 10000, 10000); perr != nil {
+		writeError(w, perr)
+		return
+	}
+	if opt.Order != "" && opt.Order != "asc" && opt.Order != "desc" {
+		writeError(w, invalidParam("order", "order is asc or desc"))
+		return
+	}
+	page, err := h.app.store.ListFiles(r.Context(), who, opt)
+	if err != nil {
+		h.internalError(w, "listing files", err)
+		return
+	}
+	writeList(w, page, func(f batch.File) string { return f.ID })
+}
+
+func (h *Handler) fileContent(w http.ResponseWriter, r *http.Request, who, id string) {
+	f, rc, err := h.app.store.OpenFile(r.Context(), who, id)
+	if err != nil {
+		h.answer(w, "file", id, nil, err)
+		return
+	}
+	defer rc.Close()
+	hdr := w.Header()
+	hdr.Set("Content-Type", "application/octet-stream")
+	hdr.Set("Content-Length", strconv.FormatInt(f.Bytes, 10))
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return
+	}
+	if _, err := io.Copy(w, rc); err != nil && r.Context().Err() == nil {
+		// The status is out: all that can be done is to cut the body short.
+		h.logger.Error("sending file content", zap.String("file_id", id), zap.Error(err))
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// answer writes v as JSON, or the error err stands for.
+func (h *Handler) answer(w http.ResponseWriter, kind, id string, v any, err error) {
+	var inv *batch.InvalidError
+	switch {
+	case err == nil:
+		writeObject(w, v)
+	case errors.Is(err, batch.ErrNotFound):
+		writeError(w, notFound("id", fmt.Sprintf("No such %s: %s", kind, id)))
+	case errors.As(err, &inv):
+		writeError(w, invalidParam(inv.Param, inv.Message))
+	case errors.Is(err, batch.ErrNotCancellable):
+		writeError(w, &providers.Error{Status: http.StatusConflict, Type: "invalid_request_error", Code: "batch_not_cancellable",
+			Message: fmt.Sprintf("batch %s has already ended and cannot be cancelled", id)})
+	default:
+		h.internalError(w, "serving "+kind+" "+id, err)
+	}
+}
+
+// internalError logs err and answers 500 without its text, which may name
+// storage paths.
+func (h *Handler) internalError(w http.ResponseWriter, doing string, err error) {
+	h.logger.Error(doing, zap.Error(err))
+	writeError(w, &providers.Error{Status: http.StatusInternalServerError, Type: "server_error",
+		Message: "the gateway failed " + doing})
+}
+
+func writeObject(w http.ResponseWriter, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeError(w, &providers.Error{Status: http.StatusInternalServerError, Type: "server_error", Message: "the answer could not be encoded"})
+		return
+	}
+	writeJSON(w, http.StatusOK, b)
+}
+
+// writeList writes a page in OpenAI's list shape.
+func writeList[T any](w http.ResponseWriter, page batch.Page[T], id func(T) string) {
+	out := struct {
+		Object  string  `json:"object"`
+		Data    []T     `json:"data"`
+		FirstID *string `json:"first_id"`
+		LastID  *string `json:"last_id"`
+		HasMore bool    `json:"has_more"`
+	}{Object: "list", Data: page.Data, HasMore: page.HasMore}
+	if out.Data == nil {
+		out.Data = []T{}
+	}
+	if n := len(page.Data); n > 0 {
+		first, last := id(page.Data[0]), id(page.Data[n-1])
+		out.FirstID, out.LastID = &first, &last
+	}
+	writeObject(w, out)
+}
+
+// limitParam parses a list's limit: 1..max, def when absent.
+func limitParam(s string, def, max int) (int, *providers.Error) {
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 1 || n > max {
+		return 0, invalidParam("limit", fmt.Sprintf("limit must be a whole number from 1 to %d", max))
+	}
+	return n, nil
+}
+
+func invalidParam(param, msg string) *providers.Error {
+	return &providers.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: param, Message: msg}
+}
+
+func notFound(param, msg string) *providers.Error {
+	return &providers.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Param: param, Message: msg}
+}
+
+func fileTooLarge(limit int64) *providers.Error {
+	return &providers.Error{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "file_too_large",
+		Message: fmt.Sprintf("the file is larger than %d bytes, the most this gateway accepts", limit)}
+}
+
+func methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) {
+	w.Header().Set("Allow", allow)
+	writeError(w, &providers.Error{
+		Status: http.StatusMethodNotAllowed, Type: "invalid_request_error", Code: "method_not_allowed",
+		Message: fmt.Sprintf("%s %s is not supported: use %s", r.Method, r.URL.Path, allow),
+	})
+}
