@@ -67,6 +67,13 @@ func (s *Store) loadClaims(ctx context.Context, rec *batchRecord) (*claims, erro
 	return c, s.loadJSON(ctx, s.claimsKey(rec), c)
 }
 
+// lockWait is how long the runner waits for a batch's lock before it
+// leaves the batch for the next poll. It is longer than the 2 s Caddy's
+// file system storage takes to give up on a lock file left empty by a
+// process killed while writing it: a shorter wait would time out before
+// that and never get the lock.
+const lockWait = 5 * time.Second
+
 // withLock runs f holding the batch's storage lock, waiting at most wait
 // for it. It reports false if the lock was not obtained in time.
 func (s *Store) withLock(ctx context.Context, batchID string, wait time.Duration, f func() error) (bool, error) {

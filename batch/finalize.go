@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path"
 	"strconv"
-	"time"
 
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
@@ -59,14 +58,17 @@ func (r *Runner) finish(lv Live, rec *batchRecord, status string) error {
 		return nil // our parts are stopping; the next poll finishes
 	}
 	ctx := r.ctx
-	_, err := r.store.withLock(ctx, rec.ID, 2*time.Second, func() error {
+	_, err := r.store.withLock(ctx, rec.ID, lockWait, func() error {
 		rec, err := r.store.batchRecord(ctx, rec.Owner, rec.ID)
 		if err != nil || rec.terminal() {
 			return err
 		}
 		now := r.store.now()
 		var c *claims
-		if rec.Status != StatusValidating {
+		// Validation stores the claims before it sets in_progress_at. A
+		// batch cancelled before it was validated has neither, even when
+		// a finish that stopped halfway stored it as cancelling.
+		if rec.InProgressAt != nil {
 			if c, err = r.store.loadClaims(ctx, rec); err != nil {
 				return err
 			}

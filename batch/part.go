@@ -30,15 +30,16 @@ type result struct {
 // stopped (cancel, expiry, shutdown), or its claim is lost.
 func (r *Runner) startPart(lv Live, rec *batchRecord, i int, ps partState) {
 	ctx, cancel := context.WithCancel(r.ctx)
-	if rec.ExpiresAt != nil {
+	if deadline, ok := rec.deadline(); ok {
 		var c2 context.CancelFunc
-		ctx, c2 = context.WithDeadline(ctx, time.Unix(*rec.ExpiresAt, 0))
+		ctx, c2 = context.WithDeadline(ctx, deadline)
 		c1 := cancel
 		cancel = func() { c2(); c1() }
 	}
 	key := partKey{rec.ID, i}
+	act := &active{cancel: cancel}
 	r.mu.Lock()
-	r.parts[key] = cancel
+	r.parts[key] = act
 	r.mu.Unlock()
 
 	r.wg.Add(1)
@@ -56,7 +57,7 @@ func (r *Runner) startPart(lv Live, rec *batchRecord, i int, ps partState) {
 				log.Error("batch part panicked", zap.Any("panic", v), zap.ByteString("stack", debug.Stack()))
 			}
 		}()
-		if err := r.runPart(ctx, lv, log, rec, i, ps); err != nil && r.ctx.Err() == nil {
+		if err := r.runPart(ctx, lv, log, rec, i, ps, act); err != nil && r.ctx.Err() == nil {
 			log.Error("batch part stopped; it will be taken up again", zap.Error(err))
 		}
 		r.Wake()
@@ -72,14 +73,17 @@ type partRun struct {
 	dir   string
 	done  []bool
 	nDone int
-	ok    int
-	bad   int
+	act   *active  // ok and bad count the part's results
 	buf   []result // finished since the last checkpoint
 }
 
-func (r *Runner) runPart(ctx context.Context, lv Live, log *zap.Logger, rec *batchRecord, i int, ps partState) error {
+// runPart runs the open requests of part i until each has a result or ctx
+// ends (cancel, expiry, shutdown, or the claim was lost: the runner's lease
+// renewal cancels it), writing results at every checkpoint interval, and
+// then gives up its claim.
+func (r *Runner) runPart(ctx context.Context, lv Live, log *zap.Logger, rec *batchRecord, i int, ps partState, act *active) error {
 	set := lv.Settings
-	pr := &partRun{r: r, rec: rec, i: i, ps: ps, dir: r.store.batchDir(rec.Owner, rec.ID), done: make([]bool, ps.N)}
+	pr := &partRun{r: r, rec: rec, i: i, ps: ps, dir: r.store.batchDir(rec.Owner, rec.ID), done: make([]bool, ps.N), act: act}
 	input, err := r.store.storage.Load(r.ctx, path.Join(pr.dir, "input", fmt.Sprintf("%06d", i)))
 	if err != nil {
 		return pr.release(lv, err)
@@ -90,9 +94,9 @@ func (r *Runner) runPart(ctx context.Context, lv Live, log *zap.Logger, rec *bat
 			pr.done[idx-ps.Start] = true
 			pr.nDone++
 			if ok {
-				pr.ok++
+				act.ok.Add(1)
 			} else {
-				pr.bad++
+				act.bad.Add(1)
 			}
 		}
 	}); err != nil {
@@ -120,10 +124,9 @@ func (r *Runner) runPart(ctx context.Context, lv Live, log *zap.Logger, rec *bat
 				defer wg.Done()
 				defer func() { <-slots }()
 				if res, ok := r.runLine(ctx, lv, log, rec, idx, line); ok {
-					select {
-					case results <- res:
-					case <-r.ctx.Done():
-					}
+					// The loop below receives until every sender is
+					// done, stopping or not: an answer is never dropped.
+					results <- res
 				}
 			}(ps.Start+j, line)
 		}
@@ -133,8 +136,6 @@ func (r *Runner) runPart(ctx context.Context, lv Live, log *zap.Logger, rec *bat
 
 	checkpoint := time.NewTicker(set.CheckpointInterval)
 	defer checkpoint.Stop()
-	renew := time.NewTicker(max(set.Lease/3, 10*time.Millisecond))
-	defer renew.Stop()
 	for {
 		select {
 		case res := <-results:
@@ -142,15 +143,6 @@ func (r *Runner) runPart(ctx context.Context, lv Live, log *zap.Logger, rec *bat
 		case <-checkpoint.C:
 			if err := pr.checkpoint(); err != nil {
 				log.Warn("writing a checkpoint failed; retrying", zap.Error(err))
-			}
-		case <-renew.C:
-			if lost, err := pr.renew(lv); lost || err != nil {
-				if lost {
-					log.Warn("another instance took over this part; stopping")
-				}
-				stopAndDrain(ctx, results, finished, pr)
-				_ = pr.checkpoint()
-				return err
 			}
 		case <-finished:
 			// Results still in the channel were sent before finished closed.
@@ -168,28 +160,6 @@ func (r *Runner) runPart(ctx context.Context, lv Live, log *zap.Logger, rec *bat
 	}
 }
 
-// stopAndDrain waits for the part's requests to end after ctx's parent
-// stopped it, keeping the results that still arrive.
-func stopAndDrain(_ context.Context, results chan result, finished chan struct{}, pr *partRun) {
-	pr.r.stopOne(pr.rec.ID, pr.i)
-	for {
-		select {
-		case res := <-results:
-			pr.add(res)
-		case <-finished:
-			return
-		}
-	}
-}
-
-func (r *Runner) stopOne(batchID string, i int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if cancel := r.parts[partKey{batchID, i}]; cancel != nil {
-		cancel()
-	}
-}
-
 func (pr *partRun) add(res result) {
 	j := res.index - pr.ps.Start
 	if pr.done[j] {
@@ -198,9 +168,9 @@ func (pr *partRun) add(res result) {
 	pr.done[j] = true
 	pr.nDone++
 	if res.ok {
-		pr.ok++
+		pr.act.ok.Add(1)
 	} else {
-		pr.bad++
+		pr.act.bad.Add(1)
 	}
 	pr.buf = append(pr.buf, res)
 }
@@ -231,35 +201,18 @@ func (pr *partRun) checkpoint() error {
 	return nil
 }
 
-// renew extends the part's claim and reports its progress; lost means
-// another runner holds it now.
-func (pr *partRun) renew(lv Live) (lost bool, err error) {
-	now := pr.r.store.now()
-	_, err = pr.r.store.updateClaims(pr.r.ctx, pr.rec, lv.Settings.Lease/3, func(c *claims) bool {
-		p := &c.Parts[pr.i]
-		if p.Holder != pr.r.me {
-			lost = true
-			return false
-		}
-		p.Until = now.Add(lv.Settings.Lease).UnixMilli()
-		p.Completed, p.Failed = pr.ok, pr.bad
-		return true
-	})
-	return lost, err
-}
-
 // release gives up the claim: the part is done when every request has a
 // result in a checkpoint. cause is returned, or the release's own error.
 func (pr *partRun) release(lv Live, cause error) error {
 	done := cause == nil && pr.nDone == pr.ps.N
 	ctx := context.WithoutCancel(pr.r.ctx)
-	_, err := pr.r.store.updateClaims(ctx, pr.rec, lv.Settings.Lease, func(c *claims) bool {
+	_, err := pr.r.store.updateClaims(ctx, pr.rec, max(lockWait, lv.Settings.Lease), func(c *claims) bool {
 		p := &c.Parts[pr.i]
 		if p.Holder != pr.r.me {
 			return false
 		}
 		p.Holder, p.Until, p.Done = "", 0, done
-		p.Completed, p.Failed = pr.ok, pr.bad
+		p.Completed, p.Failed = int(pr.act.ok.Load()), int(pr.act.bad.Load())
 		return true
 	})
 	if cause != nil {
@@ -274,8 +227,7 @@ func (pr *partRun) release(lv Live, cause error) error {
 func (r *Runner) runLine(ctx context.Context, lv Live, log *zap.Logger, rec *batchRecord, idx int, line []byte) (result, bool) {
 	fields := gjson.GetManyBytes(line, "custom_id", "body")
 	req := Request{BatchID: rec.ID, CustomID: fields[0].Str, Owner: rec.Owner, Endpoint: rec.Endpoint, Body: []byte(fields[1].Raw)}
-	route, _ := lv.Executor.Check(rec.Endpoint, req.Body) // a model gone since validation: Do answers its 404
-	prov := r.providerLimiter(route.Provider, lv.Settings.PerProvider)
+	prov := r.providerLimiter(r.provider(lv, rec.Endpoint, req.Body), lv.Settings.PerProvider)
 
 	var resp Response
 	for attempt := 0; ; attempt++ {
@@ -286,20 +238,21 @@ func (r *Runner) runLine(ctx context.Context, lv Live, log *zap.Logger, rec *bat
 			prov.release()
 			return result{}, false
 		}
-		// The executor of the config live now: after a reload, the next
-		// attempt goes through the new config's providers.
-		ex := lv.Executor
-		if now, ok := r.live(); ok {
-			ex = now.Executor
-		}
-		resp = ex.Do(ctx, req)
+		// The executor of the config live at the last poll: after a
+		// reload, the next attempt goes through the new config's providers.
+		resp = r.current.Load().Executor.Do(ctx, req)
 		r.workers.release()
 		prov.release()
-		if resp.Status == 0 || ctx.Err() != nil {
+		if resp.Status == 0 {
 			return result{}, false
 		}
+		// An answer is kept even when the part was stopped meanwhile: it
+		// is finished work, and dropping it would send it upstream again.
 		if !retryable(resp.Status) || attempt == lv.Settings.MaxRetries {
 			break
+		}
+		if ctx.Err() != nil {
+			return result{}, false // stopped before the retry
 		}
 		wait := backoff(lv.Settings.RetryBackoff, attempt, resp.RetryAfter)
 		log.Debug("batch request will be retried", zap.String("custom_id", req.CustomID),
@@ -318,6 +271,22 @@ func (r *Runner) runLine(ctx context.Context, lv Live, log *zap.Logger, rec *bat
 			zap.String("error", gjson.GetBytes(resp.Body, "error.message").Str))
 	}
 	return result{index: idx, ok: ok, line: responseLine(rec.ID, idx, fields[0].Raw, resp)}, true
+}
+
+// provider returns the provider a request's model routes to, which the
+// per-provider limit counts under. The route depends only on the model and
+// the config, so it is looked up once per model and poll, not per request
+// (Check validates the whole body). A model no longer routable since
+// validation counts under "": Do answers its 404.
+func (r *Runner) provider(lv Live, endpoint string, body []byte) string {
+	model := gjson.GetBytes(body, "model").Str
+	key := endpoint + " " + model
+	if p, ok := r.routes.Load(key); ok {
+		return p.(string)
+	}
+	route, _ := lv.Executor.Check(endpoint, body)
+	r.routes.Store(key, route.Provider)
+	return route.Provider
 }
 
 func retryable(status int) bool { return status == 429 || status >= 500 }
@@ -352,12 +321,13 @@ func responseLine(batchID string, idx int, customIDRaw string, resp Response) []
 	b = append(b, `,"request_id":`...)
 	b = appendJSONString(b, resp.RequestID)
 	b = append(b, `,"body":`...)
-	if len(bytes.TrimSpace(resp.Body)) == 0 || !json.Valid(resp.Body) {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, resp.Body...)
+	// Compacted: an answer may be pretty-printed (OpenAI's are), and a
+	// newline in it would break the checkpoint record and the JSONL line.
+	body := bytes.NewBuffer(b)
+	if err := json.Compact(body, resp.Body); err != nil { // not JSON, or empty
+		body.WriteString("null")
 	}
-	return append(b, `},"error":null}`...)
+	return append(body.Bytes(), `},"error":null}`...)
 }
 
 // errorLine is an error file line for a request that got no answer.

@@ -8,6 +8,7 @@ import (
 	"path"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -41,11 +42,20 @@ type Runner struct {
 	wake   chan struct{}
 
 	workers *limiter
+	current atomic.Pointer[Live] // the live config at the last poll
+	routes  sync.Map             // endpoint+" "+model -> provider, cleared at each poll
 
 	mu        sync.Mutex
-	parts     map[partKey]context.CancelFunc
+	parts     map[partKey]*active
+	renewed   map[string]time.Time // batch ID -> last lease renewal
 	providers map[string]*limiter
 	seq       int
+}
+
+// active is a part this runner works on.
+type active struct {
+	cancel  context.CancelFunc
+	ok, bad atomic.Int64 // results so far, reported with each renewal
 }
 
 type partKey struct {
@@ -64,7 +74,8 @@ func NewRunner(store *Store, instance string, poll time.Duration, live func() (L
 		store: store, live: live, me: instance + "/" + hex.EncodeToString(nonce[:]), poll: poll,
 		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1),
 		workers:   newLimiter(DefaultSettings().Workers),
-		parts:     make(map[partKey]context.CancelFunc),
+		parts:     make(map[partKey]*active),
+		renewed:   make(map[string]time.Time),
 		providers: make(map[string]*limiter),
 	}
 	r.wg.Add(1)
@@ -111,6 +122,9 @@ func (r *Runner) tick() {
 		return
 	}
 	lv.Settings = lv.Settings.withDefaults()
+	if prev := r.current.Swap(&lv); prev == nil || prev.Executor != lv.Executor {
+		r.routes.Clear() // a new config may route models elsewhere
+	}
 	defer func() {
 		if v := recover(); v != nil {
 			lv.Logger.Error("batch runner panicked", zap.Any("panic", v), zap.ByteString("stack", debug.Stack()))
@@ -160,7 +174,8 @@ func (r *Runner) step(lv Live, id string) error {
 	}
 	now := r.store.now()
 	_, cancelAsked := r.store.cancelAsked(ctx, rec)
-	expired := rec.ExpiresAt != nil && now.Unix() >= *rec.ExpiresAt
+	deadline, ok := rec.deadline()
+	expired := ok && !now.Before(deadline)
 
 	switch {
 	case cancelAsked || rec.Status == StatusCancelling:
@@ -170,7 +185,7 @@ func (r *Runner) step(lv Live, id string) error {
 		r.stopParts(id)
 		return r.finish(lv, rec, StatusExpired)
 	case rec.Status == StatusValidating:
-		_, err := r.store.withLock(ctx, id, 2*time.Second, func() error { return r.validate(lv, id, string(owner)) })
+		_, err := r.store.withLock(ctx, id, lockWait, func() error { return r.validate(lv, id, string(owner)) })
 		return err
 	case rec.Status == StatusFinalizing:
 		return r.finish(lv, rec, StatusCompleted)
@@ -214,27 +229,48 @@ func (r *Runner) validate(lv Live, id, owner string) error {
 	return nil
 }
 
-// claim takes parts of rec that nobody works on, up to this runner's
-// share, and starts them; or finishes rec when every part is done.
+// claim renews this runner's claims on rec, takes parts of rec that nobody
+// works on, up to this runner's share, and starts them; or finishes rec
+// when every part is done. The claims are read without the lock first, so
+// a runner with nothing to take does not contend for it.
 func (r *Runner) claim(lv Live, rec *batchRecord) error {
+	if err := r.renew(lv, rec); err != nil {
+		return err
+	}
 	r.mu.Lock()
 	room := maxParts - len(r.parts)
 	r.mu.Unlock()
 
-	var (
-		mine    []int
-		parts   []partState
-		allDone bool
-	)
 	now := r.store.now()
-	_, err := r.store.updateClaims(r.ctx, rec, 2*time.Second, func(c *claims) bool {
-		allDone = c.allDone()
+	c, err := r.store.loadClaims(r.ctx, rec)
+	if err != nil {
+		return err
+	}
+	if c.allDone() {
+		return r.finish(lv, rec, StatusCompleted)
+	}
+	claimable := func(c *claims, i int) bool {
+		p := &c.Parts[i]
+		return !p.Done && !p.leasedByOther(r.me, now) && !r.running(rec.ID, i)
+	}
+	open := false
+	for i := range c.Parts {
+		open = open || claimable(c, i)
+	}
+	if room <= 0 || !open {
+		return nil
+	}
+
+	var (
+		mine  []int
+		parts []partState
+	)
+	_, err = r.store.updateClaims(r.ctx, rec, lockWait, func(c *claims) bool {
 		for i := range c.Parts {
-			p := &c.Parts[i]
-			if len(mine) == room || p.Done || p.leasedByOther(r.me, now) || r.running(rec.ID, i) {
+			if len(mine) == room || !claimable(c, i) {
 				continue
 			}
-			p.Holder, p.Until = r.me, now.Add(lv.Settings.Lease).UnixMilli()
+			c.Parts[i].Holder, c.Parts[i].Until = r.me, now.Add(lv.Settings.Lease).UnixMilli()
 			mine = append(mine, i)
 		}
 		parts = c.Parts
@@ -243,13 +279,53 @@ func (r *Runner) claim(lv Live, rec *batchRecord) error {
 	if err != nil {
 		return err
 	}
-	if allDone {
-		return r.finish(lv, rec, StatusCompleted)
-	}
 	for _, i := range mine {
 		r.startPart(lv, rec, i, parts[i])
 	}
 	return nil
+}
+
+// renew extends, every third of the lease, the claims on the parts of rec
+// this runner works on, and reports their progress; a part another runner
+// holds now (this one was presumed dead) is stopped. One lock per batch,
+// not per part, keeps the storage's lock traffic low.
+func (r *Runner) renew(lv Live, rec *batchRecord) error {
+	r.mu.Lock()
+	mine := make(map[int]*active)
+	for k, a := range r.parts {
+		if k.batch == rec.ID {
+			mine[k.part] = a
+		}
+	}
+	if len(mine) == 0 {
+		delete(r.renewed, rec.ID)
+	}
+	due := len(mine) > 0 && time.Since(r.renewed[rec.ID]) >= lv.Settings.Lease/3
+	r.mu.Unlock()
+	if !due {
+		return nil
+	}
+	now := r.store.now()
+	ok, err := r.store.updateClaims(r.ctx, rec, lockWait, func(c *claims) bool {
+		for i, a := range mine {
+			p := &c.Parts[i]
+			if p.Holder != r.me {
+				lv.Logger.Warn("another instance took over a part; stopping it here",
+					zap.String("batch_id", rec.ID), zap.Int("part", i), zap.String("holder", p.Holder))
+				a.cancel()
+				continue
+			}
+			p.Until = now.Add(lv.Settings.Lease).UnixMilli()
+			p.Completed, p.Failed = int(a.ok.Load()), int(a.bad.Load())
+		}
+		return true
+	})
+	if ok && err == nil {
+		r.mu.Lock()
+		r.renewed[rec.ID] = now
+		r.mu.Unlock()
+	}
+	return err
 }
 
 func (r *Runner) running(batchID string, part int) bool {
@@ -275,9 +351,9 @@ func (r *Runner) runningBatch(batchID string) bool {
 func (r *Runner) stopParts(batchID string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for k, cancel := range r.parts {
+	for k, a := range r.parts {
 		if k.batch == batchID {
-			cancel()
+			a.cancel()
 		}
 	}
 }

@@ -176,11 +176,15 @@ func readLine(br *bufio.Reader, max int) (line []byte, tooLong bool, err error) 
 	var buf []byte
 	for {
 		frag, err := br.ReadSlice('\n')
-		if len(buf)+len(frag) > max+1 { // +1: the newline
+		n := len(frag)
+		if err == nil {
+			n-- // the newline is not the line's: a last line may have none
+		}
+		if !tooLong && len(buf)+n > max {
 			tooLong, buf = true, nil
 		}
 		if !tooLong {
-			buf = append(buf, frag...)
+			buf = append(buf, frag[:n]...)
 		}
 		switch {
 		case err == bufio.ErrBufferFull:
@@ -193,6 +197,6 @@ func readLine(br *bufio.Reader, max int) (line []byte, tooLong bool, err error) 
 		case err != nil:
 			return nil, false, err
 		}
-		return bytes.TrimSuffix(buf, []byte{'\n'}), tooLong, nil
+		return buf, tooLong, nil
 	}
 }

@@ -53,23 +53,27 @@ func chatLine(id, model string) string {
 	return fmt.Sprintf(`{"custom_id":%q,"method":"POST","url":"/v1/chat/completions","body":{"model":%q,"max_tokens":50,"messages":[{"role":"user","content":"%s says hi"}]}}`, id, model, id)
 }
 
-func uploadLines(t *testing.T, c openai.Client, lines []string) *openai.FileObject {
-	t.Helper()
-	content := strings.Join(lines, "\n") + "\n"
+func uploadLines(tb testing.TB, c openai.Client, lines []string) *openai.FileObject {
+	tb.Helper()
+	return uploadContent(tb, c, []byte(strings.Join(lines, "\n")+"\n"))
+}
+
+func uploadContent(tb testing.TB, c openai.Client, content []byte) *openai.FileObject {
+	tb.Helper()
 	f, err := c.Files.New(context.Background(), openai.FileNewParams{
-		File:    openai.File(strings.NewReader(content), "input.jsonl", "application/jsonl"),
+		File:    openai.File(bytes.NewReader(content), "input.jsonl", "application/jsonl"),
 		Purpose: openai.FilePurposeBatch,
 	})
 	if err != nil {
-		t.Fatalf("Files.New: %v", err)
+		tb.Fatalf("Files.New: %v", err)
 	}
 	if f.Bytes != int64(len(content)) || f.Purpose != "batch" || f.Filename != "input.jsonl" || !strings.HasPrefix(f.ID, "file-") {
-		t.Fatalf("file object %+v", f)
+		tb.Fatalf("file object %+v", f)
 	}
 	return f
 }
 
-func newBatch(t *testing.T, c openai.Client, fileID string, endpoint openai.BatchNewParamsEndpoint) *openai.Batch {
+func newBatch(t testing.TB, c openai.Client, fileID string, endpoint openai.BatchNewParamsEndpoint) *openai.Batch {
 	t.Helper()
 	b, err := c.Batches.New(context.Background(), openai.BatchNewParams{
 		InputFileID: fileID, Endpoint: endpoint, CompletionWindow: openai.BatchNewParamsCompletionWindow24h,
