@@ -107,6 +107,21 @@ type batchRecord struct {
 	Owner string `json:"owner"`
 	// Window is the completion window in effect, in milliseconds.
 	Window int64 `json:"window_ms"`
+	// Deadline is when the window ends, in Unix milliseconds: expires_at
+	// is whole seconds, cut down, and would end a window up to a second
+	// early (a window under a second at once).
+	Deadline int64 `json:"deadline_ms,omitempty"`
+}
+
+// deadline is when rec's completion window ends.
+func (b *batchRecord) deadline() (time.Time, bool) {
+	switch {
+	case b.Deadline > 0:
+		return time.UnixMilli(b.Deadline), true
+	case b.ExpiresAt != nil: // a record from before deadline_ms
+		return time.Unix(*b.ExpiresAt, 0), true
+	}
+	return time.Time{}, false
 }
 
 func (b *batchRecord) terminal() bool {
@@ -168,8 +183,9 @@ func (s *Store) CreateBatch(ctx context.Context, owner string, p CreateParams) (
 			Status: StatusValidating, CreatedAt: now.Unix(), ExpiresAt: ptr(now.Add(p.Window).Unix()),
 			Metadata: p.Metadata,
 		},
-		Owner:  owner,
-		Window: p.Window.Milliseconds(),
+		Owner:    owner,
+		Window:   p.Window.Milliseconds(),
+		Deadline: now.Add(p.Window).UnixMilli(),
 	}
 	if err := s.storeJSON(ctx, path.Join(s.batchDir(owner, rec.ID), "batch.json"), rec); err != nil {
 		return Batch{}, err
@@ -229,10 +245,13 @@ func (s *Store) present(ctx context.Context, rec *batchRecord) (Batch, error) {
 			b.Status, b.CancellingAt = StatusCancelling, &at
 		}
 	}
-	if b.Status == StatusValidating {
-		return b, nil
+	if rec.InProgressAt == nil {
+		return b, nil // not validated (maybe cancelled before): no claims yet
 	}
 	c, err := s.loadClaims(ctx, rec)
+	if isNotExist(err) {
+		return b, nil // the batch ended just now and its claims are gone
+	}
 	if err != nil {
 		return Batch{}, err
 	}

@@ -300,7 +300,8 @@ func (r *Runner) renew(lv Live, rec *batchRecord) error {
 	if len(mine) == 0 {
 		delete(r.renewed, rec.ID)
 	}
-	due := len(mine) > 0 && time.Since(r.renewed[rec.ID]) >= lv.Settings.Lease/3
+	// The store's clock, as the lease's Until and renewed are on it.
+	due := len(mine) > 0 && r.store.now().Sub(r.renewed[rec.ID]) >= lv.Settings.Lease/3
 	r.mu.Unlock()
 	if !due {
 		return nil

@@ -1,0 +1,486 @@
+package batch
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fakeClock makes st's clock step by 1 ms on each reading, so IDs made one
+// after another have distinct times.
+func fakeClock(st *Store) {
+	t0 := time.UnixMilli(1_700_000_000_000)
+	n := 0
+	st.now = func() time.Time {
+		n++
+		return t0.Add(time.Duration(n) * time.Millisecond)
+	}
+}
+
+func randomBytes(n int) []byte {
+	r := rand.New(rand.NewPCG(1, 2))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+// onlyReader hides everything of a reader but Read.
+type onlyReader struct{ r io.Reader }
+
+func (o onlyReader) Read(p []byte) (int, error) { return o.r.Read(p) }
+
+func TestPutFileStreamsInParts(t *testing.T) {
+	ctx := context.Background()
+	mem := newMemStorage()
+	st := NewStore(mem, "mg")
+	content := randomBytes(9 << 20) // three parts: 4 + 4 + 1 MiB
+
+	f, err := st.PutFile(ctx, testOwner, "big.jsonl", PurposeBatch, onlyReader{bytes.NewReader(content)}, 10<<20)
+	if err != nil {
+		t.Fatalf("PutFile: %v", err)
+	}
+	if f.Bytes != int64(len(content)) || f.Object != "file" || f.Purpose != PurposeBatch ||
+		f.Filename != "big.jsonl" || f.Status != "processed" || !validID(f.ID, "file-") {
+		t.Errorf("PutFile returned %+v", f)
+	}
+	rec, err := st.fileRecord(ctx, testOwner, f.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Chunks != 3 {
+		t.Errorf("Chunks = %d, want 3", rec.Chunks)
+	}
+	parts := mem.keys(st.fileDir(testOwner, f.ID) + "/")
+	if want := []string{"000000", "000001", "000002", "meta.json"}; len(parts) != len(want) {
+		t.Errorf("stored keys %v, want %v", parts, want)
+	}
+	for _, k := range parts {
+		if b, _ := mem.Load(ctx, k); path.Base(k) != "meta.json" && len(b) > ChunkSize {
+			t.Errorf("part %s holds %d bytes, more than ChunkSize", k, len(b))
+		}
+	}
+
+	got, rc, err := st.OpenFile(ctx, testOwner, f.ID)
+	if err != nil {
+		t.Fatalf("OpenFile: %v", err)
+	}
+	if got != f {
+		t.Errorf("OpenFile's file %+v, PutFile's %+v", got, f)
+	}
+	// Read in odd-sized pieces, so reads straddle the parts.
+	var back bytes.Buffer
+	buf := make([]byte, 1000003)
+	for {
+		n, err := rc.Read(buf)
+		back.Write(buf[:n])
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("Read: %v", err)
+		}
+	}
+	_ = rc.Close()
+	if !bytes.Equal(back.Bytes(), content) {
+		t.Fatalf("read back %d bytes that differ from the %d written", back.Len(), len(content))
+	}
+}
+
+func TestPutFileSizes(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		size   int
+		limit  int64
+		err    error
+		chunks int
+	}{
+		{"empty", 0, 10, nil, 0},
+		{"at the limit", 100, 100, nil, 1},
+		{"one over the limit", 101, 100, ErrTooLarge, 0},
+		{"exactly one part", ChunkSize, ChunkSize, nil, 1},
+		{"one byte over a part", ChunkSize + 1, ChunkSize + 1, nil, 2},
+		{"parts stored before the limit hit", 2*ChunkSize + 10, 2 * ChunkSize, ErrTooLarge, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := newMemStorage()
+			st := NewStore(mem, "mg")
+			content := randomBytes(tc.size)
+			f, err := st.PutFile(ctx, testOwner, "x", PurposeBatch, bytes.NewReader(content), tc.limit)
+			if !errors.Is(err, tc.err) {
+				t.Fatalf("PutFile error %v, want %v", err, tc.err)
+			}
+			if err != nil {
+				if left := mem.keys(""); len(left) > 0 {
+					t.Errorf("a refused upload left %v in storage", left)
+				}
+				page, _ := st.ListFiles(ctx, testOwner, ListOptions{Limit: 10})
+				if len(page.Data) > 0 {
+					t.Errorf("a refused upload is listed: %+v", page.Data)
+				}
+				return
+			}
+			rec, err := st.fileRecord(ctx, testOwner, f.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec.Chunks != tc.chunks || rec.Bytes != int64(tc.size) {
+				t.Errorf("Chunks %d, Bytes %d; want %d, %d", rec.Chunks, rec.Bytes, tc.chunks, tc.size)
+			}
+			_, rc, err := st.OpenFile(ctx, testOwner, f.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := io.ReadAll(rc)
+			if err != nil || !bytes.Equal(back, content) {
+				t.Errorf("read back %d bytes (err %v), want the %d written", len(back), err, len(content))
+			}
+		})
+	}
+}
+
+// failingReader yields n bytes, then fails.
+type failingReader struct{ n int }
+
+var errReader = errors.New("the client went away")
+
+func (r *failingReader) Read(p []byte) (int, error) {
+	if r.n == 0 {
+		return 0, errReader
+	}
+	k := min(len(p), r.n)
+	clear(p[:k])
+	r.n -= k
+	return k, nil
+}
+
+func TestPutFileReaderFails(t *testing.T) {
+	mem := newMemStorage()
+	st := NewStore(mem, "mg")
+	_, err := st.PutFile(context.Background(), testOwner, "x", PurposeBatch, &failingReader{n: ChunkSize + 5}, 1<<30)
+	if !errors.Is(err, errReader) {
+		t.Fatalf("PutFile error %v, want %v", err, errReader)
+	}
+	if left := mem.keys(""); len(left) > 0 {
+		t.Errorf("a broken upload left %v in storage", left)
+	}
+}
+
+func TestPutFileStorageFails(t *testing.T) {
+	mem := newMemStorage()
+	st := NewStore(mem, "mg")
+	boom := errors.New("disk full")
+	mem.setOnStore(func(key string, _ []byte) error {
+		if path.Base(key) == "000001" {
+			return boom
+		}
+		return nil
+	})
+	_, err := st.PutFile(context.Background(), testOwner, "x", PurposeBatch, bytes.NewReader(randomBytes(ChunkSize+5)), 1<<30)
+	if !errors.Is(err, boom) {
+		t.Fatalf("PutFile error %v, want %v", err, boom)
+	}
+	if left := mem.keys(""); len(left) > 0 {
+		t.Errorf("a failed upload left %v in storage", left)
+	}
+}
+
+func TestPendingFile(t *testing.T) {
+	ctx := context.Background()
+	mem := newMemStorage()
+	st := NewStore(mem, "mg")
+	p, err := st.UploadFile(ctx, testOwner, "x", strings.NewReader("hello\n"), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.GetFile(ctx, testOwner, p.rec.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("GetFile of an uncommitted file: %v, want ErrNotFound", err)
+	}
+	if page, _ := st.ListFiles(ctx, testOwner, ListOptions{Limit: 10}); len(page.Data) != 0 {
+		t.Errorf("an uncommitted file is listed: %+v", page.Data)
+	}
+	p.Discard(ctx)
+	if left := mem.keys(""); len(left) > 0 {
+		t.Errorf("Discard left %v", left)
+	}
+
+	p, err = st.UploadFile(ctx, testOwner, "y", strings.NewReader("hello\n"), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := p.Commit(ctx, "user_data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.GetFile(ctx, testOwner, f.ID); err != nil || got != f || got.Purpose != "user_data" {
+		t.Errorf("GetFile after Commit: %+v, %v", got, err)
+	}
+}
+
+func TestGetAndDeleteFile(t *testing.T) {
+	ctx := context.Background()
+	mem := newMemStorage()
+	st := NewStore(mem, "mg")
+	f, err := st.PutFile(ctx, testOwner, "a.jsonl", PurposeBatch, strings.NewReader("abc"), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.GetFile(ctx, testOwner, f.ID); err != nil || got != f {
+		t.Fatalf("GetFile: %+v, %v; want %+v", got, err, f)
+	}
+	if err := st.DeleteFile(ctx, testOwner, f.ID); err != nil {
+		t.Fatalf("DeleteFile: %v", err)
+	}
+	if _, err := st.GetFile(ctx, testOwner, f.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("GetFile after delete: %v, want ErrNotFound", err)
+	}
+	if _, _, err := st.OpenFile(ctx, testOwner, f.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("OpenFile after delete: %v, want ErrNotFound", err)
+	}
+	if err := st.DeleteFile(ctx, testOwner, f.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("DeleteFile twice: %v, want ErrNotFound", err)
+	}
+	if left := mem.keys(""); len(left) > 0 {
+		t.Errorf("DeleteFile left %v", left)
+	}
+	for _, id := range []string{"", "file-", "../x", "file-../../../../etc/passwd", f.ID + "/meta.json"} {
+		if _, err := st.GetFile(ctx, testOwner, id); !errors.Is(err, ErrNotFound) {
+			t.Errorf("GetFile(%q): %v, want ErrNotFound", id, err)
+		}
+	}
+}
+
+func TestFilesBelongToTheirOwner(t *testing.T) {
+	ctx := context.Background()
+	st := NewStore(newMemStorage(), "mg")
+	fakeClock(st)
+	put := func(owner, name string) File {
+		f, err := st.PutFile(ctx, owner, name, PurposeBatch, strings.NewReader(name), 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
+	a1, b1, a2 := put("alice", "a1"), put("bob", "b1"), put("alice", "a2")
+
+	if _, err := st.GetFile(ctx, "bob", a1.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("bob's GetFile of alice's file: %v, want ErrNotFound", err)
+	}
+	if _, _, err := st.OpenFile(ctx, "bob", a1.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("bob's OpenFile of alice's file: %v, want ErrNotFound", err)
+	}
+	if err := st.DeleteFile(ctx, "bob", a1.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("bob's DeleteFile of alice's file: %v, want ErrNotFound", err)
+	}
+	if _, err := st.GetFile(ctx, "alice", a1.ID); err != nil {
+		t.Errorf("alice's file is gone after bob tried to delete it: %v", err)
+	}
+	for owner, want := range map[string][]File{"alice": {a2, a1}, "bob": {b1}, "carol": nil} {
+		page, err := st.ListFiles(ctx, owner, ListOptions{Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(page.Data, want) || page.HasMore {
+			t.Errorf("ListFiles(%s) = %+v, want %+v", owner, page, want)
+		}
+	}
+	// An owner's name is hashed: a name that looks like a path stays one key.
+	if _, err := st.GetFile(ctx, "../alice", a1.ID); !errors.Is(err, ErrNotFound) {
+		t.Errorf("GetFile by ../alice: %v, want ErrNotFound", err)
+	}
+}
+
+func TestListFiles(t *testing.T) {
+	ctx := context.Background()
+	st := NewStore(newMemStorage(), "mg")
+	fakeClock(st)
+	var all []File // in creation order
+	for i := range 6 {
+		purpose := PurposeBatch
+		if i%3 == 2 {
+			purpose = "user_data"
+		}
+		f, err := st.PutFile(ctx, testOwner, "f", purpose, strings.NewReader("x"), 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, f)
+	}
+	rev := slices.Clone(all)
+	slices.Reverse(rev)
+	idsOf := func(fs []File) []string {
+		var out []string
+		for _, f := range fs {
+			out = append(out, f.ID)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name    string
+		opt     ListOptions
+		want    []File
+		hasMore bool
+	}{
+		{"default is desc", ListOptions{Limit: 100}, rev, false},
+		{"desc", ListOptions{Limit: 100, Order: "desc"}, rev, false},
+		{"asc", ListOptions{Limit: 100, Order: "asc"}, all, false},
+		{"limit", ListOptions{Limit: 2}, rev[:2], true},
+		{"limit exactly all", ListOptions{Limit: 6}, rev, false},
+		{"limit asc", ListOptions{Limit: 4, Order: "asc"}, all[:4], true},
+		{"after desc", ListOptions{Limit: 100, After: all[3].ID}, []File{all[2], all[1], all[0]}, false},
+		{"after asc", ListOptions{Limit: 100, Order: "asc", After: all[3].ID}, all[4:], false},
+		{"after and limit", ListOptions{Limit: 2, After: all[4].ID}, []File{all[3], all[2]}, true},
+		{"after the last", ListOptions{Limit: 100, After: all[0].ID}, nil, false},
+		{"purpose", ListOptions{Limit: 100, Purpose: "user_data"}, []File{all[5], all[2]}, false},
+		{"purpose asc with limit", ListOptions{Limit: 3, Order: "asc", Purpose: PurposeBatch}, []File{all[0], all[1], all[3]}, true},
+		// HasMore counts only files of the purpose asked for.
+		{"purpose, no more of it", ListOptions{Limit: 2, Purpose: "user_data"}, []File{all[5], all[2]}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			page, err := st.ListFiles(ctx, testOwner, tc.opt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(idsOf(page.Data), idsOf(tc.want)) || page.HasMore != tc.hasMore {
+				t.Errorf("got %v has_more=%v, want %v has_more=%v", idsOf(page.Data), page.HasMore, idsOf(tc.want), tc.hasMore)
+			}
+		})
+	}
+}
+
+func TestNewIDSortsByTime(t *testing.T) {
+	t0 := time.UnixMilli(1_700_000_000_000)
+	var ids []string
+	for i := range 2000 {
+		// Several IDs per millisecond are not ordered among themselves,
+		// so each gets its own.
+		id := newID("file-", t0.Add(time.Duration(i*i)*time.Millisecond))
+		if len(id) != len("file-")+24 || !validID(id, "file-") {
+			t.Fatalf("newID made %q, which validID refuses", id)
+		}
+		ids = append(ids, id)
+	}
+	if !sort.StringsAreSorted(ids) {
+		t.Error("IDs made later do not sort after earlier ones")
+	}
+	if a, b := newID("batch_", t0), newID("batch_", t0); a == b {
+		t.Errorf("two IDs of the same millisecond are equal: %s", a)
+	}
+	// IDs a millisecond apart sort by time whatever their random bits.
+	for i := range 500 {
+		at := t0.Add(time.Duration(i) * time.Millisecond)
+		if a, b := newID("", at), newID("", at.Add(time.Millisecond)); a >= b {
+			t.Fatalf("IDs a millisecond apart: %s, then %s", a, b)
+		}
+	}
+}
+
+func TestValidID(t *testing.T) {
+	good := newID("file-", time.Now())
+	for _, tc := range []struct {
+		id, prefix string
+		want       bool
+	}{
+		{good, "file-", true},
+		{"file-0123456789abcdefghijklmn", "file-", true},
+		{"file-000000000000000000000000", "file-", true},
+		{good, "batch_", false},
+		{"batch_" + good[len("file-"):], "file-", false},
+		{"../x", "file-", false},
+		{"file-../../../../../../../x", "file-", false},
+		{"file-0123456789abcdefghijklm", "file-", false},   // 23
+		{"file-0123456789abcdefghijklmno", "file-", false}, // 25
+		{"file-", "file-", false},
+		{"", "file-", false},
+		{"file-0123456789ABCDEFGHIJKLMN", "file-", false},
+		{"file-0123456789abcdefghijklmw", "file-", false}, // w is not base32hex
+		{"file-0123456789abcdefghijkl/n", "file-", false},
+		{"file-0123456789abcdefghijkl.n", "file-", false},
+		{"File-0123456789abcdefghijklmn", "file-", false},
+	} {
+		if got := validID(tc.id, tc.prefix); got != tc.want {
+			t.Errorf("validID(%q, %q) = %v, want %v", tc.id, tc.prefix, got, tc.want)
+		}
+	}
+}
+
+func TestChunkWriterWrite(t *testing.T) {
+	ctx := context.Background()
+	mem := newMemStorage()
+	st := NewStore(mem, "mg")
+	content := randomBytes(2*ChunkSize + 17)
+	w := st.newChunkWriter(ctx, "mg/w")
+	r := rand.New(rand.NewPCG(3, 4))
+	for rest := content; len(rest) > 0; {
+		n := min(len(rest), 1+r.IntN(ChunkSize/3))
+		if k, err := w.Write(rest[:n]); k != n || err != nil {
+			t.Fatalf("Write: %d, %v", k, err)
+		}
+		rest = rest[n:]
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if w.chunks != 3 || w.n != int64(len(content)) {
+		t.Errorf("chunks %d, n %d; want 3, %d", w.chunks, w.n, len(content))
+	}
+	back, err := io.ReadAll(&chunkReader{ctx: ctx, s: st, dir: "mg/w", chunks: w.chunks})
+	if err != nil || !bytes.Equal(back, content) {
+		t.Errorf("read back %d bytes (err %v), want the %d written", len(back), err, len(content))
+	}
+}
+
+func TestMemStorage(t *testing.T) {
+	ctx := context.Background()
+	m := newMemStorage()
+	for _, k := range []string{"a/b/c", "a/b/d", "a/e", "ab/f"} {
+		if err := m.Store(ctx, k, []byte(k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, _ := m.List(ctx, "a", false); !slices.Equal(got, []string{"a/b", "a/e"}) {
+		t.Errorf("List(a) = %v", got)
+	}
+	if _, err := m.List(ctx, "zz", false); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("List of nothing: %v", err)
+	}
+	if _, err := m.Load(ctx, "a/b"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Load of a folder: %v", err)
+	}
+	if !m.Exists(ctx, "a/b") || m.Exists(ctx, "a/x") {
+		t.Error("Exists is wrong")
+	}
+	if err := m.Delete(ctx, "a/b"); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.keys(""); !slices.Equal(got, []string{"a/e", "ab/f"}) {
+		t.Errorf("after Delete(a/b): %v", got)
+	}
+
+	if err := m.Lock(ctx, "l"); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if err := m.Lock(short, "l"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Lock of a held lock: %v, want a deadline", err)
+	}
+	got := make(chan error)
+	go func() { got <- m.Lock(ctx, "l") }()
+	_ = m.Unlock(ctx, "l")
+	if err := <-got; err != nil {
+		t.Errorf("Lock after Unlock: %v", err)
+	}
+	_ = m.Unlock(ctx, "l")
+}

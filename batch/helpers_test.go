@@ -1,0 +1,222 @@
+package batch
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+const testOwner = "alice"
+
+// testSettings are short, so batches run in milliseconds and have several
+// parts.
+func testSettings() Settings {
+	return Settings{
+		Workers:            32,
+		PerProvider:        16,
+		MaxRequests:        1000,
+		MaxLineBytes:       4096,
+		MaxRetries:         2,
+		RetryBackoff:       5 * time.Millisecond,
+		CheckpointInterval: 20 * time.Millisecond,
+		PartLines:          7,
+		Lease:              200 * time.Millisecond,
+	}
+}
+
+const testPoll = 10 * time.Millisecond
+
+// staticLive returns a live func answering with set and ex.
+func staticLive(set Settings, ex Executor) func() (Live, bool) {
+	return func() (Live, bool) {
+		return Live{Settings: set, Executor: ex, Logger: zap.NewNop()}, true
+	}
+}
+
+// startRunner starts a runner and stops it when the test ends.
+func startRunner(t *testing.T, st *Store, instance string, live func() (Live, bool)) *Runner {
+	t.Helper()
+	r := NewRunner(st, instance, testPoll, live)
+	var stopped atomic.Bool
+	t.Cleanup(func() {
+		if stopped.CompareAndSwap(false, true) {
+			_ = r.Destruct()
+		}
+	})
+	return r
+}
+
+// chatLine is one request line of the chat endpoint.
+func chatLine(customID, model string) string {
+	return fmt.Sprintf(`{"custom_id":%q,"method":"POST","url":"/v1/chat/completions","body":{"model":%q,"messages":[{"role":"user","content":"Hi"}]}}`,
+		customID, model)
+}
+
+// putInput uploads lines (joined by newlines, with a final one) as a batch
+// input file of testOwner.
+func putInput(t *testing.T, st *Store, lines ...string) File {
+	t.Helper()
+	content := strings.Join(lines, "\n") + "\n"
+	f, err := st.PutFile(context.Background(), testOwner, "input.jsonl", PurposeBatch, strings.NewReader(content), 1<<30)
+	if err != nil {
+		t.Fatalf("PutFile: %v", err)
+	}
+	return f
+}
+
+// createBatch creates a chat batch of testOwner over f with window w.
+func createBatch(t *testing.T, st *Store, f File, w time.Duration) Batch {
+	t.Helper()
+	b, err := st.CreateBatch(context.Background(), testOwner, CreateParams{
+		InputFileID: f.ID, Endpoint: EndpointChat, CompletionWindow: "24h", Window: w,
+	})
+	if err != nil {
+		t.Fatalf("CreateBatch: %v", err)
+	}
+	return b
+}
+
+// waitFor polls the batch until cond holds, failing after 10 s.
+func waitFor(t *testing.T, st *Store, id string, what string, cond func(Batch) bool) Batch {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := st.GetBatch(context.Background(), testOwner, id)
+		if err != nil {
+			t.Fatalf("GetBatch: %v", err)
+		}
+		if cond(b) {
+			return b
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("batch %s: waited 10s for %s; it is %s with counts %+v", id, what, b.Status, b.RequestCounts)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func waitStatus(t *testing.T, st *Store, id, status string) Batch {
+	t.Helper()
+	return waitFor(t, st, id, "status "+status, func(b Batch) bool { return b.Status == status })
+}
+
+// waitUntil polls cond, failing after 10 s.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 10s for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// outLine is a line of an output or error file.
+type outLine struct {
+	ID       string `json:"id"`
+	CustomID string `json:"custom_id"`
+	Response *struct {
+		StatusCode int             `json:"status_code"`
+		RequestID  string          `json:"request_id"`
+		Body       json.RawMessage `json:"body"`
+	} `json:"response"`
+	Error *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+	raw string
+}
+
+// readResultFile returns the lines of owner's file id; a nil id is no lines.
+func readResultFile(t *testing.T, st *Store, id *string) []outLine {
+	t.Helper()
+	if id == nil {
+		return nil
+	}
+	f, rc, err := st.OpenFile(context.Background(), testOwner, *id)
+	if err != nil {
+		t.Fatalf("OpenFile(%s): %v", *id, err)
+	}
+	defer rc.Close()
+	if f.Purpose != PurposeBatchOutput {
+		t.Errorf("file %s has purpose %q, want %q", *id, f.Purpose, PurposeBatchOutput)
+	}
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatalf("reading %s: %v", *id, err)
+	}
+	if int64(len(b)) != f.Bytes {
+		t.Errorf("file %s: read %d bytes, its object says %d", *id, len(b), f.Bytes)
+	}
+	if len(b) == 0 {
+		t.Errorf("file %s is empty; an empty result file should have no id", *id)
+	}
+	var out []outLine
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var l outLine
+		dec := json.NewDecoder(bytes.NewReader(sc.Bytes()))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&l); err != nil {
+			t.Fatalf("file %s: line %q is not a result line: %v", *id, sc.Text(), err)
+		}
+		l.raw = sc.Text()
+		out = append(out, l)
+	}
+	return out
+}
+
+// checkExactlyOnce checks every id of want appears exactly once across
+// the lines, and no other.
+func checkExactlyOnce(t *testing.T, want []string, files ...[]outLine) {
+	t.Helper()
+	seen := make(map[string]int)
+	for _, lines := range files {
+		for _, l := range lines {
+			seen[l.CustomID]++
+		}
+	}
+	for _, id := range want {
+		if seen[id] != 1 {
+			t.Errorf("custom_id %s has %d result lines, want 1", id, seen[id])
+		}
+		delete(seen, id)
+	}
+	for id, n := range seen {
+		t.Errorf("custom_id %s is no input's, yet has %d result lines", id, n)
+	}
+}
+
+// checkCleanedUp checks nothing of a finished batch's work remains.
+func checkCleanedUp(t *testing.T, mem *memStorage, st *Store, id string) {
+	t.Helper()
+	dir := st.batchDir(testOwner, id)
+	for _, k := range mem.keys(dir + "/") {
+		if k != dir+"/batch.json" {
+			t.Errorf("after the batch ended, storage still holds %s", k)
+		}
+	}
+	if mem.Exists(context.Background(), st.activeKey(id)) {
+		t.Errorf("after the batch ended, storage still holds %s", st.activeKey(id))
+	}
+}
+
+// ids returns "<prefix>-<i>" for i in [0,n).
+func ids(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%d", prefix, i)
+	}
+	return out
+}
