@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path"
-	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
@@ -54,7 +53,7 @@ func (r *Runner) startPart(lv Live, rec *batchRecord, i int, ps partState) {
 		log := lv.Logger.With(zap.String("batch_id", rec.ID), zap.Int("part", i))
 		defer func() {
 			if v := recover(); v != nil {
-				log.Error("batch part panicked", zap.Any("panic", v), zap.ByteString("stack", debug.Stack()))
+				log.Error("batch part panicked", zap.String("panic", fmt.Sprint(v)))
 			}
 		}()
 		if err := r.runPart(ctx, lv, log, rec, i, ps, act); err != nil && r.ctx.Err() == nil {
@@ -268,7 +267,7 @@ func (r *Runner) runLine(ctx context.Context, lv Live, log *zap.Logger, rec *bat
 	ok := resp.Status >= 200 && resp.Status < 300
 	if !ok {
 		log.Warn("batch request failed", zap.String("custom_id", req.CustomID), zap.Int("status", resp.Status),
-			zap.String("error", gjson.GetBytes(resp.Body, "error.message").Str))
+			zap.String("request_id", resp.RequestID), zap.String("error", gjson.GetBytes(resp.Body, "error.message").Str))
 	}
 	return result{index: idx, ok: ok, line: responseLine(rec.ID, idx, fields[0].Raw, resp)}, true
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -127,7 +126,7 @@ func (r *Runner) tick() {
 	}
 	defer func() {
 		if v := recover(); v != nil {
-			lv.Logger.Error("batch runner panicked", zap.Any("panic", v), zap.ByteString("stack", debug.Stack()))
+			lv.Logger.Error("batch runner panicked", zap.String("panic", fmt.Sprint(v)))
 		}
 	}()
 	r.workers.setLimit(lv.Settings.Workers)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -230,7 +229,7 @@ func (e batchExecutor) Do(ctx context.Context, req batch.Request) (resp batch.Re
 			resp = batchError(http.StatusBadGateway, "server_error", "the provider broke off its answer")
 			return
 		}
-		h.logger.Error("batch request panicked", zap.Any("panic", v), zap.ByteString("stack", debug.Stack()))
+		h.logger.Error("batch request panicked", zap.String("panic", fmt.Sprint(v)))
 		resp = batchError(http.StatusInternalServerError, "server_error", "the gateway failed on this request")
 	}()
 	switch req.Endpoint {

@@ -6,7 +6,8 @@
 # (derived from xcaddy.json; a test keeps this line in step with it), the
 # built binary's module list, `caddy adapt --validate` of every Caddyfile in
 # the repository, one iteration of every benchmark, then the race-enabled
-# unit tests and the caddytest integration tests (one package at a time).
+# unit tests and the caddytest integration tests (one package at a time),
+# which include the process tests running the built binary (crash, cluster).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,6 +42,9 @@ done
 
 step "xcaddy build"
 go tool xcaddy build v2.11.9 --with github.com/modelgate/modelgate@v0.0.0=. --output ./caddy
+
+# The process tests and benchmarks run this binary rather than building their own.
+export MODELGATE_CADDY="$PWD/caddy"
 
 step "built modules"
 ./caddy list-modules | grep modelgate | sort >.tmp-modules.txt || true
