@@ -2,9 +2,11 @@ package caddymodule
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -238,6 +240,14 @@ func (b *ProviderBase) upstreamRequest(r *http.Request, preq providers.Request, 
 	r2.GetBody = func() (io.ReadCloser, error) { return newBytesBody(body), nil }
 	r2.TransferEncoding = nil
 	r2.Close = false
+
+	// Each provider call gets its own copy of the request variables:
+	// reverse_proxy writes into them before it sends, while a connection an
+	// earlier call (a fallback's first target) began to dial may still read
+	// them in net/http's dial goroutine.
+	if vars, ok := r.Context().Value(caddyhttp.VarsCtxKey).(map[string]any); ok {
+		r2 = r2.WithContext(context.WithValue(r.Context(), caddyhttp.VarsCtxKey, maps.Clone(vars)))
+	}
 	return r2
 }
 
