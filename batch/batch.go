@@ -105,6 +105,8 @@ func (u *Usage) add(o Usage) {
 type batchRecord struct {
 	Batch
 	Owner string `json:"owner"`
+	// Models limits the lines to these models (CreateParams.Models).
+	Models []string `json:"models,omitempty"`
 	// Window is the completion window in effect, in milliseconds.
 	Window int64 `json:"window_ms"`
 	// Deadline is when the window ends, in Unix milliseconds: expires_at
@@ -138,6 +140,9 @@ type CreateParams struct {
 	Endpoint         string
 	CompletionWindow string
 	Metadata         map[string]string
+	// Models, when not empty, limits the batch to these models: those the
+	// creating key may use. Validation refuses lines for others.
+	Models []string
 	// Window is how long the batch may run; the caller derives it from
 	// CompletionWindow and its own limit.
 	Window time.Duration
@@ -184,6 +189,7 @@ func (s *Store) CreateBatch(ctx context.Context, owner string, p CreateParams) (
 			Metadata: p.Metadata,
 		},
 		Owner:    owner,
+		Models:   p.Models,
 		Window:   p.Window.Milliseconds(),
 		Deadline: now.Add(p.Window).UnixMilli(),
 	}

@@ -12,8 +12,10 @@ type Executor interface {
 	// Check tells whether body can run at endpoint. On success it returns
 	// the model the body names and the provider its first target is on,
 	// which the per-provider concurrency limit counts under; otherwise an
-	// error whose text tells the user why.
-	Check(endpoint string, body []byte) (Route, error)
+	// error whose text tells the user why. models, when not empty, are
+	// the only models the batch's creator may use (as the key that created
+	// it allows).
+	Check(endpoint string, body []byte, models []string) (Route, error)
 
 	// Do runs one request and returns the answer the client would have
 	// had. A Response with Status 0 means there is no answer: ctx ended.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,7 +39,7 @@ func newFakeExecutor() *fakeExecutor {
 	return &fakeExecutor{calls: make(map[string]int), answered: make(map[string]int)}
 }
 
-func (f *fakeExecutor) Check(endpoint string, body []byte) (Route, error) {
+func (f *fakeExecutor) Check(endpoint string, body []byte, models []string) (Route, error) {
 	f.checks.Add(1)
 	m := gjson.GetBytes(body, "model")
 	if m.Type != gjson.String || m.Str == "" {
@@ -46,6 +47,9 @@ func (f *fakeExecutor) Check(endpoint string, body []byte) (Route, error) {
 	}
 	if m.Str == "unknown" {
 		return Route{}, fmt.Errorf("the model %q does not exist", m.Str)
+	}
+	if len(models) > 0 && !slices.Contains(models, m.Str) {
+		return Route{}, fmt.Errorf("the model %q is not allowed", m.Str)
 	}
 	return Route{Model: m.Str, Provider: "fake"}, nil
 }

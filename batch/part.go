@@ -283,7 +283,7 @@ func (r *Runner) provider(lv Live, endpoint string, body []byte) string {
 	if p, ok := r.routes.Load(key); ok {
 		return p.(string)
 	}
-	route, _ := lv.Executor.Check(endpoint, body)
+	route, _ := lv.Executor.Check(endpoint, body, nil)
 	r.routes.Store(key, route.Provider)
 	return route.Provider
 }

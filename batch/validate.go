@@ -21,7 +21,8 @@ type validation struct {
 	errors []ErrorEntry
 	total  int
 	parts  []partState
-	model  string // the one model every line names, or ""
+	model  string   // the one model every line names, or ""
+	models []string // the models the batch may use; empty: any
 }
 
 func (v *validation) fail(line int, param, code, msg string) {
@@ -44,7 +45,7 @@ func (v *validation) fail(line int, param, code, msg string) {
 // written are then deleted again. The file is streamed: memory holds one
 // line, one part, and the custom_ids seen.
 func (s *Store) validate(ctx context.Context, rec *batchRecord, ex Executor, set Settings) (*validation, error) {
-	v := new(validation)
+	v := &validation{models: rec.Models}
 	_, rc, err := s.OpenFile(ctx, rec.Owner, rec.InputFileID)
 	if errors.Is(err, ErrNotFound) {
 		v.fail(0, "input_file_id", "file_not_found", fmt.Sprintf("the input file %s no longer exists", rec.InputFileID))
@@ -162,7 +163,7 @@ func (v *validation) checkLine(lineNo int, line []byte, endpoint string, seen ma
 		v.fail(lineNo, "body.stream", "invalid_body", fmt.Sprintf("line %d: batch requests cannot stream", lineNo))
 		return Route{}, false
 	}
-	route, err := ex.Check(endpoint, []byte(body.Raw))
+	route, err := ex.Check(endpoint, []byte(body.Raw), v.models)
 	if err != nil {
 		v.fail(lineNo, "body", "invalid_request", fmt.Sprintf("line %d: %v", lineNo, err))
 		return Route{}, false

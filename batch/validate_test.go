@@ -402,3 +402,42 @@ func FuzzValidateLine(f *testing.F) {
 		}
 	})
 }
+
+// TestValidateAllowedModels: a batch created by a key limited to some models
+// passes the limit to Check with every line, and a line for another model
+// fails the batch.
+func TestValidateAllowedModels(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		models []string
+		failed []int
+	}{
+		{"no limit", nil, nil},
+		{"allowed", []string{"ok"}, nil},
+		{"another model", []string{"slow"}, []int{1, 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := NewStore(newMemStorage(), "mg")
+			f := putInput(t, st, chatLine("a", "ok"), chatLine("b", "ok"))
+			b, err := st.CreateBatch(ctx, testOwner, CreateParams{
+				InputFileID: f.ID, Endpoint: EndpointChat, CompletionWindow: "24h", Window: time.Hour, Models: tc.models,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec, _ := st.batchRecord(ctx, testOwner, b.ID)
+			v, err := st.validate(ctx, rec, newFakeExecutor(), testSettings())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []int
+			for _, e := range v.errors {
+				got = append(got, *e.Line)
+			}
+			if !slices.Equal(got, tc.failed) {
+				t.Errorf("lines refused %v, want %v (%+v)", got, tc.failed, v.errors)
+			}
+		})
+	}
+}

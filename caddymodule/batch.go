@@ -77,8 +77,25 @@ const (
 	defaultCompletionWindow = 24 * time.Hour
 )
 
-// provisionBatch sets up the storage and the batch defaults.
-func (a *App) provisionBatch(ctx caddy.Context) error {
+// provisionStorage loads the app's storage: the configured one, else
+// Caddy's.
+func (a *App) provisionStorage(ctx caddy.Context) error {
+	a.storage = ctx.Storage()
+	if a.StorageRaw != nil {
+		mod, err := ctx.LoadModule(a, "StorageRaw")
+		if err != nil {
+			return fmt.Errorf("loading storage: %v", err)
+		}
+		if a.storage, err = mod.(caddy.StorageConverter).CertMagicStorage(); err != nil {
+			return fmt.Errorf("creating storage: %v", err)
+		}
+	}
+	a.storageID = storageIdentity(a.storage)
+	return nil
+}
+
+// provisionBatch sets up the batch store and the batch defaults.
+func (a *App) provisionBatch() error {
 	if a.Batch == nil {
 		a.Batch = new(BatchConfig)
 	}
@@ -98,18 +115,7 @@ func (a *App) provisionBatch(ctx caddy.Context) error {
 		return errors.New("batch: settings must not be negative")
 	}
 
-	storage := ctx.Storage()
-	if a.StorageRaw != nil {
-		mod, err := ctx.LoadModule(a, "StorageRaw")
-		if err != nil {
-			return fmt.Errorf("loading storage: %v", err)
-		}
-		if storage, err = mod.(caddy.StorageConverter).CertMagicStorage(); err != nil {
-			return fmt.Errorf("creating storage: %v", err)
-		}
-	}
-	a.storageID = storageIdentity(storage)
-	a.store = batch.NewStore(storage, "modelgate")
+	a.store = batch.NewStore(a.storage, "modelgate")
 	a.batchExec = &Handler{app: a, MaxRequestBody: defaultMaxRequestBody, logger: a.logger.Named("batch"), created: time.Now().Unix()}
 	return nil
 }
@@ -173,7 +179,7 @@ type batchExecutor struct{ app *App }
 
 // Check validates a batch request's body as the live endpoint would and
 // checks that its model routes to a provider that serves the endpoint.
-func (e batchExecutor) Check(endpoint string, body []byte) (batch.Route, error) {
+func (e batchExecutor) Check(endpoint string, body []byte, models []string) (batch.Route, error) {
 	var model string
 	switch endpoint {
 	case batch.EndpointChat:
@@ -190,6 +196,9 @@ func (e batchExecutor) Check(endpoint string, body []byte) (batch.Route, error) 
 		model = req.Model
 	default:
 		return batch.Route{}, fmt.Errorf("endpoint %s cannot run in batches", endpoint)
+	}
+	if !(&Key{Models: models}).allows(model) {
+		return batch.Route{}, fmt.Errorf("the API key that created the batch may not use the model %q", model)
 	}
 	targets := e.app.resolve(model)
 	if len(targets) == 0 {

@@ -100,7 +100,7 @@ func (h *Handler) createBatch(w http.ResponseWriter, r *http.Request, who string
 	window = min(window, time.Duration(h.app.Batch.CompletionWindow))
 	b, err := h.app.store.CreateBatch(r.Context(), who, batch.CreateParams{
 		InputFileID: in.InputFileID, Endpoint: in.Endpoint, CompletionWindow: in.CompletionWindow,
-		Metadata: in.Metadata, Window: window,
+		Metadata: in.Metadata, Window: window, Models: requestKey(r).models(),
 	})
 	if err == nil {
 		h.logger.Info("batch created", zap.String("batch_id", b.ID), zap.String("input_file_id", b.InputFileID))
