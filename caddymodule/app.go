@@ -8,9 +8,11 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/certmagic"
 	"go.uber.org/zap"
 
 	"github.com/modelgate/modelgate/batch"
+	"github.com/modelgate/modelgate/keys"
 )
 
 func init() {
@@ -42,6 +44,11 @@ type App struct {
 	// with the defaults when absent.
 	Batch *BatchConfig `json:"batch,omitempty"`
 
+	// KeyRefresh is how often managed keys are reloaded from the storage:
+	// the longest a key created or deleted on another instance sharing the
+	// storage takes to work, or to stop working, here. Default: 10s.
+	KeyRefresh caddy.Duration `json:"key_refresh,omitempty"`
+
 	// StorageRaw is where files, batches and their results live, and the
 	// locks that instances sharing it coordinate with. Default: Caddy's
 	// configured storage. Instances that share it form a cluster.
@@ -52,8 +59,12 @@ type App struct {
 	keys      map[[32]byte]*Key
 	logger    *zap.Logger
 
-	store     *batch.Store
+	storage   certmagic.Storage
 	storageID string
+	managed   *keys.Manager // managed keys, in storage
+	stopKeys  func()        // stops the key refresher
+
+	store     *batch.Store
 	batchExec *Handler // the handler batch requests run through
 	runner    *batch.Runner
 }
@@ -102,7 +113,13 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return err
 	}
-	return a.provisionBatch(ctx)
+	if err := a.provisionStorage(ctx); err != nil {
+		return err
+	}
+	if err := a.provisionManagedKeys(ctx); err != nil {
+		return err
+	}
+	return a.provisionBatch()
 }
 
 // Validate checks that every alias target and the default provider name a
@@ -137,12 +154,14 @@ func (a *App) Start() error {
 		return err
 	}
 	a.runner = v.(*batch.Runner)
+	a.startKeyRefresh()
 	return nil
 }
 
 // Stop releases this config's reference to the batch runner; the last one
 // stops it, after each running part has written its finished results.
 func (a *App) Stop() error {
+	a.stopKeyRefresh()
 	if a.runner == nil {
 		return nil
 	}

@@ -35,6 +35,7 @@ func init() {
 //	    model <alias> <provider>/<model> [<provider>/<model>...]
 //	    default_provider <name>
 //	    key <name> <secret>
+//	    key_refresh <duration>
 //	    batch {
 //	        workers             <n>
 //	        per_provider        <n>
@@ -127,6 +128,16 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				k.SHA256 = hex.EncodeToString(sum[:])
 			}
 			a.Keys = append(a.Keys, k)
+		case "key_refresh":
+			var v string
+			if !d.AllArgs(&v) {
+				return d.ArgErr()
+			}
+			dur, err := caddy.ParseDuration(v)
+			if err != nil || dur <= 0 {
+				return d.Errf("key_refresh: %q is not a duration such as 10s", v)
+			}
+			a.KeyRefresh = caddy.Duration(dur)
 		case "batch":
 			if err := a.unmarshalBatch(d); err != nil {
 				return err

@@ -23,6 +23,8 @@ func init() {
 // key's owner in {http.auth.user.id}.
 //
 // Keys are compared by their SHA-256 digests; the secret is never logged.
+// Static keys come from the config, managed keys (mgk_…) from the app's
+// storage; a managed key with a wrong checksum is refused without a lookup.
 type Auth struct {
 	app    *App
 	logger *zap.Logger
@@ -60,7 +62,18 @@ func (h *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 		})
 		return nil
 	}
-	key := h.app.keys[hashKey(secret)]
+	digest := hashKey(secret)
+	key := h.app.keys[digest]
+	if key == nil {
+		var malformed bool
+		if key, malformed = h.app.managedKey(secret, digest); malformed {
+			writeError(w, &providers.Error{
+				Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
+				Message: "malformed API key: its checksum does not match (was it cut short or mistyped?)",
+			})
+			return nil
+		}
+	}
 	if key == nil {
 		if c := h.logger.Check(zap.InfoLevel, "unknown API key"); c != nil {
 			c.Write(zap.String("remote_ip", r.RemoteAddr))

@@ -23,6 +23,10 @@ func (h *Handler) serveChat(w http.ResponseWriter, r *http.Request) {
 		writeEndpointError(w, endpointChat, "", asProviderError(err))
 		return
 	}
+	if !requestKey(r).allows(info.Model) {
+		writeEndpointError(w, endpointChat, "", modelNotAllowed(info.Model))
+		return
+	}
 	targets := h.app.resolve(info.Model)
 	if len(targets) == 0 {
 		writeEndpointError(w, endpointChat, "", modelNotFound(info.Model))

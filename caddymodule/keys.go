@@ -30,6 +30,11 @@ type StaticKey struct {
 type Key struct {
 	Name  string
 	Owner string
+
+	// ID is a managed key's id; empty for static keys.
+	ID string
+	// Models limits a managed key to these models; empty: every model.
+	Models []string
 }
 
 // hashKey is how keys are compared: by SHA-256 digest, never as plain text.

@@ -26,6 +26,10 @@ func (h *Handler) serveRerank(w http.ResponseWriter, r *http.Request) {
 		writeEndpointError(w, endpointRerank, "", asProviderError(err))
 		return
 	}
+	if !requestKey(r).allows(req.Model) {
+		writeEndpointError(w, endpointRerank, "", modelNotAllowed(req.Model))
+		return
+	}
 	targets := h.app.resolve(req.Model)
 	if len(targets) == 0 {
 		writeEndpointError(w, endpointRerank, "", modelNotFound(req.Model))
