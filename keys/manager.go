@@ -449,7 +449,7 @@ func (m *Manager) List(ctx context.Context) ([]Key, error) {
 			errs = append(errs, s.err)
 			continue
 		}
-		list = append(list, s.key)
+		list = append(list, m.withUse(s.key))
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -469,7 +469,20 @@ func (m *Manager) Get(ctx context.Context, id string) (Key, error) {
 		return Key{}, ErrNotFound
 	}
 	k, _, err := m.load(ctx, id)
-	return k, err
+	return m.withUse(k), err
+}
+
+// withUse gives k the last use this process noted, when it is later than
+// the stored one (which is written at most once a minute).
+func (m *Manager) withUse(k Key) Key {
+	e := m.idx.Load().byID[k.ID]
+	if e == nil {
+		return k
+	}
+	if used := e.use.used.Load(); used != 0 && (k.LastUsedAt == nil || *k.LastUsedAt < used) {
+		k.LastUsedAt = &used
+	}
+	return k
 }
 
 // withLock runs f holding the storage lock of the key id.

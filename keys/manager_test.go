@@ -349,9 +349,12 @@ func TestTouchWritesLastUsed(t *testing.T) {
 	k, secret := mustCreate(t, m, NewKey{Name: "used"})
 	idle, _ := mustCreate(t, m, NewKey{Name: "idle"})
 
+	// What storage holds: a Manager that never refreshed adds no use of
+	// its own.
+	reader := NewManager(s, "modelgate")
 	lastUsed := func(id string) *int64 {
 		t.Helper()
-		got, err := m.Get(ctx, id)
+		got, err := reader.Get(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -950,4 +953,23 @@ func BenchmarkLookupParallel(b *testing.B) {
 			i++
 		}
 	})
+}
+
+// TestListShowsUseBeforeItIsWritten: List and Get show the last use this
+// process noted, though storage gets it at most once a minute.
+func TestListShowsUseBeforeItIsWritten(t *testing.T) {
+	ctx := context.Background()
+	clk := newClock()
+	m := clk.set(NewManager(newMemStorage(), "modelgate"))
+	k, _ := mustCreate(t, m, NewKey{Name: "used"})
+	m.Touch(k.ID)
+	want := clk.Unix()
+	list, err := m.List(ctx)
+	if err != nil || len(list) != 1 || list[0].LastUsedAt == nil || *list[0].LastUsedAt != want {
+		t.Fatalf("List = %+v, %v; want last_used_at %d", list, err, want)
+	}
+	got, err := m.Get(ctx, k.ID)
+	if err != nil || got.LastUsedAt == nil || *got.LastUsedAt != want {
+		t.Fatalf("Get = %+v, %v", got, err)
+	}
 }
