@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers/providertest"
 )
@@ -58,26 +61,28 @@ func caddyBinary(t *testing.T) string {
 
 // instance is one caddy process of testdata/caddyfiles/instance.Caddyfile.
 type instance struct {
-	t       *testing.T
-	name    string
-	env     []string
-	httpURL string
-	logDir  string
-	cmd     *exec.Cmd
-	out     bytes.Buffer
+	t        *testing.T
+	name     string
+	env      []string
+	httpURL  string
+	adminURL string
+	logDir   string
+	cmd      *exec.Cmd
+	out      bytes.Buffer
 }
 
 // newInstance prepares an instance with its own ports and data directory
 // (its instance ID) on the shared storage, in front of fake.
 func newInstance(t *testing.T, name, storage string, fake *providertest.Server) *instance {
 	dir := t.TempDir()
-	httpPort := freePort(t)
-	in := &instance{t: t, name: name, httpURL: fmt.Sprintf("http://127.0.0.1:%d", httpPort), logDir: dir}
+	httpPort, adminPort := freePort(t), freePort(t)
+	in := &instance{t: t, name: name, logDir: dir,
+		httpURL: fmt.Sprintf("http://127.0.0.1:%d", httpPort), adminURL: fmt.Sprintf("http://127.0.0.1:%d", adminPort)}
 	in.env = append(os.Environ(),
 		"XDG_DATA_HOME="+filepath.Join(dir, "data"),
 		"XDG_CONFIG_HOME="+filepath.Join(dir, "config"),
 		"HOME="+dir,
-		fmt.Sprintf("MG_ADMIN_PORT=%d", freePort(t)),
+		fmt.Sprintf("MG_ADMIN_PORT=%d", adminPort),
 		fmt.Sprintf("MG_HTTP_PORT=%d", httpPort),
 		"MG_LOG_DIR="+dir,
 		"MG_STORAGE="+storage,
@@ -308,4 +313,94 @@ func mergeCounts(a, b map[string]int) map[string]int {
 		out[k] += v
 	}
 	return out
+}
+
+// TestProcessKeys: two instances share one storage. A key created through
+// one instance's admin API works there at once and on the other within
+// key_refresh (1 s in instance.Caddyfile); deleted, it is refused there at
+// once and on the other within key_refresh.
+func TestProcessKeys(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the caddy binary")
+	}
+	const refresh = time.Second
+	fake := providertest.Start(t, providertest.Options{OpenAIKey: openAIKey})
+	storage := t.TempDir()
+	a, b := newInstance(t, "a", storage, fake), newInstance(t, "b", storage, fake)
+	a.start()
+	b.start()
+
+	res := adminDo(t, http.MethodPost, a.adminURL+"/modelgate/keys", `{"name":"shared","owner":"team"}`)
+	if res.status != http.StatusCreated {
+		t.Fatalf("creating a key: %d %s", res.status, res.body)
+	}
+	secret, id := gjson.Get(res.body, "key").Str, gjson.Get(res.body, "id").Str
+	if s := modelsStatus(t, a, secret); s != 200 {
+		t.Fatalf("the new key on the instance that made it: %d", s)
+	}
+	took := waitKeyStatus(t, b, secret, 200)
+	t.Logf("the new key worked on the other instance after %v", took)
+	if took > refresh+time.Second {
+		t.Errorf("the other instance took %v to accept a new key; the bound is key_refresh (%v)", took, refresh)
+	}
+
+	if res := adminDo(t, http.MethodDelete, a.adminURL+"/modelgate/keys/"+id, ""); res.status != http.StatusNoContent {
+		t.Fatalf("deleting the key: %d %s", res.status, res.body)
+	}
+	if s := modelsStatus(t, a, secret); s != 401 {
+		t.Fatalf("the deleted key on the instance that deleted it: %d", s)
+	}
+	took = waitKeyStatus(t, b, secret, 401)
+	t.Logf("the deleted key was refused on the other instance after %v", took)
+	if took > refresh+time.Second {
+		t.Errorf("the other instance took %v to refuse a deleted key; the bound is key_refresh (%v)", took, refresh)
+	}
+}
+
+type adminResult struct {
+	status int
+	body   string
+}
+
+func adminDo(t *testing.T, method, url, body string) adminResult {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return adminResult{res.StatusCode, string(b)}
+}
+
+func modelsStatus(t *testing.T, in *instance, secret string) int {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, in.httpURL+"/v1/models", nil)
+	req.Header.Set("Authorization", "Bearer "+secret)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	return res.StatusCode
+}
+
+// waitKeyStatus polls the instance with the key until it answers want, for
+// at most 10 s, and returns how long that took.
+func waitKeyStatus(t *testing.T, in *instance, secret string, want int) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		if modelsStatus(t, in, secret) == want {
+			return time.Since(start)
+		}
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("instance %s never answered %d with the key", in.name, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -18,9 +18,15 @@ export GOFLAGS=${GOFLAGS:--buildvcs=false}
 step() { printf '\n== %s\n' "$*"; }
 
 step "tools"
-if ! command -v gcc >/dev/null 2>&1; then # the race detector needs cgo
-	apt-get update -qq && apt-get install -y -qq gcc
+need=()
+command -v gcc >/dev/null 2>&1 || need+=(gcc)                   # the race detector needs cgo
+command -v chromium >/dev/null 2>&1 || need+=(chromium)         # the key settings page's browser test
+if [ ${#need[@]} -gt 0 ]; then
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
 fi
+# The browser test fails rather than skips here: CI must run it. Its
+# screenshot goes to .artifacts/.
+export MODELGATE_REQUIRE_BROWSER=1
 go version
 
 step "gofmt"
