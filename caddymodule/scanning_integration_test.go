@@ -434,7 +434,7 @@ func TestIntegrationSecretScanning(t *testing.T) {
 			t.Errorf("no mail to %s; mails to %v", to, mapKeys(byTo))
 			continue
 		}
-		for _, s := range []string{k.Name, k.Hint, "https://gateway.example/modelgate/", "GitHub", "https://github.com/octo/repo/"} {
+		for _, s := range []string{k.Name, k.Hint, "https://gateway.example/account/keys/", "GitHub", "https://github.com/octo/repo/"} {
 			if !strings.Contains(unfold(m), s) {
 				t.Errorf("mail to %s lacks %q:\n%s", to, s, m)
 			}

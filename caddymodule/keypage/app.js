@@ -2,7 +2,7 @@
 // deletes one after a confirmation. It talks to the admin API beside it.
 "use strict";
 
-const api = "keys";
+const api = "api/keys";
 const $ = (id) => document.getElementById(id);
 
 function when(unix) {

@@ -25,7 +25,7 @@ import (
 var leak = Leak{
 	KeyID: "key_01", KeyName: "deploy", KeyHint: "mgk_...a1B2", Owner: "team-a",
 	Reporter: "GitHub", URL: "https://github.com/octo/repo/blob/abc/.env", Source: "commit",
-	FoundAt: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC), SettingsURL: "https://gw.example/modelgate/",
+	FoundAt: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC), SettingsURL: "https://gw.example/account/keys/",
 }
 
 // parse reads a message as a mail reader would and returns its decoded body.
@@ -51,10 +51,10 @@ func TestMessage(t *testing.T) {
 		notWant []string
 	}{
 		{"not revoked", leak,
-			[]string{"deploy", "mgk_...a1B2", "GitHub", "commit", "https://github.com/octo/repo/blob/abc/.env", "https://gw.example/modelgate/", "Delete the key", "still works", "never contains a key"},
+			[]string{"deploy", "mgk_...a1B2", "GitHub", "commit", "https://github.com/octo/repo/blob/abc/.env", "https://gw.example/account/keys/", "Delete the key", "still works", "never contains a key"},
 			[]string{"revoked automatically"}},
 		{"revoked", func() Leak { l := leak; l.Revoked = true; return l }(),
-			[]string{"revoked automatically", "Create a new key", "https://gw.example/modelgate/"},
+			[]string{"revoked automatically", "Create a new key", "https://gw.example/account/keys/"},
 			[]string{"still works"}},
 		{"no URL, no settings page", func() Leak { l := leak; l.URL, l.SettingsURL = "", ""; return l }(),
 			[]string{"deploy", "key settings page."},
