@@ -213,6 +213,7 @@ func (r *Runner) writeResults(ctx context.Context, lv Live, rec *batchRecord, c 
 	}
 	lv.Logger.Info("batch finished", zap.String("batch_id", rec.ID), zap.String("status", status),
 		zap.Int("completed", counts.Completed), zap.Int("failed", counts.Failed))
+	lv.finished(rec)
 
 	// Clean up: the work parts and checkpoints are in the files now.
 	_ = s.storage.Delete(ctx, s.activeKey(rec.ID))

@@ -18,6 +18,18 @@ type Live struct {
 	Settings Settings
 	Executor Executor
 	Logger   *zap.Logger
+	// Finished, when set, is told of each batch this runner brought to a
+	// final status (failed, completed, cancelled, expired), once, after
+	// the batch's record is stored. A crash between the two loses the
+	// call: it is at most once.
+	Finished func(owner string, b Batch)
+}
+
+// finished tells lv.Finished of rec, if it listens.
+func (lv Live) finished(rec *batchRecord) {
+	if lv.Finished != nil {
+		lv.Finished(rec.Owner, rec.Batch)
+	}
 }
 
 // maxParts is how many parts one runner works on at once. Each part runs
@@ -213,6 +225,7 @@ func (r *Runner) validate(lv Live, id, owner string) error {
 			return err
 		}
 		log.Info("batch input refused", zap.Int("errors", len(v.errors)), zap.String("first", v.errors[0].Message))
+		lv.finished(rec)
 		return r.store.storage.Delete(ctx, r.store.activeKey(id))
 	}
 	if err := r.store.storeJSON(ctx, r.store.claimsKey(rec), &claims{Parts: v.parts}); err != nil {

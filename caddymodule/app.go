@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"github.com/caddyserver/certmagic"
 	"go.uber.org/zap"
 
@@ -67,6 +68,9 @@ type App struct {
 	store     *batch.Store
 	batchExec *Handler // the handler batch requests run through
 	runner    *batch.Runner
+
+	ctx    caddy.Context
+	events *caddyevents.App
 }
 
 // CaddyModule returns the Caddy module information.
@@ -80,7 +84,12 @@ func (App) CaddyModule() caddy.ModuleInfo {
 // Provision loads the providers and checks that every route points at one.
 // It starts nothing: validation-only loads provision and then cancel.
 func (a *App) Provision(ctx caddy.Context) error {
-	a.logger = ctx.Logger()
+	a.ctx, a.logger = ctx, ctx.Logger()
+	ev, err := ctx.App("events")
+	if err != nil {
+		return fmt.Errorf("events app: %v", err)
+	}
+	a.events = ev.(*caddyevents.App)
 	if reg := ctx.GetMetricsRegistry(); reg != nil {
 		if err := registerMetrics(reg); err != nil {
 			return fmt.Errorf("registering metrics: %v", err)

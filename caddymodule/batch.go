@@ -169,7 +169,35 @@ func liveBatch() (batch.Live, bool) {
 	if !ok || a.batchExec == nil {
 		return batch.Live{}, false
 	}
-	return batch.Live{Settings: a.Batch.settings(), Executor: batchExecutor{a}, Logger: a.batchExec.logger}, true
+	return batch.Live{Settings: a.Batch.settings(), Executor: batchExecutor{a}, Logger: a.batchExec.logger,
+		Finished: func(owner string, b batch.Batch) { a.batchEvent("batch_"+b.Status, owner, b) }}, true
+}
+
+// batchEvent emits name through Caddy's events app with what a subscriber
+// needs to know of b: batch_submitted when a batch is created here, and
+// batch_completed, batch_failed, batch_cancelled or batch_expired when
+// this instance brought it to that status.
+func (a *App) batchEvent(name, owner string, b batch.Batch) {
+	data := map[string]any{
+		"batch_id":      b.ID,
+		"owner":         owner,
+		"endpoint":      b.Endpoint,
+		"status":        b.Status,
+		"input_file_id": b.InputFileID,
+		"total":         b.RequestCounts.Total,
+		"completed":     b.RequestCounts.Completed,
+		"failed":        b.RequestCounts.Failed,
+	}
+	if b.OutputFileID != nil {
+		data["output_file_id"] = *b.OutputFileID
+	}
+	if b.ErrorFileID != nil {
+		data["error_file_id"] = *b.ErrorFileID
+	}
+	if b.Errors != nil {
+		data["errors"] = len(b.Errors.Data)
+	}
+	a.events.Emit(a.ctx, name, data)
 }
 
 // batchExecutor runs batch requests through the same handler code as live

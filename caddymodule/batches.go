@@ -104,6 +104,7 @@ func (h *Handler) createBatch(w http.ResponseWriter, r *http.Request, who string
 	})
 	if err == nil {
 		h.logger.Info("batch created", zap.String("batch_id", b.ID), zap.String("input_file_id", b.InputFileID))
+		h.app.batchEvent("batch_submitted", who, b)
 		h.app.wakeRunner()
 	}
 	h.answer(w, "batch", "", b, err)

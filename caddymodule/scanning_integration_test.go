@@ -120,7 +120,7 @@ func startScanningGateway(t *testing.T) *scanningGateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	adapted, err = sjson.SetRawBytes(adapted, "apps.events", []byte(`{"subscriptions":[{"events":["key_exposed"],"handlers":[{"handler":"modelgate_test_recorder"}]}]}`))
+	adapted, err = sjson.SetRawBytes(adapted, "apps.events", []byte(`{"subscriptions":[{"events":["key_exposed","batch_submitted","batch_completed","batch_failed","batch_cancelled","batch_expired"],"handlers":[{"handler":"modelgate_test_recorder"}]}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -488,7 +488,9 @@ func TestIntegrationSecretScanning(t *testing.T) {
 	recorded.mu.Lock()
 	var ids []string
 	for _, e := range recorded.events {
-		ids = append(ids, e.Data["key_id"].(string))
+		if e.Name() == "key_exposed" {
+			ids = append(ids, e.Data["key_id"].(string))
+		}
 	}
 	recorded.mu.Unlock()
 	slices.Sort(ids)
