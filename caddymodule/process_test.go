@@ -90,7 +90,24 @@ func newInstance(t *testing.T, name, storage string, fake *providertest.Server) 
 		"MG_OPENAI_KEY="+openAIKey,
 		"MG_ALICE_KEY="+aliceKey,
 	)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("instance %s, its warnings and errors:\n%s", name, in.problems(50))
+		}
+	})
 	return in
+}
+
+// problems returns the last n lines of the instance's output and log at
+// WARN or above.
+func (in *instance) problems(n int) string {
+	var lines []string
+	for _, l := range strings.Split(in.logs(), "\n") {
+		if strings.Contains(l, `"level":"warn"`) || strings.Contains(l, `"level":"error"`) || strings.Contains(l, "panic") {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
 // start runs the instance and waits until it answers.
