@@ -15,11 +15,15 @@ func init() {
 
 // AdminAPI serves key management on Caddy's admin endpoint, under
 // /modelgate/ (see keyAPI): POST and GET /modelgate/keys, GET and DELETE
-// /modelgate/keys/{id}. `caddy modelgate key` talks to it.
+// /modelgate/keys/{id}. `caddy modelgate key` talks to it. It also serves
+// the key settings page at /modelgate/, whose script finds the same API at
+// /modelgate/api/keys.
 //
-// The key settings page is not here: Caddy's admin endpoint refuses a
-// browser's navigation to it (a request with Sec-Fetch-Mode but no Origin
-// or Referer gets 403), so the page is modelgate_key_settings, on a site.
+// A browser reaches that page only where the admin endpoint lets a
+// navigation in: Caddy refuses a request that carries Sec-Fetch-Mode but no
+// allowed Origin or Referer, which a typed or bookmarked address never
+// carries, unless the admin origins list "" as well. The page is therefore
+// also modelgate_key_settings, on a site.
 //
 // It works on the modelgate app of the running config; Caddy provisions
 // admin modules anew with each config it loads.
@@ -53,15 +57,17 @@ func (a *AdminAPI) Routes() []caddy.AdminRoute {
 
 func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 	rest := strings.TrimPrefix(r.URL.Path, "/modelgate/")
-	if !isKeyPath(rest) {
-		return caddy.APIError{HTTPStatus: http.StatusNotFound,
-			Err: errors.New("no such modelgate admin route: use /modelgate/keys (the key settings page is the modelgate_key_settings handler of a site)")}
+	if api := strings.TrimPrefix(rest, "api/"); isKeyPath(api) {
+		if a.app == nil {
+			return caddy.APIError{HTTPStatus: http.StatusNotFound,
+				Err: errors.New("the modelgate app is not configured: add the modelgate global option")}
+		}
+		return keyAPI{keys: a.app.managed, logger: a.logger, by: "admin API"}.serve(w, r, api)
 	}
-	if a.app == nil {
-		return caddy.APIError{HTTPStatus: http.StatusNotFound,
-			Err: errors.New("the modelgate app is not configured: add the modelgate global option")}
+	if strings.Contains(rest, "/") {
+		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: errors.New("no such modelgate admin route")}
 	}
-	return keyAPI{keys: a.app.managed, logger: a.logger, by: "admin API"}.serve(w, r, rest)
+	return servePage(w, r, pageFile(r.URL.Path))
 }
 
 // Interface guards

@@ -88,8 +88,9 @@ func TestIntegrationAdminKeys(t *testing.T) {
 		{"path in id", "DELETE", "/modelgate/keys/..%2F..%2Fetc", ``, 404},
 		{"wrong method on the list", "PUT", "/modelgate/keys", `{}`, 405},
 		{"wrong method on a key", "POST", "/modelgate/keys/" + id, `{}`, 405},
-		{"no page on the admin endpoint", "GET", "/modelgate/", ``, 404},
-		{"no such route", "GET", "/modelgate/nope.html", ``, 404},
+		{"wrong method on the page", "POST", "/modelgate/", `{}`, 405},
+		{"no such page", "GET", "/modelgate/nope.html", ``, 404},
+		{"no such route", "GET", "/modelgate/x/y", ``, 404},
 		{"key path too deep", "GET", "/modelgate/keys/" + id + "/x", ``, 404},
 	} {
 		status, body, hdr := admin(t, tc.method, tc.path, tc.body)
@@ -138,5 +139,40 @@ func TestIntegrationAdminKeys(t *testing.T) {
 	}
 	if s := getWith(t, "/v1/models", secret2); s != 200 {
 		t.Errorf("the other key after a delete: %d", s)
+	}
+
+	// The key settings page, and the same API where its script looks.
+	for _, tc := range []struct{ path, ctype, has string }{
+		{"/modelgate/", "text/html", "API keys"},
+		{"/modelgate/app.js", "javascript", "confirmDelete"},
+		{"/modelgate/style.css", "text/css", "dialog"},
+		{"/modelgate/api/keys", "application/json", secret2[len(secret2)-4:]},
+	} {
+		status, body, hdr := admin(t, http.MethodGet, tc.path, "")
+		if status != 200 || !strings.Contains(hdr.Get("Content-Type"), tc.ctype) || !strings.Contains(body, tc.has) {
+			t.Errorf("%s: %d %s", tc.path, status, hdr.Get("Content-Type"))
+		}
+	}
+}
+
+// TestIntegrationAdminRefusesNavigation shows why the key settings page is
+// also a handler of a site: with its default origins, Caddy's admin
+// endpoint refuses a browser's navigation (Sec-Fetch-Mode, neither Origin
+// nor Referer), to the page as to any admin route, before modelgate sees it.
+func TestIntegrationAdminRefusesNavigation(t *testing.T) {
+	startGateway(t) // gateway.Caddyfile: admin localhost:2999, default origins
+	for _, path := range []string{"/modelgate/", "/config/"} {
+		req, _ := http.NewRequest(http.MethodGet, adminURL+path, nil)
+		req.Header.Set("Sec-Fetch-Mode", "navigate")
+		req.Header.Set("Sec-Fetch-Site", "none")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusForbidden || !strings.Contains(string(b), "origin") {
+			t.Errorf("%s: %d %s", path, res.StatusCode, b)
+		}
 	}
 }

@@ -44,8 +44,10 @@ var keyPage embed.FS
 // that modelgate_auth let through (a gateway API key is not the account
 // holder's login). Cross-origin browser requests that change keys get 403.
 //
-// It lives on a site, not on the admin endpoint, because Caddy's admin
-// endpoint refuses a browser's navigation to any of its pages.
+// The admin endpoint serves the same page at /modelgate/, but a browser
+// gets in there only once the admin origins list "" (see AdminAPI); this
+// handler needs no change to the admin endpoint and serves account holders
+// who have no access to the machine.
 type KeySettings struct {
 	// AllowUnauthenticated serves requests that no authentication handler
 	// (basic_auth, or a caddyauth provider) authenticated. Set it only

@@ -57,22 +57,16 @@ func artifactDir(t *testing.T) string {
 }
 
 // TestUIKeySettingsPage drives the key settings page in headless Chromium
-// as the account holder would: the page lists the keys there are, creates a
-// named key and shows its secret once with a working copy button, lists
-// the new key, and deletes it only after the confirmation (cancel keeps
-// it). Every request the page makes stays under its route, and no script
-// error or CSP violation happens. It saves a screenshot.
+// as the account holder would, where it is served: on a site behind
+// basic_auth (modelgate_key_settings) and on the admin endpoint (whose
+// origins let a navigation in, see scanning.Caddyfile). It saves a
+// screenshot of the first.
 func TestUIKeySettingsPage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a browser")
 	}
 	exe := chromium(t)
 	startScanningGateway(t)
-	status, body, _ := admin(t, http.MethodPost, "/modelgate/keys", `{"name":"batch-worker","owner":"data-team","models":["smart","oa/*"]}`)
-	if status != http.StatusCreated {
-		t.Fatalf("creating the first key: %d %s", status, body)
-	}
-	firstID := gjson.Get(body, "id").Str
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exe),
@@ -88,7 +82,38 @@ func TestUIKeySettingsPage(t *testing.T) {
 	defer cancel()
 	ctx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
 	defer cancelAlloc()
-	ctx, cancelTab := chromedp.NewContext(ctx, chromedp.WithLogf(t.Logf))
+	browserCtx, cancelBrowser := chromedp.NewContext(ctx, chromedp.WithLogf(t.Logf))
+	defer cancelBrowser()
+	if err := chromedp.Do(browserCtx); err != nil { // start the browser
+		t.Fatal(err)
+	}
+
+	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte(settingsUser+":"+settingsPassword))
+	t.Run("site", func(t *testing.T) {
+		drivePage(t, browserCtx, settingsURL, gatewayBase, basic, "key-settings.png")
+	})
+	t.Run("admin endpoint", func(t *testing.T) {
+		drivePage(t, browserCtx, adminURL+"/modelgate/", adminURL, "", "")
+	})
+}
+
+// drivePage opens the key settings page at pageURL (of origin) in a new tab
+// of the browser and: the list shows a key there is; it creates a named key
+// and shows its secret once with a working copy button; lists the new key,
+// which works on the gateway at once; forgets the secret on "Done"; deletes
+// the key only after the confirmation (cancel keeps it). Every request the
+// page makes stays under pageURL, and no script error or CSP violation
+// happens. authorization, if set, is sent with every request, as a browser
+// does once its user typed the basic_auth credential into its prompt; shot,
+// if set, names the screenshot to save.
+func drivePage(t *testing.T, browserCtx context.Context, pageURL, origin, authorization, shot string) {
+	name := "laptop-" + strings.ReplaceAll(t.Name()[strings.LastIndex(t.Name(), "/")+1:], " ", "-")
+	status, body, _ := admin(t, http.MethodPost, "/modelgate/keys", `{"name":"batch-worker","owner":"data-team","models":["smart","oa/*"]}`)
+	if status != http.StatusCreated {
+		t.Fatalf("creating the first key: %d %s", status, body)
+	}
+	firstID := gjson.Get(body, "id").Str
+	ctx, cancelTab := chromedp.NewContext(browserCtx)
 	defer cancelTab()
 
 	// What the page requests, and what it reports as errors.
@@ -121,17 +146,17 @@ func TestUIKeySettingsPage(t *testing.T) {
 		if _, err := chromedp.CallBrowser(ctx, browser.SetPermission, browser.SetPermissionParams{
 			Permission: &browser.PermissionDescriptor{Name: name},
 			Setting:    browser.PermissionSettingGranted,
-			Origin:     gatewayBase,
+			Origin:     origin,
 		}); err != nil {
 			t.Fatalf("granting %s: %v", name, err)
 		}
 	}
-	// The credential of basic_auth in front of the page, as the browser
-	// sends it once the account holder typed it into its prompt.
-	if _, err := chromedp.Call(ctx, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{
-		Headers: network.Headers{"Authorization": "Basic " + base64.StdEncoding.EncodeToString([]byte(settingsUser+":"+settingsPassword))},
-	}); err != nil {
-		t.Fatal(err)
+	if authorization != "" {
+		if _, err := chromedp.Call(ctx, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{
+			Headers: network.Headers{"Authorization": authorization},
+		}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	run := func(step string, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
@@ -145,7 +170,7 @@ func TestUIKeySettingsPage(t *testing.T) {
 
 	// The list shows the key there is.
 	run("open the page",
-		chromedp.Navigate(settingsURL),
+		chromedp.Navigate(pageURL),
 		chromedp.WaitVisible(chromedp.CSS(row(firstID))),
 	)
 	if text, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(row(firstID)))); err != nil ||
@@ -155,7 +180,7 @@ func TestUIKeySettingsPage(t *testing.T) {
 
 	// Create a named key: the secret is shown once, with a copy button.
 	run("create a key",
-		chromedp.SendKeys(chromedp.ID("name"), "laptop"),
+		chromedp.SendKeys(chromedp.ID("name"), name),
 		chromedp.SendKeys(chromedp.ID("owner"), "alice"),
 		chromedp.SendKeys(chromedp.ID("models"), "oa/*"),
 		chromedp.Click(chromedp.ID("create")),
@@ -174,28 +199,30 @@ func TestUIKeySettingsPage(t *testing.T) {
 
 	// The new key is listed, exists on the admin API and works at once.
 	status, body, _ = admin(t, http.MethodGet, "/modelgate/keys", "")
-	created := gjson.Get(body, `data.#(name=="laptop")`)
+	created := gjson.Get(body, `data.#(name=="`+name+`")`)
 	if status != 200 || created.Get("owner").Str != "alice" || created.Get("models.0").Str != "oa/*" {
 		t.Fatalf("the admin API's list: %d %s", status, body)
 	}
 	id := created.Get("id").Str
 	run("see it listed", chromedp.WaitVisible(chromedp.CSS(row(id))))
 	if text, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(row(id)))); err != nil ||
-		!strings.Contains(text, "laptop") || !strings.Contains(text, "mgk_..."+secret[36:]) || strings.Contains(text, secret) {
+		!strings.Contains(text, name) || !strings.Contains(text, "mgk_..."+secret[36:]) || strings.Contains(text, secret) {
 		t.Fatalf("the new key's row: %q %v", text, err)
 	}
 	if s := getWith(t, "/v1/models", secret); s != 200 {
 		t.Fatalf("the key made on the page: %d", s)
 	}
-	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-	if err != nil {
-		t.Fatal(err)
+	if shot != "" {
+		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(artifactDir(t), shot)
+		if err := os.WriteFile(file, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("screenshot: %s", file)
 	}
-	file := filepath.Join(artifactDir(t), "key-settings.png")
-	if err := os.WriteFile(file, shot, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("screenshot: %s", file)
 
 	// "Done" forgets the secret: it is on the page no more.
 	run("dismiss the secret", chromedp.Click(chromedp.ID("done")), chromedp.WaitNotVisible(chromedp.ID("secret-box")))
@@ -233,7 +260,7 @@ func TestUIKeySettingsPage(t *testing.T) {
 		t.Errorf("the page reported: %q", problems)
 	}
 	for _, u := range requests {
-		if !strings.HasPrefix(u, settingsURL) && !strings.HasPrefix(u, "data:") {
+		if !strings.HasPrefix(u, pageURL) && !strings.HasPrefix(u, "data:") {
 			t.Errorf("the page requested %s, outside its own route", u)
 		}
 	}
