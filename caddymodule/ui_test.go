@@ -90,15 +90,15 @@ func TestUIKeySettingsPage(t *testing.T) {
 
 	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte(settingsUser+":"+settingsPassword))
 	t.Run("site", func(t *testing.T) {
-		drivePage(t, browserCtx, settingsURL, gatewayBase, basic, "key-settings.png")
+		drivePage(t, browserCtx, settingsURL, gatewayBase, basic, "laptop", "key-settings.png")
 	})
 	t.Run("admin endpoint", func(t *testing.T) {
-		drivePage(t, browserCtx, adminURL+"/modelgate/", adminURL, "", "")
+		drivePage(t, browserCtx, adminURL+"/modelgate/", adminURL, "", "deploy-bot", "")
 	})
 }
 
 // drivePage opens the key settings page at pageURL (of origin) in a new tab
-// of the browser and: the list shows a key there is; it creates a named key
+// of the browser and: the list shows a key there is; it creates the key name
 // and shows its secret once with a working copy button; lists the new key,
 // which works on the gateway at once; forgets the secret on "Done"; deletes
 // the key only after the confirmation (cancel keeps it). Every request the
@@ -106,8 +106,7 @@ func TestUIKeySettingsPage(t *testing.T) {
 // happens. authorization, if set, is sent with every request, as a browser
 // does once its user typed the basic_auth credential into its prompt; shot,
 // if set, names the screenshot to save.
-func drivePage(t *testing.T, browserCtx context.Context, pageURL, origin, authorization, shot string) {
-	name := "laptop-" + strings.ReplaceAll(t.Name()[strings.LastIndex(t.Name(), "/")+1:], " ", "-")
+func drivePage(t *testing.T, browserCtx context.Context, pageURL, origin, authorization, name, shot string) {
 	status, body, _ := admin(t, http.MethodPost, "/modelgate/keys", `{"name":"batch-worker","owner":"data-team","models":["smart","oa/*"]}`)
 	if status != http.StatusCreated {
 		t.Fatalf("creating the first key: %d %s", status, body)
