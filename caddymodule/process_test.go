@@ -121,6 +121,7 @@ func (in *instance) start() {
 	in.cmd = exec.Command(caddyBinary(t), "run", "--config", cfg, "--adapter", "caddyfile")
 	in.cmd.Env = in.env
 	in.cmd.Stdout, in.cmd.Stderr = &in.out, &in.out
+	dieWithTest(in.cmd)
 	if err := in.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
