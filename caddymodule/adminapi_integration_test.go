@@ -16,17 +16,7 @@ const adminURL = "http://localhost:2999"
 // admin sends one request to the admin endpoint of the test gateway.
 func admin(t *testing.T, method, path, body string) (int, string, http.Header) {
 	t.Helper()
-	req, _ := http.NewRequest(method, adminURL+path, strings.NewReader(body))
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, string(b), res.Header
+	return request(t, method, adminURL+path, body)
 }
 
 // TestIntegrationAdminKeys drives the admin API: a created key works at

@@ -102,6 +102,54 @@ func post(t *testing.T, path, key, body string) *http.Response {
 	return res
 }
 
+// request sends one request to url, with body as JSON when there is one
+// and header as name, value pairs, and returns the status, the body and
+// the headers of the answer.
+func request(t *testing.T, method, url, body string, header ...string) (int, string, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b), res.Header
+}
+
+// statusWith returns the status of GET url with secret as the bearer key.
+func statusWith(t *testing.T, url, secret string) int {
+	t.Helper()
+	status, _, _ := request(t, http.MethodGet, url, "", "Authorization", "Bearer "+secret)
+	return status
+}
+
+// waitStatusWith polls GET url with secret until it answers want, for at
+// most limit, and returns how long that took.
+func waitStatusWith(t *testing.T, url, secret string, want int, limit time.Duration, what string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for {
+		status := statusWith(t, url, secret)
+		if status == want {
+			return time.Since(start)
+		}
+		if time.Since(start) > limit {
+			t.Fatalf("waiting for %s: status %d after %v, want %d", what, status, time.Since(start), want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // wantErrorShape asserts an OpenAI error body with the given status and code.
 func wantErrorShape(t *testing.T, res *http.Response, status int, code string) gjson.Result {
 	t.Helper()

@@ -1,7 +1,7 @@
 package caddymodule
 
 import (
-	"io"
+	"encoding/base64"
 	"net/http"
 	"strings"
 	"testing"
@@ -20,23 +20,11 @@ const (
 // extra headers, and auth says whether to send the basic_auth credential.
 func settings(t *testing.T, method, url, body string, auth bool, header ...string) (int, string, http.Header) {
 	t.Helper()
-	req, _ := http.NewRequest(method, url, strings.NewReader(body))
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
 	if auth {
-		req.SetBasicAuth(settingsUser, settingsPassword)
+		basic := base64.StdEncoding.EncodeToString([]byte(settingsUser + ":" + settingsPassword))
+		header = append([]string{"Authorization", "Basic " + basic}, header...)
 	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, string(b), res.Header
+	return request(t, method, url, body, header...)
 }
 
 // TestIntegrationKeySettings checks modelgate_key_settings over HTTP: the

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -348,77 +347,29 @@ func TestProcessKeys(t *testing.T) {
 	a.start()
 	b.start()
 
-	res := adminDo(t, http.MethodPost, a.adminURL+"/modelgate/keys", `{"name":"shared","owner":"team"}`)
-	if res.status != http.StatusCreated {
-		t.Fatalf("creating a key: %d %s", res.status, res.body)
+	status, body, _ := request(t, http.MethodPost, a.adminURL+"/modelgate/keys", `{"name":"shared","owner":"team"}`)
+	if status != http.StatusCreated {
+		t.Fatalf("creating a key: %d %s", status, body)
 	}
-	secret, id := gjson.Get(res.body, "key").Str, gjson.Get(res.body, "id").Str
-	if s := modelsStatus(t, a, secret); s != 200 {
+	secret, id := gjson.Get(body, "key").Str, gjson.Get(body, "id").Str
+	if s := statusWith(t, a.httpURL+"/v1/models", secret); s != 200 {
 		t.Fatalf("the new key on the instance that made it: %d", s)
 	}
-	took := waitKeyStatus(t, b, secret, 200)
+	took := waitStatusWith(t, b.httpURL+"/v1/models", secret, 200, 10*time.Second, "the new key on the other instance")
 	t.Logf("the new key worked on the other instance after %v", took)
 	if took > refresh+time.Second {
 		t.Errorf("the other instance took %v to accept a new key; the bound is key_refresh (%v)", took, refresh)
 	}
 
-	if res := adminDo(t, http.MethodDelete, a.adminURL+"/modelgate/keys/"+id, ""); res.status != http.StatusNoContent {
-		t.Fatalf("deleting the key: %d %s", res.status, res.body)
+	if status, body, _ := request(t, http.MethodDelete, a.adminURL+"/modelgate/keys/"+id, ""); status != http.StatusNoContent {
+		t.Fatalf("deleting the key: %d %s", status, body)
 	}
-	if s := modelsStatus(t, a, secret); s != 401 {
+	if s := statusWith(t, a.httpURL+"/v1/models", secret); s != 401 {
 		t.Fatalf("the deleted key on the instance that deleted it: %d", s)
 	}
-	took = waitKeyStatus(t, b, secret, 401)
+	took = waitStatusWith(t, b.httpURL+"/v1/models", secret, 401, 10*time.Second, "the deleted key to be refused on the other instance")
 	t.Logf("the deleted key was refused on the other instance after %v", took)
 	if took > refresh+time.Second {
 		t.Errorf("the other instance took %v to refuse a deleted key; the bound is key_refresh (%v)", took, refresh)
-	}
-}
-
-type adminResult struct {
-	status int
-	body   string
-}
-
-func adminDo(t *testing.T, method, url, body string) adminResult {
-	t.Helper()
-	req, _ := http.NewRequest(method, url, strings.NewReader(body))
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return adminResult{res.StatusCode, string(b)}
-}
-
-func modelsStatus(t *testing.T, in *instance, secret string) int {
-	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, in.httpURL+"/v1/models", nil)
-	req.Header.Set("Authorization", "Bearer "+secret)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	return res.StatusCode
-}
-
-// waitKeyStatus polls the instance with the key until it answers want, for
-// at most 10 s, and returns how long that took.
-func waitKeyStatus(t *testing.T, in *instance, secret string, want int) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for {
-		if modelsStatus(t, in, secret) == want {
-			return time.Since(start)
-		}
-		if time.Since(start) > 10*time.Second {
-			t.Fatalf("instance %s never answered %d with the key", in.name, want)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

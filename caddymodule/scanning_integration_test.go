@@ -177,29 +177,12 @@ func (g *scanningGateway) create(t *testing.T, nk keys.NewKey) (keys.Key, string
 // most ten refresh intervals, and returns how long that took.
 func waitStatus(t *testing.T, secret string, want int, what string) time.Duration {
 	t.Helper()
-	start := time.Now()
-	for {
-		res := getWith(t, "/v1/models", secret)
-		if res == want {
-			return time.Since(start)
-		}
-		if time.Since(start) > 10*keyRefresh+2*time.Second {
-			t.Fatalf("waiting for %s: status %d after %v, want %d", what, res, time.Since(start), want)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return waitStatusWith(t, gatewayBase+"/v1/models", secret, want, 10*keyRefresh+2*time.Second, what)
 }
 
 func getWith(t *testing.T, path, secret string) int {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, "http://localhost:9080"+path, nil)
-	req.Header.Set("Authorization", "Bearer "+secret)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	return res.StatusCode
+	return statusWith(t, gatewayBase+path, secret)
 }
 
 // alert posts a signed alert to path and returns the response's status and
