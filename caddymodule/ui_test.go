@@ -66,7 +66,7 @@ func TestUIKeySettingsPage(t *testing.T) {
 		t.Skip("runs a browser")
 	}
 	exe := chromium(t)
-	startScanningGateway(t)
+	g := startScanningGateway(t)
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exe),
@@ -90,15 +90,16 @@ func TestUIKeySettingsPage(t *testing.T) {
 
 	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte(settingsUser+":"+settingsPassword))
 	t.Run("site", func(t *testing.T) {
-		drivePage(t, browserCtx, settingsURL, gatewayBase, basic, "laptop", "key-settings.png")
+		drivePage(t, browserCtx, g.keys, settingsURL, gatewayBase, basic, "laptop", "key-settings.png")
 	})
 	t.Run("admin endpoint", func(t *testing.T) {
-		drivePage(t, browserCtx, adminURL+"/modelgate/", adminURL, "", "deploy-bot", "")
+		drivePage(t, browserCtx, g.keys, adminURL+"/modelgate/", adminURL, "", "deploy-bot", "")
 	})
 }
 
 // drivePage opens the key settings page at pageURL (of origin) in a new tab
-// of the browser and: the list shows a key there is; it creates the key name
+// of the browser and: the list shows a key there is, flagged with where it
+// leaked once km marked it exposed; it creates the key name
 // and shows its secret once with a working copy button; lists the new key,
 // which works on the gateway at once; forgets the secret on "Done"; deletes
 // the key only after the confirmation (cancel keeps it). Every request the
@@ -106,12 +107,17 @@ func TestUIKeySettingsPage(t *testing.T) {
 // happens. authorization, if set, is sent with every request, as a browser
 // does once its user typed the basic_auth credential into its prompt; shot,
 // if set, names the screenshot to save.
-func drivePage(t *testing.T, browserCtx context.Context, pageURL, origin, authorization, name, shot string) {
+func drivePage(t *testing.T, browserCtx context.Context, km *keys.Manager, pageURL, origin, authorization, name, shot string) {
 	status, body, _ := admin(t, http.MethodPost, "/modelgate/keys", `{"name":"batch-worker","owner":"data-team","models":["smart","oa/*"]}`)
 	if status != http.StatusCreated {
 		t.Fatalf("creating the first key: %d %s", status, body)
 	}
 	firstID := gjson.Get(body, "id").Str
+	// Secret scanning found it in public (marked as another instance would).
+	leak := keys.Exposure{Reporter: "github", Type: "modelgate_api_key", URL: "https://github.com/octo/app/blob/main/.env", Source: "commit"}
+	if _, _, err := km.MarkExposed(context.Background(), firstID, leak); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancelTab := chromedp.NewContext(browserCtx)
 	defer cancelTab()
 
@@ -173,7 +179,8 @@ func drivePage(t *testing.T, browserCtx context.Context, pageURL, origin, author
 		chromedp.WaitVisible(chromedp.CSS(row(firstID))),
 	)
 	if text, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(row(firstID)))); err != nil ||
-		!strings.Contains(text, "batch-worker") || !strings.Contains(text, "data-team") || !strings.Contains(text, "smart, oa/*") {
+		!strings.Contains(text, "batch-worker") || !strings.Contains(text, "data-team") || !strings.Contains(text, "smart, oa/*") ||
+		!strings.Contains(text, "Exposed") || !strings.Contains(text, leak.URL) {
 		t.Fatalf("the first key's row: %q %v", text, err)
 	}
 
