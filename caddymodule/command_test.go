@@ -96,6 +96,11 @@ func TestCommandKeys(t *testing.T) {
 		})
 	}
 
+	// No admin endpoint there.
+	if out, errOut, ok := runCaddy(t, "modelgate", "key", "list", "--address", "127.0.0.1:1"); ok || !strings.Contains(errOut, "connection refused") {
+		t.Errorf("without an admin endpoint: exit 0 = %v, stdout %q, stderr %q", ok, out, errOut)
+	}
+
 	out, errOut, ok = runCaddy(t, cmd("delete", id)...)
 	if !ok || !strings.Contains(out, id) {
 		t.Fatalf("delete: %q %s", out, errOut)
