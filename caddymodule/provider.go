@@ -214,7 +214,7 @@ func (b *ProviderBase) upstreamRequest(r *http.Request, preq providers.Request, 
 	u := *r.URL
 	u.Path = b.basePath + preq.Path
 	u.RawPath = ""
-	u.RawQuery = ""
+	u.RawQuery = preq.Query
 	r2.URL = &u
 	r2.Method = http.MethodPost
 	r2.RequestURI = ""

@@ -43,11 +43,11 @@ func (h *Handler) serveRerank(w http.ResponseWriter, r *http.Request) {
 		preq, err := tr.RerankRequest(req, model)
 		return preq, exchange{
 			translate: func(answer []byte) ([]byte, error) {
-				id, scored, err := tr.RerankResponse(answer)
+				a, err := tr.RerankResponse(answer)
 				if err != nil {
 					return nil, err
 				}
-				out, ok := providers.RerankResult(nil, id, scored, len(req.Documents), req.TopN)
+				out, ok := providers.RerankResult(nil, a, len(req.Documents), req.TopN)
 				if !ok {
 					return nil, errBadRerankAnswer
 				}

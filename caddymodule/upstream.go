@@ -44,7 +44,7 @@ type exchange struct {
 	stream    bool
 	tr        providers.StreamTranslator
 	translate func(body []byte) ([]byte, error)
-	mapError  func(status int, body []byte) *providers.Error
+	mapError  func(status int, header http.Header, body []byte) *providers.Error
 }
 
 // forward sends one translated request through the provider's
@@ -52,7 +52,11 @@ type exchange struct {
 // the attempt failed in a way that lets the next target try: then it has
 // written nothing and returns the failure.
 func (p *provider) forward(w http.ResponseWriter, r *http.Request, preq providers.Request, ex exchange) (int, *failure) {
-	uw := &upstreamWriter{client: w, header: make(http.Header), wantStream: ex.stream, tr: ex.tr}
+	framing := preq.Framing
+	if framing == nil {
+		framing = providers.SSE
+	}
+	uw := &upstreamWriter{client: w, header: make(http.Header), wantStream: ex.stream, tr: ex.tr, framing: framing}
 	start := time.Now()
 	err := uw.serve(p.base.proxy, p.base.upstreamRequest(r, preq, ex.stream))
 	observeUpstream(p.name, uw.status, start)
@@ -65,7 +69,7 @@ func (p *provider) forward(w http.ResponseWriter, r *http.Request, preq provider
 		return 0, &failure{err: unreachable(p.name, err, uw.tooLarge), cause: err}
 	}
 	if uw.status >= 400 {
-		f := &failure{err: p.upstreamError(uw.status, uw.buf, ex.mapError), header: uw.header}
+		f := &failure{err: p.upstreamError(uw.status, uw.header, uw.buf, ex.mapError), header: uw.header}
 		if f.retryable() {
 			return 0, f
 		}
@@ -86,12 +90,12 @@ func (p *provider) forward(w http.ResponseWriter, r *http.Request, preq provider
 // provider means the gateway's own provider key is wrong, not the client's:
 // the client gets a 502 that does not repeat the provider's message, which
 // may quote part of that key.
-func (p *provider) upstreamError(status int, body []byte, mapError func(int, []byte) *providers.Error) *providers.Error {
+func (p *provider) upstreamError(status int, header http.Header, body []byte, mapError func(int, http.Header, []byte) *providers.Error) *providers.Error {
 	if status == http.StatusUnauthorized || status == http.StatusForbidden {
 		return &providers.Error{Status: http.StatusBadGateway, Type: "server_error", Code: "upstream_auth_failed",
 			Message: "provider " + p.name + " rejected the gateway's credentials (status " + strconv.Itoa(status) + ")"}
 	}
-	e := mapError(status, body)
+	e := mapError(status, header, body)
 	if e.Status < 400 || e.Status > 599 {
 		e.Status = http.StatusBadGateway
 	}
@@ -152,6 +156,7 @@ type upstreamWriter struct {
 	header     http.Header
 	wantStream bool
 	tr         providers.StreamTranslator // nil: events pass through as they are
+	framing    providers.Framing          // how the provider's stream is cut into events
 
 	wroteHeader bool
 	status      int
@@ -188,7 +193,7 @@ func (w *upstreamWriter) WriteHeader(status int) {
 	}
 	w.wroteHeader = true
 	w.status = status
-	if status >= 300 || !w.wantStream || !isEventStream(w.header.Get("Content-Type")) {
+	if status >= 300 || !w.wantStream || !w.framing.IsStream(w.header.Get("Content-Type")) {
 		return
 	}
 	w.streaming = true
@@ -222,13 +227,15 @@ func (w *upstreamWriter) Write(p []byte) (int, error) {
 	out := w.out[:0]
 	pending := w.buf
 	for {
-		ev, rest, ok := sse.Cut(pending)
-		if !ok {
+		ev, rest, ok, err := w.framing.Cut(pending)
+		if err == nil && !ok {
 			break
 		}
 		pending = rest
-		var err error
-		if out, err = w.tr.Event(out, ev); err != nil {
+		if err == nil {
+			out, err = w.tr.Event(out, ev)
+		}
+		if err != nil {
 			w.failed = true
 			out = sse.AppendData(out, (&providers.Error{Type: "server_error", Code: "bad_upstream_event",
 				Message: "the provider sent an event that could not be translated"}).JSON())

@@ -11,13 +11,25 @@
 // reverse_proxy and feeds the answer back into the translator.
 package providers
 
-import "net/http"
+import (
+	"net/http"
+	"strings"
+
+	"github.com/modelgate/modelgate/providers/sse"
+)
 
 // Request is one upstream call prepared by a translator.
 type Request struct {
 	// Path is appended to the provider's base URL path, e.g.
-	// "/chat/completions" or "/v1/messages".
+	// "/chat/completions" or "/v1/messages". It may hold the model, as
+	// Gemini's "/models/gemini-2.5-flash:generateContent" does; the
+	// translator escapes what needs escaping.
 	Path string
+
+	// Query is the upstream request's query string without the "?", already
+	// encoded (url.Values.Encode), e.g. "alt=sse" or
+	// "api-version=2024-10-21". Empty: none.
+	Query string
 
 	// Body is the provider's own request body.
 	Body []byte
@@ -25,6 +37,41 @@ type Request struct {
 	// Header holds provider headers the call needs besides authentication
 	// and Content-Type (for example anthropic-version). May be nil.
 	Header http.Header
+
+	// Framing is how a streamed answer to this request is cut into events.
+	// Nil: server-sent events (SSE).
+	Framing Framing
+}
+
+// Framing cuts a provider's streamed answer into events as its bytes
+// arrive. Server-sent events are the default (SSE); a provider whose
+// streams are framed otherwise, as AWS's binary event stream is, supplies
+// its own in the Request.
+type Framing interface {
+	// IsStream reports whether a successful answer with this Content-Type
+	// is a stream in this framing (rather than, say, a JSON body).
+	IsStream(contentType string) bool
+
+	// Cut returns the first complete event in buf and the bytes after it;
+	// ok is false while buf holds no complete event yet. An error means
+	// the stream is corrupt and cannot be read further.
+	Cut(buf []byte) (event, rest []byte, ok bool, err error)
+}
+
+// SSE is the server-sent events framing: an event is the lines before a
+// blank line, passed to the StreamTranslator without that blank line.
+var SSE Framing = sseFraming{}
+
+type sseFraming struct{}
+
+func (sseFraming) IsStream(contentType string) bool {
+	mt, _, _ := strings.Cut(contentType, ";")
+	return strings.EqualFold(strings.TrimSpace(mt), "text/event-stream")
+}
+
+func (sseFraming) Cut(buf []byte) (event, rest []byte, ok bool, err error) {
+	event, rest, ok = sse.Cut(buf)
+	return event, rest, ok, nil
 }
 
 // Chat translates chat completions for one provider family.
@@ -47,10 +94,10 @@ type Chat interface {
 	// through untouched.
 	ChatStream(opts StreamOptions) StreamTranslator
 
-	// Error maps a provider's failed answer (status >= 400) into the unified
-	// error. It never copies a non-JSON body (an HTML error page, say) to the
-	// client.
-	Error(status int, body []byte) *Error
+	// Error maps a provider's failed answer (status >= 400), its headers
+	// and body, into the unified error. It never copies a non-JSON body (an
+	// HTML error page, say) to the client.
+	Error(status int, header http.Header, body []byte) *Error
 }
 
 // StreamOptions are the client's wishes for one streamed answer.
@@ -65,9 +112,10 @@ type StreamOptions struct {
 // chat.completion.chunk events, one upstream event at a time, so that nothing
 // is held back longer than the event it belongs to.
 type StreamTranslator interface {
-	// Event translates one complete upstream event (its lines without the
-	// blank line that ends it) and appends the resulting unified events,
-	// each ending in a blank line, to dst.
+	// Event translates one complete upstream event, as the request's
+	// Framing cut it (for SSE: its lines without the blank line that ends
+	// it), and appends the resulting unified events, each ending in a blank
+	// line, to dst.
 	Event(dst, event []byte) ([]byte, error)
 
 	// Close is called once when the upstream body has ended and appends

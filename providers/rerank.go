@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"math"
+	"net/http"
 	"sort"
 	"strconv"
 
@@ -96,11 +97,29 @@ type Rerank interface {
 	RerankRequest(req RerankRequest, model string) (Request, error)
 
 	// RerankResponse reads a successful provider answer: its id (empty when
-	// it has none) and a score per document it ranked.
-	RerankResponse(body []byte) (id string, scored []Scored, err error)
+	// it has none), a score per document it ranked, and what it billed.
+	RerankResponse(body []byte) (RerankAnswer, error)
 
 	// Error maps a provider's failed answer into the unified error.
-	Error(status int, body []byte) *Error
+	Error(status int, header http.Header, body []byte) *Error
+}
+
+// RerankAnswer is what a provider's rerank answer says.
+type RerankAnswer struct {
+	// ID is the provider's id of the answer; empty when it gives none.
+	ID string
+	// Scored holds a score per document the provider ranked.
+	Scored []Scored
+	// Billed is what the provider reports it billed; zero fields: not
+	// reported.
+	Billed BilledUnits
+}
+
+// BilledUnits are the units a provider bills a request in, as Cohere's
+// meta.billed_units names them.
+type BilledUnits struct {
+	SearchUnits int64
+	InputTokens int64
 }
 
 // Scored is one document's score as a provider gave it.
@@ -110,11 +129,15 @@ type Scored struct {
 }
 
 // RerankResult writes the unified answer {id, results:[{index,
-// relevance_score}]}: highest score first, ties in request order, cut to
-// topN (0: all). id is the provider's, or a generated one. A provider that
-// names a document that is not in the request, or one twice, or gives a
-// score that is not a finite number, has answered wrongly: ok is false.
-func RerankResult(dst []byte, id string, scored []Scored, nDocs, topN int) (out []byte, ok bool) {
+// relevance_score}], meta}: highest score first, ties in request order, cut
+// to topN (0: all). id is the provider's, or a generated one. meta is
+// shaped as Cohere's v2 answer carries it, which Cohere's SDKs expect:
+// {"api_version":{"version":"2"}, "billed_units":{…}}, billed_units holding
+// what the provider reported (omitted when it reported nothing). A provider
+// that names a document that is not in the request, or one twice, or gives
+// a score that is not a finite number, has answered wrongly: ok is false.
+func RerankResult(dst []byte, a RerankAnswer, nDocs, topN int) (out []byte, ok bool) {
+	id, scored := a.ID, a.Scored
 	seen := make([]bool, nDocs)
 	for _, s := range scored {
 		if s.Index < 0 || s.Index >= nDocs || seen[s.Index] || math.IsNaN(s.Score) || math.IsInf(s.Score, 0) {
@@ -149,5 +172,23 @@ func RerankResult(dst []byte, id string, scored []Scored, nDocs, topN int) (out 
 		dst = strconv.AppendFloat(dst, s.Score, 'g', -1, 64)
 		dst = append(dst, '}')
 	}
-	return append(dst, "]}"...), true
+	dst = append(dst, `],"meta":{"api_version":{"version":"2"}`...)
+	if b := a.Billed; b.SearchUnits > 0 || b.InputTokens > 0 {
+		dst = append(dst, `,"billed_units":{`...)
+		sep := false
+		if b.SearchUnits > 0 {
+			dst = append(dst, `"search_units":`...)
+			dst = strconv.AppendInt(dst, b.SearchUnits, 10)
+			sep = true
+		}
+		if b.InputTokens > 0 {
+			if sep {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, `"input_tokens":`...)
+			dst = strconv.AppendInt(dst, b.InputTokens, 10)
+		}
+		dst = append(dst, '}')
+	}
+	return append(dst, "}}"...), true
 }

@@ -72,7 +72,7 @@ func TestRerankResult(t *testing.T) {
 		{"top_n cuts", 2, "1,3"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, ok := RerankResult(nil, "r1", scored(), 5, tc.topN)
+			out, ok := RerankResult(nil, RerankAnswer{ID: "r1", Scored: scored()}, 5, tc.topN)
 			if !ok || !gjson.ValidBytes(out) {
 				t.Fatalf("%s", out)
 			}
@@ -88,12 +88,26 @@ func TestRerankResult(t *testing.T) {
 			}
 		})
 	}
-	out, _ := RerankResult(nil, "", []Scored{{0, 1}}, 1, 0)
+	out, _ := RerankResult(nil, RerankAnswer{Scored: []Scored{{0, 1}}}, 1, 0)
 	if id := gjson.GetBytes(out, "id").Str; !strings.HasPrefix(id, "rerank-") || len(id) < 20 {
 		t.Errorf("generated id %q", id)
 	}
+	for _, tc := range []struct {
+		billed BilledUnits
+		want   string
+	}{
+		{BilledUnits{}, `{"api_version":{"version":"2"}}`},
+		{BilledUnits{SearchUnits: 2}, `{"api_version":{"version":"2"},"billed_units":{"search_units":2}}`},
+		{BilledUnits{InputTokens: 15}, `{"api_version":{"version":"2"},"billed_units":{"input_tokens":15}}`},
+		{BilledUnits{SearchUnits: 1, InputTokens: 3}, `{"api_version":{"version":"2"},"billed_units":{"search_units":1,"input_tokens":3}}`},
+	} {
+		out, _ := RerankResult(nil, RerankAnswer{ID: "m", Scored: []Scored{{0, 1}}, Billed: tc.billed}, 1, 0)
+		if got := gjson.GetBytes(out, "meta").Raw; got != tc.want {
+			t.Errorf("meta of %+v: %s, want %s", tc.billed, got, tc.want)
+		}
+	}
 	for _, bad := range [][]Scored{{{5, 1}}, {{-1, 1}}, {{0, 1}, {0, 0.5}}, {{0, math.NaN()}}, {{0, math.Inf(1)}}} {
-		if _, ok := RerankResult(nil, "x", bad, 2, 0); ok {
+		if _, ok := RerankResult(nil, RerankAnswer{ID: "x", Scored: bad}, 2, 0); ok {
 			t.Errorf("%v accepted", bad)
 		}
 	}

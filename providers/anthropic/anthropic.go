@@ -56,7 +56,7 @@ func (c Chat) now() time.Time {
 // "message"}}, to the unified error. The status is kept, except that
 // Anthropic's non-standard 529 (overloaded) becomes 503. A body that is not
 // Anthropic's (or any) JSON never reaches the message.
-func (Chat) Error(status int, body []byte) *providers.Error {
+func (Chat) Error(status int, _ http.Header, body []byte) *providers.Error {
 	var typ, msg string
 	if providers.ValidJSON(body) {
 		root := gjson.ParseBytes(body)

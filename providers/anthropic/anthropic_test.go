@@ -279,7 +279,7 @@ func TestError(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := testChat.Error(tt.status, []byte(tt.body))
+			got := testChat.Error(tt.status, nil, []byte(tt.body))
 			if *got != tt.want {
 				t.Errorf("got  %+v\nwant %+v", *got, tt.want)
 			}

@@ -7,6 +7,7 @@
 package openai
 
 import (
+	"net/http"
 	"unsafe"
 
 	"github.com/tidwall/gjson"
@@ -43,6 +44,6 @@ func (Chat) ChatStream(providers.StreamOptions) providers.StreamTranslator { ret
 // small ways (vLLM sends an integer code, some omit type or param, a proxy
 // in front may answer with HTML); the client always gets all four keys,
 // string codes, and never a non-JSON body.
-func (Chat) Error(status int, body []byte) *providers.Error {
+func (Chat) Error(status int, _ http.Header, body []byte) *providers.Error {
 	return providers.ErrorFromBody(status, body)
 }

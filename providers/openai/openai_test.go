@@ -190,7 +190,7 @@ func TestError(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := Chat{}.Error(tc.status, []byte(tc.body))
+			got := Chat{}.Error(tc.status, nil, []byte(tc.body))
 			if *got != tc.want {
 				t.Errorf("got  %+v\nwant %+v", *got, tc.want)
 			}
@@ -241,7 +241,7 @@ func FuzzError(f *testing.F) {
 	f.Add(404, []byte("{\"error\":{\"message\":\"\xff\",\"type\":\"\x7f\",\"code\":-0.0e1,\"param\":\"p\"}}"))
 	f.Fuzz(func(t *testing.T, status int, body []byte) {
 		status = 400 + (status%200+200)%200
-		e := Chat{}.Error(status, body)
+		e := Chat{}.Error(status, nil, body)
 		if e.Status != status {
 			t.Fatalf("status %d, want %d", e.Status, status)
 		}

@@ -97,9 +97,10 @@ var errMalformed = errors.New("malformed rerank answer")
 
 // RerankResponse reads the results, wherever the format keeps them: a bare
 // array (TEI), "results", or "data" (Voyage, Mixedbread, older Infinity).
-func (f Format) RerankResponse(body []byte) (string, []providers.Scored, error) {
+func (f Format) RerankResponse(body []byte) (providers.RerankAnswer, error) {
+	var a providers.RerankAnswer
 	if !providers.ValidJSON(body) {
-		return "", nil, errMalformed
+		return a, errMalformed
 	}
 	root := gjson.ParseBytes(body)
 	results := root
@@ -109,7 +110,7 @@ func (f Format) RerankResponse(body []byte) (string, []providers.Scored, error) 
 		}
 	}
 	if !results.IsArray() {
-		return "", nil, errMalformed
+		return a, errMalformed
 	}
 	var scored []providers.Scored
 	var err error
@@ -128,14 +129,31 @@ func (f Format) RerankResponse(body []byte) (string, []providers.Scored, error) 
 		return true
 	})
 	if err != nil {
-		return "", nil, err
+		return a, err
 	}
-	return root.Get("id").Str, scored, nil
+	a.ID, a.Scored, a.Billed = root.Get("id").Str, scored, billed(root)
+	return a, nil
+}
+
+// billed reads what the provider says it billed: Cohere's
+// meta.billed_units (search units), or the token count Jina and Voyage
+// report in usage.total_tokens.
+func billed(root gjson.Result) providers.BilledUnits {
+	var b providers.BilledUnits
+	if bu := root.Get("meta.billed_units"); bu.IsObject() {
+		b.SearchUnits = bu.Get("search_units").Int()
+		b.InputTokens = bu.Get("input_tokens").Int()
+		return b
+	}
+	if t := root.Get("usage.total_tokens"); t.Type == gjson.Number {
+		b.InputTokens = t.Int()
+	}
+	return b
 }
 
 // Error maps a provider's error answer. TEI's 424 (its model backend
 // failed) is a provider fault and becomes a 502.
-func (f Format) Error(status int, body []byte) *providers.Error {
+func (f Format) Error(status int, _ http.Header, body []byte) *providers.Error {
 	e := providers.ErrorFromBody(status, body)
 	if status == http.StatusFailedDependency {
 		e.Status, e.Type = http.StatusBadGateway, "server_error"

@@ -83,13 +83,13 @@ func TestResponse(t *testing.T) {
 		{"mixedbread", `{"object":"list","model":"m","top_k":2,"return_input":false,"data":[{"index":2,"score":0.9,"object":"rank_result"},{"index":0,"score":0.2,"object":"rank_result"}],"usage":{"prompt_tokens":5,"total_tokens":5}}`, "", "2,0"},
 	} {
 		t.Run(tc.format, func(t *testing.T) {
-			id, scored, err := formats[tc.format].RerankResponse([]byte(tc.body))
+			a, err := formats[tc.format].RerankResponse([]byte(tc.body))
 			if err != nil {
 				t.Fatal(err)
 			}
-			out, ok := providers.RerankResult(nil, id, scored, 3, 2)
+			out, ok := providers.RerankResult(nil, a, 3, 2)
 			if !ok {
-				t.Fatalf("rejected %v", scored)
+				t.Fatalf("rejected %v", a.Scored)
 			}
 			var got []string
 			for _, r := range gjson.GetBytes(out, "results").Array() {
@@ -98,6 +98,11 @@ func TestResponse(t *testing.T) {
 			if strings.Join(got, ",") != tc.want {
 				t.Errorf("order %v, want %s: %s", got, tc.want, out)
 			}
+			wantBilled := map[string]providers.BilledUnits{"cohere": {SearchUnits: 1}, "jina": {InputTokens: 15},
+				"voyage": {InputTokens: 26}, "vllm": {InputTokens: 9}, "together": {InputTokens: 1}, "mixedbread": {InputTokens: 5}}[tc.format]
+			if a.Billed != wantBilled {
+				t.Errorf("billed %+v, want %+v", a.Billed, wantBilled)
+			}
 			gotID := gjson.GetBytes(out, "id").Str
 			if tc.id != "" && gotID != tc.id || tc.id == "" && !strings.HasPrefix(gotID, "rerank-") {
 				t.Errorf("id %q", gotID)
@@ -105,7 +110,7 @@ func TestResponse(t *testing.T) {
 		})
 	}
 	for _, bad := range []string{`{"results":{}}`, `{"nothing":1}`, `[{"index":"0","score":1}]`, `[{"index":0}]`, `<html>`} {
-		if _, _, err := TEI.RerankResponse([]byte(bad)); err == nil {
+		if _, err := TEI.RerankResponse([]byte(bad)); err == nil {
 			t.Errorf("%s accepted", bad)
 		}
 	}
@@ -123,7 +128,7 @@ func TestError(t *testing.T) {
 		{TEI, 429, `{"error":"overloaded","error_type":"Overloaded"}`, providers.Error{Status: 429, Type: "rate_limit_error", Message: "overloaded"}},
 		{VLLM, 400, `{"error":{"message":"bad","type":"BadRequestError","param":null,"code":400}}`, providers.Error{Status: 400, Type: "BadRequestError", Message: "bad"}},
 	} {
-		if got := tc.f.Error(tc.status, []byte(tc.body)); *got != tc.want {
+		if got := tc.f.Error(tc.status, nil, []byte(tc.body)); *got != tc.want {
 			t.Errorf("%s %d: %+v, want %+v", tc.f.Name, tc.status, *got, tc.want)
 		}
 	}
@@ -138,11 +143,11 @@ func FuzzRerankResponse(f *testing.F) {
 			n = -n + 1
 		}
 		for _, fm := range formats {
-			id, scored, err := fm.RerankResponse(body)
+			a, err := fm.RerankResponse(body)
 			if err != nil {
 				continue
 			}
-			if out, ok := providers.RerankResult(nil, id, scored, n, 0); ok && !gjson.ValidBytes(out) {
+			if out, ok := providers.RerankResult(nil, a, n, 0); ok && !gjson.ValidBytes(out) {
 				t.Fatalf("invalid JSON %s", out)
 			}
 		}
@@ -178,11 +183,11 @@ func BenchmarkRerank1000(b *testing.B) {
 		if _, err := Cohere.RerankRequest(req, "rerank-v3.5"); err != nil {
 			b.Fatal(err)
 		}
-		id, scored, err := Cohere.RerankResponse(resp)
+		a, err := Cohere.RerankResponse(resp)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if _, ok := providers.RerankResult(nil, id, scored, len(req.Documents), req.TopN); !ok {
+		if _, ok := providers.RerankResult(nil, a, len(req.Documents), req.TopN); !ok {
 			b.Fatal("rejected")
 		}
 	}
