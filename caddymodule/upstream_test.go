@@ -15,7 +15,7 @@ import (
 func TestUpstreamWriter(t *testing.T) {
 	t.Run("error is buffered, client untouched", func(t *testing.T) {
 		rec := httptest.NewRecorder()
-		w := &upstreamWriter{client: rec, header: make(http.Header), wantStream: true}
+		w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, wantStream: true}
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.WriteHeader(http.StatusTooManyRequests)
 		_, _ = w.Write([]byte(`{"error":{"message":"slow down"}}`))
@@ -29,7 +29,7 @@ func TestUpstreamWriter(t *testing.T) {
 	})
 
 	t.Run("1xx is ignored", func(t *testing.T) {
-		w := &upstreamWriter{client: httptest.NewRecorder(), header: make(http.Header)}
+		w := &upstreamWriter{client: httptest.NewRecorder(), header: make(http.Header), framing: providers.SSE}
 		w.WriteHeader(http.StatusContinue)
 		w.WriteHeader(http.StatusOK)
 		if w.status != 200 {
@@ -40,7 +40,7 @@ func TestUpstreamWriter(t *testing.T) {
 	t.Run("stream translated event by event", func(t *testing.T) {
 		rec := httptest.NewRecorder()
 		tr := (&anthropic.Chat{}).ChatStream(providers.StreamOptions{})
-		w := &upstreamWriter{client: rec, header: make(http.Header), wantStream: true, tr: tr}
+		w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, wantStream: true, tr: tr}
 		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 		w.Header().Set("Content-Length", "999")
 		w.Header().Set("Request-Id", "req_1")
@@ -73,7 +73,7 @@ func TestUpstreamWriter(t *testing.T) {
 
 	t.Run("passthrough stream aborted by the proxy", func(t *testing.T) {
 		rec := httptest.NewRecorder()
-		w := &upstreamWriter{client: rec, header: make(http.Header), wantStream: true}
+		w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, wantStream: true}
 		w.Header().Set("Content-Type", "text/event-stream")
 		_, _ = w.Write([]byte("data: {\"choices\":[]}\n\n"))
 		w.finishStream(true)
@@ -84,7 +84,7 @@ func TestUpstreamWriter(t *testing.T) {
 
 	t.Run("non-stream answer with a stream content type is buffered", func(t *testing.T) {
 		rec := httptest.NewRecorder()
-		w := &upstreamWriter{client: rec, header: make(http.Header), wantStream: false}
+		w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, wantStream: false}
 		w.Header().Set("Content-Type", "text/event-stream")
 		_, _ = w.Write([]byte("data: x\n\n"))
 		if w.streaming || rec.Body.Len() != 0 {
