@@ -622,6 +622,29 @@ func TestIntegrationBadInput(t *testing.T) {
 		})
 	}
 
+	t.Run("unknown paths under /v1 are OpenAI's 404", func(t *testing.T) {
+		for _, path := range []string{"/v1/foo", "/v1/chat/completion", "/v1", "/v1/filesx"} {
+			e := wantErrorShape(t, post(t, path, aliceKey, `{}`), 404, "unknown_url")
+			if want := "Invalid URL (POST " + path + ")"; e.Get("message").Str != want {
+				t.Errorf("message %q, want %q", e.Get("message").Str, want)
+			}
+		}
+		// An SDK call to an endpoint the gateway does not serve is a
+		// NotFoundError the SDK can read, not an empty 200.
+		c := sdk(aliceKey)
+		_, err := c.Moderations.New(context.Background(), openai.ModerationNewParams{
+			Input: openai.ModerationNewParamsInputUnion{OfString: openai.String("hi")}})
+		var apiErr *openai.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != 404 || !strings.Contains(apiErr.Message, "Invalid URL (POST /v1/moderations)") {
+			t.Errorf("SDK: %v", err)
+		}
+		// Paths outside /v1 still go to the next handler (here: none, so
+		// Caddy's empty 200).
+		if status, body, _ := request(t, http.MethodGet, gatewayBase+"/healthz", "", "Authorization", "Bearer "+aliceKey); status != 200 || body != "" {
+			t.Errorf("outside /v1: %d %q", status, body)
+		}
+	})
+
 	t.Run("wrong method", func(t *testing.T) {
 		req, _ := http.NewRequest(http.MethodGet, gatewayBase+"/v1/chat/completions", nil)
 		req.Header.Set("Authorization", "Bearer "+aliceKey)
