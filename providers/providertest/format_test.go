@@ -33,6 +33,15 @@ var formatExamples = map[string]example{
 		overloaded: 503,
 		isError:    isOpenAIError,
 	},
+	"azure_openai": {
+		request: func(model string) (string, string, []string) {
+			return "/openai/v1/chat/completions", `{"model":"` + model + `","messages":[{"role":"user","content":"hi"}]}`, []string{"api-key", "k"}
+		},
+		overloaded: 503,
+		isError: func(body string) bool {
+			return gjson.Get(body, "error.message").Str != "" && gjson.Get(body, "error.code").Exists()
+		},
+	},
 	"anthropic": {
 		request: func(model string) (string, string, []string) {
 			return anPath, `{"model":"` + model + `","max_tokens":9,"messages":[{"role":"user","content":"hi"}]}`, anAuth
@@ -159,5 +168,31 @@ func TestEveryFormat(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// TestAzure: the classic deployment URL names the model and needs
+// api-version; streams open with Azure's prompt filter chunk.
+func TestAzure(t *testing.T) {
+	s := Start(t, Options{Keys: map[string]string{"azure_openai": "az-key"}})
+	body := `{"model":"ignored","messages":[{"role":"user","content":"hi there"}]}`
+	res, got := Send(t, http.MethodPost, s.URL+"/openai/deployments/prod-4o/chat/completions?api-version=2024-10-21", body, "api-key", "az-key")
+	if res.StatusCode != 200 || gjson.Get(got, "choices.0.message.content").Str != "echo: hi there" {
+		t.Fatalf("classic: %d %s", res.StatusCode, got)
+	}
+	if r := s.Requests(); r[len(r)-1].Model != "prod-4o" || r[len(r)-1].Format != "azure_openai" {
+		t.Errorf("recorded %+v", r[len(r)-1])
+	}
+	res, got = Send(t, http.MethodPost, s.URL+"/openai/deployments/prod-4o/chat/completions", body, "api-key", "az-key")
+	if res.StatusCode != 400 || gjson.Get(got, "error.code").Str != "MissingApiVersionParameter" {
+		t.Errorf("no api-version: %d %s", res.StatusCode, got)
+	}
+	res, got = Send(t, http.MethodPost, s.URL+"/openai/v1/chat/completions", `{"model":"prod-4o","stream":true,"messages":[{"role":"user","content":"hi"}]}`,
+		"Authorization", "Bearer az-key")
+	if res.StatusCode != 200 || !strings.HasPrefix(got, `data: {"choices":[],`) || !strings.Contains(got, "prompt_filter_results") || !strings.HasSuffix(got, "data: [DONE]\n\n") {
+		t.Errorf("v1 stream: %d %s", res.StatusCode, got)
+	}
+	if res, _ = Send(t, http.MethodPost, s.URL+"/openai/v1/chat/completions", body, "api-key", "wrong"); res.StatusCode != 401 {
+		t.Errorf("wrong key: %d", res.StatusCode)
 	}
 }

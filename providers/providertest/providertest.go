@@ -8,6 +8,8 @@
 //
 //	openai       POST /v1/chat/completions (Authorization: Bearer)
 //	anthropic    POST /v1/messages (x-api-key, anthropic-version)
+//	azure_openai POST /openai/deployments/{deployment}/chat/completions?api-version=…,
+//	             POST /openai/v1/chat/completions (api-key, or an Entra bearer token)
 //	cohere       POST /cohere/v2/rerank      jina      POST /jina/v1/rerank
 //	voyage       POST /voyage/v1/rerank      tei       POST /tei/rerank
 //	vllm         POST /vllm/v1/rerank        infinity  POST /infinity/rerank
