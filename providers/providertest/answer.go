@@ -136,3 +136,90 @@ func indexOf(list []string, s string) int {
 	}
 	return -1
 }
+
+// Structured makes the answer a JSON instance of schema (a JSON Schema),
+// as a model does when the request asks for structured output: its string
+// fields hold text, its numbers the word count of text, booleans true,
+// arrays one item, enums their first value; an open object (json_object
+// mode, or a schema with no properties) is {"text": text}. Formats call it
+// when the request asks for structured output in the provider's own terms
+// (response_format, responseJsonSchema, output_format, a forced tool…), so
+// a gateway's structured-output translation shows end to end.
+func (a *answer) structured(schema gjson.Result, text string) {
+	b := schemaInstance(nil, schema, schema, text, 0)
+	a.words = strings.Fields(string(b))
+	a.tool, a.toolArgs = "", nil
+}
+
+// SchemaInstance returns the JSON instance of schema that the fake's
+// structured answers carry for text (see the package doc).
+func SchemaInstance(schema, text string) []byte {
+	s := gjson.Parse(schema)
+	return schemaInstance(nil, s, s, text, 0)
+}
+
+func schemaInstance(b []byte, root, s gjson.Result, text string, depth int) []byte {
+	if depth > 16 {
+		return append(b, "null"...)
+	}
+	if ref := s.Get(`\$ref`).Str; ref != "" {
+		path := strings.ReplaceAll(strings.TrimPrefix(ref, "#/"), "/", ".")
+		return schemaInstance(b, root, root.Get(path), text, depth+1)
+	}
+	for _, k := range []string{"anyOf", "oneOf", "allOf"} {
+		if alts := s.Get(k).Array(); len(alts) > 0 {
+			for _, alt := range alts {
+				if alt.Get("type").Str != "null" {
+					return schemaInstance(b, root, alt, text, depth+1)
+				}
+			}
+		}
+	}
+	if enum := s.Get("enum").Array(); len(enum) > 0 {
+		return append(b, enum[0].Raw...)
+	}
+	if c := s.Get("const"); c.Exists() {
+		return append(b, c.Raw...)
+	}
+	typ := s.Get("type")
+	if typ.IsArray() {
+		for _, t := range typ.Array() {
+			if t.Str != "null" {
+				typ = t
+				break
+			}
+		}
+	}
+	switch typ.Str {
+	case "string":
+		return appendString(b, text)
+	case "integer", "number":
+		return providers.AppendInt(b, int64(countWords(text)))
+	case "boolean":
+		return append(b, "true"...)
+	case "null":
+		return append(b, "null"...)
+	case "array":
+		b = append(b, '[')
+		b = schemaInstance(b, root, s.Get("items"), text, depth+1)
+		return append(b, ']')
+	}
+	props := s.Get("properties")
+	if !props.IsObject() || len(props.Map()) == 0 {
+		b = append(b, `{"text":`...)
+		return append(appendString(b, text), '}')
+	}
+	b = append(b, '{')
+	n := 0
+	props.ForEach(func(k, v gjson.Result) bool {
+		if n > 0 {
+			b = append(b, ',')
+		}
+		n++
+		b = appendString(b, k.Str)
+		b = append(b, ':')
+		b = schemaInstance(b, root, v, text, depth+1)
+		return true
+	})
+	return append(b, '}')
+}

@@ -99,6 +99,14 @@ func (openAIFormat) serve(c *call) {
 	}
 	a := decide(userText, strings.Join(results, " "), len(results) > 0, userLast,
 		tools, tc.Get("function.name").Str, tc.Str == "none", maxTokens, promptWords)
+	if rf := gjson.GetBytes(c.body, "response_format"); a.tool == "" {
+		switch rf.Get("type").Str {
+		case "json_schema":
+			a.structured(rf.Get("json_schema.schema"), a.text())
+		case "json_object":
+			a.structured(gjson.Result{}, a.text())
+		}
+	}
 
 	if q.stream.Type == gjson.True {
 		streamOpenAI(c, a, q.streamOptions.Get("include_usage").Type == gjson.True)
