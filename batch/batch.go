@@ -22,8 +22,9 @@ const (
 
 // Endpoints batches run.
 const (
-	EndpointChat   = "/v1/chat/completions"
-	EndpointRerank = "/v1/rerank"
+	EndpointChat       = "/v1/chat/completions"
+	EndpointRerank     = "/v1/rerank"
+	EndpointEmbeddings = "/v1/embeddings"
 )
 
 // Batch is OpenAI's Batch object.
@@ -74,7 +75,8 @@ type RequestCounts struct {
 	Failed    int `json:"failed"`
 }
 
-// Usage sums the token usage of a batch's answered chat requests.
+// Usage sums the token usage of a batch's answered chat and embeddings
+// requests.
 type Usage struct {
 	InputTokens         int64        `json:"input_tokens"`
 	InputTokensDetails  CachedTokens `json:"input_tokens_details"`
@@ -159,9 +161,11 @@ func (e *InvalidError) Error() string { return e.Message }
 // CreateBatch records a new batch of owner in the validating state; a
 // Runner validates and runs it.
 func (s *Store) CreateBatch(ctx context.Context, owner string, p CreateParams) (Batch, error) {
-	if p.Endpoint != EndpointChat && p.Endpoint != EndpointRerank {
+	switch p.Endpoint {
+	case EndpointChat, EndpointRerank, EndpointEmbeddings:
+	default:
 		return Batch{}, &InvalidError{Param: "endpoint",
-			Message: fmt.Sprintf("endpoint %q is not supported: use %s or %s", p.Endpoint, EndpointChat, EndpointRerank)}
+			Message: fmt.Sprintf("endpoint %q is not supported: use %s, %s or %s", p.Endpoint, EndpointChat, EndpointEmbeddings, EndpointRerank)}
 	}
 	if err := checkMetadata(p.Metadata); err != nil {
 		return Batch{}, err

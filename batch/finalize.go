@@ -196,7 +196,7 @@ func (r *Runner) writeResults(ctx context.Context, lv Live, rec *batchRecord, c 
 
 	counts.Total = rec.RequestCounts.Total
 	rec.RequestCounts = counts
-	if rec.Endpoint == EndpointChat && rec.InProgressAt != nil {
+	if rec.Endpoint != EndpointRerank && rec.InProgressAt != nil {
 		rec.Usage = &usage
 	}
 	rec.Status = status

@@ -232,7 +232,7 @@ func TestCreateBatchRefuses(t *testing.T) {
 		p     CreateParams
 		param string
 	}{
-		{"endpoint", testOwner, CreateParams{InputFileID: in.ID, Endpoint: "/v1/embeddings", Window: time.Hour}, "endpoint"},
+		{"endpoint", testOwner, CreateParams{InputFileID: in.ID, Endpoint: "/v1/completions", Window: time.Hour}, "endpoint"},
 		{"window", testOwner, CreateParams{InputFileID: in.ID, Endpoint: EndpointChat}, "completion_window"},
 		{"no such file", testOwner, CreateParams{InputFileID: "file-000000000000000000000000", Endpoint: EndpointChat, Window: time.Hour}, "input_file_id"},
 		{"another owner's file", "bob", CreateParams{InputFileID: in.ID, Endpoint: EndpointChat, Window: time.Hour}, "input_file_id"},
