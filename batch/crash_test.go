@@ -7,13 +7,15 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/modelgate/modelgate/internal/storagetest"
 )
 
 // slowBatch creates a batch of n "slow" lines; it returns the custom_ids
 // in input order.
 func slowBatch(t *testing.T, st *Store, n int) (Batch, []string) {
 	t.Helper()
-	want := ids("s", n)
+	want := customIDs("s", n)
 	var ls []string
 	for _, id := range want {
 		ls = append(ls, chatLine(id, "slow"))
@@ -51,7 +53,7 @@ func checkpointed(t *testing.T, st *Store, b Batch, want []string) map[string]bo
 func TestGracefulStop(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	mem := newMemStorage()
+	mem := storagetest.NewMemory()
 	st := NewStore(mem, "mg")
 	exA := newFakeExecutor()
 	exA.delay = 15 * time.Millisecond
@@ -109,8 +111,8 @@ func TestGracefulStop(t *testing.T) {
 func TestCrashTakeover(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	mem := newMemStorage()
-	view := &crashView{memStorage: mem}
+	mem := storagetest.NewMemory()
+	view := &crashView{Memory: mem}
 	stA, stB := NewStore(view, "mg"), NewStore(mem, "mg")
 	exA := newFakeExecutor()
 	exA.delay = 15 * time.Millisecond
@@ -167,11 +169,11 @@ func TestCrashTakeover(t *testing.T) {
 func TestCrashWhileFinalizing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	mem := newMemStorage()
-	view := &crashView{memStorage: mem}
+	mem := storagetest.NewMemory()
+	view := &crashView{Memory: mem}
 	stA, stB := NewStore(view, "mg"), NewStore(mem, "mg")
 	var ls []string
-	want := ids("f", 17)
+	want := customIDs("f", 17)
 	for _, id := range want {
 		ls = append(ls, chatLine(id, "ok"))
 	}
@@ -211,7 +213,7 @@ func TestCrashWhileFinalizing(t *testing.T) {
 // and each line is sent once and has one result.
 func TestTwoRunnersShare(t *testing.T) {
 	t.Parallel()
-	mem := newMemStorage()
+	mem := storagetest.NewMemory()
 	st := NewStore(mem, "mg")
 	set := testSettings()
 	set.Lease = 2 * time.Second
@@ -226,7 +228,7 @@ func TestTwoRunnersShare(t *testing.T) {
 	exB.onCall = func(Request) { onceA.Do(func() { close(gateA) }) }
 
 	var ls []string
-	want := ids("t", 70) // 10 parts
+	want := customIDs("t", 70) // 10 parts
 	for _, id := range want {
 		ls = append(ls, chatLine(id, "ok"))
 	}
@@ -256,8 +258,8 @@ func TestTwoRunnersShare(t *testing.T) {
 func TestDeadInstance(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	mem := newMemStorage()
-	view := &crashView{memStorage: mem}
+	mem := storagetest.NewMemory()
+	view := &crashView{Memory: mem}
 	stA, stB := NewStore(mem, "mg"), NewStore(view, "mg")
 	set := testSettings()
 	set.Lease = 300 * time.Millisecond
@@ -281,7 +283,7 @@ func TestDeadInstance(t *testing.T) {
 		}
 	}
 	var ls []string
-	want := ids("d", 70)
+	want := customIDs("d", 70)
 	for _, id := range want {
 		ls = append(ls, chatLine(id, "ok"))
 	}
@@ -309,7 +311,7 @@ func TestDeadInstance(t *testing.T) {
 		t.Errorf("A sent %d lines; it should have taken over all but B's", len(callsA))
 	}
 	checkCleanedUp(t, mem, stA, b.ID)
-	if n := len(mem.keys(path.Join(stA.prefix, "active"))); n != 0 {
+	if n := len(mem.Keys(path.Join(stA.prefix, "active"))); n != 0 {
 		t.Errorf("%d active batches left", n)
 	}
 }
@@ -322,7 +324,7 @@ func TestLeaseRenewed(t *testing.T) {
 	for _, skew := range []time.Duration{0, time.Second} {
 		t.Run(skew.String(), func(t *testing.T) {
 			t.Parallel()
-			st := NewStore(newMemStorage(), "mg")
+			st := NewStore(storagetest.NewMemory(), "mg")
 			st.now = func() time.Time { return time.Now().Add(skew) }
 			set := testSettings()
 			exA, exB := newFakeExecutor(), newFakeExecutor()

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelgate/modelgate/internal/storagetest"
 	"go.uber.org/zap"
 )
 
@@ -63,7 +64,7 @@ func TestFinishedToldOnce(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			st := NewStore(newMemStorage(), "mg")
+			st := NewStore(storagetest.NewMemory(), "mg")
 			b := createBatch(t, st, putInput(t, st, tc.lines...), tc.window)
 			if tc.cancel {
 				if _, err := st.CancelBatch(context.Background(), testOwner, b.ID); err != nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelgate/modelgate/internal/storagetest"
 	"go.uber.org/zap"
 )
 
@@ -199,10 +200,10 @@ func checkExactlyOnce(t *testing.T, want []string, files ...[]outLine) {
 }
 
 // checkCleanedUp checks nothing of a finished batch's work remains.
-func checkCleanedUp(t *testing.T, mem *memStorage, st *Store, id string) {
+func checkCleanedUp(t *testing.T, mem *storagetest.Memory, st *Store, id string) {
 	t.Helper()
 	dir := st.batchDir(testOwner, id)
-	for _, k := range mem.keys(dir + "/") {
+	for _, k := range mem.Keys(dir + "/") {
 		if k != dir+"/batch.json" {
 			t.Errorf("after the batch ended, storage still holds %s", k)
 		}
@@ -212,8 +213,8 @@ func checkCleanedUp(t *testing.T, mem *memStorage, st *Store, id string) {
 	}
 }
 
-// ids returns "<prefix>-<i>" for i in [0,n).
-func ids(prefix string, n int) []string {
+// customIDs returns "<prefix>-<i>" for i in [0,n).
+func customIDs(prefix string, n int) []string {
 	out := make([]string, n)
 	for i := range out {
 		out[i] = fmt.Sprintf("%s-%d", prefix, i)

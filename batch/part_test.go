@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelgate/modelgate/internal/storagetest"
 	"github.com/tidwall/gjson"
 )
 
@@ -35,7 +36,7 @@ func readAllCheckpoints(t *testing.T, st *Store, dir string, part int) []ckRecor
 
 func TestReadCheckpoints(t *testing.T) {
 	ctx := context.Background()
-	mem := newMemStorage()
+	mem := storagetest.NewMemory()
 	st := NewStore(mem, "mg")
 	dir := "mg/b"
 	put := func(name, content string) {
@@ -76,7 +77,7 @@ func FuzzCheckpoints(f *testing.F) {
 	f.Add([]byte("4 e  \n4 o \n4\n4 \n"))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		mem := newMemStorage()
+		mem := storagetest.NewMemory()
 		st := NewStore(mem, "mg")
 		_ = mem.Store(context.Background(), "mg/b/results/000000/w-1", data)
 		whole := map[string]bool{}
@@ -126,9 +127,9 @@ func FuzzCheckpoints(f *testing.F) {
 func TestFinishDedupes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	mem := newMemStorage()
+	mem := storagetest.NewMemory()
 	st := NewStore(mem, "mg")
-	want := ids("r", 10)
+	want := customIDs("r", 10)
 	var ls []string
 	for _, id := range want {
 		ls = append(ls, chatLine(id, "ok"))

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelgate/modelgate/internal/ids"
+	"github.com/modelgate/modelgate/internal/storagetest"
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 )
@@ -23,9 +25,9 @@ type statusLog struct {
 	statuses map[string][]string
 }
 
-func watchStatuses(mem *memStorage) *statusLog {
+func watchStatuses(mem *storagetest.Memory) *statusLog {
 	l := &statusLog{statuses: make(map[string][]string)}
-	mem.setOnStore(func(key string, value []byte) error {
+	mem.OnStore(func(key string, value []byte) error {
 		if !strings.HasSuffix(key, "/batch.json") {
 			return nil
 		}
@@ -50,7 +52,7 @@ func (l *statusLog) of(id string) []string {
 func TestBatchLifecycle(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	mem := newMemStorage()
+	mem := storagetest.NewMemory()
 	statuses := watchStatuses(mem)
 	st := NewStore(mem, "mg")
 	ex := newFakeExecutor()
@@ -184,7 +186,7 @@ func TestBatchEmptyResultFiles(t *testing.T) {
 	} {
 		t.Run(tc.model, func(t *testing.T) {
 			t.Parallel()
-			mem := newMemStorage()
+			mem := storagetest.NewMemory()
 			st := NewStore(mem, "mg")
 			var ls []string
 			for i := range 9 {
@@ -200,7 +202,7 @@ func TestBatchEmptyResultFiles(t *testing.T) {
 				t.Errorf("model %q, want %q", b.Model, tc.model)
 			}
 			// Only the input and the one result file are left.
-			files := mem.keys(st.ownerDir(testOwner) + "/files/")
+			files := mem.Keys(st.ownerDir(testOwner) + "/files/")
 			dirs := map[string]bool{}
 			for _, k := range files {
 				dirs[strings.Split(strings.TrimPrefix(k, st.ownerDir(testOwner)+"/files/"), "/")[0]] = true
@@ -216,7 +218,7 @@ func TestBatchEmptyResultFiles(t *testing.T) {
 // TestCreateBatchRefuses: CreateBatch checks its parameters.
 func TestCreateBatchRefuses(t *testing.T) {
 	ctx := context.Background()
-	st := NewStore(newMemStorage(), "mg")
+	st := NewStore(storagetest.NewMemory(), "mg")
 	in := putInput(t, st, chatLine("a", "ok"))
 	other, err := st.PutFile(ctx, testOwner, "x", "user_data", strings.NewReader("{}"), 10)
 	if err != nil {
@@ -254,7 +256,7 @@ func TestCreateBatchRefuses(t *testing.T) {
 
 func TestListBatches(t *testing.T) {
 	ctx := context.Background()
-	mem := newMemStorage()
+	mem := storagetest.NewMemory()
 	st := NewStore(mem, "mg")
 	fakeClock(st)
 	in := putInput(t, st, chatLine("a", "ok"))
@@ -324,7 +326,7 @@ func TestListBatches(t *testing.T) {
 func TestCancel(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	mem := newMemStorage()
+	mem := storagetest.NewMemory()
 	statuses := watchStatuses(mem)
 	st := NewStore(mem, "mg")
 	ex := newFakeExecutor() // "slow" waits until it is stopped
@@ -406,7 +408,7 @@ func TestCancel(t *testing.T) {
 func TestCancelEnded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := NewStore(newMemStorage(), "mg")
+	st := NewStore(storagetest.NewMemory(), "mg")
 	done := createBatch(t, st, putInput(t, st, chatLine("a", "ok")), time.Hour)
 	failed := createBatch(t, st, putInput(t, st, "nope"), time.Hour)
 	startRunner(t, st, "inst-a", staticLive(testSettings(), newFakeExecutor()))
@@ -427,7 +429,7 @@ func TestCancelEnded(t *testing.T) {
 func TestCancelBeforeValidation(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	mem := newMemStorage()
+	mem := storagetest.NewMemory()
 	st := NewStore(mem, "mg")
 	b := createBatch(t, st, putInput(t, st, chatLine("a", "ok"), chatLine("b", "ok")), time.Hour)
 	c, err := st.CancelBatch(ctx, testOwner, b.ID)
@@ -448,7 +450,7 @@ func TestCancelBeforeValidation(t *testing.T) {
 
 func TestExpiry(t *testing.T) {
 	t.Parallel()
-	mem := newMemStorage()
+	mem := storagetest.NewMemory()
 	st := NewStore(mem, "mg")
 	// The store's clock reads half past a second when the batch is
 	// created, so a window that does not end on a whole second shows.
@@ -503,7 +505,7 @@ func TestExpiry(t *testing.T) {
 func TestCancelFinishInterrupted(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	mem := newMemStorage()
+	mem := storagetest.NewMemory()
 	st := NewStore(mem, "mg")
 	b := createBatch(t, st, putInput(t, st, chatLine("a", "ok")), time.Hour)
 	if _, err := st.CancelBatch(ctx, testOwner, b.ID); err != nil {
@@ -515,7 +517,7 @@ func TestCancelFinishInterrupted(t *testing.T) {
 	}
 	at := time.Now().Unix()
 	rec.Status, rec.CancellingAt = StatusCancelling, &at
-	rec.OutputFileID, rec.ErrorFileID = ptr(newID("file-", time.Now())), ptr(newID("file-", time.Now()))
+	rec.OutputFileID, rec.ErrorFileID = ptr(ids.New("file-", time.Now())), ptr(ids.New("file-", time.Now()))
 	if err := st.storeJSON(ctx, path.Join(st.batchDir(testOwner, b.ID), "batch.json"), rec); err != nil {
 		t.Fatal(err)
 	}
@@ -536,7 +538,7 @@ func TestCancelFinishInterrupted(t *testing.T) {
 // nothing stopped or sent twice.
 func TestReload(t *testing.T) {
 	t.Parallel()
-	st := NewStore(newMemStorage(), "mg")
+	st := NewStore(storagetest.NewMemory(), "mg")
 	exA, exB := newFakeExecutor(), newFakeExecutor()
 	exA.delay, exB.delay = 10*time.Millisecond, 10*time.Millisecond
 	set := testSettings()
@@ -587,7 +589,7 @@ func TestReload(t *testing.T) {
 // TestRerankBatch: a rerank batch runs the same way, without chat usage.
 func TestRerankBatch(t *testing.T) {
 	t.Parallel()
-	st := NewStore(newMemStorage(), "mg")
+	st := NewStore(storagetest.NewMemory(), "mg")
 	var ls []string
 	for i := range 3 {
 		ls = append(ls, fmt.Sprintf(`{"custom_id":"r%d","method":"POST","url":"/v1/rerank","body":{"model":"ok","query":"q","documents":["a","b"]}}`, i))
