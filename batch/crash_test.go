@@ -11,18 +11,6 @@ import (
 	"github.com/modelgate/modelgate/internal/storagetest"
 )
 
-// slowBatch creates a batch of n "slow" lines; it returns the custom_ids
-// in input order.
-func slowBatch(t *testing.T, st *Store, n int) (Batch, []string) {
-	t.Helper()
-	want := customIDs("s", n)
-	var ls []string
-	for _, id := range want {
-		ls = append(ls, chatLine(id, "slow"))
-	}
-	return createBatch(t, st, putInput(t, st, ls...), time.Hour), want
-}
-
 // checkpointed returns the custom_ids whose results are in b's
 // checkpoints now.
 func checkpointed(t *testing.T, st *Store, b Batch, want []string) map[string]bool {
@@ -59,7 +47,7 @@ func TestGracefulStop(t *testing.T) {
 	exA.delay = 15 * time.Millisecond
 	setA := testSettings()
 	setA.Workers = 2 // so the batch takes a while
-	b, want := slowBatch(t, st, 35)
+	b, want := chatBatch(t, st, "s", "slow", 35)
 	a := startRunner(t, st, "inst-a", staticLive(setA, exA))
 	waitUntil(t, "a few answers", func() bool { return len(exA.answeredIDs()) >= 6 })
 	if err := a.Destruct(); err != nil {
@@ -120,7 +108,7 @@ func TestCrashTakeover(t *testing.T) {
 	set.Lease = time.Minute
 	setA := set
 	setA.Workers = 2
-	b, want := slowBatch(t, stB, 35)
+	b, want := chatBatch(t, stB, "s", "slow", 35)
 	startRunner(t, stA, "inst-a", staticLive(setA, exA))
 	waitUntil(t, "a few answers", func() bool { return len(exA.answeredIDs()) >= 6 })
 
@@ -172,11 +160,7 @@ func TestCrashWhileFinalizing(t *testing.T) {
 	mem := storagetest.NewMemory()
 	view := &crashView{Memory: mem}
 	stA, stB := NewStore(view, "mg"), NewStore(mem, "mg")
-	var ls []string
-	want := customIDs("f", 17)
-	for _, id := range want {
-		ls = append(ls, chatLine(id, "ok"))
-	}
+	ls, want := chatLines("f", "ok", 17)
 	in := putInput(t, stB, ls...)
 	view.crashOn = func(key string) bool {
 		return strings.Contains(key, "/files/") && !strings.Contains(key, in.ID)
@@ -227,12 +211,7 @@ func TestTwoRunnersShare(t *testing.T) {
 	exA.onCall = func(Request) { onceB.Do(func() { close(gateB) }) }
 	exB.onCall = func(Request) { onceA.Do(func() { close(gateA) }) }
 
-	var ls []string
-	want := customIDs("t", 70) // 10 parts
-	for _, id := range want {
-		ls = append(ls, chatLine(id, "ok"))
-	}
-	b := createBatch(t, st, putInput(t, st, ls...), time.Hour)
+	b, want := chatBatch(t, st, "t", "ok", 70) // 10 parts
 	startRunner(t, st, "inst-a", staticLive(set, exA))
 	startRunner(t, st, "inst-b", staticLive(set, exB))
 	b = waitStatus(t, st, b.ID, StatusCompleted)
@@ -282,12 +261,7 @@ func TestDeadInstance(t *testing.T) {
 			view.crash()
 		}
 	}
-	var ls []string
-	want := customIDs("d", 70)
-	for _, id := range want {
-		ls = append(ls, chatLine(id, "ok"))
-	}
-	b := createBatch(t, stA, putInput(t, stA, ls...), time.Hour)
+	b, want := chatBatch(t, stA, "d", "ok", 70)
 	startRunner(t, stA, "inst-a", staticLive(set, exA))
 	startRunner(t, stB, "inst-b", staticLive(set, exB))
 	waitUntil(t, "B's death", view.crashed.Load)
@@ -329,7 +303,7 @@ func TestLeaseRenewed(t *testing.T) {
 			set := testSettings()
 			exA, exB := newFakeExecutor(), newFakeExecutor()
 			exA.delay, exB.delay = 3*set.Lease, 3*set.Lease
-			b, want := slowBatch(t, st, 14)
+			b, want := chatBatch(t, st, "s", "slow", 14)
 			startRunner(t, st, "inst-a", staticLive(set, exA))
 			startRunner(t, st, "inst-b", staticLive(set, exB))
 			b = waitStatus(t, st, b.ID, StatusCompleted)

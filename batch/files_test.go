@@ -123,9 +123,7 @@ func TestPutFileSizes(t *testing.T) {
 				t.Fatalf("PutFile error %v, want %v", err, tc.err)
 			}
 			if err != nil {
-				if left := mem.Keys(""); len(left) > 0 {
-					t.Errorf("a refused upload left %v in storage", left)
-				}
+				checkNothingLeft(t, mem, "a refused upload")
 				page, _ := st.ListFiles(ctx, testOwner, ListOptions{Limit: 10})
 				if len(page.Data) > 0 {
 					t.Errorf("a refused upload is listed: %+v", page.Data)
@@ -166,34 +164,34 @@ func (r *failingReader) Read(p []byte) (int, error) {
 	return k, nil
 }
 
-func TestPutFileReaderFails(t *testing.T) {
-	mem := storagetest.NewMemory()
-	st := NewStore(mem, "mg")
-	_, err := st.PutFile(context.Background(), testOwner, "x", PurposeBatch, &failingReader{n: ChunkSize + 5}, 1<<30)
-	if !errors.Is(err, errReader) {
-		t.Fatalf("PutFile error %v, want %v", err, errReader)
-	}
-	if left := mem.Keys(""); len(left) > 0 {
-		t.Errorf("a broken upload left %v in storage", left)
-	}
-}
-
-func TestPutFileStorageFails(t *testing.T) {
-	mem := storagetest.NewMemory()
-	st := NewStore(mem, "mg")
+// An upload that fails after its first part, on the client's side or on
+// the storage's, leaves nothing.
+func TestPutFileFails(t *testing.T) {
 	boom := errors.New("disk full")
-	mem.OnStore(func(key string, _ []byte) error {
-		if path.Base(key) == "000001" {
-			return boom
-		}
-		return nil
-	})
-	_, err := st.PutFile(context.Background(), testOwner, "x", PurposeBatch, bytes.NewReader(randomBytes(ChunkSize+5)), 1<<30)
-	if !errors.Is(err, boom) {
-		t.Fatalf("PutFile error %v, want %v", err, boom)
-	}
-	if left := mem.Keys(""); len(left) > 0 {
-		t.Errorf("a failed upload left %v in storage", left)
+	for _, tc := range []struct {
+		name    string
+		content io.Reader
+		onStore func(key string, _ []byte) error
+		err     error
+	}{
+		{"reader", &failingReader{n: ChunkSize + 5}, nil, errReader},
+		{"storage", bytes.NewReader(randomBytes(ChunkSize + 5)), func(key string, _ []byte) error {
+			if path.Base(key) == "000001" {
+				return boom
+			}
+			return nil
+		}, boom},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := storagetest.NewMemory()
+			mem.OnStore(tc.onStore)
+			st := NewStore(mem, "mg")
+			_, err := st.PutFile(context.Background(), testOwner, "x", PurposeBatch, tc.content, 1<<30)
+			if !errors.Is(err, tc.err) {
+				t.Fatalf("PutFile error %v, want %v", err, tc.err)
+			}
+			checkNothingLeft(t, mem, "a failed upload")
+		})
 	}
 }
 
@@ -212,9 +210,7 @@ func TestPendingFile(t *testing.T) {
 		t.Errorf("an uncommitted file is listed: %+v", page.Data)
 	}
 	p.Discard(ctx)
-	if left := mem.Keys(""); len(left) > 0 {
-		t.Errorf("Discard left %v", left)
-	}
+	checkNothingLeft(t, mem, "Discard")
 
 	p, err = st.UploadFile(ctx, testOwner, "y", strings.NewReader("hello\n"), 100)
 	if err != nil {
@@ -252,9 +248,7 @@ func TestGetAndDeleteFile(t *testing.T) {
 	if err := st.DeleteFile(ctx, testOwner, f.ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("DeleteFile twice: %v, want ErrNotFound", err)
 	}
-	if left := mem.Keys(""); len(left) > 0 {
-		t.Errorf("DeleteFile left %v", left)
-	}
+	checkNothingLeft(t, mem, "DeleteFile")
 	for _, id := range []string{"", "file-", "../x", "file-../../../../etc/passwd", f.ID + "/meta.json"} {
 		if _, err := st.GetFile(ctx, testOwner, id); !errors.Is(err, ErrNotFound) {
 			t.Errorf("GetFile(%q): %v, want ErrNotFound", id, err)
@@ -320,13 +314,6 @@ func TestListFiles(t *testing.T) {
 	}
 	rev := slices.Clone(all)
 	slices.Reverse(rev)
-	idsOf := func(fs []File) []string {
-		var out []string
-		for _, f := range fs {
-			out = append(out, f.ID)
-		}
-		return out
-	}
 	for _, tc := range []struct {
 		name    string
 		opt     ListOptions

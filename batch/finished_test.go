@@ -43,10 +43,7 @@ func (f *finishedCalls) of(id string) []Batch {
 func TestFinishedToldOnce(t *testing.T) {
 	t.Parallel()
 	lines := func(n int, model string) []string {
-		var ls []string
-		for i := range n {
-			ls = append(ls, chatLine(fmt.Sprintf("%s-%d", model, i), model))
-		}
+		ls, _ := chatLines(model, model, n)
 		return ls
 	}
 	for _, tc := range []struct {

@@ -199,6 +199,28 @@ func checkExactlyOnce(t *testing.T, want []string, files ...[]outLine) {
 	}
 }
 
+// checkNothingLeft checks the storage is empty after what.
+func checkNothingLeft(t *testing.T, mem *storagetest.Memory, what string) {
+	t.Helper()
+	if left := mem.Keys(""); len(left) > 0 {
+		t.Errorf("%s left %v in storage", what, left)
+	}
+}
+
+// idsOf returns the IDs of files or batches, in order.
+func idsOf[T File | Batch](xs []T) []string {
+	out := make([]string, 0, len(xs))
+	for _, x := range xs {
+		switch x := any(x).(type) {
+		case File:
+			out = append(out, x.ID)
+		case Batch:
+			out = append(out, x.ID)
+		}
+	}
+	return out
+}
+
 // checkCleanedUp checks nothing of a finished batch's work remains.
 func checkCleanedUp(t *testing.T, mem *storagetest.Memory, st *Store, id string) {
 	t.Helper()
@@ -213,11 +235,22 @@ func checkCleanedUp(t *testing.T, mem *storagetest.Memory, st *Store, id string)
 	}
 }
 
-// customIDs returns "<prefix>-<i>" for i in [0,n).
-func customIDs(prefix string, n int) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = fmt.Sprintf("%s-%d", prefix, i)
+// chatLines returns n request lines of the chat endpoint for model, with
+// the custom_ids "<prefix>-<i>", and those custom_ids in input order.
+func chatLines(prefix, model string, n int) (lines, customIDs []string) {
+	for i := range n {
+		id := fmt.Sprintf("%s-%d", prefix, i)
+		lines = append(lines, chatLine(id, model))
+		customIDs = append(customIDs, id)
 	}
-	return out
+	return lines, customIDs
+}
+
+// chatBatch creates a batch of testOwner over n chat lines of model (see
+// chatLines), with a window of an hour; it returns the custom_ids in input
+// order.
+func chatBatch(t *testing.T, st *Store, prefix, model string, n int) (Batch, []string) {
+	t.Helper()
+	lines, want := chatLines(prefix, model, n)
+	return createBatch(t, st, putInput(t, st, lines...), time.Hour), want
 }

@@ -129,12 +129,7 @@ func TestFinishDedupes(t *testing.T) {
 	ctx := context.Background()
 	mem := storagetest.NewMemory()
 	st := NewStore(mem, "mg")
-	want := customIDs("r", 10)
-	var ls []string
-	for _, id := range want {
-		ls = append(ls, chatLine(id, "ok"))
-	}
-	b := createBatch(t, st, putInput(t, st, ls...), time.Hour)
+	b, want := chatBatch(t, st, "r", "ok", 10)
 	rec, err := st.batchRecord(ctx, testOwner, b.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -262,8 +257,15 @@ func TestBackoff(t *testing.T) {
 }
 
 func TestSettingsWithDefaults(t *testing.T) {
-	if got := (Settings{}).withDefaults(); got != func() Settings { d := DefaultSettings(); d.MaxRetries = 0; return d }() {
+	defaults := DefaultSettings()
+	defaults.MaxRetries = 0
+	if got := (Settings{}).withDefaults(); got != defaults {
 		t.Errorf("zero settings: %+v", got)
+	}
+	neg := Settings{Workers: -1, PerProvider: -1, MaxRequests: -1, MaxLineBytes: -1, MaxRetries: -1, RetryBackoff: -1,
+		CheckpointInterval: -1, PartLines: -1, Lease: -1}
+	if got := neg.withDefaults(); got != defaults {
+		t.Errorf("negative settings: %+v", got)
 	}
 	s := Settings{Workers: 1, PerProvider: 2, MaxRequests: 3, MaxLineBytes: 4, MaxRetries: -1, RetryBackoff: 5,
 		CheckpointInterval: 6, PartLines: 7, Lease: 8}

@@ -188,11 +188,7 @@ func TestBatchEmptyResultFiles(t *testing.T) {
 			t.Parallel()
 			mem := storagetest.NewMemory()
 			st := NewStore(mem, "mg")
-			var ls []string
-			for i := range 9 {
-				ls = append(ls, chatLine(fmt.Sprint(i), tc.model))
-			}
-			b := createBatch(t, st, putInput(t, st, ls...), time.Hour)
+			b, _ := chatBatch(t, st, "l", tc.model, 9)
 			startRunner(t, st, "inst-a", staticLive(testSettings(), newFakeExecutor()))
 			b = waitStatus(t, st, b.ID, StatusCompleted)
 			if (b.OutputFileID != nil) != tc.output || (b.ErrorFileID != nil) != tc.errors {
@@ -273,13 +269,6 @@ func TestListBatches(t *testing.T) {
 	bobIn, _ := st.PutFile(ctx, "bob", "in", PurposeBatch, strings.NewReader(chatLine("a", "ok")), 1000)
 	if _, err := st.CreateBatch(ctx, "bob", CreateParams{InputFileID: bobIn.ID, Endpoint: EndpointChat, Window: time.Hour}); err != nil {
 		t.Fatal(err)
-	}
-	idsOf := func(bs []Batch) []string {
-		var out []string
-		for _, b := range bs {
-			out = append(out, b.ID)
-		}
-		return out
 	}
 	rev := slices.Clone(all)
 	slices.Reverse(rev)
@@ -565,7 +554,7 @@ func TestReload(t *testing.T) {
 			reload(exB)
 		}
 	}
-	b, want := slowBatch(t, st, 20)
+	b, want := chatBatch(t, st, "s", "slow", 20)
 	startRunner(t, st, "inst-a", lv)
 	time.Sleep(5 * testPoll)
 	if g, _ := st.GetBatch(context.Background(), testOwner, b.ID); g.Status != StatusValidating {
