@@ -185,11 +185,7 @@ func TestCrashWhileFinalizing(t *testing.T) {
 		t.Errorf("output %v (chosen before the crash: %s), error %v", b.OutputFileID, outID, b.ErrorFileID)
 	}
 	checkExactlyOnce(t, want, readResultFile(t, stB, b.OutputFileID))
-	for id, n := range ex.callCounts() {
-		if n != 1 {
-			t.Errorf("%s was sent %d times", id, n)
-		}
-	}
+	checkSentOnce(t, want, ex)
 	checkCleanedUp(t, mem, stB, b.ID)
 }
 
@@ -216,14 +212,10 @@ func TestTwoRunnersShare(t *testing.T) {
 	startRunner(t, st, "inst-b", staticLive(set, exB))
 	b = waitStatus(t, st, b.ID, StatusCompleted)
 	checkExactlyOnce(t, want, readResultFile(t, st, b.OutputFileID))
+	checkSentOnce(t, want, exA, exB)
 	callsA, callsB := exA.callCounts(), exB.callCounts()
 	if len(callsA) == 0 || len(callsB) == 0 {
 		t.Errorf("A sent %d lines, B %d: both should have had parts", len(callsA), len(callsB))
-	}
-	for _, id := range want {
-		if callsA[id]+callsB[id] != 1 {
-			t.Errorf("%s was sent %d times by A and %d by B", id, callsA[id], callsB[id])
-		}
 	}
 	t.Logf("A sent %d lines, B %d", len(callsA), len(callsB))
 	if b.RequestCounts != (RequestCounts{Total: 70, Completed: 70}) {
@@ -308,12 +300,7 @@ func TestLeaseRenewed(t *testing.T) {
 			startRunner(t, st, "inst-b", staticLive(set, exB))
 			b = waitStatus(t, st, b.ID, StatusCompleted)
 			checkExactlyOnce(t, want, readResultFile(t, st, b.OutputFileID))
-			callsA, callsB := exA.callCounts(), exB.callCounts()
-			for _, id := range want {
-				if callsA[id]+callsB[id] != 1 {
-					t.Errorf("%s was sent %d times by A and %d by B", id, callsA[id], callsB[id])
-				}
-			}
+			checkSentOnce(t, want, exA, exB)
 		})
 	}
 }

@@ -199,6 +199,34 @@ func checkExactlyOnce(t *testing.T, want []string, files ...[]outLine) {
 	}
 }
 
+// checkSentOnce checks every custom_id of want was sent exactly once by the
+// executors together (the instances, or the configs, that shared a batch),
+// and no other was sent.
+func checkSentOnce(t *testing.T, want []string, exs ...*fakeExecutor) {
+	t.Helper()
+	counts := make([]map[string]int, len(exs))
+	total := make(map[string]int)
+	for i, ex := range exs {
+		counts[i] = ex.callCounts()
+		for id, n := range counts[i] {
+			total[id] += n
+		}
+	}
+	for _, id := range want {
+		if total[id] != 1 {
+			each := make([]int, len(exs))
+			for i := range exs {
+				each[i] = counts[i][id]
+			}
+			t.Errorf("%s was sent %d times (by each executor: %v), want once", id, total[id], each)
+		}
+		delete(total, id)
+	}
+	for id, n := range total {
+		t.Errorf("%s is no input's, yet was sent %d times", id, n)
+	}
+}
+
 // checkNothingLeft checks the storage is empty after what.
 func checkNothingLeft(t *testing.T, mem *storagetest.Memory, what string) {
 	t.Helper()

@@ -9,15 +9,12 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/modelgate/modelgate/internal/storagetest"
 )
 
 func TestCreateListGetDelete(t *testing.T) {
 	ctx := context.Background()
 	clk := newClock()
-	s := storagetest.NewMemory()
-	m := clk.set(NewManager(s, "modelgate"))
+	m, s := newManager(clk)
 
 	k1, secret1 := mustCreate(t, m, NewKey{Name: "ci", Owner: "team", Models: []string{"openai/gpt-4o", "claude"}, ExpiresAt: ptr(clk.Unix() + 3600)})
 	clk.Add(time.Second)
@@ -76,15 +73,13 @@ func TestCreateListGetDelete(t *testing.T) {
 	if list, err := m.List(ctx); err != nil || len(list) != 1 || list[0].ID != k2.ID {
 		t.Errorf("List after delete = %+v, %v", list, err)
 	}
-	if locks := s.HeldLocks(); len(locks) != 0 {
-		t.Errorf("locks left held: %v", locks)
-	}
+	checkNoLocks(t, s)
 }
 
 func TestListEmptyAndOrder(t *testing.T) {
 	ctx := context.Background()
 	clk := newClock()
-	m := clk.set(NewManager(storagetest.NewMemory(), "modelgate"))
+	m, _ := newManager(clk)
 	list, err := m.List(ctx)
 	if err != nil || len(list) != 0 {
 		t.Fatalf("List on empty storage = %v, %v", list, err)
@@ -115,7 +110,7 @@ func TestListEmptyAndOrder(t *testing.T) {
 
 func TestCreateValidation(t *testing.T) {
 	clk := newClock()
-	m := clk.set(NewManager(storagetest.NewMemory(), "modelgate"))
+	m, _ := newManager(clk)
 	many := make([]string, 101)
 	for i := range many {
 		many[i] = fmt.Sprint("m", i)
@@ -186,7 +181,7 @@ func TestCreateValidation(t *testing.T) {
 }
 
 func TestOwnerDefault(t *testing.T) {
-	m := NewManager(storagetest.NewMemory(), "modelgate")
+	m, _ := newManager(nil)
 	k, _ := mustCreate(t, m, NewKey{Name: "alice"})
 	if k.Owner != "alice" {
 		t.Errorf("Owner = %q, want the name", k.Owner)
@@ -203,7 +198,7 @@ func TestOwnerDefault(t *testing.T) {
 
 func TestCreateCopiesInput(t *testing.T) {
 	clk := newClock()
-	m := clk.set(NewManager(storagetest.NewMemory(), "modelgate"))
+	m, _ := newManager(clk)
 	models := []string{"a", "b"}
 	exp := clk.Unix() + 100
 	nk := NewKey{Name: "n", Models: models, ExpiresAt: &exp}
@@ -220,8 +215,7 @@ func TestCreateCopiesInput(t *testing.T) {
 // IDs from a URL never become storage paths outside the keys folder.
 func TestBadIDs(t *testing.T) {
 	ctx := context.Background()
-	s := storagetest.NewMemory()
-	m := NewManager(s, "modelgate")
+	m, s := newManager(nil)
 	k, _ := mustCreate(t, m, NewKey{Name: "n"})
 	// Something a traversal might reach.
 	if err := s.Store(ctx, "modelgate/secret.json", []byte(`{}`)); err != nil {

@@ -5,15 +5,12 @@ import (
 	"errors"
 	"testing"
 	"time"
-
-	"github.com/modelgate/modelgate/internal/storagetest"
 )
 
 func TestMarkExposed(t *testing.T) {
 	ctx := context.Background()
 	clk := newClock()
-	s := storagetest.NewMemory()
-	a := clk.set(NewManager(s, "modelgate"))
+	a, s := newManager(clk)
 	b := clk.set(NewManager(s, "modelgate"))
 	k, secret := mustCreate(t, a, NewKey{Name: "leaky"})
 	if err := b.Refresh(ctx); err != nil {
@@ -57,15 +54,13 @@ func TestMarkExposed(t *testing.T) {
 	if _, _, err := a.MarkExposed(ctx, "key_000000000000000000000000", e1); !errors.Is(err, ErrNotFound) {
 		t.Errorf("MarkExposed(unknown id) = %v", err)
 	}
-	if locks := s.HeldLocks(); len(locks) != 0 {
-		t.Errorf("locks left held: %v", locks)
-	}
+	checkNoLocks(t, s)
 }
 
 func TestFindByDigest(t *testing.T) {
 	ctx := context.Background()
 	clk := newClock()
-	m := clk.set(NewManager(storagetest.NewMemory(), "modelgate"))
+	m, _ := newManager(clk)
 	k, secret := mustCreate(t, m, NewKey{Name: "x", ExpiresAt: ptr(clk.Unix() + 1)})
 	clk.Add(time.Hour)
 	if err := m.Refresh(ctx); err != nil {

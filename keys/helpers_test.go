@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/modelgate/modelgate/internal/storagetest"
 )
 
 // clock is a settable time, safe for concurrent use.
@@ -66,4 +68,23 @@ func populate(tb testing.TB, m *Manager, n int) [][32]byte {
 		tb.Fatalf("%d keys loaded, want %d", got, n)
 	}
 	return digests
+}
+
+// newManager returns a Manager of keys under "modelgate" in a fresh
+// in-memory storage, on the clock clk (nil: the real one), and the storage.
+func newManager(clk *clock) (*Manager, *storagetest.Memory) {
+	s := storagetest.NewMemory()
+	m := NewManager(s, "modelgate")
+	if clk != nil {
+		clk.set(m)
+	}
+	return m, s
+}
+
+// checkNoLocks checks no storage lock is left held.
+func checkNoLocks(t *testing.T, s *storagetest.Memory) {
+	t.Helper()
+	if locks := s.HeldLocks(); len(locks) != 0 {
+		t.Errorf("locks left held: %v", locks)
+	}
 }

@@ -8,14 +8,12 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/modelgate/modelgate/internal/storagetest"
 )
 
 func TestExpiry(t *testing.T) {
 	ctx := context.Background()
 	clk := newClock()
-	m := clk.set(NewManager(storagetest.NewMemory(), "modelgate"))
+	m, _ := newManager(clk)
 	k, secret := mustCreate(t, m, NewKey{Name: "short", ExpiresAt: ptr(clk.Unix() + 60)})
 	if _, ok := m.Lookup(Digest(secret)); !ok {
 		t.Fatal("unexpired key not found")
@@ -47,8 +45,7 @@ func TestExpiry(t *testing.T) {
 func TestTwoManagers(t *testing.T) {
 	ctx := context.Background()
 	clk := newClock()
-	s := storagetest.NewMemory()
-	a := clk.set(NewManager(s, "modelgate"))
+	a, s := newManager(clk)
 	b := clk.set(NewManager(s, "modelgate"))
 
 	k, secret := mustCreate(t, a, NewKey{Name: "shared"})
@@ -103,8 +100,7 @@ func TestTwoManagers(t *testing.T) {
 
 func TestRefreshKeepsIndexOnError(t *testing.T) {
 	ctx := context.Background()
-	s := storagetest.NewMemory()
-	m := NewManager(s, "modelgate")
+	m, s := newManager(nil)
 	_, secret := mustCreate(t, m, NewKey{Name: "n"})
 	boom := errors.New("storage down")
 	s.Fail(boom)
@@ -128,8 +124,7 @@ func TestRefreshKeepsIndexOnError(t *testing.T) {
 // A copied record (two keys with one digest) makes neither work.
 func TestDuplicateDigest(t *testing.T) {
 	ctx := context.Background()
-	s := storagetest.NewMemory()
-	m := NewManager(s, "modelgate")
+	m, s := newManager(nil)
 	k, secret := mustCreate(t, m, NewKey{Name: "one"})
 	v, _ := s.Load(ctx, "modelgate/keys/"+k.ID+".json")
 	id2 := newID(time.Now())
@@ -150,8 +145,7 @@ func TestDuplicateDigest(t *testing.T) {
 func TestConcurrentRefresh(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	s := storagetest.NewMemory()
-	m := NewManager(s, "modelgate")
+	m, s := newManager(nil)
 	other := NewManager(s, "modelgate")
 
 	var wg sync.WaitGroup
@@ -219,7 +213,7 @@ func TestConcurrentRefresh(t *testing.T) {
 }
 
 func TestLookupAndTouchAllocs(t *testing.T) {
-	m := NewManager(storagetest.NewMemory(), "modelgate")
+	m, _ := newManager(nil)
 	k, secret := mustCreate(t, m, NewKey{Name: "n", Models: []string{"a"}, ExpiresAt: ptr(time.Now().Unix() + 3600)})
 	d := Digest(secret)
 	var ok bool
@@ -232,7 +226,7 @@ func TestLookupAndTouchAllocs(t *testing.T) {
 }
 
 func BenchmarkLookup(b *testing.B) {
-	m := NewManager(storagetest.NewMemory(), "modelgate")
+	m, _ := newManager(nil)
 	digests := populate(b, m, 10000)
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -246,7 +240,7 @@ func BenchmarkLookup(b *testing.B) {
 }
 
 func BenchmarkLookupParallel(b *testing.B) {
-	m := NewManager(storagetest.NewMemory(), "modelgate")
+	m, _ := newManager(nil)
 	digests := populate(b, m, 10000)
 	b.ReportAllocs()
 	b.ResetTimer()

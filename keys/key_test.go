@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
-
-	"github.com/modelgate/modelgate/internal/storagetest"
 )
 
 func TestKeyJSON(t *testing.T) {
@@ -26,7 +24,7 @@ func TestKeyJSON(t *testing.T) {
 		t.Errorf("Marshal = %s", b)
 	}
 	// A created key without models lists [] too, from Create and from storage.
-	m := NewManager(storagetest.NewMemory(), "modelgate")
+	m, _ := newManager(nil)
 	k, _ := mustCreate(t, m, NewKey{Name: "n"})
 	g, err := m.Get(context.Background(), k.ID)
 	if err != nil {

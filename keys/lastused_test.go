@@ -5,15 +5,12 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/modelgate/modelgate/internal/storagetest"
 )
 
 func TestTouchWritesLastUsed(t *testing.T) {
 	ctx := context.Background()
 	clk := newClock()
-	s := storagetest.NewMemory()
-	m := clk.set(NewManager(s, "modelgate"))
+	m, s := newManager(clk)
 	k, secret := mustCreate(t, m, NewKey{Name: "used"})
 	idle, _ := mustCreate(t, m, NewKey{Name: "idle"})
 
@@ -86,17 +83,14 @@ func TestTouchWritesLastUsed(t *testing.T) {
 	if n := s.Stores() - stores; n != 0 {
 		t.Fatalf("%d stores without any use", n)
 	}
-	if locks := s.HeldLocks(); len(locks) != 0 {
-		t.Errorf("locks left held: %v", locks)
-	}
+	checkNoLocks(t, s)
 }
 
 // A key used on B and deleted on A is never written back by B.
 func TestRefreshNeverResurrects(t *testing.T) {
 	ctx := context.Background()
 	clk := newClock()
-	s := storagetest.NewMemory()
-	a := clk.set(NewManager(s, "modelgate"))
+	a, s := newManager(clk)
 	b := clk.set(NewManager(s, "modelgate"))
 	k, secret := mustCreate(t, a, NewKey{Name: "doomed"})
 	if err := b.Refresh(ctx); err != nil {
@@ -128,7 +122,7 @@ func TestRefreshNeverResurrects(t *testing.T) {
 func TestListShowsUseBeforeItIsWritten(t *testing.T) {
 	ctx := context.Background()
 	clk := newClock()
-	m := clk.set(NewManager(storagetest.NewMemory(), "modelgate"))
+	m, _ := newManager(clk)
 	k, _ := mustCreate(t, m, NewKey{Name: "used"})
 	m.Touch(k.ID)
 	want := clk.Unix()

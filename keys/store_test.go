@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/caddyserver/certmagic"
-	"github.com/modelgate/modelgate/internal/storagetest"
 )
 
 // Storage holds neither a secret nor its random part, and the admin
@@ -20,8 +19,7 @@ import (
 func TestStorageHoldsNoSecret(t *testing.T) {
 	ctx := context.Background()
 	clk := newClock()
-	s := storagetest.NewMemory()
-	m := clk.set(NewManager(s, "modelgate"))
+	m, s := newManager(clk)
 	var secrets []string
 	var ids []string
 	for i := 0; i < 10; i++ {
@@ -98,8 +96,7 @@ func TestStorageHoldsNoSecret(t *testing.T) {
 
 func TestCorruptRecord(t *testing.T) {
 	ctx := context.Background()
-	s := storagetest.NewMemory()
-	a := NewManager(s, "modelgate")
+	a, s := newManager(nil)
 	k1, secret1 := mustCreate(t, a, NewKey{Name: "one"})
 	k2, secret2 := mustCreate(t, a, NewKey{Name: "two"})
 	// Another storage's temporary file is ignored.
