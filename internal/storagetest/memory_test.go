@@ -17,10 +17,8 @@ func TestMemoryConformance(t *testing.T) {
 
 // The checks themselves hold for Caddy's own storage, so Memory passing
 // them means it behaves as that one.
+// (About a second: that storage polls a held lock once a second.)
 func TestFileStorageConformance(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the file system storage polls its locks once a second")
-	}
 	Conformance(t, func(t *testing.T) certmagic.Storage { return &certmagic.FileStorage{Path: t.TempDir()} })
 }
 
