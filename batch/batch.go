@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"path"
 	"time"
+
+	"github.com/modelgate/modelgate/internal/ids"
+	"github.com/modelgate/modelgate/internal/storage"
 )
 
 // Statuses of a batch, OpenAI's.
@@ -187,7 +190,7 @@ func (s *Store) CreateBatch(ctx context.Context, owner string, p CreateParams) (
 	now := s.now()
 	rec := batchRecord{
 		Batch: Batch{
-			ID: newID("batch_", now), Object: "batch", Endpoint: p.Endpoint,
+			ID: ids.New("batch_", now), Object: "batch", Endpoint: p.Endpoint,
 			InputFileID: p.InputFileID, CompletionWindow: p.CompletionWindow,
 			Status: StatusValidating, CreatedAt: now.Unix(), ExpiresAt: ptr(now.Add(p.Window).Unix()),
 			Metadata: p.Metadata,
@@ -232,12 +235,12 @@ func (s *Store) GetBatch(ctx context.Context, owner, id string) (Batch, error) {
 }
 
 func (s *Store) batchRecord(ctx context.Context, owner, id string) (*batchRecord, error) {
-	if !validID(id, "batch_") {
+	if !ids.Valid(id, "batch_") {
 		return nil, ErrNotFound
 	}
 	rec := new(batchRecord)
 	err := s.loadJSON(ctx, path.Join(s.batchDir(owner, id), "batch.json"), rec)
-	if isNotExist(err) || err == nil && rec.Owner != owner {
+	if storage.IsNotExist(err) || err == nil && rec.Owner != owner {
 		return nil, ErrNotFound
 	}
 	return rec, err
@@ -259,7 +262,7 @@ func (s *Store) present(ctx context.Context, rec *batchRecord) (Batch, error) {
 		return b, nil // not validated (maybe cancelled before): no claims yet
 	}
 	c, err := s.loadClaims(ctx, rec)
-	if isNotExist(err) {
+	if storage.IsNotExist(err) {
 		return b, nil // the batch ended just now and its claims are gone
 	}
 	if err != nil {
