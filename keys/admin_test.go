@@ -12,9 +12,7 @@ import (
 )
 
 func TestCreateListGetDelete(t *testing.T) {
-	ctx := context.Background()
-	clk := newClock()
-	m, s := newManager(clk)
+	ctx, clk, m, s := setup()
 
 	k1, secret1 := mustCreate(t, m, NewKey{Name: "ci", Owner: "team", Models: []string{"openai/gpt-4o", "claude"}, ExpiresAt: ptr(clk.Unix() + 3600)})
 	clk.Add(time.Second)
@@ -77,9 +75,7 @@ func TestCreateListGetDelete(t *testing.T) {
 }
 
 func TestListEmptyAndOrder(t *testing.T) {
-	ctx := context.Background()
-	clk := newClock()
-	m, _ := newManager(clk)
+	ctx, clk, m, _ := setup()
 	list, err := m.List(ctx)
 	if err != nil || len(list) != 0 {
 		t.Fatalf("List on empty storage = %v, %v", list, err)

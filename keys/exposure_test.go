@@ -1,16 +1,13 @@
 package keys
 
 import (
-	"context"
 	"errors"
 	"testing"
 	"time"
 )
 
 func TestMarkExposed(t *testing.T) {
-	ctx := context.Background()
-	clk := newClock()
-	a, s := newManager(clk)
+	ctx, clk, a, s := setup()
 	b := clk.set(NewManager(s, "modelgate"))
 	k, secret := mustCreate(t, a, NewKey{Name: "leaky"})
 	if err := b.Refresh(ctx); err != nil {
@@ -58,9 +55,7 @@ func TestMarkExposed(t *testing.T) {
 }
 
 func TestFindByDigest(t *testing.T) {
-	ctx := context.Background()
-	clk := newClock()
-	m, _ := newManager(clk)
+	ctx, clk, m, _ := setup()
 	k, secret := mustCreate(t, m, NewKey{Name: "x", ExpiresAt: ptr(clk.Unix() + 1)})
 	clk.Add(time.Hour)
 	if err := m.Refresh(ctx); err != nil {

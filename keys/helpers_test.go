@@ -72,6 +72,14 @@ func populate(tb testing.TB, m *Manager, n int) [][32]byte {
 
 // newManager returns a Manager of keys under "modelgate" in a fresh
 // in-memory storage, on the clock clk (nil: the real one), and the storage.
+// setup is the start of most tests: a context, a clock and a manager on a
+// fresh storage, on that clock.
+func setup() (context.Context, *clock, *Manager, *storagetest.Memory) {
+	clk := newClock()
+	m, s := newManager(clk)
+	return context.Background(), clk, m, s
+}
+
 func newManager(clk *clock) (*Manager, *storagetest.Memory) {
 	s := storagetest.NewMemory()
 	m := NewManager(s, "modelgate")

@@ -11,9 +11,7 @@ import (
 )
 
 func TestExpiry(t *testing.T) {
-	ctx := context.Background()
-	clk := newClock()
-	m, _ := newManager(clk)
+	ctx, clk, m, _ := setup()
 	k, secret := mustCreate(t, m, NewKey{Name: "short", ExpiresAt: ptr(clk.Unix() + 60)})
 	if _, ok := m.Lookup(Digest(secret)); !ok {
 		t.Fatal("unexpired key not found")
@@ -43,9 +41,7 @@ func TestExpiry(t *testing.T) {
 }
 
 func TestTwoManagers(t *testing.T) {
-	ctx := context.Background()
-	clk := newClock()
-	a, s := newManager(clk)
+	ctx, clk, a, s := setup()
 	b := clk.set(NewManager(s, "modelgate"))
 
 	k, secret := mustCreate(t, a, NewKey{Name: "shared"})

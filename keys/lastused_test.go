@@ -1,16 +1,13 @@
 package keys
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 )
 
 func TestTouchWritesLastUsed(t *testing.T) {
-	ctx := context.Background()
-	clk := newClock()
-	m, s := newManager(clk)
+	ctx, clk, m, s := setup()
 	k, secret := mustCreate(t, m, NewKey{Name: "used"})
 	idle, _ := mustCreate(t, m, NewKey{Name: "idle"})
 
@@ -88,9 +85,7 @@ func TestTouchWritesLastUsed(t *testing.T) {
 
 // A key used on B and deleted on A is never written back by B.
 func TestRefreshNeverResurrects(t *testing.T) {
-	ctx := context.Background()
-	clk := newClock()
-	a, s := newManager(clk)
+	ctx, clk, a, s := setup()
 	b := clk.set(NewManager(s, "modelgate"))
 	k, secret := mustCreate(t, a, NewKey{Name: "doomed"})
 	if err := b.Refresh(ctx); err != nil {
@@ -120,9 +115,7 @@ func TestRefreshNeverResurrects(t *testing.T) {
 // TestListShowsUseBeforeItIsWritten: List and Get show the last use this
 // process noted, though storage gets it at most once a minute.
 func TestListShowsUseBeforeItIsWritten(t *testing.T) {
-	ctx := context.Background()
-	clk := newClock()
-	m, _ := newManager(clk)
+	ctx, clk, m, _ := setup()
 	k, _ := mustCreate(t, m, NewKey{Name: "used"})
 	m.Touch(k.ID)
 	want := clk.Unix()

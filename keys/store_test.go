@@ -17,9 +17,7 @@ import (
 // Storage holds neither a secret nor its random part, and the admin
 // API's JSON has no digest.
 func TestStorageHoldsNoSecret(t *testing.T) {
-	ctx := context.Background()
-	clk := newClock()
-	m, s := newManager(clk)
+	ctx, clk, m, s := setup()
 	var secrets []string
 	var ids []string
 	for i := 0; i < 10; i++ {
