@@ -134,8 +134,8 @@ func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) 
 
 	b := make([]byte, 0, len(body)+256)
 	b = append(b, '{')
-	var msgs []message
-	msgs = parseMessages(msgs, r.messages)
+	var stack [16]message
+	msgs := parseMessages(stack[:0], r.messages)
 	var hist history
 	if b, err = appendMessages(b, msgs, &hist); err != nil {
 		return req, err

@@ -4,8 +4,6 @@ import (
 	"encoding/base64"
 	"errors"
 
-	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
-	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream/eventstreamapi"
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
@@ -57,37 +55,32 @@ type stream struct {
 	stopped   bool   // messageStop seen
 	done      bool   // metadata or an error sent: nothing more follows
 	usage     usage
-	payload   []byte // decoding buffer, reused
 }
 
 var errNotObject = errors.New("bedrock: stream event payload is not a JSON object")
 
-// Event translates one event-stream message, as EventStream cut it.
+// Event translates one event-stream message, as EventStream cut and
+// decoded it.
 func (s *stream) Event(dst, event []byte) ([]byte, error) {
-	msg, err := decodeMessage(event, s.payload[:0])
+	kind, name, payload, err := parseEvent(event)
 	if err != nil {
 		return dst, err
-	}
-	if cap(msg.Payload) <= 1<<16 {
-		s.payload = msg.Payload // keep the buffer for the next message
 	}
 	if s.done {
 		return dst, nil
 	}
-	switch headerString(msg.Headers, eventstreamapi.MessageTypeHeader) {
-	case eventstreamapi.EventMessageType:
-		return s.event(dst, msg)
-	case eventstreamapi.ExceptionMessageType:
-		typ := headerString(msg.Headers, eventstreamapi.ExceptionTypeHeader)
+	switch kind {
+	case kindEvent:
+		return s.event(dst, name, payload)
+	case kindException:
 		var text string
-		if providers.ValidJSON(msg.Payload) {
-			text = gjson.GetBytes(msg.Payload, "message").Str
+		if providers.ValidJSON(payload) {
+			text = gjson.GetBytes(payload, "message").Str
 		}
-		return s.fail(dst, typ, text), nil
-	case eventstreamapi.ErrorMessageType:
-		return s.fail(dst, headerString(msg.Headers, eventstreamapi.ErrorCodeHeader),
-			headerString(msg.Headers, eventstreamapi.ErrorMessageHeader)), nil
-	case "":
+		return s.fail(dst, name, text), nil
+	case kindError:
+		return s.fail(dst, name, string(payload)), nil
+	case kindUntyped:
 		return dst, errors.New("bedrock: stream message without :message-type")
 	}
 	return dst, nil // message types this code does not know
@@ -106,18 +99,17 @@ func (s *stream) fail(dst []byte, typ, msg string) []byte {
 	return sse.AppendData(dst, mapError(0, typ, msg).JSON())
 }
 
-// event translates an event message.
-func (s *stream) event(dst []byte, msg eventstream.Message) ([]byte, error) {
-	typ := headerString(msg.Headers, eventstreamapi.EventTypeHeader)
+// event translates an event message of type typ.
+func (s *stream) event(dst []byte, typ string, payload []byte) ([]byte, error) {
 	if typ == "" {
 		return dst, errors.New("bedrock: stream event without :event-type")
 	}
 	var v gjson.Result
-	if len(msg.Payload) > 0 {
-		if !providers.ValidJSON(msg.Payload) {
+	if len(payload) > 0 {
+		if !providers.ValidJSON(payload) {
 			return dst, errNotObject
 		}
-		v = gjson.ParseBytes(msg.Payload)
+		v = gjson.ParseBytes(payload)
 		if !v.IsObject() {
 			return dst, errNotObject
 		}

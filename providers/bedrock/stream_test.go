@@ -430,13 +430,27 @@ func encodeMessage(t testing.TB, headers map[string]string, payload string) []by
 	return buf.Bytes()
 }
 
-func event(t testing.TB, typ, payload string) []byte {
+// rawEvent is an event message's bytes.
+func rawEvent(t testing.TB, typ, payload string) []byte {
 	return encodeMessage(t, map[string]string{":event-type": typ, ":content-type": "application/json", ":message-type": "event"}, payload)
 }
 
+// cut is the event EventStream cuts from one whole message.
+func cut(t testing.TB, msg []byte) []byte {
+	t.Helper()
+	ev, rest, ok, err := EventStream.Cut(msg)
+	if err != nil || !ok || len(rest) != 0 {
+		t.Fatalf("Cut = %v, %v, %d bytes left", ok, err, len(rest))
+	}
+	return ev
+}
+
+// event is an event message as the translator gets it.
+func event(t testing.TB, typ, payload string) []byte { return cut(t, rawEvent(t, typ, payload)) }
+
 func TestCut(t *testing.T) {
-	a := event(t, "messageStart", `{"role":"assistant"}`)
-	b := event(t, "contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"hi"}}`)
+	a := rawEvent(t, "messageStart", `{"role":"assistant"}`)
+	b := rawEvent(t, "contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"hi"}}`)
 	two := append(append([]byte(nil), a...), b...)
 
 	// A message is cut only when all of it is there.
@@ -447,22 +461,47 @@ func TestCut(t *testing.T) {
 		}
 	}
 	ev, rest, ok, err := EventStream.Cut(two)
-	if !ok || err != nil || !bytes.Equal(ev, a) || !bytes.Equal(rest, b) {
+	if !ok || err != nil || !bytes.Equal(rest, b) {
 		t.Fatalf("Cut = %q, %q, %v, %v", ev, rest, ok, err)
 	}
-	if ev, rest, ok, err = EventStream.Cut(rest); !ok || err != nil || !bytes.Equal(ev, b) || len(rest) != 0 {
+	if kind, name, payload, err := parseEvent(ev); err != nil || kind != kindEvent || name != "messageStart" || string(payload) != `{"role":"assistant"}` {
+		t.Errorf("first event %c %q %q, %v", kind, name, payload, err)
+	}
+	if ev, rest, ok, err = EventStream.Cut(rest); !ok || err != nil || len(rest) != 0 {
 		t.Fatalf("second Cut = %q, %q, %v, %v", ev, rest, ok, err)
 	}
+	if kind, name, payload, err := parseEvent(ev); err != nil || kind != kindEvent || name != "contentBlockDelta" ||
+		string(payload) != `{"contentBlockIndex":0,"delta":{"text":"hi"}}` {
+		t.Errorf("second event %c %q %q, %v", kind, name, payload, err)
+	}
 
-	// The SDK's decoder reads what Cut hands on.
-	msg, err := decodeMessage(ev, nil)
-	if err != nil || headerString(msg.Headers, ":event-type") != "contentBlockDelta" || string(msg.Payload) != `{"contentBlockIndex":0,"delta":{"text":"hi"}}` {
-		t.Errorf("decoded %+v, %v", msg, err)
+	// Every message kind keeps its type and payload.
+	for _, tt := range []struct {
+		headers       map[string]string
+		payload       string
+		kind          byte
+		name, wantPay string
+	}{
+		{map[string]string{":message-type": "exception", ":exception-type": "throttlingException"}, `{"message":"m"}`, kindException, "throttlingException", `{"message":"m"}`},
+		{map[string]string{":message-type": "error", ":error-code": "InternalFailure", ":error-message": "boom"}, "", kindError, "InternalFailure", "boom"},
+		{map[string]string{":message-type": "future"}, "x", kindOther, "future", "x"},
+		{map[string]string{":event-type": "messageStart"}, "{}", kindUntyped, "", "{}"},
+		{map[string]string{":message-type": "event"}, "", kindEvent, "", ""},
+	} {
+		kind, name, payload, err := parseEvent(cut(t, encodeMessage(t, tt.headers, tt.payload)))
+		if err != nil || kind != tt.kind || name != tt.name || string(payload) != tt.wantPay {
+			t.Errorf("%v: %c %q %q, %v", tt.headers, kind, name, payload, err)
+		}
+	}
+	for _, bad := range []string{"", "E", "E\x00", "E\x00\x05abc", "Z\x00\x00{}"} {
+		if _, _, _, err := parseEvent([]byte(bad)); err == nil {
+			t.Errorf("parseEvent(%q) accepted it", bad)
+		}
 	}
 }
 
 func TestCutCorrupt(t *testing.T) {
-	good := event(t, "contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"hello"}}`)
+	good := rawEvent(t, "contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"hello"}}`)
 	flip := func(i int) []byte {
 		b := append([]byte(nil), good...)
 		b[i] ^= 0x20
@@ -539,7 +578,7 @@ func TestStreamExceptions(t *testing.T) {
 			t.Fatal(err)
 		}
 		n := len(out)
-		msg := encodeMessage(t, map[string]string{":exception-type": tt.typ, ":content-type": "application/json", ":message-type": "exception"}, `{"message":"m"}`)
+		msg := cut(t, encodeMessage(t, map[string]string{":exception-type": tt.typ, ":content-type": "application/json", ":message-type": "exception"}, `{"message":"m"}`))
 		if out, err = tr.Event(out, msg); err != nil {
 			t.Fatal(err)
 		}
@@ -560,8 +599,8 @@ func TestStreamExceptions(t *testing.T) {
 	}
 	// A context-length validation error in a stream says so.
 	tr := testChat.ChatStream(providers.StreamOptions{})
-	out, _ := tr.Event(nil, encodeMessage(t, map[string]string{":exception-type": "validationException", ":message-type": "exception"},
-		`{"message":"Input is too long for requested model."}`))
+	out, _ := tr.Event(nil, cut(t, encodeMessage(t, map[string]string{":exception-type": "validationException", ":message-type": "exception"},
+		`{"message":"Input is too long for requested model."}`)))
 	if !bytes.Contains(out, []byte(`"code":"context_length_exceeded"`)) {
 		t.Errorf("got %s", out)
 	}
@@ -569,11 +608,12 @@ func TestStreamExceptions(t *testing.T) {
 
 func TestStreamMalformed(t *testing.T) {
 	tests := map[string][]byte{
-		"no message type":  encodeMessage(t, map[string]string{":event-type": "messageStart"}, `{}`),
-		"no event type":    encodeMessage(t, map[string]string{":message-type": "event"}, `{}`),
+		"no message type":  cut(t, encodeMessage(t, map[string]string{":event-type": "messageStart"}, `{}`)),
+		"no event type":    cut(t, encodeMessage(t, map[string]string{":message-type": "event"}, `{}`)),
 		"payload not JSON": event(t, "contentBlockDelta", `{"contentBlockIndex":0,`),
 		"payload an array": event(t, "contentBlockDelta", `[1]`),
-		"not a message":    []byte("data: {}\n\n"),
+		"not an event":     []byte("data: {}\n\n"),
+		"raw message":      rawEvent(t, "messageStart", `{}`),
 	}
 	for name, ev := range tests {
 		if out, err := testChat.ChatStream(providers.StreamOptions{}).Event(nil, ev); err == nil {
@@ -582,7 +622,7 @@ func TestStreamMalformed(t *testing.T) {
 	}
 	// Unknown message types are skipped.
 	out, err := testChat.ChatStream(providers.StreamOptions{}).Event(nil,
-		encodeMessage(t, map[string]string{":message-type": "future"}, `{}`))
+		cut(t, encodeMessage(t, map[string]string{":message-type": "future"}, `{}`)))
 	if err != nil || len(out) != 0 {
 		t.Errorf("unknown message type: %q, %v", out, err)
 	}
