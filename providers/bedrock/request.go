@@ -141,7 +141,7 @@ func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) 
 		return req, err
 	}
 	b = appendSystem(b, msgs)
-	b = appendInference(b, fam, maxTokens, r.temperature, r.topP, r.stop)
+	b = appendInference(b, maxTokens, r.temperature, r.topP, r.stop)
 	if b, err = appendToolConfig(b, r.tools, r.toolChoice, &format, &hist); err != nil {
 		return req, err
 	}
@@ -781,9 +781,9 @@ func appendSystem(b []byte, msgs []message) []byte {
 }
 
 // appendInference appends "inferenceConfig" when any of its fields is
-// set. Temperatures above 1 are lowered to 1 for the families whose range
-// on Bedrock is 0–1 (OpenAI's is 0–2).
-func appendInference(b []byte, fam family, maxTokens int64, temperature, topP, stop gjson.Result) []byte {
+// set. Temperatures above 1 are lowered to 1: Converse's range is 0–1,
+// OpenAI's 0–2.
+func appendInference(b []byte, maxTokens int64, temperature, topP, stop gjson.Result) []byte {
 	at := len(b)
 	b = append(b, `,"inferenceConfig":{`...)
 	n := 0
@@ -802,7 +802,7 @@ func appendInference(b []byte, fam family, maxTokens int64, temperature, topP, s
 	}
 	if temperature.Type == gjson.Number {
 		field("temperature")
-		if temperature.Num > 1 && fam.provider != "openai" && fam.provider != "" {
+		if temperature.Num > 1 {
 			b = append(b, '1')
 		} else {
 			b = append(b, temperature.Raw...)
