@@ -596,3 +596,27 @@ func TestCompactor(t *testing.T) {
 		}
 	}
 }
+
+// TestThinkingBlocksOnlyForClaude: signed reasoning goes back to Claude
+// models (and to ids that do not say what they are); other families never
+// gave any, so a thinking block in their history came from elsewhere and
+// is left out rather than refused.
+func TestThinkingBlocksOnlyForClaude(t *testing.T) {
+	body := `{"model":"m","messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"Hello",` +
+		`"thinking_blocks":[{"type":"thinking","thinking":"t","signature":"s"}]},{"role":"user","content":"Again"}]}`
+	for model, want := range map[string]bool{
+		testModel: true,
+		"arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/x": true,
+		"us.amazon.nova-2-lite-v1:0":         false,
+		"openai.gpt-oss-120b-1:0":            false,
+		"us.meta.llama3-3-70b-instruct-v1:0": false,
+	} {
+		req, err := testChat.ChatRequest([]byte(body), model)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(string(req.Body), `"reasoningContent"`); got != want {
+			t.Errorf("%s: reasoning sent %v, want %v: %s", model, got, want, req.Body)
+		}
+	}
+}

@@ -137,7 +137,11 @@ func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) 
 	var stack [16]message
 	msgs := parseMessages(stack[:0], r.messages)
 	var hist history
-	if b, err = appendMessages(b, msgs, &hist); err != nil {
+	// Signed reasoning is Claude's: other families never gave any, so a
+	// thinking block in their history comes from another provider and
+	// would be refused.
+	keepThinking := fam.provider == "anthropic" || fam.provider == ""
+	if b, err = appendMessages(b, msgs, keepThinking, &hist); err != nil {
 		return req, err
 	}
 	b = appendSystem(b, msgs)
@@ -229,6 +233,9 @@ type turns struct {
 	blocks int    // blocks in the open turn
 	n      int    // turns written
 	docs   []string
+
+	// keepThinking restores assistant messages' thinking_blocks.
+	keepThinking bool
 }
 
 // block prepares b for the next block of a turn of role.
@@ -255,8 +262,8 @@ func (t *turns) block(role string) {
 
 // appendMessages appends "messages":[…] for every non-system message; it
 // is the body's first member.
-func appendMessages(b []byte, msgs []message, hist *history) ([]byte, error) {
-	t := turns{b: append(b, `"messages":[`...)}
+func appendMessages(b []byte, msgs []message, keepThinking bool, hist *history) ([]byte, error) {
+	t := turns{b: append(b, `"messages":[`...), keepThinking: keepThinking}
 	for i := range msgs {
 		m := &msgs[i]
 		var err error
@@ -583,7 +590,8 @@ func hasPrefixFold(s, prefix string) bool {
 
 // assistantBlocks appends the blocks of assistant message i: its signed
 // reasoning (thinking_blocks, restored exactly and first, as Bedrock
-// returned them), its text, then a toolUse block per tool call.
+// returned them, for Claude models), its text, then a toolUse block per
+// tool call.
 func (t *turns) assistantBlocks(m *message, i int, hist *history) error {
 	if err := t.reasoning(m.thinkingBlocks, "messages["+strconv.Itoa(i)+"].thinking_blocks"); err != nil {
 		return err
@@ -624,7 +632,7 @@ func (t *turns) assistantBlocks(m *message, i int, hist *history) error {
 // reasoningText {text, signature}, {"type":"redacted_thinking","data"}
 // becomes redactedContent (base64, as Bedrock gave it).
 func (t *turns) reasoning(blocks gjson.Result, param string) error {
-	if !blocks.Exists() || blocks.Type == gjson.Null {
+	if !t.keepThinking || !blocks.Exists() || blocks.Type == gjson.Null {
 		return nil
 	}
 	if !blocks.IsArray() {
