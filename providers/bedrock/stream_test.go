@@ -176,15 +176,19 @@ func TestStreamTranscripts(t *testing.T) {
 				t.Fatalf("unified stream differs\ngot:\n%s\nwant:\n%s", got, want)
 			}
 
-			// How the bytes arrive must not matter: random pieces, one
-			// byte at a time, and a split at every byte boundary.
+			// How the bytes arrive must not matter: random pieces, and one
+			// byte at a time, which cuts every message at every byte.
 			rng := rand.New(rand.NewPCG(1, uint64(len(tr.upstream))))
 			for range 30 {
 				if got, err := translate(testChat, tr.opts, tr.upstream, rng); err != nil || !bytes.Equal(got, want) {
 					t.Fatalf("random pieces changed the output (err %v):\n%s", err, got)
 				}
 			}
-			for i := 1; i < len(tr.upstream); i++ {
+			if got, err := translateBytewise(tr.opts, tr.upstream); err != nil || !bytes.Equal(got, want) {
+				t.Fatalf("one byte at a time changed the output (err %v):\n%s", err, got)
+			}
+			// Two writes, split at every byte of the first messages.
+			for i := 1; i < min(len(tr.upstream), 400); i++ {
 				got, err := translateSplit(tr.opts, tr.upstream, i)
 				if err != nil || !bytes.Equal(got, want) {
 					t.Fatalf("split at byte %d changed the output (err %v):\n%s", i, err, got)
@@ -192,6 +196,22 @@ func TestStreamTranscripts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// translateBytewise feeds upstream one byte at a time.
+func translateBytewise(opts providers.StreamOptions, upstream []byte) ([]byte, error) {
+	tr := testChat.ChatStream(opts)
+	var out, buf []byte
+	for _, c := range upstream {
+		var err error
+		if out, buf, err = feed(tr, out, append(buf, c)); err != nil {
+			return out, err
+		}
+	}
+	if len(buf) != 0 {
+		return out, errors.New("bytes left over")
+	}
+	return tr.Close(out), nil
 }
 
 // translateSplit feeds upstream in two writes, split at byte i.
