@@ -420,3 +420,17 @@ func TestBedrockStrictness(t *testing.T) {
 		t.Errorf("bad signature and body: %d", res.StatusCode)
 	}
 }
+
+const benchBedrock = `{"system":[{"text":"You are a helpful assistant."}],"messages":[{"role":"user","content":[{"text":"What is the capital of France?"}]}],"inferenceConfig":{"maxTokens":64,"temperature":0.2}}`
+
+// The Bedrock benchmarks check the signature's form only (no key
+// configured), as the load benchmark's upstream would.
+func BenchmarkBedrock(b *testing.B) {
+	benchServe(b, bedrockPath("anthropic.claude-3-haiku-20240307-v1:0", false), benchBedrock,
+		append([]string{"Content-Type", "application/json"}, bedrockAnyKey...)...)
+}
+
+func BenchmarkBedrockStream(b *testing.B) {
+	benchServe(b, bedrockPath("anthropic.claude-3-haiku-20240307-v1:0", true), benchBedrock,
+		append([]string{"Content-Type", "application/json"}, bedrockAnyKey...)...)
+}
