@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,6 +25,8 @@ type example struct {
 	noModel bool
 	// overloaded is the status of fail-529.
 	overloaded int
+	// unauthorized is the status without credentials; 0 means 401.
+	unauthorized int
 	// isError reports whether a body is an error in the format's shape.
 	isError func(body string) bool
 }
@@ -44,6 +47,16 @@ var formatExamples = map[string]example{
 		overloaded: 503,
 		isError: func(body string) bool {
 			return gjson.Get(body, "error.message").Str != "" && gjson.Get(body, "error.code").Exists()
+		},
+	},
+	"bedrock": {
+		request: func(model string) (string, string, []string) {
+			return "/model/" + url.PathEscape(model) + "/converse", `{"messages":[{"role":"user","content":[{"text":"hi"}]}]}`, bedrockAnyKey
+		},
+		overloaded:   503,
+		unauthorized: 403,
+		isError: func(body string) bool {
+			return gjson.Get(body, "message").Str != "" && len(gjson.Parse(body).Map()) == 1
 		},
 	},
 	"anthropic": {
@@ -134,7 +147,11 @@ func TestEveryFormat(t *testing.T) {
 			t.Run("no credentials", func(t *testing.T) {
 				path, body, _ := ex.request(model)
 				res, body := post(t, s, path, body)
-				wantError(t, res, body, 401)
+				status := ex.unauthorized
+				if status == 0 {
+					status = 401
+				}
+				wantError(t, res, body, status)
 			})
 			t.Run("another method", func(t *testing.T) {
 				res, body := send(t, http.MethodGet, model)

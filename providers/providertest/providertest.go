@@ -10,6 +10,9 @@
 //	anthropic    POST /v1/messages (x-api-key, anthropic-version)
 //	azure_openai POST /openai/deployments/{deployment}/chat/completions?api-version=…,
 //	             POST /openai/v1/chat/completions (api-key, or an Entra bearer token)
+//	bedrock      POST /model/{modelId}/converse, POST /model/{modelId}/converse-stream
+//	             (AWS SigV4; the key is "<access key id>:<secret access key>"
+//	             [":<session token>"], and the fake recomputes the signature)
 //	cohere       POST /cohere/v2/rerank      jina      POST /jina/v1/rerank
 //	voyage       POST /voyage/v1/rerank      tei       POST /tei/rerank
 //	vllm         POST /vllm/v1/rerank        infinity  POST /infinity/rerank
