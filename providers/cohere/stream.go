@@ -61,18 +61,41 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 	if !v.IsObject() {
 		return dst, errMalformed
 	}
-	typ := v.Get("type").Str
+	// One pass over the event's members instead of a Get (a scan from the
+	// start) for each.
+	var typeField, id, index, delta, logprobs gjson.Result
+	v.ForEach(func(key, val gjson.Result) bool {
+		var field *gjson.Result
+		switch key.Str {
+		case "type":
+			field = &typeField
+		case "id":
+			field = &id
+		case "index":
+			field = &index
+		case "delta":
+			field = &delta
+		case "logprobs":
+			field = &logprobs
+		default:
+			return true
+		}
+		if !field.Exists() {
+			*field = val
+		}
+		return true
+	})
+	typ := typeField.Str
 	if typ == "" {
 		typ = string(name)
 	}
-	delta := v.Get("delta")
 
 	switch typ {
 	case "message-start":
 		if s.head != nil {
 			return dst, nil // a repeated message-start carries nothing new
 		}
-		s.start(v.Get("id"))
+		s.start(id)
 		dst = s.openChunk(dst)
 		dst = append(dst, `{"role":"assistant","content":""}`...)
 		return s.closeChunk(dst, "", gjson.Result{}), nil
@@ -80,7 +103,7 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 	case "content-start", "content-delta":
 		content := delta.Get("message.content")
 		dst = s.text(dst, "reasoning_content", content.Get("thinking"), gjson.Result{})
-		return s.text(dst, "content", content.Get("text"), v.Get("logprobs")), nil
+		return s.text(dst, "content", content.Get("text"), logprobs), nil
 
 	case "tool-plan-delta":
 		return s.text(dst, "content", delta.Get("message.tool_plan"), gjson.Result{}), nil
@@ -91,7 +114,7 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 			call = call.Get("0")
 		}
 		k := len(s.calls)
-		s.calls = append(s.calls, toolCall{index: v.Get("index"), call: k})
+		s.calls = append(s.calls, toolCall{index: index, call: k})
 		fn := call.Get("function")
 		dst = s.openChunk(dst)
 		dst = append(dst, `{"tool_calls":[{"index":`...)
@@ -113,7 +136,7 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 			return dst, nil // a delta for a call that never started
 		}
 		call := s.calls[len(s.calls)-1].call
-		if index := v.Get("index"); index.Exists() {
+		if index.Exists() {
 			for _, c := range s.calls {
 				if c.index.Raw == index.Raw {
 					call = c.call
