@@ -42,6 +42,13 @@ var formatExamples = map[string]example{
 			return gjson.Get(body, "error.message").Str != "" && gjson.Get(body, "error.code").Exists()
 		},
 	},
+	"cohere_chat": {
+		request: func(model string) (string, string, []string) {
+			return cohereChatPath, `{"model":"` + model + `","messages":[{"role":"user","content":"hi"}],"stream":false}`, oaAuth
+		},
+		overloaded: 503,
+		isError:    isCohereError,
+	},
 	"anthropic": {
 		request: func(model string) (string, string, []string) {
 			return anPath, `{"model":"` + model + `","max_tokens":9,"messages":[{"role":"user","content":"hi"}]}`, anAuth
@@ -63,7 +70,7 @@ func init() {
 		ex := example{noModel: !rf.named, overloaded: 503, isError: isOpenAIError}
 		switch rf.id {
 		case "cohere":
-			ex.isError = func(body string) bool { return gjson.Get(body, "message").Str != "" }
+			ex.isError = isCohereError
 		case "tei":
 			ex.isError = func(body string) bool {
 				return gjson.Get(body, "error").Str != "" && gjson.Get(body, "error_type").Str != ""
@@ -79,6 +86,10 @@ func init() {
 		formatExamples[rf.id] = ex
 	}
 }
+
+// isCohereError reports whether body is Cohere's error shape, {"message"}
+// (with an id where the chat route writes it).
+func isCohereError(body string) bool { return gjson.Get(body, "message").Str != "" }
 
 func isOpenAIError(body string) bool {
 	e := gjson.Get(body, "error")

@@ -10,13 +10,15 @@
 //	anthropic    POST /v1/messages (x-api-key, anthropic-version)
 //	azure_openai POST /openai/deployments/{deployment}/chat/completions?api-version=…,
 //	             POST /openai/v1/chat/completions (api-key, or an Entra bearer token)
+//	cohere_chat  POST /cohere/v2/chat (Authorization: Bearer; the "cohere" key serves it too)
 //	cohere       POST /cohere/v2/rerank      jina      POST /jina/v1/rerank
 //	voyage       POST /voyage/v1/rerank      tei       POST /tei/rerank
 //	vllm         POST /vllm/v1/rerank        infinity  POST /infinity/rerank
 //	together     POST /together/v1/rerank    mixedbread POST /mixedbread/v1/reranking
 //
 // (the rerank formats each under a prefix of their own, with a bearer key;
-// their scores are RerankScore's word overlap).
+// their scores are RerankScore's word overlap; Cohere's chat and rerank
+// share the /cohere prefix, whose other paths are 404s in Cohere's shape).
 //
 // Requests are checked as strictly as the real APIs check them (required
 // fields, value ranges, roles, content block types, tool calls paired with
@@ -95,7 +97,7 @@ import (
 // Options configure a fake provider.
 type Options struct {
 	// OpenAIKey is the key the OpenAI format wants as "Authorization:
-	// Bearer <key>", and the rerank formats too. Empty accepts any
+	// Bearer <key>", and the rerank formats and Cohere's chat too. Empty accepts any
 	// non-empty bearer token.
 	OpenAIKey string
 
