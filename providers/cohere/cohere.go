@@ -59,7 +59,8 @@ func (c Chat) now() time.Time {
 }
 
 // Error maps a Cohere error answer, {"message": "…"} with the status that
-// says what went wrong, into the unified error. The statuses are those
+// says what went wrong, into the unified error (the host answers a 401 or
+// 403 from any provider itself). The statuses are those
 // cohere-go decodes for /v2/chat: 400, 401, 402, 403, 404, 422, 429, 498
 // (invalid token), 499 (request cancelled), 500, 501, 503 and 504. A body
 // that is not JSON (an HTML page from a proxy) never reaches the message.
@@ -92,8 +93,14 @@ func mapError(status int, msg string) *providers.Error {
 		} else if status == http.StatusRequestEntityTooLarge {
 			e.Code = "request_too_large"
 		}
-	case http.StatusUnauthorized, 498: // 498: Cohere's "invalid token"
-		e.Status, e.Type, e.Code = http.StatusUnauthorized, "authentication_error", "invalid_api_key"
+	case http.StatusUnauthorized:
+		e.Type, e.Code = "authentication_error", "invalid_api_key"
+	case 498:
+		// Cohere's "invalid token": the gateway's own key was refused. As
+		// the gateway answers a provider's 401, the client gets a 502 that
+		// does not repeat the provider's message (which may quote the key).
+		e.Status, e.Type, e.Code = http.StatusBadGateway, "server_error", "upstream_auth_failed"
+		e.Message = "the provider rejected the gateway's credentials (498 Invalid Token)"
 	case http.StatusPaymentRequired:
 		e.Type, e.Code = "insufficient_quota", "insufficient_quota"
 	case http.StatusNotFound:
