@@ -8,7 +8,7 @@ require (
 	github.com/caddyserver/caddy/v2 v2.11.9
 	github.com/caddyserver/certmagic v0.25.6
 	github.com/caddyserver/xcaddy v0.4.5
-	github.com/cohere-ai/cohere-go/v2 v2.15.3
+	github.com/cohere-ai/cohere-go/v2 v2.16.1
 	github.com/dustin/go-humanize v1.1.0
 	github.com/openai/openai-go/v3 v3.96.0
 	github.com/prometheus/client_golang v1.24.1

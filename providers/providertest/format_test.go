@@ -59,6 +59,13 @@ var formatExamples = map[string]example{
 			return gjson.Get(body, "message").Str != "" && len(gjson.Parse(body).Map()) == 1
 		},
 	},
+	"cohere_chat": {
+		request: func(model string) (string, string, []string) {
+			return cohereChatPath, `{"model":"` + model + `","messages":[{"role":"user","content":"hi"}],"stream":false}`, oaAuth
+		},
+		overloaded: 503,
+		isError:    isCohereError,
+	},
 	"anthropic": {
 		request: func(model string) (string, string, []string) {
 			return anPath, `{"model":"` + model + `","max_tokens":9,"messages":[{"role":"user","content":"hi"}]}`, anAuth
@@ -87,7 +94,7 @@ func init() {
 		ex := example{noModel: !rf.named, overloaded: 503, isError: isOpenAIError}
 		switch rf.id {
 		case "cohere":
-			ex.isError = func(body string) bool { return gjson.Get(body, "message").Str != "" }
+			ex.isError = isCohereError
 		case "tei":
 			ex.isError = func(body string) bool {
 				return gjson.Get(body, "error").Str != "" && gjson.Get(body, "error_type").Str != ""
@@ -103,6 +110,10 @@ func init() {
 		formatExamples[rf.id] = ex
 	}
 }
+
+// isCohereError reports whether body is Cohere's error shape, {"message"}
+// (with an id where the chat route writes it).
+func isCohereError(body string) bool { return gjson.Get(body, "message").Str != "" }
 
 func isOpenAIError(body string) bool {
 	e := gjson.Get(body, "error")
