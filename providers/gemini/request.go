@@ -14,8 +14,8 @@ import (
 // gjson.Result stands for an absent field.
 type request struct {
 	messages, maxTokens, maxCompletionTokens, stop, temperature, topP, n, seed gjson.Result
-	presencePenalty, frequencyPenalty, logprobs, topLogprobs, responseFormat  gjson.Result
-	reasoningEffort, tools, toolChoice, stream, serviceTier                   gjson.Result
+	presencePenalty, frequencyPenalty, logprobs, topLogprobs, responseFormat   gjson.Result
+	reasoningEffort, tools, toolChoice, stream, serviceTier                    gjson.Result
 }
 
 // set records one top-level field of the unified request, or rejects it
