@@ -137,3 +137,16 @@ func TestChatRequestGolden(t *testing.T) {
 		})
 	}
 }
+
+func TestChatResponseGolden(t *testing.T) {
+	for _, name := range goldenCases(t, responseDir, ".gemini.json") {
+		t.Run(name, func(t *testing.T) {
+			in := readFile(t, filepath.Join(responseDir, name+".gemini.json"))
+			got, err := testChat().ChatResponse(in)
+			if err != nil {
+				t.Fatalf("ChatResponse: %v", err)
+			}
+			checkGolden(t, filepath.Join(responseDir, name+".unified.json"), got)
+		})
+	}
+}

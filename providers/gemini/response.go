@@ -101,8 +101,10 @@ func blockedMessage(feedback gjson.Result) string {
 func (c Chat) appendHead(b []byte, responseID, modelVersion gjson.Result, object string) []byte {
 	b = append(b, `{"id":"chatcmpl-`...)
 	if responseID.Type == gjson.String && responseID.Str != "" {
+		n := len(b)
 		b = providers.AppendString(b, responseID.Str)
-		b = b[:len(b)-1]
+		copy(b[n:], b[n+1:len(b)-1]) // without AppendString's quotes
+		b = b[:len(b)-2]
 	} else {
 		b = append(b, c.id()...)
 	}
