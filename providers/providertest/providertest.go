@@ -112,6 +112,11 @@ type Options struct {
 	// NoRecord turns off request recording (for load benchmarks).
 	NoRecord bool
 
+	// GoogleTokenLifetime is how long the access tokens of the Google
+	// token endpoint (GoogleTokenPath) live. Default:
+	// DefaultGoogleTokenLifetime.
+	GoogleTokenLifetime time.Duration
+
 	// Log, if set, is called once for each request when its answer is
 	// complete (a stream's when it ends) with the status answered. The
 	// Recorded has no Header or Body when NoRecord is set.
@@ -140,6 +145,7 @@ type Server struct {
 	waiting chan struct{}
 	gates   []chan struct{}   // gated streams waiting for Release, under mu
 	flaky   map[[32]byte]bool // bodies of "flaky" requests seen, under mu
+	google  googleAuth        // the Google service account and its tokens
 }
 
 // New returns a fake provider that is not listening; serve it yourself.
