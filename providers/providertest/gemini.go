@@ -141,7 +141,9 @@ func (vertexFormat) model(r *http.Request, _ []byte) string {
 	return m
 }
 
-func (geminiFormat) fail(w http.ResponseWriter, r *http.Request, f fault) { googleFault(w, r, f, false) }
+func (geminiFormat) fail(w http.ResponseWriter, r *http.Request, f fault) {
+	googleFault(w, r, f, false)
+}
 func (vertexFormat) fail(w http.ResponseWriter, r *http.Request, f fault) { googleFault(w, r, f, true) }
 
 // googleFault writes a fault as Google's APIs answer it. The Developer API

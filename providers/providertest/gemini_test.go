@@ -158,7 +158,7 @@ func TestGeminiStrict(t *testing.T) {
 		{"call in a user turn", gePath, geminiBody(`{"role":"user","parts":[{"functionCall":{"name":"search"}}]}`), "model turns"},
 		{"call unanswered", gePath, geminiBody(geUser+","+fc, tools), "function call turn"},
 		{"responses miscounted", gePath, geminiBody(geUser+","+fc+`,{"role":"user","parts":[{"functionResponse":{"name":"search","response":{}}},{"functionResponse":{"name":"search","response":{}}}]}`, tools), "number of function response parts"},
-		{"response without a call", gePath, geminiBody(geUser+","+fr), "immediately after a function call turn"},
+		{"response without a call", gePath, geminiBody(geUser + "," + fr), "immediately after a function call turn"},
 		{"response not an object", gePath, geminiBody(geUser+","+fc+`,{"role":"user","parts":[{"functionResponse":{"name":"search","response":"ok"}}]}`, tools), "response must be an object"},
 		{"both schemas", gePath, geminiBody(geUser, `"tools":[{"functionDeclarations":[{"name":"f","parameters":{"type":"OBJECT"},"parametersJsonSchema":{"type":"object"}}]}]`), "mutually exclusive"},
 		{"schema not an object", gePath, geminiBody(geUser, `"tools":[{"functionDeclarations":[{"name":"f","parametersJsonSchema":{"type":"string"}}]}]`), "describe an object"},
