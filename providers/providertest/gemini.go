@@ -144,7 +144,10 @@ func (vertexFormat) model(r *http.Request, _ []byte) string {
 func (geminiFormat) fail(w http.ResponseWriter, r *http.Request, f fault) {
 	googleFault(w, r, f, false)
 }
-func (vertexFormat) fail(w http.ResponseWriter, r *http.Request, f fault) { googleFault(w, r, f, true) }
+
+func (vertexFormat) fail(w http.ResponseWriter, r *http.Request, f fault) {
+	googleFault(w, r, f, true)
+}
 
 // googleFault writes a fault as Google's APIs answer it. The Developer API
 // refuses a request without a key with 403 PERMISSION_DENIED and a wrong

@@ -10,6 +10,13 @@
 //	anthropic    POST /v1/messages (x-api-key, anthropic-version)
 //	azure_openai POST /openai/deployments/{deployment}/chat/completions?api-version=…,
 //	             POST /openai/v1/chat/completions (api-key, or an Entra bearer token)
+//	gemini       POST /v1beta/models/{model}:generateContent, …:streamGenerateContent?alt=sse
+//	             (x-goog-api-key or ?key=)
+//	vertex       POST /v1/projects/{p}/locations/{l}/publishers/google/models/{model}:generateContent,
+//	             …:streamGenerateContent?alt=sse (an OAuth bearer token), express mode's
+//	             POST /v1/publishers/google/models/{model}:… (x-goog-api-key), and the
+//	             Google token endpoint POST /oauth2/token that issues the tokens to the
+//	             service account of GoogleServiceAccount (see GoogleTokens)
 //	cohere       POST /cohere/v2/rerank      jina      POST /jina/v1/rerank
 //	voyage       POST /voyage/v1/rerank      tei       POST /tei/rerank
 //	vllm         POST /vllm/v1/rerank        infinity  POST /infinity/rerank
