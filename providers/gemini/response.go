@@ -51,7 +51,13 @@ func (c Chat) ChatResponse(body []byte) ([]byte, error) {
 		return true
 	})
 	blocked := feedback.Get("blockReason")
-	if !candidates.IsArray() && blocked.Type != gjson.String {
+	some := false
+	candidates.ForEach(func(_, _ gjson.Result) bool {
+		some = true
+		return false
+	})
+	if !candidates.IsArray() && candidates.Exists() || !some && blocked.Type != gjson.String {
+		// Neither an answer nor a blocked prompt: nothing a client can use.
 		return nil, errNotResponse
 	}
 

@@ -406,6 +406,8 @@ func TestChatResponseMalformed(t *testing.T) {
 		`"text"`,
 		`{"usageMetadata":{}}`,
 		`{"candidates":{}}`,
+		`{"candidates":[],"usageMetadata":{"promptTokenCount":3}}`,
+		`{"candidates":{},"promptFeedback":{"blockReason":"SAFETY"}}`,
 		`{"error":{"code":500}}`,
 	} {
 		if got, err := testChat().ChatResponse([]byte(body)); err == nil {
