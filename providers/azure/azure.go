@@ -23,6 +23,7 @@ import (
 	"strings"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/embeddings"
 	"github.com/modelgate/modelgate/providers/openai"
 )
 
@@ -98,3 +99,25 @@ func (Chat) Error(status int, h http.Header, body []byte) *providers.Error {
 }
 
 var _ providers.Chat = Chat{}
+
+// Embeddings is Azure OpenAI's embeddings: OpenAI's body on the
+// deployment's route (§F.2.1).
+type Embeddings struct{ Chat }
+
+// EmbeddingsRequests writes OpenAI's request for model's deployment.
+func (e Embeddings) EmbeddingsRequests(req *providers.EmbeddingsRequest, model string) ([]providers.Request, error) {
+	d := e.Deployment(model)
+	reqs, err := embeddings.OpenAI.EmbeddingsRequests(req, d)
+	if err != nil {
+		return nil, err
+	}
+	reqs[0].Path, reqs[0].Query = e.Route("/embeddings", d)
+	return reqs, nil
+}
+
+// EmbeddingsResponse reads OpenAI's answer.
+func (Embeddings) EmbeddingsResponse(i int, h http.Header, body []byte, res *providers.EmbeddingsResult) error {
+	return embeddings.OpenAI.EmbeddingsResponse(i, h, body, res)
+}
+
+var _ providers.Embeddings = Embeddings{}

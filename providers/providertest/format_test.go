@@ -1,7 +1,11 @@
 package providertest
 
 import (
+	"encoding/base64"
+	"encoding/binary"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -73,9 +77,16 @@ var formatExamples = map[string]example{
 	},
 }
 
-// The rerank rows' examples follow from their rows.
+// The rerank and embeddings rows' examples follow from their rows.
 func init() {
 	for _, f := range formats {
+		if ef, ok := f.(*embeddingsFormat); ok {
+			formatExamples[ef.id] = example{overloaded: 503, isError: isOpenAIError,
+				request: func(model string) (string, string, []string) {
+					return ef.path, `{"model":"` + model + `","input":["a red fox"]}`, oaAuth
+				}}
+			continue
+		}
 		rf, ok := f.(*rerankFormat)
 		if !ok {
 			continue
@@ -224,5 +235,79 @@ func TestAzure(t *testing.T) {
 	}
 	if res, _ = Send(t, http.MethodPost, s.URL+"/openai/v1/chat/completions", body, "api-key", "wrong"); res.StatusCode != 401 {
 		t.Errorf("wrong key: %d", res.StatusCode)
+	}
+}
+
+// TestEmbeddings: vectors are EmbeddingVector's, exact in decimal and in
+// base64, in input order, with the dimensions asked for under the format's
+// own field name; fields of another format are refused.
+func TestEmbeddings(t *testing.T) {
+	s := Start(t, Options{})
+	for _, tc := range []struct {
+		name, path, body string
+		status           int
+		dims             int
+		tokens           int64
+	}{
+		{"openai floats", "/v1/embeddings", `{"model":"m","input":["red fox","blue whale swims"],"dimensions":8}`, 200, 8, 5},
+		{"openai base64", "/v1/embeddings", `{"model":"m","input":"red fox","encoding_format":"base64"}`, 200, EmbeddingDims, 2},
+		{"openai token ids", "/v1/embeddings", `{"model":"m","input":[[1,2],[3]]}`, 200, EmbeddingDims, 3},
+		{"voyage", "/voyage/v1/embeddings", `{"model":"m","input":["red fox"],"output_dimension":16,"input_type":"query"}`, 200, 16, 2},
+		{"voyage refuses dimensions", "/voyage/v1/embeddings", `{"model":"m","input":["red fox"],"dimensions":16}`, 400, 0, 0},
+		{"tei refuses dimensions", "/tei/v1/embeddings", `{"input":["red fox"],"dimensions":16}`, 400, 0, 0},
+		{"together refuses token ids", "/together/v1/embeddings", `{"model":"m","input":[1,2]}`, 400, 0, 0},
+		{"unknown field", "/v1/embeddings", `{"model":"m","input":"x","task":"q"}`, 400, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, got := Send(t, http.MethodPost, s.URL+tc.path, tc.body, "Authorization", "Bearer k")
+			if res.StatusCode != tc.status {
+				t.Fatalf("%d %s", res.StatusCode, got)
+			}
+			if tc.status != 200 {
+				return
+			}
+			inputs := gjson.Get(tc.body, "input")
+			var texts []string
+			switch {
+			case inputs.Type == gjson.String:
+				texts = []string{inputs.Str}
+			case inputs.Array()[0].IsArray():
+				texts = []string{"tok1 tok2", "tok3"}
+			default:
+				for _, in := range inputs.Array() {
+					texts = append(texts, in.Str)
+				}
+			}
+			data := gjson.Get(got, "data").Array()
+			if len(data) != len(texts) {
+				t.Fatalf("%d vectors for %d inputs", len(data), len(texts))
+			}
+			for i, d := range data {
+				want := EmbeddingVector(texts[i], tc.dims)
+				var vec []float32
+				if e := d.Get("embedding"); e.Type == gjson.String {
+					raw, _ := base64.StdEncoding.DecodeString(e.Str)
+					for j := 0; j+4 <= len(raw); j += 4 {
+						vec = append(vec, math.Float32frombits(binary.LittleEndian.Uint32(raw[j:])))
+					}
+				} else {
+					for _, x := range e.Array() {
+						f, _ := strconv.ParseFloat(x.Raw, 32)
+						vec = append(vec, float32(f))
+					}
+				}
+				if len(vec) != len(want) {
+					t.Fatalf("vector %d has %d values, want %d", i, len(vec), len(want))
+				}
+				for j := range vec {
+					if math.Float32bits(vec[j]) != math.Float32bits(want[j]) {
+						t.Fatalf("vector %d value %d: %v, want %v", i, j, vec[j], want[j])
+					}
+				}
+			}
+			if n := gjson.Get(got, "usage.total_tokens").Int(); n != tc.tokens {
+				t.Errorf("usage %d, want %d", n, tc.tokens)
+			}
+		})
 	}
 }

@@ -21,6 +21,10 @@
 //	voyage       POST /voyage/v1/rerank      tei       POST /tei/rerank
 //	vllm         POST /vllm/v1/rerank        infinity  POST /infinity/rerank
 //	together     POST /together/v1/rerank    mixedbread POST /mixedbread/v1/reranking
+//	openai_embeddings POST /v1/embeddings, and OpenAI-shaped embeddings under
+//	             /vllm/v1, /ollama/v1, /infinity, /together/v1, /tei/v1,
+//	             /mistral/v1, /voyage/v1, /jina/v1 (…/embeddings; names
+//	             <prefix>_embeddings), vectors from EmbeddingVector
 //
 // (the rerank formats each under a prefix of their own, with a bearer key;
 // their scores are RerankScore's word overlap).
