@@ -28,6 +28,7 @@ import (
 func (Chat) Error(status int, _ http.Header, body []byte) *providers.Error {
 	var e gjson.Result
 	if providers.ValidJSON(body) {
+		// ParseBytes copies: the error's message outlives the body.
 		root := gjson.ParseBytes(body)
 		if root.IsArray() {
 			root = root.Get("0")

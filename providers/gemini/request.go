@@ -68,7 +68,8 @@ func (c Chat) set(r *request, key string, v gjson.Result) error {
 		r.serviceTier = v
 	case "audio", "functions", "function_call", "web_search_options":
 		if v.Exists() && v.Type != gjson.Null {
-			return providers.Unsupported(key, c.name())
+			// key points into the body (inPlace); the error outlives it.
+			return providers.Unsupported(strings.Clone(key), c.name())
 		}
 	case "modalities":
 		audio := false
@@ -97,7 +98,7 @@ func (c Chat) set(r *request, key string, v gjson.Result) error {
 func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) {
 	var r request
 	var err error
-	gjson.ParseBytes(body).ForEach(func(key, v gjson.Result) bool {
+	gjson.Parse(inPlace(body)).ForEach(func(key, v gjson.Result) bool {
 		err = c.set(&r, key.Str, v)
 		return err == nil
 	})
@@ -678,6 +679,12 @@ func appendSystem(b []byte, msgs []message) []byte {
 	}
 	return append(b, "]}"...)
 }
+
+// inPlace reads b as a string without copying it. The translators parse
+// bodies with it: they keep none of the strings gjson hands out beyond the
+// call (everything they write is copied into a new buffer), so the caller
+// may reuse b afterwards.
+func inPlace(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // appendRawString appends v when it is a JSON string (copying its raw,
 // already escaped form) and "" otherwise.

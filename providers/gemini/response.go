@@ -30,7 +30,7 @@ func (c Chat) ChatResponse(body []byte) ([]byte, error) {
 	if !providers.ValidJSON(body) {
 		return nil, errNotResponse
 	}
-	root := gjson.ParseBytes(body)
+	root := gjson.Parse(inPlace(body))
 	if !root.IsObject() {
 		return nil, errNotResponse
 	}

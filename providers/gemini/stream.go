@@ -60,7 +60,7 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 	if !providers.ValidJSON(data) {
 		return dst, errMalformed
 	}
-	v := gjson.ParseBytes(data)
+	v := gjson.Parse(inPlace(data))
 	if v.IsArray() {
 		v = v.Get("0")
 	}

@@ -474,3 +474,37 @@ func TestDummySignature(t *testing.T) {
 		}
 	}
 }
+
+// TestNoAliasing: bodies are read in place, but nothing the translator
+// returns may point into them: the caller reuses its buffers.
+func TestNoAliasing(t *testing.T) {
+	scribble := func(b []byte) {
+		for i := range b {
+			b[i] = 'X'
+		}
+	}
+	body := []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"web_search_options":{}}`)
+	_, err := testChat().ChatRequest(body, "gemini-2.5-flash")
+	want := err.(*providers.Error).JSON()
+	scribble(body)
+	if got := err.(*providers.Error).JSON(); string(got) != string(want) {
+		t.Errorf("request error changed with the body: %s, was %s", got, want)
+	}
+	ebody := []byte(`{"error":{"code":429,"message":"slow down","status":"RESOURCE_EXHAUSTED"}}`)
+	e := testChat().Error(429, nil, ebody)
+	want = e.JSON()
+	scribble(ebody)
+	if got := e.JSON(); string(got) != string(want) {
+		t.Errorf("mapped error changed with the body: %s, was %s", got, want)
+	}
+	answer := []byte(`{"candidates":[{"content":{"parts":[{"text":"hello"}]},"finishReason":"STOP"}],"responseId":"r1"}`)
+	out, err := testChat().ChatResponse(answer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = append([]byte(nil), out...)
+	scribble(answer)
+	if string(out) != string(want) {
+		t.Errorf("answer changed with the body")
+	}
+}
