@@ -46,6 +46,8 @@ var formats = []wireFormat{
 	azureFormat{},
 	bedrockFormat{},
 	cohereChatFormat{},
+	geminiFormat{},
+	vertexFormat{},
 	&rerankFormat{id: "cohere", path: "/cohere/v2/rerank", docs: "documents", count: "top_n", named: true, results: "results", score: "relevance_score", withID: true},
 	&rerankFormat{id: "jina", path: "/jina/v1/rerank", docs: "documents", count: "top_n", named: true, flag: "return_documents", results: "results", score: "relevance_score"},
 	&rerankFormat{id: "voyage", path: "/voyage/v1/rerank", docs: "documents", count: "top_k", named: true, flag: "return_documents", results: "data", score: "relevance_score"},

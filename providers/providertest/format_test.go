@@ -25,7 +25,8 @@ type example struct {
 	noModel bool
 	// overloaded is the status of fail-529.
 	overloaded int
-	// unauthorized is the status without credentials; 0 means 401.
+	// unauthorized is the status of a request without credentials;
+	// 0 means 401.
 	unauthorized int
 	// isError reports whether a body is an error in the format's shape.
 	isError func(body string) bool
@@ -65,6 +66,23 @@ var formatExamples = map[string]example{
 		},
 		overloaded: 503,
 		isError:    isCohereError,
+	},
+	"gemini": {
+		request: func(model string) (string, string, []string) {
+			// A model name is one path segment ("x/fail-500" cannot be one).
+			return "/v1beta/models/" + strings.ReplaceAll(model, "/", "-") + ":generateContent", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`, []string{"X-Goog-Api-Key", "gk"}
+		},
+		overloaded:   503,
+		unauthorized: 403, // PERMISSION_DENIED: "Method doesn't allow unregistered callers"
+		isError:      isGoogleError,
+	},
+	"vertex": {
+		request: func(model string) (string, string, []string) {
+			return "/v1/projects/p1/locations/us-central1/publishers/google/models/" + strings.ReplaceAll(model, "/", "-") + ":generateContent",
+				`{"contents":[{"role":"user","parts":[{"text":"hello"}]}]}`, []string{"Authorization", "Bearer vk"}
+		},
+		overloaded: 503,
+		isError:    isGoogleError,
 	},
 	"anthropic": {
 		request: func(model string) (string, string, []string) {
@@ -114,6 +132,12 @@ func init() {
 // isCohereError reports whether body is Cohere's error shape, {"message"}
 // (with an id where the chat route writes it).
 func isCohereError(body string) bool { return gjson.Get(body, "message").Str != "" }
+
+// isGoogleError reports whether body is Google's error envelope.
+func isGoogleError(body string) bool {
+	e := gjson.Get(body, "error")
+	return e.Get("code").Type == gjson.Number && e.Get("message").Str != "" && e.Get("status").Str != ""
+}
 
 func isOpenAIError(body string) bool {
 	e := gjson.Get(body, "error")

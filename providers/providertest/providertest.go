@@ -14,6 +14,13 @@
 //	             (AWS SigV4; the key is "<access key id>:<secret access key>"
 //	             [":<session token>"], and the fake recomputes the signature)
 //	cohere_chat  POST /cohere/v2/chat (Authorization: Bearer; the "cohere" key serves it too)
+//	gemini       POST /v1beta/models/{model}:generateContent, …:streamGenerateContent?alt=sse
+//	             (x-goog-api-key or ?key=)
+//	vertex       POST /v1/projects/{p}/locations/{l}/publishers/google/models/{model}:generateContent,
+//	             …:streamGenerateContent?alt=sse (an OAuth bearer token), express mode's
+//	             POST /v1/publishers/google/models/{model}:… (x-goog-api-key), and the
+//	             Google token endpoint POST /oauth2/token that issues the tokens to the
+//	             service account of GoogleServiceAccount (see GoogleTokens)
 //	cohere       POST /cohere/v2/rerank      jina      POST /jina/v1/rerank
 //	voyage       POST /voyage/v1/rerank      tei       POST /tei/rerank
 //	vllm         POST /vllm/v1/rerank        infinity  POST /infinity/rerank
@@ -121,6 +128,11 @@ type Options struct {
 	// NoRecord turns off request recording (for load benchmarks).
 	NoRecord bool
 
+	// GoogleTokenLifetime is how long the access tokens of the Google
+	// token endpoint (GoogleTokenPath) live. Default:
+	// DefaultGoogleTokenLifetime.
+	GoogleTokenLifetime time.Duration
+
 	// Log, if set, is called once for each request when its answer is
 	// complete (a stream's when it ends) with the status answered. The
 	// Recorded has no Header or Body when NoRecord is set.
@@ -149,6 +161,7 @@ type Server struct {
 	waiting chan struct{}
 	gates   []chan struct{}   // gated streams waiting for Release, under mu
 	flaky   map[[32]byte]bool // bodies of "flaky" requests seen, under mu
+	google  googleAuth        // the Google service account and its tokens
 }
 
 // New returns a fake provider that is not listening; serve it yourself.
