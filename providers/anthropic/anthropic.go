@@ -39,6 +39,11 @@ type Chat struct {
 	// Version is the anthropic-version header. Empty means DefaultVersion.
 	Version string
 
+	// Models overrides, by the provider's exact model name, what
+	// FeaturesFor derives from the name: whether the model takes
+	// output_config.format and how it takes extended thinking.
+	Models map[string]Features
+
 	// Now returns the time for "created"; nil means time.Now.
 	Now func() time.Time
 }
@@ -173,4 +178,38 @@ func compactJSON(raw string) string {
 		return raw
 	}
 	return string(out)
+}
+
+// compactor removes insignificant whitespace from JSON text that arrives
+// in pieces, as compactJSON does for whole text; its zero value is at the
+// start of the text.
+type compactor struct {
+	inString, escaped bool
+}
+
+// append appends piece without insignificant whitespace to dst and
+// reports whether it removed any.
+func (c *compactor) append(dst []byte, piece string) ([]byte, bool) {
+	changed := false
+	for i := 0; i < len(piece); i++ {
+		ch := piece[i]
+		switch {
+		case c.inString:
+			switch {
+			case c.escaped:
+				c.escaped = false
+			case ch == '\\':
+				c.escaped = true
+			case ch == '"':
+				c.inString = false
+			}
+		case ch == '"':
+			c.inString = true
+		case ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r':
+			changed = true
+			continue
+		}
+		dst = append(dst, ch)
+	}
+	return dst, changed
 }

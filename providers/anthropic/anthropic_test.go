@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/modelgate/modelgate/providers"
 )
 
@@ -162,10 +164,28 @@ func TestChatRequestErrors(t *testing.T) {
 			"messages[0].content[0].image_url.url", "invalid_value"},
 		{"n", `{"model":"m","messages":[` + user + `],"n":2}`, "n", "unsupported_parameter"},
 		{"logprobs", `{"model":"m","messages":[` + user + `],"logprobs":true}`, "logprobs", "unsupported_parameter"},
-		{"json_object", `{"model":"m","messages":[` + user + `],"response_format":{"type":"json_object"}}`,
+		{"response_format grammar", `{"model":"m","messages":[` + user + `],"response_format":{"type":"grammar","grammar":"x"}}`,
 			"response_format", "unsupported_parameter"},
-		{"json_schema", `{"model":"m","messages":[` + user + `],"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{}}}}`,
-			"response_format", "unsupported_parameter"},
+		{"json_schema without json_schema", `{"model":"m","messages":[` + user + `],"response_format":{"type":"json_schema"}}`,
+			"response_format.json_schema", "invalid_value"},
+		{"json_schema schema not an object", `{"model":"m","messages":[` + user + `],"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":[1]}}}`,
+			"response_format.json_schema.schema", "invalid_value"},
+		{"json_schema array root through a tool", `{"model":"claude-opus-4-1","messages":[` + user + `],"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"array"}}}}`,
+			"response_format.json_schema.schema", "invalid_value"},
+		{"tool with the reserved name", `{"model":"m","messages":[` + user + `],"tools":[{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"json_tool_call"}}]}`,
+			"tools[1].function.name", "invalid_value"},
+		{"unknown reasoning_effort", `{"model":"m","messages":[` + user + `],"reasoning_effort":"extreme"}`,
+			"reasoning_effort", "invalid_value"},
+		{"prompt_cache_retention", `{"model":"m","messages":[` + user + `],"prompt_cache_retention":"forever"}`,
+			"prompt_cache_retention", "invalid_value"},
+		{"thinking_blocks not an array", `{"model":"m","messages":[` + user + `,{"role":"assistant","content":"a","thinking_blocks":{"type":"thinking"}}]}`,
+			"messages[1].thinking_blocks", "invalid_value"},
+		{"thinking block without signature", `{"model":"m","messages":[` + user + `,{"role":"assistant","content":"a","thinking_blocks":[{"type":"thinking","thinking":"t"}]}]}`,
+			"messages[1].thinking_blocks[0]", "invalid_value"},
+		{"redacted block without data", `{"model":"m","messages":[` + user + `,{"role":"assistant","content":"a","thinking_blocks":[{"type":"thinking","thinking":"t","signature":"s"},{"type":"redacted_thinking"}]}]}`,
+			"messages[1].thinking_blocks[1]", "invalid_value"},
+		{"thinking block of unknown type", `{"model":"m","messages":[` + user + `,{"role":"assistant","content":"a","thinking_blocks":[{"type":"reasoning","text":"t"}]}]}`,
+			"messages[1].thinking_blocks[0].type", "invalid_value"},
 		{"audio", `{"model":"m","messages":[` + user + `],"audio":{"voice":"alloy","format":"mp3"}}`, "audio", "unsupported_parameter"},
 		{"modalities", `{"model":"m","messages":[` + user + `],"modalities":["text","audio"]}`, "modalities", "unsupported_parameter"},
 		{"functions", `{"model":"m","messages":[` + user + `],"functions":[{"name":"f"}]}`, "functions", "unsupported_parameter"},
@@ -188,7 +208,7 @@ func TestChatRequestErrors(t *testing.T) {
 			if _, err := providers.ValidateChat([]byte(tt.body)); err != nil {
 				t.Fatalf("the input does not pass ValidateChat: %v", err)
 			}
-			_, err := testChat.ChatRequest([]byte(tt.body), testModel)
+			_, err := testChat.ChatRequest([]byte(tt.body), gjson.Get(tt.body, "model").Str)
 			var e *providers.Error
 			if !errors.As(err, &e) {
 				t.Fatalf("err = %v, want a *providers.Error", err)
