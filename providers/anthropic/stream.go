@@ -28,8 +28,10 @@ type block struct {
 	call  int // blockTool: OpenAI's tool_calls index, the count of earlier calls
 
 	// blockTool, blockJSON: the input's JSON so far is compacted as it
-	// arrives, as ChatResponse compacts the whole input.
+	// arrives, as ChatResponse compacts the whole input; input says
+	// whether any of it went out.
 	compact compactor
+	input   bool
 
 	// blockThinking: the text and signature so far, and whether the
 	// thinking block went out.
@@ -159,25 +161,10 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 			if len(s.scratch) == 0 {
 				return dst, nil // only whitespace
 			}
-			dst = s.openChunk(dst)
-			if t.kind == blockJSON {
-				dst = append(dst, `{"content":`...)
-			} else {
-				dst = append(dst, `{"tool_calls":[{"index":`...)
-				dst = providers.AppendInt(dst, int64(t.call))
-				dst = append(dst, `,"function":{"arguments":`...)
-			}
 			if changed {
-				dst = providers.AppendString(dst, string(s.scratch))
-			} else {
-				dst = append(dst, part.Raw...)
+				return s.input(dst, t, string(providers.AppendString(nil, string(s.scratch)))), nil
 			}
-			if t.kind == blockJSON {
-				dst = append(dst, '}')
-			} else {
-				dst = append(dst, "}}]}"...)
-			}
-			return s.closeChunk(dst, ""), nil
+			return s.input(dst, t, part.Raw), nil
 		case "thinking_delta":
 			if t := s.find(v.Get("index").Int()); t != nil && t.kind == blockThinking {
 				return s.thinking(dst, t, delta.Get("thinking")), nil
@@ -190,8 +177,14 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 		// citations_delta and new kinds: nothing to say.
 
 	case "content_block_stop":
+		t := s.find(v.Get("index").Int())
+		if t != nil && t.kind != blockThinking && !t.input {
+			// No input came, or only "": the input is {}, as in an
+			// answer that is not streamed.
+			return s.input(dst, t, `"{}"`), nil
+		}
 		// A thinking block is complete, signature and all, at its stop.
-		if t := s.find(v.Get("index").Int()); t != nil && t.kind == blockThinking && !t.sent {
+		if t != nil && t.kind == blockThinking && !t.sent {
 			t.sent = true
 			dst = s.openChunk(dst)
 			dst = append(dst, `{"thinking_blocks":[`...)
@@ -240,6 +233,26 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 	}
 	// ping, and event types this code does not know.
 	return dst, nil
+}
+
+// input appends a chunk with a piece of tool input, a JSON string: an
+// arguments delta of a tool call, or a content delta for the
+// response_format tool.
+func (s *stream) input(dst []byte, t *block, piece string) []byte {
+	t.input = true
+	dst = s.openChunk(dst)
+	if t.kind == blockJSON {
+		dst = append(dst, `{"content":`...)
+		dst = append(dst, piece...)
+		dst = append(dst, '}')
+	} else {
+		dst = append(dst, `{"tool_calls":[{"index":`...)
+		dst = providers.AppendInt(dst, int64(t.call))
+		dst = append(dst, `,"function":{"arguments":`...)
+		dst = append(dst, piece...)
+		dst = append(dst, "}}]}"...)
+	}
+	return s.closeChunk(dst, "")
 }
 
 // thinking appends a chunk with a reasoning_content delta for text, a
