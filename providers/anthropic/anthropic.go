@@ -9,6 +9,7 @@ package anthropic
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -85,14 +86,22 @@ func (Chat) Error(status int, _ http.Header, body []byte) *providers.Error {
 // empty or unknown) that came with status.
 func mapError(status int, typ, msg string) *providers.Error {
 	e := &providers.Error{Status: status, Message: msg}
-	if status == 529 {
+	switch {
+	case status == 529:
 		e.Status = http.StatusServiceUnavailable
 		if typ == "" {
 			typ = "overloaded_error"
 		}
+	case status == http.StatusRequestEntityTooLarge && typ == "":
+		typ = "request_too_large" // Cloudflare's page, in front of the API
 	}
 	switch typ {
-	case "invalid_request_error", "authentication_error", "permission_error", "not_found_error":
+	case "invalid_request_error":
+		e.Type, e.Code = typ, typ
+		if contextTooLong(msg) {
+			e.Code = "context_length_exceeded"
+		}
+	case "authentication_error", "permission_error", "not_found_error":
 		e.Type, e.Code = typ, typ
 	case "rate_limit_error":
 		e.Type, e.Code = typ, "rate_limit_exceeded"
@@ -108,6 +117,25 @@ func mapError(status int, typ, msg string) *providers.Error {
 		e.Type, e.Code = providers.TypeForStatus(e.Status), typ
 	}
 	return e
+}
+
+// contextTooLong reports whether an invalid_request_error's message says
+// the prompt does not fit the model's context window, as Anthropic words
+// it: "prompt is too long: 208310 tokens > 200000 maximum", or "input
+// length and `max_tokens` exceed context limit: 187254 + 20000 > 200000,
+// decrease input length or `max_tokens` and try again".
+func contextTooLong(msg string) bool {
+	return containsFold(msg, "prompt is too long") || containsFold(msg, "exceed context limit")
+}
+
+// containsFold is strings.Contains, ignoring ASCII case.
+func containsFold(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if strings.EqualFold(s[i:i+len(sub)], sub) {
+			return true
+		}
+	}
+	return false
 }
 
 // statusText names an HTTP status for messages, including Anthropic's 529.

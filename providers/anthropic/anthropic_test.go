@@ -106,7 +106,7 @@ func TestChatRequestGolden(t *testing.T) {
 			if _, err := providers.ValidateChat(in); err != nil {
 				t.Fatalf("the input does not pass ValidateChat: %v", err)
 			}
-			req, err := testChat.ChatRequest(in, testModel)
+			req, err := testChat.ChatRequest(in, providerModel(in))
 			if err != nil {
 				t.Fatalf("ChatRequest: %v", err)
 			}
@@ -119,6 +119,16 @@ func TestChatRequestGolden(t *testing.T) {
 			checkGolden(t, filepath.Join(requestDir, name+".anthropic.json"), req.Body)
 		})
 	}
+}
+
+// providerModel is the provider's model name a golden input is translated
+// for: testModel for the gateway alias "my-claude", else the input's model
+// (the tests of features that depend on the model name the model).
+func providerModel(in []byte) string {
+	if m := gjson.GetBytes(in, "model").Str; m != "my-claude" {
+		return m
+	}
+	return testModel
 }
 
 func TestChatRequestSettings(t *testing.T) {
@@ -294,12 +304,21 @@ func TestError(t *testing.T) {
 			providers.Error{Status: 503, Type: "server_error", Message: "upstream connect error"}},
 		{"error string", 400, `{"error":"bad thing"}`,
 			providers.Error{Status: 400, Type: "invalid_request_error", Message: "bad thing"}},
+		{"prompt too long", 400, `{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 208310 tokens > 200000 maximum"}}`,
+			providers.Error{Status: 400, Type: "invalid_request_error", Code: "context_length_exceeded", Message: "prompt is too long: 208310 tokens > 200000 maximum"}},
+		{"input and max_tokens exceed the context", 400, "{\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\",\"message\":\"input length and `max_tokens` exceed context limit: 187254 + 20000 > 200000, decrease input length or `max_tokens` and try again\"}}",
+			providers.Error{Status: 400, Type: "invalid_request_error", Code: "context_length_exceeded", Message: "input length and `max_tokens` exceed context limit: 187254 + 20000 > 200000, decrease input length or `max_tokens` and try again"}},
+		{"too large from cloudflare", 413, `<html><head><title>413 Request Entity Too Large</title></head><body>cloudflare</body></html>`,
+			providers.Error{Status: 413, Type: "invalid_request_error", Code: "request_too_large", Message: "the provider answered 413 Request Entity Too Large"}},
 		{"unknown status", 599, `oops`,
 			providers.Error{Status: 599, Type: "server_error", Message: "the provider answered status 599"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := testChat.Error(tt.status, nil, []byte(tt.body))
+			// The host passes retry-after on; the mapping keeps the status
+			// the SDKs retry on.
+			h := http.Header{"Retry-After": {"7"}}
+			got := testChat.Error(tt.status, h, []byte(tt.body))
 			if *got != tt.want {
 				t.Errorf("got  %+v\nwant %+v", *got, tt.want)
 			}
