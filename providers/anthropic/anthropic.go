@@ -9,7 +9,6 @@ package anthropic
 import (
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -125,17 +124,7 @@ func mapError(status int, typ, msg string) *providers.Error {
 // length and `max_tokens` exceed context limit: 187254 + 20000 > 200000,
 // decrease input length or `max_tokens` and try again".
 func contextTooLong(msg string) bool {
-	return containsFold(msg, "prompt is too long") || containsFold(msg, "exceed context limit")
-}
-
-// containsFold is strings.Contains, ignoring ASCII case.
-func containsFold(s, sub string) bool {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if strings.EqualFold(s[i:i+len(sub)], sub) {
-			return true
-		}
-	}
-	return false
+	return indexFold(msg, "prompt is too long") >= 0 || indexFold(msg, "exceed context limit") >= 0
 }
 
 // statusText names an HTTP status for messages, including Anthropic's 529.

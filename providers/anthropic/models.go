@@ -68,38 +68,57 @@ func FeaturesFor(model string) Features {
 // number right after it, if it has one or two digits (a date of eight
 // digits is not a version). ok is false for names without "claude".
 func parseModel(model string) (family string, major, minor int, ok bool) {
-	m := strings.ToLower(model)
-	i := strings.Index(m, "claude")
+	i := indexFold(model, "claude")
 	if i < 0 {
 		return "", 0, 0, false
 	}
-	fields := strings.FieldsFunc(m[i+len("claude"):], func(r rune) bool {
-		return r == '-' || r == '.' || r == '_' || r == ':' || r == '@' || r == '/'
-	})
-	haveMajor := false
-	for k, f := range fields {
-		if n, isNum := smallNumber(f); isNum {
-			if !haveMajor {
-				major, haveMajor = n, true
-				if k+1 < len(fields) {
-					minor, _ = smallNumber(fields[k+1])
+	rest := model[i+len("claude"):]
+	haveMajor, wantMinor := false, false
+	for rest != "" {
+		// Cut the next field at a separator.
+		end := strings.IndexAny(rest, "-._:@/")
+		f := rest
+		if end >= 0 {
+			f, rest = rest[:end], rest[end+1:]
+		} else {
+			rest = ""
+		}
+		if f == "" {
+			continue
+		}
+		n, isNum := smallNumber(f)
+		switch {
+		case wantMinor:
+			wantMinor = false
+			if isNum {
+				minor = n
+			}
+		case isNum && !haveMajor:
+			major, haveMajor, wantMinor = n, true, true
+		}
+		if !isNum && family == "" {
+			for _, w := range families {
+				if strings.EqualFold(f, w) {
+					family = w
 				}
 			}
-		} else if family == "" && isFamily(f) {
-			family = f
 		}
 	}
 	return family, major, minor, true
 }
 
-// isFamily reports whether a name field is a model family word rather than
-// a tag such as "latest" or "v1".
-func isFamily(f string) bool {
-	switch f {
-	case "opus", "sonnet", "haiku", "mythos", "fable", "instant":
-		return true
+// families are Claude's model family words, as opposed to tags such as
+// "latest" or "v1".
+var families = [...]string{"opus", "sonnet", "haiku", "mythos", "fable", "instant"}
+
+// indexFold is strings.Index, ignoring ASCII case.
+func indexFold(s, sub string) int {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if strings.EqualFold(s[i:i+len(sub)], sub) {
+			return i
+		}
 	}
-	return false
+	return -1
 }
 
 // smallNumber parses a field of one or two decimal digits.
