@@ -6,8 +6,18 @@
 //
 //	xcaddy build v2.11.9 --with github.com/modelgate/modelgate@v0.0.0=.
 //
-// The modules themselves live in the caddymodule package; providers holds the
-// translators and batch the batch engine, neither of which imports Caddy.
+// It blank-imports every package of Caddy modules, as caddy-l4's imports.go
+// does: the host (caddymodule: the app, the handlers, the provider contract
+// and the preset provider types), each provider type with a wire format of
+// its own (caddymodule/provider/...), key administration and secret
+// scanning. providers/, batch/ and keys/ hold the engines; none of them
+// imports Caddy.
 package modelgate
 
-import _ "github.com/modelgate/modelgate/caddymodule" // registers the Caddy modules
+import (
+	_ "github.com/modelgate/modelgate/caddymodule"                    // the app, handlers, presets
+	_ "github.com/modelgate/modelgate/caddymodule/keyadmin"           // admin API, key settings page, CLI
+	_ "github.com/modelgate/modelgate/caddymodule/provider/anthropic" // modelgate.providers.anthropic
+	_ "github.com/modelgate/modelgate/caddymodule/provider/azure"     // modelgate.providers.azure_openai
+	_ "github.com/modelgate/modelgate/caddymodule/scanning"           // secret-scanning endpoint
+)

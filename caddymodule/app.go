@@ -3,7 +3,6 @@ package caddymodule
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
 	"strings"
 	"time"
 
@@ -56,7 +55,7 @@ type App struct {
 	StorageRaw json.RawMessage `json:"storage,omitempty" caddy:"namespace=caddy.storage inline_key=module"`
 
 	providers map[string]*provider
-	bare      map[string]string // bare model name -> provider name, from models lists
+	dispatch  *dispatcher
 	keys      map[[32]byte]*Key
 	logger    *zap.Logger
 
@@ -65,9 +64,8 @@ type App struct {
 	managed   *keys.Manager // managed keys, in storage
 	stopKeys  func()        // stops the key refresher
 
-	store     *batch.Store
-	batchExec *Handler // the handler batch requests run through
-	runner    *batch.Runner
+	store  *batch.Store
+	runner *batch.Runner
 
 	ctx    caddy.Context
 	events *caddyevents.App
@@ -101,21 +99,17 @@ func (a *App) Provision(ctx caddy.Context) error {
 	}
 	a.providers = make(map[string]*provider, len(mods.(map[string]any)))
 	for name, m := range mods.(map[string]any) {
-		p, ok := m.(providerModule)
+		p, ok := m.(Provider)
 		if !ok {
-			return fmt.Errorf("provider %q: module %T is not a modelgate provider", name, m)
+			return fmt.Errorf("provider %q: module %T does not implement the modelgate provider contract (caddymodule.Provider)", name, m)
 		}
-		a.providers[name] = &provider{name: name, base: p.providerBase(), chat: p.chatTranslator(), rerank: p.rerankTranslator()}
+		if !p.Base().provisioned() {
+			return fmt.Errorf("provider %q: module %T did not call ProvisionBase in its Provision", name, m)
+		}
+		a.providers[name] = &provider{name: name, base: p.Base(), Endpoints: p.Endpoints()}
 	}
-
-	a.bare = make(map[string]string)
-	for _, name := range sortedKeys(a.providers) {
-		for _, m := range a.providers[name].base.Models {
-			if other, dup := a.bare[m]; dup {
-				return fmt.Errorf("model %q is listed by providers %q and %q: add a model alias to say which serves the bare name", m, other, name)
-			}
-			a.bare[m] = name
-		}
+	if a.dispatch, err = newDispatcher(a.providers, a.Models, a.DefaultProvider); err != nil {
+		return err
 	}
 
 	a.keys, err = provisionStaticKeys(a.Keys)
@@ -195,67 +189,6 @@ func checkAlias(alias string, targets []string, defined func(name string) bool) 
 		}
 	}
 	return nil
-}
-
-// target is one provider and the provider's own name for the model.
-type target struct {
-	provider *provider
-	model    string
-}
-
-// resolve turns a request's model into the targets to try, in order, per
-// the routing rules: "<provider>/<model>" when <provider> is configured,
-// else a bare name resolved by alias, by a provider's models list, then by
-// the default provider.
-func (a *App) resolve(model string) []target {
-	if pname, rest, ok := strings.Cut(model, "/"); ok && rest != "" {
-		if p, ok := a.providers[pname]; ok {
-			return []target{{provider: p, model: rest}}
-		}
-	}
-	if targets, ok := a.Models[model]; ok {
-		out := make([]target, 0, len(targets))
-		for _, t := range targets {
-			pname, m, _ := strings.Cut(t, "/")
-			out = append(out, target{provider: a.providers[pname], model: m})
-		}
-		return out
-	}
-	if pname, ok := a.bare[model]; ok {
-		return []target{{provider: a.providers[pname], model: model}}
-	}
-	if a.DefaultProvider != "" {
-		return []target{{provider: a.providers[a.DefaultProvider], model: model}}
-	}
-	return nil
-}
-
-// modelIDs lists every model name a client can use without knowing the
-// configuration: the aliases and each provider's listed models as
-// "<provider>/<model>", sorted.
-func (a *App) modelIDs() []modelID {
-	var out []modelID
-	for alias := range a.Models {
-		out = append(out, modelID{id: alias, owner: "modelgate"})
-	}
-	for name, p := range a.providers {
-		for _, m := range p.base.Models {
-			out = append(out, modelID{id: name + "/" + m, owner: name})
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
-	return out
-}
-
-type modelID struct{ id, owner string }
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // Interface guards

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/modelgate/modelgate/keys"
+
 	"github.com/dustin/go-humanize"
 
 	"github.com/caddyserver/caddy/v2"
@@ -124,7 +126,7 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if hasPlaceholder(secret) {
 				k.Secret = secret
 			} else {
-				sum := hashKey(secret)
+				sum := keys.Digest(secret)
 				k.SHA256 = hex.EncodeToString(sum[:])
 			}
 			a.Keys = append(a.Keys, k)
@@ -274,53 +276,4 @@ func providerTypes() []string {
 	}
 	sort.Strings(types)
 	return types
-}
-
-// unmarshalCaddyfile reads a provider block. The dispenser is positioned
-// at the provider type; extra handles the type's own subdirectives and
-// reports whether it knew the one under the cursor.
-func (b *ProviderBase) unmarshalCaddyfile(d *caddyfile.Dispenser, def providerDefaults, extra func(*caddyfile.Dispenser) (bool, error)) error {
-	d.Next() // the provider type
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	for d.NextBlock(0) {
-		switch d.Val() {
-		case "base_url":
-			if !d.AllArgs(&b.BaseURL) {
-				return d.ArgErr()
-			}
-		case "api_key":
-			if !d.AllArgs(&b.APIKey) {
-				return d.ArgErr()
-			}
-		case "models":
-			models := d.RemainingArgs()
-			if len(models) == 0 {
-				return d.ArgErr()
-			}
-			b.Models = append(b.Models, models...)
-		case "proxy":
-			raw, err := unmarshalProxy(d)
-			if err != nil {
-				return err
-			}
-			b.Proxy = raw
-		default:
-			known := false
-			if extra != nil {
-				var err error
-				if known, err = extra(d); err != nil {
-					return err
-				}
-			}
-			if !known {
-				return d.Errf("unrecognized option %q for provider type %s", d.Val(), def.typeName)
-			}
-		}
-	}
-	if def.keyNeeded && b.APIKey == "" {
-		return d.Errf("provider type %s needs api_key (for example: api_key {env.%s_API_KEY})", def.typeName, strings.ToUpper(def.typeName))
-	}
-	return nil
 }

@@ -5,19 +5,21 @@ import (
 	"encoding/hex"
 	"strings"
 	"testing"
+
+	"github.com/modelgate/modelgate/keys"
 )
 
 func TestResolve(t *testing.T) {
 	oa := &provider{name: "oa", base: &ProviderBase{Models: []string{"gpt-4o"}}}
 	cl := &provider{name: "claude", base: &ProviderBase{Models: []string{"claude-sonnet-4-5"}}}
 	org := &provider{name: "or", base: &ProviderBase{}}
-	newApp := func(def string) *App {
-		return &App{
-			providers:       map[string]*provider{"oa": oa, "claude": cl, "or": org},
-			bare:            map[string]string{"gpt-4o": "oa", "claude-sonnet-4-5": "claude"},
-			Models:          map[string][]string{"smart": {"claude/claude-sonnet-4-5", "oa/gpt-4o"}, "gpt-4o": {"claude/claude-sonnet-4-5"}},
-			DefaultProvider: def,
+	newDispatcher := func(def string) *dispatcher {
+		d, err := newDispatcher(map[string]*provider{"oa": oa, "claude": cl, "or": org},
+			map[string][]string{"smart": {"claude/claude-sonnet-4-5", "oa/gpt-4o"}, "gpt-4o": {"claude/claude-sonnet-4-5"}}, def)
+		if err != nil {
+			t.Fatal(err)
 		}
+		return d
 	}
 	for _, tc := range []struct {
 		model, def string
@@ -35,7 +37,7 @@ func TestResolve(t *testing.T) {
 		{"oa/", "", ""},
 	} {
 		var got []string
-		for _, tg := range newApp(tc.def).resolve(tc.model) {
+		for _, tg := range newDispatcher(tc.def).resolve(tc.model) {
 			got = append(got, tg.provider.name+"/"+tg.model)
 		}
 		if strings.Join(got, ",") != tc.want {
@@ -68,20 +70,20 @@ func TestBearer(t *testing.T) {
 func TestStaticKeys(t *testing.T) {
 	t.Setenv("MG_UNIT_KEY", "from-env")
 	sum := sha256.Sum256([]byte("hashed"))
-	keys, err := provisionStaticKeys([]StaticKey{
+	got, err := provisionStaticKeys([]StaticKey{
 		{Name: "env", Secret: "{env.MG_UNIT_KEY}"},
 		{Name: "hashed", SHA256: hex.EncodeToString(sum[:])},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if k := keys[hashKey("from-env")]; k == nil || k.Name != "env" || k.Owner != "env" {
+	if k := got[keys.Digest("from-env")]; k == nil || k.Name != "env" || k.Owner != "env" {
 		t.Errorf("env key: %+v", k)
 	}
-	if k := keys[hashKey("hashed")]; k == nil || k.Name != "hashed" {
+	if k := got[keys.Digest("hashed")]; k == nil || k.Name != "hashed" {
 		t.Errorf("hashed key: %+v", k)
 	}
-	if keys[hashKey("{env.MG_UNIT_KEY}")] != nil {
+	if got[keys.Digest("{env.MG_UNIT_KEY}")] != nil {
 		t.Error("the placeholder itself must not be a key")
 	}
 

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/modelgate/modelgate/keys"
+
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
@@ -41,7 +43,7 @@ func (Auth) CaddyModule() caddy.ModuleInfo {
 // Provision finds the modelgate app of this config.
 func (h *Auth) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
-	app, err := modelgateApp(ctx)
+	app, err := ConfiguredApp(ctx)
 	if err != nil {
 		return fmt.Errorf("modelgate_auth: %w", err)
 	}
@@ -62,7 +64,7 @@ func (h *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 		})
 		return nil
 	}
-	digest := hashKey(secret)
+	digest := keys.Digest(secret)
 	key := h.app.keys[digest]
 	if key == nil {
 		var malformed bool

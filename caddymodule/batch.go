@@ -116,7 +116,6 @@ func (a *App) provisionBatch() error {
 	}
 
 	a.store = batch.NewStore(a.storage, "modelgate")
-	a.batchExec = &Handler{app: a, MaxRequestBody: defaultMaxRequestBody, logger: a.logger.Named("batch"), created: time.Now().Unix()}
 	return nil
 }
 
@@ -166,10 +165,11 @@ func liveBatch() (batch.Live, bool) {
 		return batch.Live{}, false
 	}
 	a, ok := v.(*App)
-	if !ok || a.batchExec == nil {
+	if !ok || a.store == nil {
 		return batch.Live{}, false
 	}
-	return batch.Live{Settings: a.Batch.settings(), Executor: batchExecutor{a}, Logger: a.batchExec.logger,
+	log := a.logger.Named("batch")
+	return batch.Live{Settings: a.Batch.settings(), Executor: a.BatchExecutor(), Logger: log,
 		Finished: func(owner string, b batch.Batch) { a.batchEvent("batch_"+b.Status, owner, b) }}, true
 }
 
@@ -200,10 +200,20 @@ func (a *App) batchEvent(name, owner string, b batch.Batch) {
 	a.events.Emit(a.ctx, name, data)
 }
 
-// batchExecutor runs batch requests through the same handler code as live
-// requests: validation, routing, translation, fallback, and each provider's
+// BatchExecutor returns the executor batch lines run through: the
+// dispatcher live requests use, called in-process. Tools and benchmarks may
+// run requests through it as the batch runner does.
+func (a *App) BatchExecutor() batch.Executor {
+	return batchExecutor{dispatch: a.dispatch, log: a.logger.Named("batch")}
+}
+
+// batchExecutor runs batch requests through the dispatcher live requests
+// use: validation, routing, translation, fallback, and each provider's
 // reverse_proxy, called in-process.
-type batchExecutor struct{ app *App }
+type batchExecutor struct {
+	dispatch *dispatcher
+	log      *zap.Logger
+}
 
 // Check validates a batch request's body as the live endpoint would and
 // checks that its model routes to a provider that serves the endpoint.
@@ -228,16 +238,15 @@ func (e batchExecutor) Check(endpoint string, body []byte, models []string) (bat
 	if !(&Key{Models: models}).allows(model) {
 		return batch.Route{}, fmt.Errorf("the API key that created the batch may not use the model %q", model)
 	}
-	targets := e.app.resolve(model)
-	if len(targets) == 0 {
-		return batch.Route{}, fmt.Errorf("the model %q does not exist", model)
+	e2 := endpointChat
+	if endpoint == batch.EndpointRerank {
+		e2 = endpointRerank
 	}
-	for _, t := range targets {
-		if endpoint == batch.EndpointChat && t.provider.chat != nil || endpoint == batch.EndpointRerank && t.provider.rerank != nil {
-			return batch.Route{Model: model, Provider: targets[0].provider.name}, nil
-		}
+	prov, err := e.dispatch.route(e2, model)
+	if err != nil {
+		return batch.Route{}, err
 	}
-	return batch.Route{}, fmt.Errorf("no provider of the model %q serves %s", model, endpoint)
+	return batch.Route{Model: model, Provider: prov}, nil
 }
 
 // Do runs one batch request. The request gets what Caddy's HTTP server
@@ -255,8 +264,7 @@ func (e batchExecutor) Do(ctx context.Context, req batch.Request) (resp batch.Re
 	rec := &bufferWriter{header: make(http.Header)}
 	r = caddyhttp.PrepareRequest(r, caddy.NewReplacer(), rec, &caddyhttp.Server{})
 
-	h := *e.app.batchExec
-	h.logger = h.logger.With(zap.String("batch_id", req.BatchID), zap.String("custom_id", req.CustomID))
+	log := e.log.With(zap.String("batch_id", req.BatchID), zap.String("custom_id", req.CustomID))
 	defer func() {
 		v := recover()
 		if v == nil {
@@ -266,14 +274,14 @@ func (e batchExecutor) Do(ctx context.Context, req batch.Request) (resp batch.Re
 			resp = batchError(http.StatusBadGateway, "server_error", "the provider broke off its answer")
 			return
 		}
-		h.logger.Error("batch request panicked", zap.String("panic", fmt.Sprint(v)))
+		log.Error("batch request panicked", zap.String("panic", fmt.Sprint(v)))
 		resp = batchError(http.StatusInternalServerError, "server_error", "the gateway failed on this request")
 	}()
 	switch req.Endpoint {
 	case batch.EndpointChat:
-		h.serveChat(rec, r)
+		e.dispatch.chat(rec, r, req.Body, nil, log)
 	default:
-		h.serveRerank(rec, r)
+		e.dispatch.rerank(rec, r, req.Body, nil, log)
 	}
 	if ctx.Err() != nil {
 		return batch.Response{} // stopped: no answer

@@ -36,18 +36,16 @@ func (h *Handler) serveBatches(w http.ResponseWriter, r *http.Request, rest stri
 		case http.MethodGet, http.MethodHead:
 			h.listBatches(w, r, who)
 		default:
-			methodNotAllowed(w, r, "GET, POST")
+			AllowMethod(w, r, http.MethodGet, http.MethodPost)
 		}
 	case sub == "":
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			methodNotAllowed(w, r, "GET")
+		if !AllowMethod(w, r, http.MethodGet) {
 			return
 		}
 		b, err := h.app.store.GetBatch(r.Context(), who, id)
 		h.answer(w, "batch", id, b, err)
 	case sub == "cancel":
-		if r.Method != http.MethodPost {
-			methodNotAllowed(w, r, "POST")
+		if !AllowMethod(w, r, http.MethodPost) {
 			return
 		}
 		b, err := h.app.store.CancelBatch(r.Context(), who, id)
@@ -74,27 +72,27 @@ func (h *Handler) createBatch(w http.ResponseWriter, r *http.Request, who string
 		Metadata         map[string]string `json:"metadata"`
 	}
 	if !providers.ValidJSON(body) {
-		writeError(w, invalidParam("", "the body is not valid JSON"))
+		writeError(w, BadRequest("", "the body is not valid JSON"))
 		return
 	}
 	if err := json.Unmarshal(body, &in); err != nil {
-		writeError(w, invalidParam("", "the body is not a batch request: "+err.Error()))
+		writeError(w, BadRequest("", "the body is not a batch request: "+err.Error()))
 		return
 	}
 	switch {
 	case in.InputFileID == "":
-		writeError(w, invalidParam("input_file_id", "input_file_id is required"))
+		writeError(w, BadRequest("input_file_id", "input_file_id is required"))
 		return
 	case in.Endpoint == "":
-		writeError(w, invalidParam("endpoint", "endpoint is required"))
+		writeError(w, BadRequest("endpoint", "endpoint is required"))
 		return
 	case in.CompletionWindow == "":
-		writeError(w, invalidParam("completion_window", "completion_window is required"))
+		writeError(w, BadRequest("completion_window", "completion_window is required"))
 		return
 	}
 	window, err := time.ParseDuration(in.CompletionWindow)
 	if err != nil || window <= 0 {
-		writeError(w, invalidParam("completion_window", "completion_window is a duration such as 24h"))
+		writeError(w, BadRequest("completion_window", "completion_window is a duration such as 24h"))
 		return
 	}
 	window = min(window, time.Duration(h.app.Batch.CompletionWindow))

@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -57,7 +56,7 @@ func (h *Handler) serveFiles(w http.ResponseWriter, r *http.Request, rest string
 		case http.MethodGet, http.MethodHead:
 			h.listFiles(w, r, who)
 		default:
-			methodNotAllowed(w, r, "GET, POST")
+			AllowMethod(w, r, http.MethodGet, http.MethodPost)
 		}
 	case sub == "":
 		switch r.Method {
@@ -68,11 +67,10 @@ func (h *Handler) serveFiles(w http.ResponseWriter, r *http.Request, rest string
 			err := h.app.store.DeleteFile(r.Context(), who, id)
 			h.answer(w, "file", id, map[string]any{"id": id, "object": "file", "deleted": true}, err)
 		default:
-			methodNotAllowed(w, r, "GET, DELETE")
+			AllowMethod(w, r, http.MethodGet, http.MethodDelete)
 		}
 	case sub == "content":
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			methodNotAllowed(w, r, "GET")
+		if !AllowMethod(w, r, http.MethodGet) {
 			return
 		}
 		h.fileContent(w, r, who, id)
@@ -88,12 +86,12 @@ func (h *Handler) createFile(w http.ResponseWriter, r *http.Request, who string)
 		return
 	}
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "multipart/form-data" {
-		writeError(w, invalidParam("", "POST /v1/files takes multipart/form-data with the fields file and purpose"))
+		writeError(w, BadRequest("", "POST /v1/files takes multipart/form-data with the fields file and purpose"))
 		return
 	}
 	mr, err := r.MultipartReader()
 	if err != nil {
-		writeError(w, invalidParam("", "the multipart body could not be read: "+err.Error()))
+		writeError(w, BadRequest("", "the multipart body could not be read: "+err.Error()))
 		return
 	}
 	var (
@@ -112,7 +110,7 @@ func (h *Handler) createFile(w http.ResponseWriter, r *http.Request, who string)
 		}
 		if err != nil {
 			discard()
-			writeError(w, invalidParam("", "the multipart body could not be read"))
+			writeError(w, BadRequest("", "the multipart body could not be read"))
 			return
 		}
 		switch part.FormName() {
@@ -122,7 +120,7 @@ func (h *Handler) createFile(w http.ResponseWriter, r *http.Request, who string)
 		case "file":
 			if pending != nil {
 				discard()
-				writeError(w, invalidParam("file", "send one file per upload"))
+				writeError(w, BadRequest("file", "send one file per upload"))
 				return
 			}
 			pending, err = h.app.store.UploadFile(r.Context(), who, part.FileName(), part, limit)
@@ -139,11 +137,11 @@ func (h *Handler) createFile(w http.ResponseWriter, r *http.Request, who string)
 	}
 	switch {
 	case pending == nil:
-		writeError(w, invalidParam("file", "the upload has no file field"))
+		writeError(w, BadRequest("file", "the upload has no file field"))
 		return
 	case purpose != batch.PurposeBatch:
 		discard()
-		writeError(w, invalidParam("purpose", fmt.Sprintf("purpose %q is not supported: modelgate stores files with purpose %q", purpose, batch.PurposeBatch)))
+		writeError(w, BadRequest("purpose", fmt.Sprintf("purpose %q is not supported: modelgate stores files with purpose %q", purpose, batch.PurposeBatch)))
 		return
 	}
 	f, err := pending.Commit(r.Context(), purpose)
@@ -152,7 +150,7 @@ func (h *Handler) createFile(w http.ResponseWriter, r *http.Request, who string)
 		return
 	}
 	h.logger.Info("file uploaded", zap.String("file_id", f.ID), zap.Int64("bytes", f.Bytes))
-	writeObject(w, f)
+	WriteValue(w, http.StatusOK, f)
 }
 
 func (h *Handler) listFiles(w http.ResponseWriter, r *http.Request, who string) {
@@ -164,7 +162,7 @@ func (h *Handler) listFiles(w http.ResponseWriter, r *http.Request, who string) 
 		return
 	}
 	if opt.Order != "" && opt.Order != "asc" && opt.Order != "desc" {
-		writeError(w, invalidParam("order", "order is asc or desc"))
+		writeError(w, BadRequest("order", "order is asc or desc"))
 		return
 	}
 	page, err := h.app.store.ListFiles(r.Context(), who, opt)
@@ -201,11 +199,11 @@ func (h *Handler) answer(w http.ResponseWriter, kind, id string, v any, err erro
 	var inv *batch.InvalidError
 	switch {
 	case err == nil:
-		writeObject(w, v)
+		WriteValue(w, http.StatusOK, v)
 	case errors.Is(err, batch.ErrNotFound):
 		writeError(w, notFound("id", fmt.Sprintf("No such %s: %s", kind, id)))
 	case errors.As(err, &inv):
-		writeError(w, invalidParam(inv.Param, inv.Message))
+		writeError(w, BadRequest(inv.Param, inv.Message))
 	case errors.Is(err, batch.ErrNotCancellable):
 		writeError(w, &providers.Error{Status: http.StatusConflict, Type: "invalid_request_error", Code: "batch_not_cancellable",
 			Message: fmt.Sprintf("batch %s has already ended and cannot be cancelled", id)})
@@ -220,15 +218,6 @@ func (h *Handler) internalError(w http.ResponseWriter, doing string, err error) 
 	h.logger.Error(doing, zap.Error(err))
 	writeError(w, &providers.Error{Status: http.StatusInternalServerError, Type: "server_error",
 		Message: "the gateway failed " + doing})
-}
-
-func writeObject(w http.ResponseWriter, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		writeError(w, &providers.Error{Status: http.StatusInternalServerError, Type: "server_error", Message: "the answer could not be encoded"})
-		return
-	}
-	writeJSON(w, http.StatusOK, b)
 }
 
 // writeList writes a page in OpenAI's list shape.
@@ -247,7 +236,7 @@ func writeList[T any](w http.ResponseWriter, page batch.Page[T], id func(T) stri
 		first, last := id(page.Data[0]), id(page.Data[n-1])
 		out.FirstID, out.LastID = &first, &last
 	}
-	writeObject(w, out)
+	WriteValue(w, http.StatusOK, out)
 }
 
 // limitParam parses a list's limit: 1..max, def when absent.
@@ -257,28 +246,12 @@ func limitParam(s string, def, max int) (int, *providers.Error) {
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil || n < 1 || n > max {
-		return 0, invalidParam("limit", fmt.Sprintf("limit must be a whole number from 1 to %d", max))
+		return 0, BadRequest("limit", fmt.Sprintf("limit must be a whole number from 1 to %d", max))
 	}
 	return n, nil
-}
-
-func invalidParam(param, msg string) *providers.Error {
-	return &providers.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: param, Message: msg}
-}
-
-func notFound(param, msg string) *providers.Error {
-	return &providers.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Param: param, Message: msg}
 }
 
 func fileTooLarge(limit int64) *providers.Error {
 	return &providers.Error{Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "file_too_large",
 		Message: fmt.Sprintf("the file is larger than %d bytes, the most this gateway accepts", limit)}
-}
-
-func methodNotAllowed(w http.ResponseWriter, r *http.Request, allow string) {
-	w.Header().Set("Allow", allow)
-	writeError(w, &providers.Error{
-		Status: http.StatusMethodNotAllowed, Type: "invalid_request_error", Code: "method_not_allowed",
-		Message: fmt.Sprintf("%s %s is not supported: use %s", r.Method, r.URL.Path, allow),
-	})
 }

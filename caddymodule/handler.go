@@ -29,7 +29,8 @@ func init() {
 //	GET  /v1/models/{id}        one of them
 //	/v1/files…, /v1/batches…    OpenAI's Files and Batch APIs (files.go, batches.go)
 //
-// Requests to other paths go to the next handler. Every error is written in
+// Other paths under /v1 get 404 in OpenAI's error shape, as OpenAI answers
+// them; paths outside /v1 go to the next handler. Every error is written in
 // OpenAI's error shape.
 type Handler struct {
 	// MaxRequestBody is the largest request body accepted, in bytes; larger
@@ -57,7 +58,7 @@ func (h *Handler) Provision(ctx caddy.Context) error {
 	if h.MaxRequestBody == 0 {
 		h.MaxRequestBody = defaultMaxRequestBody
 	}
-	app, err := modelgateApp(ctx)
+	app, err := ConfiguredApp(ctx)
 	if err != nil {
 		return fmt.Errorf("modelgate handler: %w", err)
 	}
@@ -79,19 +80,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	path := r.URL.Path
 	switch {
 	case path == "/v1/chat/completions":
-		if !allowMethod(w, r, http.MethodPost) {
+		if !AllowMethod(w, r, http.MethodPost) {
 			return nil
 		}
-		h.serveChat(w, r)
+		if body, ok := h.body(w, r, endpointChat); ok {
+			h.app.dispatch.chat(w, r, body, requestKey(r), h.logger)
+		}
 		return nil
 	case path == "/v1/rerank" || path == "/v1/reranker":
-		if !allowMethod(w, r, http.MethodPost) {
+		if !AllowMethod(w, r, http.MethodPost) {
 			return nil
 		}
-		h.serveRerank(w, r)
+		if body, ok := h.body(w, r, endpointRerank); ok {
+			h.app.dispatch.rerank(w, r, body, requestKey(r), h.logger)
+		}
 		return nil
 	case path == "/v1/models":
-		if !allowMethod(w, r, http.MethodGet) {
+		if !AllowMethod(w, r, http.MethodGet) {
 			return nil
 		}
 		h.serveModels(w, r)
@@ -103,32 +108,37 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		h.serveBatches(w, r, strings.TrimPrefix(strings.TrimPrefix(path, "/v1/batches"), "/"))
 		return nil
 	case strings.HasPrefix(path, "/v1/models/"):
-		if !allowMethod(w, r, http.MethodGet) {
+		if !AllowMethod(w, r, http.MethodGet) {
 			return nil
 		}
 		h.serveModel(w, strings.TrimPrefix(path, "/v1/models/"))
+		return nil
+	case path == "/v1" || strings.HasPrefix(path, "/v1/"):
+		// OpenAI's own answer to a path it does not serve; an empty 200
+		// from the next handler would be unreadable to an SDK.
+		writeError(w, &providers.Error{
+			Status: http.StatusNotFound, Type: "invalid_request_error", Code: "unknown_url",
+			Message: fmt.Sprintf("Invalid URL (%s %s)", r.Method, path),
+		})
 		return nil
 	}
 	return next.ServeHTTP(w, r)
 }
 
-// allowMethod answers 405 unless r uses method (HEAD counts as GET).
-func allowMethod(w http.ResponseWriter, r *http.Request, method string) bool {
-	if r.Method == method || method == http.MethodGet && r.Method == http.MethodHead {
-		return true
+// body reads the request body of an endpoint call, or answers the error.
+func (h *Handler) body(w http.ResponseWriter, r *http.Request, e endpoint) ([]byte, bool) {
+	body, perr := readBody(r, h.MaxRequestBody)
+	if perr != nil {
+		writeEndpointError(w, e, "", perr)
+		return nil, false
 	}
-	w.Header().Set("Allow", method)
-	writeError(w, &providers.Error{
-		Status: http.StatusMethodNotAllowed, Type: "invalid_request_error", Code: "method_not_allowed",
-		Message: fmt.Sprintf("%s %s is not supported: use %s", r.Method, r.URL.Path, method),
-	})
-	return false
+	return body, true
 }
 
 // readBody reads the request body up to limit bytes.
 func readBody(r *http.Request, limit int64) ([]byte, *providers.Error) {
 	if r.ContentLength > limit {
-		return nil, tooLarge(limit)
+		return nil, TooLarge(limit)
 	}
 	var buf bytes.Buffer
 	if r.ContentLength > 0 {
@@ -141,29 +151,13 @@ func readBody(r *http.Request, limit int64) ([]byte, *providers.Error) {
 		}
 	}
 	if int64(buf.Len()) > limit {
-		return nil, tooLarge(limit)
+		return nil, TooLarge(limit)
 	}
 	return buf.Bytes(), nil
 }
 
-// tooLarge is the 413 for a body over limit bytes.
-func tooLarge(limit int64) *providers.Error {
-	return &providers.Error{
-		Status: http.StatusRequestEntityTooLarge, Type: "invalid_request_error", Code: "request_too_large",
-		Message: fmt.Sprintf("the request body is larger than %d bytes", limit),
-	}
-}
-
-// modelNotFound is the 404 OpenAI gives for a model it does not know.
-func modelNotFound(model string) *providers.Error {
-	return &providers.Error{
-		Status: http.StatusNotFound, Type: "invalid_request_error", Code: "model_not_found", Param: "model",
-		Message: fmt.Sprintf("the model %q does not exist or you do not have access to it", model),
-	}
-}
-
 func (h *Handler) serveModels(w http.ResponseWriter, _ *http.Request) {
-	ids := h.app.modelIDs()
+	ids := h.app.dispatch.modelIDs()
 	b := make([]byte, 0, 64+80*len(ids))
 	b = append(b, `{"object":"list","data":[`...)
 	for i, m := range ids {
@@ -173,13 +167,13 @@ func (h *Handler) serveModels(w http.ResponseWriter, _ *http.Request) {
 		b = h.appendModel(b, m)
 	}
 	b = append(b, "]}"...)
-	writeJSON(w, http.StatusOK, b)
+	WriteJSON(w, http.StatusOK, b)
 }
 
 func (h *Handler) serveModel(w http.ResponseWriter, id string) {
-	for _, m := range h.app.modelIDs() {
+	for _, m := range h.app.dispatch.modelIDs() {
 		if m.id == id {
-			writeJSON(w, http.StatusOK, h.appendModel(nil, m))
+			WriteJSON(w, http.StatusOK, h.appendModel(nil, m))
 			return
 		}
 	}
@@ -194,14 +188,6 @@ func (h *Handler) appendModel(b []byte, m modelID) []byte {
 	b = append(b, `,"owned_by":`...)
 	b = providers.AppendString(b, m.owner)
 	return append(b, '}')
-}
-
-func writeJSON(w http.ResponseWriter, status int, body []byte) {
-	hdr := w.Header()
-	hdr.Set("Content-Type", "application/json")
-	hdr.Set("Content-Length", strconv.Itoa(len(body)))
-	w.WriteHeader(status)
-	_, _ = w.Write(body)
 }
 
 // Interface guards

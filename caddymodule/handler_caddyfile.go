@@ -12,40 +12,6 @@ func init() {
 	httpcaddyfile.RegisterDirectiveOrder("modelgate_auth", httpcaddyfile.After, "basic_auth")
 	httpcaddyfile.RegisterHandlerDirective("modelgate", parseHandlerCaddyfile)
 	httpcaddyfile.RegisterDirectiveOrder("modelgate", httpcaddyfile.Before, "reverse_proxy")
-	// After every authentication directive, forward_auth included: they
-	// guard the page.
-	httpcaddyfile.RegisterHandlerDirective("modelgate_key_settings", parseKeySettingsCaddyfile)
-	httpcaddyfile.RegisterDirectiveOrder("modelgate_key_settings", httpcaddyfile.After, "forward_auth")
-}
-
-func parseKeySettingsCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {
-	k := new(KeySettings)
-	err := k.UnmarshalCaddyfile(h.Dispenser)
-	return k, err
-}
-
-// UnmarshalCaddyfile sets up the key settings page. Syntax:
-//
-//	modelgate_key_settings [<matcher>] {
-//	    allow_unauthenticated
-//	}
-func (h *KeySettings) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	d.Next() // the directive name
-	if d.NextArg() {
-		return d.ArgErr()
-	}
-	for d.NextBlock(0) {
-		switch d.Val() {
-		case "allow_unauthenticated":
-			if d.NextArg() {
-				return d.ArgErr()
-			}
-			h.AllowUnauthenticated = true
-		default:
-			return d.Errf("unrecognized modelgate_key_settings option %q", d.Val())
-		}
-	}
-	return nil
 }
 
 func parseAuthCaddyfile(h httpcaddyfile.Helper) (caddyhttp.MiddlewareHandler, error) {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/modelgate/modelgate/keys"
 )
 
 // StaticKey is an API key defined in the config. Give either Secret, usually
@@ -37,20 +38,17 @@ type Key struct {
 	Models []string
 }
 
-// hashKey is how keys are compared: by SHA-256 digest, never as plain text.
-func hashKey(secret string) [32]byte { return sha256.Sum256([]byte(secret)) }
-
 // hasPlaceholder reports whether s holds a {placeholder} to resolve later.
 func hasPlaceholder(s string) bool {
 	i := strings.IndexByte(s, '{')
 	return i >= 0 && strings.IndexByte(s[i:], '}') > 0
 }
 
-func provisionStaticKeys(keys []StaticKey) (map[[32]byte]*Key, error) {
+func provisionStaticKeys(static []StaticKey) (map[[32]byte]*Key, error) {
 	repl := caddy.NewReplacer()
-	out := make(map[[32]byte]*Key, len(keys))
-	names := make(map[string]bool, len(keys))
-	for i, k := range keys {
+	out := make(map[[32]byte]*Key, len(static))
+	names := make(map[string]bool, len(static))
+	for i, k := range static {
 		if k.Name == "" {
 			return nil, fmt.Errorf("keys[%d]: a key needs a name", i)
 		}
@@ -68,7 +66,7 @@ func provisionStaticKeys(keys []StaticKey) (map[[32]byte]*Key, error) {
 			if secret == "" {
 				return nil, fmt.Errorf("key %q: secret %s is empty (is the environment variable set?)", k.Name, k.Secret)
 			}
-			digest = hashKey(secret)
+			digest = keys.Digest(secret)
 		case k.SHA256 != "":
 			b, err := hex.DecodeString(k.SHA256)
 			if err != nil || len(b) != sha256.Size {

@@ -132,8 +132,16 @@ func modelNotAllowed(model string) *providers.Error {
 	}
 }
 
-// requestKey returns the request's authenticated key, if any.
-func requestKey(r *http.Request) *Key {
+// RequestKey returns the key modelgate_auth authenticated the request
+// with, or nil when it did not run (or the request carried no valid key).
+func RequestKey(r *http.Request) *Key {
 	k, _ := caddyhttp.GetVar(r.Context(), ctxKeyVar).(*Key)
 	return k
 }
+
+// requestKey is RequestKey, as this package calls it.
+func requestKey(r *http.Request) *Key { return RequestKey(r) }
+
+// ManagedKeys returns the manager of the app's managed keys, which the key
+// administration and secret-scanning modules work on.
+func (a *App) ManagedKeys() *keys.Manager { return a.managed }

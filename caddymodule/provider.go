@@ -1,47 +1,95 @@
 package caddymodule
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"maps"
 	"net"
-	"net/http"
 	"net/url"
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
 	"github.com/modelgate/modelgate/providers"
 )
 
-// providerModule is implemented by every modelgate.providers.* module.
-type providerModule interface {
+// Provider is the contract of a provider type: a guest module of the
+// modelgate app in the namespace modelgate.providers, such as
+// modelgate.providers.anthropic. Third parties add their own types by
+// registering a module that implements it, in a Go module of their own:
+//
+//	type Acme struct {
+//		caddymodule.ProviderBase
+//		chat acme.Chat // a providers.Chat translator
+//	}
+//
+//	func (Acme) CaddyModule() caddy.ModuleInfo {
+//		return caddy.ModuleInfo{ID: "modelgate.providers.acme", New: func() caddy.Module { return new(Acme) }}
+//	}
+//
+//	func (p *Acme) Provision(ctx caddy.Context) error {
+//		return p.ProvisionBase(ctx, caddymodule.ProviderType{Name: "acme", BaseURL: "https://api.acme.example", KeyRequired: true})
+//	}
+//
+//	func (p *Acme) Base() *caddymodule.ProviderBase     { return &p.ProviderBase }
+//	func (p *Acme) Endpoints() caddymodule.Endpoints { return caddymodule.Endpoints{Chat: p.chat} }
+//
+// A provider is a translator (package providers' contracts) plus Caddy's own
+// reverse_proxy, which ProviderBase provisions from the provider's config:
+// requests reach the provider only through it, from the HTTP handlers and
+// from batch workers alike.
+type Provider interface {
 	caddy.Module
-	providerBase() *ProviderBase
-	// chatTranslator returns the provider's chat translator, or nil when the
-	// provider type serves no chat completions.
-	chatTranslator() providers.Chat
-	// rerankTranslator returns the provider's rerank translator, or nil when
-	// the provider type serves no rerank.
-	rerankTranslator() providers.Rerank
+
+	// Base returns the provider's common configuration, which the module's
+	// Provision set up with ProviderBase.ProvisionBase.
+	Base() *ProviderBase
+
+	// Endpoints returns the translators of the endpoints the provider type
+	// serves. A request for an endpoint whose translator is nil gets 400
+	// unsupported_endpoint (or goes to the next target of an alias).
+	Endpoints() Endpoints
 }
 
-// provider is a configured provider as the handlers use it.
-type provider struct {
-	name   string
-	base   *ProviderBase
-	chat   providers.Chat
-	rerank providers.Rerank
+// Endpoints are the translators of the unified API's endpoints that a
+// provider type serves; nil means the type does not serve that endpoint.
+type Endpoints struct {
+	// Chat serves POST /v1/chat/completions.
+	Chat providers.Chat
+
+	// Rerank serves POST /v1/rerank.
+	Rerank providers.Rerank
+}
+
+// ProviderType is what a provider type tells ProviderBase.ProvisionBase
+// (and ProviderBase.UnmarshalBlock) about itself.
+type ProviderType struct {
+	// Name is the type's name, as in modelgate.providers.<name>; it appears
+	// in configuration errors.
+	Name string
+
+	// BaseURL is the base URL used when the config gives none. Empty: the
+	// config must give one (self-hosted servers).
+	BaseURL string
+
+	// KeyRequired makes api_key mandatory (unless Auth is set).
+	KeyRequired bool
+
+	// KeyHeader is the header that carries api_key: empty sends it as
+	// "Authorization: Bearer <api_key>"; any other header (x-api-key,
+	// api-key, x-goog-api-key) carries the key as it is.
+	KeyHeader string
+
+	// Auth, when set, authenticates the gateway to the provider instead of
+	// api_key: a request signer (AWS SigV4) or a source of short-lived
+	// tokens (Google, Azure Entra ID). See Authenticator.
+	Auth Authenticator
 }
 
 // ProviderBase is the configuration every provider type shares: where the
 // provider is, how to authenticate, which models it serves, and how Caddy's
-// reverse_proxy reaches it.
+// reverse_proxy reaches it. Provider modules embed it.
 type ProviderBase struct {
 	// BaseURL is the provider's API root; translators append their paths to
 	// it (e.g. "/chat/completions"). Placeholders such as {env.*} are
@@ -68,32 +116,24 @@ type ProviderBase struct {
 	basePath string
 }
 
-// credential is the header that authenticates the gateway to a provider.
-// Its value is a secret: it goes into the provider's transport only.
-type credential struct {
-	header string // "Authorization" or a custom header such as "x-api-key"; empty: none
-	value  string
+// Key returns api_key with its placeholders resolved: empty when none is
+// configured or the environment variable it names is empty. Provider types
+// whose authentication depends on the key read it here.
+func (b *ProviderBase) Key() string {
+	return caddy.NewReplacer().ReplaceKnown(b.APIKey, "")
 }
 
-// providerDefaults is what a provider type contributes to its base.
-type providerDefaults struct {
-	typeName   string
-	baseURL    string
-	keyNeeded  bool
-	authHeader string           // "Authorization" (Bearer) or a custom header such as "x-api-key"
-	chat       providers.Chat   // the type's chat translator, if it serves chat
-	rerank     providers.Rerank // the type's rerank format, if it serves rerank
-}
-
-// provision resolves the base configuration and loads the reverse proxy.
-func (b *ProviderBase) provision(ctx caddy.Context, d providerDefaults) error {
+// ProvisionBase resolves the base URL and the credential and loads the
+// reverse proxy that carries requests to the provider. A provider module
+// calls it from its Provision.
+func (b *ProviderBase) ProvisionBase(ctx caddy.Context, t ProviderType) error {
 	repl := caddy.NewReplacer()
 	rawURL := repl.ReplaceKnown(b.BaseURL, "")
 	if rawURL == "" {
-		rawURL = d.baseURL
+		rawURL = t.BaseURL
 	}
 	if rawURL == "" {
-		return fmt.Errorf("base_url is required for provider type %s", d.typeName)
+		return fmt.Errorf("base_url is required for provider type %s", t.Name)
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -104,20 +144,23 @@ func (b *ProviderBase) provision(ctx caddy.Context, d providerDefaults) error {
 	}
 	b.basePath = strings.TrimSuffix(u.Path, "/")
 
-	var cred credential
-	if key := repl.ReplaceKnown(b.APIKey, ""); key != "" {
-		cred = credential{header: d.authHeader, value: key}
-		if d.authHeader == "Authorization" {
-			cred.value = "Bearer " + key
+	auth := t.Auth
+	if auth == nil {
+		if key := b.Key(); key != "" {
+			if t.KeyHeader == "" {
+				auth = HeaderAuth{Header: "Authorization", Value: "Bearer " + key}
+			} else {
+				auth = HeaderAuth{Header: t.KeyHeader, Value: key}
+			}
+		} else if t.KeyRequired {
+			if b.APIKey == "" {
+				return fmt.Errorf("provider type %s needs api_key", t.Name)
+			}
+			return fmt.Errorf("api_key %s is empty (is the environment variable set?)", b.APIKey)
 		}
-	} else if d.keyNeeded {
-		if b.APIKey == "" {
-			return fmt.Errorf("provider type %s needs api_key", d.typeName)
-		}
-		return fmt.Errorf("api_key %s is empty (is the environment variable set?)", b.APIKey)
 	}
 
-	raw, err := proxyConfig(b.Proxy, u, cred)
+	raw, err := proxyConfig(b.Proxy, u)
 	if err != nil {
 		return err
 	}
@@ -126,16 +169,22 @@ func (b *ProviderBase) provision(ctx caddy.Context, d providerDefaults) error {
 		return fmt.Errorf("loading reverse_proxy: %v", err)
 	}
 	b.proxy = mod.(*reverseproxy.Handler)
+	// The credential lives in the transport, set here in memory: it never
+	// appears in the config (nor in Caddy's autosave of it).
+	b.proxy.Transport.(*authTransport).auth = auth
 	return nil
 }
 
+// provisioned reports whether ProvisionBase has run.
+func (b *ProviderBase) provisioned() bool { return b.proxy != nil }
+
 // proxyConfig completes the user's reverse_proxy configuration with what
 // reaching the provider at u requires: upstreams from the base URL unless
-// given; the HTTP transport (TLS for https) with the provider's credential
-// (see credentialTransport); the upstream's Host header; and none of the
-// X-Forwarded-* headers that would tell the provider about the gateway's
-// clients.
-func proxyConfig(user json.RawMessage, u *url.URL, cred credential) (json.RawMessage, error) {
+// given; modelgate's transport (Caddy's HTTP transport, TLS for https, plus
+// the provider's authentication, see authTransport); the upstream's Host
+// header; and none of the X-Forwarded-* headers that would tell the
+// provider about the gateway's clients.
+func proxyConfig(user json.RawMessage, u *url.URL) (json.RawMessage, error) {
 	cfg := map[string]any{}
 	if len(user) > 0 {
 		if err := json.Unmarshal(user, &cfg); err != nil {
@@ -160,10 +209,6 @@ func proxyConfig(user json.RawMessage, u *url.URL, cred credential) (json.RawMes
 		return nil, fmt.Errorf("proxy: transport %v is not supported; providers use the http transport", transport["protocol"])
 	}
 	transport["protocol"] = "modelgate"
-	if cred.header != "" {
-		transport["credential_header"] = cred.header
-		transport["credential"] = cred.value
-	}
 	if u.Scheme == "https" {
 		tls, _ := transport["tls"].(map[string]any)
 		if tls == nil {
@@ -174,21 +219,9 @@ func proxyConfig(user json.RawMessage, u *url.URL, cred credential) (json.RawMes
 			tls["server_name"] = u.Hostname()
 		}
 	}
-	headers, _ := cfg["headers"].(map[string]any)
-	if headers == nil {
-		headers = map[string]any{}
-		cfg["headers"] = headers
-	}
-	req, _ := headers["request"].(map[string]any)
-	if req == nil {
-		req = map[string]any{}
-		headers["request"] = req
-	}
-	set, _ := req["set"].(map[string]any)
-	if set == nil {
-		set = map[string]any{}
-		req["set"] = set
-	}
+	headers := child(cfg, "headers")
+	req := child(headers, "request")
+	set := child(req, "set")
 	if _, ok := set["Host"]; !ok {
 		host := u.Host
 		if u.Port() == "" {
@@ -201,54 +234,94 @@ func proxyConfig(user json.RawMessage, u *url.URL, cred credential) (json.RawMes
 	return json.Marshal(cfg)
 }
 
-// noNext ends reverse_proxy's handler chain.
-var noNext = caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
-
-// upstreamRequest builds the request reverse_proxy sends to the provider. It
-// starts from a fresh header map, so nothing of the client's request (its
-// gateway key above all) reaches the provider except the translated body.
-// The provider's own credential is added by the transport.
-func (b *ProviderBase) upstreamRequest(r *http.Request, preq providers.Request, stream bool) *http.Request {
-	r2 := new(http.Request)
-	*r2 = *r
-	u := *r.URL
-	u.Path = b.basePath + preq.Path
-	u.RawPath = ""
-	u.RawQuery = preq.Query
-	r2.URL = &u
-	r2.Method = http.MethodPost
-	r2.RequestURI = ""
-
-	h := make(http.Header, 6+len(preq.Header))
-	h["Content-Type"] = []string{"application/json"}
-	if stream {
-		h["Accept"] = []string{"text/event-stream"}
-	} else {
-		h["Accept"] = []string{"application/json"}
+// child returns m[key] as an object, creating it when absent.
+func child(m map[string]any, key string) map[string]any {
+	c, _ := m[key].(map[string]any)
+	if c == nil {
+		c = map[string]any{}
+		m[key] = c
 	}
-	h["Accept-Encoding"] = []string{"identity"} // translators need plain bytes
-	h["User-Agent"] = []string{"modelgate"}
-	for k, v := range preq.Header {
-		h[k] = v
-	}
-	r2.Header = h
-	r2.Trailer = nil
-
-	body := preq.Body
-	r2.Body = newBytesBody(body)
-	r2.ContentLength = int64(len(body))
-	r2.GetBody = func() (io.ReadCloser, error) { return newBytesBody(body), nil }
-	r2.TransferEncoding = nil
-	r2.Close = false
-
-	// Each provider call gets its own copy of the request variables:
-	// reverse_proxy writes into them before it sends, while a connection an
-	// earlier call (a fallback's first target) began to dial may still read
-	// them in net/http's dial goroutine.
-	if vars, ok := r.Context().Value(caddyhttp.VarsCtxKey).(map[string]any); ok {
-		r2 = r2.WithContext(context.WithValue(r.Context(), caddyhttp.VarsCtxKey, maps.Clone(vars)))
-	}
-	return r2
+	return c
 }
 
-func newBytesBody(b []byte) io.ReadCloser { return io.NopCloser(bytes.NewReader(b)) }
+// UnmarshalBlock reads a provider block: the options every type shares
+// (base_url, api_key, models, proxy) and, through option, the type's own.
+// The dispenser is at the provider type, as caddyfile.UnmarshalModule leaves
+// it; option reports whether it knew the subdirective under the cursor. A
+// provider module's UnmarshalCaddyfile calls it. Syntax:
+//
+//	provider <name> <type> {
+//	    base_url <url>
+//	    api_key  <secret>
+//	    models   <model>...
+//	    <the type's own options>
+//	    proxy { <reverse_proxy subdirectives> }
+//	}
+func (b *ProviderBase) UnmarshalBlock(d *caddyfile.Dispenser, t ProviderType, option func(d *caddyfile.Dispenser) (bool, error)) error {
+	d.Next() // the provider type
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	for d.NextBlock(0) {
+		switch d.Val() {
+		case "base_url":
+			if !d.AllArgs(&b.BaseURL) {
+				return d.ArgErr()
+			}
+		case "api_key":
+			if !d.AllArgs(&b.APIKey) {
+				return d.ArgErr()
+			}
+		case "models":
+			models := d.RemainingArgs()
+			if len(models) == 0 {
+				return d.ArgErr()
+			}
+			b.Models = append(b.Models, models...)
+		case "proxy":
+			raw, err := unmarshalProxy(d)
+			if err != nil {
+				return err
+			}
+			b.Proxy = raw
+		default:
+			known := false
+			if option != nil {
+				var err error
+				if known, err = option(d); err != nil {
+					return err
+				}
+			}
+			if !known {
+				return d.Errf("unrecognized option %q for provider type %s", d.Val(), t.Name)
+			}
+		}
+	}
+	if t.KeyRequired && t.Auth == nil && b.APIKey == "" {
+		return d.Errf("provider type %s needs api_key (for example: api_key {env.%s_API_KEY})", t.Name, strings.ToUpper(t.Name))
+	}
+	return nil
+}
+
+// unmarshalProxy reads a "proxy { … }" block with reverse_proxy's own
+// Caddyfile parser, so every reverse_proxy subdirective works there
+// (to, lb_policy, health_uri, transport http { … }, …); handle_response is
+// not supported.
+func unmarshalProxy(d *caddyfile.Dispenser) (json.RawMessage, error) {
+	rp := new(reverseproxy.Handler)
+	seg := d.NewFromNextSegment()
+	if err := rp.UnmarshalCaddyfile(seg); err != nil {
+		return nil, err
+	}
+	if len(rp.HandleResponse) > 0 {
+		return nil, d.Err("proxy: handle_response is not supported in a provider's proxy block")
+	}
+	return json.Marshal(rp)
+}
+
+// provider is a configured provider as the dispatcher uses it.
+type provider struct {
+	name string
+	base *ProviderBase
+	Endpoints
+}

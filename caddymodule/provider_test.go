@@ -11,16 +11,14 @@ import (
 func TestProxyConfig(t *testing.T) {
 	for _, tc := range []struct {
 		name, base, user string
-		cred             credential
 		want             string
 		err              string
 	}{
 		{
 			name: "https defaults",
 			base: "https://api.anthropic.com",
-			cred: credential{header: "x-api-key", value: "secret"},
 			want: `{"upstreams":[{"dial":"api.anthropic.com:443"}],
-				"transport":{"protocol":"modelgate","credential_header":"x-api-key","credential":"secret","tls":{"server_name":"api.anthropic.com"}},
+				"transport":{"protocol":"modelgate","tls":{"server_name":"api.anthropic.com"}},
 				"headers":{"request":{"set":{"Host":["api.anthropic.com"]},"delete":["Via","X-Forwarded-For","X-Forwarded-Proto","X-Forwarded-Host"]}}}`,
 		},
 		{
@@ -36,9 +34,8 @@ func TestProxyConfig(t *testing.T) {
 			user: `{"upstreams":[{"dial":"10.0.0.5:8000"},{"dial":"10.0.0.6:8000"}],
 				"transport":{"protocol":"http","dial_timeout":1000},
 				"headers":{"request":{"set":{"X-Team":["ml"]},"delete":["X-Debug"]}}}`,
-			cred: credential{header: "Authorization", value: "Bearer k"},
 			want: `{"upstreams":[{"dial":"10.0.0.5:8000"},{"dial":"10.0.0.6:8000"}],
-				"transport":{"protocol":"modelgate","dial_timeout":1000,"credential_header":"Authorization","credential":"Bearer k"},
+				"transport":{"protocol":"modelgate","dial_timeout":1000},
 				"headers":{"request":{"set":{"X-Team":["ml"],"Host":["vllm.internal"]},"delete":["X-Debug","Via","X-Forwarded-For","X-Forwarded-Proto","X-Forwarded-Host"]}}}`,
 		},
 		{
@@ -50,7 +47,7 @@ func TestProxyConfig(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			u, _ := url.Parse(tc.base)
-			got, err := proxyConfig(json.RawMessage(tc.user), u, tc.cred)
+			got, err := proxyConfig(json.RawMessage(tc.user), u)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("error %v, want %q", err, tc.err)

@@ -1,59 +1,140 @@
 package caddymodule
 
 import (
+	"context"
+	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"golang.org/x/oauth2"
 )
 
 func init() {
-	caddy.RegisterModule(credentialTransport{})
+	caddy.RegisterModule(authTransport{})
 }
 
-// credentialTransport is Caddy's HTTP transport plus the provider's
-// credential. It is modelgate-internal: providers configure it for their
+// Authenticator authenticates the gateway to a provider. modelgate calls it
+// for every request to the provider — chat, rerank, batch lines and health
+// checks alike — in the provider's transport: after reverse_proxy has chosen
+// the upstream, set the Host header and logged the request, on a copy of the
+// request that only the transport sees. So a signature covers the request
+// exactly as it is sent (method, URL, Host, headers, body), and a credential
+// never reaches a log line, whatever header carries it.
+type Authenticator interface {
+	// Authenticate adds the gateway's credentials to req, whose body is
+	// body (nil when the request has none, as a health check). It must be
+	// safe for concurrent use. An error fails the request with a 502
+	// naming the provider, never the error's text.
+	Authenticate(req *http.Request, body []byte) error
+}
+
+// AuthenticatorFunc adapts a function to the Authenticator interface.
+type AuthenticatorFunc func(req *http.Request, body []byte) error
+
+// Authenticate calls f.
+func (f AuthenticatorFunc) Authenticate(req *http.Request, body []byte) error { return f(req, body) }
+
+// HeaderAuth sends a static credential in one header, such as
+// "Authorization: Bearer <key>" or "x-api-key: <key>".
+type HeaderAuth struct {
+	Header string
+	Value  string
+}
+
+// Authenticate sets the header.
+func (a HeaderAuth) Authenticate(req *http.Request, _ []byte) error {
+	req.Header.Set(a.Header, a.Value)
+	return nil
+}
+
+// TokenAuth sends a short-lived OAuth 2 access token as "Authorization:
+// Bearer <token>", for providers that take tokens rather than keys (Google
+// Cloud, Azure Entra ID). Use NewTokenAuth, which refreshes the token before
+// it expires.
+type TokenAuth struct {
+	source oauth2.TokenSource
+}
+
+// TokenEarlyExpiry is how long before its expiry a token is replaced: a
+// request never goes out with a token about to expire on its way.
+const TokenEarlyExpiry = 5 * time.Minute
+
+// NewTokenAuth returns a TokenAuth that takes tokens from src and fetches a
+// new one TokenEarlyExpiry before the current one expires.
+func NewTokenAuth(src oauth2.TokenSource) TokenAuth {
+	return TokenAuth{source: oauth2.ReuseTokenSourceWithExpiry(nil, src, TokenEarlyExpiry)}
+}
+
+// Authenticate sets the Authorization header from a current token.
+func (a TokenAuth) Authenticate(req *http.Request, _ []byte) error {
+	tok, err := a.source.Token()
+	if err != nil {
+		return fmt.Errorf("getting an access token: %w", err)
+	}
+	req.Header.Set("Authorization", "Bearer "+tok.AccessToken)
+	return nil
+}
+
+// authError is a failed Authenticate, told apart from an unreachable
+// provider.
+type authError struct{ err error }
+
+func (e authError) Error() string { return "authenticating to the provider: " + e.err.Error() }
+func (e authError) Unwrap() error { return e.err }
+
+// bodyKey is the context key under which upstreamRequest leaves the request
+// body for the transport (reverse_proxy wraps the body it forwards, so the
+// bytes are handed down beside it).
+type bodyKey struct{}
+
+func withBody(ctx context.Context, body []byte) context.Context {
+	return context.WithValue(ctx, bodyKey{}, body)
+}
+
+// authTransport is Caddy's HTTP transport plus the provider's
+// Authenticator. It is modelgate-internal: providers configure it for their
 // reverse_proxy; users configure the HTTP transport options (in a provider's
 // proxy block), never this module directly.
 //
 // Why a transport: reverse_proxy logs the upstream request's headers at
 // debug level and redacts only Authorization, Cookie and their kin, so a key
-// sent as x-api-key would land in the log. The transport adds the header to
-// a copy of each request as it leaves, below the logging.
-type credentialTransport struct {
+// sent as x-api-key would land in the log; and a request signature must be
+// computed over the request reverse_proxy finally sends. The transport
+// authenticates a copy of each request as it leaves, below the logging.
+type authTransport struct {
 	*reverseproxy.HTTPTransport
 
-	// CredentialHeader is the header that carries the credential.
-	CredentialHeader string `json:"credential_header,omitempty"`
-
-	// Credential is the header's value. It is set in memory when the
-	// provider is provisioned and never appears in the user's config.
-	Credential string `json:"credential,omitempty"`
+	auth Authenticator // set by ProviderBase.ProvisionBase; nil: none
 }
 
 // CaddyModule returns the Caddy module information.
-func (credentialTransport) CaddyModule() caddy.ModuleInfo {
+func (authTransport) CaddyModule() caddy.ModuleInfo {
 	return caddy.ModuleInfo{
 		ID:  "http.reverse_proxy.transport.modelgate",
-		New: func() caddy.Module { return new(credentialTransport) },
+		New: func() caddy.Module { return new(authTransport) },
 	}
 }
 
 // Provision sets up the embedded HTTP transport.
-func (t *credentialTransport) Provision(ctx caddy.Context) error {
+func (t *authTransport) Provision(ctx caddy.Context) error {
 	if t.HTTPTransport == nil {
 		t.HTTPTransport = new(reverseproxy.HTTPTransport)
 	}
 	return t.HTTPTransport.Provision(ctx)
 }
 
-// RoundTrip sends req with the credential header added to a copy of it.
-func (t *credentialTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if t.CredentialHeader != "" {
+// RoundTrip sends an authenticated copy of req.
+func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.auth != nil {
 		r2 := new(http.Request)
 		*r2 = *req
 		r2.Header = req.Header.Clone()
-		r2.Header.Set(t.CredentialHeader, t.Credential)
+		body, _ := req.Context().Value(bodyKey{}).([]byte)
+		if err := t.auth.Authenticate(r2, body); err != nil {
+			return nil, authError{err}
+		}
 		req = r2
 	}
 	return t.HTTPTransport.RoundTrip(req)
@@ -61,9 +142,12 @@ func (t *credentialTransport) RoundTrip(req *http.Request) (*http.Response, erro
 
 // Interface guards
 var (
-	_ caddy.Provisioner                                = (*credentialTransport)(nil)
-	_ caddy.CleanerUpper                               = (*credentialTransport)(nil)
-	_ http.RoundTripper                                = (*credentialTransport)(nil)
-	_ reverseproxy.TLSTransport                        = (*credentialTransport)(nil)
-	_ reverseproxy.HealthCheckSchemeOverriderTransport = (*credentialTransport)(nil)
+	_ caddy.Provisioner                                = (*authTransport)(nil)
+	_ caddy.CleanerUpper                               = (*authTransport)(nil)
+	_ http.RoundTripper                                = (*authTransport)(nil)
+	_ reverseproxy.TLSTransport                        = (*authTransport)(nil)
+	_ reverseproxy.HealthCheckSchemeOverriderTransport = (*authTransport)(nil)
+	_ Authenticator                                    = HeaderAuth{}
+	_ Authenticator                                    = TokenAuth{}
+	_ Authenticator                                    = AuthenticatorFunc(nil)
 )

@@ -1,7 +1,11 @@
 package caddymodule
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"io"
+	"maps"
 	"net/http"
 	"strconv"
 	"strings"
@@ -82,7 +86,7 @@ func (p *provider) forward(w http.ResponseWriter, r *http.Request, preq provider
 			Code: "bad_upstream_response", Message: "provider " + p.name + " sent an answer that could not be read"}, cause: err}
 	}
 	copyClientHeaders(w.Header(), uw.header)
-	writeJSON(w, http.StatusOK, out)
+	WriteJSON(w, http.StatusOK, out)
 	return http.StatusOK, nil
 }
 
@@ -115,6 +119,8 @@ func unreachable(name string, err error, tooLarge bool) *providers.Error {
 		e.Status, e.Code, e.Message = http.StatusGatewayTimeout, "upstream_timeout", "provider "+name+" did not answer in time"
 	case errors.Is(err, errAborted):
 		e.Code, e.Message = "upstream_aborted", "provider "+name+" broke off its answer"
+	case errors.As(err, new(authError)):
+		e.Code, e.Message = "upstream_auth_failed", "the gateway could not authenticate to provider "+name
 	}
 	return e
 }
@@ -284,3 +290,57 @@ func isEventStream(contentType string) bool {
 	mt, _, _ := strings.Cut(contentType, ";")
 	return strings.EqualFold(strings.TrimSpace(mt), "text/event-stream")
 }
+
+// noNext ends reverse_proxy's handler chain.
+var noNext = caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
+
+// upstreamRequest builds the request reverse_proxy sends to the provider. It
+// starts from a fresh header map, so nothing of the client's request (its
+// gateway key above all) reaches the provider except the translated body.
+// The provider's credentials are added by the transport.
+func (b *ProviderBase) upstreamRequest(r *http.Request, preq providers.Request, stream bool) *http.Request {
+	r2 := new(http.Request)
+	*r2 = *r
+	u := *r.URL
+	u.Path = b.basePath + preq.Path
+	u.RawPath = ""
+	u.RawQuery = preq.Query
+	r2.URL = &u
+	r2.Method = http.MethodPost
+	r2.RequestURI = ""
+
+	h := make(http.Header, 6+len(preq.Header))
+	h["Content-Type"] = []string{"application/json"}
+	if stream {
+		h["Accept"] = []string{"text/event-stream"}
+	} else {
+		h["Accept"] = []string{"application/json"}
+	}
+	h["Accept-Encoding"] = []string{"identity"} // translators need plain bytes
+	h["User-Agent"] = []string{"modelgate"}
+	for k, v := range preq.Header {
+		h[k] = v
+	}
+	r2.Header = h
+	r2.Trailer = nil
+
+	body := preq.Body
+	r2.Body = newBytesBody(body)
+	r2.ContentLength = int64(len(body))
+	r2.GetBody = func() (io.ReadCloser, error) { return newBytesBody(body), nil }
+	r2.TransferEncoding = nil
+	r2.Close = false
+
+	// Each provider call gets its own copy of the request variables:
+	// reverse_proxy writes into them before it sends, while a connection an
+	// earlier call (a fallback's first target) began to dial may still read
+	// them in net/http's dial goroutine. The body goes down to the
+	// transport's Authenticator beside the request.
+	ctx := withBody(r.Context(), body)
+	if vars, ok := r.Context().Value(caddyhttp.VarsCtxKey).(map[string]any); ok {
+		ctx = context.WithValue(ctx, caddyhttp.VarsCtxKey, maps.Clone(vars))
+	}
+	return r2.WithContext(ctx)
+}
+
+func newBytesBody(b []byte) io.ReadCloser { return io.NopCloser(bytes.NewReader(b)) }

@@ -1,0 +1,265 @@
+package caddymodule
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"go.uber.org/zap"
+
+	"github.com/modelgate/modelgate/providers"
+)
+
+// dispatcher serves the unified API's endpoints for the HTTP handler and
+// the batch executor alike: it checks a request, resolves its model to
+// targets, translates the request for each target's provider, sends it
+// through that provider's reverse_proxy and falls back to the next target
+// while nothing has reached the client.
+type dispatcher struct {
+	providers       map[string]*provider
+	aliases         map[string][]string // alias -> "<provider>/<model>" targets
+	bare            map[string]string   // bare model name -> provider name, from models lists
+	defaultProvider string
+}
+
+// newDispatcher indexes the providers' models lists; the same bare name
+// in two lists is an error, since nothing would say which serves it.
+func newDispatcher(provs map[string]*provider, aliases map[string][]string, defaultProvider string) (*dispatcher, error) {
+	d := &dispatcher{providers: provs, aliases: aliases, bare: make(map[string]string), defaultProvider: defaultProvider}
+	for _, name := range sortedKeys(provs) {
+		for _, m := range provs[name].base.Models {
+			if other, dup := d.bare[m]; dup {
+				return nil, fmt.Errorf("model %q is listed by providers %q and %q: add a model alias to say which serves the bare name", m, other, name)
+			}
+			d.bare[m] = name
+		}
+	}
+	return d, nil
+}
+
+// target is one provider and the provider's own name for the model.
+type target struct {
+	provider *provider
+	model    string
+}
+
+// resolve turns a request's model into the targets to try, in order, per
+// the routing rules: "<provider>/<model>" when <provider> is configured,
+// else a bare name resolved by alias, by a provider's models list, then by
+// the default provider.
+func (d *dispatcher) resolve(model string) []target {
+	if pname, rest, ok := strings.Cut(model, "/"); ok && rest != "" {
+		if p, ok := d.providers[pname]; ok {
+			return []target{{provider: p, model: rest}}
+		}
+	}
+	if targets, ok := d.aliases[model]; ok {
+		out := make([]target, 0, len(targets))
+		for _, t := range targets {
+			pname, m, _ := strings.Cut(t, "/")
+			out = append(out, target{provider: d.providers[pname], model: m})
+		}
+		return out
+	}
+	if pname, ok := d.bare[model]; ok {
+		return []target{{provider: d.providers[pname], model: model}}
+	}
+	if d.defaultProvider != "" {
+		return []target{{provider: d.providers[d.defaultProvider], model: model}}
+	}
+	return nil
+}
+
+// modelIDs lists every model name a client can use without knowing the
+// configuration: the aliases and each provider's listed models as
+// "<provider>/<model>", sorted.
+func (d *dispatcher) modelIDs() []modelID {
+	var out []modelID
+	for alias := range d.aliases {
+		out = append(out, modelID{id: alias, owner: "modelgate"})
+	}
+	for name, p := range d.providers {
+		for _, m := range p.base.Models {
+			out = append(out, modelID{id: name + "/" + m, owner: name})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	return out
+}
+
+type modelID struct{ id, owner string }
+
+// endpoint describes one endpoint of the unified API to the dispatcher.
+type endpoint struct {
+	// label names the endpoint in metrics and messages.
+	label string
+	// serves returns the provider's translator for the endpoint, or nil.
+	serves func(p *provider) bool
+}
+
+var (
+	endpointChat   = endpoint{label: "chat_completions", serves: func(p *provider) bool { return p.Chat != nil }}
+	endpointRerank = endpoint{label: "rerank", serves: func(p *provider) bool { return p.Rerank != nil }}
+)
+
+// call is one request to an endpoint.
+type call struct {
+	endpoint endpoint
+	model    string // as the client named it
+	log      *zap.Logger
+	// prepare translates the request for a target's provider, which serves
+	// the endpoint. A translation error is the client's (400) and ends the
+	// request.
+	prepare func(p *provider, model string) (providers.Request, exchange, error)
+}
+
+// serve checks that key may use the call's model, resolves it and tries
+// each target in turn until one answers; it writes the last failure when
+// none does. key is nil for requests already checked (batch lines, whose
+// models were checked when the batch was created).
+func (d *dispatcher) serve(w http.ResponseWriter, r *http.Request, key *Key, c *call) {
+	if key != nil && !key.allows(c.model) {
+		writeEndpointError(w, c.endpoint, "", modelNotAllowed(c.model))
+		return
+	}
+	targets := d.resolve(c.model)
+	if len(targets) == 0 {
+		writeEndpointError(w, c.endpoint, "", modelNotFound(c.model))
+		return
+	}
+	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	var last *failure
+	for i, t := range targets {
+		repl.Set("http.modelgate.provider", t.provider.name)
+		repl.Set("http.modelgate.model", t.model)
+		if !c.endpoint.serves(t.provider) {
+			last = &failure{err: &providers.Error{
+				Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "unsupported_endpoint",
+				Message: "provider " + t.provider.name + " does not serve " + c.endpoint.label,
+			}}
+			continue
+		}
+		preq, ex, err := c.prepare(t.provider, t.model)
+		if err != nil {
+			writeEndpointError(w, c.endpoint, t.provider.name, asProviderError(err))
+			return
+		}
+		status, f := t.provider.forward(w, r, preq, ex)
+		if f == nil {
+			observeRequest(c.endpoint.label, t.provider.name, status)
+			return
+		}
+		last = f
+		if r.Context().Err() != nil {
+			return // the client has gone: nobody waits for another target
+		}
+		msg := "provider failed"
+		if i < len(targets)-1 {
+			metrics.fallbacks.WithLabelValues(t.provider.name).Inc()
+			msg = "provider failed; trying the next target"
+		}
+		c.log.Warn(msg,
+			zap.String("endpoint", c.endpoint.label),
+			zap.String("provider", t.provider.name),
+			zap.String("model", t.model),
+			zap.Int("status", f.err.Status),
+			zap.String("error", f.err.Message),
+			zap.NamedError("cause", f.cause))
+	}
+	last.write(w)
+	observeRequest(c.endpoint.label, "", last.err.Status)
+}
+
+// chat serves POST /v1/chat/completions.
+func (d *dispatcher) chat(w http.ResponseWriter, r *http.Request, body []byte, key *Key, log *zap.Logger) {
+	info, err := providers.ValidateChat(body)
+	if err != nil {
+		writeEndpointError(w, endpointChat, "", asProviderError(err))
+		return
+	}
+	d.serve(w, r, key, &call{endpoint: endpointChat, model: info.Model, log: log,
+		prepare: func(p *provider, model string) (providers.Request, exchange, error) {
+			preq, err := p.Chat.ChatRequest(body, model)
+			ex := exchange{stream: info.Stream, translate: p.Chat.ChatResponse, mapError: p.Chat.Error}
+			if info.Stream {
+				ex.tr = p.Chat.ChatStream(providers.StreamOptions{IncludeUsage: info.IncludeUsage})
+			}
+			return preq, ex, err
+		}})
+}
+
+var errBadRerankAnswer = errors.New("the provider's rerank answer names documents that are not in the request")
+
+// rerank serves POST /v1/rerank (and /v1/reranker) and turns the
+// provider's scores into the unified answer: highest score first, ties in
+// request order, top_n applied.
+func (d *dispatcher) rerank(w http.ResponseWriter, r *http.Request, body []byte, key *Key, log *zap.Logger) {
+	req, err := providers.ValidateRerank(body)
+	if err != nil {
+		writeEndpointError(w, endpointRerank, "", asProviderError(err))
+		return
+	}
+	d.serve(w, r, key, &call{endpoint: endpointRerank, model: req.Model, log: log,
+		prepare: func(p *provider, model string) (providers.Request, exchange, error) {
+			tr := p.Rerank
+			preq, err := tr.RerankRequest(req, model)
+			return preq, exchange{
+				translate: func(answer []byte) ([]byte, error) {
+					a, err := tr.RerankResponse(answer)
+					if err != nil {
+						return nil, err
+					}
+					out, ok := providers.RerankResult(nil, a, len(req.Documents), req.TopN)
+					if !ok {
+						return nil, errBadRerankAnswer
+					}
+					return out, nil
+				},
+				mapError: tr.Error,
+			}, err
+		}})
+}
+
+// route tells a batch line's model and its first target's provider, as
+// the batch engine's per-provider limit counts it, or why it cannot run.
+func (d *dispatcher) route(e endpoint, model string) (provider string, err error) {
+	targets := d.resolve(model)
+	if len(targets) == 0 {
+		return "", fmt.Errorf("the model %q does not exist", model)
+	}
+	for _, t := range targets {
+		if e.serves(t.provider) {
+			return targets[0].provider.name, nil
+		}
+	}
+	return "", fmt.Errorf("no provider of the model %q serves %s", model, e.label)
+}
+
+// writeEndpointError answers a request that reached no provider.
+func writeEndpointError(w http.ResponseWriter, e endpoint, provider string, pe *providers.Error) {
+	writeError(w, pe)
+	observeRequest(e.label, provider, pe.Status)
+}
+
+// asProviderError returns err as a unified error; anything that is not one
+// already is an internal error whose text stays in the server.
+func asProviderError(err error) *providers.Error {
+	var pe *providers.Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return &providers.Error{Status: http.StatusInternalServerError, Type: "server_error",
+		Message: "the request could not be translated"}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

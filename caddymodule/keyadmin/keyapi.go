@@ -1,0 +1,142 @@
+package keyadmin
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/tidwall/sjson"
+	"go.uber.org/zap"
+
+	"github.com/modelgate/modelgate/keys"
+)
+
+// keyAPI is the JSON API over the managed keys. The admin endpoint serves
+// it under /modelgate/ (for the CLI and automation) and modelgate_key_settings
+// serves it beside the key settings page:
+//
+//	POST   keys        create a key; the answer holds its secret, once
+//	GET    keys        list keys (never a secret or a digest)
+//	GET    keys/{id}   one key
+//	DELETE keys/{id}   delete it
+//
+// Errors are caddy.APIError values; both callers write them as
+// {"error": "<message>"}, as Caddy's admin endpoint does.
+type keyAPI struct {
+	keys   *keys.Manager
+	logger *zap.Logger
+	// by names who acts (the authenticated user of the page), for the log.
+	by string
+}
+
+// maxKeyBody bounds a create request.
+const maxKeyBody = 64 << 10
+
+// isKeyPath reports whether rest, a path relative to the API, is one of it.
+func isKeyPath(rest string) bool {
+	return rest == "keys" || strings.HasPrefix(rest, "keys/") && !strings.Contains(rest[len("keys/"):], "/")
+}
+
+// serve answers rest, a path for which isKeyPath holds.
+func (a keyAPI) serve(w http.ResponseWriter, r *http.Request, rest string) error {
+	if rest == "keys" {
+		switch r.Method {
+		case http.MethodGet, http.MethodHead:
+			return a.list(w, r)
+		case http.MethodPost:
+			return a.create(w, r)
+		}
+		return methodError(w, "GET, POST")
+	}
+	id := strings.TrimPrefix(rest, "keys/")
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		k, err := a.keys.Get(r.Context(), id)
+		if err != nil {
+			return a.keyError(id, err)
+		}
+		return respond(w, http.StatusOK, k)
+	case http.MethodDelete:
+		if err := a.keys.Delete(r.Context(), id); err != nil {
+			return a.keyError(id, err)
+		}
+		a.logger.Info("managed key deleted", zap.String("key_id", id), zap.String("by", a.by))
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	return methodError(w, "GET, DELETE")
+}
+
+func (a keyAPI) list(w http.ResponseWriter, r *http.Request) error {
+	ks, err := a.keys.List(r.Context())
+	if err != nil {
+		a.logger.Error("listing managed keys", zap.Error(err))
+		return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: errors.New("the keys could not be read from the storage")}
+	}
+	if ks == nil {
+		ks = []keys.Key{}
+	}
+	return respond(w, http.StatusOK, map[string]any{"object": "list", "data": ks})
+}
+
+func (a keyAPI) create(w http.ResponseWriter, r *http.Request) error {
+	var nk keys.NewKey
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxKeyBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&nk); err != nil {
+		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("the body is not a key request {\"name\", \"owner\", \"models\", \"expires_at\"}: %v", err)}
+	}
+	if dec.More() {
+		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: errors.New("the body holds more than one JSON value")}
+	}
+	k, secret, err := a.keys.Create(r.Context(), nk)
+	var inv *keys.InvalidError
+	if errors.As(err, &inv) {
+		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: inv}
+	}
+	if err != nil {
+		a.logger.Error("creating a managed key", zap.Error(err))
+		return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: errors.New("the key could not be stored")}
+	}
+	a.logger.Info("managed key created", zap.String("key_id", k.ID), zap.String("name", k.Name),
+		zap.String("owner", k.Owner), zap.String("by", a.by))
+	// The answer is the key with its secret as "key", this once.
+	b, err := json.Marshal(k)
+	if err == nil {
+		b, err = sjson.SetBytes(b, "key", secret)
+	}
+	if err != nil {
+		return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: err}
+	}
+	return respond(w, http.StatusCreated, json.RawMessage(b))
+}
+
+func (a keyAPI) keyError(id string, err error) error {
+	if errors.Is(err, keys.ErrNotFound) {
+		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no key with id %q", id)}
+	}
+	a.logger.Error("reading a managed key", zap.String("key_id", id), zap.Error(err))
+	return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: errors.New("the key could not be read from the storage")}
+}
+
+// respond writes v as JSON with status: the one writer of the admin shape,
+// for answers and (through writeAPIError) errors alike.
+func respond(w http.ResponseWriter, status int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: err}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+func methodError(w http.ResponseWriter, allow string) error {
+	w.Header().Set("Allow", allow)
+	return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method not allowed; use %s", allow)}
+}

@@ -1,8 +1,0 @@
-//go:build !linux
-
-package caddymodule
-
-import "os/exec"
-
-// dieWithTest does nothing here: only Linux has a parent-death signal.
-func dieWithTest(*exec.Cmd) {}

@@ -1,0 +1,114 @@
+package integration
+
+import (
+	"bytes"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/modelgate/modelgate/keys"
+)
+
+// runCaddy runs the built caddy binary with args and returns its stdout,
+// its stderr and whether it exited 0.
+func runCaddy(t *testing.T, args ...string) (string, string, bool) {
+	t.Helper()
+	cmd := exec.Command(caddyBinary(t), args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if err != nil {
+		if _, exited := err.(*exec.ExitError); !exited {
+			t.Fatalf("caddy %s: %v", strings.Join(args, " "), err)
+		}
+	}
+	return stdout.String(), stderr.String(), err == nil
+}
+
+// TestCommandKeys drives `caddy modelgate key create|list|delete` of the
+// built binary against a running gateway's admin API: the created key
+// works at once, the list shows it without its secret, a deleted key is
+// refused, and mistakes exit non-zero with a message.
+func TestCommandKeys(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the caddy binary")
+	}
+	startScanningGateway(t)
+	addr := []string{"--address", strings.TrimPrefix(adminURL, "http://")}
+	cmd := func(args ...string) []string { return append(append([]string{"modelgate", "key"}, args...), addr...) }
+
+	out, errOut, ok := runCaddy(t, cmd("create", "--name", "cli", "--owner", "team-cli", "--models", "oa/*, smart", "--expires", "720h")...)
+	if !ok {
+		t.Fatalf("create: %s %s", out, errOut)
+	}
+	secret := regexp.MustCompile(keys.Pattern).FindString(out)
+	id := regexp.MustCompile(`\(key_[0-9A-Za-z]+\)`).FindString(out)
+	if secret == "" || id == "" || !strings.Contains(out, "only time") {
+		t.Fatalf("create printed: %q", out)
+	}
+	id = strings.Trim(id, "()")
+	if s := getWith(t, "/v1/models", secret); s != 200 {
+		t.Fatalf("the created key: %d", s)
+	}
+
+	// The table: one row with what the key is, never the secret.
+	out, errOut, ok = runCaddy(t, cmd("list")...)
+	if !ok || strings.Contains(out, secret) {
+		t.Fatalf("list: %q %s", out, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "ID") {
+		t.Fatalf("list: %q", out)
+	}
+	row := strings.Fields(lines[1])
+	expires := time.Now().Add(720 * time.Hour).UTC().Format("2006-01-02")
+	if row[0] != id || row[1] != "cli" || row[2] != "team-cli" || row[3] != "mgk_..."+secret[36:] ||
+		row[4] != "oa/*,smart" || !strings.Contains(lines[1], expires) {
+		t.Errorf("list row: %q", lines[1])
+	}
+
+	// --json is the admin API's list.
+	out, _, ok = runCaddy(t, cmd("list", "--json")...)
+	if l := gjson.Parse(out); !ok || l.Get("data.#").Int() != 1 || l.Get("data.0.id").Str != id ||
+		l.Get("data.0.models.1").Str != "smart" || strings.Contains(out, secret) {
+		t.Errorf("list --json: %q", out)
+	}
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no name", []string{"create"}, "--name is required"},
+		{"bad expiry", []string{"create", "--name", "x", "--expires", "soon"}, "RFC 3339"},
+		{"unknown id", []string{"delete", "key_doesnotexist"}, "404"},
+		{"no id", []string{"delete"}, "accepts 1 arg"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errOut, ok := runCaddy(t, cmd(tc.args...)...)
+			if ok || !strings.Contains(errOut, tc.want) {
+				t.Errorf("exit 0 = %v, stdout %q, stderr %q; want a failure saying %q", ok, out, errOut, tc.want)
+			}
+		})
+	}
+
+	// No admin endpoint there.
+	if out, errOut, ok := runCaddy(t, "modelgate", "key", "list", "--address", "127.0.0.1:1"); ok || !strings.Contains(errOut, "connection refused") {
+		t.Errorf("without an admin endpoint: exit 0 = %v, stdout %q, stderr %q", ok, out, errOut)
+	}
+
+	out, errOut, ok = runCaddy(t, cmd("delete", id)...)
+	if !ok || !strings.Contains(out, id) {
+		t.Fatalf("delete: %q %s", out, errOut)
+	}
+	if s := getWith(t, "/v1/models", secret); s != 401 {
+		t.Errorf("a deleted key: %d", s)
+	}
+	if out, _, _ = runCaddy(t, cmd("list")...); strings.Contains(out, id) {
+		t.Errorf("the deleted key is listed: %q", out)
+	}
+}
