@@ -138,8 +138,9 @@ type Server struct {
 	mu      sync.Mutex
 	reqs    []Recorded
 	waiting chan struct{}
-	gates   []chan struct{}   // gated streams waiting for Release, under mu
-	flaky   map[[32]byte]bool // bodies of "flaky" requests seen, under mu
+	gates   []chan struct{}        // gated streams waiting for Release, under mu
+	flaky   map[[32]byte]bool      // bodies of "flaky" requests seen, under mu
+	caches  map[[32]byte]time.Time // Anthropic prompt cache: prefix → expiry, under mu
 }
 
 // New returns a fake provider that is not listening; serve it yourself.
