@@ -125,13 +125,14 @@ func (anthropicFormat) serve(c *call) {
 	a := decide(userText, strings.Join(results, " "), len(results) > 0, userLast, tools, tc.Get("name").Str,
 		tc.Get("type").Str == "none", q.maxTokens.Int(), promptWords)
 
-	// Structured output: a forced tool's input is an instance of its
-	// schema (when the schema names properties); JSON outputs
+	// Structured output: a tool's input is an instance of its schema
+	// (when the schema names properties; {"query": …} otherwise), so a
+	// forced tool carries a schema's instance; JSON outputs
 	// (output_config.format) make the text an instance of the format's.
-	if a.tool != "" && tc.Get("type").Str == "tool" {
+	if a.tool != "" {
 		for _, t := range q.tools.Array() {
 			if t.Get("name").Str == a.tool && t.Get("input_schema.properties").IsObject() {
-				a.toolArgs = schemaInstance(nil, t.Get("input_schema"), t.Get("input_schema"), "echo: "+userText, 0)
+				a.toolArgs = schemaInstance(nil, t.Get("input_schema"), t.Get("input_schema"), userText, 0)
 			}
 		}
 	}
@@ -142,7 +143,7 @@ func (anthropicFormat) serve(c *call) {
 	if q.think.on {
 		x.thinking = thinkingText(userText, results)
 		if strings.Contains(model, "redacted") {
-			x.redacted = redactedData("msg_" + id)
+			x.redacted = redactedData(x.thinking)
 		}
 	}
 	x.input, x.created, x.read = c.s.cacheUsage(&q, promptWords)
