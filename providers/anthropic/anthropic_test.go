@@ -197,6 +197,7 @@ func TestChatRequestErrors(t *testing.T) {
 		{"thinking block of unknown type", `{"model":"m","messages":[` + user + `,{"role":"assistant","content":"a","thinking_blocks":[{"type":"reasoning","text":"t"}]}]}`,
 			"messages[1].thinking_blocks[0].type", "invalid_value"},
 		{"audio", `{"model":"m","messages":[` + user + `],"audio":{"voice":"alloy","format":"mp3"}}`, "audio", "unsupported_parameter"},
+		{"web_search_options", `{"model":"m","messages":[` + user + `],"web_search_options":{}}`, "web_search_options", "unsupported_parameter"},
 		{"modalities", `{"model":"m","messages":[` + user + `],"modalities":["text","audio"]}`, "modalities", "unsupported_parameter"},
 		{"functions", `{"model":"m","messages":[` + user + `],"functions":[{"name":"f"}]}`, "functions", "unsupported_parameter"},
 		{"custom tool", `{"model":"m","messages":[` + user + `],"tools":[{"type":"function","function":{"name":"f"}},{"type":"custom","custom":{"name":"g"}}]}`,

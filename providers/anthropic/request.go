@@ -60,6 +60,11 @@ func (r *request) set(key string, v gjson.Result) error {
 		r.reasoningEffort = v
 	case "prompt_cache_retention":
 		r.promptCacheRetention = v
+	case "web_search_options":
+		if v.IsObject() {
+			return unsupported("web_search_options", "web_search_options is not supported by provider type "+providerName+
+				": Anthropic's web search is a server tool whose results and citations this translation does not carry")
+		}
 	case "audio", "functions", "function_call":
 		if v.Exists() && v.Type != gjson.Null {
 			return providers.Unsupported(key, providerName)
@@ -93,9 +98,9 @@ func unsupported(param, msg string) *providers.Error {
 // signed thinking blocks they were. reasoning_effort becomes extended
 // thinking and response_format Anthropic's JSON outputs or a forced tool,
 // as the model's Features say. Features Anthropic lacks (n > 1, logprobs,
-// audio, file and audio parts, non-function tools) are rejected with a
-// 400; parameters without an equivalent (seed, penalties, logit_bias,
-// store, service_tier, …) are dropped.
+// audio, file and audio parts, non-function tools) and web_search_options
+// are rejected with a 400; parameters without an equivalent (seed,
+// penalties, logit_bias, store, service_tier, …) are dropped.
 func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) {
 	version := c.Version
 	if version == "" {
