@@ -54,6 +54,23 @@
 // every message's text (system and tool results included), the answer's
 // words, 1 for a tool call.
 //
+// The Anthropic format also speaks extended thinking, JSON outputs and
+// prompt caching. With thinking on ({"type":"enabled"} with a budget of at
+// least 1024 below max_tokens, or {"type":"adaptive"}) the answer starts
+// with a thinking block ("Thinking about: <last user text>", or "The tools
+// said: …") signed with an HMAC of its text; a thinking block sent back
+// must carry that signature, and a request ending in tool results whose
+// assistant turn does not start with its thinking block is refused, as
+// Anthropic refuses them; Anthropic's rules on temperature, top_p, top_k
+// and forced tools with thinking hold. A tool call's input is an instance
+// of the tool's input schema (see Structured in answer.go) when the schema
+// names properties, and output_config.format (checked against the schema
+// subset Anthropic takes) makes the text an instance of its schema. Blocks
+// and tools marked with cache_control, or a top-level cache_control, cache
+// the prompt up to the last marker: the first request reports it as
+// cache_creation_input_tokens, repeats within the ttl as
+// cache_read_input_tokens.
+//
 // The model name selects scripted behaviour, since it is the one thing a
 // gateway passes through unchanged. Every format follows it, each with its
 // own error shape and status:
@@ -72,6 +89,8 @@
 //	                  retry-after-ms: 50 (and retry-after: 1); a repeat of
 //	                  it is answered
 //	unsorted          rerank results in request order, top_n ignored
+//	redacted          (Anthropic, thinking on) a redacted_thinking block
+//	                  follows the thinking block
 //
 // # Adding a wire format
 //
@@ -159,9 +178,10 @@ type Server struct {
 	mu      sync.Mutex
 	reqs    []Recorded
 	waiting chan struct{}
-	gates   []chan struct{}   // gated streams waiting for Release, under mu
-	flaky   map[[32]byte]bool // bodies of "flaky" requests seen, under mu
-	google  googleAuth        // the Google service account and its tokens
+	gates   []chan struct{}        // gated streams waiting for Release, under mu
+	flaky   map[[32]byte]bool      // bodies of "flaky" requests seen, under mu
+	caches  map[[32]byte]time.Time // Anthropic prompt cache: prefix → expiry, under mu
+	google  googleAuth             // the Google service account and its tokens
 }
 
 // New returns a fake provider that is not listening; serve it yourself.
