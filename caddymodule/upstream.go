@@ -32,7 +32,14 @@ type failure struct {
 }
 
 func (f *failure) write(w http.ResponseWriter) {
-	copyClientHeaders(w.Header(), f.header)
+	h := w.Header()
+	copyClientHeaders(h, f.header)
+	// A provider that says when to retry in its body (Google's RetryInfo)
+	// gets the headers the SDKs and the batch runner read.
+	if d := f.err.RetryAfter; d > 0 && h.Get("Retry-After") == "" {
+		h.Set("Retry-After", strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10))
+		h.Set("Retry-After-Ms", strconv.FormatInt(d.Milliseconds(), 10))
+	}
 	writeError(w, f.err)
 }
 
