@@ -120,11 +120,11 @@ func ToChat(body []byte) ([]byte, error) {
 	b = appendRawString(b, r.model)
 	b = append(b, `,"messages":[`...)
 	n := 0
-	if b, err = appendSystem(b, "system", r.system, &n); err != nil {
+	var tr translator
+	if b, err = tr.appendSystem(b, "system", r.system, &n); err != nil {
 		return nil, err
 	}
-	tb := translator{}
-	if b, err = tb.appendMessages(b, r.messages, &n); err != nil {
+	if b, err = tr.appendMessages(b, r.messages, &n); err != nil {
 		return nil, err
 	}
 	b = append(b, ']')
@@ -206,8 +206,9 @@ func msgSep(b []byte, n *int) []byte {
 
 // appendSystem appends the system message for Anthropic's top-level
 // system: a string, or text blocks joined by a blank line.
-func appendSystem(b []byte, param string, system gjson.Result, n *int) ([]byte, error) {
-	var parts parts
+func (t *translator) appendSystem(b []byte, param string, system gjson.Result, n *int) ([]byte, error) {
+	parts := &t.text
+	parts.reset()
 	switch {
 	case !system.Exists() || system.Type == gjson.Null:
 		return b, nil
@@ -341,7 +342,9 @@ func (p *parts) appendContent(b []byte, nullIfEmpty bool) []byte {
 
 // translator holds scratch space reused across the messages of a request.
 type translator struct {
-	user, attached, tool, doc parts
+	user, attached, tool, doc, text parts
+	reasoning                       []gjson.Result
+	thinking, calls                 []byte
 }
 
 // appendMessages appends the hub messages for Anthropic's messages.
@@ -353,9 +356,9 @@ func (t *translator) appendMessages(b []byte, msgs gjson.Result, n *int) ([]byte
 		content := m.Get("content")
 		switch m.Get("role").Str {
 		case "assistant":
-			b, err = appendAssistant(b, p, content, n)
+			b, err = t.appendAssistant(b, p, content, n)
 		case "system":
-			b, err = appendSystem(b, p+".content", content, n)
+			b, err = t.appendSystem(b, p+".content", content, n)
 		default:
 			b, err = t.appendUser(b, p, content, n)
 		}
@@ -667,16 +670,17 @@ func (t *translator) appendToolResult(b []byte, p string, block gjson.Result, n 
 // its text as content, its thinking as reasoning_content and (signed or
 // redacted blocks, exactly, in order) thinking_blocks, its tool_use blocks
 // as tool_calls.
-func appendAssistant(b []byte, p string, content gjson.Result, n *int) ([]byte, error) {
+func (t *translator) appendAssistant(b []byte, p string, content gjson.Result, n *int) ([]byte, error) {
 	b = msgSep(b, n)
 	b = append(b, `{"role":"assistant","content":`...)
 	if content.Type == gjson.String {
 		b = append(b, content.Raw...)
 		return append(b, '}'), nil
 	}
-	var text parts
-	var reasoning []gjson.Result
-	var thinking, calls []byte
+	text := &t.text
+	text.reset()
+	reasoning, thinking, calls := t.reasoning[:0], t.thinking[:0], t.calls[:0]
+	defer func() { t.reasoning, t.thinking, t.calls = reasoning, thinking, calls }()
 	nThinking, nCalls := 0, 0
 	var err error
 	j := 0

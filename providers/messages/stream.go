@@ -159,33 +159,77 @@ func (s *Stream) Event(dst, event []byte) ([]byte, error) {
 		return s.fail(dst, &providers.Error{Status: 502, Type: "server_error", Code: "bad_upstream_event",
 			Message: "the provider sent an event that is not a JSON object"}), nil
 	}
-	if e := v.Get("error"); e.Exists() && e.Type != gjson.Null {
-		return s.fail(dst, streamError(e)), nil
+	// One pass over the chunk; the first of duplicate keys counts, as
+	// gjson's Get reads.
+	var id, model, choices, usage, errObj gjson.Result
+	v.ForEach(func(key, val gjson.Result) bool {
+		var field *gjson.Result
+		switch key.Str {
+		case "id":
+			field = &id
+		case "model":
+			field = &model
+		case "choices":
+			field = &choices
+		case "usage":
+			field = &usage
+		case "error":
+			field = &errObj
+		default:
+			return true
+		}
+		if !field.Exists() {
+			*field = val
+		}
+		return true
+	})
+	if errObj.Exists() && errObj.Type != gjson.Null {
+		return s.fail(dst, streamError(errObj)), nil
 	}
 	if string(name) == "error" {
 		return s.fail(dst, streamError(v)), nil
 	}
 
 	if !s.started {
-		s.usage.set(v.Get("usage"))
-		dst = s.start(dst, v.Get("id"), v.Get("model"))
+		s.usage.set(usage)
+		dst = s.start(dst, id, model)
 	}
-	v.Get("choices").ForEach(func(_, c gjson.Result) bool {
-		if i := c.Get("index"); i.Exists() && i.Int() != 0 {
+	choices.ForEach(func(_, c gjson.Result) bool {
+		var index, delta, finish, stopReason gjson.Result
+		c.ForEach(func(key, val gjson.Result) bool {
+			var field *gjson.Result
+			switch key.Str {
+			case "index":
+				field = &index
+			case "delta":
+				field = &delta
+			case "finish_reason":
+				field = &finish
+			case "stop_reason":
+				field = &stopReason
+			default:
+				return true
+			}
+			if !field.Exists() {
+				*field = val
+			}
+			return true
+		})
+		if index.Exists() && index.Int() != 0 {
 			return true // only the first choice: ToChat never asks for more
 		}
-		dst = s.delta(dst, c.Get("delta"))
-		if f := c.Get("finish_reason"); f.Type == gjson.String && f.Str != "" {
+		dst = s.delta(dst, delta)
+		if finish.Type == gjson.String && finish.Str != "" {
 			s.finished = true
-			s.finish = f.Str
-			if r := c.Get("stop_reason"); r.Type == gjson.String {
-				s.stopSeq = r // gjson.ParseBytes copied the event: r outlives it
+			s.finish = finish.Str
+			if stopReason.Type == gjson.String {
+				s.stopSeq = stopReason // gjson.ParseBytes copied the event: it outlives it
 			}
 			dst = s.closeBlock(dst)
 		}
 		return false
 	})
-	s.usage.set(v.Get("usage"))
+	s.usage.set(usage)
 	return dst, nil
 }
 
@@ -194,7 +238,35 @@ func (s *Stream) delta(dst []byte, d gjson.Result) []byte {
 	if !d.IsObject() {
 		return dst
 	}
-	if r := reasoningText(d); r.Str != "" {
+	var reasoningContent, reasoning, thinkingBlocks, content, refusal, toolCalls gjson.Result
+	d.ForEach(func(key, val gjson.Result) bool {
+		var field *gjson.Result
+		switch key.Str {
+		case "reasoning_content":
+			field = &reasoningContent
+		case "reasoning":
+			field = &reasoning
+		case "thinking_blocks":
+			field = &thinkingBlocks
+		case "content":
+			field = &content
+		case "refusal":
+			field = &refusal
+		case "tool_calls":
+			field = &toolCalls
+		default:
+			return true
+		}
+		if !field.Exists() {
+			*field = val
+		}
+		return true
+	})
+	r := reasoningContent
+	if r.Type != gjson.String {
+		r = reasoning
+	}
+	if r.Type == gjson.String && r.Str != "" {
 		if s.open != blockThinking {
 			dst = s.openBlock(dst, blockThinking, `{"type":"thinking","thinking":"","signature":""}`)
 			s.thinkingLen = 0
@@ -202,19 +274,19 @@ func (s *Stream) delta(dst []byte, d gjson.Result) []byte {
 		dst = s.thinkingDelta(dst, r.Raw)
 		s.thinkingLen += len(r.Str)
 	}
-	d.Get("thinking_blocks").ForEach(func(_, tb gjson.Result) bool {
+	thinkingBlocks.ForEach(func(_, tb gjson.Result) bool {
 		dst = s.thinkingBlock(dst, tb)
 		return true
 	})
-	if c := d.Get("content"); c.Type == gjson.String && c.Str != "" {
-		dst = s.text(dst, c.Raw)
+	if content.Type == gjson.String && content.Str != "" {
+		dst = s.text(dst, content.Raw)
 	}
-	if r := d.Get("refusal"); r.Type == gjson.String && r.Str != "" {
+	if refusal.Type == gjson.String && refusal.Str != "" {
 		s.refusal = true
-		dst = s.text(dst, r.Raw)
+		dst = s.text(dst, refusal.Raw)
 	}
 	k := int64(0)
-	d.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
+	toolCalls.ForEach(func(_, tc gjson.Result) bool {
 		idx := k
 		if i := tc.Get("index"); i.Type == gjson.Number {
 			idx = i.Int()
