@@ -23,6 +23,7 @@ import (
 	"strings"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/embeddings"
 	"github.com/modelgate/modelgate/providers/openai"
 )
 
@@ -98,3 +99,44 @@ func (Chat) Error(status int, h http.Header, body []byte) *providers.Error {
 }
 
 var _ providers.Chat = Chat{}
+
+// Embeddings is Azure OpenAI's embeddings: OpenAI's body on the
+// deployment's route (§F.2.1).
+type Embeddings struct{ Chat }
+
+// EmbeddingsRequests writes OpenAI's request for model's deployment.
+func (e Embeddings) EmbeddingsRequests(req *providers.EmbeddingsRequest, model string) ([]providers.Request, error) {
+	d := e.Deployment(model)
+	reqs, err := embeddings.OpenAI.EmbeddingsRequests(req, d)
+	if err != nil {
+		return nil, err
+	}
+	reqs[0].Path, reqs[0].Query = e.Route("/embeddings", d)
+	return reqs, nil
+}
+
+// EmbeddingsResponse reads OpenAI's answer.
+func (Embeddings) EmbeddingsResponse(i int, h http.Header, body []byte, res *providers.EmbeddingsResult) error {
+	return embeddings.OpenAI.EmbeddingsResponse(i, h, body, res)
+}
+
+var _ providers.Embeddings = Embeddings{}
+
+// Native passes the Responses API through to Azure OpenAI: the v1 API's
+// /openai/v1/responses, or the classic surface's /openai/responses with
+// api-version (the Responses API is not deployment-scoped there); the body's
+// model is the deployment.
+type Native struct{ Chat }
+
+// NativeRequest writes the pass-through request for path ("/responses").
+func (n Native) NativeRequest(path string, body []byte, model string, _ http.Header) (providers.Request, error) {
+	req, err := openai.Native{}.NativeRequest(path, body, n.Deployment(model), nil)
+	if n.APIVersion == "" {
+		req.Path = "/openai/v1" + path
+	} else {
+		req.Path, req.Query = "/openai"+path, url.Values{"api-version": {n.APIVersion}}.Encode()
+	}
+	return req, err
+}
+
+var _ providers.Native = Native{}

@@ -10,7 +10,8 @@ import (
 // /openai/deployments/{deployment}/chat/completions?api-version=… (the
 // deployment names the model; api-version is required) and the v1 API
 // /openai/v1/chat/completions (the body's model names the deployment).
-// Bodies are OpenAI's; the key comes as api-key or as an Entra ID bearer
+// Embeddings are served beside chat, on the same two surfaces. Bodies are
+// OpenAI's; the key comes as api-key or as an Entra ID bearer
 // token. Streams begin, as Azure's do, with a chunk of
 // prompt_filter_results and no choices. Throttling is Azure's 429 with code
 // "429".
@@ -19,7 +20,12 @@ type azureFormat struct{}
 const (
 	azureClassic = "/openai/deployments/"
 	azureV1      = "/openai/v1/chat/completions"
+
+	azureV1Embeddings = "/openai/v1/embeddings"
 )
+
+// azureEmbeddings is how Azure serves embeddings: OpenAI's format.
+var azureEmbeddings = &embeddingsFormat{id: "azure_openai", dims: "dimensions", tokens: true, usage: "prompt_tokens"}
 
 func (azureFormat) name() string { return "azure_openai" }
 
@@ -29,10 +35,10 @@ func (azureFormat) route(r *http.Request) routing {
 	switch {
 	case classic:
 		dep, tail, _ := strings.Cut(rest, "/")
-		if dep == "" || tail != "chat/completions" {
+		if dep == "" || tail != "chat/completions" && tail != "embeddings" {
 			return owned
 		}
-	case p == azureV1:
+	case p == azureV1, p == azureV1Embeddings:
 	case strings.HasPrefix(p, "/openai/"):
 		return owned
 	default:
@@ -94,6 +100,10 @@ func (azureFormat) serve(c *call) {
 	if strings.HasPrefix(c.r.URL.Path, azureClassic) && c.r.URL.Query().Get("api-version") == "" {
 		azureError(c.w, http.StatusBadRequest, "MissingApiVersionParameter",
 			"The api-version query parameter (?api-version=) is required for all requests.")
+		return
+	}
+	if strings.HasSuffix(c.r.URL.Path, "/embeddings") {
+		azureEmbeddings.serve(c)
 		return
 	}
 	c.w = &azureStream{ResponseWriter: c.w}

@@ -44,6 +44,8 @@ var formats = []wireFormat{
 	openAIFormat{},
 	anthropicFormat{},
 	azureFormat{},
+	bedrockFormat{},
+	cohereChatFormat{},
 	&rerankFormat{id: "cohere", path: "/cohere/v2/rerank", docs: "documents", count: "top_n", named: true, results: "results", score: "relevance_score", withID: true},
 	&rerankFormat{id: "jina", path: "/jina/v1/rerank", docs: "documents", count: "top_n", named: true, flag: "return_documents", results: "results", score: "relevance_score"},
 	&rerankFormat{id: "voyage", path: "/voyage/v1/rerank", docs: "documents", count: "top_k", named: true, flag: "return_documents", results: "data", score: "relevance_score"},
@@ -51,6 +53,15 @@ var formats = []wireFormat{
 	&rerankFormat{id: "vllm", path: "/vllm/v1/rerank", docs: "documents", count: "top_n", named: true, results: "results", score: "relevance_score", withID: true},
 	&rerankFormat{id: "infinity", path: "/infinity/rerank", docs: "documents", count: "top_n", named: true, flag: "return_documents", results: "results", score: "relevance_score", withID: true},
 	&rerankFormat{id: "together", path: "/together/v1/rerank", docs: "documents", count: "top_n", named: true, flag: "return_documents", results: "results", score: "relevance_score", withID: true},
+	&embeddingsFormat{id: "openai_embeddings", path: "/v1/embeddings", dims: "dimensions", tokens: true, usage: "prompt_tokens"},
+	&embeddingsFormat{id: "vllm_embeddings", path: "/vllm/v1/embeddings", dims: "dimensions", tokens: true, usage: "prompt_tokens"},
+	&embeddingsFormat{id: "ollama_embeddings", path: "/ollama/v1/embeddings", dims: "dimensions", usage: "prompt_tokens"},
+	&embeddingsFormat{id: "infinity_embeddings", path: "/infinity/embeddings", dims: "dimensions", usage: "prompt_tokens"},
+	&embeddingsFormat{id: "together_embeddings", path: "/together/v1/embeddings", usage: "prompt_tokens"},
+	&embeddingsFormat{id: "tei_embeddings", path: "/tei/v1/embeddings", usage: "prompt_tokens"},
+	&embeddingsFormat{id: "mistral_embeddings", path: "/mistral/v1/embeddings", dims: "output_dimension", usage: "prompt_tokens"},
+	&embeddingsFormat{id: "voyage_embeddings", path: "/voyage/v1/embeddings", dims: "output_dimension", inputType: "input_type", usage: "total_tokens"},
+	&embeddingsFormat{id: "jina_embeddings", path: "/jina/v1/embeddings", dims: "dimensions", inputType: "task", usage: "total_tokens"},
 	&rerankFormat{id: "mixedbread", path: "/mixedbread/v1/reranking", docs: "input", count: "top_k", named: true, flag: "return_input", results: "data", score: "score"},
 }
 
@@ -148,8 +159,9 @@ func (modelInBody) model(_ *http.Request, body []byte) string {
 }
 
 // key is the key a format wants: Keys[name], else AnthropicKey for
-// Anthropic's format, OpenAIKey for OpenAI's and the rerank formats, and
-// "" (any key) for the others.
+// Anthropic's format, Keys["cohere"] (the rerank row's) for Cohere's chat,
+// OpenAIKey for OpenAI's, Cohere's chat and the rerank formats, and ""
+// (any key) for the others.
 func (o *Options) key(f wireFormat) string {
 	if k, ok := o.Keys[f.name()]; ok {
 		return k
@@ -157,7 +169,13 @@ func (o *Options) key(f wireFormat) string {
 	switch f.(type) {
 	case anthropicFormat:
 		return o.AnthropicKey
-	case openAIFormat, *rerankFormat:
+	case cohereChatFormat:
+		// One Cohere key serves chat and rerank.
+		if k, ok := o.Keys["cohere"]; ok {
+			return k
+		}
+		return o.OpenAIKey
+	case openAIFormat, *rerankFormat, *embeddingsFormat:
 		return o.OpenAIKey
 	}
 	return ""

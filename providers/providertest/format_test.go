@@ -1,7 +1,12 @@
 package providertest
 
 import (
+	"encoding/base64"
+	"encoding/binary"
+	"math"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +25,8 @@ type example struct {
 	noModel bool
 	// overloaded is the status of fail-529.
 	overloaded int
+	// unauthorized is the status without credentials; 0 means 401.
+	unauthorized int
 	// isError reports whether a body is an error in the format's shape.
 	isError func(body string) bool
 }
@@ -42,6 +49,23 @@ var formatExamples = map[string]example{
 			return gjson.Get(body, "error.message").Str != "" && gjson.Get(body, "error.code").Exists()
 		},
 	},
+	"bedrock": {
+		request: func(model string) (string, string, []string) {
+			return "/model/" + url.PathEscape(model) + "/converse", `{"messages":[{"role":"user","content":[{"text":"hi"}]}]}`, bedrockAnyKey
+		},
+		overloaded:   503,
+		unauthorized: 403,
+		isError: func(body string) bool {
+			return gjson.Get(body, "message").Str != "" && len(gjson.Parse(body).Map()) == 1
+		},
+	},
+	"cohere_chat": {
+		request: func(model string) (string, string, []string) {
+			return cohereChatPath, `{"model":"` + model + `","messages":[{"role":"user","content":"hi"}],"stream":false}`, oaAuth
+		},
+		overloaded: 503,
+		isError:    isCohereError,
+	},
 	"anthropic": {
 		request: func(model string) (string, string, []string) {
 			return anPath, `{"model":"` + model + `","max_tokens":9,"messages":[{"role":"user","content":"hi"}]}`, anAuth
@@ -53,9 +77,16 @@ var formatExamples = map[string]example{
 	},
 }
 
-// The rerank rows' examples follow from their rows.
+// The rerank and embeddings rows' examples follow from their rows.
 func init() {
 	for _, f := range formats {
+		if ef, ok := f.(*embeddingsFormat); ok {
+			formatExamples[ef.id] = example{overloaded: 503, isError: isOpenAIError,
+				request: func(model string) (string, string, []string) {
+					return ef.path, `{"model":"` + model + `","input":["a red fox"]}`, oaAuth
+				}}
+			continue
+		}
 		rf, ok := f.(*rerankFormat)
 		if !ok {
 			continue
@@ -63,7 +94,7 @@ func init() {
 		ex := example{noModel: !rf.named, overloaded: 503, isError: isOpenAIError}
 		switch rf.id {
 		case "cohere":
-			ex.isError = func(body string) bool { return gjson.Get(body, "message").Str != "" }
+			ex.isError = isCohereError
 		case "tei":
 			ex.isError = func(body string) bool {
 				return gjson.Get(body, "error").Str != "" && gjson.Get(body, "error_type").Str != ""
@@ -79,6 +110,10 @@ func init() {
 		formatExamples[rf.id] = ex
 	}
 }
+
+// isCohereError reports whether body is Cohere's error shape, {"message"}
+// (with an id where the chat route writes it).
+func isCohereError(body string) bool { return gjson.Get(body, "message").Str != "" }
 
 func isOpenAIError(body string) bool {
 	e := gjson.Get(body, "error")
@@ -123,7 +158,11 @@ func TestEveryFormat(t *testing.T) {
 			t.Run("no credentials", func(t *testing.T) {
 				path, body, _ := ex.request(model)
 				res, body := post(t, s, path, body)
-				wantError(t, res, body, 401)
+				status := ex.unauthorized
+				if status == 0 {
+					status = 401
+				}
+				wantError(t, res, body, status)
 			})
 			t.Run("another method", func(t *testing.T) {
 				res, body := send(t, http.MethodGet, model)
@@ -194,5 +233,79 @@ func TestAzure(t *testing.T) {
 	}
 	if res, _ = Send(t, http.MethodPost, s.URL+"/openai/v1/chat/completions", body, "api-key", "wrong"); res.StatusCode != 401 {
 		t.Errorf("wrong key: %d", res.StatusCode)
+	}
+}
+
+// TestEmbeddings: vectors are EmbeddingVector's, exact in decimal and in
+// base64, in input order, with the dimensions asked for under the format's
+// own field name; fields of another format are refused.
+func TestEmbeddings(t *testing.T) {
+	s := Start(t, Options{})
+	for _, tc := range []struct {
+		name, path, body string
+		status           int
+		dims             int
+		tokens           int64
+	}{
+		{"openai floats", "/v1/embeddings", `{"model":"m","input":["red fox","blue whale swims"],"dimensions":8}`, 200, 8, 5},
+		{"openai base64", "/v1/embeddings", `{"model":"m","input":"red fox","encoding_format":"base64"}`, 200, EmbeddingDims, 2},
+		{"openai token ids", "/v1/embeddings", `{"model":"m","input":[[1,2],[3]]}`, 200, EmbeddingDims, 3},
+		{"voyage", "/voyage/v1/embeddings", `{"model":"m","input":["red fox"],"output_dimension":16,"input_type":"query"}`, 200, 16, 2},
+		{"voyage refuses dimensions", "/voyage/v1/embeddings", `{"model":"m","input":["red fox"],"dimensions":16}`, 400, 0, 0},
+		{"tei refuses dimensions", "/tei/v1/embeddings", `{"input":["red fox"],"dimensions":16}`, 400, 0, 0},
+		{"together refuses token ids", "/together/v1/embeddings", `{"model":"m","input":[1,2]}`, 400, 0, 0},
+		{"unknown field", "/v1/embeddings", `{"model":"m","input":"x","task":"q"}`, 400, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, got := Send(t, http.MethodPost, s.URL+tc.path, tc.body, "Authorization", "Bearer k")
+			if res.StatusCode != tc.status {
+				t.Fatalf("%d %s", res.StatusCode, got)
+			}
+			if tc.status != 200 {
+				return
+			}
+			inputs := gjson.Get(tc.body, "input")
+			var texts []string
+			switch {
+			case inputs.Type == gjson.String:
+				texts = []string{inputs.Str}
+			case inputs.Array()[0].IsArray():
+				texts = []string{"tok1 tok2", "tok3"}
+			default:
+				for _, in := range inputs.Array() {
+					texts = append(texts, in.Str)
+				}
+			}
+			data := gjson.Get(got, "data").Array()
+			if len(data) != len(texts) {
+				t.Fatalf("%d vectors for %d inputs", len(data), len(texts))
+			}
+			for i, d := range data {
+				want := EmbeddingVector(texts[i], tc.dims)
+				var vec []float32
+				if e := d.Get("embedding"); e.Type == gjson.String {
+					raw, _ := base64.StdEncoding.DecodeString(e.Str)
+					for j := 0; j+4 <= len(raw); j += 4 {
+						vec = append(vec, math.Float32frombits(binary.LittleEndian.Uint32(raw[j:])))
+					}
+				} else {
+					for _, x := range e.Array() {
+						f, _ := strconv.ParseFloat(x.Raw, 32)
+						vec = append(vec, float32(f))
+					}
+				}
+				if len(vec) != len(want) {
+					t.Fatalf("vector %d has %d values, want %d", i, len(vec), len(want))
+				}
+				for j := range vec {
+					if math.Float32bits(vec[j]) != math.Float32bits(want[j]) {
+						t.Fatalf("vector %d value %d: %v, want %v", i, j, vec[j], want[j])
+					}
+				}
+			}
+			if n := gjson.Get(got, "usage.total_tokens").Int(); n != tc.tokens {
+				t.Errorf("usage %d, want %d", n, tc.tokens)
+			}
+		})
 	}
 }

@@ -10,13 +10,22 @@
 //	anthropic    POST /v1/messages (x-api-key, anthropic-version)
 //	azure_openai POST /openai/deployments/{deployment}/chat/completions?api-version=…,
 //	             POST /openai/v1/chat/completions (api-key, or an Entra bearer token)
+//	bedrock      POST /model/{modelId}/converse, POST /model/{modelId}/converse-stream
+//	             (AWS SigV4; the key is "<access key id>:<secret access key>"
+//	             [":<session token>"], and the fake recomputes the signature)
+//	cohere_chat  POST /cohere/v2/chat (Authorization: Bearer; the "cohere" key serves it too)
 //	cohere       POST /cohere/v2/rerank      jina      POST /jina/v1/rerank
 //	voyage       POST /voyage/v1/rerank      tei       POST /tei/rerank
 //	vllm         POST /vllm/v1/rerank        infinity  POST /infinity/rerank
 //	together     POST /together/v1/rerank    mixedbread POST /mixedbread/v1/reranking
+//	openai_embeddings POST /v1/embeddings, and OpenAI-shaped embeddings under
+//	             /vllm/v1, /ollama/v1, /infinity, /together/v1, /tei/v1,
+//	             /mistral/v1, /voyage/v1, /jina/v1 (…/embeddings; names
+//	             <prefix>_embeddings), vectors from EmbeddingVector
 //
 // (the rerank formats each under a prefix of their own, with a bearer key;
-// their scores are RerankScore's word overlap).
+// their scores are RerankScore's word overlap; Cohere's chat and rerank
+// share the /cohere prefix, whose other paths are 404s in Cohere's shape).
 //
 // Requests are checked as strictly as the real APIs check them (required
 // fields, value ranges, roles, content block types, tool calls paired with
@@ -95,7 +104,7 @@ import (
 // Options configure a fake provider.
 type Options struct {
 	// OpenAIKey is the key the OpenAI format wants as "Authorization:
-	// Bearer <key>", and the rerank formats too. Empty accepts any
+	// Bearer <key>", and the rerank formats and Cohere's chat too. Empty accepts any
 	// non-empty bearer token.
 	OpenAIKey string
 

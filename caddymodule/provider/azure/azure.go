@@ -345,9 +345,10 @@ func (e *Entra) unmarshal(d *caddyfile.Dispenser) error {
 // Base returns the provider's common configuration.
 func (p *Provider) Base() *caddymodule.ProviderBase { return &p.ProviderBase }
 
-// Endpoints returns the translators: Azure OpenAI serves chat.
+// Endpoints returns the translators: Azure OpenAI serves chat and
+// embeddings, and the Responses API passes through.
 func (p *Provider) Endpoints() caddymodule.Endpoints {
-	return caddymodule.Endpoints{Chat: p.chat}
+	return caddymodule.Endpoints{Chat: p.chat, Embeddings: azure.Embeddings{Chat: p.chat}, Responses: azure.Native{Chat: p.chat}}
 }
 
 // Interface guards
