@@ -52,7 +52,7 @@ func BenchmarkFromChat(b *testing.B) {
 // BenchmarkStreamEvent translates one text chunk, the stream's common case.
 func BenchmarkStreamEvent(b *testing.B) {
 	ev := []byte(`data: {"id":"chatcmpl-Bx7text01","object":"chat.completion.chunk","created":1750000000,"model":"gpt-5.1","choices":[{"index":0,"delta":{"content":"word and a few more"},"logprobs":null,"finish_reason":null}],"usage":null}`)
-	s := NewStream()
+	s := NewStream("")
 	out, _ := s.Event(nil, ev) // message_start and the block's start
 	b.SetBytes(int64(len(ev)))
 	b.ReportAllocs()
@@ -78,7 +78,7 @@ func BenchmarkStream(b *testing.B) {
 	b.SetBytes(int64(len(hub)))
 	b.ReportAllocs()
 	for b.Loop() {
-		s := NewStream()
+		s := NewStream("")
 		out = out[:0]
 		buf := hub
 		for {

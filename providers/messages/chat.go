@@ -46,9 +46,11 @@ func (c Chat) ChatResponse(body []byte) ([]byte, error) {
 
 // ChatStream returns a translator from the provider's stream to
 // Anthropic's events. The provider's stream is always asked for usage
-// (ToChat sets stream_options.include_usage), whatever opts says.
-func (c Chat) ChatStream(providers.StreamOptions) providers.StreamTranslator {
-	return Wrap(c.Inner.ChatStream(providers.StreamOptions{IncludeUsage: true}))
+// (ToChat sets stream_options.include_usage), whatever opts says;
+// opts.Model names the message when the provider's events do not.
+func (c Chat) ChatStream(opts providers.StreamOptions) providers.StreamTranslator {
+	opts.IncludeUsage = true
+	return Wrap(c.Inner.ChatStream(opts), opts.Model)
 }
 
 // Error maps the provider's failed answer into the unified error, as the

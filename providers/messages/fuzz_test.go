@@ -82,7 +82,7 @@ func FuzzStream(f *testing.F) {
 	f.Add([]byte("data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":3,\"function\":{\"arguments\":\"x\"}},{\"index\":-1,\"id\":7}],\"thinking_blocks\":[{\"type\":\"thinking\",\"thinking\":\"\\u00e9\"}]}}]}\n\ndata: {\"choices\":[{\"delta\":{\"reasoning\":\"ab\",\"thinking_blocks\":[{\"type\":\"thinking\",\"thinking\":\"a\\u00e9\",\"signature\":\"s\"}]}}]}\n\n"))
 
 	f.Fuzz(func(t *testing.T, hub []byte) {
-		out := translate(NewStream(), hub, nil)
+		out := translate(NewStream(""), hub, nil)
 		if msg := checkStream(out, true); msg != "" {
 			t.Fatalf("%s\nhub: %q\nmessages:\n%s", msg, hub, out)
 		}

@@ -189,7 +189,7 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
-	tr := chat.ChatStream(providers.StreamOptions{})
+	tr := chat.ChatStream(providers.StreamOptions{Model: "hub-model"})
 	var out []byte
 	rest := turn.stream()
 	for {

@@ -57,6 +57,10 @@ type toolBlock struct {
 // Anthropic's shape, so that the client never gets a chunk in another
 // API's shape.
 type Stream struct {
+	// Model names the message when the hub's chunks do not (the
+	// provider's name of the model the request went to); optional.
+	Model string
+
 	id, model   []byte // JSON strings for message_start
 	started     bool
 	done        bool
@@ -75,19 +79,21 @@ type Stream struct {
 
 var _ providers.StreamTranslator = (*Stream)(nil)
 
-// NewStream returns a translator for one hub stream.
-func NewStream() *Stream { return &Stream{} }
+// NewStream returns a translator for one hub stream; model names the
+// message when the chunks do not (it may be empty).
+func NewStream(model string) *Stream { return &Stream{Model: model} }
 
 // Wrap returns a translator from a provider's own stream to Anthropic's:
 // inner (the provider's chat translator, from its ChatStream, or nil when
 // the provider's events are hub chunks already) and then a Stream. The
 // provider's ChatStream must have been asked for usage
-// (StreamOptions.IncludeUsage), as ToChat asks the provider.
-func Wrap(inner providers.StreamTranslator) providers.StreamTranslator {
+// (StreamOptions.IncludeUsage), as ToChat asks the provider. model names
+// the message when the chunks do not (it may be empty).
+func Wrap(inner providers.StreamTranslator, model string) providers.StreamTranslator {
 	if inner == nil {
-		return NewStream()
+		return NewStream(model)
 	}
-	return &wrapped{inner: inner}
+	return &wrapped{inner: inner, s: Stream{Model: model}}
 }
 
 type wrapped struct {
@@ -437,7 +443,11 @@ func (s *Stream) closeBlock(dst []byte) []byte {
 func (s *Stream) start(dst []byte, id, model gjson.Result) []byte {
 	s.started = true
 	s.id = appendMessageID(s.id[:0], id)
-	s.model = appendRawString(s.model[:0], model)
+	if (model.Type != gjson.String || model.Str == "") && s.Model != "" {
+		s.model = providers.AppendString(s.model[:0], s.Model)
+	} else {
+		s.model = appendRawString(s.model[:0], model)
+	}
 	dst = s.eventHead(dst, "message_start")
 	dst = append(dst, `,"message":{"id":`...)
 	dst = append(dst, s.id...)

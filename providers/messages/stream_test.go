@@ -202,7 +202,7 @@ func TestStreamTranscripts(t *testing.T) {
 	for _, path := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(path), ".txt"), func(t *testing.T) {
 			hub, want := readTranscript(t, path)
-			got := generated(translate(NewStream(), hub, nil))
+			got := generated(translate(NewStream(""), hub, nil))
 			if *update {
 				data := append(append(hub, separator+"\n"...), got...)
 				if err := os.WriteFile(path, data, 0o644); err != nil {
@@ -220,13 +220,13 @@ func TestStreamTranscripts(t *testing.T) {
 			// ending SSE allows.
 			rng := rand.New(rand.NewPCG(1, uint64(len(hub))))
 			for range 30 {
-				if got := generated(translate(NewStream(), hub, rng)); !bytes.Equal(got, want) {
+				if got := generated(translate(NewStream(""), hub, rng)); !bytes.Equal(got, want) {
 					t.Fatalf("random chunking changed the output:\n%s", got)
 				}
 			}
 			for _, nl := range []string{"\r\n", "\r"} {
 				in := bytes.ReplaceAll(hub, []byte("\n"), []byte(nl))
-				if got := generated(translate(NewStream(), in, rng)); !bytes.Equal(got, want) {
+				if got := generated(translate(NewStream(""), in, rng)); !bytes.Equal(got, want) {
 					t.Fatalf("line ending %q changed the output:\n%s", nl, got)
 				}
 			}
@@ -247,7 +247,7 @@ func TestStreamEqualsAnswer(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			hub, _ := readTranscript(t, path)
-			streamed, events, err := accumulate(t, translate(NewStream(), hub, nil))
+			streamed, events, err := accumulate(t, translate(NewStream(""), hub, nil))
 			if err != nil {
 				t.Fatalf("the SDK's stream failed: %v", err)
 			}
@@ -313,7 +313,7 @@ func TestStreamErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			hub, _ := readTranscript(t, filepath.Join(sseDir, tt.name+".txt"))
-			m, _, err := accumulate(t, translate(NewStream(), hub, nil))
+			m, _, err := accumulate(t, translate(NewStream(""), hub, nil))
 			var apiErr *anthropic.Error
 			if err == nil || !asAPIError(err, &apiErr) {
 				t.Fatalf("the stream ended with %v, want an API error", err)
@@ -336,7 +336,7 @@ func TestStreamErrors(t *testing.T) {
 // lost data: [DONE] still ends as a complete message.
 func TestStreamCloseAfterFinish(t *testing.T) {
 	hub, _ := readTranscript(t, filepath.Join(sseDir, "finish_without_done.txt"))
-	m, _, err := accumulate(t, translate(NewStream(), hub, nil))
+	m, _, err := accumulate(t, translate(NewStream(""), hub, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,14 +351,14 @@ func TestStreamCloseAfterFinish(t *testing.T) {
 // event, and its Close (a cut-off stream) an error event too.
 func TestWrap(t *testing.T) {
 	hub, want := readTranscript(t, filepath.Join(sseDir, "tools_parallel.txt"))
-	if got := translate(Wrap(identity{}), hub, nil); !bytes.Equal(got, want) {
+	if got := translate(Wrap(identity{}, ""), hub, nil); !bytes.Equal(got, want) {
 		t.Errorf("through an identity provider translator:\n%s\nwant:\n%s", got, want)
 	}
-	if got := translate(Wrap(nil), hub, nil); !bytes.Equal(got, want) {
+	if got := translate(Wrap(nil, ""), hub, nil); !bytes.Equal(got, want) {
 		t.Errorf("without a provider translator:\n%s", got)
 	}
 
-	got := translate(Wrap(failing{}), hub, nil)
+	got := translate(Wrap(failing{}, ""), hub, nil)
 	if msg := checkMessagesStream(got); msg != "" {
 		t.Errorf("%s\n%s", msg, got)
 	}
@@ -366,9 +366,17 @@ func TestWrap(t *testing.T) {
 		t.Errorf("a failing provider translator gave:\n%s", got)
 	}
 
-	cut := translate(Wrap(cutting{}), []byte("data: {\"id\":\"x\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\n"), nil)
+	cut := translate(Wrap(cutting{}, "routed-model"), []byte("data: {\"id\":\"x\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\n"), nil)
 	if msg := checkMessagesStream(cut); msg != "" || !bytes.Contains(cut, []byte(`"type":"overloaded_error"`)) {
 		t.Errorf("a provider translator's closing error gave (%s):\n%s", msg, cut)
+	}
+	// Chunks that name no model (Bedrock's) get the routed one.
+	if !bytes.Contains(cut, []byte(`"model":"routed-model"`)) {
+		t.Errorf("the routed model is not in message_start:\n%s", cut)
+	}
+	named := translate(Wrap(nil, "routed-model"), hub, nil)
+	if !bytes.Contains(named, []byte(`"model":"gpt-5.1"`)) {
+		t.Errorf("the hub's own model was replaced:\n%s", named)
 	}
 }
 
