@@ -69,6 +69,11 @@ type exchange struct {
 	// api writes the gateway's own errors in the endpoint's API; set by
 	// the dispatcher.
 	api *api
+
+	// answer, when set, is the answer itself: the gateway answers without
+	// calling the provider (a token count estimated for a provider that
+	// has no such endpoint).
+	answer []byte
 }
 
 // forward sends one translated request through the provider's
@@ -76,6 +81,10 @@ type exchange struct {
 // the attempt failed in a way that lets the next target try: then it has
 // written nothing and returns the failure.
 func (p *provider) forward(w http.ResponseWriter, r *http.Request, preq providers.Request, ex exchange) (int, *failure) {
+	if ex.answer != nil {
+		WriteJSON(w, http.StatusOK, ex.answer)
+		return http.StatusOK, nil
+	}
 	if ex.collect != nil {
 		return p.forwardAll(w, r, append([]providers.Request{preq}, ex.more...), ex)
 	}
