@@ -119,7 +119,7 @@ func appendPart(b []byte, p *outPart) []byte {
 
 // usage is the hub's token accounting.
 type usage struct {
-	ok                                                      bool
+	ok                                                       bool
 	prompt, completion, total, cached, cacheWrite, reasoning int64
 }
 

@@ -13,10 +13,10 @@ import (
 // only occurrence of its key. The zero gjson.Result stands for an absent
 // field.
 type request struct {
-	model, input, instructions, tools, toolChoice, parallelToolCalls            gjson.Result
+	model, input, instructions, tools, toolChoice, parallelToolCalls               gjson.Result
 	text, reasoning, maxOutputTokens, maxToolCalls, temperature, topP, topLogprobs gjson.Result
-	store, previousResponseID, stream, include, metadata                         gjson.Result
-	user, safetyIdentifier, promptCacheKey, promptCacheRetention, serviceTier     gjson.Result
+	store, previousResponseID, stream, include, metadata                           gjson.Result
+	user, safetyIdentifier, promptCacheKey, promptCacheRetention, serviceTier      gjson.Result
 
 	// toolList is tools, parsed; send marks those sent to the provider
 	// (tool_choice allowed_tools may narrow them).
