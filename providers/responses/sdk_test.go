@@ -40,6 +40,12 @@ func walkRequired(path string, v reflect.Value, problems *[]string) {
 	default:
 		return
 	}
+	// ResponseItemUnion.AsAny takes every message for an output message;
+	// an input message (user, system, developer) is its AsMessage variant.
+	if it, ok := v.Interface().(responses.ResponseItemUnion); ok && it.Type == "message" && it.Role != "assistant" {
+		walkRequired(path, reflect.ValueOf(it.AsMessage()), problems)
+		return
+	}
 	// A discriminated union: check the variant its type names.
 	if m := v.MethodByName("AsAny"); m.IsValid() && m.Type().NumIn() == 0 {
 		variant := m.Call(nil)[0]
