@@ -16,7 +16,7 @@ import (
 // An Exchange serves one answer and is not safe for concurrent use.
 type Exchange struct {
 	t         Translator
-	r         *request
+	r         *Request
 	id        string
 	createdAt int64
 
@@ -30,17 +30,15 @@ type Exchange struct {
 	final []byte // the complete Response, encrypted_content and all
 }
 
-// New translates a create request, which Validate accepted, into a hub
-// chat request. history is the stored conversation it continues
-// (History of the previous response's record) or nil; its items come
-// before the request's input, after the instructions.
-func (t Translator) New(body, history []byte) (*Exchange, error) {
-	r, err := parse(body)
-	if err != nil {
-		return nil, err
-	}
+// New translates a parsed create request into a hub chat request.
+// history is the stored conversation it continues (History of the
+// previous response's record) or nil; its items come after the
+// instructions, before the request's input. The only errors that history
+// can add: an item_reference to no item (400), and a history that cannot
+// be read (500).
+func (t Translator) New(r *Request, history []byte) (*Exchange, error) {
 	x := &Exchange{t: t, r: r, id: t.newID("resp_"), createdAt: t.now().Unix()}
-	if err := x.buildChat(body, history); err != nil {
+	if err := x.buildChat(history); err != nil {
 		return nil, err
 	}
 	x.buildEcho()
@@ -50,8 +48,8 @@ func (t Translator) New(body, history []byte) (*Exchange, error) {
 // ID is the id of the Response ("resp_…").
 func (x *Exchange) ID() string { return x.id }
 
-// Info is what Validate returned for the request.
-func (x *Exchange) Info() Info { return x.r.info() }
+// Info is the request's Info.
+func (x *Exchange) Info() Info { return x.r.Info() }
 
 // ChatBody is the hub (unified chat) request. It names the model as the
 // client did; a streamed request asks for usage (include_usage), which
@@ -65,7 +63,7 @@ func (x *Exchange) ChatBody() []byte { return x.chat }
 // include asked. It is nil before then, and when store is false.
 // Its layout is {"input":[items],"response":{Response}}.
 func (x *Exchange) Record() []byte {
-	if x.final == nil || !x.r.info().Store {
+	if x.final == nil || !x.r.Info().Store {
 		return nil
 	}
 	b := make([]byte, 0, len(x.input)+len(x.final)+32)
@@ -81,10 +79,10 @@ func (x *Exchange) Record() []byte {
 }
 
 // buildChat writes the hub request.
-func (x *Exchange) buildChat(body, history []byte) error {
+func (x *Exchange) buildChat(history []byte) error {
 	r := x.r
-	c := chatBuilder{x: x, storing: r.info().Store}
-	c.b = make([]byte, 0, len(body)+len(history)/2+256)
+	c := chatBuilder{x: x, storing: r.Info().Store}
+	c.b = make([]byte, 0, r.size+len(history)/2+256)
 	c.b = append(c.b, `{"model":`...)
 	c.b = append(c.b, r.model.Raw...)
 	c.b = append(c.b, `,"messages":[`...)
@@ -97,7 +95,7 @@ func (x *Exchange) buildChat(body, history []byte) error {
 		c.b = append(c.b, '}')
 	}
 	if c.storing {
-		c.store = append(make([]byte, 0, len(body)+len(history)+256), '[')
+		c.store = append(make([]byte, 0, r.size+len(history)+256), '[')
 	}
 
 	if len(history) > 0 {
@@ -260,24 +258,24 @@ func (x *Exchange) appendTools(b []byte) []byte {
 		n++
 		t := &r.toolList[i]
 		b = append(b, `{"type":"function","function":{"name":`...)
-		b = append(b, t.v.Get("name").Raw...)
+		b = append(b, t.nameV.Raw...)
 		if t.custom {
 			b = append(b, `,"description":`...)
-			b = providers.AppendString(b, customDescription(t.v))
+			b = providers.AppendString(b, customDescription(t))
 			b = append(b, `,"parameters":{"type":"object","properties":{"`+CustomInputParam+
 				`":{"type":"string","description":"The tool's whole input, as free-form text."}},"required":["`+
 				CustomInputParam+`"],"additionalProperties":false}}}`...)
 			continue
 		}
-		if d := t.v.Get("description"); d.Type == gjson.String {
+		if d := t.description; d.Type == gjson.String {
 			b = append(b, `,"description":`...)
 			b = append(b, d.Raw...)
 		}
-		if p := t.v.Get("parameters"); p.IsObject() {
+		if p := t.parameters; p.IsObject() {
 			b = append(b, `,"parameters":`...)
 			b = append(b, p.Raw...)
 		}
-		if s := t.v.Get("strict"); isBool(s) {
+		if s := t.strict; isBool(s) {
 			b = append(b, `,"strict":`...)
 			b = append(b, s.Raw...)
 		}
@@ -301,15 +299,15 @@ func (x *Exchange) appendTools(b []byte) []byte {
 // customDescription is the description of the function a custom tool
 // becomes: its own, then how to pass its free-form input and the grammar
 // that input follows.
-func customDescription(t gjson.Result) string {
+func customDescription(t *tool) string {
 	var sb strings.Builder
-	if d := t.Get("description").Str; d != "" {
+	if d := t.description.Str; d != "" {
 		sb.WriteString(d)
 		sb.WriteString("\n\n")
 	}
 	sb.WriteString(`This tool takes free-form text, not JSON arguments: put the whole text in the "` +
 		CustomInputParam + `" parameter.`)
-	if f := t.Get("format"); f.Get("type").Str == "grammar" {
+	if f := t.format; f.Get("type").Str == "grammar" {
 		if f.Get("syntax").Str == "regex" {
 			sb.WriteString(" The text must match this regular expression:\n\n")
 		} else {

@@ -311,13 +311,13 @@ func (x *Exchange) buildEcho() {
 			continue
 		}
 		c = append(c, `{"type":"function","name":`...)
-		c = append(c, t.v.Get("name").Raw...)
+		c = append(c, t.nameV.Raw...)
 		c = append(c, `,"description":`...)
-		c = appendRawOr(c, t.v.Get("description"), "null")
+		c = appendRawOr(c, t.description, "null")
 		c = append(c, `,"parameters":`...)
-		c = appendRawOr(c, t.v.Get("parameters"), "null")
+		c = appendRawOr(c, t.parameters, "null")
 		c = append(c, `,"strict":`...)
-		c = appendRawOr(c, t.v.Get("strict"), "false")
+		c = appendRawOr(c, t.strict, "false")
 		c = append(c, '}')
 	}
 	c = append(c, `],"top_logprobs":`...)

@@ -17,7 +17,7 @@ func TestResponseGolden(t *testing.T) {
 	for _, name := range goldenCases(t, responseDir, ".in.json") {
 		t.Run(name, func(t *testing.T) {
 			in := gjson.ParseBytes(readFile(t, filepath.Join(responseDir, name+".in.json")))
-			x, err := testTranslator().New([]byte(in.Get("request").Raw), nil)
+			x, err := newX(testTranslator(), []byte(in.Get("request").Raw), nil)
 			if err != nil {
 				t.Fatalf("New: %v", err)
 			}
@@ -45,7 +45,7 @@ func TestResponseGolden(t *testing.T) {
 
 func TestResponseNotACompletion(t *testing.T) {
 	for _, body := range []string{``, `{`, `[]`, `{"choices":[]}`, `{"choices":[{"message":"hi"}]}`} {
-		x, err := testTranslator().New([]byte(`{"model":"m","input":"hi"}`), nil)
+		x, err := newX(testTranslator(), []byte(`{"model":"m","input":"hi"}`), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,7 +65,7 @@ func TestEncryptedRoundTrip(t *testing.T) {
 	blocks := `[{"type":"thinking","thinking":"Step \"one\" ✓\n","signature":"EqQBCkYIARABGAIiQ"},{"type":"redacted_thinking","data":"EmwKAhgBEgy"}]`
 	chat := `{"id":"c","object":"chat.completion","created":1,"model":"claude","choices":[{"index":0,"message":{"role":"assistant","content":null,` +
 		`"reasoning_content":"Step \"one\" ✓\n","thinking_blocks":` + blocks + `,"tool_calls":[{"id":"toolu_1","type":"function","function":{"name":"f","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}`
-	x, err := testTranslator().New([]byte(`{"model":"m","input":"go","include":["reasoning.encrypted_content"],"tools":[{"type":"function","name":"f"}]}`), nil)
+	x, err := newX(testTranslator(), []byte(`{"model":"m","input":"go","include":["reasoning.encrypted_content"],"tools":[{"type":"function","name":"f"}]}`), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestEncryptedRoundTrip(t *testing.T) {
 	// The client sends the output back as input, with the tool's output.
 	input := `[{"role":"user","content":"go"},` + gjson.GetBytes(resp, "output.0").Raw + `,` + gjson.GetBytes(resp, "output.1").Raw +
 		`,{"type":"function_call_output","call_id":"toolu_1","output":"ok"}]`
-	y, err := testTranslator().New([]byte(`{"model":"m","input":`+input+`,"tools":[{"type":"function","name":"f"}]}`), nil)
+	y, err := newX(testTranslator(), []byte(`{"model":"m","input":`+input+`,"tools":[{"type":"function","name":"f"}]}`), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

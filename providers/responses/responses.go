@@ -84,24 +84,23 @@ type Info struct {
 	Store bool
 
 	// PreviousResponseID names the stored response this one continues:
-	// the gateway loads that record (404 when it is missing or another
-	// owner's) and passes History(record) to Translator.New.
+	// the gateway loads that record (404 NotFound when it is missing or
+	// another owner's) and passes History(record) to Translator.New.
 	PreviousResponseID string
 }
 
-// Validate checks a CreateResponse body thoroughly enough that New can
-// trust its shape, and returns what routing needs. Errors are *providers.Error:
-// 400 invalid_request_error with param naming the field (input[2].content[0].image_url,
-// say), or 400 unsupported_parameter for what no chat provider can serve.
+// Validate is Parse for a caller that only needs the Info: one that goes
+// on to translate the request parses it once, with Parse.
 func Validate(body []byte) (Info, error) {
-	r, err := parse(body)
+	r, err := Parse(body)
 	if err != nil {
 		return Info{}, err
 	}
-	return r.info(), nil
+	return r.Info(), nil
 }
 
-func (r *request) info() Info {
+// Info is what routing and storage need to know of the request.
+func (r *Request) Info() Info {
 	return Info{
 		Model:              r.model.Str,
 		Stream:             r.stream.Type == gjson.True,

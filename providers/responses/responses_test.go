@@ -37,6 +37,15 @@ func testTranslator() Translator {
 	}
 }
 
+// newX parses body and starts an exchange with tr, as the gateway does.
+func newX(tr Translator, body, history []byte) (*Exchange, error) {
+	r, err := Parse(body)
+	if err != nil {
+		return nil, err
+	}
+	return tr.New(r, history)
+}
+
 // canonical decodes JSON for comparison regardless of layout and key order.
 func canonical(t testing.TB, name string, data []byte) any {
 	t.Helper()
@@ -136,7 +145,7 @@ func TestRequestGolden(t *testing.T) {
 			if (info.PreviousResponseID != "") != (history != nil) {
 				t.Fatalf("previous_response_id %q, but history file present: %v", info.PreviousResponseID, history != nil)
 			}
-			x, err := testTranslator().New(body, history)
+			x, err := newX(testTranslator(), body, history)
 			if err != nil {
 				t.Fatalf("New: %v", err)
 			}
@@ -258,7 +267,7 @@ func TestRequestErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := testTranslator().New([]byte(tt.body), nil)
+			_, err := newX(testTranslator(), []byte(tt.body), nil)
 			var e *providers.Error
 			if !errors.As(err, &e) {
 				t.Fatalf("New error = %v, want a *providers.Error", err)
@@ -296,7 +305,7 @@ func manyKeys(n int) string {
 func TestStoredHistoryErrors(t *testing.T) {
 	body := []byte(`{"model":"m","previous_response_id":"resp_1","input":"more"}`)
 	for _, history := range []string{`{`, `{"a":1}`, `[{"type":"message","role":"robot","content":"x"}]`} {
-		_, err := testTranslator().New(body, []byte(history))
+		_, err := newX(testTranslator(), body, []byte(history))
 		var e *providers.Error
 		if !errors.As(err, &e) || e.Status != 500 || e.Param != "previous_response_id" {
 			t.Errorf("history %s: error %v, want a 500 about previous_response_id", history, err)

@@ -43,7 +43,7 @@ func TestConversation(t *testing.T) {
 	tr := testTranslator()
 	first := `{"model":"m","instructions":"Use tools.","input":[{"role":"user","content":[{"type":"input_text","text":"Weather?"},{"type":"input_image","image_url":"data:image/png;base64,AA"}]}],` +
 		`"tools":[{"type":"function","name":"get_weather","parameters":{"type":"object"}}],"reasoning":{"effort":"high","summary":"auto"}}`
-	x, err := tr.New([]byte(first), nil)
+	x, err := newX(tr, []byte(first), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestConversation(t *testing.T) {
 	if err != nil || info.PreviousResponseID != x.ID() || !info.Store {
 		t.Fatalf("Validate: %+v %v", info, err)
 	}
-	y, err := tr.New([]byte(second), history)
+	y, err := newX(tr, []byte(second), history)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -87,56 +87,119 @@ func (s *Stream) Event(dst, event []byte) ([]byte, error) {
 	if !v.IsObject() {
 		return s.fail(dst, "server_error", "the provider's stream held an event that is not a JSON object"), nil
 	}
-	if e := v.Get("error"); e.Exists() {
-		code, msg := errorCode(e)
+	// One pass over each level, taking the first of duplicate keys as
+	// gjson's Get does.
+	var errV, model, tier, usageV, choices gjson.Result
+	v.ForEach(func(k, val gjson.Result) bool {
+		switch k.Str {
+		case "error":
+			first(&errV, val)
+		case "model":
+			first(&model, val)
+		case "service_tier":
+			first(&tier, val)
+		case "usage":
+			first(&usageV, val)
+		case "choices":
+			first(&choices, val)
+		}
+		return true
+	})
+	if errV.Exists() {
+		code, msg := errorCode(errV)
 		return s.fail(dst, code, msg), nil
 	}
 	if !s.started {
-		dst = s.start(dst, v.Get("model"))
+		dst = s.start(dst, model)
 	}
-	if t := v.Get("service_tier"); t.Type == gjson.String {
-		s.tier = t.Str
+	if tier.Type == gjson.String {
+		s.tier = tier.Str
 	}
-	if u := v.Get("usage"); u.IsObject() {
-		s.usage.set(u)
+	if usageV.IsObject() {
+		s.usage.set(usageV)
 	}
-	choice := v.Get("choices.0")
-	if !choice.Exists() {
+	var choice gjson.Result
+	choices.ForEach(func(_, c gjson.Result) bool {
+		choice = c
+		return false
+	})
+	if !choice.IsObject() {
 		return dst, nil
 	}
-	delta := choice.Get("delta")
-	text := delta.Get("reasoning_content")
-	if text.Type != gjson.String {
-		text = delta.Get("reasoning")
+	var delta, finish, logprobs gjson.Result
+	choice.ForEach(func(k, val gjson.Result) bool {
+		switch k.Str {
+		case "delta":
+			first(&delta, val)
+		case "finish_reason":
+			first(&finish, val)
+		case "logprobs":
+			first(&logprobs, val)
+		}
+		return true
+	})
+	var reasoning, alias, blocks, content, annotations, refusal, calls gjson.Result
+	delta.ForEach(func(k, val gjson.Result) bool {
+		switch k.Str {
+		case "reasoning_content":
+			first(&reasoning, val)
+		case "reasoning":
+			first(&alias, val)
+		case "thinking_blocks":
+			first(&blocks, val)
+		case "content":
+			first(&content, val)
+		case "annotations":
+			first(&annotations, val)
+		case "refusal":
+			first(&refusal, val)
+		case "tool_calls":
+			first(&calls, val)
+		}
+		return true
+	})
+	if reasoning.Type != gjson.String {
+		reasoning = alias
 	}
-	if text.Str != "" {
-		dst = s.reasoningText(dst, text.Str)
+	if reasoning.Type == gjson.String && reasoning.Str != "" {
+		dst = s.reasoningText(dst, reasoning)
 	}
-	if blocks := delta.Get("thinking_blocks"); blocks.IsArray() {
+	if blocks.IsArray() {
 		dst = s.thinking(dst, blocks)
 	}
-	if c := delta.Get("content"); c.Str != "" {
-		dst = s.text(dst, false, c.Str, choice.Get("logprobs.content"))
+	if content.Type == gjson.String && content.Str != "" {
+		var lp gjson.Result
+		if s.x.r.includeLogprobs {
+			lp = logprobs.Get("content")
+		}
+		dst = s.text(dst, false, content, lp)
 	}
-	if a := delta.Get("annotations"); a.IsArray() {
-		dst = s.annotations(dst, a)
+	if annotations.IsArray() {
+		dst = s.annotations(dst, annotations)
 	}
-	if r := delta.Get("refusal"); r.Str != "" {
-		dst = s.text(dst, true, r.Str, gjson.Result{})
+	if refusal.Type == gjson.String && refusal.Str != "" {
+		dst = s.text(dst, true, refusal, gjson.Result{})
 	}
 	var failed bool
-	delta.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
+	calls.ForEach(func(_, tc gjson.Result) bool {
 		dst, failed = s.toolCall(dst, tc)
 		return !failed
 	})
 	if failed {
 		return dst, nil
 	}
-	if f := choice.Get("finish_reason"); f.Type == gjson.String && f.Str != "" {
-		s.finish = f.Str
+	if finish.Type == gjson.String && finish.Str != "" {
+		s.finish = finish.Str
 		dst = s.closeAll(dst)
 	}
 	return dst, nil
+}
+
+// first sets *dst to v unless it is set: the first of duplicate keys wins.
+func first(dst *gjson.Result, v gjson.Result) {
+	if !dst.Exists() {
+		*dst = v
+	}
 }
 
 // Close ends the stream: after [DONE] or an error, nothing more; a hub
@@ -273,8 +336,9 @@ func (s *Stream) openReasoning(dst []byte) []byte {
 	return s.addItem(dst, s.reasoning)
 }
 
-// reasoningText streams reasoning text as the reasoning item's summary.
-func (s *Stream) reasoningText(dst []byte, text string) []byte {
+// reasoningText streams reasoning text (a JSON string) as the reasoning
+// item's summary.
+func (s *Stream) reasoningText(dst []byte, text gjson.Result) []byte {
 	dst = s.openReasoning(dst)
 	it := s.reasoning
 	if len(it.summary) == 0 {
@@ -284,11 +348,11 @@ func (s *Stream) reasoningText(dst []byte, text string) []byte {
 		dst = append(dst, `,"summary_index":0,"part":{"type":"summary_text","text":""}`...)
 		dst = end(dst)
 	}
-	it.summary[0] = append(it.summary[0], text...)
+	it.summary[0] = append(it.summary[0], text.Str...)
 	dst = s.event(dst, "response.reasoning_summary_text.delta")
 	dst = s.itemRef(dst, it)
 	dst = append(dst, `,"summary_index":0,"delta":`...)
-	dst = providers.AppendString(dst, text)
+	dst = append(dst, text.Raw...)
 	return end(dst)
 }
 
@@ -333,8 +397,9 @@ func (s *Stream) closeReasoning(dst []byte) []byte {
 	return s.itemDone(dst, it)
 }
 
-// text streams answer text (or, refusal, a refusal) into the message.
-func (s *Stream) text(dst []byte, refusal bool, text string, logprobs gjson.Result) []byte {
+// text streams answer text (or, refusal, a refusal), a JSON string, into
+// the message.
+func (s *Stream) text(dst []byte, refusal bool, text, logprobs gjson.Result) []byte {
 	dst = s.closeReasoning(dst)
 	dst = s.closeCall(dst)
 	m := s.message
@@ -356,18 +421,18 @@ func (s *Stream) text(dst []byte, refusal bool, text string, logprobs gjson.Resu
 		dst = appendPart(dst, p)
 		dst = end(dst)
 	}
-	p.text = append(p.text, text...)
+	p.text = append(p.text, text.Str...)
 	if refusal {
 		dst = s.event(dst, "response.refusal.delta")
 		dst = s.partRef(dst)
 		dst = append(dst, `,"delta":`...)
-		dst = providers.AppendString(dst, text)
+		dst = append(dst, text.Raw...)
 		return end(dst)
 	}
 	dst = s.event(dst, "response.output_text.delta")
 	dst = s.partRef(dst)
 	dst = append(dst, `,"delta":`...)
-	dst = providers.AppendString(dst, text)
+	dst = append(dst, text.Raw...)
 	dst = append(dst, `,"logprobs":[`...)
 	if s.x.r.includeLogprobs {
 		s.scratch = s.scratch[:0]

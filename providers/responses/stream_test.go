@@ -76,7 +76,7 @@ func translateStream(x *Exchange, hub []byte, rng *rand.Rand) []byte {
 
 func newExchange(t testing.TB, request []byte) *Exchange {
 	t.Helper()
-	x, err := testTranslator().New(request, nil)
+	x, err := newX(testTranslator(), request, nil)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -9,10 +9,10 @@ import (
 	"github.com/modelgate/modelgate/providers"
 )
 
-// request holds the CreateResponse fields the translation reads, each the
-// only occurrence of its key. The zero gjson.Result stands for an absent
-// field.
-type request struct {
+// Request is a CreateResponse body that Parse checked: the fields the
+// translation reads, each the only occurrence of its key. The zero
+// gjson.Result stands for an absent field.
+type Request struct {
 	model, input, instructions, tools, toolChoice, parallelToolCalls               gjson.Result
 	text, reasoning, maxOutputTokens, maxToolCalls, temperature, topP, topLogprobs gjson.Result
 	store, previousResponseID, stream, include, metadata                           gjson.Result
@@ -26,17 +26,22 @@ type request struct {
 	choice string
 
 	includeEncrypted, includeLogprobs bool
+
+	size int // of the body
 }
 
 // tool is one function or custom tool of the request.
 type tool struct {
 	custom bool
 	name   string
-	v      gjson.Result
+	v      gjson.Result // the tool object
+
+	// Its fields, the first of duplicate keys.
+	typ, nameV, description, parameters, strict, format gjson.Result
 }
 
 // isCustom reports whether name names a custom tool of the request.
-func (r *request) isCustom(name string) bool {
+func (r *Request) isCustom(name string) bool {
 	for i := range r.toolList {
 		if r.toolList[i].name == name {
 			return r.toolList[i].custom
@@ -55,8 +60,11 @@ var hostedTools = map[string]bool{
 	"apply_patch": true, "tool_search": true,
 }
 
-// parse checks a CreateResponse body and collects its fields.
-func parse(body []byte) (*request, error) {
+// Parse checks a CreateResponse body thoroughly enough that New can trust
+// its shape. Errors are *providers.Error: 400 invalid_request_error with
+// param naming the field (input[2].content[0].image_url, say), or 400
+// unsupported_parameter for what no chat provider can serve.
+func Parse(body []byte) (*Request, error) {
 	if !providers.ValidJSON(body) {
 		return nil, &providers.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_json",
 			Message: "the request body is not valid JSON (or nests more than " + strconv.Itoa(providers.MaxDepth) + " levels deep)"}
@@ -66,7 +74,7 @@ func parse(body []byte) (*request, error) {
 		return nil, &providers.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_json",
 			Message: "the request body must be a JSON object"}
 	}
-	r := &request{}
+	r := &Request{size: len(body)}
 	var err error
 	seen := make(map[string]bool, 16)
 	root.ForEach(func(key, v gjson.Result) bool {
@@ -111,7 +119,7 @@ func parse(body []byte) (*request, error) {
 // Fields this gateway does not know are ignored, as are those that only
 // tune OpenAI's own service (access_programs, prompt_cache_options,
 // client_metadata, stream_options.include_obfuscation, …).
-func (r *request) set(key string, v gjson.Result) error {
+func (r *Request) set(key string, v gjson.Result) error {
 	null := v.Type == gjson.Null
 	switch key {
 	case "model":
@@ -246,7 +254,7 @@ func (r *request) set(key string, v gjson.Result) error {
 	return nil
 }
 
-func (r *request) setText(v gjson.Result) error {
+func (r *Request) setText(v gjson.Result) error {
 	if v.Type == gjson.Null {
 		return nil
 	}
@@ -291,7 +299,7 @@ var efforts = map[string]bool{
 	"none": true, "minimal": true, "low": true, "medium": true, "high": true, "xhigh": true, "max": true,
 }
 
-func (r *request) setReasoning(v gjson.Result) error {
+func (r *Request) setReasoning(v gjson.Result) error {
 	if v.Type == gjson.Null {
 		return nil
 	}
@@ -316,7 +324,7 @@ func (r *request) setReasoning(v gjson.Result) error {
 // setInclude records what include asks for. Values about hosted tools,
 // which this gateway refuses anyway, and values it does not know are
 // accepted and have no effect.
-func (r *request) setInclude(v gjson.Result) error {
+func (r *Request) setInclude(v gjson.Result) error {
 	if v.Type == gjson.Null {
 		return nil
 	}
@@ -343,7 +351,7 @@ func (r *request) setInclude(v gjson.Result) error {
 	return err
 }
 
-func (r *request) setMetadata(v gjson.Result) error {
+func (r *Request) setMetadata(v gjson.Result) error {
 	if v.Type == gjson.Null {
 		return nil
 	}
@@ -371,7 +379,7 @@ func (r *request) setMetadata(v gjson.Result) error {
 }
 
 // parseTools checks tools and collects the function and custom tools.
-func (r *request) parseTools() error {
+func (r *Request) parseTools() error {
 	if !r.tools.IsArray() {
 		return nil
 	}
@@ -392,25 +400,42 @@ func (r *request) parseTools() error {
 	return nil
 }
 
-func (r *request) addTool(p string, t gjson.Result) error {
-	if !t.IsObject() {
+func (r *Request) addTool(p string, v gjson.Result) error {
+	if !v.IsObject() {
 		return invalid(p, "each tool must be an object")
 	}
-	typ := t.Get("type")
+	t := tool{v: v}
+	v.ForEach(func(k, val gjson.Result) bool {
+		switch k.Str {
+		case "type":
+			first(&t.typ, val)
+		case "name":
+			first(&t.nameV, val)
+		case "description":
+			first(&t.description, val)
+		case "parameters":
+			first(&t.parameters, val)
+		case "strict":
+			first(&t.strict, val)
+		case "format":
+			first(&t.format, val)
+		}
+		return true
+	})
+	typ := t.typ
 	if typ.Type != gjson.String {
 		return invalid(p+".type", "each tool needs a type")
 	}
-	name := t.Get("name")
 	switch typ.Str {
 	case "function":
-		if ps := t.Get("parameters"); ps.Exists() && !ps.IsObject() && ps.Type != gjson.Null {
+		if ps := t.parameters; ps.Exists() && !ps.IsObject() && ps.Type != gjson.Null {
 			return invalid(p+".parameters", "parameters must be a JSON Schema object")
 		}
-		if s := t.Get("strict"); s.Exists() && !isBool(s) && s.Type != gjson.Null {
+		if s := t.strict; s.Exists() && !isBool(s) && s.Type != gjson.Null {
 			return invalid(p+".strict", "strict must be a boolean")
 		}
 	case "custom":
-		f := t.Get("format")
+		f := t.format
 		switch {
 		case !f.Exists(), f.Type == gjson.Null:
 		case !f.IsObject():
@@ -432,25 +457,26 @@ func (r *request) addTool(p string, t gjson.Result) error {
 		}
 		return unsupported(p+".type", "tools of type "+strconv.Quote(typ.Str)+" are not supported; use function or custom tools")
 	}
-	if name.Type != gjson.String || name.Str == "" {
+	if t.nameV.Type != gjson.String || t.nameV.Str == "" {
 		return invalid(p+".name", "a "+typ.Str+" tool needs a name")
 	}
-	if d := t.Get("description"); d.Exists() && d.Type != gjson.String && d.Type != gjson.Null {
+	if d := t.description; d.Exists() && d.Type != gjson.String && d.Type != gjson.Null {
 		return invalid(p+".description", "description must be a string")
 	}
 	for i := range r.toolList {
-		if r.toolList[i].name == name.Str {
-			return invalid(p+".name", "two tools are named "+strconv.Quote(name.Str))
+		if r.toolList[i].name == t.nameV.Str {
+			return invalid(p+".name", "two tools are named "+strconv.Quote(t.nameV.Str))
 		}
 	}
-	r.toolList = append(r.toolList, tool{custom: typ.Str == "custom", name: name.Str, v: t})
+	t.custom, t.name = typ.Str == "custom", t.nameV.Str
+	r.toolList = append(r.toolList, t)
 	return nil
 }
 
 // parseToolChoice checks tool_choice against the tools and works out the
 // hub's tool_choice. allowed_tools narrows the tools sent to the provider,
 // which every provider can honour.
-func (r *request) parseToolChoice() error {
+func (r *Request) parseToolChoice() error {
 	c := r.toolChoice
 	switch {
 	case !c.Exists(), c.Type == gjson.Null:
@@ -533,7 +559,7 @@ func (r *request) parseToolChoice() error {
 	return nil
 }
 
-func (r *request) hasTool(name string, custom bool) bool {
+func (r *Request) hasTool(name string, custom bool) bool {
 	for i := range r.toolList {
 		if r.toolList[i].name == name && r.toolList[i].custom == custom {
 			return true
