@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelgate/modelgate/internal/storage"
 	"go.uber.org/zap"
 )
 
@@ -167,7 +168,7 @@ func (r *Runner) tick() {
 func (r *Runner) step(lv Live, id string) error {
 	ctx := r.ctx
 	owner, err := r.store.storage.Load(ctx, r.store.activeKey(id))
-	if isNotExist(err) {
+	if storage.IsNotExist(err) {
 		return nil
 	}
 	if err != nil {

@@ -101,8 +101,9 @@ type endpoint struct {
 }
 
 var (
-	endpointChat   = endpoint{label: "chat_completions", serves: func(p *provider) bool { return p.Chat != nil }}
-	endpointRerank = endpoint{label: "rerank", serves: func(p *provider) bool { return p.Rerank != nil }}
+	endpointChat       = endpoint{label: "chat_completions", serves: func(p *provider) bool { return p.Chat != nil }}
+	endpointRerank     = endpoint{label: "rerank", serves: func(p *provider) bool { return p.Rerank != nil }}
+	endpointEmbeddings = endpoint{label: "embeddings", serves: func(p *provider) bool { return p.Embeddings != nil }}
 )
 
 // call is one request to an endpoint.
@@ -220,6 +221,47 @@ func (d *dispatcher) rerank(w http.ResponseWriter, r *http.Request, body []byte,
 				},
 				mapError: tr.Error,
 			}, err
+		}})
+}
+
+var errBadEmbeddings = errors.New("the provider's embeddings do not fit the request (count or dimensions)")
+
+// embeddings serves POST /v1/embeddings: the provider is asked for
+// numbers, and the answer carries them as the client asked, numbers or the
+// base64 of little-endian float32s, whatever the provider sent.
+func (d *dispatcher) embeddings(w http.ResponseWriter, r *http.Request, body []byte, key *Key, log *zap.Logger) {
+	req, err := providers.ValidateEmbeddings(body)
+	if err != nil {
+		writeEndpointError(w, endpointEmbeddings, "", asProviderError(err))
+		return
+	}
+	d.serve(w, r, key, &call{endpoint: endpointEmbeddings, model: req.Model, log: log,
+		prepare: func(p *provider, model string) (providers.Request, exchange, error) {
+			tr := p.Embeddings
+			reqs, err := tr.EmbeddingsRequests(&req, model)
+			if err != nil || len(reqs) == 0 {
+				if err == nil {
+					err = errors.New("the embeddings translator made no request")
+				}
+				return providers.Request{}, exchange{}, err
+			}
+			return reqs[0], exchange{
+				more: reqs[1:],
+				collect: func(headers []http.Header, bodies [][]byte) ([]byte, error) {
+					res := providers.EmbeddingsResult{Vectors: make([][]float32, 0, req.Inputs())}
+					for i := range bodies {
+						if err := tr.EmbeddingsResponse(i, headers[i], bodies[i], &res); err != nil {
+							return nil, err
+						}
+					}
+					out, ok := providers.EmbeddingsAnswer(nil, &req, &res)
+					if !ok {
+						return nil, errBadEmbeddings
+					}
+					return out, nil
+				},
+				mapError: tr.Error,
+			}, nil
 		}})
 }
 

@@ -95,6 +95,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			h.app.dispatch.rerank(w, r, body, requestKey(r), h.logger)
 		}
 		return nil
+	case path == "/v1/embeddings":
+		if !AllowMethod(w, r, http.MethodPost) {
+			return nil
+		}
+		if body, ok := h.body(w, r, endpointEmbeddings); ok {
+			h.app.dispatch.embeddings(w, r, body, requestKey(r), h.logger)
+		}
+		return nil
 	case path == "/v1/models":
 		if !AllowMethod(w, r, http.MethodGet) {
 			return nil

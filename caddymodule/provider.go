@@ -60,6 +60,9 @@ type Endpoints struct {
 
 	// Rerank serves POST /v1/rerank.
 	Rerank providers.Rerank
+
+	// Embeddings serves POST /v1/embeddings.
+	Embeddings providers.Embeddings
 }
 
 // ProviderType is what a provider type tells ProviderBase.ProvisionBase

@@ -43,12 +43,18 @@ func (f *failure) retryable() bool {
 
 // exchange says how one provider call's answer is read: a stream, passed
 // through tr (nil: untouched), or a buffered body that translate turns into
-// the unified answer; failed answers go through mapError.
+// the unified answer; failed answers go through mapError. A call made of
+// several upstream requests (an embeddings provider that takes one input per
+// request) sets more and collect instead of translate: the requests are sent
+// in turn, and collect gets every answer once all have succeeded.
 type exchange struct {
 	stream    bool
 	tr        providers.StreamTranslator
 	translate func(body []byte) ([]byte, error)
 	mapError  func(status int, header http.Header, body []byte) *providers.Error
+
+	more    []providers.Request
+	collect func(headers []http.Header, bodies [][]byte) ([]byte, error)
 }
 
 // forward sends one translated request through the provider's
@@ -56,6 +62,50 @@ type exchange struct {
 // the attempt failed in a way that lets the next target try: then it has
 // written nothing and returns the failure.
 func (p *provider) forward(w http.ResponseWriter, r *http.Request, preq providers.Request, ex exchange) (int, *failure) {
+	if ex.collect != nil {
+		return p.forwardAll(w, r, append([]providers.Request{preq}, ex.more...), ex)
+	}
+	uw, f := p.send(w, r, preq, ex)
+	if uw.streaming {
+		return http.StatusOK, nil
+	}
+	if f != nil {
+		return p.settle(w, f)
+	}
+	out, err := ex.translate(uw.buf)
+	if err != nil {
+		return 0, p.unreadable(err)
+	}
+	copyClientHeaders(w.Header(), uw.header)
+	WriteJSON(w, http.StatusOK, out)
+	return http.StatusOK, nil
+}
+
+// forwardAll sends reqs in turn, each answer buffered, and writes what
+// ex.collect makes of them; the first failure ends the call.
+func (p *provider) forwardAll(w http.ResponseWriter, r *http.Request, reqs []providers.Request, ex exchange) (int, *failure) {
+	headers := make([]http.Header, len(reqs))
+	bodies := make([][]byte, len(reqs))
+	for i, req := range reqs {
+		uw, f := p.send(w, r, req, ex)
+		if f != nil {
+			return p.settle(w, f)
+		}
+		headers[i], bodies[i] = uw.header, uw.buf
+	}
+	out, err := ex.collect(headers, bodies)
+	if err != nil {
+		return 0, p.unreadable(err)
+	}
+	copyClientHeaders(w.Header(), headers[len(headers)-1])
+	WriteJSON(w, http.StatusOK, out)
+	return http.StatusOK, nil
+}
+
+// send makes one upstream request. A stream that reached the client is
+// finished here; otherwise the answer is in the writer's buffer, or the
+// failure says why there is none.
+func (p *provider) send(w http.ResponseWriter, r *http.Request, preq providers.Request, ex exchange) (*upstreamWriter, *failure) {
 	framing := preq.Framing
 	if framing == nil {
 		framing = providers.SSE
@@ -64,30 +114,32 @@ func (p *provider) forward(w http.ResponseWriter, r *http.Request, preq provider
 	start := time.Now()
 	err := uw.serve(p.base.proxy, p.base.upstreamRequest(r, preq, ex.stream))
 	observeUpstream(p.name, uw.status, start)
-
-	if uw.streaming {
+	switch {
+	case uw.streaming:
 		uw.finishStream(err != nil)
-		return http.StatusOK, nil
+		return uw, nil
+	case err != nil || uw.tooLarge:
+		return uw, &failure{err: unreachable(p.name, err, uw.tooLarge), cause: err}
+	case uw.status >= 400:
+		return uw, &failure{err: p.upstreamError(uw.status, uw.header, uw.buf, ex.mapError), header: uw.header}
 	}
-	if err != nil || uw.tooLarge {
-		return 0, &failure{err: unreachable(p.name, err, uw.tooLarge), cause: err}
+	return uw, nil
+}
+
+// settle returns a failure the next target may retry, and writes any
+// other (a 4xx that is the client's to fix) to the client.
+func (p *provider) settle(w http.ResponseWriter, f *failure) (int, *failure) {
+	if f.cause != nil || f.retryable() {
+		return 0, f
 	}
-	if uw.status >= 400 {
-		f := &failure{err: p.upstreamError(uw.status, uw.header, uw.buf, ex.mapError), header: uw.header}
-		if f.retryable() {
-			return 0, f
-		}
-		f.write(w)
-		return f.err.Status, nil
-	}
-	out, err := ex.translate(uw.buf)
-	if err != nil {
-		return 0, &failure{err: &providers.Error{Status: http.StatusBadGateway, Type: "server_error",
-			Code: "bad_upstream_response", Message: "provider " + p.name + " sent an answer that could not be read"}, cause: err}
-	}
-	copyClientHeaders(w.Header(), uw.header)
-	WriteJSON(w, http.StatusOK, out)
-	return http.StatusOK, nil
+	f.write(w)
+	return f.err.Status, nil
+}
+
+// unreadable is the failure of an answer that could not be translated.
+func (p *provider) unreadable(err error) *failure {
+	return &failure{err: &providers.Error{Status: http.StatusBadGateway, Type: "server_error",
+		Code: "bad_upstream_response", Message: "provider " + p.name + " sent an answer that could not be read"}, cause: err}
 }
 
 // upstreamError maps a provider's error answer. A 401 or 403 from the

@@ -22,12 +22,51 @@ var anthropicFields = map[string]bool{
 // anthropicVersions are the anthropic-version values the API knows.
 var anthropicVersions = map[string]bool{"2023-06-01": true, "2023-01-01": true}
 
-func (s *Server) serveAnthropic(w http.ResponseWriter, r *http.Request, body []byte, id string) {
-	key := r.Header.Get("X-Api-Key")
-	if key == "" || (s.opts.AnthropicKey != "" && key != s.opts.AnthropicKey) {
-		anthropicError(w, http.StatusUnauthorized, "authentication_error", "invalid x-api-key")
-		return
+// anthropicFormat is Anthropic's Messages API (WIRE_FORMATS C). It owns
+// every path under /v1/messages: their 404s are in its shape.
+type anthropicFormat struct{ modelInBody }
+
+func (anthropicFormat) name() string { return "anthropic" }
+
+func (anthropicFormat) route(r *http.Request) routing {
+	if rt := postTo(r, "/v1/messages"); rt != notMine {
+		return rt
 	}
+	if strings.HasPrefix(r.URL.Path, "/v1/messages/") {
+		return owned
+	}
+	return notMine
+}
+
+func (anthropicFormat) headers(h http.Header, id string) { h.Set("Request-Id", "req_"+id) }
+
+func (anthropicFormat) authorized(r *http.Request, want string) bool {
+	return keyOK(r.Header.Get("X-Api-Key"), want)
+}
+
+func (anthropicFormat) fail(w http.ResponseWriter, r *http.Request, f fault) {
+	status, typ, msg := f.status(), "", ""
+	switch f {
+	case notFound:
+		typ, msg = "not_found_error", "Not Found: "+r.Method+" "+r.URL.Path
+	case tooLarge:
+		typ, msg = "request_too_large", msgTooLarge
+	case unreadable:
+		typ, msg = "invalid_request_error", msgUnreadable
+	case unauthorized:
+		typ, msg = "authentication_error", "invalid x-api-key"
+	case rateLimited:
+		typ, msg = "rate_limit_error", "rate limit reached"
+	case serverError:
+		typ, msg = "api_error", "internal server error"
+	case overloaded:
+		status, typ, msg = 529, "overloaded_error", "Overloaded"
+	}
+	anthropicError(w, status, typ, msg)
+}
+
+func (anthropicFormat) serve(c *call) {
+	w, r := c.w, c.r
 	if r.Header.Get("Authorization") != "" {
 		anthropicError(w, http.StatusBadRequest, "invalid_request_error",
 			"send the API key as x-api-key only; an Authorization header (here besides x-api-key) is taken for an OAuth token, so a gateway must not forward its own")
@@ -41,15 +80,15 @@ func (s *Server) serveAnthropic(w http.ResponseWriter, r *http.Request, body []b
 		anthropicError(w, http.StatusBadRequest, "invalid_request_error", msg)
 		return
 	}
-	q, msg := checkAnthropic(body)
+	q, msg := checkAnthropic(c.body)
 	if msg != "" {
 		anthropicError(w, http.StatusBadRequest, "invalid_request_error", msg)
 		return
 	}
-	model := q.model.Str
-	if scripted(w, r, model, true) {
+	if c.scripted() {
 		return
 	}
+	model, id := q.model.Str, c.id
 
 	promptWords := countWords(contentText(q.system))
 	msgs := q.msgs
@@ -87,7 +126,7 @@ func (s *Server) serveAnthropic(w http.ResponseWriter, r *http.Request, body []b
 		tc.Get("type").Str == "none", q.maxTokens.Int(), promptWords)
 
 	if q.stream.Type == gjson.True {
-		s.streamAnthropic(w, r, model, id, a)
+		streamAnthropic(c, a)
 		return
 	}
 	b := make([]byte, 0, 512)
@@ -144,42 +183,14 @@ func checkAnthropic(body []byte) (q anRequest, msg string) {
 	if !validJSON(body) || !gjson.ParseBytes(body).IsObject() {
 		return q, "the request body is not a JSON object"
 	}
-	var bad string
-	gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "model":
-			q.model = v
-		case "max_tokens":
-			q.maxTokens = v
-		case "messages":
-			q.messages = v
-		case "system":
-			q.system = v
-		case "stop_sequences":
-			q.stopSequences = v
-		case "temperature":
-			q.temperature = v
-		case "top_p":
-			q.topP = v
-		case "top_k":
-			q.topK = v
-		case "stream":
-			q.stream = v
-		case "metadata":
-			q.metadata = v
-		case "tools":
-			q.tools = v
-		case "tool_choice":
-			q.toolChoice = v
-		default:
-			if !anthropicFields[k.Str] {
-				bad = k.Str + ": Extra inputs are not permitted"
-			}
-		}
-		return bad == ""
-	})
+	bad := readFields(gjson.ParseBytes(body), []field{
+		{"model", &q.model}, {"max_tokens", &q.maxTokens}, {"messages", &q.messages}, {"system", &q.system},
+		{"stop_sequences", &q.stopSequences}, {"temperature", &q.temperature}, {"top_p", &q.topP},
+		{"top_k", &q.topK}, {"stream", &q.stream}, {"metadata", &q.metadata}, {"tools", &q.tools},
+		{"tool_choice", &q.toolChoice},
+	}, func(k string) bool { return !anthropicFields[k] })
 	if bad != "" {
-		return q, bad
+		return q, bad + ": Extra inputs are not permitted"
 	}
 	msg = checkAnthropicFields(&q)
 	return q, msg
@@ -387,10 +398,9 @@ func checkSource(bp string, src gjson.Result, types ...string) string {
 
 // streamAnthropic sends the answer as Messages stream events, flushing
 // after each.
-func (s *Server) streamAnthropic(w http.ResponseWriter, r *http.Request, model, id string, a *answer) {
-	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
+func streamAnthropic(c *call, a *answer) {
+	c.startSSE()
+	model, id := c.model, c.id
 	event := func(name string, data []byte) {
 		b := make([]byte, 0, len(data)+32)
 		b = append(b, "event: "...)
@@ -398,12 +408,11 @@ func (s *Server) streamAnthropic(w http.ResponseWriter, r *http.Request, model, 
 		b = append(b, "\ndata: "...)
 		b = append(b, data...)
 		b = append(b, "\n\n"...)
-		_, _ = w.Write(b)
-		flush(w)
+		c.send(b)
 	}
 	// ended runs the scripted behaviour due after the first content event
 	// and reports whether the stream ends there.
-	ended := func() bool { return s.afterFirstWord(w, r, model, anthropicStreamError) }
+	ended := func() bool { return c.afterFirstWord(anthropicStreamError) }
 	start := []byte(`{"type":"message_start","message":{"id":"msg_` + id + `","type":"message","role":"assistant","model":`)
 	start = appendString(start, model)
 	start = append(start, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":`...)

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"io"
 	"net"
 	"net/http"
 	"regexp"
@@ -11,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/modelgate/modelgate/providers/providertest"
 )
 
 // syncBuffer is a bytes.Buffer safe for the server's and the test's
@@ -46,22 +47,11 @@ func waitFor(t *testing.T, log *syncBuffer, re *regexp.Regexp) []string {
 	return nil
 }
 
+// post makes one POST request and returns its status and body.
 func post(t *testing.T, url, body string, header ...string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, string(b)
+	res, got := providertest.Send(t, http.MethodPost, url, body, header...)
+	return res.StatusCode, got
 }
 
 func TestRun(t *testing.T) {

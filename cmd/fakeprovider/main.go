@@ -4,7 +4,7 @@
 // package providertest). It is what the quick start
 // runs instead of real providers:
 //
-//	go run ./providers/providertest/cmd/fakeprovider -listen 127.0.0.1:9999
+//	go run ./cmd/fakeprovider -listen 127.0.0.1:9999
 //
 // It answers "echo: <your last message>", calls the first tool you offer,
 // and follows the scripted model names documented in package providertest.
@@ -14,7 +14,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -27,8 +26,6 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
-
-	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers/providertest"
 )
@@ -64,9 +61,16 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fake := providertest.New(providertest.Options{OpenAIKey: *openAIKey, AnthropicKey: *anthropicKey, NoRecord: true})
+	fake := providertest.New(providertest.Options{
+		OpenAIKey: *openAIKey, AnthropicKey: *anthropicKey, NoRecord: true,
+		// One line per request: method, path, model and status. Keys are
+		// never logged.
+		Log: func(r providertest.Recorded, status int) {
+			logger.Printf("%s %s model=%q status=%d %s", r.Method, r.Path, r.Model, status, time.Since(r.At).Round(time.Millisecond))
+		},
+	})
 	srv := &http.Server{
-		Handler:           logRequests(logger, fake),
+		Handler:           fake,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          logger,
 	}
@@ -104,38 +108,4 @@ func baseHost(addr *net.TCPAddr) string {
 		ip = net.IPv4(127, 0, 0, 1)
 	}
 	return net.JoinHostPort(ip.String(), fmt.Sprint(addr.Port))
-}
-
-// logRequests logs one line per request: method, path, model and status.
-// Keys are never logged.
-func logRequests(logger *log.Logger, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := readBody(r)
-		rec := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-		start := time.Now()
-		next.ServeHTTP(rec, r)
-		logger.Printf("%s %s model=%q status=%d %s", r.Method, r.URL.Path,
-			gjson.GetBytes(body, "model").Str, rec.status, time.Since(start).Round(time.Millisecond))
-	})
-}
-
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(status int) {
-	w.status = status
-	w.ResponseWriter.WriteHeader(status)
-}
-
-// Unwrap lets http.ResponseController reach the real writer for flushes.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// readBody reads the body (at most providertest.MaxBody bytes, which is as
-// far as the fake reads either) and puts it back for the handler.
-func readBody(r *http.Request) ([]byte, error) {
-	body, err := io.ReadAll(io.LimitReader(r.Body, providertest.MaxBody+1))
-	r.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), r.Body))
-	return body, err
 }
