@@ -42,6 +42,7 @@ type wireFormat interface {
 // to OpenAI's (whose 404 is the fake's default).
 var formats = []wireFormat{
 	openAIFormat{},
+	responsesFormat{},
 	anthropicFormat{},
 	azureFormat{},
 	&rerankFormat{id: "cohere", path: "/cohere/v2/rerank", docs: "documents", count: "top_n", named: true, results: "results", score: "relevance_score", withID: true},
@@ -166,7 +167,7 @@ func (o *Options) key(f wireFormat) string {
 	switch f.(type) {
 	case anthropicFormat:
 		return o.AnthropicKey
-	case openAIFormat, *rerankFormat, *embeddingsFormat:
+	case openAIFormat, responsesFormat, *rerankFormat, *embeddingsFormat:
 		return o.OpenAIKey
 	}
 	return ""

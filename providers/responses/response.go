@@ -391,7 +391,11 @@ func (x *Exchange) outputOf(msg, logprobs gjson.Result) []*outItem {
 		text = msg.Get("reasoning")
 	}
 	var thinking []byte
-	msg.Get("thinking_blocks").ForEach(func(_, block gjson.Result) bool {
+	blocks := msg.Get("thinking_blocks")
+	if !blocks.IsArray() {
+		blocks = gjson.Result{}
+	}
+	blocks.ForEach(func(_, block gjson.Result) bool {
 		if validThinkingBlock(block) {
 			if len(thinking) > 0 {
 				thinking = append(thinking, ',')
@@ -428,11 +432,13 @@ func (x *Exchange) outputOf(msg, logprobs gjson.Result) []*outItem {
 		m := &outItem{kind: kindMessage, id: x.t.newID("msg_"), status: "completed"}
 		if content.Len() > 0 {
 			p := &outPart{text: []byte(content.String())}
-			msg.Get("annotations").ForEach(func(_, a gjson.Result) bool {
-				p.addAnnotation(a)
-				return true
-			})
-			if x.r.includeLogprobs {
+			if list := msg.Get("annotations"); list.IsArray() {
+				list.ForEach(func(_, a gjson.Result) bool {
+					p.addAnnotation(a)
+					return true
+				})
+			}
+			if x.r.includeLogprobs && logprobs.IsArray() {
 				logprobs.ForEach(func(_, lp gjson.Result) bool {
 					p.logprobs = appendLogprob(p.logprobs, lp)
 					return true
@@ -446,7 +452,11 @@ func (x *Exchange) outputOf(msg, logprobs gjson.Result) []*outItem {
 		items = append(items, m)
 	}
 
-	msg.Get("tool_calls").ForEach(func(_, tc gjson.Result) bool {
+	calls := msg.Get("tool_calls")
+	if !calls.IsArray() {
+		return items
+	}
+	calls.ForEach(func(_, tc gjson.Result) bool {
 		name := tc.Get("function.name").Str
 		id := tc.Get("id").Str
 		if id == "" {

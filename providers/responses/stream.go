@@ -119,10 +119,12 @@ func (s *Stream) Event(dst, event []byte) ([]byte, error) {
 		s.usage.set(usageV)
 	}
 	var choice gjson.Result
-	choices.ForEach(func(_, c gjson.Result) bool {
-		choice = c
-		return false
-	})
+	if choices.IsArray() {
+		choices.ForEach(func(_, c gjson.Result) bool {
+			choice = c
+			return false
+		})
+	}
 	if !choice.IsObject() {
 		return dst, nil
 	}
@@ -179,6 +181,9 @@ func (s *Stream) Event(dst, event []byte) ([]byte, error) {
 	}
 	if refusal.Type == gjson.String && refusal.Str != "" {
 		dst = s.text(dst, true, refusal, gjson.Result{})
+	}
+	if !calls.IsArray() {
+		calls = gjson.Result{}
 	}
 	var failed bool
 	calls.ForEach(func(_, tc gjson.Result) bool {
@@ -436,6 +441,9 @@ func (s *Stream) text(dst []byte, refusal bool, text, logprobs gjson.Result) []b
 	dst = append(dst, `,"logprobs":[`...)
 	if s.x.r.includeLogprobs {
 		s.scratch = s.scratch[:0]
+		if !logprobs.IsArray() {
+			logprobs = gjson.Result{}
+		}
 		logprobs.ForEach(func(_, lp gjson.Result) bool {
 			s.scratch = appendLogprob(s.scratch, lp)
 			return true
