@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/modelgate/modelgate/providers"
 )
 
@@ -310,5 +312,25 @@ func TestStoredHistoryErrors(t *testing.T) {
 		if !errors.As(err, &e) || e.Status != 500 || e.Param != "previous_response_id" {
 			t.Errorf("history %s: error %v, want a 500 about previous_response_id", history, err)
 		}
+	}
+}
+
+// TestItemReference: a reference names an item earlier in the input (or
+// in the conversation) and stands for it; a reference to a reference is
+// refused.
+func TestItemReference(t *testing.T) {
+	x, err := newX(testTranslator(), []byte(`{"model":"m","input":[{"id":"msg_a","role":"user","content":"again"},{"type":"item_reference","id":"msg_a"}]}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `[{"role":"user","content":"again"},{"role":"user","content":"again"}]`
+	if got := gjson.GetBytes(x.ChatBody(), "messages").Raw; got != want {
+		t.Errorf("messages %s, want %s", got, want)
+	}
+	_, err = newX(testTranslator(), []byte(`{"model":"m","previous_response_id":"r","input":[{"type":"item_reference","id":"ref_1"}]}`),
+		[]byte(`[{"role":"user","content":"x"},{"type":"item_reference","id":"ref_1"}]`))
+	var e *providers.Error
+	if !errors.As(err, &e) || e.Status/100 != 4 && e.Status != 500 {
+		t.Errorf("a reference to a reference: %v", err)
 	}
 }

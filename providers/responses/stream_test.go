@@ -17,6 +17,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/tidwall/gjson"
 
+	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/sse"
 )
 
@@ -317,4 +318,58 @@ func accumulateHub(t *testing.T, hub []byte) []byte {
 func appendJSON(b []byte, v any) ([]byte, error) {
 	data, err := json.Marshal(v)
 	return append(b, data...), err
+}
+
+// TestFail checks that an error the gateway meets ends the stream with
+// response.failed carrying the code Codex tells apart, and that nothing
+// follows a terminal event.
+func TestFail(t *testing.T) {
+	for _, tc := range []struct {
+		e    providers.Error
+		code string
+	}{
+		{providers.Error{Status: 429, Type: "rate_limit_error", Code: "rate_limit_exceeded", Message: "try again in 2s"}, "rate_limit_exceeded"},
+		{providers.Error{Status: 429, Type: "rate_limit_error", Message: "slow down"}, "rate_limit_exceeded"},
+		{providers.Error{Status: 400, Type: "invalid_request_error", Code: "context_length_exceeded", Message: "too long"}, "context_length_exceeded"},
+		{providers.Error{Status: 429, Type: "insufficient_quota", Message: "no credit"}, "insufficient_quota"},
+		{providers.Error{Status: 502, Type: "server_error", Code: "stream_incomplete", Message: "cut"}, "server_error"},
+		{providers.Error{Status: 500}, "server_error"},
+	} {
+		x := newExchange(t, []byte(`{"model":"m","input":"hi","stream":true}`))
+		s := x.Stream()
+		out, _ := s.Event(nil, []byte(`data: {"choices":[{"index":0,"delta":{"content":"Hi"}}]}`))
+		out = s.Fail(out, &tc.e)
+		out = s.Close(out)
+		out, _ = s.Event(out, []byte(`data: {"choices":[{"index":0,"delta":{"content":" more"}}]}`))
+		events, final := checkEvents(t, out)
+		if events[len(events)-1].name != "response.failed" || string(final.Error.Code) != tc.code || final.Error.Message == "" {
+			t.Errorf("%+v: %s %+v", tc.e, events[len(events)-1].name, final.Error)
+		}
+		if final.Output[0].Status != "incomplete" || final.OutputText() != "Hi" {
+			t.Errorf("the open message in the failed response: %s %q", final.Output[0].Status, final.OutputText())
+		}
+	}
+}
+
+// TestStreamErrorFirst: an error before any chunk still makes a whole
+// stream: created, in progress, failed.
+func TestStreamErrorFirst(t *testing.T) {
+	x := newExchange(t, []byte(`{"model":"req-model","input":"hi","stream":true}`))
+	s := x.Stream()
+	out, _ := s.Event(nil, []byte(`data: {"error":{"message":"overloaded","type":"server_error","param":null,"code":"overloaded"}}`))
+	events, final := checkEvents(t, s.Close(out))
+	if len(events) != 3 || final.Model != "req-model" || final.Error.Message != "overloaded" {
+		t.Errorf("%d events, %s, %+v", len(events), final.Model, final.Error)
+	}
+	for _, bad := range []string{"data: {", "data: [1]", "data: \"x\""} {
+		x := newExchange(t, []byte(`{"model":"m","input":"hi","stream":true}`))
+		s := x.Stream()
+		out, err := s.Event(nil, []byte(bad))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, final := checkEvents(t, out); final.Status != "failed" {
+			t.Errorf("%s: %s", bad, final.Status)
+		}
+	}
 }
