@@ -102,9 +102,8 @@ func (x *Exchange) buildChat(history []byte) error {
 		if !providers.ValidJSON(history) || !gjson.ParseBytes(history).IsArray() {
 			return storedError()
 		}
-		c.history = gjson.ParseBytes(history)
 		var err error
-		c.history.ForEach(func(_, it gjson.Result) bool {
+		gjson.ParseBytes(history).ForEach(func(_, it gjson.Result) bool {
 			const p = "previous_response_id"
 			if checkItem(p, it) != nil {
 				err = storedError()
@@ -324,11 +323,10 @@ func customDescription(t *tool) string {
 // return go into a user message after those outputs, since a tool message
 // carries only text.
 type chatBuilder struct {
-	x       *Exchange
-	b       []byte
-	n       int // messages written
-	turn    turn
-	history gjson.Result
+	x    *Exchange
+	b    []byte
+	n    int // messages written
+	turn turn
 
 	images  []byte // pending user content parts from tool outputs
 	nImages int
@@ -404,7 +402,7 @@ func (c *chatBuilder) item(p string, it gjson.Result, fromHistory bool) error {
 		}
 		c.flushTurn()
 		c.flushImages()
-		return c.message(p, role, it.Get("content"))
+		c.message(role, it.Get("content"))
 	case "function_call":
 		c.flushImages()
 		c.call(it.Get("call_id"), it.Get("name"), it.Get("arguments").Raw)
@@ -435,7 +433,7 @@ func (c *chatBuilder) lookup(id string) (gjson.Result, bool) {
 }
 
 // message writes a user, system or developer message.
-func (c *chatBuilder) message(p, role string, content gjson.Result) error {
+func (c *chatBuilder) message(role string, content gjson.Result) {
 	c.open()
 	c.b = append(c.b, `{"role":"`...)
 	c.b = append(c.b, role...)
@@ -443,7 +441,7 @@ func (c *chatBuilder) message(p, role string, content gjson.Result) error {
 	if content.Type == gjson.String {
 		c.b = append(c.b, content.Raw...)
 		c.b = append(c.b, '}')
-		return nil
+		return
 	}
 	c.b = append(c.b, '[')
 	n := 0
@@ -456,7 +454,6 @@ func (c *chatBuilder) message(p, role string, content gjson.Result) error {
 		return true
 	})
 	c.b = append(c.b, "]}"...)
-	return nil
 }
 
 // appendHubPart appends the hub's form of a text, image or file part.
