@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 	"go.uber.org/zap"
 
 	"github.com/modelgate/modelgate/providers"
@@ -184,12 +186,32 @@ func (d *dispatcher) chat(w http.ResponseWriter, r *http.Request, body []byte, k
 	d.serve(w, r, key, &call{endpoint: endpointChat, model: info.Model, log: log,
 		prepare: func(p *provider, model string) (providers.Request, exchange, error) {
 			preq, err := p.Chat.ChatRequest(body, model)
-			ex := exchange{stream: info.Stream, translate: p.Chat.ChatResponse, mapError: p.Chat.Error}
+			ex := exchange{stream: info.Stream, mapError: p.Chat.Error,
+				translate: func(answer []byte) ([]byte, error) {
+					out, err := p.Chat.ChatResponse(answer)
+					if err == nil {
+						out = withModel(out, model)
+					}
+					return out, err
+				}}
 			if info.Stream {
-				ex.tr = p.Chat.ChatStream(providers.StreamOptions{IncludeUsage: info.IncludeUsage})
+				ex.tr = p.Chat.ChatStream(providers.StreamOptions{IncludeUsage: info.IncludeUsage, Model: model})
 			}
 			return preq, ex, err
 		}})
+}
+
+// withModel fills an answer's empty "model" with the provider's name of
+// the model it went to: some providers' answers do not name it (Bedrock's
+// Converse, Cohere's chat).
+func withModel(answer []byte, model string) []byte {
+	if m := gjson.GetBytes(answer, "model"); m.Type != gjson.String || m.Str != "" {
+		return answer
+	}
+	if out, err := sjson.SetBytes(answer, "model", model); err == nil {
+		return out
+	}
+	return answer
 }
 
 var errBadRerankAnswer = errors.New("the provider's rerank answer names documents that are not in the request")

@@ -18,7 +18,7 @@ import (
 // modelgate.providers.<name>; the key, when the type takes one, is sent as
 // "Authorization: Bearer <api_key>".
 var presets = []preset{
-	{name: "openai", baseURL: "https://api.openai.com/v1", keyRequired: true, endpoints: Endpoints{Chat: openai.Chat{}, Embeddings: embeddings.OpenAI}},
+	{name: "openai", baseURL: "https://api.openai.com/v1", keyRequired: true, endpoints: Endpoints{Chat: openai.Chat{}, Embeddings: embeddings.OpenAI, Responses: openai.Native{}}},
 	{name: "groq", baseURL: "https://api.groq.com/openai/v1", keyRequired: true, endpoints: Endpoints{Chat: openai.Chat{}}},
 	{name: "mistral", baseURL: "https://api.mistral.ai/v1", keyRequired: true, endpoints: Endpoints{Chat: openai.Chat{}, Embeddings: embeddings.Mistral}},
 	{name: "together", baseURL: "https://api.together.xyz/v1", keyRequired: true, endpoints: Endpoints{Chat: openai.Chat{}, Rerank: rerank.Together, Embeddings: embeddings.Together}},

@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -31,7 +32,14 @@ type failure struct {
 }
 
 func (f *failure) write(w http.ResponseWriter) {
-	copyClientHeaders(w.Header(), f.header)
+	h := w.Header()
+	copyClientHeaders(h, f.header)
+	// A provider that says when to retry in its body (Google's RetryInfo)
+	// gets the headers the SDKs and the batch runner read.
+	if d := f.err.RetryAfter; d > 0 && h.Get("Retry-After") == "" {
+		h.Set("Retry-After", strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10))
+		h.Set("Retry-After-Ms", strconv.FormatInt(d.Milliseconds(), 10))
+	}
 	writeError(w, f.err)
 }
 
@@ -136,8 +144,13 @@ func (p *provider) settle(w http.ResponseWriter, f *failure) (int, *failure) {
 	return f.err.Status, nil
 }
 
-// unreadable is the failure of an answer that could not be translated.
+// unreadable is the failure of an answer that could not be translated. A
+// translator that read the answer and found a failure in it (Cohere's
+// finish_reason ERROR, say) returns a *providers.Error, which is kept.
 func (p *provider) unreadable(err error) *failure {
+	if pe, ok := errors.AsType[*providers.Error](err); ok {
+		return &failure{err: pe, cause: err}
+	}
 	return &failure{err: &providers.Error{Status: http.StatusBadGateway, Type: "server_error",
 		Code: "bad_upstream_response", Message: "provider " + p.name + " sent an answer that could not be read"}, cause: err}
 }
@@ -354,8 +367,15 @@ func (b *ProviderBase) upstreamRequest(r *http.Request, preq providers.Request, 
 	r2 := new(http.Request)
 	*r2 = *r
 	u := *r.URL
-	u.Path = b.basePath + preq.Path
-	u.RawPath = ""
+	u.RawPath = b.basePath + preq.Path // escaped, as the translator wrote it
+	if p, err := url.PathUnescape(u.RawPath); err == nil {
+		u.Path = p
+	} else {
+		u.Path = u.RawPath // not a valid escape: sent as it is
+	}
+	if u.EscapedPath() != u.RawPath {
+		u.RawPath = "" // the path needs no other escaping than Go's own
+	}
 	u.RawQuery = preq.Query
 	r2.URL = &u
 	r2.Method = http.MethodPost

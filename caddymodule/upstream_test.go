@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/anthropic"
@@ -91,4 +92,24 @@ func TestUpstreamWriter(t *testing.T) {
 			t.Fatal("a non-stream request must never stream")
 		}
 	})
+}
+
+func TestFailureRetryAfter(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		header       http.Header
+		after        time.Duration
+		want, wantMs string
+	}{
+		{"from the body", http.Header{}, 1500 * time.Millisecond, "2", "1500"},
+		{"the provider's header wins", http.Header{"Retry-After": {"7"}}, time.Second, "7", ""},
+		{"none", http.Header{}, 0, "", ""},
+	} {
+		rec := httptest.NewRecorder()
+		f := &failure{err: &providers.Error{Status: 429, Type: "rate_limit_error", Message: "slow down", RetryAfter: tc.after}, header: tc.header}
+		f.write(rec)
+		if rec.Code != 429 || rec.Header().Get("Retry-After") != tc.want || rec.Header().Get("Retry-After-Ms") != tc.wantMs {
+			t.Errorf("%s: %d %v", tc.name, rec.Code, rec.Header())
+		}
+	}
 }

@@ -34,7 +34,7 @@ type providerRow struct {
 // its provider block to providers.Caddyfile and a row here.
 var providerRows = []providerRow{
 	{provider: "openai", model: "gpt-4o", structured: true},
-	{provider: "anthropic", model: "claude-sonnet-4-5"},
+	{provider: "anthropic", model: "claude-sonnet-4-5", structured: true},
 	{provider: "azure", model: "gpt-4o", structured: true},
 	{provider: "azure_v1", model: "prod-gpt-4o", structured: true},
 	{provider: "azure_entra", model: "prod-gpt-4o", structured: true},

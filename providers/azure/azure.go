@@ -121,3 +121,22 @@ func (Embeddings) EmbeddingsResponse(i int, h http.Header, body []byte, res *pro
 }
 
 var _ providers.Embeddings = Embeddings{}
+
+// Native passes the Responses API through to Azure OpenAI: the v1 API's
+// /openai/v1/responses, or the classic surface's /openai/responses with
+// api-version (the Responses API is not deployment-scoped there); the body's
+// model is the deployment.
+type Native struct{ Chat }
+
+// NativeRequest writes the pass-through request for path ("/responses").
+func (n Native) NativeRequest(path string, body []byte, model string, _ http.Header) (providers.Request, error) {
+	req, err := openai.Native{}.NativeRequest(path, body, n.Deployment(model), nil)
+	if n.APIVersion == "" {
+		req.Path = "/openai/v1" + path
+	} else {
+		req.Path, req.Query = "/openai"+path, url.Values{"api-version": {n.APIVersion}}.Encode()
+	}
+	return req, err
+}
+
+var _ providers.Native = Native{}

@@ -77,3 +77,19 @@ func FuzzChatRequest(f *testing.F) {
 		}
 	})
 }
+
+func TestNative(t *testing.T) {
+	body := []byte(`{"model":"gpt-4o","input":"hi","store":false}`)
+	for _, tc := range []struct {
+		c           Chat
+		path, query string
+	}{
+		{Chat{Deployments: map[string]string{"gpt-4o": "prod"}}, "/openai/v1/responses", ""},
+		{Chat{APIVersion: "2025-03-01-preview", Deployments: map[string]string{"gpt-4o": "prod"}}, "/openai/responses", "api-version=2025-03-01-preview"},
+	} {
+		req, err := Native{tc.c}.NativeRequest("/responses", body, "gpt-4o", nil)
+		if err != nil || req.Path != tc.path || req.Query != tc.query || string(req.Body) != `{"model":"prod","input":"hi","store":false}` {
+			t.Errorf("%+v %s %v", req, req.Body, err)
+		}
+	}
+}

@@ -125,8 +125,31 @@ func (anthropicFormat) serve(c *call) {
 	a := decide(userText, strings.Join(results, " "), len(results) > 0, userLast, tools, tc.Get("name").Str,
 		tc.Get("type").Str == "none", q.maxTokens.Int(), promptWords)
 
+	// Structured output: a tool's input is an instance of its schema
+	// (when the schema names properties; {"query": …} otherwise), so a
+	// forced tool carries a schema's instance; JSON outputs
+	// (output_config.format) make the text an instance of the format's.
+	if a.tool != "" {
+		for _, t := range q.tools.Array() {
+			if t.Get("name").Str == a.tool && t.Get("input_schema.properties").IsObject() {
+				a.toolArgs = schemaInstance(nil, t.Get("input_schema"), t.Get("input_schema"), userText, 0)
+			}
+		}
+	}
+	if f := q.outputConfig.Get("format.schema"); a.tool == "" && !a.truncated && f.IsObject() {
+		a.structured(f, a.text())
+	}
+	x := anExtras{}
+	if q.think.on {
+		x.thinking = thinkingText(userText, results)
+		if strings.Contains(model, "redacted") {
+			x.redacted = redactedData(x.thinking)
+		}
+	}
+	x.input, x.created, x.read = c.s.cacheUsage(&q, promptWords)
+
 	if q.stream.Type == gjson.True {
-		streamAnthropic(c, a)
+		streamAnthropic(c, a, &x)
 		return
 	}
 	b := make([]byte, 0, 512)
@@ -135,6 +158,18 @@ func (anthropicFormat) serve(c *call) {
 	b = append(b, `","type":"message","role":"assistant","model":`...)
 	b = appendString(b, model)
 	b = append(b, `,"content":[`...)
+	if x.thinking != "" {
+		b = append(b, `{"type":"thinking","thinking":`...)
+		b = appendString(b, x.thinking)
+		b = append(b, `,"signature":`...)
+		b = appendString(b, thinkingSignature(x.thinking))
+		b = append(b, "},"...)
+		if x.redacted != "" {
+			b = append(b, `{"type":"redacted_thinking","data":`...)
+			b = appendString(b, x.redacted)
+			b = append(b, "},"...)
+		}
+	}
 	if a.tool != "" {
 		b = append(b, `{"type":"tool_use","id":"toolu_`...)
 		b = append(b, id...)
@@ -150,12 +185,42 @@ func (anthropicFormat) serve(c *call) {
 	}
 	b = append(b, `],"stop_reason":"`...)
 	b = append(b, anthropicStop(a)...)
-	b = append(b, `","stop_sequence":null,"usage":{"input_tokens":`...)
-	b = strconv.AppendInt(b, int64(a.promptTokens), 10)
-	b = append(b, `,"output_tokens":`...)
-	b = strconv.AppendInt(b, int64(a.completionTokens()), 10)
-	b = append(b, `,"cache_creation_input_tokens":0,"cache_read_input_tokens":0}}`...)
+	b = append(b, `","stop_sequence":null,"usage":`...)
+	b = x.appendUsage(b, a.completionTokens(), false)
+	b = append(b, '}')
 	writeJSON(w, http.StatusOK, b)
+}
+
+// anExtras is what an Anthropic answer has beyond the fake's answer: its
+// thinking, a redacted_thinking block's data, and the prompt tokens as the
+// cache splits them.
+type anExtras struct {
+	thinking, redacted   string
+	input, created, read int
+}
+
+// appendUsage appends the usage object for an answer of output tokens
+// (thinking not included); start writes message_start's, whose
+// output_tokens is 1.
+func (x *anExtras) appendUsage(b []byte, output int, start bool) []byte {
+	thinking := countWords(x.thinking)
+	b = append(b, `{"input_tokens":`...)
+	b = strconv.AppendInt(b, int64(x.input), 10)
+	b = append(b, `,"cache_creation_input_tokens":`...)
+	b = strconv.AppendInt(b, int64(x.created), 10)
+	b = append(b, `,"cache_read_input_tokens":`...)
+	b = strconv.AppendInt(b, int64(x.read), 10)
+	b = append(b, `,"output_tokens":`...)
+	if start {
+		return append(b, "1}"...)
+	}
+	b = strconv.AppendInt(b, int64(output+thinking), 10)
+	if x.thinking != "" {
+		b = append(b, `,"output_tokens_details":{"thinking_tokens":`...)
+		b = strconv.AppendInt(b, int64(thinking), 10)
+		b = append(b, '}')
+	}
+	return append(b, '}')
 }
 
 func anthropicStop(a *answer) string {
@@ -174,7 +239,9 @@ type anRequest struct {
 	model, maxTokens, messages, system, stopSequences gjson.Result
 	temperature, topP, topK, stream, metadata         gjson.Result
 	tools, toolChoice                                 gjson.Result
+	thinking, outputConfig, cacheControl              gjson.Result
 	msgs                                              []gjson.Result
+	think                                             anThinking
 }
 
 // checkAnthropic validates a Messages request as strictly as the real API
@@ -187,7 +254,8 @@ func checkAnthropic(body []byte) (q anRequest, msg string) {
 		{"model", &q.model}, {"max_tokens", &q.maxTokens}, {"messages", &q.messages}, {"system", &q.system},
 		{"stop_sequences", &q.stopSequences}, {"temperature", &q.temperature}, {"top_p", &q.topP},
 		{"top_k", &q.topK}, {"stream", &q.stream}, {"metadata", &q.metadata}, {"tools", &q.tools},
-		{"tool_choice", &q.toolChoice},
+		{"tool_choice", &q.toolChoice}, {"thinking", &q.thinking}, {"output_config", &q.outputConfig},
+		{"cache_control", &q.cacheControl},
 	}, func(k string) bool { return !anthropicFields[k] })
 	if bad != "" {
 		return q, bad + ": Extra inputs are not permitted"
@@ -218,6 +286,13 @@ func checkAnthropicFields(q *anRequest) string {
 	}
 	if md := q.metadata; md.Exists() && !md.IsObject() {
 		return "metadata: Input should be an object"
+	}
+	var msg string
+	if q.think, msg = checkThinking(q); msg != "" {
+		return msg
+	}
+	if msg := checkCacheControl("cache_control", q.cacheControl); msg != "" {
+		return msg
 	}
 	if sys := q.system; sys.Exists() {
 		if msg := checkBlocks("system", sys, "system"); msg != "" {
@@ -278,6 +353,11 @@ func checkAnthropicFields(q *anRequest) string {
 		}
 		uses = next
 	}
+	if q.think.on {
+		if msg := checkThinkingTurn(q.msgs); msg != "" {
+			return msg
+		}
+	}
 	var toolNames []string
 	if tools := q.tools; tools.Exists() {
 		if !tools.IsArray() {
@@ -290,6 +370,12 @@ func checkAnthropicFields(q *anRequest) string {
 			}
 			if is := t.Get("input_schema"); !is.IsObject() || is.Get("type").Str != "object" {
 				return p + ".input_schema: must be a JSON Schema object with type object"
+			}
+			if st := t.Get("strict"); st.Exists() && st.Type != gjson.True && st.Type != gjson.False {
+				return p + ".strict: Input should be a valid boolean"
+			}
+			if msg := checkCacheControl(p, t.Get("cache_control")); msg != "" {
+				return msg
 			}
 			toolNames = append(toolNames, t.Get("name").Str)
 		}
@@ -309,7 +395,28 @@ func checkAnthropicFields(q *anRequest) string {
 			return "tool_choice.type: Input should be 'auto', 'any', 'tool' or 'none'"
 		}
 	}
+	if n := countBreakpoints(q); n > maxCacheBreakpoints {
+		return "A maximum of 4 blocks with cache_control may be provided. Found " + strconv.Itoa(n) + "."
+	}
 	return ""
+}
+
+// countBreakpoints counts the tools and blocks marked with cache_control.
+func countBreakpoints(q *anRequest) int {
+	n := 0
+	count := func(list gjson.Result) {
+		for _, b := range list.Array() {
+			if b.Get("cache_control").Exists() {
+				n++
+			}
+		}
+	}
+	count(q.tools)
+	count(q.system)
+	for _, m := range q.msgs {
+		count(m.Get("content"))
+	}
+	return n
 }
 
 // checkBlocks validates a content (or system) value: a string or an array
@@ -326,6 +433,9 @@ func checkBlocks(p string, c gjson.Result, role string) string {
 	}
 	for j, b := range c.Array() {
 		bp := p + "." + strconv.Itoa(j)
+		if msg := checkCacheControl(bp, b.Get("cache_control")); msg != "" {
+			return msg
+		}
 		switch typ := b.Get("type").Str; {
 		case typ == "text":
 			if t := b.Get("text"); t.Type != gjson.String || t.Str == "" {
@@ -358,6 +468,9 @@ func checkBlocks(p string, c gjson.Result, role string) string {
 				return bp + ".is_error: Input should be a valid boolean"
 			}
 		case (typ == "thinking" || typ == "redacted_thinking") && role == "assistant":
+			if msg := checkThinkingBlock(bp, b); msg != "" {
+				return msg
+			}
 		default:
 			where := "a " + role + " message"
 			if role == "tool_result" {
@@ -398,7 +511,7 @@ func checkSource(bp string, src gjson.Result, types ...string) string {
 
 // streamAnthropic sends the answer as Messages stream events, flushing
 // after each.
-func streamAnthropic(c *call, a *answer) {
+func streamAnthropic(c *call, a *answer, x *anExtras) {
 	c.startSSE()
 	model, id := c.model, c.id
 	event := func(name string, data []byte) {
@@ -415,36 +528,60 @@ func streamAnthropic(c *call, a *answer) {
 	ended := func() bool { return c.afterFirstWord(anthropicStreamError) }
 	start := []byte(`{"type":"message_start","message":{"id":"msg_` + id + `","type":"message","role":"assistant","model":`)
 	start = appendString(start, model)
-	start = append(start, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":`...)
-	start = strconv.AppendInt(start, int64(a.promptTokens), 10)
-	start = append(start, `,"output_tokens":1,"cache_creation_input_tokens":0,"cache_read_input_tokens":0}}}`...)
-	event("message_start", start)
+	start = append(start, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":`...)
+	start = x.appendUsage(start, 0, true)
+	event("message_start", append(start, "}}"...))
 	event("ping", []byte(`{"type": "ping"}`))
 
+	// Thinking comes first: its text word by word, then its signature;
+	// a redacted_thinking block comes whole.
+	index := 0
+	if x.thinking != "" {
+		event("content_block_start", []byte(`{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}`))
+		for i, w := range strings.Fields(x.thinking) {
+			if i > 0 {
+				w = " " + w
+			}
+			d := appendString([]byte(`{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":`), w)
+			event("content_block_delta", append(d, "}}"...))
+		}
+		sig := appendString([]byte(`{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":`), thinkingSignature(x.thinking))
+		event("content_block_delta", append(sig, "}}"...))
+		event("content_block_stop", []byte(`{"type":"content_block_stop","index":0}`))
+		index++
+		if x.redacted != "" {
+			rd := appendString([]byte(`{"type":"content_block_start","index":1,"content_block":{"type":"redacted_thinking","data":`), x.redacted)
+			event("content_block_start", append(rd, "}}"...))
+			event("content_block_stop", []byte(`{"type":"content_block_stop","index":1}`))
+			index++
+		}
+	}
+	idx := strconv.Itoa(index)
+
 	if a.tool != "" {
-		blk := appendString([]byte(`{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_`+id+`","name":`), a.tool)
+		blk := appendString([]byte(`{"type":"content_block_start","index":`+idx+`,"content_block":{"type":"tool_use","id":"toolu_`+id+`","name":`), a.tool)
 		event("content_block_start", append(blk, `,"input":{}}}`...))
 		for i, f := range a.argFragments() {
-			d := appendString([]byte(`{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":`), f)
+			d := appendString([]byte(`{"type":"content_block_delta","index":`+idx+`,"delta":{"type":"input_json_delta","partial_json":`), f)
 			event("content_block_delta", append(d, "}}"...))
 			if i == 0 && ended() {
 				return
 			}
 		}
 	} else {
-		event("content_block_start", []byte(`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`))
+		event("content_block_start", []byte(`{"type":"content_block_start","index":`+idx+`,"content_block":{"type":"text","text":""}}`))
 		for i := range a.words {
-			d := appendString([]byte(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":`), a.chunkWord(i))
+			d := appendString([]byte(`{"type":"content_block_delta","index":`+idx+`,"delta":{"type":"text_delta","text":`), a.chunkWord(i))
 			event("content_block_delta", append(d, "}}"...))
 			if i == 0 && ended() {
 				return
 			}
 		}
 	}
-	event("content_block_stop", []byte(`{"type":"content_block_stop","index":0}`))
-	md := []byte(`{"type":"message_delta","delta":{"stop_reason":"` + anthropicStop(a) + `","stop_sequence":null},"usage":{"output_tokens":`)
-	md = strconv.AppendInt(md, int64(a.completionTokens()), 10)
-	event("message_delta", append(md, "}}"...))
+	event("content_block_stop", []byte(`{"type":"content_block_stop","index":`+idx+`}`))
+	md := []byte(`{"type":"message_delta","delta":{"stop_reason":"` + anthropicStop(a) + `","stop_sequence":null},"usage":`)
+	md = x.appendUsage(md, a.completionTokens(), false)
+	event("message_delta", append(md, '}'))
 	event("message_stop", []byte(`{"type":"message_stop"}`))
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,6 +25,9 @@ type example struct {
 	noModel bool
 	// overloaded is the status of fail-529.
 	overloaded int
+	// unauthorized is the status of a request without credentials;
+	// 0 means 401.
+	unauthorized int
 	// isError reports whether a body is an error in the format's shape.
 	isError func(body string) bool
 }
@@ -53,6 +57,40 @@ var formatExamples = map[string]example{
 			return gjson.Get(body, "error.message").Str != "" && gjson.Get(body, "error.code").Exists()
 		},
 	},
+	"bedrock": {
+		request: func(model string) (string, string, []string) {
+			return "/model/" + url.PathEscape(model) + "/converse", `{"messages":[{"role":"user","content":[{"text":"hi"}]}]}`, bedrockAnyKey
+		},
+		overloaded:   503,
+		unauthorized: 403,
+		isError: func(body string) bool {
+			return gjson.Get(body, "message").Str != "" && len(gjson.Parse(body).Map()) == 1
+		},
+	},
+	"cohere_chat": {
+		request: func(model string) (string, string, []string) {
+			return cohereChatPath, `{"model":"` + model + `","messages":[{"role":"user","content":"hi"}],"stream":false}`, oaAuth
+		},
+		overloaded: 503,
+		isError:    isCohereError,
+	},
+	"gemini": {
+		request: func(model string) (string, string, []string) {
+			// A model name is one path segment ("x/fail-500" cannot be one).
+			return "/v1beta/models/" + strings.ReplaceAll(model, "/", "-") + ":generateContent", `{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}`, []string{"X-Goog-Api-Key", "gk"}
+		},
+		overloaded:   503,
+		unauthorized: 403, // PERMISSION_DENIED: "Method doesn't allow unregistered callers"
+		isError:      isGoogleError,
+	},
+	"vertex": {
+		request: func(model string) (string, string, []string) {
+			return "/v1/projects/p1/locations/us-central1/publishers/google/models/" + strings.ReplaceAll(model, "/", "-") + ":generateContent",
+				`{"contents":[{"role":"user","parts":[{"text":"hello"}]}]}`, []string{"Authorization", "Bearer vk"}
+		},
+		overloaded: 503,
+		isError:    isGoogleError,
+	},
 	"anthropic": {
 		request: func(model string) (string, string, []string) {
 			return anPath, `{"model":"` + model + `","max_tokens":9,"messages":[{"role":"user","content":"hi"}]}`, anAuth
@@ -81,7 +119,7 @@ func init() {
 		ex := example{noModel: !rf.named, overloaded: 503, isError: isOpenAIError}
 		switch rf.id {
 		case "cohere":
-			ex.isError = func(body string) bool { return gjson.Get(body, "message").Str != "" }
+			ex.isError = isCohereError
 		case "tei":
 			ex.isError = func(body string) bool {
 				return gjson.Get(body, "error").Str != "" && gjson.Get(body, "error_type").Str != ""
@@ -96,6 +134,16 @@ func init() {
 		}
 		formatExamples[rf.id] = ex
 	}
+}
+
+// isCohereError reports whether body is Cohere's error shape, {"message"}
+// (with an id where the chat route writes it).
+func isCohereError(body string) bool { return gjson.Get(body, "message").Str != "" }
+
+// isGoogleError reports whether body is Google's error envelope.
+func isGoogleError(body string) bool {
+	e := gjson.Get(body, "error")
+	return e.Get("code").Type == gjson.Number && e.Get("message").Str != "" && e.Get("status").Str != ""
 }
 
 func isOpenAIError(body string) bool {
@@ -141,7 +189,11 @@ func TestEveryFormat(t *testing.T) {
 			t.Run("no credentials", func(t *testing.T) {
 				path, body, _ := ex.request(model)
 				res, body := post(t, s, path, body)
-				wantError(t, res, body, 401)
+				status := ex.unauthorized
+				if status == 0 {
+					status = 401
+				}
+				wantError(t, res, body, status)
 			})
 			t.Run("another method", func(t *testing.T) {
 				res, body := send(t, http.MethodGet, model)

@@ -12,6 +12,17 @@
 //	anthropic    POST /v1/messages (x-api-key, anthropic-version)
 //	azure_openai POST /openai/deployments/{deployment}/chat/completions?api-version=…,
 //	             POST /openai/v1/chat/completions (api-key, or an Entra bearer token)
+//	bedrock      POST /model/{modelId}/converse, POST /model/{modelId}/converse-stream
+//	             (AWS SigV4; the key is "<access key id>:<secret access key>"
+//	             [":<session token>"], and the fake recomputes the signature)
+//	cohere_chat  POST /cohere/v2/chat (Authorization: Bearer; the "cohere" key serves it too)
+//	gemini       POST /v1beta/models/{model}:generateContent, …:streamGenerateContent?alt=sse
+//	             (x-goog-api-key or ?key=)
+//	vertex       POST /v1/projects/{p}/locations/{l}/publishers/google/models/{model}:generateContent,
+//	             …:streamGenerateContent?alt=sse (an OAuth bearer token), express mode's
+//	             POST /v1/publishers/google/models/{model}:… (x-goog-api-key), and the
+//	             Google token endpoint POST /oauth2/token that issues the tokens to the
+//	             service account of GoogleServiceAccount (see GoogleTokens)
 //	cohere       POST /cohere/v2/rerank      jina      POST /jina/v1/rerank
 //	voyage       POST /voyage/v1/rerank      tei       POST /tei/rerank
 //	vllm         POST /vllm/v1/rerank        infinity  POST /infinity/rerank
@@ -22,7 +33,8 @@
 //	             <prefix>_embeddings), vectors from EmbeddingVector
 //
 // (the rerank formats each under a prefix of their own, with a bearer key;
-// their scores are RerankScore's word overlap).
+// their scores are RerankScore's word overlap; Cohere's chat and rerank
+// share the /cohere prefix, whose other paths are 404s in Cohere's shape).
 //
 // Requests are checked as strictly as the real APIs check them (required
 // fields, value ranges, roles, content block types, tool calls paired with
@@ -44,6 +56,23 @@
 // every message's text (system and tool results included), the answer's
 // words, 1 for a tool call.
 //
+// The Anthropic format also speaks extended thinking, JSON outputs and
+// prompt caching. With thinking on ({"type":"enabled"} with a budget of at
+// least 1024 below max_tokens, or {"type":"adaptive"}) the answer starts
+// with a thinking block ("Thinking about: <last user text>", or "The tools
+// said: …") signed with an HMAC of its text; a thinking block sent back
+// must carry that signature, and a request ending in tool results whose
+// assistant turn does not start with its thinking block is refused, as
+// Anthropic refuses them; Anthropic's rules on temperature, top_p, top_k
+// and forced tools with thinking hold. A tool call's input is an instance
+// of the tool's input schema (see Structured in answer.go) when the schema
+// names properties, and output_config.format (checked against the schema
+// subset Anthropic takes) makes the text an instance of its schema. Blocks
+// and tools marked with cache_control, or a top-level cache_control, cache
+// the prompt up to the last marker: the first request reports it as
+// cache_creation_input_tokens, repeats within the ttl as
+// cache_read_input_tokens.
+//
 // The model name selects scripted behaviour, since it is the one thing a
 // gateway passes through unchanged. Every format follows it, each with its
 // own error shape and status:
@@ -62,6 +91,8 @@
 //	                  retry-after-ms: 50 (and retry-after: 1); a repeat of
 //	                  it is answered
 //	unsorted          rerank results in request order, top_n ignored
+//	redacted          (Anthropic, thinking on) a redacted_thinking block
+//	                  follows the thinking block
 //
 // # Adding a wire format
 //
@@ -101,8 +132,8 @@ import (
 // Options configure a fake provider.
 type Options struct {
 	// OpenAIKey is the key the OpenAI format wants as "Authorization:
-	// Bearer <key>", and the Responses, rerank and embeddings formats too.
-	// Empty accepts any non-empty bearer token.
+	// Bearer <key>", and the Responses, rerank and embeddings formats and
+	// Cohere's chat too. Empty accepts any non-empty bearer token.
 	OpenAIKey string
 
 	// AnthropicKey is the key the Anthropic format wants as x-api-key.
@@ -117,6 +148,11 @@ type Options struct {
 
 	// NoRecord turns off request recording (for load benchmarks).
 	NoRecord bool
+
+	// GoogleTokenLifetime is how long the access tokens of the Google
+	// token endpoint (GoogleTokenPath) live. Default:
+	// DefaultGoogleTokenLifetime.
+	GoogleTokenLifetime time.Duration
 
 	// Log, if set, is called once for each request when its answer is
 	// complete (a stream's when it ends) with the status answered. The
@@ -144,8 +180,10 @@ type Server struct {
 	mu      sync.Mutex
 	reqs    []Recorded
 	waiting chan struct{}
-	gates   []chan struct{}   // gated streams waiting for Release, under mu
-	flaky   map[[32]byte]bool // bodies of "flaky" requests seen, under mu
+	gates   []chan struct{}        // gated streams waiting for Release, under mu
+	flaky   map[[32]byte]bool      // bodies of "flaky" requests seen, under mu
+	caches  map[[32]byte]time.Time // Anthropic prompt cache: prefix → expiry, under mu
+	google  googleAuth             // the Google service account and its tokens
 }
 
 // New returns a fake provider that is not listening; serve it yourself.

@@ -195,7 +195,7 @@ func TestAnthropicAccepts(t *testing.T) {
 			`{"type":"document","source":{"type":"text","media_type":"text/plain","data":"doc"}},` +
 			`{"type":"document","source":{"type":"url","url":"https://x/y.pdf"}},{"type":"text","text":"q"}]}]}`},
 		{"rich tool result", `{"model":"c","max_tokens":5,"messages":[{"role":"user","content":"q"},` +
-			`{"role":"assistant","content":[{"type":"thinking","thinking":"hm","signature":"s"},{"type":"tool_use","id":"t1","name":"f","input":{"a":1}}]},` +
+			`{"role":"assistant","content":[{"type":"thinking","thinking":"hm","signature":"` + thinkingSignature("hm") + `"},{"type":"tool_use","id":"t1","name":"f","input":{"a":1}}]},` +
 			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","is_error":true,"content":[{"type":"text","text":"x"},{"type":"image","source":{"type":"url","url":"u"}}]},{"type":"text","text":"go on"}]}]}`},
 		{"tool_result without content", `{"model":"c","max_tokens":5,"messages":[{"role":"user","content":"q"},` +
 			`{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"f","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1"}]}]}`},

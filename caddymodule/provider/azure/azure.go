@@ -346,9 +346,9 @@ func (e *Entra) unmarshal(d *caddyfile.Dispenser) error {
 func (p *Provider) Base() *caddymodule.ProviderBase { return &p.ProviderBase }
 
 // Endpoints returns the translators: Azure OpenAI serves chat and
-// embeddings.
+// embeddings, and the Responses API passes through.
 func (p *Provider) Endpoints() caddymodule.Endpoints {
-	return caddymodule.Endpoints{Chat: p.chat, Embeddings: azure.Embeddings{Chat: p.chat}}
+	return caddymodule.Endpoints{Chat: p.chat, Embeddings: azure.Embeddings{Chat: p.chat}, Responses: azure.Native{Chat: p.chat}}
 }
 
 // Interface guards
