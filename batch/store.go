@@ -25,8 +25,6 @@ package batch
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"path"
 	"sort"
@@ -57,10 +55,7 @@ func NewStore(s Storage, prefix string) *Store {
 }
 
 // ownerDir is the storage folder of an owner's files and batches.
-func (s *Store) ownerDir(owner string) string {
-	sum := sha256.Sum256([]byte(owner))
-	return path.Join(s.prefix, "o", hex.EncodeToString(sum[:16]))
-}
+func (s *Store) ownerDir(owner string) string { return storage.OwnerDir(s.prefix, owner) }
 
 func (s *Store) fileDir(owner, id string) string {
 	return path.Join(s.ownerDir(owner), "files", id)

@@ -115,6 +115,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			serve(w, r, body, requestKey(r), h.logger)
 		}
 		return nil
+	case path == "/v1/responses":
+		if !AllowMethod(w, r, http.MethodPost) {
+			return nil
+		}
+		if body, ok := h.body(w, r, endpointResponses); ok {
+			h.app.dispatch.responses(w, r, body, requestKey(r), h.app.responseStore(), h.logger)
+		}
+		return nil
+	case strings.HasPrefix(path, "/v1/responses/"):
+		h.serveStoredResponse(w, r, strings.TrimPrefix(path, "/v1/responses/"))
+		return nil
 	case path == "/v1/models":
 		if !AllowMethod(w, r, http.MethodGet) {
 			return nil

@@ -398,6 +398,9 @@ func (b *ProviderBase) upstreamRequest(r *http.Request, preq providers.Request, 
 	u.RawQuery = preq.Query
 	r2.URL = &u
 	r2.Method = http.MethodPost
+	if preq.Method != "" {
+		r2.Method = preq.Method
+	}
 	r2.RequestURI = ""
 
 	h := make(http.Header, 6+len(preq.Header))

@@ -183,6 +183,7 @@ type Server struct {
 	gates   []chan struct{}        // gated streams waiting for Release, under mu
 	flaky   map[[32]byte]bool      // bodies of "flaky" requests seen, under mu
 	caches  map[[32]byte]time.Time // Anthropic prompt cache: prefix → expiry, under mu
+	stored  map[string][]byte      // stored Responses, by id, under mu
 	google  googleAuth             // the Google service account and its tokens
 }
 

@@ -23,12 +23,29 @@ import (
 // it; the fake cannot run those either.) Answers are decided as the chat
 // formats decide them (decide) and written by providers/responses from the
 // equivalent chat completion: a Response, or its event stream. A call of a
-// custom tool carries the last user text as its input. Responses are not
-// stored: store and previous_response_id are accepted and have no effect.
-type responsesFormat struct{ modelInBody }
+// custom tool carries the last user text as its input. A non-streamed
+// response with store (the default) is kept in memory, for GET and DELETE
+// /v1/responses/{id}; previous_response_id is accepted and has no effect.
+type responsesFormat struct{}
 
-func (responsesFormat) name() string                     { return "openai_responses" }
-func (responsesFormat) route(r *http.Request) routing    { return postTo(r, "/v1/responses") }
+func (responsesFormat) name() string { return "openai_responses" }
+func (responsesFormat) route(r *http.Request) routing {
+	if id, ok := strings.CutPrefix(r.URL.Path, "/v1/responses/"); ok && id != "" && !strings.Contains(id, "/") {
+		if r.Method == http.MethodGet || r.Method == http.MethodDelete {
+			return served
+		}
+		return owned
+	}
+	return postTo(r, "/v1/responses")
+}
+
+// model is the body's, or none for GET and DELETE of a stored response.
+func (responsesFormat) model(r *http.Request, body []byte) string {
+	if r.Method != http.MethodPost {
+		return ""
+	}
+	return modelInBody{}.model(r, body)
+}
 func (responsesFormat) headers(h http.Header, id string) { h.Set("X-Request-Id", "req_"+id) }
 
 func (responsesFormat) authorized(r *http.Request, want string) bool { return keyOK(bearer(r), want) }
@@ -38,6 +55,10 @@ func (responsesFormat) fail(w http.ResponseWriter, r *http.Request, f fault) {
 }
 
 func (responsesFormat) serve(c *call) {
+	if c.r.Method != http.MethodPost {
+		storedResponse(c)
+		return
+	}
 	req, err := responses.Parse(c.body)
 	if err != nil {
 		var e *providers.Error
@@ -100,6 +121,14 @@ func (responsesFormat) serve(c *call) {
 		if err != nil {
 			openAIError(c.w, http.StatusInternalServerError, "server_error", "", err.Error())
 			return
+		}
+		if req.Info().Store {
+			c.s.mu.Lock()
+			if c.s.stored == nil {
+				c.s.stored = make(map[string][]byte)
+			}
+			c.s.stored[gjson.GetBytes(out, "id").Str] = out
+			c.s.mu.Unlock()
 		}
 		writeJSON(c.w, http.StatusOK, out)
 		return
@@ -217,4 +246,23 @@ func itemText(c gjson.Result) string {
 		return true
 	})
 	return strings.Join(parts, " ")
+}
+
+// storedResponse answers GET and DELETE /v1/responses/{id}.
+func storedResponse(c *call) {
+	id := strings.TrimPrefix(c.r.URL.Path, "/v1/responses/")
+	c.s.mu.Lock()
+	out, ok := c.s.stored[id]
+	if ok && c.r.Method == http.MethodDelete {
+		delete(c.s.stored, id)
+	}
+	c.s.mu.Unlock()
+	switch {
+	case !ok:
+		openAIError(c.w, http.StatusNotFound, "invalid_request_error", "", "Response with id '"+id+"' not found.")
+	case c.r.Method == http.MethodDelete:
+		writeJSON(c.w, http.StatusOK, responses.Deleted(id))
+	default:
+		writeJSON(c.w, http.StatusOK, out)
+	}
 }
