@@ -86,7 +86,8 @@ type TLS struct {
 }
 
 // Duration is a time.Duration that reads "2s" or nanoseconds from JSON,
-// as caddy.Duration does, and writes the string form.
+// as caddy.Duration does, and writes nanoseconds, as Caddy's adapted
+// configs do.
 type Duration time.Duration
 
 // UnmarshalJSON accepts a duration string or a number of nanoseconds.
@@ -111,8 +112,6 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// MarshalJSON writes the duration as a string such as "2s".
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
 
 const (
 	defaultAddress = "127.0.0.1:6379"
