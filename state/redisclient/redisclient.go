@@ -112,7 +112,6 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-
 const (
 	defaultAddress = "127.0.0.1:6379"
 	defaultTimeout = 2 * time.Second
