@@ -397,6 +397,9 @@ func (s *Storage) keepLock(name string, l *heldLock) {
 		case <-t.C:
 		}
 		ok, err := s.renew(context.Background(), name, l)
+		if errors.Is(err, redis.ErrClosed) {
+			return // the client is gone (the config that made it is unloaded): the lock expires
+		}
 		if err != nil {
 			// Redis unreachable: the lock may still be ours when it
 			// comes back within LockTTL.
