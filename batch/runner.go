@@ -157,6 +157,11 @@ func (r *Runner) tick() {
 		if r.ctx.Err() != nil {
 			return
 		}
+		if !validID(id, "batch_") {
+			// Not a batch: a file system storage's temporary file of a
+			// Store in progress. Deleting it would fail that Store.
+			continue
+		}
 		if err := r.step(lv, id); err != nil && r.ctx.Err() == nil {
 			lv.Logger.Error("batch step failed; retrying at the next poll", zap.String("batch_id", id), zap.Error(err))
 		}
