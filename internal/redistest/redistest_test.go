@@ -116,3 +116,24 @@ func TestCleanupStopsTheServer(t *testing.T) {
 		t.Fatalf("redis-server %d still runs after its test ended", pid)
 	}
 }
+
+func TestCluster(t *testing.T) {
+	nodes := StartCluster(t, 3)
+	for _, n := range nodes {
+		info, err := command(n.Addr, "", "CLUSTER", "INFO")
+		if err != nil || !strings.Contains(info, "cluster_slots_assigned:16384") {
+			t.Fatalf("%s: %s %v", n.Addr, info, err)
+		}
+	}
+	// A key lives on one node: the others redirect.
+	moved := 0
+	for _, n := range nodes {
+		r, _ := do(t, n.Addr, "SET", "some-key", "v")
+		if strings.HasPrefix(r, "-MOVED") {
+			moved++
+		}
+	}
+	if moved != 2 {
+		t.Fatalf("%d of 3 nodes redirected a key, want 2", moved)
+	}
+}

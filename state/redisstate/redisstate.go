@@ -10,7 +10,7 @@
 //	<prefix>{leases}:<name>                  a lease: hash of holder, token
 //	<prefix>{leases}:fence                   the fencing token counter, never expires
 //	<prefix>s:{<name>}                       slots: sorted set of holder → expiry (ms)
-//	channel <prefix><channel>                publish/subscribe
+//	channel <prefix>{pubsub}:<channel>       publish/subscribe
 //
 // The braces are Redis Cluster hash tags: what one script touches lives in
 // one slot. Every lease shares one slot, so that the fencing counter is
@@ -23,7 +23,11 @@
 // little apart still meet.
 //
 // Publish/subscribe channels are global to a Redis server (not per
-// database), so they carry the prefix too.
+// database), so they carry the prefix too. On a Cluster, messages go
+// through sharded publish/subscribe (SPUBLISH, SSUBSCRIBE; Redis 7 and
+// Valkey): every channel is in the slot of "pubsub", so one shard orders
+// all of them, as a standalone server does. (Classic PUBLISH on a Cluster
+// may enter at any node and reach a subscriber out of order.)
 package redisstate
 
 import (
@@ -63,6 +67,7 @@ type Options struct {
 // State is state.State on a go-redis client.
 type State struct {
 	rdb     redis.UniversalClient
+	sharded bool // a Cluster: sharded publish/subscribe
 	prefix  string
 	timeout time.Duration
 	ping    time.Duration
@@ -91,7 +96,8 @@ func New(rdb redis.UniversalClient, opt Options) (*State, error) {
 		opt.Logger = zap.NewNop()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &State{rdb: rdb, prefix: opt.KeyPrefix, timeout: opt.Timeout, ping: opt.PingInterval,
+	_, sharded := rdb.(*redis.ClusterClient)
+	return &State{rdb: rdb, sharded: sharded, prefix: opt.KeyPrefix, timeout: opt.Timeout, ping: opt.PingInterval,
 		log: opt.Logger, ctx: ctx, cancel: cancel}, nil
 }
 
@@ -159,7 +165,7 @@ func (s *State) windowKey(key string, sliding bool, size, index int64) string {
 func (s *State) leaseKey(name string) string { return s.prefix + "{leases}:n:" + name }
 func (s *State) fenceKey() string            { return s.prefix + "{leases}:fence" }
 func (s *State) slotsKey(name string) string { return s.prefix + "s:{" + name + "}" }
-func (s *State) channel(ch string) string    { return s.prefix + ch }
+func (s *State) channel(ch string) string    { return s.prefix + "{pubsub}:" + ch }
 
 // ttlOf converts a PTTL answer (ms; -1 no expiry, -2 missing) to a TTL.
 func ttlOf(pttl int64) time.Duration {
@@ -426,6 +432,9 @@ func (s *State) ReleaseSlot(ctx context.Context, name, holder string) error {
 func (s *State) Publish(ctx context.Context, channel string, payload []byte) error {
 	ctx, cancel := s.op(ctx)
 	defer cancel()
+	if s.sharded {
+		return s.wrap(s.rdb.SPublish(ctx, s.channel(channel), payload).Err())
+	}
 	return s.wrap(s.rdb.Publish(ctx, s.channel(channel), payload).Err())
 }
 

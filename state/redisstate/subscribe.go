@@ -118,7 +118,12 @@ func (sub *subscription) setDown() {
 // it breaks. It reports whether it got live.
 func (sub *subscription) session() (wasLive bool, err error) {
 	s := sub.s
-	ps := s.rdb.Subscribe(sub.ctx)
+	var ps *redis.PubSub
+	if s.sharded {
+		ps = s.rdb.SSubscribe(sub.ctx)
+	} else {
+		ps = s.rdb.Subscribe(sub.ctx)
+	}
 	sub.mu.Lock()
 	sub.ps = ps
 	sub.mu.Unlock()
@@ -128,7 +133,11 @@ func (sub *subscription) session() (wasLive bool, err error) {
 	}
 
 	ctx, cancel := context.WithTimeout(sub.ctx, s.timeout)
-	err = ps.Subscribe(ctx, sub.channels...)
+	if s.sharded {
+		err = ps.SSubscribe(ctx, sub.channels...)
+	} else {
+		err = ps.Subscribe(ctx, sub.channels...)
+	}
 	cancel()
 	if err != nil {
 		return false, err
@@ -145,7 +154,7 @@ func (sub *subscription) session() (wasLive bool, err error) {
 		}
 		switch m := msg.(type) {
 		case *redis.Subscription:
-			if m.Kind == "subscribe" {
+			if m.Kind == "subscribe" || m.Kind == "ssubscribe" {
 				delete(pending, m.Channel)
 			}
 		case *redis.Message:
@@ -185,6 +194,12 @@ func (sub *subscription) session() (wasLive bool, err error) {
 			}
 		case *redis.Pong:
 			pingSent = false
+		case *redis.Subscription:
+			if m.Kind == "unsubscribe" || m.Kind == "sunsubscribe" {
+				// The server dropped us (a Cluster slot moved, a
+				// failover): subscribe again.
+				return true, errors.New("unsubscribed by the server from " + m.Channel)
+			}
 		}
 	}
 }
@@ -211,7 +226,7 @@ func (sub *subscription) goLive() bool {
 }
 
 func (sub *subscription) message(m *redis.Message) state.Message {
-	return state.Message{Channel: strings.TrimPrefix(m.Channel, sub.s.prefix), Payload: []byte(m.Payload)}
+	return state.Message{Channel: strings.TrimPrefix(m.Channel, sub.s.channel("")), Payload: []byte(m.Payload)}
 }
 
 // deliver hands m to the receiver, waiting for it: a receiver that does

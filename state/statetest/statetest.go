@@ -624,12 +624,19 @@ func testPubSubOrder(t *testing.T, open Instances) {
 	defer sub.Close()
 	const n = 500
 	payload := func(i int) []byte { return []byte{0, byte(i), 0xff, byte(i >> 8), '\n', '\r'} }
+	pubErr := make(chan error, 1)
 	go func() {
 		for i := range n {
 			if err := ss[1].Publish(ctx, "c", payload(i)); err != nil {
-				t.Error(err)
+				pubErr <- fmt.Errorf("publish %d: %w", i, err)
 				return
 			}
+		}
+		pubErr <- nil
+	}()
+	defer func() {
+		if err := <-pubErr; err != nil {
+			t.Error(err)
 		}
 	}()
 	for i := range n {
