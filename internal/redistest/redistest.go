@@ -62,6 +62,10 @@ type Server struct {
 	bin  string
 	opts Options
 
+	// sentinel, when set, makes this a Sentinel watching that master
+	// ("<name> <port>").
+	sentinel string
+
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{} // closed when cmd has exited
@@ -71,14 +75,38 @@ type Server struct {
 // when no redis-server can be found or installed.
 func Start(t testing.TB, opts ...Options) *Server {
 	t.Helper()
+	var o Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	return start(t, o, "")
+}
+
+// StartSentinel starts a Redis Sentinel watching master under name (with
+// a quorum of 1), and stops it when t ends.
+func StartSentinel(t testing.TB, master *Server, name string) *Server {
+	t.Helper()
+	s := start(t, Options{}, name+" "+strconv.Itoa(master.Port))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r, err := command(s.Addr, "", "SENTINEL", "GET-MASTER-ADDR-BY-NAME", name)
+		if err == nil && r == "*2" {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sentinel does not know %s: %q %v", name, r, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func start(t testing.TB, opts Options, sentinel string) *Server {
+	t.Helper()
 	bin, err := Binary()
 	if err != nil {
 		t.Fatalf("redis-server: %v", err)
 	}
-	s := &Server{t: t, bin: bin, Dir: t.TempDir()}
-	if len(opts) > 0 {
-		s.opts = opts[0]
-	}
+	s := &Server{t: t, bin: bin, Dir: t.TempDir(), opts: opts, sentinel: sentinel}
 	if s.opts.AppendFsync == "" {
 		s.opts.AppendFsync = "always"
 	}
@@ -180,9 +208,17 @@ func (s *Server) start() error {
 		"daemonize no",
 		"dir " + s.Dir,
 		"logfile " + filepath.Join(s.Dir, "redis.log"),
-		"appendonly yes",
-		"appendfsync " + s.opts.AppendFsync,
-		`save ""`, // the append-only file is the persistence
+	}
+	if s.sentinel == "" {
+		conf = append(conf,
+			"appendonly yes",
+			"appendfsync "+s.opts.AppendFsync,
+			`save ""`, // the append-only file is the persistence
+		)
+	} else {
+		name, port, _ := strings.Cut(s.sentinel, " ")
+		conf = append(conf, "sentinel monitor "+name+" 127.0.0.1 "+port+" 1",
+			"sentinel down-after-milliseconds "+name+" 2000")
 	}
 	if s.opts.Password != "" {
 		conf = append(conf, "requirepass "+s.opts.Password)
@@ -192,7 +228,11 @@ func (s *Server) start() error {
 	if err := os.WriteFile(confPath, []byte(strings.Join(conf, "\n")+"\n"), 0o600); err != nil {
 		return err
 	}
-	cmd := exec.Command(s.bin, confPath)
+	args := []string{confPath}
+	if s.sentinel != "" {
+		args = append(args, "--sentinel")
+	}
+	cmd := exec.Command(s.bin, args...)
 	cmd.Dir = s.Dir
 	setParentDeath(cmd)
 	if err := cmd.Start(); err != nil {
