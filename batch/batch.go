@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"path"
 	"time"
+
+	"github.com/modelgate/modelgate/internal/ids"
+	"github.com/modelgate/modelgate/internal/storage"
 )
 
 // Statuses of a batch, OpenAI's.
@@ -22,8 +25,9 @@ const (
 
 // Endpoints batches run.
 const (
-	EndpointChat   = "/v1/chat/completions"
-	EndpointRerank = "/v1/rerank"
+	EndpointChat       = "/v1/chat/completions"
+	EndpointRerank     = "/v1/rerank"
+	EndpointEmbeddings = "/v1/embeddings"
 )
 
 // Batch is OpenAI's Batch object.
@@ -74,7 +78,8 @@ type RequestCounts struct {
 	Failed    int `json:"failed"`
 }
 
-// Usage sums the token usage of a batch's answered chat requests.
+// Usage sums the token usage of a batch's answered chat and embeddings
+// requests.
 type Usage struct {
 	InputTokens         int64        `json:"input_tokens"`
 	InputTokensDetails  CachedTokens `json:"input_tokens_details"`
@@ -159,9 +164,11 @@ func (e *InvalidError) Error() string { return e.Message }
 // CreateBatch records a new batch of owner in the validating state; a
 // Runner validates and runs it.
 func (s *Store) CreateBatch(ctx context.Context, owner string, p CreateParams) (Batch, error) {
-	if p.Endpoint != EndpointChat && p.Endpoint != EndpointRerank {
+	switch p.Endpoint {
+	case EndpointChat, EndpointRerank, EndpointEmbeddings:
+	default:
 		return Batch{}, &InvalidError{Param: "endpoint",
-			Message: fmt.Sprintf("endpoint %q is not supported: use %s or %s", p.Endpoint, EndpointChat, EndpointRerank)}
+			Message: fmt.Sprintf("endpoint %q is not supported: use %s, %s or %s", p.Endpoint, EndpointChat, EndpointEmbeddings, EndpointRerank)}
 	}
 	if err := checkMetadata(p.Metadata); err != nil {
 		return Batch{}, err
@@ -183,7 +190,7 @@ func (s *Store) CreateBatch(ctx context.Context, owner string, p CreateParams) (
 	now := s.now()
 	rec := batchRecord{
 		Batch: Batch{
-			ID: newID("batch_", now), Object: "batch", Endpoint: p.Endpoint,
+			ID: ids.New("batch_", now), Object: "batch", Endpoint: p.Endpoint,
 			InputFileID: p.InputFileID, CompletionWindow: p.CompletionWindow,
 			Status: StatusValidating, CreatedAt: now.Unix(), ExpiresAt: ptr(now.Add(p.Window).Unix()),
 			Metadata: p.Metadata,
@@ -228,12 +235,12 @@ func (s *Store) GetBatch(ctx context.Context, owner, id string) (Batch, error) {
 }
 
 func (s *Store) batchRecord(ctx context.Context, owner, id string) (*batchRecord, error) {
-	if !validID(id, "batch_") {
+	if !ids.Valid(id, "batch_") {
 		return nil, ErrNotFound
 	}
 	rec := new(batchRecord)
 	err := s.loadJSON(ctx, path.Join(s.batchDir(owner, id), "batch.json"), rec)
-	if isNotExist(err) || err == nil && rec.Owner != owner {
+	if storage.IsNotExist(err) || err == nil && rec.Owner != owner {
 		return nil, ErrNotFound
 	}
 	return rec, err
@@ -255,7 +262,7 @@ func (s *Store) present(ctx context.Context, rec *batchRecord) (Batch, error) {
 		return b, nil // not validated (maybe cancelled before): no claims yet
 	}
 	c, err := s.loadClaims(ctx, rec)
-	if isNotExist(err) {
+	if storage.IsNotExist(err) {
 		return b, nil // the batch ended just now and its claims are gone
 	}
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"path"
 	"strings"
 	"time"
+
+	"github.com/modelgate/modelgate/internal/storage"
 )
 
 // claims is the work plan of a validated batch (claims.json): its parts and
@@ -78,7 +80,7 @@ const lockWait = 5 * time.Second
 // for it. It reports false if the lock was not obtained in time.
 func (s *Store) withLock(ctx context.Context, batchID string, wait time.Duration, f func() error) (bool, error) {
 	lctx, cancel := context.WithTimeout(ctx, wait)
-	err := s.storage.Lock(lctx, lockName(batchID))
+	unlock, err := storage.Lock(lctx, s.storage, lockName(batchID))
 	cancel()
 	if err != nil {
 		if ctx.Err() == nil && lctx.Err() != nil {
@@ -86,7 +88,7 @@ func (s *Store) withLock(ctx context.Context, batchID string, wait time.Duration
 		}
 		return false, err
 	}
-	defer func() { _ = s.storage.Unlock(context.WithoutCancel(ctx), lockName(batchID)) }()
+	defer unlock()
 	return true, f()
 }
 

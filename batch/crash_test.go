@@ -7,19 +7,9 @@ import (
 	"sync"
 	"testing"
 	"time"
-)
 
-// slowBatch creates a batch of n "slow" lines; it returns the custom_ids
-// in input order.
-func slowBatch(t *testing.T, st *Store, n int) (Batch, []string) {
-	t.Helper()
-	want := ids("s", n)
-	var ls []string
-	for _, id := range want {
-		ls = append(ls, chatLine(id, "slow"))
-	}
-	return createBatch(t, st, putInput(t, st, ls...), time.Hour), want
-}
+	"github.com/modelgate/modelgate/internal/storagetest"
+)
 
 // checkpointed returns the custom_ids whose results are in b's
 // checkpoints now.
@@ -51,13 +41,13 @@ func checkpointed(t *testing.T, st *Store, b Batch, want []string) map[string]bo
 func TestGracefulStop(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	mem := newMemStorage()
+	mem := storagetest.NewMemory()
 	st := NewStore(mem, "mg")
 	exA := newFakeExecutor()
 	exA.delay = 15 * time.Millisecond
 	setA := testSettings()
 	setA.Workers = 2 // so the batch takes a while
-	b, want := slowBatch(t, st, 35)
+	b, want := chatBatch(t, st, "s", "slow", 35)
 	a := startRunner(t, st, "inst-a", staticLive(setA, exA))
 	waitUntil(t, "a few answers", func() bool { return len(exA.answeredIDs()) >= 6 })
 	if err := a.Destruct(); err != nil {
@@ -109,8 +99,8 @@ func TestGracefulStop(t *testing.T) {
 func TestCrashTakeover(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	mem := newMemStorage()
-	view := &crashView{memStorage: mem}
+	mem := storagetest.NewMemory()
+	view := &crashView{Memory: mem}
 	stA, stB := NewStore(view, "mg"), NewStore(mem, "mg")
 	exA := newFakeExecutor()
 	exA.delay = 15 * time.Millisecond
@@ -118,7 +108,7 @@ func TestCrashTakeover(t *testing.T) {
 	set.Lease = time.Minute
 	setA := set
 	setA.Workers = 2
-	b, want := slowBatch(t, stB, 35)
+	b, want := chatBatch(t, stB, "s", "slow", 35)
 	startRunner(t, stA, "inst-a", staticLive(setA, exA))
 	waitUntil(t, "a few answers", func() bool { return len(exA.answeredIDs()) >= 6 })
 
@@ -167,14 +157,10 @@ func TestCrashTakeover(t *testing.T) {
 func TestCrashWhileFinalizing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	mem := newMemStorage()
-	view := &crashView{memStorage: mem}
+	mem := storagetest.NewMemory()
+	view := &crashView{Memory: mem}
 	stA, stB := NewStore(view, "mg"), NewStore(mem, "mg")
-	var ls []string
-	want := ids("f", 17)
-	for _, id := range want {
-		ls = append(ls, chatLine(id, "ok"))
-	}
+	ls, want := chatLines("f", "ok", 17)
 	in := putInput(t, stB, ls...)
 	view.crashOn = func(key string) bool {
 		return strings.Contains(key, "/files/") && !strings.Contains(key, in.ID)
@@ -199,11 +185,7 @@ func TestCrashWhileFinalizing(t *testing.T) {
 		t.Errorf("output %v (chosen before the crash: %s), error %v", b.OutputFileID, outID, b.ErrorFileID)
 	}
 	checkExactlyOnce(t, want, readResultFile(t, stB, b.OutputFileID))
-	for id, n := range ex.callCounts() {
-		if n != 1 {
-			t.Errorf("%s was sent %d times", id, n)
-		}
-	}
+	checkSentOnce(t, want, ex)
 	checkCleanedUp(t, mem, stB, b.ID)
 }
 
@@ -211,7 +193,7 @@ func TestCrashWhileFinalizing(t *testing.T) {
 // and each line is sent once and has one result.
 func TestTwoRunnersShare(t *testing.T) {
 	t.Parallel()
-	mem := newMemStorage()
+	mem := storagetest.NewMemory()
 	st := NewStore(mem, "mg")
 	set := testSettings()
 	set.Lease = 2 * time.Second
@@ -225,24 +207,15 @@ func TestTwoRunnersShare(t *testing.T) {
 	exA.onCall = func(Request) { onceB.Do(func() { close(gateB) }) }
 	exB.onCall = func(Request) { onceA.Do(func() { close(gateA) }) }
 
-	var ls []string
-	want := ids("t", 70) // 10 parts
-	for _, id := range want {
-		ls = append(ls, chatLine(id, "ok"))
-	}
-	b := createBatch(t, st, putInput(t, st, ls...), time.Hour)
+	b, want := chatBatch(t, st, "t", "ok", 70) // 10 parts
 	startRunner(t, st, "inst-a", staticLive(set, exA))
 	startRunner(t, st, "inst-b", staticLive(set, exB))
 	b = waitStatus(t, st, b.ID, StatusCompleted)
 	checkExactlyOnce(t, want, readResultFile(t, st, b.OutputFileID))
+	checkSentOnce(t, want, exA, exB)
 	callsA, callsB := exA.callCounts(), exB.callCounts()
 	if len(callsA) == 0 || len(callsB) == 0 {
 		t.Errorf("A sent %d lines, B %d: both should have had parts", len(callsA), len(callsB))
-	}
-	for _, id := range want {
-		if callsA[id]+callsB[id] != 1 {
-			t.Errorf("%s was sent %d times by A and %d by B", id, callsA[id], callsB[id])
-		}
 	}
 	t.Logf("A sent %d lines, B %d", len(callsA), len(callsB))
 	if b.RequestCounts != (RequestCounts{Total: 70, Completed: 70}) {
@@ -256,8 +229,8 @@ func TestTwoRunnersShare(t *testing.T) {
 func TestDeadInstance(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	mem := newMemStorage()
-	view := &crashView{memStorage: mem}
+	mem := storagetest.NewMemory()
+	view := &crashView{Memory: mem}
 	stA, stB := NewStore(mem, "mg"), NewStore(view, "mg")
 	set := testSettings()
 	set.Lease = 300 * time.Millisecond
@@ -280,12 +253,7 @@ func TestDeadInstance(t *testing.T) {
 			view.crash()
 		}
 	}
-	var ls []string
-	want := ids("d", 70)
-	for _, id := range want {
-		ls = append(ls, chatLine(id, "ok"))
-	}
-	b := createBatch(t, stA, putInput(t, stA, ls...), time.Hour)
+	b, want := chatBatch(t, stA, "d", "ok", 70)
 	startRunner(t, stA, "inst-a", staticLive(set, exA))
 	startRunner(t, stB, "inst-b", staticLive(set, exB))
 	waitUntil(t, "B's death", view.crashed.Load)
@@ -309,7 +277,7 @@ func TestDeadInstance(t *testing.T) {
 		t.Errorf("A sent %d lines; it should have taken over all but B's", len(callsA))
 	}
 	checkCleanedUp(t, mem, stA, b.ID)
-	if n := len(mem.keys(path.Join(stA.prefix, "active"))); n != 0 {
+	if n := len(mem.Keys(path.Join(stA.prefix, "active"))); n != 0 {
 		t.Errorf("%d active batches left", n)
 	}
 }
@@ -322,22 +290,17 @@ func TestLeaseRenewed(t *testing.T) {
 	for _, skew := range []time.Duration{0, time.Second} {
 		t.Run(skew.String(), func(t *testing.T) {
 			t.Parallel()
-			st := NewStore(newMemStorage(), "mg")
+			st := NewStore(storagetest.NewMemory(), "mg")
 			st.now = func() time.Time { return time.Now().Add(skew) }
 			set := testSettings()
 			exA, exB := newFakeExecutor(), newFakeExecutor()
 			exA.delay, exB.delay = 3*set.Lease, 3*set.Lease
-			b, want := slowBatch(t, st, 14)
+			b, want := chatBatch(t, st, "s", "slow", 14)
 			startRunner(t, st, "inst-a", staticLive(set, exA))
 			startRunner(t, st, "inst-b", staticLive(set, exB))
 			b = waitStatus(t, st, b.ID, StatusCompleted)
 			checkExactlyOnce(t, want, readResultFile(t, st, b.OutputFileID))
-			callsA, callsB := exA.callCounts(), exB.callCounts()
-			for _, id := range want {
-				if callsA[id]+callsB[id] != 1 {
-					t.Errorf("%s was sent %d times by A and %d by B", id, callsA[id], callsB[id])
-				}
-			}
+			checkSentOnce(t, want, exA, exB)
 		})
 	}
 }

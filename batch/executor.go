@@ -94,35 +94,25 @@ func DefaultSettings() Settings {
 	}
 }
 
-// withDefaults fills zero fields from DefaultSettings.
+// withDefaults fills zero (or negative) fields from DefaultSettings; a
+// negative MaxRetries is 0.
 func (s Settings) withDefaults() Settings {
 	d := DefaultSettings()
-	if s.Workers <= 0 {
-		s.Workers = d.Workers
-	}
-	if s.PerProvider <= 0 {
-		s.PerProvider = d.PerProvider
-	}
-	if s.MaxRequests <= 0 {
-		s.MaxRequests = d.MaxRequests
-	}
-	if s.MaxLineBytes <= 0 {
-		s.MaxLineBytes = d.MaxLineBytes
-	}
-	if s.MaxRetries < 0 {
-		s.MaxRetries = 0
-	}
-	if s.RetryBackoff <= 0 {
-		s.RetryBackoff = d.RetryBackoff
-	}
-	if s.CheckpointInterval <= 0 {
-		s.CheckpointInterval = d.CheckpointInterval
-	}
-	if s.PartLines <= 0 {
-		s.PartLines = d.PartLines
-	}
-	if s.Lease <= 0 {
-		s.Lease = d.Lease
-	}
+	orDefault(&s.Workers, d.Workers)
+	orDefault(&s.PerProvider, d.PerProvider)
+	orDefault(&s.MaxRequests, d.MaxRequests)
+	orDefault(&s.MaxLineBytes, d.MaxLineBytes)
+	s.MaxRetries = max(s.MaxRetries, 0)
+	orDefault(&s.RetryBackoff, d.RetryBackoff)
+	orDefault(&s.CheckpointInterval, d.CheckpointInterval)
+	orDefault(&s.PartLines, d.PartLines)
+	orDefault(&s.Lease, d.Lease)
 	return s
+}
+
+// orDefault sets *v to d when *v is not positive.
+func orDefault[T int | time.Duration](v *T, d T) {
+	if *v <= 0 {
+		*v = d
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -140,22 +141,14 @@ func (f *fakeExecutor) Do(ctx context.Context, req Request) Response {
 func (f *fakeExecutor) callCounts() map[string]int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make(map[string]int, len(f.calls))
-	for k, v := range f.calls {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(f.calls)
 }
 
 // answeredIDs returns a copy of the answers per custom_id.
 func (f *fakeExecutor) answeredIDs() map[string]int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make(map[string]int, len(f.answered))
-	for k, v := range f.answered {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(f.answered)
 }
 
 func (f *fakeExecutor) totalCalls() int {

@@ -8,6 +8,9 @@ import (
 	"io"
 	"path"
 	"strconv"
+
+	"github.com/modelgate/modelgate/internal/ids"
+	"github.com/modelgate/modelgate/internal/storage"
 )
 
 // ChunkSize is the size of the parts a file is stored in. An upload or a
@@ -69,7 +72,7 @@ type PendingFile struct {
 func (s *Store) UploadFile(ctx context.Context, owner, filename string, r io.Reader, limit int64) (*PendingFile, error) {
 	now := s.now()
 	rec := fileRecord{
-		File: File{ID: newID("file-", now), Object: "file", CreatedAt: now.Unix(),
+		File: File{ID: ids.New("file-", now), Object: "file", CreatedAt: now.Unix(),
 			Filename: filename, Status: "processed"},
 		Owner: owner,
 	}
@@ -113,11 +116,11 @@ func (s *Store) GetFile(ctx context.Context, owner, id string) (File, error) {
 
 func (s *Store) fileRecord(ctx context.Context, owner, id string) (fileRecord, error) {
 	var rec fileRecord
-	if !validID(id, "file-") {
+	if !ids.Valid(id, "file-") {
 		return rec, ErrNotFound
 	}
 	err := s.loadJSON(ctx, path.Join(s.fileDir(owner, id), "meta.json"), &rec)
-	if isNotExist(err) || err == nil && rec.Owner != owner {
+	if storage.IsNotExist(err) || err == nil && rec.Owner != owner {
 		return fileRecord{}, ErrNotFound
 	}
 	return rec, err

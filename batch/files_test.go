@@ -5,14 +5,15 @@ import (
 	"context"
 	"errors"
 	"io"
-	"io/fs"
 	"math/rand/v2"
 	"path"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelgate/modelgate/internal/ids"
+	"github.com/modelgate/modelgate/internal/storagetest"
 )
 
 // fakeClock makes st's clock step by 1 ms on each reading, so IDs made one
@@ -42,7 +43,7 @@ func (o onlyReader) Read(p []byte) (int, error) { return o.r.Read(p) }
 
 func TestPutFileStreamsInParts(t *testing.T) {
 	ctx := context.Background()
-	mem := newMemStorage()
+	mem := storagetest.NewMemory()
 	st := NewStore(mem, "mg")
 	content := randomBytes(9 << 20) // three parts: 4 + 4 + 1 MiB
 
@@ -51,7 +52,7 @@ func TestPutFileStreamsInParts(t *testing.T) {
 		t.Fatalf("PutFile: %v", err)
 	}
 	if f.Bytes != int64(len(content)) || f.Object != "file" || f.Purpose != PurposeBatch ||
-		f.Filename != "big.jsonl" || f.Status != "processed" || !validID(f.ID, "file-") {
+		f.Filename != "big.jsonl" || f.Status != "processed" || !ids.Valid(f.ID, "file-") {
 		t.Errorf("PutFile returned %+v", f)
 	}
 	rec, err := st.fileRecord(ctx, testOwner, f.ID)
@@ -61,7 +62,7 @@ func TestPutFileStreamsInParts(t *testing.T) {
 	if rec.Chunks != 3 {
 		t.Errorf("Chunks = %d, want 3", rec.Chunks)
 	}
-	parts := mem.keys(st.fileDir(testOwner, f.ID) + "/")
+	parts := mem.Keys(st.fileDir(testOwner, f.ID) + "/")
 	if want := []string{"000000", "000001", "000002", "meta.json"}; len(parts) != len(want) {
 		t.Errorf("stored keys %v, want %v", parts, want)
 	}
@@ -114,7 +115,7 @@ func TestPutFileSizes(t *testing.T) {
 		{"parts stored before the limit hit", 2*ChunkSize + 10, 2 * ChunkSize, ErrTooLarge, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			mem := newMemStorage()
+			mem := storagetest.NewMemory()
 			st := NewStore(mem, "mg")
 			content := randomBytes(tc.size)
 			f, err := st.PutFile(ctx, testOwner, "x", PurposeBatch, bytes.NewReader(content), tc.limit)
@@ -122,9 +123,7 @@ func TestPutFileSizes(t *testing.T) {
 				t.Fatalf("PutFile error %v, want %v", err, tc.err)
 			}
 			if err != nil {
-				if left := mem.keys(""); len(left) > 0 {
-					t.Errorf("a refused upload left %v in storage", left)
-				}
+				checkNothingLeft(t, mem, "a refused upload")
 				page, _ := st.ListFiles(ctx, testOwner, ListOptions{Limit: 10})
 				if len(page.Data) > 0 {
 					t.Errorf("a refused upload is listed: %+v", page.Data)
@@ -165,40 +164,40 @@ func (r *failingReader) Read(p []byte) (int, error) {
 	return k, nil
 }
 
-func TestPutFileReaderFails(t *testing.T) {
-	mem := newMemStorage()
-	st := NewStore(mem, "mg")
-	_, err := st.PutFile(context.Background(), testOwner, "x", PurposeBatch, &failingReader{n: ChunkSize + 5}, 1<<30)
-	if !errors.Is(err, errReader) {
-		t.Fatalf("PutFile error %v, want %v", err, errReader)
-	}
-	if left := mem.keys(""); len(left) > 0 {
-		t.Errorf("a broken upload left %v in storage", left)
-	}
-}
-
-func TestPutFileStorageFails(t *testing.T) {
-	mem := newMemStorage()
-	st := NewStore(mem, "mg")
+// An upload that fails after its first part, on the client's side or on
+// the storage's, leaves nothing.
+func TestPutFileFails(t *testing.T) {
 	boom := errors.New("disk full")
-	mem.setOnStore(func(key string, _ []byte) error {
-		if path.Base(key) == "000001" {
-			return boom
-		}
-		return nil
-	})
-	_, err := st.PutFile(context.Background(), testOwner, "x", PurposeBatch, bytes.NewReader(randomBytes(ChunkSize+5)), 1<<30)
-	if !errors.Is(err, boom) {
-		t.Fatalf("PutFile error %v, want %v", err, boom)
-	}
-	if left := mem.keys(""); len(left) > 0 {
-		t.Errorf("a failed upload left %v in storage", left)
+	for _, tc := range []struct {
+		name    string
+		content io.Reader
+		onStore func(key string, _ []byte) error
+		err     error
+	}{
+		{"reader", &failingReader{n: ChunkSize + 5}, nil, errReader},
+		{"storage", bytes.NewReader(randomBytes(ChunkSize + 5)), func(key string, _ []byte) error {
+			if path.Base(key) == "000001" {
+				return boom
+			}
+			return nil
+		}, boom},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := storagetest.NewMemory()
+			mem.OnStore(tc.onStore)
+			st := NewStore(mem, "mg")
+			_, err := st.PutFile(context.Background(), testOwner, "x", PurposeBatch, tc.content, 1<<30)
+			if !errors.Is(err, tc.err) {
+				t.Fatalf("PutFile error %v, want %v", err, tc.err)
+			}
+			checkNothingLeft(t, mem, "a failed upload")
+		})
 	}
 }
 
 func TestPendingFile(t *testing.T) {
 	ctx := context.Background()
-	mem := newMemStorage()
+	mem := storagetest.NewMemory()
 	st := NewStore(mem, "mg")
 	p, err := st.UploadFile(ctx, testOwner, "x", strings.NewReader("hello\n"), 100)
 	if err != nil {
@@ -211,9 +210,7 @@ func TestPendingFile(t *testing.T) {
 		t.Errorf("an uncommitted file is listed: %+v", page.Data)
 	}
 	p.Discard(ctx)
-	if left := mem.keys(""); len(left) > 0 {
-		t.Errorf("Discard left %v", left)
-	}
+	checkNothingLeft(t, mem, "Discard")
 
 	p, err = st.UploadFile(ctx, testOwner, "y", strings.NewReader("hello\n"), 100)
 	if err != nil {
@@ -230,7 +227,7 @@ func TestPendingFile(t *testing.T) {
 
 func TestGetAndDeleteFile(t *testing.T) {
 	ctx := context.Background()
-	mem := newMemStorage()
+	mem := storagetest.NewMemory()
 	st := NewStore(mem, "mg")
 	f, err := st.PutFile(ctx, testOwner, "a.jsonl", PurposeBatch, strings.NewReader("abc"), 100)
 	if err != nil {
@@ -251,9 +248,7 @@ func TestGetAndDeleteFile(t *testing.T) {
 	if err := st.DeleteFile(ctx, testOwner, f.ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("DeleteFile twice: %v, want ErrNotFound", err)
 	}
-	if left := mem.keys(""); len(left) > 0 {
-		t.Errorf("DeleteFile left %v", left)
-	}
+	checkNothingLeft(t, mem, "DeleteFile")
 	for _, id := range []string{"", "file-", "../x", "file-../../../../etc/passwd", f.ID + "/meta.json"} {
 		if _, err := st.GetFile(ctx, testOwner, id); !errors.Is(err, ErrNotFound) {
 			t.Errorf("GetFile(%q): %v, want ErrNotFound", id, err)
@@ -263,7 +258,7 @@ func TestGetAndDeleteFile(t *testing.T) {
 
 func TestFilesBelongToTheirOwner(t *testing.T) {
 	ctx := context.Background()
-	st := NewStore(newMemStorage(), "mg")
+	st := NewStore(storagetest.NewMemory(), "mg")
 	fakeClock(st)
 	put := func(owner, name string) File {
 		f, err := st.PutFile(ctx, owner, name, PurposeBatch, strings.NewReader(name), 100)
@@ -303,7 +298,7 @@ func TestFilesBelongToTheirOwner(t *testing.T) {
 
 func TestListFiles(t *testing.T) {
 	ctx := context.Background()
-	st := NewStore(newMemStorage(), "mg")
+	st := NewStore(storagetest.NewMemory(), "mg")
 	fakeClock(st)
 	var all []File // in creation order
 	for i := range 6 {
@@ -319,13 +314,6 @@ func TestListFiles(t *testing.T) {
 	}
 	rev := slices.Clone(all)
 	slices.Reverse(rev)
-	idsOf := func(fs []File) []string {
-		var out []string
-		for _, f := range fs {
-			out = append(out, f.ID)
-		}
-		return out
-	}
 	for _, tc := range []struct {
 		name    string
 		opt     ListOptions
@@ -359,65 +347,9 @@ func TestListFiles(t *testing.T) {
 	}
 }
 
-func TestNewIDSortsByTime(t *testing.T) {
-	t0 := time.UnixMilli(1_700_000_000_000)
-	var ids []string
-	for i := range 2000 {
-		// Several IDs per millisecond are not ordered among themselves,
-		// so each gets its own.
-		id := newID("file-", t0.Add(time.Duration(i*i)*time.Millisecond))
-		if len(id) != len("file-")+24 || !validID(id, "file-") {
-			t.Fatalf("newID made %q, which validID refuses", id)
-		}
-		ids = append(ids, id)
-	}
-	if !sort.StringsAreSorted(ids) {
-		t.Error("IDs made later do not sort after earlier ones")
-	}
-	if a, b := newID("batch_", t0), newID("batch_", t0); a == b {
-		t.Errorf("two IDs of the same millisecond are equal: %s", a)
-	}
-	// IDs a millisecond apart sort by time whatever their random bits.
-	for i := range 500 {
-		at := t0.Add(time.Duration(i) * time.Millisecond)
-		if a, b := newID("", at), newID("", at.Add(time.Millisecond)); a >= b {
-			t.Fatalf("IDs a millisecond apart: %s, then %s", a, b)
-		}
-	}
-}
-
-func TestValidID(t *testing.T) {
-	good := newID("file-", time.Now())
-	for _, tc := range []struct {
-		id, prefix string
-		want       bool
-	}{
-		{good, "file-", true},
-		{"file-0123456789abcdefghijklmn", "file-", true},
-		{"file-000000000000000000000000", "file-", true},
-		{good, "batch_", false},
-		{"batch_" + good[len("file-"):], "file-", false},
-		{"../x", "file-", false},
-		{"file-../../../../../../../x", "file-", false},
-		{"file-0123456789abcdefghijklm", "file-", false},   // 23
-		{"file-0123456789abcdefghijklmno", "file-", false}, // 25
-		{"file-", "file-", false},
-		{"", "file-", false},
-		{"file-0123456789ABCDEFGHIJKLMN", "file-", false},
-		{"file-0123456789abcdefghijklmw", "file-", false}, // w is not base32hex
-		{"file-0123456789abcdefghijkl/n", "file-", false},
-		{"file-0123456789abcdefghijkl.n", "file-", false},
-		{"File-0123456789abcdefghijklmn", "file-", false},
-	} {
-		if got := validID(tc.id, tc.prefix); got != tc.want {
-			t.Errorf("validID(%q, %q) = %v, want %v", tc.id, tc.prefix, got, tc.want)
-		}
-	}
-}
-
 func TestChunkWriterWrite(t *testing.T) {
 	ctx := context.Background()
-	mem := newMemStorage()
+	mem := storagetest.NewMemory()
 	st := NewStore(mem, "mg")
 	content := randomBytes(2*ChunkSize + 17)
 	w := st.newChunkWriter(ctx, "mg/w")
@@ -439,48 +371,4 @@ func TestChunkWriterWrite(t *testing.T) {
 	if err != nil || !bytes.Equal(back, content) {
 		t.Errorf("read back %d bytes (err %v), want the %d written", len(back), err, len(content))
 	}
-}
-
-func TestMemStorage(t *testing.T) {
-	ctx := context.Background()
-	m := newMemStorage()
-	for _, k := range []string{"a/b/c", "a/b/d", "a/e", "ab/f"} {
-		if err := m.Store(ctx, k, []byte(k)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if got, _ := m.List(ctx, "a", false); !slices.Equal(got, []string{"a/b", "a/e"}) {
-		t.Errorf("List(a) = %v", got)
-	}
-	if _, err := m.List(ctx, "zz", false); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("List of nothing: %v", err)
-	}
-	if _, err := m.Load(ctx, "a/b"); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("Load of a folder: %v", err)
-	}
-	if !m.Exists(ctx, "a/b") || m.Exists(ctx, "a/x") {
-		t.Error("Exists is wrong")
-	}
-	if err := m.Delete(ctx, "a/b"); err != nil {
-		t.Fatal(err)
-	}
-	if got := m.keys(""); !slices.Equal(got, []string{"a/e", "ab/f"}) {
-		t.Errorf("after Delete(a/b): %v", got)
-	}
-
-	if err := m.Lock(ctx, "l"); err != nil {
-		t.Fatal(err)
-	}
-	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
-	defer cancel()
-	if err := m.Lock(short, "l"); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("Lock of a held lock: %v, want a deadline", err)
-	}
-	got := make(chan error)
-	go func() { got <- m.Lock(ctx, "l") }()
-	_ = m.Unlock(ctx, "l")
-	if err := <-got; err != nil {
-		t.Errorf("Lock after Unlock: %v", err)
-	}
-	_ = m.Unlock(ctx, "l")
 }

@@ -7,6 +7,8 @@ import (
 	"path"
 	"strconv"
 
+	"github.com/modelgate/modelgate/internal/ids"
+	"github.com/modelgate/modelgate/internal/storage"
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 )
@@ -22,7 +24,7 @@ func (s *Store) readCheckpoints(ctx context.Context, dir string, i int, f func(i
 	}
 	for _, name := range names {
 		b, err := s.files.Load(ctx, path.Join(prefix, name))
-		if isNotExist(err) {
+		if storage.IsNotExist(err) {
 			continue
 		}
 		if err != nil {
@@ -100,7 +102,7 @@ func (r *Runner) finish(lv Live, rec *batchRecord, status string) error {
 			}
 		}
 		if rec.OutputFileID == nil {
-			rec.OutputFileID, rec.ErrorFileID = ptr(newID("file-", now)), ptr(newID("file-", now))
+			rec.OutputFileID, rec.ErrorFileID = ptr(ids.New("file-", now)), ptr(ids.New("file-", now))
 		}
 		if err := r.store.storeJSON(ctx, path.Join(r.store.batchDir(rec.Owner, rec.ID), "batch.json"), rec); err != nil {
 			return err
@@ -196,7 +198,7 @@ func (r *Runner) writeResults(ctx context.Context, lv Live, rec *batchRecord, c 
 
 	counts.Total = rec.RequestCounts.Total
 	rec.RequestCounts = counts
-	if rec.Endpoint == EndpointChat && rec.InProgressAt != nil {
+	if rec.Endpoint != EndpointRerank && rec.InProgressAt != nil {
 		rec.Usage = &usage
 	}
 	rec.Status = status

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelgate/modelgate/internal/storagetest"
 	"go.uber.org/zap"
 )
 
@@ -42,10 +43,7 @@ func (f *finishedCalls) of(id string) []Batch {
 func TestFinishedToldOnce(t *testing.T) {
 	t.Parallel()
 	lines := func(n int, model string) []string {
-		var ls []string
-		for i := range n {
-			ls = append(ls, chatLine(fmt.Sprintf("%s-%d", model, i), model))
-		}
+		ls, _ := chatLines(model, model, n)
 		return ls
 	}
 	for _, tc := range []struct {
@@ -63,7 +61,7 @@ func TestFinishedToldOnce(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			st := NewStore(newMemStorage(), "mg")
+			st := NewStore(storagetest.NewMemory(), "mg")
 			b := createBatch(t, st, putInput(t, st, tc.lines...), tc.window)
 			if tc.cancel {
 				if _, err := st.CancelBatch(context.Background(), testOwner, b.ID); err != nil {

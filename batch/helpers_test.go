@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelgate/modelgate/internal/storagetest"
 	"go.uber.org/zap"
 )
 
@@ -198,11 +199,61 @@ func checkExactlyOnce(t *testing.T, want []string, files ...[]outLine) {
 	}
 }
 
+// checkSentOnce checks every custom_id of want was sent exactly once by the
+// executors together (the instances, or the configs, that shared a batch),
+// and no other was sent.
+func checkSentOnce(t *testing.T, want []string, exs ...*fakeExecutor) {
+	t.Helper()
+	counts := make([]map[string]int, len(exs))
+	total := make(map[string]int)
+	for i, ex := range exs {
+		counts[i] = ex.callCounts()
+		for id, n := range counts[i] {
+			total[id] += n
+		}
+	}
+	for _, id := range want {
+		if total[id] != 1 {
+			each := make([]int, len(exs))
+			for i := range exs {
+				each[i] = counts[i][id]
+			}
+			t.Errorf("%s was sent %d times (by each executor: %v), want once", id, total[id], each)
+		}
+		delete(total, id)
+	}
+	for id, n := range total {
+		t.Errorf("%s is no input's, yet was sent %d times", id, n)
+	}
+}
+
+// checkNothingLeft checks the storage is empty after what.
+func checkNothingLeft(t *testing.T, mem *storagetest.Memory, what string) {
+	t.Helper()
+	if left := mem.Keys(""); len(left) > 0 {
+		t.Errorf("%s left %v in storage", what, left)
+	}
+}
+
+// idsOf returns the IDs of files or batches, in order.
+func idsOf[T File | Batch](xs []T) []string {
+	out := make([]string, 0, len(xs))
+	for _, x := range xs {
+		switch x := any(x).(type) {
+		case File:
+			out = append(out, x.ID)
+		case Batch:
+			out = append(out, x.ID)
+		}
+	}
+	return out
+}
+
 // checkCleanedUp checks nothing of a finished batch's work remains.
-func checkCleanedUp(t *testing.T, mem *memStorage, st *Store, id string) {
+func checkCleanedUp(t *testing.T, mem *storagetest.Memory, st *Store, id string) {
 	t.Helper()
 	dir := st.batchDir(testOwner, id)
-	for _, k := range mem.keys(dir + "/") {
+	for _, k := range mem.Keys(dir + "/") {
 		if k != dir+"/batch.json" {
 			t.Errorf("after the batch ended, storage still holds %s", k)
 		}
@@ -212,11 +263,22 @@ func checkCleanedUp(t *testing.T, mem *memStorage, st *Store, id string) {
 	}
 }
 
-// ids returns "<prefix>-<i>" for i in [0,n).
-func ids(prefix string, n int) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = fmt.Sprintf("%s-%d", prefix, i)
+// chatLines returns n request lines of the chat endpoint for model, with
+// the custom_ids "<prefix>-<i>", and those custom_ids in input order.
+func chatLines(prefix, model string, n int) (lines, customIDs []string) {
+	for i := range n {
+		id := fmt.Sprintf("%s-%d", prefix, i)
+		lines = append(lines, chatLine(id, model))
+		customIDs = append(customIDs, id)
 	}
-	return out
+	return lines, customIDs
+}
+
+// chatBatch creates a batch of testOwner over n chat lines of model (see
+// chatLines), with a window of an hour; it returns the custom_ids in input
+// order.
+func chatBatch(t *testing.T, st *Store, prefix, model string, n int) (Batch, []string) {
+	t.Helper()
+	lines, want := chatLines(prefix, model, n)
+	return createBatch(t, st, putInput(t, st, lines...), time.Hour), want
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelgate/modelgate/internal/storagetest"
 	"github.com/tidwall/gjson"
 )
 
@@ -35,7 +36,7 @@ func readAllCheckpoints(t *testing.T, st *Store, dir string, part int) []ckRecor
 
 func TestReadCheckpoints(t *testing.T) {
 	ctx := context.Background()
-	mem := newMemStorage()
+	mem := storagetest.NewMemory()
 	st := NewStore(mem, "mg")
 	dir := "mg/b"
 	put := func(name, content string) {
@@ -76,7 +77,7 @@ func FuzzCheckpoints(f *testing.F) {
 	f.Add([]byte("4 e  \n4 o \n4\n4 \n"))
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		mem := newMemStorage()
+		mem := storagetest.NewMemory()
 		st := NewStore(mem, "mg")
 		_ = mem.Store(context.Background(), "mg/b/results/000000/w-1", data)
 		whole := map[string]bool{}
@@ -126,14 +127,9 @@ func FuzzCheckpoints(f *testing.F) {
 func TestFinishDedupes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	mem := newMemStorage()
+	mem := storagetest.NewMemory()
 	st := NewStore(mem, "mg")
-	want := ids("r", 10)
-	var ls []string
-	for _, id := range want {
-		ls = append(ls, chatLine(id, "ok"))
-	}
-	b := createBatch(t, st, putInput(t, st, ls...), time.Hour)
+	b, want := chatBatch(t, st, "r", "ok", 10)
 	rec, err := st.batchRecord(ctx, testOwner, b.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -261,8 +257,15 @@ func TestBackoff(t *testing.T) {
 }
 
 func TestSettingsWithDefaults(t *testing.T) {
-	if got := (Settings{}).withDefaults(); got != func() Settings { d := DefaultSettings(); d.MaxRetries = 0; return d }() {
+	defaults := DefaultSettings()
+	defaults.MaxRetries = 0
+	if got := (Settings{}).withDefaults(); got != defaults {
 		t.Errorf("zero settings: %+v", got)
+	}
+	neg := Settings{Workers: -1, PerProvider: -1, MaxRequests: -1, MaxLineBytes: -1, MaxRetries: -1, RetryBackoff: -1,
+		CheckpointInterval: -1, PartLines: -1, Lease: -1}
+	if got := neg.withDefaults(); got != defaults {
+		t.Errorf("negative settings: %+v", got)
 	}
 	s := Settings{Workers: 1, PerProvider: 2, MaxRequests: 3, MaxLineBytes: 4, MaxRetries: -1, RetryBackoff: 5,
 		CheckpointInterval: 6, PartLines: 7, Lease: 8}

@@ -10,7 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelgate/modelgate/internal/storage"
 	"go.uber.org/zap"
+
+	"github.com/modelgate/modelgate/internal/ids"
 )
 
 // Live is what a Runner reads from the live configuration on every poll.
@@ -148,16 +151,16 @@ func (r *Runner) tick() {
 	}
 	r.mu.Unlock()
 
-	ids, err := r.store.list(r.ctx, path.Join(r.store.prefix, "active"))
+	batchIDs, err := r.store.list(r.ctx, path.Join(r.store.prefix, "active"))
 	if err != nil {
 		lv.Logger.Error("listing active batches", zap.Error(err))
 		return
 	}
-	for _, id := range ids {
+	for _, id := range batchIDs {
 		if r.ctx.Err() != nil {
 			return
 		}
-		if !validID(id, "batch_") {
+		if !ids.Valid(id, "batch_") {
 			// Not a batch: a file system storage's temporary file of a
 			// Store in progress. Deleting it would fail that Store.
 			continue
@@ -172,7 +175,7 @@ func (r *Runner) tick() {
 func (r *Runner) step(lv Live, id string) error {
 	ctx := r.ctx
 	owner, err := r.store.storage.Load(ctx, r.store.activeKey(id))
-	if isNotExist(err) {
+	if storage.IsNotExist(err) {
 		return nil
 	}
 	if err != nil {

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelgate/modelgate/internal/ids"
+	"github.com/modelgate/modelgate/internal/storagetest"
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 )
@@ -23,9 +25,9 @@ type statusLog struct {
 	statuses map[string][]string
 }
 
-func watchStatuses(mem *memStorage) *statusLog {
+func watchStatuses(mem *storagetest.Memory) *statusLog {
 	l := &statusLog{statuses: make(map[string][]string)}
-	mem.setOnStore(func(key string, value []byte) error {
+	mem.OnStore(func(key string, value []byte) error {
 		if !strings.HasSuffix(key, "/batch.json") {
 			return nil
 		}
@@ -50,7 +52,7 @@ func (l *statusLog) of(id string) []string {
 func TestBatchLifecycle(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	mem := newMemStorage()
+	mem := storagetest.NewMemory()
 	statuses := watchStatuses(mem)
 	st := NewStore(mem, "mg")
 	ex := newFakeExecutor()
@@ -184,13 +186,9 @@ func TestBatchEmptyResultFiles(t *testing.T) {
 	} {
 		t.Run(tc.model, func(t *testing.T) {
 			t.Parallel()
-			mem := newMemStorage()
+			mem := storagetest.NewMemory()
 			st := NewStore(mem, "mg")
-			var ls []string
-			for i := range 9 {
-				ls = append(ls, chatLine(fmt.Sprint(i), tc.model))
-			}
-			b := createBatch(t, st, putInput(t, st, ls...), time.Hour)
+			b, _ := chatBatch(t, st, "l", tc.model, 9)
 			startRunner(t, st, "inst-a", staticLive(testSettings(), newFakeExecutor()))
 			b = waitStatus(t, st, b.ID, StatusCompleted)
 			if (b.OutputFileID != nil) != tc.output || (b.ErrorFileID != nil) != tc.errors {
@@ -200,7 +198,7 @@ func TestBatchEmptyResultFiles(t *testing.T) {
 				t.Errorf("model %q, want %q", b.Model, tc.model)
 			}
 			// Only the input and the one result file are left.
-			files := mem.keys(st.ownerDir(testOwner) + "/files/")
+			files := mem.Keys(st.ownerDir(testOwner) + "/files/")
 			dirs := map[string]bool{}
 			for _, k := range files {
 				dirs[strings.Split(strings.TrimPrefix(k, st.ownerDir(testOwner)+"/files/"), "/")[0]] = true
@@ -216,7 +214,7 @@ func TestBatchEmptyResultFiles(t *testing.T) {
 // TestCreateBatchRefuses: CreateBatch checks its parameters.
 func TestCreateBatchRefuses(t *testing.T) {
 	ctx := context.Background()
-	st := NewStore(newMemStorage(), "mg")
+	st := NewStore(storagetest.NewMemory(), "mg")
 	in := putInput(t, st, chatLine("a", "ok"))
 	other, err := st.PutFile(ctx, testOwner, "x", "user_data", strings.NewReader("{}"), 10)
 	if err != nil {
@@ -232,7 +230,7 @@ func TestCreateBatchRefuses(t *testing.T) {
 		p     CreateParams
 		param string
 	}{
-		{"endpoint", testOwner, CreateParams{InputFileID: in.ID, Endpoint: "/v1/embeddings", Window: time.Hour}, "endpoint"},
+		{"endpoint", testOwner, CreateParams{InputFileID: in.ID, Endpoint: "/v1/completions", Window: time.Hour}, "endpoint"},
 		{"window", testOwner, CreateParams{InputFileID: in.ID, Endpoint: EndpointChat}, "completion_window"},
 		{"no such file", testOwner, CreateParams{InputFileID: "file-000000000000000000000000", Endpoint: EndpointChat, Window: time.Hour}, "input_file_id"},
 		{"another owner's file", "bob", CreateParams{InputFileID: in.ID, Endpoint: EndpointChat, Window: time.Hour}, "input_file_id"},
@@ -254,7 +252,7 @@ func TestCreateBatchRefuses(t *testing.T) {
 
 func TestListBatches(t *testing.T) {
 	ctx := context.Background()
-	mem := newMemStorage()
+	mem := storagetest.NewMemory()
 	st := NewStore(mem, "mg")
 	fakeClock(st)
 	in := putInput(t, st, chatLine("a", "ok"))
@@ -271,13 +269,6 @@ func TestListBatches(t *testing.T) {
 	bobIn, _ := st.PutFile(ctx, "bob", "in", PurposeBatch, strings.NewReader(chatLine("a", "ok")), 1000)
 	if _, err := st.CreateBatch(ctx, "bob", CreateParams{InputFileID: bobIn.ID, Endpoint: EndpointChat, Window: time.Hour}); err != nil {
 		t.Fatal(err)
-	}
-	idsOf := func(bs []Batch) []string {
-		var out []string
-		for _, b := range bs {
-			out = append(out, b.ID)
-		}
-		return out
 	}
 	rev := slices.Clone(all)
 	slices.Reverse(rev)
@@ -324,7 +315,7 @@ func TestListBatches(t *testing.T) {
 func TestCancel(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	mem := newMemStorage()
+	mem := storagetest.NewMemory()
 	statuses := watchStatuses(mem)
 	st := NewStore(mem, "mg")
 	ex := newFakeExecutor() // "slow" waits until it is stopped
@@ -406,7 +397,7 @@ func TestCancel(t *testing.T) {
 func TestCancelEnded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := NewStore(newMemStorage(), "mg")
+	st := NewStore(storagetest.NewMemory(), "mg")
 	done := createBatch(t, st, putInput(t, st, chatLine("a", "ok")), time.Hour)
 	failed := createBatch(t, st, putInput(t, st, "nope"), time.Hour)
 	startRunner(t, st, "inst-a", staticLive(testSettings(), newFakeExecutor()))
@@ -427,7 +418,7 @@ func TestCancelEnded(t *testing.T) {
 func TestCancelBeforeValidation(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	mem := newMemStorage()
+	mem := storagetest.NewMemory()
 	st := NewStore(mem, "mg")
 	b := createBatch(t, st, putInput(t, st, chatLine("a", "ok"), chatLine("b", "ok")), time.Hour)
 	c, err := st.CancelBatch(ctx, testOwner, b.ID)
@@ -448,7 +439,7 @@ func TestCancelBeforeValidation(t *testing.T) {
 
 func TestExpiry(t *testing.T) {
 	t.Parallel()
-	mem := newMemStorage()
+	mem := storagetest.NewMemory()
 	st := NewStore(mem, "mg")
 	// The store's clock reads half past a second when the batch is
 	// created, so a window that does not end on a whole second shows.
@@ -503,7 +494,7 @@ func TestExpiry(t *testing.T) {
 func TestCancelFinishInterrupted(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	mem := newMemStorage()
+	mem := storagetest.NewMemory()
 	st := NewStore(mem, "mg")
 	b := createBatch(t, st, putInput(t, st, chatLine("a", "ok")), time.Hour)
 	if _, err := st.CancelBatch(ctx, testOwner, b.ID); err != nil {
@@ -515,7 +506,7 @@ func TestCancelFinishInterrupted(t *testing.T) {
 	}
 	at := time.Now().Unix()
 	rec.Status, rec.CancellingAt = StatusCancelling, &at
-	rec.OutputFileID, rec.ErrorFileID = ptr(newID("file-", time.Now())), ptr(newID("file-", time.Now()))
+	rec.OutputFileID, rec.ErrorFileID = ptr(ids.New("file-", time.Now())), ptr(ids.New("file-", time.Now()))
 	if err := st.storeJSON(ctx, path.Join(st.batchDir(testOwner, b.ID), "batch.json"), rec); err != nil {
 		t.Fatal(err)
 	}
@@ -536,7 +527,7 @@ func TestCancelFinishInterrupted(t *testing.T) {
 // nothing stopped or sent twice.
 func TestReload(t *testing.T) {
 	t.Parallel()
-	st := NewStore(newMemStorage(), "mg")
+	st := NewStore(storagetest.NewMemory(), "mg")
 	exA, exB := newFakeExecutor(), newFakeExecutor()
 	exA.delay, exB.delay = 10*time.Millisecond, 10*time.Millisecond
 	set := testSettings()
@@ -563,7 +554,7 @@ func TestReload(t *testing.T) {
 			reload(exB)
 		}
 	}
-	b, want := slowBatch(t, st, 20)
+	b, want := chatBatch(t, st, "s", "slow", 20)
 	startRunner(t, st, "inst-a", lv)
 	time.Sleep(5 * testPoll)
 	if g, _ := st.GetBatch(context.Background(), testOwner, b.ID); g.Status != StatusValidating {
@@ -572,12 +563,8 @@ func TestReload(t *testing.T) {
 	reload(exA)
 	b = waitStatus(t, st, b.ID, StatusCompleted)
 	checkExactlyOnce(t, want, readResultFile(t, st, b.OutputFileID))
+	checkSentOnce(t, want, exA, exB) // before the reload, after it
 	callsA, callsB := exA.callCounts(), exB.callCounts()
-	for _, id := range want {
-		if callsA[id]+callsB[id] != 1 {
-			t.Errorf("%s was sent %d times before the reload and %d after", id, callsA[id], callsB[id])
-		}
-	}
 	if len(callsB) == 0 {
 		t.Error("no request went through the new config")
 	}
@@ -587,7 +574,7 @@ func TestReload(t *testing.T) {
 // TestRerankBatch: a rerank batch runs the same way, without chat usage.
 func TestRerankBatch(t *testing.T) {
 	t.Parallel()
-	st := NewStore(newMemStorage(), "mg")
+	st := NewStore(storagetest.NewMemory(), "mg")
 	var ls []string
 	for i := range 3 {
 		ls = append(ls, fmt.Sprintf(`{"custom_id":"r%d","method":"POST","url":"/v1/rerank","body":{"model":"ok","query":"q","documents":["a","b"]}}`, i))

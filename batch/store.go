@@ -29,31 +29,22 @@ package batch
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
-	"io/fs"
 	"path"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/modelgate/modelgate/internal/storage"
 )
 
 // Storage is the subset of certmagic.Storage the engine uses. Load returns an
 // error wrapping fs.ErrNotExist for a missing key. Lock blocks until the
 // lock is held or ctx ends; a lock is held across processes that share the
 // storage.
-type Storage interface {
-	Store(ctx context.Context, key string, value []byte) error
-	Load(ctx context.Context, key string) ([]byte, error)
-	Delete(ctx context.Context, key string) error
-	Exists(ctx context.Context, key string) bool
-	List(ctx context.Context, prefix string, recursive bool) ([]string, error)
-	Lock(ctx context.Context, name string) error
-	Unlock(ctx context.Context, name string) error
-}
+type Storage = storage.Storage
 
 // Store keeps files and batches in a Storage.
 type Store struct {
@@ -99,9 +90,6 @@ func lockName(batchID string) string { return "modelgate_batch_" + batchID }
 // belongs to another owner.
 var ErrNotFound = errors.New("not found")
 
-// isNotExist reports whether err says a key does not exist.
-func isNotExist(err error) bool { return errors.Is(err, fs.ErrNotExist) }
-
 // list returns the last path element of each key under prefix, sorted; a
 // missing prefix is an empty list.
 func (s *Store) list(ctx context.Context, prefix string) ([]string, error) {
@@ -110,7 +98,7 @@ func (s *Store) list(ctx context.Context, prefix string) ([]string, error) {
 
 func listIn(ctx context.Context, st FileStorage, prefix string) ([]string, error) {
 	keys, err := st.List(ctx, prefix, false)
-	if err != nil && !isNotExist(err) {
+	if err != nil && !storage.IsNotExist(err) {
 		return nil, err
 	}
 	names := make([]string, 0, len(keys))
@@ -119,41 +107,4 @@ func listIn(ctx context.Context, st FileStorage, prefix string) ([]string, error
 	}
 	sort.Strings(names)
 	return names, nil
-}
-
-// sortable is the alphabet of IDs: base32 in ASCII order, so IDs sort by
-// creation time.
-const sortable = "0123456789abcdefghijklmnopqrstuv"
-
-// newID returns prefix followed by 24 characters: 48 bits of milliseconds
-// since the epoch, then 72 random bits. IDs sort by creation time.
-func newID(prefix string, now time.Time) string {
-	var raw [16]byte
-	binary.BigEndian.PutUint64(raw[:8], uint64(now.UnixMilli())<<16)
-	_, _ = rand.Read(raw[6:15])
-	// 120 bits -> 24 characters of 5 bits.
-	hi := binary.BigEndian.Uint64(raw[:8])
-	lo := binary.BigEndian.Uint64(raw[8:])
-	var out [24]byte
-	for i := 23; i >= 0; i-- {
-		out[i] = sortable[lo>>8&31] // the low 8 bits of raw[8:] are unused
-		lo = lo>>5 | hi<<59
-		hi >>= 5
-	}
-	return prefix + string(out[:])
-}
-
-// validID reports whether id looks like one newID made with prefix, so
-// that an ID from a URL never becomes a path outside its folder.
-func validID(id, prefix string) bool {
-	rest, ok := strings.CutPrefix(id, prefix)
-	if !ok || len(rest) != 24 {
-		return false
-	}
-	for i := 0; i < len(rest); i++ {
-		if strings.IndexByte(sortable, rest[i]) < 0 {
-			return false
-		}
-	}
-	return true
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelgate/modelgate/internal/storagetest"
 	"github.com/tidwall/gjson"
 )
 
@@ -91,7 +92,7 @@ func TestValidationFails(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			mem := newMemStorage()
+			mem := storagetest.NewMemory()
 			st := NewStore(mem, "mg")
 			ex := newFakeExecutor()
 			set := testSettings()
@@ -155,7 +156,7 @@ func TestValidationPasses(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			st := NewStore(newMemStorage(), "mg")
+			st := NewStore(storagetest.NewMemory(), "mg")
 			ex := newFakeExecutor()
 			set := testSettings()
 			set.MaxRequests = 5
@@ -185,7 +186,7 @@ func TestValidationPasses(t *testing.T) {
 // the batch without a line.
 func TestValidateMissingInput(t *testing.T) {
 	t.Parallel()
-	st := NewStore(newMemStorage(), "mg")
+	st := NewStore(storagetest.NewMemory(), "mg")
 	f := putInput(t, st, goodLines(3)...)
 	b := createBatch(t, st, f, time.Hour)
 	if err := st.DeleteFile(context.Background(), testOwner, f.ID); err != nil {
@@ -202,7 +203,7 @@ func TestValidateMissingInput(t *testing.T) {
 // requests, in order, blank lines dropped.
 func TestValidateParts(t *testing.T) {
 	ctx := context.Background()
-	mem := newMemStorage()
+	mem := storagetest.NewMemory()
 	st := NewStore(mem, "mg")
 	good := goodLines(17)
 	content := lines(good[:3]...) + "\n\n" + lines(good[3:]...)
@@ -248,7 +249,7 @@ func TestValidateModel(t *testing.T) {
 		{[]string{"ok", "ok", "ok"}, "ok"},
 		{[]string{"ok", "slow", "ok"}, ""},
 	} {
-		st := NewStore(newMemStorage(), "mg")
+		st := NewStore(storagetest.NewMemory(), "mg")
 		var ls []string
 		for i, m := range tc.models {
 			ls = append(ls, chatLine(fmt.Sprint(i), m))
@@ -418,7 +419,7 @@ func TestValidateAllowedModels(t *testing.T) {
 		{"another model", []string{"slow"}, []int{1, 2}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := NewStore(newMemStorage(), "mg")
+			st := NewStore(storagetest.NewMemory(), "mg")
 			f := putInput(t, st, chatLine("a", "ok"), chatLine("b", "ok"))
 			b, err := st.CreateBatch(ctx, testOwner, CreateParams{
 				InputFileID: f.ID, Endpoint: EndpointChat, CompletionWindow: "24h", Window: time.Hour, Models: tc.models,

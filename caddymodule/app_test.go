@@ -3,6 +3,8 @@ package caddymodule
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -63,6 +65,31 @@ func TestBearer(t *testing.T) {
 		token, ok := bearer(tc.header)
 		if token != tc.token || ok != tc.ok {
 			t.Errorf("bearer(%q) = %q, %v", tc.header, token, ok)
+		}
+	}
+}
+
+func TestCredential(t *testing.T) {
+	for _, tc := range []struct {
+		auth, xAPIKey, want string
+		ok                  bool
+	}{
+		{"Bearer abc", "", "abc", true},
+		{"", "sk-ant-like", "sk-ant-like", true},
+		{"", "  spaced  ", "spaced", true},
+		{"Bearer abc", "other", "abc", true}, // Authorization wins
+		{"Basic dXNlcjpwYXNz", "other", "", false},
+		{"", "", "", false},
+	} {
+		r := httptest.NewRequest(http.MethodPost, "/v1/messages", nil)
+		if tc.auth != "" {
+			r.Header.Set("Authorization", tc.auth)
+		}
+		if tc.xAPIKey != "" {
+			r.Header.Set("X-Api-Key", tc.xAPIKey)
+		}
+		if got, ok := credential(r); got != tc.want || ok != tc.ok {
+			t.Errorf("Authorization %q, x-api-key %q: %q %v", tc.auth, tc.xAPIKey, got, ok)
 		}
 	}
 }

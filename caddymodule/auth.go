@@ -18,8 +18,9 @@ func init() {
 	caddy.RegisterModule(Auth{})
 }
 
-// Auth authenticates requests by "Authorization: Bearer <key>" against the
-// modelgate app's keys. A request without a valid key gets 401 with an
+// Auth authenticates requests by "Authorization: Bearer <key>" (or, for
+// Anthropic-style clients, "x-api-key: <key>") against the modelgate app's
+// keys. A request without a valid key gets 401 with an
 // OpenAI-shaped error body, so SDKs raise their AuthenticationError; one with
 // a valid key continues with the key's name in {http.modelgate.key} and the
 // key's owner in {http.auth.user.id}.
@@ -56,11 +57,11 @@ const ctxKeyVar = "modelgate.key"
 
 // ServeHTTP checks the bearer key and passes the request on when it is known.
 func (h *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
-	secret, ok := bearer(r.Header.Get("Authorization"))
+	secret, ok := credential(r)
 	if !ok {
-		writeError(w, &providers.Error{
+		apiForPath(r.URL.Path).writeError(w, &providers.Error{
 			Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
-			Message: "missing API key: send it as 'Authorization: Bearer <key>'",
+			Message: "missing API key: send it as 'Authorization: Bearer <key>' (or as 'x-api-key: <key>')",
 		})
 		return nil
 	}
@@ -69,7 +70,7 @@ func (h *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 	if key == nil {
 		var malformed bool
 		if key, malformed = h.app.managedKey(secret, digest); malformed {
-			writeError(w, &providers.Error{
+			apiForPath(r.URL.Path).writeError(w, &providers.Error{
 				Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
 				Message: "malformed API key: its checksum does not match (was it cut short or mistyped?)",
 			})
@@ -80,7 +81,7 @@ func (h *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 		if c := h.logger.Check(zap.InfoLevel, "unknown API key"); c != nil {
 			c.Write(zap.String("remote_ip", r.RemoteAddr))
 		}
-		writeError(w, &providers.Error{
+		apiForPath(r.URL.Path).writeError(w, &providers.Error{
 			Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
 			Message: "incorrect API key provided",
 		})
@@ -91,6 +92,18 @@ func (h *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 	repl.Set("http.auth.user.id", key.Owner)
 	caddyhttp.SetVar(r.Context(), ctxKeyVar, key)
 	return next.ServeHTTP(w, r)
+}
+
+// credential returns the key a request carries: "Authorization: Bearer
+// <key>", or, as Anthropic's clients send it, "x-api-key: <key>". An
+// Authorization header that is not a bearer token is no key, even with an
+// x-api-key beside it.
+func credential(r *http.Request) (string, bool) {
+	if h := r.Header.Get("Authorization"); h != "" {
+		return bearer(h)
+	}
+	k := strings.TrimSpace(r.Header.Get("X-Api-Key"))
+	return k, k != ""
 }
 
 // bearer extracts the token of an "Authorization: Bearer <token>" header.

@@ -215,6 +215,13 @@ type batchExecutor struct {
 	log      *zap.Logger
 }
 
+// batchEndpoints are the endpoints batches run, by path.
+var batchEndpoints = map[string]endpoint{
+	batch.EndpointChat:       endpointChat,
+	batch.EndpointRerank:     endpointRerank,
+	batch.EndpointEmbeddings: endpointEmbeddings,
+}
+
 // Check validates a batch request's body as the live endpoint would and
 // checks that its model routes to a provider that serves the endpoint.
 func (e batchExecutor) Check(endpoint string, body []byte, models []string) (batch.Route, error) {
@@ -232,17 +239,19 @@ func (e batchExecutor) Check(endpoint string, body []byte, models []string) (bat
 			return batch.Route{}, err
 		}
 		model = req.Model
+	case batch.EndpointEmbeddings:
+		req, err := providers.ValidateEmbeddings(body)
+		if err != nil {
+			return batch.Route{}, err
+		}
+		model = req.Model
 	default:
 		return batch.Route{}, fmt.Errorf("endpoint %s cannot run in batches", endpoint)
 	}
 	if !(&Key{Models: models}).allows(model) {
 		return batch.Route{}, fmt.Errorf("the API key that created the batch may not use the model %q", model)
 	}
-	e2 := endpointChat
-	if endpoint == batch.EndpointRerank {
-		e2 = endpointRerank
-	}
-	prov, err := e.dispatch.route(e2, model)
+	prov, err := e.dispatch.route(batchEndpoints[endpoint], model)
 	if err != nil {
 		return batch.Route{}, err
 	}
@@ -280,6 +289,8 @@ func (e batchExecutor) Do(ctx context.Context, req batch.Request) (resp batch.Re
 	switch req.Endpoint {
 	case batch.EndpointChat:
 		e.dispatch.chat(rec, r, req.Body, nil, log)
+	case batch.EndpointEmbeddings:
+		e.dispatch.embeddings(rec, r, req.Body, nil, log)
 	default:
 		e.dispatch.rerank(rec, r, req.Body, nil, log)
 	}

@@ -8,9 +8,12 @@ import (
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 	"go.uber.org/zap"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/sse"
 )
 
 // dispatcher serves the unified API's endpoints for the HTTP handler and
@@ -96,13 +99,38 @@ type modelID struct{ id, owner string }
 type endpoint struct {
 	// label names the endpoint in metrics and messages.
 	label string
-	// serves returns the provider's translator for the endpoint, or nil.
+	// serves reports whether the provider serves the endpoint.
 	serves func(p *provider) bool
+	// api is how the endpoint's API writes the gateway's own errors; nil:
+	// OpenAI's.
+	api *api
+}
+
+// api is how an ingress API says what the gateway itself says: its error
+// bodies, and the event that ends a stream the gateway cannot finish.
+type api struct {
+	writeError  func(w http.ResponseWriter, e *providers.Error)
+	streamError func(dst []byte, e *providers.Error) []byte
+}
+
+// openAIAPI is the error shape of OpenAI's APIs, the unified API's own.
+var openAIAPI = &api{
+	writeError:  WriteError,
+	streamError: func(dst []byte, e *providers.Error) []byte { return sse.AppendData(dst, e.JSON()) },
+}
+
+// apiOf returns the endpoint's API, OpenAI's by default.
+func (e endpoint) apiOf() *api {
+	if e.api == nil {
+		return openAIAPI
+	}
+	return e.api
 }
 
 var (
-	endpointChat   = endpoint{label: "chat_completions", serves: func(p *provider) bool { return p.Chat != nil }}
-	endpointRerank = endpoint{label: "rerank", serves: func(p *provider) bool { return p.Rerank != nil }}
+	endpointChat       = endpoint{label: "chat_completions", serves: func(p *provider) bool { return p.Chat != nil }}
+	endpointRerank     = endpoint{label: "rerank", serves: func(p *provider) bool { return p.Rerank != nil }}
+	endpointEmbeddings = endpoint{label: "embeddings", serves: func(p *provider) bool { return p.Embeddings != nil }}
 )
 
 // call is one request to an endpoint.
@@ -143,6 +171,7 @@ func (d *dispatcher) serve(w http.ResponseWriter, r *http.Request, key *Key, c *
 			continue
 		}
 		preq, ex, err := c.prepare(t.provider, t.model)
+		ex.api = c.endpoint.apiOf()
 		if err != nil {
 			writeEndpointError(w, c.endpoint, t.provider.name, asProviderError(err))
 			return
@@ -169,7 +198,7 @@ func (d *dispatcher) serve(w http.ResponseWriter, r *http.Request, key *Key, c *
 			zap.String("error", f.err.Message),
 			zap.NamedError("cause", f.cause))
 	}
-	last.write(w)
+	last.write(w, c.endpoint.apiOf())
 	observeRequest(c.endpoint.label, "", last.err.Status)
 }
 
@@ -183,12 +212,32 @@ func (d *dispatcher) chat(w http.ResponseWriter, r *http.Request, body []byte, k
 	d.serve(w, r, key, &call{endpoint: endpointChat, model: info.Model, log: log,
 		prepare: func(p *provider, model string) (providers.Request, exchange, error) {
 			preq, err := p.Chat.ChatRequest(body, model)
-			ex := exchange{stream: info.Stream, translate: p.Chat.ChatResponse, mapError: p.Chat.Error}
+			ex := exchange{stream: info.Stream, mapError: p.Chat.Error,
+				translate: func(answer []byte) ([]byte, error) {
+					out, err := p.Chat.ChatResponse(answer)
+					if err == nil {
+						out = withModel(out, model)
+					}
+					return out, err
+				}}
 			if info.Stream {
-				ex.tr = p.Chat.ChatStream(providers.StreamOptions{IncludeUsage: info.IncludeUsage})
+				ex.tr = p.Chat.ChatStream(providers.StreamOptions{IncludeUsage: info.IncludeUsage, Model: model})
 			}
 			return preq, ex, err
 		}})
+}
+
+// withModel fills an answer's empty "model" with the provider's name of
+// the model it went to: some providers' answers do not name it (Bedrock's
+// Converse, Cohere's chat).
+func withModel(answer []byte, model string) []byte {
+	if m := gjson.GetBytes(answer, "model"); m.Type != gjson.String || m.Str != "" {
+		return answer
+	}
+	if out, err := sjson.SetBytes(answer, "model", model); err == nil {
+		return out
+	}
+	return answer
 }
 
 var errBadRerankAnswer = errors.New("the provider's rerank answer names documents that are not in the request")
@@ -223,6 +272,47 @@ func (d *dispatcher) rerank(w http.ResponseWriter, r *http.Request, body []byte,
 		}})
 }
 
+var errBadEmbeddings = errors.New("the provider's embeddings do not fit the request (count or dimensions)")
+
+// embeddings serves POST /v1/embeddings: the provider is asked for
+// numbers, and the answer carries them as the client asked, numbers or the
+// base64 of little-endian float32s, whatever the provider sent.
+func (d *dispatcher) embeddings(w http.ResponseWriter, r *http.Request, body []byte, key *Key, log *zap.Logger) {
+	req, err := providers.ValidateEmbeddings(body)
+	if err != nil {
+		writeEndpointError(w, endpointEmbeddings, "", asProviderError(err))
+		return
+	}
+	d.serve(w, r, key, &call{endpoint: endpointEmbeddings, model: req.Model, log: log,
+		prepare: func(p *provider, model string) (providers.Request, exchange, error) {
+			tr := p.Embeddings
+			reqs, err := tr.EmbeddingsRequests(&req, model)
+			if err != nil || len(reqs) == 0 {
+				if err == nil {
+					err = errors.New("the embeddings translator made no request")
+				}
+				return providers.Request{}, exchange{}, err
+			}
+			return reqs[0], exchange{
+				more: reqs[1:],
+				collect: func(headers []http.Header, bodies [][]byte) ([]byte, error) {
+					res := providers.EmbeddingsResult{Vectors: make([][]float32, 0, req.Inputs())}
+					for i := range bodies {
+						if err := tr.EmbeddingsResponse(i, headers[i], bodies[i], &res); err != nil {
+							return nil, err
+						}
+					}
+					out, ok := providers.EmbeddingsAnswer(nil, &req, &res)
+					if !ok {
+						return nil, errBadEmbeddings
+					}
+					return out, nil
+				},
+				mapError: tr.Error,
+			}, nil
+		}})
+}
+
 // route tells a batch line's model and its first target's provider, as
 // the batch engine's per-provider limit counts it, or why it cannot run.
 func (d *dispatcher) route(e endpoint, model string) (provider string, err error) {
@@ -240,7 +330,7 @@ func (d *dispatcher) route(e endpoint, model string) (provider string, err error
 
 // writeEndpointError answers a request that reached no provider.
 func writeEndpointError(w http.ResponseWriter, e endpoint, provider string, pe *providers.Error) {
-	writeError(w, pe)
+	e.apiOf().writeError(w, pe)
 	observeRequest(e.label, provider, pe.Status)
 }
 

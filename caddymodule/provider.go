@@ -60,6 +60,20 @@ type Endpoints struct {
 
 	// Rerank serves POST /v1/rerank.
 	Rerank providers.Rerank
+
+	// Embeddings serves POST /v1/embeddings.
+	Embeddings providers.Embeddings
+
+	// Responses passes POST /v1/responses through to the provider's own
+	// Responses API (OpenAI, Azure OpenAI). A provider without it still
+	// serves the Responses API when it serves Chat: translated.
+	Responses providers.Native
+
+	// Messages passes POST /v1/messages and /v1/messages/count_tokens
+	// through to the provider's own Messages API (Anthropic). A provider
+	// without it still serves the Messages API when it serves Chat:
+	// translated.
+	Messages providers.Native
 }
 
 // ProviderType is what a provider type tells ProviderBase.ProvisionBase
@@ -113,7 +127,7 @@ type ProviderBase struct {
 	Proxy json.RawMessage `json:"proxy,omitempty"`
 
 	proxy    *reverseproxy.Handler
-	basePath string
+	basePath string // the base URL's path, escaped, without a trailing slash
 }
 
 // Key returns api_key with its placeholders resolved: empty when none is
@@ -142,7 +156,7 @@ func (b *ProviderBase) ProvisionBase(ctx caddy.Context, t ProviderType) error {
 	if u.RawQuery != "" || u.Fragment != "" {
 		return fmt.Errorf("base_url %q must not have a query or fragment", rawURL)
 	}
-	b.basePath = strings.TrimSuffix(u.Path, "/")
+	b.basePath = strings.TrimSuffix(u.EscapedPath(), "/")
 
 	auth := t.Auth
 	if auth == nil {

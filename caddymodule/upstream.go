@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -15,7 +16,6 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
 	"github.com/modelgate/modelgate/providers"
-	"github.com/modelgate/modelgate/providers/sse"
 )
 
 // maxUpstreamBody bounds what is buffered of a non-streamed answer or an
@@ -30,9 +30,19 @@ type failure struct {
 	cause  error // why the provider could not be reached, for the log; may be nil
 }
 
-func (f *failure) write(w http.ResponseWriter) {
-	copyClientHeaders(w.Header(), f.header)
-	writeError(w, f.err)
+func (f *failure) write(w http.ResponseWriter, a *api) {
+	if a == nil {
+		a = openAIAPI
+	}
+	h := w.Header()
+	copyClientHeaders(h, f.header)
+	// A provider that says when to retry in its body (Google's RetryInfo)
+	// gets the headers the SDKs and the batch runner read.
+	if d := f.err.RetryAfter; d > 0 && h.Get("Retry-After") == "" {
+		h.Set("Retry-After", strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10))
+		h.Set("Retry-After-Ms", strconv.FormatInt(d.Milliseconds(), 10))
+	}
+	a.writeError(w, f.err)
 }
 
 // retryable reports whether the next target should be tried: connection
@@ -43,12 +53,27 @@ func (f *failure) retryable() bool {
 
 // exchange says how one provider call's answer is read: a stream, passed
 // through tr (nil: untouched), or a buffered body that translate turns into
-// the unified answer; failed answers go through mapError.
+// the unified answer; failed answers go through mapError. A call made of
+// several upstream requests (an embeddings provider that takes one input per
+// request) sets more and collect instead of translate: the requests are sent
+// in turn, and collect gets every answer once all have succeeded.
 type exchange struct {
 	stream    bool
 	tr        providers.StreamTranslator
 	translate func(body []byte) ([]byte, error)
 	mapError  func(status int, header http.Header, body []byte) *providers.Error
+
+	more    []providers.Request
+	collect func(headers []http.Header, bodies [][]byte) ([]byte, error)
+
+	// api writes the gateway's own errors in the endpoint's API; set by
+	// the dispatcher.
+	api *api
+
+	// answer, when set, is the answer itself: the gateway answers without
+	// calling the provider (a token count estimated for a provider that
+	// has no such endpoint).
+	answer []byte
 }
 
 // forward sends one translated request through the provider's
@@ -56,38 +81,96 @@ type exchange struct {
 // the attempt failed in a way that lets the next target try: then it has
 // written nothing and returns the failure.
 func (p *provider) forward(w http.ResponseWriter, r *http.Request, preq providers.Request, ex exchange) (int, *failure) {
-	framing := preq.Framing
-	if framing == nil {
-		framing = providers.SSE
-	}
-	uw := &upstreamWriter{client: w, header: make(http.Header), wantStream: ex.stream, tr: ex.tr, framing: framing}
-	start := time.Now()
-	err := uw.serve(p.base.proxy, p.base.upstreamRequest(r, preq, ex.stream))
-	observeUpstream(p.name, uw.status, start)
-
-	if uw.streaming {
-		uw.finishStream(err != nil)
+	if ex.answer != nil {
+		WriteJSON(w, http.StatusOK, ex.answer)
 		return http.StatusOK, nil
 	}
-	if err != nil || uw.tooLarge {
-		return 0, &failure{err: unreachable(p.name, err, uw.tooLarge), cause: err}
+	if ex.collect != nil {
+		return p.forwardAll(w, r, append([]providers.Request{preq}, ex.more...), ex)
 	}
-	if uw.status >= 400 {
-		f := &failure{err: p.upstreamError(uw.status, uw.header, uw.buf, ex.mapError), header: uw.header}
-		if f.retryable() {
-			return 0, f
-		}
-		f.write(w)
-		return f.err.Status, nil
+	uw, f := p.send(w, r, preq, ex)
+	if uw.streaming {
+		return http.StatusOK, nil
+	}
+	if f != nil {
+		return p.settle(w, f, ex.api)
 	}
 	out, err := ex.translate(uw.buf)
 	if err != nil {
-		return 0, &failure{err: &providers.Error{Status: http.StatusBadGateway, Type: "server_error",
-			Code: "bad_upstream_response", Message: "provider " + p.name + " sent an answer that could not be read"}, cause: err}
+		return 0, p.unreadable(err)
 	}
 	copyClientHeaders(w.Header(), uw.header)
 	WriteJSON(w, http.StatusOK, out)
 	return http.StatusOK, nil
+}
+
+// forwardAll sends reqs in turn, each answer buffered, and writes what
+// ex.collect makes of them; the first failure ends the call.
+func (p *provider) forwardAll(w http.ResponseWriter, r *http.Request, reqs []providers.Request, ex exchange) (int, *failure) {
+	headers := make([]http.Header, len(reqs))
+	bodies := make([][]byte, len(reqs))
+	for i, req := range reqs {
+		uw, f := p.send(w, r, req, ex)
+		if f != nil {
+			return p.settle(w, f, ex.api)
+		}
+		headers[i], bodies[i] = uw.header, uw.buf
+	}
+	out, err := ex.collect(headers, bodies)
+	if err != nil {
+		return 0, p.unreadable(err)
+	}
+	copyClientHeaders(w.Header(), headers[len(headers)-1])
+	WriteJSON(w, http.StatusOK, out)
+	return http.StatusOK, nil
+}
+
+// send makes one upstream request. A stream that reached the client is
+// finished here; otherwise the answer is in the writer's buffer, or the
+// failure says why there is none.
+func (p *provider) send(w http.ResponseWriter, r *http.Request, preq providers.Request, ex exchange) (*upstreamWriter, *failure) {
+	framing := preq.Framing
+	if framing == nil {
+		framing = providers.SSE
+	}
+	if ex.api == nil {
+		ex.api = openAIAPI
+	}
+	uw := &upstreamWriter{client: w, header: make(http.Header), wantStream: ex.stream, tr: ex.tr, framing: framing, api: ex.api}
+	start := time.Now()
+	err := uw.serve(p.base.proxy, p.base.upstreamRequest(r, preq, ex.stream))
+	observeUpstream(p.name, uw.status, start)
+	switch {
+	case uw.streaming:
+		uw.finishStream(err != nil)
+		return uw, nil
+	case err != nil || uw.tooLarge:
+		return uw, &failure{err: unreachable(p.name, err, uw.tooLarge), cause: err}
+	case uw.status >= 400:
+		return uw, &failure{err: p.upstreamError(uw.status, uw.header, uw.buf, ex.mapError), header: uw.header}
+	}
+	return uw, nil
+}
+
+// settle returns a failure the next target may retry, and writes any
+// other (a 4xx that is the client's to fix) to the client.
+func (p *provider) settle(w http.ResponseWriter, f *failure, a *api) (int, *failure) {
+	if f.cause != nil || f.retryable() {
+		return 0, f
+	}
+	f.write(w, a)
+	return f.err.Status, nil
+}
+
+// unreadable is the failure of an answer that could not be translated. A
+// translator that read the answer and found a failure in it (Cohere's
+// finish_reason ERROR, say) returns a *providers.Error, which is kept.
+func (p *provider) unreadable(err error) *failure {
+	if pe, ok := errors.AsType[*providers.Error](err); ok {
+		return &failure{err: pe, cause: err}
+	}
+	return &failure{err: &providers.Error{Status: http.StatusBadGateway, Type: "server_error",
+		Code: "bad_upstream_response", Message: "provider " + p.name + " sent an answer that could not be read"}, cause: err}
 }
 
 // upstreamError maps a provider's error answer. A 401 or 403 from the
@@ -163,6 +246,7 @@ type upstreamWriter struct {
 	wantStream bool
 	tr         providers.StreamTranslator // nil: events pass through as they are
 	framing    providers.Framing          // how the provider's stream is cut into events
+	api        *api                       // how the client's API ends a stream the gateway cannot finish
 
 	wroteHeader bool
 	status      int
@@ -243,8 +327,8 @@ func (w *upstreamWriter) Write(p []byte) (int, error) {
 		}
 		if err != nil {
 			w.failed = true
-			out = sse.AppendData(out, (&providers.Error{Type: "server_error", Code: "bad_upstream_event",
-				Message: "the provider sent an event that could not be translated"}).JSON())
+			out = w.api.streamError(out, &providers.Error{Status: http.StatusBadGateway, Type: "server_error", Code: "bad_upstream_event",
+				Message: "the provider sent an event that could not be translated"})
 			break
 		}
 	}
@@ -277,8 +361,8 @@ func (w *upstreamWriter) finishStream(aborted bool) {
 	case w.tr != nil:
 		out = w.tr.Close(w.out[:0])
 	case aborted:
-		out = sse.AppendData(nil, (&providers.Error{Type: "server_error", Code: "upstream_aborted",
-			Message: "the provider broke off its answer"}).JSON())
+		out = w.api.streamError(nil, &providers.Error{Status: http.StatusBadGateway, Type: "server_error", Code: "upstream_aborted",
+			Message: "the provider broke off its answer"})
 	}
 	if len(out) > 0 {
 		_, _ = w.client.Write(out)
@@ -302,8 +386,15 @@ func (b *ProviderBase) upstreamRequest(r *http.Request, preq providers.Request, 
 	r2 := new(http.Request)
 	*r2 = *r
 	u := *r.URL
-	u.Path = b.basePath + preq.Path
-	u.RawPath = ""
+	u.RawPath = b.basePath + preq.Path // escaped, as the translator wrote it
+	if p, err := url.PathUnescape(u.RawPath); err == nil {
+		u.Path = p
+	} else {
+		u.Path = u.RawPath // not a valid escape: sent as it is
+	}
+	if u.EscapedPath() != u.RawPath {
+		u.RawPath = "" // the path needs no other escaping than Go's own
+	}
 	u.RawQuery = preq.Query
 	r2.URL = &u
 	r2.Method = http.MethodPost

@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/anthropic"
@@ -15,7 +16,7 @@ import (
 func TestUpstreamWriter(t *testing.T) {
 	t.Run("error is buffered, client untouched", func(t *testing.T) {
 		rec := httptest.NewRecorder()
-		w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, wantStream: true}
+		w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, api: openAIAPI, wantStream: true}
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.WriteHeader(http.StatusTooManyRequests)
 		_, _ = w.Write([]byte(`{"error":{"message":"slow down"}}`))
@@ -29,7 +30,7 @@ func TestUpstreamWriter(t *testing.T) {
 	})
 
 	t.Run("1xx is ignored", func(t *testing.T) {
-		w := &upstreamWriter{client: httptest.NewRecorder(), header: make(http.Header), framing: providers.SSE}
+		w := &upstreamWriter{client: httptest.NewRecorder(), header: make(http.Header), framing: providers.SSE, api: openAIAPI}
 		w.WriteHeader(http.StatusContinue)
 		w.WriteHeader(http.StatusOK)
 		if w.status != 200 {
@@ -40,7 +41,7 @@ func TestUpstreamWriter(t *testing.T) {
 	t.Run("stream translated event by event", func(t *testing.T) {
 		rec := httptest.NewRecorder()
 		tr := (&anthropic.Chat{}).ChatStream(providers.StreamOptions{})
-		w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, wantStream: true, tr: tr}
+		w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, api: openAIAPI, wantStream: true, tr: tr}
 		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 		w.Header().Set("Content-Length", "999")
 		w.Header().Set("Request-Id", "req_1")
@@ -73,7 +74,7 @@ func TestUpstreamWriter(t *testing.T) {
 
 	t.Run("passthrough stream aborted by the proxy", func(t *testing.T) {
 		rec := httptest.NewRecorder()
-		w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, wantStream: true}
+		w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, api: openAIAPI, wantStream: true}
 		w.Header().Set("Content-Type", "text/event-stream")
 		_, _ = w.Write([]byte("data: {\"choices\":[]}\n\n"))
 		w.finishStream(true)
@@ -84,11 +85,31 @@ func TestUpstreamWriter(t *testing.T) {
 
 	t.Run("non-stream answer with a stream content type is buffered", func(t *testing.T) {
 		rec := httptest.NewRecorder()
-		w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, wantStream: false}
+		w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, api: openAIAPI, wantStream: false}
 		w.Header().Set("Content-Type", "text/event-stream")
 		_, _ = w.Write([]byte("data: x\n\n"))
 		if w.streaming || rec.Body.Len() != 0 {
 			t.Fatal("a non-stream request must never stream")
 		}
 	})
+}
+
+func TestFailureRetryAfter(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		header       http.Header
+		after        time.Duration
+		want, wantMs string
+	}{
+		{"from the body", http.Header{}, 1500 * time.Millisecond, "2", "1500"},
+		{"the provider's header wins", http.Header{"Retry-After": {"7"}}, time.Second, "7", ""},
+		{"none", http.Header{}, 0, "", ""},
+	} {
+		rec := httptest.NewRecorder()
+		f := &failure{err: &providers.Error{Status: 429, Type: "rate_limit_error", Message: "slow down", RetryAfter: tc.after}, header: tc.header}
+		f.write(rec, openAIAPI)
+		if rec.Code != 429 || rec.Header().Get("Retry-After") != tc.want || rec.Header().Get("Retry-After-Ms") != tc.wantMs {
+			t.Errorf("%s: %d %v", tc.name, rec.Code, rec.Header())
+		}
+	}
 }

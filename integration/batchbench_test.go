@@ -135,7 +135,7 @@ func uploadStream(b *testing.B, base string, size int64) string {
 // reports the throughput and the process's peak RSS during each: both are
 // streamed, so the peak stays far below the file's size.
 //
-//	go test -run '^$' -bench Files200MiB -benchtime 3x ./caddymodule/
+//	go test -run '^$' -bench Files200MiB -benchtime 3x ./integration/
 func BenchmarkFiles200MiB(b *testing.B) {
 	base := startBenchGateway(b, "max_file_size 200MiB")
 	const size = 200 << 20
@@ -196,7 +196,7 @@ func batchBenchLines() int {
 // without any bookkeeping) and reports the ratio: near 1 means the gateway,
 // not the bookkeeping, is the limit.
 //
-//	go test -run '^$' -bench Batch50k -benchtime 1x ./caddymodule/
+//	go test -run '^$' -bench Batch50k -benchtime 1x ./integration/
 func BenchmarkBatch50k(b *testing.B) {
 	base := startBenchGateway(b, "workers 64\n\t\t\tper_provider 64\n\t\t\tpoll_interval 100ms")
 	n := batchBenchLines()

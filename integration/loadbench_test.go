@@ -33,7 +33,7 @@ const (
 // requests/s, p50 and p99 latency of each, and the ratio of modelgate's
 // throughput to plain reverse_proxy's. Run it with
 //
-//	go test -run '^$' -bench EndToEnd -benchtime 5x ./caddymodule/
+//	go test -run '^$' -bench EndToEnd -benchtime 5x ./integration/
 func BenchmarkEndToEnd(b *testing.B) {
 	fake := httptest.NewServer(providertest.New(providertest.Options{OpenAIKey: openAIKey, AnthropicKey: anthropicKey, NoRecord: true}))
 	defer fake.Close()

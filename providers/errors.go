@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/tidwall/gjson"
 )
@@ -19,6 +20,12 @@ type Error struct {
 	Code    string // empty is written as null
 	Param   string // empty is written as null
 	Message string
+
+	// RetryAfter is how long the provider asked the client to wait before
+	// trying again, when it said so in its body rather than in a
+	// retry-after header (Google's google.rpc.RetryInfo, say). Zero: it did
+	// not say. The host sends it as retry-after; it is not part of JSON.
+	RetryAfter time.Duration
 }
 
 // Error implements the error interface.

@@ -21,9 +21,12 @@ import (
 // Request is one upstream call prepared by a translator.
 type Request struct {
 	// Path is appended to the provider's base URL path, e.g.
-	// "/chat/completions" or "/v1/messages". It may hold the model, as
-	// Gemini's "/models/gemini-2.5-flash:generateContent" does; the
-	// translator escapes what needs escaping.
+	// "/chat/completions" or "/v1/messages", and sent as it is written: it
+	// is an escaped path. It may hold the model, as Gemini's
+	// "/models/gemini-2.5-flash:generateContent" does; the translator
+	// escapes what needs escaping (url.PathEscape, or as the provider's
+	// SDK escapes it: Bedrock's "/model/us.anthropic.claude-…-v1%3A0/converse"
+	// reaches the provider, and its signature, with the %3A).
 	Path string
 
 	// Query is the upstream request's query string without the "?", already
@@ -106,6 +109,11 @@ type StreamOptions struct {
 	// empty choices and the usage totals precedes data: [DONE], and every
 	// other chunk carries "usage": null.
 	IncludeUsage bool
+
+	// Model is the provider's name of the model the request went to, for
+	// the chunks' "model" when the provider's own events do not name it
+	// (Bedrock's do not).
+	Model string
 }
 
 // StreamTranslator turns one provider's server-sent events into unified
@@ -122,4 +130,19 @@ type StreamTranslator interface {
 	// whatever the unified stream still owes the client: data: [DONE] after a
 	// complete answer, an error event after a cut-off one.
 	Close(dst []byte) []byte
+}
+
+// Native passes a request in a provider's own API through untouched but
+// for the model: OpenAI's Responses API to OpenAI and Azure OpenAI,
+// Anthropic's Messages API to Anthropic (DESIGN.md §2a). What the gateway
+// does not understand — new fields, thinking signatures, cache_control,
+// beta headers — reaches the provider as the client sent it, and the answer,
+// stream or not, comes back as the provider sent it.
+type Native interface {
+	// NativeRequest returns the upstream request for body, the client's
+	// request to path of its API ("/responses", "/messages",
+	// "/messages/count_tokens"), for model, the provider's own name of the
+	// model: body with only its model replaced, and the client headers in
+	// header the API needs (anthropic-version, anthropic-beta).
+	NativeRequest(path string, body []byte, model string, header http.Header) (Request, error)
 }

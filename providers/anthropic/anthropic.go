@@ -39,6 +39,11 @@ type Chat struct {
 	// Version is the anthropic-version header. Empty means DefaultVersion.
 	Version string
 
+	// Models overrides, by the provider's exact model name, what
+	// FeaturesFor derives from the name: whether the model takes
+	// output_config.format and how it takes extended thinking.
+	Models map[string]Features
+
 	// Now returns the time for "created"; nil means time.Now.
 	Now func() time.Time
 }
@@ -80,14 +85,22 @@ func (Chat) Error(status int, _ http.Header, body []byte) *providers.Error {
 // empty or unknown) that came with status.
 func mapError(status int, typ, msg string) *providers.Error {
 	e := &providers.Error{Status: status, Message: msg}
-	if status == 529 {
+	switch {
+	case status == 529:
 		e.Status = http.StatusServiceUnavailable
 		if typ == "" {
 			typ = "overloaded_error"
 		}
+	case status == http.StatusRequestEntityTooLarge && typ == "":
+		typ = "request_too_large" // Cloudflare's page, in front of the API
 	}
 	switch typ {
-	case "invalid_request_error", "authentication_error", "permission_error", "not_found_error":
+	case "invalid_request_error":
+		e.Type, e.Code = typ, typ
+		if contextTooLong(msg) {
+			e.Code = "context_length_exceeded"
+		}
+	case "authentication_error", "permission_error", "not_found_error":
 		e.Type, e.Code = typ, typ
 	case "rate_limit_error":
 		e.Type, e.Code = typ, "rate_limit_exceeded"
@@ -103,6 +116,15 @@ func mapError(status int, typ, msg string) *providers.Error {
 		e.Type, e.Code = providers.TypeForStatus(e.Status), typ
 	}
 	return e
+}
+
+// contextTooLong reports whether an invalid_request_error's message says
+// the prompt does not fit the model's context window, as Anthropic words
+// it: "prompt is too long: 208310 tokens > 200000 maximum", or "input
+// length and `max_tokens` exceed context limit: 187254 + 20000 > 200000,
+// decrease input length or `max_tokens` and try again".
+func contextTooLong(msg string) bool {
+	return indexFold(msg, "prompt is too long") >= 0 || indexFold(msg, "exceed context limit") >= 0
 }
 
 // statusText names an HTTP status for messages, including Anthropic's 529.
@@ -173,4 +195,38 @@ func compactJSON(raw string) string {
 		return raw
 	}
 	return string(out)
+}
+
+// compactor removes insignificant whitespace from JSON text that arrives
+// in pieces, as compactJSON does for whole text; its zero value is at the
+// start of the text.
+type compactor struct {
+	inString, escaped bool
+}
+
+// append appends piece without insignificant whitespace to dst and
+// reports whether it removed any.
+func (c *compactor) append(dst []byte, piece string) ([]byte, bool) {
+	changed := false
+	for i := 0; i < len(piece); i++ {
+		ch := piece[i]
+		switch {
+		case c.inString:
+			switch {
+			case c.escaped:
+				c.escaped = false
+			case ch == '\\':
+				c.escaped = true
+			case ch == '"':
+				c.inString = false
+			}
+		case ch == '"':
+			c.inString = true
+		case ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r':
+			changed = true
+			continue
+		}
+		dst = append(dst, ch)
+	}
+	return dst, changed
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/modelgate/modelgate/providers"
 )
 
@@ -104,7 +106,7 @@ func TestChatRequestGolden(t *testing.T) {
 			if _, err := providers.ValidateChat(in); err != nil {
 				t.Fatalf("the input does not pass ValidateChat: %v", err)
 			}
-			req, err := testChat.ChatRequest(in, testModel)
+			req, err := testChat.ChatRequest(in, providerModel(in))
 			if err != nil {
 				t.Fatalf("ChatRequest: %v", err)
 			}
@@ -117,6 +119,16 @@ func TestChatRequestGolden(t *testing.T) {
 			checkGolden(t, filepath.Join(requestDir, name+".anthropic.json"), req.Body)
 		})
 	}
+}
+
+// providerModel is the provider's model name a golden input is translated
+// for: testModel for the gateway alias "my-claude", else the input's model
+// (the tests of features that depend on the model name the model).
+func providerModel(in []byte) string {
+	if m := gjson.GetBytes(in, "model").Str; m != "my-claude" {
+		return m
+	}
+	return testModel
 }
 
 func TestChatRequestSettings(t *testing.T) {
@@ -162,11 +174,30 @@ func TestChatRequestErrors(t *testing.T) {
 			"messages[0].content[0].image_url.url", "invalid_value"},
 		{"n", `{"model":"m","messages":[` + user + `],"n":2}`, "n", "unsupported_parameter"},
 		{"logprobs", `{"model":"m","messages":[` + user + `],"logprobs":true}`, "logprobs", "unsupported_parameter"},
-		{"json_object", `{"model":"m","messages":[` + user + `],"response_format":{"type":"json_object"}}`,
+		{"response_format grammar", `{"model":"m","messages":[` + user + `],"response_format":{"type":"grammar","grammar":"x"}}`,
 			"response_format", "unsupported_parameter"},
-		{"json_schema", `{"model":"m","messages":[` + user + `],"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{}}}}`,
-			"response_format", "unsupported_parameter"},
+		{"json_schema without json_schema", `{"model":"m","messages":[` + user + `],"response_format":{"type":"json_schema"}}`,
+			"response_format.json_schema", "invalid_value"},
+		{"json_schema schema not an object", `{"model":"m","messages":[` + user + `],"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":[1]}}}`,
+			"response_format.json_schema.schema", "invalid_value"},
+		{"json_schema array root through a tool", `{"model":"claude-opus-4-1","messages":[` + user + `],"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"array"}}}}`,
+			"response_format.json_schema.schema", "invalid_value"},
+		{"tool with the reserved name", `{"model":"m","messages":[` + user + `],"tools":[{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"json_tool_call"}}]}`,
+			"tools[1].function.name", "invalid_value"},
+		{"unknown reasoning_effort", `{"model":"m","messages":[` + user + `],"reasoning_effort":"extreme"}`,
+			"reasoning_effort", "invalid_value"},
+		{"prompt_cache_retention", `{"model":"m","messages":[` + user + `],"prompt_cache_retention":"forever"}`,
+			"prompt_cache_retention", "invalid_value"},
+		{"thinking_blocks not an array", `{"model":"m","messages":[` + user + `,{"role":"assistant","content":"a","thinking_blocks":{"type":"thinking"}}]}`,
+			"messages[1].thinking_blocks", "invalid_value"},
+		{"thinking block without signature", `{"model":"m","messages":[` + user + `,{"role":"assistant","content":"a","thinking_blocks":[{"type":"thinking","thinking":"t"}]}]}`,
+			"messages[1].thinking_blocks[0]", "invalid_value"},
+		{"redacted block without data", `{"model":"m","messages":[` + user + `,{"role":"assistant","content":"a","thinking_blocks":[{"type":"thinking","thinking":"t","signature":"s"},{"type":"redacted_thinking"}]}]}`,
+			"messages[1].thinking_blocks[1]", "invalid_value"},
+		{"thinking block of unknown type", `{"model":"m","messages":[` + user + `,{"role":"assistant","content":"a","thinking_blocks":[{"type":"reasoning","text":"t"}]}]}`,
+			"messages[1].thinking_blocks[0].type", "invalid_value"},
 		{"audio", `{"model":"m","messages":[` + user + `],"audio":{"voice":"alloy","format":"mp3"}}`, "audio", "unsupported_parameter"},
+		{"web_search_options", `{"model":"m","messages":[` + user + `],"web_search_options":{}}`, "web_search_options", "unsupported_parameter"},
 		{"modalities", `{"model":"m","messages":[` + user + `],"modalities":["text","audio"]}`, "modalities", "unsupported_parameter"},
 		{"functions", `{"model":"m","messages":[` + user + `],"functions":[{"name":"f"}]}`, "functions", "unsupported_parameter"},
 		{"custom tool", `{"model":"m","messages":[` + user + `],"tools":[{"type":"function","function":{"name":"f"}},{"type":"custom","custom":{"name":"g"}}]}`,
@@ -188,7 +219,7 @@ func TestChatRequestErrors(t *testing.T) {
 			if _, err := providers.ValidateChat([]byte(tt.body)); err != nil {
 				t.Fatalf("the input does not pass ValidateChat: %v", err)
 			}
-			_, err := testChat.ChatRequest([]byte(tt.body), testModel)
+			_, err := testChat.ChatRequest([]byte(tt.body), gjson.Get(tt.body, "model").Str)
 			var e *providers.Error
 			if !errors.As(err, &e) {
 				t.Fatalf("err = %v, want a *providers.Error", err)
@@ -274,12 +305,21 @@ func TestError(t *testing.T) {
 			providers.Error{Status: 503, Type: "server_error", Message: "upstream connect error"}},
 		{"error string", 400, `{"error":"bad thing"}`,
 			providers.Error{Status: 400, Type: "invalid_request_error", Message: "bad thing"}},
+		{"prompt too long", 400, `{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 208310 tokens > 200000 maximum"}}`,
+			providers.Error{Status: 400, Type: "invalid_request_error", Code: "context_length_exceeded", Message: "prompt is too long: 208310 tokens > 200000 maximum"}},
+		{"input and max_tokens exceed the context", 400, "{\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\",\"message\":\"input length and `max_tokens` exceed context limit: 187254 + 20000 > 200000, decrease input length or `max_tokens` and try again\"}}",
+			providers.Error{Status: 400, Type: "invalid_request_error", Code: "context_length_exceeded", Message: "input length and `max_tokens` exceed context limit: 187254 + 20000 > 200000, decrease input length or `max_tokens` and try again"}},
+		{"too large from cloudflare", 413, `<html><head><title>413 Request Entity Too Large</title></head><body>cloudflare</body></html>`,
+			providers.Error{Status: 413, Type: "invalid_request_error", Code: "request_too_large", Message: "the provider answered 413 Request Entity Too Large"}},
 		{"unknown status", 599, `oops`,
 			providers.Error{Status: 599, Type: "server_error", Message: "the provider answered status 599"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := testChat.Error(tt.status, nil, []byte(tt.body))
+			// The host passes retry-after on; the mapping keeps the status
+			// the SDKs retry on.
+			h := http.Header{"Retry-After": {"7"}}
+			got := testChat.Error(tt.status, h, []byte(tt.body))
 			if *got != tt.want {
 				t.Errorf("got  %+v\nwant %+v", *got, tt.want)
 			}

@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"os"
 	"strconv"
 	"testing"
 
@@ -110,5 +111,49 @@ func BenchmarkStream(b *testing.B) {
 			buf = rest
 		}
 		out = tr.Close(out)
+	}
+}
+
+// BenchmarkStreamThinkingTools translates the thinking_tools transcript:
+// thinking, a signature, text and four tool calls.
+func BenchmarkStreamThinkingTools(b *testing.B) {
+	upstream, _, _ := readTranscript(b, sseDir+"/thinking_tools_include_usage.txt")
+	c := Chat{}
+	out := make([]byte, 0, 4*len(upstream))
+	b.SetBytes(int64(len(upstream)))
+	b.ReportAllocs()
+	for b.Loop() {
+		tr := c.ChatStream(providers.StreamOptions{IncludeUsage: true})
+		out = out[:0]
+		buf := upstream
+		for {
+			event, rest, ok := sse.Cut(buf)
+			if !ok {
+				break
+			}
+			var err error
+			if out, err = tr.Event(out, event); err != nil {
+				b.Fatal(err)
+			}
+			buf = rest
+		}
+		out = tr.Close(out)
+	}
+}
+
+// BenchmarkChatRequestStructured translates a request with reasoning and a
+// json_schema response_format for a model with native JSON outputs.
+func BenchmarkChatRequestStructured(b *testing.B) {
+	body, err := os.ReadFile(requestDir + "/json_schema_native.unified.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := Chat{}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.ChatRequest(body, "claude-opus-4-7"); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

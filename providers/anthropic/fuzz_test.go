@@ -25,11 +25,21 @@ func FuzzChatRequest(f *testing.F) {
 	f.Add([]byte(`{"model":"m","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"a","function":{"name":"f","arguments":"{\"a\":[1,{}]}"}}]}]}`))
 	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,AA"}}]}],"tools":[{"type":"function","function":{"name":"f","parameters":{ }}}],"tool_choice":"required"}`))
 
+	f.Add([]byte(`{"model":"m","reasoning_effort":"high","response_format":{"type":"json_schema","json_schema":{"schema":{"type":"object","properties":{"a":{"oneOf":[{"type":"string","format":"x"}],"minItems":3}},"$defs":{"d":{"$ref":"#"}}}}},"messages":[{"role":"assistant","content":"a","thinking_blocks":[{"type":"thinking","thinking":"t","signature":"s"},{"type":"redacted_thinking","data":"d"}]}]}`))
+
 	f.Fuzz(func(t *testing.T, body []byte) {
 		if _, err := providers.ValidateChat(body); err != nil {
 			return
 		}
-		req, err := Chat{}.ChatRequest(body, "claude-\"x\"")
+		// The model the request names picks the features, so both
+		// structured-output paths and both thinking forms are reached.
+		model := "claude-\"x\""
+		if m := gjson.GetBytes(body, "model").Str; len(m)%3 == 1 {
+			model = "claude-sonnet-4-5"
+		} else if len(m)%3 == 2 {
+			model = "claude-opus-4-7"
+		}
+		req, err := Chat{}.ChatRequest(body, model)
 		if err != nil {
 			var e *providers.Error
 			if !errors.As(err, &e) || e.Status < 400 || e.Status >= 500 {
@@ -39,6 +49,46 @@ func FuzzChatRequest(f *testing.F) {
 		}
 		if !gjson.ValidBytes(req.Body) || !json.Valid(req.Body) {
 			t.Fatalf("invalid JSON for %s:\n%s", body, req.Body)
+		}
+	})
+}
+
+// FuzzChatResponse checks that any answer either translates into a valid
+// chat.completion object or fails with an error.
+func FuzzChatResponse(f *testing.F) {
+	for _, name := range goldenCases(f, responseDir, ".anthropic.json") {
+		data, err := os.ReadFile(filepath.Join(responseDir, name+".anthropic.json"))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte(`{"content":[{"type":"thinking","thinking":7,"signature":null},{"type":"tool_use","name":"json_tool_call","input":[1]},{"type":"redacted_thinking"}],"usage":{"output_tokens_details":{"thinking_tokens":"x"}}}`))
+
+	f.Fuzz(func(t *testing.T, body []byte) {
+		out, err := Chat{}.ChatResponse(body)
+		if err != nil {
+			return
+		}
+		if !json.Valid(out) || !gjson.GetBytes(out, "choices.0.message").IsObject() {
+			t.Fatalf("invalid answer for %s:\n%s", body, out)
+		}
+	})
+}
+
+// FuzzError checks that any error answer maps to a unified error with a
+// status and a message, as valid JSON.
+func FuzzError(f *testing.F) {
+	f.Add(529, []byte(`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`))
+	f.Add(400, []byte(`{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 1 tokens > 0 maximum"}}`))
+	f.Add(413, []byte(`<html>413</html>`))
+	f.Fuzz(func(t *testing.T, status int, body []byte) {
+		if status < 400 || status > 599 {
+			return
+		}
+		e := Chat{}.Error(status, nil, body)
+		if e.Status < 400 || e.Message == "" || e.Type == "" || !json.Valid(e.JSON()) {
+			t.Fatalf("Error(%d, %q) = %+v", status, body, e)
 		}
 	})
 }

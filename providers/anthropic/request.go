@@ -15,6 +15,7 @@ import (
 type request struct {
 	messages, maxTokens, maxCompletionTokens, stop, temperature, topP, stream gjson.Result
 	tools, toolChoice, parallelToolCalls, user, safetyIdentifier              gjson.Result
+	reasoningEffort, responseFormat, promptCacheRetention                     gjson.Result
 }
 
 // set records one top-level field of the unified request, or rejects it
@@ -54,8 +55,15 @@ func (r *request) set(key string, v gjson.Result) error {
 			return providers.Unsupported("logprobs", providerName)
 		}
 	case "response_format":
-		if t := v.Get("type").Str; t == "json_object" || t == "json_schema" {
-			return unsupported("response_format", "response_format "+t+" is not supported by provider type "+providerName)
+		r.responseFormat = v
+	case "reasoning_effort":
+		r.reasoningEffort = v
+	case "prompt_cache_retention":
+		r.promptCacheRetention = v
+	case "web_search_options":
+		if v.IsObject() {
+			return unsupported("web_search_options", "web_search_options is not supported by provider type "+providerName+
+				": Anthropic's web search is a server tool whose results and citations this translation does not carry")
 		}
 	case "audio", "functions", "function_call":
 		if v.Exists() && v.Type != gjson.Null {
@@ -86,10 +94,13 @@ func unsupported(param, msg string) *providers.Error {
 //
 // System and developer messages become the top-level system; tool results
 // become user turns; consecutive messages of the same resulting role merge
-// into one turn. Features Anthropic lacks (n > 1, logprobs, JSON response
-// formats, audio, file and audio parts, non-function tools) are rejected
-// with a 400; parameters without an equivalent (seed, penalties,
-// logit_bias, store, service_tier, …) are dropped.
+// into one turn; thinking_blocks on assistant messages come back as the
+// signed thinking blocks they were. reasoning_effort becomes extended
+// thinking and response_format Anthropic's JSON outputs or a forced tool,
+// as the model's Features say. Features Anthropic lacks (n > 1, logprobs,
+// audio, file and audio parts, non-function tools) and web_search_options
+// are rejected with a 400; parameters without an equivalent (seed,
+// penalties, logit_bias, store, service_tier, …) are dropped.
 func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) {
 	version := c.Version
 	if version == "" {
@@ -110,21 +121,22 @@ func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) 
 		return req, err
 	}
 
+	feats := c.features(model)
+	think, err := thinkingFor(r.reasoningEffort, feats.Thinking)
+	if err != nil {
+		return req, err
+	}
+	format, err := formatFor(r.responseFormat, feats.StructuredOutputs)
+	if err != nil {
+		return req, err
+	}
+
 	b := make([]byte, 0, len(body)+256)
 	b = append(b, `{"model":`...)
 	b = providers.AppendString(b, model)
 
 	b = append(b, `,"max_tokens":`...)
-	switch {
-	case r.maxCompletionTokens.Type == gjson.Number:
-		b = providers.AppendInt(b, r.maxCompletionTokens.Int())
-	case r.maxTokens.Type == gjson.Number:
-		b = providers.AppendInt(b, r.maxTokens.Int())
-	case c.MaxTokens > 0:
-		b = providers.AppendInt(b, int64(c.MaxTokens))
-	default:
-		b = providers.AppendInt(b, DefaultMaxTokens)
-	}
+	b = providers.AppendInt(b, c.maxTokensFor(r, think))
 
 	var stack [16]message
 	msgs := parseMessages(stack[:0], r.messages)
@@ -134,7 +146,8 @@ func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) 
 	b = appendSystem(b, msgs)
 	b = appendStop(b, r.stop)
 
-	if t := r.temperature; t.Type == gjson.Number {
+	// Extended thinking takes neither a temperature nor a top_p below 0.95.
+	if t := r.temperature; t.Type == gjson.Number && !think.on() {
 		b = append(b, `,"temperature":`...)
 		if t.Num > 1 {
 			b = append(b, '1') // Anthropic's range is 0–1, OpenAI's 0–2.
@@ -142,19 +155,47 @@ func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) 
 			b = append(b, t.Raw...)
 		}
 	}
-	if r.topP.Type == gjson.Number {
+	if p := r.topP; p.Type == gjson.Number {
 		b = append(b, `,"top_p":`...)
-		b = append(b, r.topP.Raw...)
+		if think.on() && p.Num < 0.95 {
+			b = append(b, "0.95"...)
+		} else {
+			b = append(b, p.Raw...)
+		}
 	}
 	if r.stream.Type == gjson.True {
 		b = append(b, `,"stream":true`...)
 	}
 
-	b, haveTools, err := appendTools(b, r.tools)
+	b, haveTools, err := appendTools(b, r.tools, &format, feats.StructuredOutputs)
 	if err != nil {
 		return req, err
 	}
-	if b, err = appendToolChoice(b, r.toolChoice, r.parallelToolCalls.Type == gjson.False, haveTools); err != nil {
+	if b, err = appendToolChoice(b, r.toolChoice, r.parallelToolCalls.Type == gjson.False,
+		haveTools, format.kind == formatTool, think.on()); err != nil {
+		return req, err
+	}
+
+	b = think.append(b)
+	if think.effort != "" || format.kind == formatNative {
+		b = append(b, `,"output_config":{`...)
+		if think.effort != "" {
+			b = append(b, `"effort":"`...)
+			b = append(b, think.effort...)
+			b = append(b, '"')
+			if format.kind == formatNative {
+				b = append(b, ',')
+			}
+		}
+		if format.kind == formatNative {
+			b = append(b, `"format":{"type":"json_schema","schema":`...)
+			b = appendOutputSchema(b, format.schema)
+			b = append(b, '}')
+		}
+		b = append(b, '}')
+	}
+
+	if b, err = appendCacheRetention(b, r.promptCacheRetention); err != nil {
 		return req, err
 	}
 
@@ -172,11 +213,204 @@ func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) 
 	return req, nil
 }
 
+// features are the Features of model: Chat.Models' entry, or what
+// FeaturesFor derives from the name.
+func (c Chat) features(model string) Features {
+	if f, ok := c.Models[model]; ok {
+		return f
+	}
+	return FeaturesFor(model)
+}
+
+// maxTokensFor is the max_tokens to send: the client's
+// max_completion_tokens or max_tokens, else Chat.MaxTokens, else
+// DefaultMaxTokens. Like OpenAI's, Anthropic's max_tokens counts thinking
+// too, and it must exceed a thinking budget: when it does not, the budget
+// is added to it, so the answer keeps the room the client asked for.
+func (c Chat) maxTokensFor(r request, think thinking) int64 {
+	var n int64
+	switch {
+	case r.maxCompletionTokens.Type == gjson.Number:
+		n = r.maxCompletionTokens.Int()
+	case r.maxTokens.Type == gjson.Number:
+		n = r.maxTokens.Int()
+	case c.MaxTokens > 0:
+		n = int64(c.MaxTokens)
+	default:
+		n = DefaultMaxTokens
+	}
+	if think.budget > 0 && n <= think.budget {
+		n += think.budget
+	}
+	return n
+}
+
+// thinking is the extended thinking a request asks for; the zero value is
+// none.
+type thinking struct {
+	budget int64  // > 0: {"type":"enabled","budget_tokens":budget}
+	effort string // != "": {"type":"adaptive"} and output_config.effort
+}
+
+func (t thinking) on() bool { return t.budget > 0 || t.effort != "" }
+
+func (t thinking) append(b []byte) []byte {
+	switch {
+	case t.budget > 0:
+		b = append(b, `,"thinking":{"type":"enabled","budget_tokens":`...)
+		b = providers.AppendInt(b, t.budget)
+		return append(b, '}')
+	case t.effort != "":
+		return append(b, `,"thinking":{"type":"adaptive"}`...)
+	}
+	return b
+}
+
+// Thinking budgets for reasoning_effort on models that take
+// ThinkingBudget: LiteLLM's (low 1024, medium 2048, high 4096), with
+// minimal at Anthropic's minimum of 1024 and the budget doubling above
+// high.
+const (
+	budgetLow    = 1024
+	budgetMedium = 2048
+	budgetHigh   = 4096
+	budgetXHigh  = 8192
+	budgetMax    = 16384
+)
+
+// thinkingFor maps reasoning_effort to extended thinking for a model that
+// takes it in the given mode. "none" (and no value) is no thinking.
+func thinkingFor(effort gjson.Result, mode ThinkingMode) (thinking, error) {
+	if effort.Type != gjson.String {
+		return thinking{}, nil // absent or null
+	}
+	var budget int64
+	switch effort.Str {
+	case "none":
+		return thinking{}, nil
+	case "minimal", "low":
+		budget = budgetLow
+	case "medium":
+		budget = budgetMedium
+	case "high":
+		budget = budgetHigh
+	case "xhigh":
+		budget = budgetXHigh
+	case "max":
+		budget = budgetMax
+	default:
+		return thinking{}, providers.InvalidParam("reasoning_effort",
+			"reasoning_effort must be one of none, minimal, low, medium, high, xhigh, max")
+	}
+	if mode == ThinkingAdaptive {
+		if effort.Str == "minimal" {
+			return thinking{effort: "low"}, nil // Anthropic's lowest effort
+		}
+		return thinking{effort: effort.Str}, nil
+	}
+	return thinking{budget: budget}, nil
+}
+
+// jsonToolName is the tool that carries a response_format on models
+// without output_config.format (LiteLLM's name for it). Its input becomes
+// the message content, so client tools may not take the name.
+const jsonToolName = "json_tool_call"
+
+// How a response_format is sent.
+const (
+	formatNone   = iota // text, or none given
+	formatNative        // output_config.format
+	formatTool          // the forced tool jsonToolName
+)
+
+// format is a request's response_format as Anthropic gets it.
+type format struct {
+	kind        int
+	schema      gjson.Result // json_schema.schema; zero: any JSON object
+	name, descr gjson.Result // json_schema.name and description
+}
+
+// formatFor reads response_format. json_schema goes to output_config.format
+// when the model takes it (native); json_object, and json_schema on other
+// models, go through a tool whose input schema is the schema (or any
+// object), since Anthropic's JSON outputs take no open object schema.
+func formatFor(rf gjson.Result, native bool) (format, error) {
+	if !rf.IsObject() {
+		return format{}, nil
+	}
+	switch typ := rf.Get("type").Str; typ {
+	case "text":
+		return format{}, nil
+	case "json_object":
+		return format{kind: formatTool}, nil
+	case "json_schema":
+		js := rf.Get("json_schema")
+		if !js.IsObject() {
+			return format{}, providers.InvalidParam("response_format.json_schema",
+				"response_format json_schema needs a json_schema object")
+		}
+		f := format{kind: formatTool, schema: js.Get("schema"), name: js.Get("name"), descr: js.Get("description")}
+		switch {
+		case f.schema.Type == gjson.Null || !f.schema.Exists():
+			f.schema = gjson.Result{}
+		case !f.schema.IsObject():
+			return format{}, providers.InvalidParam("response_format.json_schema.schema",
+				"response_format.json_schema.schema must be a JSON Schema object")
+		case native:
+			f.kind = formatNative
+		default:
+			if t := f.schema.Get("type"); t.Exists() && t.Str != "object" {
+				return format{}, providers.InvalidParam("response_format.json_schema.schema",
+					"on this model the schema is sent as a tool's input schema, which must be of type \"object\"")
+			}
+		}
+		return f, nil
+	default:
+		return format{}, unsupported("response_format",
+			"response_format of type "+strconv.Quote(typ)+" is not supported by provider type "+providerName)
+	}
+}
+
+// appendJSONTool appends the tool that carries a response_format.
+func appendJSONTool(b []byte, f *format) []byte {
+	b = append(b, `{"name":"`+jsonToolName+`","description":`...)
+	descr := "Give your final answer by calling this tool: its input is the answer, as JSON"
+	if f.name.Type == gjson.String && f.name.Str != "" {
+		descr += " of the form " + strconv.Quote(f.name.Str)
+	}
+	descr += "."
+	if f.descr.Type == gjson.String && f.descr.Str != "" {
+		descr += " " + f.descr.Str
+	}
+	b = providers.AppendString(b, descr)
+	b = append(b, `,"input_schema":`...)
+	b = appendSchema(b, f.schema)
+	return append(b, '}')
+}
+
+// appendCacheRetention appends a top-level cache_control for
+// prompt_cache_retention: Anthropic caches only what a request marks, and
+// the top-level marker caches the prompt up to its last cacheable block.
+// "in_memory" is Anthropic's default five minutes, "24h" its longest, one
+// hour.
+func appendCacheRetention(b []byte, v gjson.Result) ([]byte, error) {
+	if v.Type != gjson.String {
+		return b, nil
+	}
+	switch v.Str {
+	case "in_memory", "in-memory":
+		return append(b, `,"cache_control":{"type":"ephemeral"}`...), nil
+	case "24h":
+		return append(b, `,"cache_control":{"type":"ephemeral","ttl":"1h"}`...), nil
+	}
+	return b, providers.InvalidParam("prompt_cache_retention", "prompt_cache_retention must be in_memory or 24h")
+}
+
 // message holds the fields of one unified message that the translation
 // reads.
 type message struct {
-	role                           string
-	content, toolCalls, toolCallID gjson.Result
+	role                                           string
+	content, toolCalls, toolCallID, thinkingBlocks gjson.Result
 }
 
 // parseMessages appends the messages of the array v to msgs. Like
@@ -196,7 +430,10 @@ func parseMessages(msgs []message, v gjson.Result) []message {
 				field = &msg.toolCalls
 			case "tool_call_id":
 				field = &msg.toolCallID
-			default:
+			case "thinking_blocks":
+				field = &msg.thinkingBlocks
+			default: // reasoning_content and reasoning among them: Anthropic
+				// takes back only the signed blocks, never the text.
 				return true
 			}
 			if !field.Exists() {
@@ -316,14 +553,23 @@ func plainContent(m *message) (gjson.Result, bool) {
 		return content, true
 	case "tool":
 		return content, false
-	default: // assistant: only without tool calls
-		calls := false
-		m.toolCalls.ForEach(func(_, _ gjson.Result) bool {
-			calls = true
+	default: // assistant: only without tool calls and thinking blocks
+		tb := m.thinkingBlocks
+		noThinking := !tb.Exists() || tb.Type == gjson.Null || tb.IsArray() && !nonEmpty(tb)
+		return content, noThinking && !nonEmpty(m.toolCalls)
+	}
+}
+
+// nonEmpty reports whether v is an array with an element.
+func nonEmpty(v gjson.Result) bool {
+	found := false
+	if v.IsArray() {
+		v.ForEach(func(_, _ gjson.Result) bool {
+			found = true
 			return false
 		})
-		return content, !calls
 	}
+	return found
 }
 
 // sep appends the comma before a block after the first and counts blocks.
@@ -338,13 +584,31 @@ func sep(b []byte, n *int) []byte {
 // appendTextBlock appends {"type":"text","text":…} for a JSON string v,
 // unless it is empty: Anthropic rejects empty text blocks.
 func appendTextBlock(b []byte, v gjson.Result, n *int) []byte {
+	return appendTextBlockCache(b, v, gjson.Result{}, n)
+}
+
+// appendTextBlockCache is appendTextBlock with the content part's
+// cache_control, copied when it is an object.
+func appendTextBlockCache(b []byte, v, cache gjson.Result, n *int) []byte {
 	if v.Str == "" {
 		return b
 	}
 	b = sep(b, n)
 	b = append(b, `{"type":"text","text":`...)
 	b = append(b, v.Raw...)
+	b = appendCacheControl(b, cache)
 	return append(b, '}')
+}
+
+// appendCacheControl appends ,"cache_control":… for a content part's or
+// tool's cache_control object (LiteLLM's convention for Anthropic's prompt
+// caching markers), and nothing otherwise.
+func appendCacheControl(b []byte, cache gjson.Result) []byte {
+	if !cache.IsObject() {
+		return b
+	}
+	b = append(b, `,"cache_control":`...)
+	return append(b, cache.Raw...)
 }
 
 // partText is the text of a text or refusal content part.
@@ -362,7 +626,7 @@ func appendTextParts(b []byte, content gjson.Result, n *int) []byte {
 		return appendTextBlock(b, content, n)
 	}
 	content.ForEach(func(_, part gjson.Result) bool {
-		b = appendTextBlock(b, partText(part), n)
+		b = appendTextBlockCache(b, partText(part), part.Get("cache_control"), n)
 		return true
 	})
 	return b
@@ -379,12 +643,12 @@ func appendUserBlocks(b []byte, m *message, i int, n *int) ([]byte, error) {
 	content.ForEach(func(_, part gjson.Result) bool {
 		switch typ := part.Get("type").Str; typ {
 		case "image_url":
-			b, err = appendImage(b, part.Get("image_url.url"), i, j, n)
+			b, err = appendImage(b, part.Get("image_url.url"), part.Get("cache_control"), i, j, n)
 		case "input_audio", "file":
 			err = unsupported(partParam(i, j)+".type",
 				typ+" content parts are not supported by provider type "+providerName)
 		default: // text, refusal
-			b = appendTextBlock(b, partText(part), n)
+			b = appendTextBlockCache(b, partText(part), part.Get("cache_control"), n)
 		}
 		j++
 		return err == nil
@@ -398,13 +662,15 @@ func partParam(i, j int) string {
 
 // appendImage appends an image block for an image_url part: a base64 source
 // for a data URL, a url source otherwise.
-func appendImage(b []byte, url gjson.Result, i, j int, n *int) ([]byte, error) {
+func appendImage(b []byte, url, cache gjson.Result, i, j int, n *int) ([]byte, error) {
 	u := url.Str
 	if len(u) < 5 || !strings.EqualFold(u[:5], "data:") {
 		b = sep(b, n)
 		b = append(b, `{"type":"image","source":{"type":"url","url":`...)
 		b = append(b, url.Raw...)
-		return append(b, "}}"...), nil
+		b = append(b, '}')
+		b = appendCacheControl(b, cache)
+		return append(b, '}'), nil
 	}
 	meta, data, ok := strings.Cut(u[5:], ",")
 	media, _, _ := strings.Cut(meta, ";")
@@ -417,14 +683,19 @@ func appendImage(b []byte, url gjson.Result, i, j int, n *int) ([]byte, error) {
 	b = providers.AppendString(b, media)
 	b = append(b, `,"data":`...)
 	b = providers.AppendString(b, data)
-	return append(b, "}}"...), nil
+	b = append(b, '}')
+	b = appendCacheControl(b, cache)
+	return append(b, '}'), nil
 }
 
-// appendAssistantBlocks appends the blocks of assistant message i: its text,
-// then a tool_use block per tool call.
+// appendAssistantBlocks appends the blocks of assistant message i: its
+// thinking blocks, then its text, then a tool_use block per tool call.
 func appendAssistantBlocks(b []byte, m *message, i int, n *int) ([]byte, error) {
+	b, err := appendThinkingBlocks(b, m.thinkingBlocks, i, n)
+	if err != nil {
+		return b, err
+	}
 	b = appendTextParts(b, m.content, n)
-	var err error
 	j := 0
 	m.toolCalls.ForEach(func(_, call gjson.Result) bool {
 		fn := call.Get("function")
@@ -446,6 +717,55 @@ func appendAssistantBlocks(b []byte, m *message, i int, n *int) ([]byte, error) 
 		b = append(b, input...)
 		b = append(b, '}')
 		j++
+		return true
+	})
+	return b, err
+}
+
+// appendThinkingBlocks appends the thinking and redacted_thinking blocks a
+// client sent back in an assistant message's thinking_blocks, exactly as
+// Anthropic gave them: the thinking text, signature and data are copied
+// as the client encoded them, so they decode to the same bytes.
+func appendThinkingBlocks(b []byte, tb gjson.Result, i int, n *int) ([]byte, error) {
+	if !tb.Exists() || tb.Type == gjson.Null {
+		return b, nil
+	}
+	p := "messages[" + strconv.Itoa(i) + "].thinking_blocks"
+	if !tb.IsArray() {
+		return b, providers.InvalidParam(p, "thinking_blocks must be an array")
+	}
+	var err error
+	j := 0
+	tb.ForEach(func(_, block gjson.Result) bool {
+		bp := p + "[" + strconv.Itoa(j) + "]"
+		j++
+		switch block.Get("type").Str {
+		case "thinking":
+			text, sig := block.Get("thinking"), block.Get("signature")
+			if text.Type != gjson.String || sig.Type != gjson.String {
+				err = providers.InvalidParam(bp, "a thinking block needs thinking and signature strings")
+				return false
+			}
+			b = sep(b, n)
+			b = append(b, `{"type":"thinking","thinking":`...)
+			b = append(b, text.Raw...)
+			b = append(b, `,"signature":`...)
+			b = append(b, sig.Raw...)
+			b = append(b, '}')
+		case "redacted_thinking":
+			data := block.Get("data")
+			if data.Type != gjson.String {
+				err = providers.InvalidParam(bp, "a redacted_thinking block needs a data string")
+				return false
+			}
+			b = sep(b, n)
+			b = append(b, `{"type":"redacted_thinking","data":`...)
+			b = append(b, data.Raw...)
+			b = append(b, '}')
+		default:
+			err = providers.InvalidParam(bp+".type", "a thinking block's type must be thinking or redacted_thinking")
+			return false
+		}
 		return true
 	})
 	return b, err
@@ -536,12 +856,13 @@ func appendStop(b []byte, stop gjson.Result) []byte {
 	return append(b, ']')
 }
 
-// appendTools appends "tools" for function tools and reports whether there
-// were any. Other tool types are rejected.
-func appendTools(b []byte, tools gjson.Result) ([]byte, bool, error) {
-	if !tools.IsArray() {
-		return b, false, nil
-	}
+// appendTools appends "tools": the client's function tools, then the tool
+// that carries a response_format, if f needs one. function.strict becomes
+// Anthropic's strict tool use where the model has it (strict says so; it
+// comes with JSON outputs) and is dropped elsewhere. It reports whether the
+// client gave tools. Other tool types, and a client tool named like the
+// response_format tool, are rejected.
+func appendTools(b []byte, tools gjson.Result, f *format, strict bool) ([]byte, bool, error) {
 	at := len(b)
 	b = append(b, `,"tools":[`...)
 	n := 0
@@ -553,25 +874,40 @@ func appendTools(b []byte, tools gjson.Result) ([]byte, bool, error) {
 			return false
 		}
 		fn := t.Get("function")
+		name := fn.Get("name")
+		if name.Str == jsonToolName {
+			err = providers.InvalidParam("tools["+strconv.Itoa(n)+"].function.name",
+				"the tool name %s is reserved for response_format on provider type %s", jsonToolName, providerName)
+			return false
+		}
 		b = sep(b, &n)
 		b = append(b, `{"name":`...)
-		b = appendRawString(b, fn.Get("name"))
+		b = appendRawString(b, name)
 		if d := fn.Get("description"); d.Type == gjson.String && d.Str != "" {
 			b = append(b, `,"description":`...)
 			b = append(b, d.Raw...)
 		}
 		b = append(b, `,"input_schema":`...)
 		b = appendSchema(b, fn.Get("parameters"))
+		if strict && fn.Get("strict").Type == gjson.True {
+			b = append(b, `,"strict":true`...)
+		}
+		b = appendCacheControl(b, t.Get("cache_control"))
 		b = append(b, '}')
 		return true
 	})
 	if err != nil {
 		return b, false, err
 	}
+	haveTools := n > 0
+	if f.kind == formatTool {
+		b = sep(b, &n)
+		b = appendJSONTool(b, f)
+	}
 	if n == 0 {
 		return b[:at], false, nil
 	}
-	return append(b, ']'), true, nil
+	return append(b, ']'), haveTools, nil
 }
 
 // appendSchema appends a tool's input_schema. Anthropic requires an object
@@ -593,9 +929,12 @@ func appendSchema(b []byte, params gjson.Result) []byte {
 }
 
 // appendToolChoice appends tool_choice. disableParallel mirrors
-// parallel_tool_calls: false; haveTools says whether tools were sent, since
-// Anthropic accepts tool_choice only with tools.
-func appendToolChoice(b []byte, tc gjson.Result, disableParallel, haveTools bool) ([]byte, error) {
+// parallel_tool_calls: false; haveTools says whether the client sent
+// tools, since Anthropic accepts tool_choice only with tools; jsonTool that
+// the response_format tool was sent. That tool is forced when the client
+// gave no tools or tool_choice none — or, since Anthropic refuses forced
+// tools with extended thinking, offered with auto when thinking is on.
+func appendToolChoice(b []byte, tc gjson.Result, disableParallel, haveTools, jsonTool, thinking bool) ([]byte, error) {
 	var choice, name string
 	switch {
 	case tc.Type == gjson.String:
@@ -611,7 +950,16 @@ func appendToolChoice(b []byte, tc gjson.Result, disableParallel, haveTools bool
 		if choice == "required" || choice == "function" {
 			return b, providers.InvalidParam("tool_choice", "tool_choice %q needs tools", choice)
 		}
-		return b, nil // "none", "auto" or nothing: no tools is the same thing.
+		if !jsonTool {
+			return b, nil // "none", "auto" or nothing: no tools is the same thing.
+		}
+	}
+	if jsonTool && (!haveTools || choice == "none") {
+		if thinking {
+			choice = "auto"
+		} else {
+			choice, name = "function", `"`+jsonToolName+`"`
+		}
 	}
 
 	switch choice {

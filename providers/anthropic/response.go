@@ -2,7 +2,6 @@ package anthropic
 
 import (
 	"errors"
-	"strings"
 
 	"github.com/tidwall/gjson"
 
@@ -10,8 +9,10 @@ import (
 )
 
 // ChatResponse translates an Anthropic message into a unified
-// chat.completion: text blocks are joined into content, tool_use blocks
-// become tool_calls, thinking blocks are left out, and cache reads and
+// chat.completion: text blocks, and the input of the response_format tool,
+// are joined into content; thinking blocks into reasoning_content, and
+// with their signatures (and redacted_thinking blocks) into
+// thinking_blocks; other tool_use blocks become tool_calls. Cache reads and
 // writes count as prompt tokens.
 func (c Chat) ChatResponse(body []byte) ([]byte, error) {
 	if !providers.ValidJSON(body) {
@@ -33,9 +34,14 @@ func (c Chat) ChatResponse(body []byte) ([]byte, error) {
 	b = append(b, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
 	b = appendText(b, content)
 	b = append(b, `,"refusal":null`...)
-	b = appendToolCalls(b, content)
+	b = appendReasoning(b, content)
+	b, calls := appendToolCalls(b, content)
 	b = append(b, `},"logprobs":null,"finish_reason":"`...)
-	b = append(b, finishReason(root.Get("stop_reason").Str)...)
+	finish := finishReason(root.Get("stop_reason").Str)
+	if finish == "tool_calls" && calls == 0 {
+		finish = "stop" // only the response_format tool was called
+	}
+	b = append(b, finish...)
 	b = append(b, `"}],"usage":`...)
 
 	var u usage
@@ -44,25 +50,40 @@ func (c Chat) ChatResponse(body []byte) ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-// appendText appends the message's text: its text blocks joined, or null
-// when it has none.
+// isJSONTool reports whether a tool_use block is a call of the tool that
+// carries a response_format.
+func isJSONTool(block gjson.Result) bool {
+	return block.Get("name").Str == jsonToolName
+}
+
+// appendText appends the message's content: its text blocks and the input
+// of response_format tool calls, joined in order, or null when it has
+// none.
 func appendText(b []byte, content gjson.Result) []byte {
 	var first gjson.Result
-	var joined strings.Builder
+	var joined []byte
 	n := 0
 	content.ForEach(func(_, block gjson.Result) bool {
-		if block.Get("type").Str != "text" {
+		var text gjson.Result
+		switch block.Get("type").Str {
+		case "text":
+			text = block.Get("text")
+		case "tool_use":
+			if !isJSONTool(block) {
+				return true
+			}
+			text = jsonToolText(block)
+		default:
 			return true
 		}
-		text := block.Get("text")
 		switch n {
 		case 0:
 			first = text
 		case 1:
-			joined.WriteString(first.Str)
+			joined = append(joined, first.Str...)
 			fallthrough
 		default:
-			joined.WriteString(text.Str)
+			joined = append(joined, text.Str...)
 		}
 		n++
 		return true
@@ -73,16 +94,105 @@ func appendText(b []byte, content gjson.Result) []byte {
 	case n == 1:
 		return appendRawString(b, first)
 	default:
-		return providers.AppendString(b, joined.String())
+		return providers.AppendString(b, string(joined))
 	}
 }
 
-// appendToolCalls appends ,"tool_calls":[…] for the message's tool_use
-// blocks, and nothing when there are none.
-func appendToolCalls(b []byte, content gjson.Result) []byte {
+// jsonToolText is the input of a response_format tool call as a JSON
+// string result: the input's JSON text, compacted.
+func jsonToolText(block gjson.Result) gjson.Result {
+	input := block.Get("input")
+	if !input.IsObject() && !input.IsArray() {
+		return gjson.Result{Type: gjson.String, Str: "{}", Raw: `"{}"`}
+	}
+	s := compactJSON(input.Raw)
+	return gjson.Result{Type: gjson.String, Str: s, Raw: string(providers.AppendString(nil, s))}
+}
+
+// appendReasoning appends ,"reasoning_content":…,"thinking_blocks":[…]
+// for the message's thinking and redacted_thinking blocks, and nothing
+// when it has none. reasoning_content joins the thinking text;
+// thinking_blocks keeps every block with its signature (or data), in
+// order, for the client to send back.
+func appendReasoning(b []byte, content gjson.Result) []byte {
+	var first gjson.Result
+	var joined []byte
+	texts, blocks := 0, 0
+	content.ForEach(func(_, block gjson.Result) bool {
+		switch block.Get("type").Str {
+		case "thinking":
+			text := block.Get("thinking")
+			switch texts {
+			case 0:
+				first = text
+			case 1:
+				joined = append(joined, first.Str...)
+				fallthrough
+			default:
+				joined = append(joined, text.Str...)
+			}
+			texts++
+			blocks++
+		case "redacted_thinking":
+			blocks++
+		}
+		return true
+	})
+	if blocks == 0 {
+		return b
+	}
+	if texts > 0 {
+		b = append(b, `,"reasoning_content":`...)
+		if texts == 1 {
+			b = appendRawString(b, first)
+		} else {
+			b = providers.AppendString(b, string(joined))
+		}
+	}
+	b = append(b, `,"thinking_blocks":[`...)
 	n := 0
 	content.ForEach(func(_, block gjson.Result) bool {
-		if block.Get("type").Str != "tool_use" {
+		switch block.Get("type").Str {
+		case "thinking":
+			b = sep(b, &n)
+			text := block.Get("thinking")
+			if text.Type != gjson.String {
+				text = gjson.Result{Type: gjson.String, Raw: `""`}
+			}
+			b = appendThinkingBlock(b, text.Raw, block.Get("signature"))
+		case "redacted_thinking":
+			b = sep(b, &n)
+			b = appendRedactedBlock(b, block.Get("data"))
+		}
+		return true
+	})
+	return append(b, ']')
+}
+
+// appendThinkingBlock appends a thinking block of thinking_blocks; text is
+// the thinking as a JSON string.
+func appendThinkingBlock(b []byte, text string, signature gjson.Result) []byte {
+	b = append(b, `{"type":"thinking","thinking":`...)
+	b = append(b, text...)
+	b = append(b, `,"signature":`...)
+	b = appendRawString(b, signature)
+	return append(b, '}')
+}
+
+// appendRedactedBlock appends a redacted_thinking block of thinking_blocks.
+func appendRedactedBlock(b []byte, data gjson.Result) []byte {
+	b = append(b, `{"type":"redacted_thinking","data":`...)
+	b = appendRawString(b, data)
+	return append(b, '}')
+}
+
+// appendToolCalls appends ,"tool_calls":[…] for the message's tool_use
+// blocks other than response_format tool calls, and nothing when there are
+// none. It returns how many it appended.
+func appendToolCalls(b []byte, content gjson.Result) ([]byte, int) {
+	n := 0
+	content.ForEach(func(_, block gjson.Result) bool {
+		if block.Get("type").Str != "tool_use" || isJSONTool(block) {
 			return true
 		}
 		if n == 0 {
@@ -107,20 +217,30 @@ func appendToolCalls(b []byte, content gjson.Result) []byte {
 	if n > 0 {
 		b = append(b, ']')
 	}
-	return b
+	return b, n
 }
 
 // usage is Anthropic's token accounting.
 type usage struct {
-	input, output, cacheRead, cacheCreation int64
+	input, output, cacheRead, cacheCreation, thinking int64
+
+	// cached and reasoning say whether Anthropic reported cache counts
+	// and thinking tokens: the details objects are written only then.
+	cached, reasoning bool
 }
 
 // set updates u with the counts present in an Anthropic usage object.
 // Counts it lacks keep their value: a stream's message_delta may repeat
-// only some of them. Anthropic's output_tokens is cumulative, so replacing
-// it is right.
+// only some of them. Anthropic's counts there are cumulative, so replacing
+// them is right.
 func (u *usage) set(v gjson.Result) {
 	v.ForEach(func(key, n gjson.Result) bool {
+		if key.Str == "output_tokens_details" {
+			if t := n.Get("thinking_tokens"); t.Type == gjson.Number {
+				u.thinking, u.reasoning = t.Int(), true
+			}
+			return true
+		}
 		if n.Type != gjson.Number {
 			return true
 		}
@@ -130,15 +250,19 @@ func (u *usage) set(v gjson.Result) {
 		case "output_tokens":
 			u.output = n.Int()
 		case "cache_read_input_tokens":
-			u.cacheRead = n.Int()
+			u.cacheRead, u.cached = n.Int(), true
 		case "cache_creation_input_tokens":
-			u.cacheCreation = n.Int()
+			u.cacheCreation, u.cached = n.Int(), true
 		}
 		return true
 	})
 }
 
-// append appends the unified usage object.
+// append appends the unified usage object: prompt tokens are input tokens
+// plus cache reads and writes (Anthropic counts them apart), of which the
+// cache reads are cached_tokens; completion tokens are output tokens,
+// thinking included, of which the thinking tokens are reasoning_tokens
+// where Anthropic reports them.
 func (u *usage) append(b []byte) []byte {
 	prompt := u.input + u.cacheRead + u.cacheCreation
 	b = append(b, `{"prompt_tokens":`...)
@@ -147,7 +271,15 @@ func (u *usage) append(b []byte) []byte {
 	b = providers.AppendInt(b, u.output)
 	b = append(b, `,"total_tokens":`...)
 	b = providers.AppendInt(b, prompt+u.output)
-	b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)
-	b = providers.AppendInt(b, u.cacheRead)
-	return append(b, "}}"...)
+	if u.cached {
+		b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)
+		b = providers.AppendInt(b, u.cacheRead)
+		b = append(b, '}')
+	}
+	if u.reasoning {
+		b = append(b, `,"completion_tokens_details":{"reasoning_tokens":`...)
+		b = providers.AppendInt(b, u.thinking)
+		b = append(b, '}')
+	}
+	return append(b, '}')
 }

@@ -14,10 +14,29 @@ func (c Chat) ChatStream(opts providers.StreamOptions) providers.StreamTranslato
 	return &stream{chat: c, includeUsage: opts.IncludeUsage}
 }
 
-// toolBlock links an Anthropic content block to its OpenAI tool call index.
-type toolBlock struct {
-	block int64 // Anthropic's content block index
-	call  int   // OpenAI's tool_calls index: the count of earlier tool blocks
+// Kinds of content blocks the stream keeps state for.
+const (
+	blockTool     = iota // tool_use: a tool call
+	blockJSON            // tool_use of the response_format tool: content
+	blockThinking        // thinking: reasoning_content, then a thinking block
+)
+
+// block is the state of one Anthropic content block.
+type block struct {
+	index int64 // Anthropic's content block index
+	kind  int
+	call  int // blockTool: OpenAI's tool_calls index, the count of earlier calls
+
+	// blockTool, blockJSON: the input's JSON so far is compacted as it
+	// arrives, as ChatResponse compacts the whole input; input says
+	// whether any of it went out.
+	compact compactor
+	input   bool
+
+	// blockThinking: the text and signature so far, and whether the
+	// thinking block went out.
+	text, signature []byte
+	sent            bool
 }
 
 // stream translates one Anthropic event stream into unified chunks.
@@ -32,14 +51,26 @@ type stream struct {
 
 	// head opens every chunk: {"id":…,"object":…,"created":…,"model":…,
 	// It is built at message_start (or the first event, if that is missing).
-	head   []byte
-	tools  []toolBlock
-	finish string // mapped finish_reason; "" until message_delta gives one
-	usage  usage
-	done   bool // message_stop seen or error emitted: nothing more follows
+	head    []byte
+	blocks  []block
+	calls   int    // tool calls sent
+	finish  string // mapped finish_reason; "" until message_delta gives one
+	usage   usage
+	done    bool   // message_stop seen or error emitted: nothing more follows
+	scratch []byte // reused by compaction
 }
 
 var errMalformed = errors.New("anthropic: stream event data is not a JSON object")
+
+// find returns the state of content block index, or nil.
+func (s *stream) find(index int64) *block {
+	for i := len(s.blocks) - 1; i >= 0; i-- {
+		if s.blocks[i].index == index {
+			return &s.blocks[i]
+		}
+	}
+	return nil
+}
 
 // Event translates one upstream event.
 func (s *stream) Event(dst, event []byte) ([]byte, error) {
@@ -75,22 +106,40 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 		return s.closeChunk(dst, ""), nil
 
 	case "content_block_start":
-		block := v.Get("content_block")
-		switch block.Get("type").Str {
+		index := v.Get("index").Int()
+		cb := v.Get("content_block")
+		switch cb.Get("type").Str {
 		case "tool_use":
-			k := len(s.tools)
-			s.tools = append(s.tools, toolBlock{block: v.Get("index").Int(), call: k})
+			if isJSONTool(cb) {
+				s.blocks = append(s.blocks, block{index: index, kind: blockJSON})
+				return dst, nil
+			}
+			k := s.calls
+			s.calls++
+			s.blocks = append(s.blocks, block{index: index, kind: blockTool, call: k})
 			dst = s.openChunk(dst)
 			dst = append(dst, `{"tool_calls":[{"index":`...)
 			dst = providers.AppendInt(dst, int64(k))
 			dst = append(dst, `,"id":`...)
-			dst = appendRawString(dst, block.Get("id"))
+			dst = appendRawString(dst, cb.Get("id"))
 			dst = append(dst, `,"type":"function","function":{"name":`...)
-			dst = appendRawString(dst, block.Get("name"))
+			dst = appendRawString(dst, cb.Get("name"))
 			dst = append(dst, `,"arguments":""}}]}`...)
 			return s.closeChunk(dst, ""), nil
 		case "text":
-			return s.content(dst, block.Get("text")), nil
+			return s.content(dst, cb.Get("text")), nil
+		case "thinking":
+			s.blocks = append(s.blocks, block{index: index, kind: blockThinking})
+			t := &s.blocks[len(s.blocks)-1]
+			t.signature = append(t.signature, cb.Get("signature").Str...)
+			return s.thinking(dst, t, cb.Get("thinking")), nil
+		case "redacted_thinking":
+			// It comes whole, with no deltas.
+			dst = s.openChunk(dst)
+			dst = append(dst, `{"thinking_blocks":[`...)
+			dst = appendRedactedBlock(dst, cb.Get("data"))
+			dst = append(dst, "]}"...)
+			return s.closeChunk(dst, ""), nil
 		}
 
 	case "content_block_delta":
@@ -103,21 +152,48 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 			if part.Type != gjson.String || part.Str == "" {
 				return dst, nil
 			}
-			index := v.Get("index").Int()
-			for _, t := range s.tools {
-				if t.block != index {
-					continue
-				}
-				dst = s.openChunk(dst)
-				dst = append(dst, `{"tool_calls":[{"index":`...)
-				dst = providers.AppendInt(dst, int64(t.call))
-				dst = append(dst, `,"function":{"arguments":`...)
-				dst = append(dst, part.Raw...)
-				dst = append(dst, "}}]}"...)
-				return s.closeChunk(dst, ""), nil
+			t := s.find(v.Get("index").Int())
+			if t == nil || t.kind == blockThinking {
+				return dst, nil
+			}
+			var changed bool
+			s.scratch, changed = t.compact.append(s.scratch[:0], part.Str)
+			if len(s.scratch) == 0 {
+				return dst, nil // only whitespace
+			}
+			if changed {
+				return s.input(dst, t, string(providers.AppendString(nil, string(s.scratch)))), nil
+			}
+			return s.input(dst, t, part.Raw), nil
+		case "thinking_delta":
+			if t := s.find(v.Get("index").Int()); t != nil && t.kind == blockThinking {
+				return s.thinking(dst, t, delta.Get("thinking")), nil
+			}
+		case "signature_delta":
+			if t := s.find(v.Get("index").Int()); t != nil && t.kind == blockThinking {
+				t.signature = append(t.signature, delta.Get("signature").Str...)
 			}
 		}
-		// thinking_delta, signature_delta, citations_delta: nothing to say.
+		// citations_delta and new kinds: nothing to say.
+
+	case "content_block_stop":
+		t := s.find(v.Get("index").Int())
+		if t != nil && t.kind != blockThinking && !t.input {
+			// No input came, or only "": the input is {}, as in an
+			// answer that is not streamed.
+			return s.input(dst, t, `"{}"`), nil
+		}
+		// A thinking block is complete, signature and all, at its stop.
+		if t != nil && t.kind == blockThinking && !t.sent {
+			t.sent = true
+			dst = s.openChunk(dst)
+			dst = append(dst, `{"thinking_blocks":[`...)
+			text := providers.AppendString(s.scratch[:0], string(t.text))
+			sig := gjson.Result{Type: gjson.String, Raw: string(providers.AppendString(nil, string(t.signature)))}
+			dst = appendThinkingBlock(dst, string(text), sig)
+			dst = append(dst, "]}"...)
+			return s.closeChunk(dst, ""), nil
+		}
 
 	case "message_delta":
 		if r := v.Get("delta.stop_reason"); r.Type == gjson.String {
@@ -128,8 +204,11 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 	case "message_stop":
 		s.done = true
 		finish := s.finish
-		if finish == "" {
+		switch {
+		case finish == "":
 			finish = "stop"
+		case finish == "tool_calls" && s.calls == 0:
+			finish = "stop" // only the response_format tool was called
 		}
 		dst = s.openChunk(dst)
 		dst = append(dst, "{}"...)
@@ -152,8 +231,42 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 		}
 		return sse.AppendData(dst, mapError(streamErrorStatus(typ), typ, msg).JSON()), nil
 	}
-	// ping, content_block_stop, and event types this code does not know.
+	// ping, and event types this code does not know.
 	return dst, nil
+}
+
+// input appends a chunk with a piece of tool input, a JSON string: an
+// arguments delta of a tool call, or a content delta for the
+// response_format tool.
+func (s *stream) input(dst []byte, t *block, piece string) []byte {
+	t.input = true
+	dst = s.openChunk(dst)
+	if t.kind == blockJSON {
+		dst = append(dst, `{"content":`...)
+		dst = append(dst, piece...)
+		dst = append(dst, '}')
+	} else {
+		dst = append(dst, `{"tool_calls":[{"index":`...)
+		dst = providers.AppendInt(dst, int64(t.call))
+		dst = append(dst, `,"function":{"arguments":`...)
+		dst = append(dst, piece...)
+		dst = append(dst, "}}]}"...)
+	}
+	return s.closeChunk(dst, "")
+}
+
+// thinking appends a chunk with a reasoning_content delta for text, a
+// JSON string, and adds it to the block's text; empty text adds nothing.
+func (s *stream) thinking(dst []byte, t *block, text gjson.Result) []byte {
+	if text.Type != gjson.String || text.Str == "" {
+		return dst
+	}
+	t.text = append(t.text, text.Str...)
+	dst = s.openChunk(dst)
+	dst = append(dst, `{"reasoning_content":`...)
+	dst = append(dst, text.Raw...)
+	dst = append(dst, '}')
+	return s.closeChunk(dst, "")
 }
 
 // Close appends an error event when the upstream stream ended before

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/modelgate/modelgate/providers"
 )
 
 // anthropicFields are the top-level fields the Messages API accepts; any
@@ -22,12 +24,54 @@ var anthropicFields = map[string]bool{
 // anthropicVersions are the anthropic-version values the API knows.
 var anthropicVersions = map[string]bool{"2023-06-01": true, "2023-01-01": true}
 
-func (s *Server) serveAnthropic(w http.ResponseWriter, r *http.Request, body []byte, id string) {
-	key := r.Header.Get("X-Api-Key")
-	if key == "" || (s.opts.AnthropicKey != "" && key != s.opts.AnthropicKey) {
-		anthropicError(w, http.StatusUnauthorized, "authentication_error", "invalid x-api-key")
-		return
+// anthropicFormat is Anthropic's Messages API (WIRE_FORMATS C). It owns
+// every path under /v1/messages: their 404s are in its shape.
+type anthropicFormat struct{ modelInBody }
+
+func (anthropicFormat) name() string { return "anthropic" }
+
+func (anthropicFormat) route(r *http.Request) routing {
+	if rt := postTo(r, "/v1/messages"); rt != notMine {
+		return rt
 	}
+	if rt := postTo(r, anCountTokens); rt != notMine {
+		return rt
+	}
+	if strings.HasPrefix(r.URL.Path, "/v1/messages/") {
+		return owned
+	}
+	return notMine
+}
+
+func (anthropicFormat) headers(h http.Header, id string) { h.Set("Request-Id", "req_"+id) }
+
+func (anthropicFormat) authorized(r *http.Request, want string) bool {
+	return keyOK(r.Header.Get("X-Api-Key"), want)
+}
+
+func (anthropicFormat) fail(w http.ResponseWriter, r *http.Request, f fault) {
+	status, typ, msg := f.status(), "", ""
+	switch f {
+	case notFound:
+		typ, msg = "not_found_error", "Not Found: "+r.Method+" "+r.URL.Path
+	case tooLarge:
+		typ, msg = "request_too_large", msgTooLarge
+	case unreadable:
+		typ, msg = "invalid_request_error", msgUnreadable
+	case unauthorized:
+		typ, msg = "authentication_error", "invalid x-api-key"
+	case rateLimited:
+		typ, msg = "rate_limit_error", "rate limit reached"
+	case serverError:
+		typ, msg = "api_error", "internal server error"
+	case overloaded:
+		status, typ, msg = 529, "overloaded_error", "Overloaded"
+	}
+	anthropicError(w, status, typ, msg)
+}
+
+func (anthropicFormat) serve(c *call) {
+	w, r := c.w, c.r
 	if r.Header.Get("Authorization") != "" {
 		anthropicError(w, http.StatusBadRequest, "invalid_request_error",
 			"send the API key as x-api-key only; an Authorization header (here besides x-api-key) is taken for an OAuth token, so a gateway must not forward its own")
@@ -41,15 +85,19 @@ func (s *Server) serveAnthropic(w http.ResponseWriter, r *http.Request, body []b
 		anthropicError(w, http.StatusBadRequest, "invalid_request_error", msg)
 		return
 	}
-	q, msg := checkAnthropic(body)
+	if r.URL.Path == anCountTokens {
+		countTokens(c)
+		return
+	}
+	q, msg := checkAnthropic(c.body)
 	if msg != "" {
 		anthropicError(w, http.StatusBadRequest, "invalid_request_error", msg)
 		return
 	}
-	model := q.model.Str
-	if scripted(w, r, model, true) {
+	if c.scripted() {
 		return
 	}
+	model, id := q.model.Str, c.id
 
 	promptWords := countWords(contentText(q.system))
 	msgs := q.msgs
@@ -86,8 +134,31 @@ func (s *Server) serveAnthropic(w http.ResponseWriter, r *http.Request, body []b
 	a := decide(userText, strings.Join(results, " "), len(results) > 0, userLast, tools, tc.Get("name").Str,
 		tc.Get("type").Str == "none", q.maxTokens.Int(), promptWords)
 
+	// Structured output: a tool's input is an instance of its schema
+	// (when the schema names properties; {"query": …} otherwise), so a
+	// forced tool carries a schema's instance; JSON outputs
+	// (output_config.format) make the text an instance of the format's.
+	if a.tool != "" {
+		for _, t := range q.tools.Array() {
+			if t.Get("name").Str == a.tool && t.Get("input_schema.properties").IsObject() {
+				a.toolArgs = schemaInstance(nil, t.Get("input_schema"), t.Get("input_schema"), userText, 0)
+			}
+		}
+	}
+	if f := q.outputConfig.Get("format.schema"); a.tool == "" && !a.truncated && f.IsObject() {
+		a.structured(f, a.text())
+	}
+	x := anExtras{}
+	if q.think.on {
+		x.thinking = thinkingText(userText, results)
+		if strings.Contains(model, "redacted") {
+			x.redacted = redactedData(x.thinking)
+		}
+	}
+	x.input, x.created, x.read = c.s.cacheUsage(&q, promptWords)
+
 	if q.stream.Type == gjson.True {
-		s.streamAnthropic(w, r, model, id, a)
+		streamAnthropic(c, a, &x)
 		return
 	}
 	b := make([]byte, 0, 512)
@@ -96,6 +167,18 @@ func (s *Server) serveAnthropic(w http.ResponseWriter, r *http.Request, body []b
 	b = append(b, `","type":"message","role":"assistant","model":`...)
 	b = appendString(b, model)
 	b = append(b, `,"content":[`...)
+	if x.thinking != "" {
+		b = append(b, `{"type":"thinking","thinking":`...)
+		b = appendString(b, x.thinking)
+		b = append(b, `,"signature":`...)
+		b = appendString(b, thinkingSignature(x.thinking))
+		b = append(b, "},"...)
+		if x.redacted != "" {
+			b = append(b, `{"type":"redacted_thinking","data":`...)
+			b = appendString(b, x.redacted)
+			b = append(b, "},"...)
+		}
+	}
 	if a.tool != "" {
 		b = append(b, `{"type":"tool_use","id":"toolu_`...)
 		b = append(b, id...)
@@ -111,12 +194,42 @@ func (s *Server) serveAnthropic(w http.ResponseWriter, r *http.Request, body []b
 	}
 	b = append(b, `],"stop_reason":"`...)
 	b = append(b, anthropicStop(a)...)
-	b = append(b, `","stop_sequence":null,"usage":{"input_tokens":`...)
-	b = strconv.AppendInt(b, int64(a.promptTokens), 10)
-	b = append(b, `,"output_tokens":`...)
-	b = strconv.AppendInt(b, int64(a.completionTokens()), 10)
-	b = append(b, `,"cache_creation_input_tokens":0,"cache_read_input_tokens":0}}`...)
+	b = append(b, `","stop_sequence":null,"usage":`...)
+	b = x.appendUsage(b, a.completionTokens(), false)
+	b = append(b, '}')
 	writeJSON(w, http.StatusOK, b)
+}
+
+// anExtras is what an Anthropic answer has beyond the fake's answer: its
+// thinking, a redacted_thinking block's data, and the prompt tokens as the
+// cache splits them.
+type anExtras struct {
+	thinking, redacted   string
+	input, created, read int
+}
+
+// appendUsage appends the usage object for an answer of output tokens
+// (thinking not included); start writes message_start's, whose
+// output_tokens is 1.
+func (x *anExtras) appendUsage(b []byte, output int, start bool) []byte {
+	thinking := countWords(x.thinking)
+	b = append(b, `{"input_tokens":`...)
+	b = strconv.AppendInt(b, int64(x.input), 10)
+	b = append(b, `,"cache_creation_input_tokens":`...)
+	b = strconv.AppendInt(b, int64(x.created), 10)
+	b = append(b, `,"cache_read_input_tokens":`...)
+	b = strconv.AppendInt(b, int64(x.read), 10)
+	b = append(b, `,"output_tokens":`...)
+	if start {
+		return append(b, "1}"...)
+	}
+	b = strconv.AppendInt(b, int64(output+thinking), 10)
+	if x.thinking != "" {
+		b = append(b, `,"output_tokens_details":{"thinking_tokens":`...)
+		b = strconv.AppendInt(b, int64(thinking), 10)
+		b = append(b, '}')
+	}
+	return append(b, '}')
 }
 
 func anthropicStop(a *answer) string {
@@ -135,7 +248,9 @@ type anRequest struct {
 	model, maxTokens, messages, system, stopSequences gjson.Result
 	temperature, topP, topK, stream, metadata         gjson.Result
 	tools, toolChoice                                 gjson.Result
+	thinking, outputConfig, cacheControl              gjson.Result
 	msgs                                              []gjson.Result
+	think                                             anThinking
 }
 
 // checkAnthropic validates a Messages request as strictly as the real API
@@ -144,42 +259,15 @@ func checkAnthropic(body []byte) (q anRequest, msg string) {
 	if !validJSON(body) || !gjson.ParseBytes(body).IsObject() {
 		return q, "the request body is not a JSON object"
 	}
-	var bad string
-	gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "model":
-			q.model = v
-		case "max_tokens":
-			q.maxTokens = v
-		case "messages":
-			q.messages = v
-		case "system":
-			q.system = v
-		case "stop_sequences":
-			q.stopSequences = v
-		case "temperature":
-			q.temperature = v
-		case "top_p":
-			q.topP = v
-		case "top_k":
-			q.topK = v
-		case "stream":
-			q.stream = v
-		case "metadata":
-			q.metadata = v
-		case "tools":
-			q.tools = v
-		case "tool_choice":
-			q.toolChoice = v
-		default:
-			if !anthropicFields[k.Str] {
-				bad = k.Str + ": Extra inputs are not permitted"
-			}
-		}
-		return bad == ""
-	})
+	bad := readFields(gjson.ParseBytes(body), []field{
+		{"model", &q.model}, {"max_tokens", &q.maxTokens}, {"messages", &q.messages}, {"system", &q.system},
+		{"stop_sequences", &q.stopSequences}, {"temperature", &q.temperature}, {"top_p", &q.topP},
+		{"top_k", &q.topK}, {"stream", &q.stream}, {"metadata", &q.metadata}, {"tools", &q.tools},
+		{"tool_choice", &q.toolChoice}, {"thinking", &q.thinking}, {"output_config", &q.outputConfig},
+		{"cache_control", &q.cacheControl},
+	}, func(k string) bool { return !anthropicFields[k] })
 	if bad != "" {
-		return q, bad
+		return q, bad + ": Extra inputs are not permitted"
 	}
 	msg = checkAnthropicFields(&q)
 	return q, msg
@@ -207,6 +295,13 @@ func checkAnthropicFields(q *anRequest) string {
 	}
 	if md := q.metadata; md.Exists() && !md.IsObject() {
 		return "metadata: Input should be an object"
+	}
+	var msg string
+	if q.think, msg = checkThinking(q); msg != "" {
+		return msg
+	}
+	if msg := checkCacheControl("cache_control", q.cacheControl); msg != "" {
+		return msg
 	}
 	if sys := q.system; sys.Exists() {
 		if msg := checkBlocks("system", sys, "system"); msg != "" {
@@ -267,6 +362,11 @@ func checkAnthropicFields(q *anRequest) string {
 		}
 		uses = next
 	}
+	if q.think.on {
+		if msg := checkThinkingTurn(q.msgs); msg != "" {
+			return msg
+		}
+	}
 	var toolNames []string
 	if tools := q.tools; tools.Exists() {
 		if !tools.IsArray() {
@@ -279,6 +379,12 @@ func checkAnthropicFields(q *anRequest) string {
 			}
 			if is := t.Get("input_schema"); !is.IsObject() || is.Get("type").Str != "object" {
 				return p + ".input_schema: must be a JSON Schema object with type object"
+			}
+			if st := t.Get("strict"); st.Exists() && st.Type != gjson.True && st.Type != gjson.False {
+				return p + ".strict: Input should be a valid boolean"
+			}
+			if msg := checkCacheControl(p, t.Get("cache_control")); msg != "" {
+				return msg
 			}
 			toolNames = append(toolNames, t.Get("name").Str)
 		}
@@ -298,7 +404,28 @@ func checkAnthropicFields(q *anRequest) string {
 			return "tool_choice.type: Input should be 'auto', 'any', 'tool' or 'none'"
 		}
 	}
+	if n := countBreakpoints(q); n > maxCacheBreakpoints {
+		return "A maximum of 4 blocks with cache_control may be provided. Found " + strconv.Itoa(n) + "."
+	}
 	return ""
+}
+
+// countBreakpoints counts the tools and blocks marked with cache_control.
+func countBreakpoints(q *anRequest) int {
+	n := 0
+	count := func(list gjson.Result) {
+		for _, b := range list.Array() {
+			if b.Get("cache_control").Exists() {
+				n++
+			}
+		}
+	}
+	count(q.tools)
+	count(q.system)
+	for _, m := range q.msgs {
+		count(m.Get("content"))
+	}
+	return n
 }
 
 // checkBlocks validates a content (or system) value: a string or an array
@@ -315,6 +442,9 @@ func checkBlocks(p string, c gjson.Result, role string) string {
 	}
 	for j, b := range c.Array() {
 		bp := p + "." + strconv.Itoa(j)
+		if msg := checkCacheControl(bp, b.Get("cache_control")); msg != "" {
+			return msg
+		}
 		switch typ := b.Get("type").Str; {
 		case typ == "text":
 			if t := b.Get("text"); t.Type != gjson.String || t.Str == "" {
@@ -347,6 +477,9 @@ func checkBlocks(p string, c gjson.Result, role string) string {
 				return bp + ".is_error: Input should be a valid boolean"
 			}
 		case (typ == "thinking" || typ == "redacted_thinking") && role == "assistant":
+			if msg := checkThinkingBlock(bp, b); msg != "" {
+				return msg
+			}
 		default:
 			where := "a " + role + " message"
 			if role == "tool_result" {
@@ -387,10 +520,9 @@ func checkSource(bp string, src gjson.Result, types ...string) string {
 
 // streamAnthropic sends the answer as Messages stream events, flushing
 // after each.
-func (s *Server) streamAnthropic(w http.ResponseWriter, r *http.Request, model, id string, a *answer) {
-	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
+func streamAnthropic(c *call, a *answer, x *anExtras) {
+	c.startSSE()
+	model, id := c.model, c.id
 	event := func(name string, data []byte) {
 		b := make([]byte, 0, len(data)+32)
 		b = append(b, "event: "...)
@@ -398,44 +530,67 @@ func (s *Server) streamAnthropic(w http.ResponseWriter, r *http.Request, model, 
 		b = append(b, "\ndata: "...)
 		b = append(b, data...)
 		b = append(b, "\n\n"...)
-		_, _ = w.Write(b)
-		flush(w)
+		c.send(b)
 	}
 	// ended runs the scripted behaviour due after the first content event
 	// and reports whether the stream ends there.
-	ended := func() bool { return s.afterFirstWord(w, r, model, anthropicStreamError) }
+	ended := func() bool { return c.afterFirstWord(anthropicStreamError) }
 	start := []byte(`{"type":"message_start","message":{"id":"msg_` + id + `","type":"message","role":"assistant","model":`)
 	start = appendString(start, model)
-	start = append(start, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":`...)
-	start = strconv.AppendInt(start, int64(a.promptTokens), 10)
-	start = append(start, `,"output_tokens":1,"cache_creation_input_tokens":0,"cache_read_input_tokens":0}}}`...)
-	event("message_start", start)
+	start = append(start, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":`...)
+	start = x.appendUsage(start, 0, true)
+	event("message_start", append(start, "}}"...))
 	event("ping", []byte(`{"type": "ping"}`))
 
+	// Thinking comes first: its text word by word, then its signature;
+	// a redacted_thinking block comes whole.
+	index := 0
+	if x.thinking != "" {
+		event("content_block_start", []byte(`{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}`))
+		for i, w := range strings.Fields(x.thinking) {
+			if i > 0 {
+				w = " " + w
+			}
+			d := appendString([]byte(`{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":`), w)
+			event("content_block_delta", append(d, "}}"...))
+		}
+		sig := appendString([]byte(`{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":`), thinkingSignature(x.thinking))
+		event("content_block_delta", append(sig, "}}"...))
+		event("content_block_stop", []byte(`{"type":"content_block_stop","index":0}`))
+		index++
+		if x.redacted != "" {
+			rd := appendString([]byte(`{"type":"content_block_start","index":1,"content_block":{"type":"redacted_thinking","data":`), x.redacted)
+			event("content_block_start", append(rd, "}}"...))
+			event("content_block_stop", []byte(`{"type":"content_block_stop","index":1}`))
+			index++
+		}
+	}
+	idx := strconv.Itoa(index)
+
 	if a.tool != "" {
-		blk := appendString([]byte(`{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_`+id+`","name":`), a.tool)
+		blk := appendString([]byte(`{"type":"content_block_start","index":`+idx+`,"content_block":{"type":"tool_use","id":"toolu_`+id+`","name":`), a.tool)
 		event("content_block_start", append(blk, `,"input":{}}}`...))
 		for i, f := range a.argFragments() {
-			d := appendString([]byte(`{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":`), f)
+			d := appendString([]byte(`{"type":"content_block_delta","index":`+idx+`,"delta":{"type":"input_json_delta","partial_json":`), f)
 			event("content_block_delta", append(d, "}}"...))
 			if i == 0 && ended() {
 				return
 			}
 		}
 	} else {
-		event("content_block_start", []byte(`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`))
+		event("content_block_start", []byte(`{"type":"content_block_start","index":`+idx+`,"content_block":{"type":"text","text":""}}`))
 		for i := range a.words {
-			d := appendString([]byte(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":`), a.chunkWord(i))
+			d := appendString([]byte(`{"type":"content_block_delta","index":`+idx+`,"delta":{"type":"text_delta","text":`), a.chunkWord(i))
 			event("content_block_delta", append(d, "}}"...))
 			if i == 0 && ended() {
 				return
 			}
 		}
 	}
-	event("content_block_stop", []byte(`{"type":"content_block_stop","index":0}`))
-	md := []byte(`{"type":"message_delta","delta":{"stop_reason":"` + anthropicStop(a) + `","stop_sequence":null},"usage":{"output_tokens":`)
-	md = strconv.AppendInt(md, int64(a.completionTokens()), 10)
-	event("message_delta", append(md, "}}"...))
+	event("content_block_stop", []byte(`{"type":"content_block_stop","index":`+idx+`}`))
+	md := []byte(`{"type":"message_delta","delta":{"stop_reason":"` + anthropicStop(a) + `","stop_sequence":null},"usage":`)
+	md = x.appendUsage(md, a.completionTokens(), false)
+	event("message_delta", append(md, '}'))
 	event("message_stop", []byte(`{"type":"message_stop"}`))
 }
 
@@ -457,3 +612,26 @@ func anthropicError(w http.ResponseWriter, status int, typ, msg string) {
 
 // anthropicStreamError is the error event a midstream-error stream ends with.
 var anthropicStreamError = []byte("event: error\ndata: " + `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}` + "\n\n")
+
+// anCountTokens is the Messages API's token count.
+const anCountTokens = "/v1/messages/count_tokens"
+
+// countTokens answers POST /v1/messages/count_tokens: {"input_tokens": n},
+// n the words of the system prompt and the messages' text, as the fake
+// counts a prompt.
+func countTokens(c *call) {
+	root := gjson.ParseBytes(c.body)
+	msgs := root.Get("messages")
+	if !validJSON(c.body) || root.Get("model").Str == "" || len(msgs.Array()) == 0 {
+		anthropicError(c.w, http.StatusBadRequest, "invalid_request_error", "count_tokens needs a model and messages")
+		return
+	}
+	if c.scripted() {
+		return
+	}
+	n := countWords(contentText(root.Get("system")))
+	for _, m := range msgs.Array() {
+		n += countWords(contentText(m.Get("content")))
+	}
+	writeJSON(c.w, http.StatusOK, append(providers.AppendInt([]byte(`{"input_tokens":`), int64(n)), '}'))
+}

@@ -52,17 +52,10 @@ func TestAnthropicAnswer(t *testing.T) {
 	s := newFake(t)
 	for _, tc := range anCases {
 		t.Run(tc.name, func(t *testing.T) {
-			res, body := post(t, s, anPath, tc.body, anAuth...)
-			if res.StatusCode != 200 || !strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") || !gjson.Valid(body) {
-				t.Fatalf("%d %s %s", res.StatusCode, res.Header.Get("Content-Type"), body)
-			}
-			if res.Header.Get("Request-Id") == "" {
-				t.Error("no request-id")
-			}
-			r := gjson.Parse(body)
+			r := answerOf(t, s, anPath, tc.body, "Request-Id")
 			if !strings.HasPrefix(r.Get("id").Str, "msg_") || r.Get("type").Str != "message" || r.Get("role").Str != "assistant" ||
 				r.Get("model").Str != "claude-x" {
-				t.Errorf("message %s", body)
+				t.Errorf("message %s", r.Raw)
 			}
 			if ss := r.Get("stop_sequence"); !ss.Exists() || ss.Type != gjson.Null {
 				t.Errorf("stop_sequence %q", ss.Raw)

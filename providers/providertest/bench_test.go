@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -51,6 +52,7 @@ func benchServe(b *testing.B, path, body string, header ...string) {
 const (
 	benchOpenAI    = `{"model":"gpt-4o-mini","messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"What is the capital of France?"}],"max_tokens":64,"temperature":0.2}`
 	benchAnthropic = `{"model":"claude-sonnet-4-5","max_tokens":64,"system":"You are a helpful assistant.","temperature":0.2,"messages":[{"role":"user","content":"What is the capital of France?"}]}`
+	benchCohere    = `{"model":"command-a-03-2025","messages":[{"role":"system","content":"You are a helpful assistant."},{"role":"user","content":"What is the capital of France?"}],"stream":false,"max_tokens":64,"temperature":0.2}`
 )
 
 func BenchmarkOpenAI(b *testing.B) {
@@ -67,4 +69,12 @@ func BenchmarkAnthropic(b *testing.B) {
 
 func BenchmarkAnthropicStream(b *testing.B) {
 	benchServe(b, anPath, `{"stream":true,`+benchAnthropic[1:], "X-Api-Key", "k", "Anthropic-Version", "2023-06-01")
+}
+
+func BenchmarkCohere(b *testing.B) {
+	benchServe(b, cohereChatPath, benchCohere, "Authorization", "Bearer k")
+}
+
+func BenchmarkCohereStream(b *testing.B) {
+	benchServe(b, cohereChatPath, strings.Replace(benchCohere, `"stream":false`, `"stream":true`, 1), "Authorization", "Bearer k")
 }

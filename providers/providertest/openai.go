@@ -29,21 +29,47 @@ type oaRequest struct {
 	msgs                                                    []gjson.Result
 }
 
-func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, body []byte, id string) {
-	scheme, key, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-	if scheme != "Bearer" || key == "" || (s.opts.OpenAIKey != "" && key != s.opts.OpenAIKey) {
-		openAIError(w, http.StatusUnauthorized, "invalid_request_error", "invalid_api_key", "Incorrect API key provided.")
+// openAIFormat is OpenAI's chat completions (WIRE_FORMATS A), and the
+// fake's default error shape.
+type openAIFormat struct{ modelInBody }
+
+func (openAIFormat) name() string                     { return "openai" }
+func (openAIFormat) route(r *http.Request) routing    { return postTo(r, "/v1/chat/completions") }
+func (openAIFormat) headers(h http.Header, id string) { h.Set("X-Request-Id", "req_"+id) }
+
+func (openAIFormat) authorized(r *http.Request, want string) bool { return keyOK(bearer(r), want) }
+
+func (openAIFormat) fail(w http.ResponseWriter, r *http.Request, f fault) {
+	typ, code, msg := "invalid_request_error", "", ""
+	switch f {
+	case notFound:
+		code, msg = "unknown_url", "Invalid URL ("+r.Method+" "+r.URL.Path+")"
+	case tooLarge:
+		msg = msgTooLarge
+	case unreadable:
+		msg = msgUnreadable
+	case unauthorized:
+		code, msg = "invalid_api_key", "Incorrect API key provided."
+	case rateLimited:
+		typ, code, msg = "rate_limit_error", "rate_limit_exceeded", "rate limit reached"
+	case serverError:
+		typ, msg = "server_error", "internal server error"
+	case overloaded:
+		typ, msg = "server_error", "the engine is overloaded"
+	}
+	openAIError(w, f.status(), typ, code, msg)
+}
+
+func (openAIFormat) serve(c *call) {
+	q, param, msg := checkOpenAI(c.body)
+	if msg != "" {
+		openAIParamError(c.w, http.StatusBadRequest, param, msg)
 		return
 	}
-	q, param, msg := checkOpenAI(body)
-	if msg != "" {
-		openAIParamError(w, http.StatusBadRequest, param, msg)
+	if c.scripted() {
 		return
 	}
 	msgs, model := q.msgs, q.model
-	if scripted(w, r, model.Str, false) {
-		return
-	}
 
 	promptWords := 0
 	userText, userLast := "", false
@@ -73,14 +99,22 @@ func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, body []byte
 	}
 	a := decide(userText, strings.Join(results, " "), len(results) > 0, userLast,
 		tools, tc.Get("function.name").Str, tc.Str == "none", maxTokens, promptWords)
+	if rf := gjson.GetBytes(c.body, "response_format"); a.tool == "" {
+		switch rf.Get("type").Str {
+		case "json_schema":
+			a.structured(rf.Get("json_schema.schema"), a.text())
+		case "json_object":
+			a.structured(gjson.Result{}, a.text())
+		}
+	}
 
 	if q.stream.Type == gjson.True {
-		s.streamOpenAI(w, r, model.Str, id, a, q.streamOptions.Get("include_usage").Type == gjson.True)
+		streamOpenAI(c, a, q.streamOptions.Get("include_usage").Type == gjson.True)
 		return
 	}
 	b := make([]byte, 0, 768)
 	b = append(b, `{"id":"chatcmpl-`...)
-	b = append(b, id...)
+	b = append(b, c.id...)
 	b = append(b, `","object":"chat.completion","created":`...)
 	b = strconv.AppendInt(b, time.Now().Unix(), 10)
 	b = append(b, `,"model":`...)
@@ -88,7 +122,7 @@ func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, body []byte
 	b = append(b, `,"system_fingerprint":"fp_fake","choices":[{"index":0,"message":{"role":"assistant","content":`...)
 	if a.tool != "" {
 		b = append(b, `null,"refusal":null,"tool_calls":[{"id":"call_`...)
-		b = append(b, id...)
+		b = append(b, c.id...)
 		b = append(b, `","type":"function","function":{"name":`...)
 		b = appendString(b, a.tool)
 		b = append(b, `,"arguments":`...)
@@ -103,7 +137,7 @@ func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, body []byte
 	b = append(b, `}],"usage":`...)
 	b = appendOpenAIUsage(b, a)
 	b = append(b, `,"service_tier":"default"}`...)
-	writeJSON(w, http.StatusOK, b)
+	writeJSON(c.w, http.StatusOK, b)
 }
 
 // checkOpenAI validates a chat completions request as strictly as OpenAI
@@ -113,48 +147,14 @@ func checkOpenAI(body []byte) (q oaRequest, param, msg string) {
 	if !validJSON(body) || !gjson.ParseBytes(body).IsObject() {
 		return q, "", "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library correctly. The OpenAI API expects a JSON payload, but what was sent was not valid JSON.)"
 	}
-	var leaked string
-	gjson.ParseBytes(body).ForEach(func(k, v gjson.Result) bool {
-		switch k.Str {
-		case "model":
-			q.model = v
-		case "messages":
-			q.messages = v
-		case "stream":
-			q.stream = v
-		case "stream_options":
-			q.streamOptions = v
-		case "temperature":
-			q.temperature = v
-		case "top_p":
-			q.topP = v
-		case "frequency_penalty":
-			q.frequencyPenalty = v
-		case "presence_penalty":
-			q.presencePenalty = v
-		case "max_tokens":
-			q.maxTokens = v
-		case "max_completion_tokens":
-			q.maxCompletionTokens = v
-		case "n":
-			q.n = v
-		case "stop":
-			q.stop = v
-		case "response_format":
-			q.responseFormat = v
-		case "tools":
-			q.tools = v
-		case "tool_choice":
-			q.toolChoice = v
-		case "parallel_tool_calls":
-			q.parallelToolCalls = v
-		default:
-			if anthropicOnlyFields[k.Str] {
-				leaked = k.Str
-			}
-		}
-		return leaked == ""
-	})
+	leaked := readFields(gjson.ParseBytes(body), []field{
+		{"model", &q.model}, {"messages", &q.messages}, {"stream", &q.stream}, {"stream_options", &q.streamOptions},
+		{"temperature", &q.temperature}, {"top_p", &q.topP}, {"frequency_penalty", &q.frequencyPenalty},
+		{"presence_penalty", &q.presencePenalty}, {"max_tokens", &q.maxTokens},
+		{"max_completion_tokens", &q.maxCompletionTokens}, {"n", &q.n}, {"stop", &q.stop},
+		{"response_format", &q.responseFormat}, {"tools", &q.tools}, {"tool_choice", &q.toolChoice},
+		{"parallel_tool_calls", &q.parallelToolCalls},
+	}, func(k string) bool { return anthropicOnlyFields[k] })
 	if leaked != "" {
 		return q, leaked, "Unrecognized request argument supplied: " + leaked
 	}
@@ -338,9 +338,6 @@ func checkOpenAIParams(q *oaRequest) (param, msg string) {
 	return "", ""
 }
 
-// isSet reports whether a field is present and not null.
-func isSet(v gjson.Result) bool { return v.Exists() && v.Type != gjson.Null }
-
 // checkOpenAIContent checks a message's content against what its role may
 // carry.
 func checkOpenAIContent(p, role string, c gjson.Result) (param, msg string) {
@@ -388,35 +385,6 @@ var openAIPartTypes = map[string]string{
 	"user": "'text', 'image_url', 'input_audio' and 'file'", "assistant": "'text' and 'refusal'",
 }
 
-// isInt reports whether v is a JSON integer of at least min.
-func isInt(v gjson.Result, min int64) bool {
-	return v.Type == gjson.Number && !strings.ContainsAny(v.Raw, ".eE") && v.Int() >= min
-}
-
-func indexOf(list []string, s string) int {
-	for i, x := range list {
-		if x == s {
-			return i
-		}
-	}
-	return -1
-}
-
-// contentText is the text of a message's content in either format: the
-// string, or its text parts (blocks) joined with spaces.
-func contentText(c gjson.Result) string {
-	if c.Type == gjson.String {
-		return c.Str
-	}
-	var parts []string
-	for _, p := range c.Array() {
-		if p.Get("type").Str == "text" {
-			parts = append(parts, p.Get("text").Str)
-		}
-	}
-	return strings.Join(parts, " ")
-}
-
 func openAIFinish(a *answer) string {
 	switch {
 	case a.tool != "":
@@ -439,10 +407,9 @@ func appendOpenAIUsage(b []byte, a *answer) []byte {
 
 // streamOpenAI sends the answer as chat.completion.chunk events, flushing
 // after each.
-func (s *Server) streamOpenAI(w http.ResponseWriter, r *http.Request, model, id string, a *answer, includeUsage bool) {
-	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
+func streamOpenAI(c *call, a *answer, includeUsage bool) {
+	c.startSSE()
+	model, id := c.model, c.id
 	created := strconv.FormatInt(time.Now().Unix(), 10)
 	chunk := func(delta, finish string) {
 		b := make([]byte, 0, 256)
@@ -461,12 +428,11 @@ func (s *Server) streamOpenAI(w http.ResponseWriter, r *http.Request, model, id 
 			b = append(b, `,"usage":null`...)
 		}
 		b = append(b, "}\n\n"...)
-		_, _ = w.Write(b)
-		flush(w)
+		c.send(b)
 	}
 	// ended runs the scripted behaviour due after the first content event
 	// and reports whether the stream ends there.
-	ended := func() bool { return s.afterFirstWord(w, r, model, openAIStreamError) }
+	ended := func() bool { return c.afterFirstWord(openAIStreamError) }
 	chunk(`{"role":"assistant","content":"","refusal":null}`, "null")
 
 	if a.tool != "" {
@@ -493,10 +459,9 @@ func (s *Server) streamOpenAI(w http.ResponseWriter, r *http.Request, model, id 
 		b = append(b, `,"system_fingerprint":"fp_fake","choices":[],"usage":`...)
 		b = appendOpenAIUsage(b, a)
 		b = append(b, "}\n\n"...)
-		_, _ = w.Write(b)
+		_, _ = c.w.Write(b)
 	}
-	_, _ = w.Write([]byte("data: [DONE]\n\n"))
-	flush(w)
+	c.send([]byte("data: [DONE]\n\n"))
 }
 
 // openAIParamError writes an invalid_request_error naming the offending
@@ -526,13 +491,6 @@ func openAIError(w http.ResponseWriter, status int, typ, code, msg string) {
 	}
 	b = append(b, "}}"...)
 	writeJSON(w, status, b)
-}
-
-func writeJSON(w http.ResponseWriter, status int, b []byte) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
 }
 
 // openAIStreamError is the error event a midstream-error stream ends with.

@@ -1,18 +1,51 @@
-// Package providertest is a fake model provider that speaks OpenAI's chat
-// completions and Anthropic's Messages wire formats, and the rerank formats
-// of Cohere, Jina, Voyage, TEI, vLLM, Infinity, Together and Mixedbread
-// (each under its own prefix: /cohere/v2/rerank, /voyage/v1/rerank,
-// /tei/rerank, …), strictly enough that a gateway's translation errors show
-// up as 400s. Rerank scores are RerankScore's word overlap. Tests start it on loopback;
-// cmd/fakeprovider runs it standalone for the quick start.
+// Package providertest is a fake model provider: one HTTP server that
+// speaks the wire formats of the providers a gateway translates to, strictly
+// enough that a gateway's translation errors show up as 400s. Tests start it
+// on loopback (Start); cmd/fakeprovider runs it standalone for the quick
+// start.
+//
+// The formats, by name (the key of Options.Keys) and path:
+//
+//	openai       POST /v1/chat/completions (Authorization: Bearer)
+//	openai_responses POST /v1/responses (Authorization: Bearer), OpenAI's
+//	             Responses API, streamed or not (responses.go)
+//	anthropic    POST /v1/messages (x-api-key, anthropic-version)
+//	azure_openai POST /openai/deployments/{deployment}/chat/completions?api-version=…,
+//	             POST /openai/v1/chat/completions (api-key, or an Entra bearer token)
+//	bedrock      POST /model/{modelId}/converse, POST /model/{modelId}/converse-stream
+//	             (AWS SigV4; the key is "<access key id>:<secret access key>"
+//	             [":<session token>"], and the fake recomputes the signature)
+//	cohere_chat  POST /cohere/v2/chat (Authorization: Bearer; the "cohere" key serves it too)
+//	gemini       POST /v1beta/models/{model}:generateContent, …:streamGenerateContent?alt=sse
+//	             (x-goog-api-key or ?key=)
+//	vertex       POST /v1/projects/{p}/locations/{l}/publishers/google/models/{model}:generateContent,
+//	             …:streamGenerateContent?alt=sse (an OAuth bearer token), express mode's
+//	             POST /v1/publishers/google/models/{model}:… (x-goog-api-key), and the
+//	             Google token endpoint POST /oauth2/token that issues the tokens to the
+//	             service account of GoogleServiceAccount (see GoogleTokens)
+//	cohere       POST /cohere/v2/rerank      jina      POST /jina/v1/rerank
+//	voyage       POST /voyage/v1/rerank      tei       POST /tei/rerank
+//	vllm         POST /vllm/v1/rerank        infinity  POST /infinity/rerank
+//	together     POST /together/v1/rerank    mixedbread POST /mixedbread/v1/reranking
+//	openai_embeddings POST /v1/embeddings, and OpenAI-shaped embeddings under
+//	             /vllm/v1, /ollama/v1, /infinity, /together/v1, /tei/v1,
+//	             /mistral/v1, /voyage/v1, /jina/v1 (…/embeddings; names
+//	             <prefix>_embeddings), vectors from EmbeddingVector
+//
+// (the rerank formats each under a prefix of their own, with a bearer key;
+// their scores are RerankScore's word overlap; Cohere's chat and rerank
+// share the /cohere prefix, whose other paths are 404s in Cohere's shape).
 //
 // Requests are checked as strictly as the real APIs check them (required
 // fields, value ranges, roles, content block types, tool calls paired with
-// their results, no fields of the other format), and a violation is a 400
-// in the provider's own error shape. Any other path is a 404: Anthropic's
-// shape under /v1/messages, OpenAI's elsewhere. Bodies over MaxBody are 413.
+// their results, no fields of another format), and a violation is a 400
+// in the provider's own error shape. Every error is in the shape of the
+// format the path belongs to: a 404 for a path no format serves (Anthropic's
+// shape under /v1/messages, a rerank format's on its path, OpenAI's
+// elsewhere), a 413 for a body over MaxBody, a 401 for a wrong or missing
+// key.
 //
-// Answers are derived from the request, so a test can check what went
+// Chat answers are derived from the request, so a test can check what went
 // through: the answer is "echo: <last user text>"; or "tool said: <tool
 // results>" when the conversation ends with tool results (all of them, in
 // order, joined with spaces); or, when tools are offered and the
@@ -23,22 +56,63 @@
 // every message's text (system and tool results included), the answer's
 // words, 1 for a tool call.
 //
+// The Anthropic format also speaks extended thinking, JSON outputs and
+// prompt caching. With thinking on ({"type":"enabled"} with a budget of at
+// least 1024 below max_tokens, or {"type":"adaptive"}) the answer starts
+// with a thinking block ("Thinking about: <last user text>", or "The tools
+// said: …") signed with an HMAC of its text; a thinking block sent back
+// must carry that signature, and a request ending in tool results whose
+// assistant turn does not start with its thinking block is refused, as
+// Anthropic refuses them; Anthropic's rules on temperature, top_p, top_k
+// and forced tools with thinking hold. A tool call's input is an instance
+// of the tool's input schema (see Structured in answer.go) when the schema
+// names properties, and output_config.format (checked against the schema
+// subset Anthropic takes) makes the text an instance of its schema. Blocks
+// and tools marked with cache_control, or a top-level cache_control, cache
+// the prompt up to the last marker: the first request reports it as
+// cache_creation_input_tokens, repeats within the ttl as
+// cache_read_input_tokens.
+//
 // The model name selects scripted behaviour, since it is the one thing a
-// gateway passes through unchanged:
+// gateway passes through unchanged. Every format follows it, each with its
+// own error shape and status:
 //
 //	fail-429          429 with retry-after: 1
 //	fail-500          500
-//	fail-529          Anthropic 529 overloaded_error (503 on the OpenAI route)
+//	fail-529          overloaded: Anthropic's 529 overloaded_error, 503
+//	                  in the other formats
 //	fail-html         502 with an HTML body
 //	gated             a stream sends its first content event, then waits
 //	                  for Release (see Waiting)
 //	midstream-error   a stream sends one content event, then an error event
 //	cutoff            a stream sends one content event, then ends
 //	slow-<N>ms        waits N milliseconds before answering
-//	flaky             (chat) the first request with a given body gets 429
-//	                  with retry-after-ms: 50 (and retry-after: 1); a
-//	                  repeat of it is answered
+//	flaky             the first request with a given body gets 429 with
+//	                  retry-after-ms: 50 (and retry-after: 1); a repeat of
+//	                  it is answered
 //	unsorted          rerank results in request order, top_n ignored
+//	redacted          (Anthropic, thinking on) a redacted_thinking block
+//	                  follows the thinking block
+//
+// # Adding a wire format
+//
+// Write one file, <name>.go, with a type that implements wireFormat
+// (format.go): name, route (postTo for one POST endpoint; a path prefix
+// you own makes its 404s yours), headers (a request id, if the provider
+// sends one), authorized (keyOK on the credential the provider takes:
+// bearer, an api-key header, a signature), model (embed modelInBody when
+// the body names it, else read it from the path), fail (a switch over the
+// faults, writing the provider's error body; fault.status gives the usual
+// status) and serve. serve checks the request as strictly as the provider
+// does (a 400 in its shape), then calls c.scripted() and returns if that
+// answered, then answers: derive a chat answer with decide (answer.go),
+// write it with writeJSON, or stream it (c.startSSE and c.send for SSE),
+// calling c.afterFirstWord(errorEvent) after the first content event. Then
+// add one row for it to formats (format.go) and its line to the list
+// above, and give the tests one example request for it (formatExamples in
+// format_test.go): TestEveryFormat runs the answer, the 401, the 404 and
+// every scripted failure against each row, and fails for a row without
+// an example.
 package providertest
 
 import (
@@ -53,26 +127,37 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-	"unicode"
-	"unicode/utf8"
-
-	"github.com/tidwall/gjson"
-
-	"github.com/modelgate/modelgate/providers"
 )
 
 // Options configure a fake provider.
 type Options struct {
-	// OpenAIKey is the key the OpenAI route wants as "Authorization:
-	// Bearer <key>". Empty accepts any non-empty bearer token.
+	// OpenAIKey is the key the OpenAI format wants as "Authorization:
+	// Bearer <key>", and the Responses, rerank and embeddings formats and
+	// Cohere's chat too. Empty accepts any non-empty bearer token.
 	OpenAIKey string
 
-	// AnthropicKey is the key the Anthropic route wants as x-api-key.
+	// AnthropicKey is the key the Anthropic format wants as x-api-key.
 	// Empty accepts any non-empty key.
 	AnthropicKey string
 
+	// Keys are the keys of the formats by name (see the package doc),
+	// each presented the way its provider takes it; an entry overrides
+	// OpenAIKey or AnthropicKey. A format with no key here or there, or
+	// an empty one, accepts any non-empty key.
+	Keys map[string]string
+
 	// NoRecord turns off request recording (for load benchmarks).
 	NoRecord bool
+
+	// GoogleTokenLifetime is how long the access tokens of the Google
+	// token endpoint (GoogleTokenPath) live. Default:
+	// DefaultGoogleTokenLifetime.
+	GoogleTokenLifetime time.Duration
+
+	// Log, if set, is called once for each request when its answer is
+	// complete (a stream's when it ends) with the status answered. The
+	// Recorded has no Header or Body when NoRecord is set.
+	Log func(r Recorded, status int)
 }
 
 // Recorded is one request the fake received.
@@ -82,6 +167,7 @@ type Recorded struct {
 	Header       http.Header
 	Body         []byte
 	Model        string
+	Format       string // the wire format's name (see Options.Keys)
 }
 
 // Server is a fake provider. Its zero value is not usable; use New or Start.
@@ -94,8 +180,10 @@ type Server struct {
 	mu      sync.Mutex
 	reqs    []Recorded
 	waiting chan struct{}
-	gates   []chan struct{}   // gated streams waiting for Release, under mu
-	flaky   map[[32]byte]bool // bodies of "flaky" requests seen, under mu
+	gates   []chan struct{}        // gated streams waiting for Release, under mu
+	flaky   map[[32]byte]bool      // bodies of "flaky" requests seen, under mu
+	caches  map[[32]byte]time.Time // Anthropic prompt cache: prefix → expiry, under mu
+	google  googleAuth             // the Google service account and its tokens
 }
 
 // New returns a fake provider that is not listening; serve it yourself.
@@ -171,60 +259,45 @@ func (s *Server) firstTime(body []byte) bool {
 // the Messages API. A larger body is a 413 in the route's error shape.
 const MaxBody = 32 << 20
 
-// ServeHTTP routes POST /v1/chat/completions (OpenAI), POST /v1/messages
-// (Anthropic) and the rerank routes. Any other request is a 404: in
-// Anthropic's error shape under /v1/messages, in OpenAI's elsewhere.
+// ServeHTTP routes a request to its wire format (see formats), checks its
+// key and answers it; the "flaky" model fails first, before anything else.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	anthropic := r.URL.Path == "/v1/messages" || strings.HasPrefix(r.URL.Path, "/v1/messages/")
+	f, serves := route(r)
+	c := &call{s: s, f: f, w: w, r: r, id: strconv.FormatInt(s.seq.Add(1), 10)}
+	rec := Recorded{At: time.Now(), Method: r.Method, Path: r.URL.Path, Format: f.name()}
+	if s.opts.Log != nil {
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		c.w = sw
+		defer func() { s.opts.Log(rec, sw.status) }()
+	}
+	f.headers(c.w.Header(), c.id)
 	body, err := readAll(r)
 	if err != nil {
-		status, msg := http.StatusBadRequest, "could not read the body"
+		fl := unreadable
 		if _, tooBig := errors.AsType[*http.MaxBytesError](err); tooBig {
-			status, msg = http.StatusRequestEntityTooLarge, "request exceeds the maximum allowed number of bytes"
+			fl = tooLarge
 		}
-		if anthropic {
-			anthropicError(w, status, "request_too_large", msg)
-		} else {
-			openAIError(w, status, "invalid_request_error", "", msg)
-		}
+		c.fail(fl)
 		return
 	}
-	model := gjson.GetBytes(body, "model").Str
+	c.body, c.model = body, f.model(r, body)
+	rec.Model = c.model
 	if !s.opts.NoRecord {
+		rec.Header, rec.Body = r.Header.Clone(), body
 		s.mu.Lock()
-		s.reqs = append(s.reqs, Recorded{
-			At: time.Now(), Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(),
-			Body: body, Model: model,
-		})
+		s.reqs = append(s.reqs, rec)
 		s.mu.Unlock()
 	}
-	id := strconv.FormatInt(s.seq.Add(1), 10)
-	if strings.Contains(model, "flaky") && s.firstTime(body) {
-		w.Header().Set("Retry-After-Ms", "50")
-		w.Header().Set("Retry-After", "1")
-		if anthropic {
-			anthropicError(w, http.StatusTooManyRequests, "rate_limit_error", "rate limit reached")
-		} else {
-			openAIError(w, http.StatusTooManyRequests, "rate_limit_error", "rate_limit_exceeded", "rate limit reached")
-		}
-		return
-	}
 	switch {
-	case r.Method == http.MethodPost && r.URL.Path == "/v1/chat/completions":
-		w.Header().Set("X-Request-Id", "req_"+id)
-		s.serveOpenAI(w, r, body, id)
-	case r.Method == http.MethodPost && r.URL.Path == "/v1/messages":
-		w.Header().Set("Request-Id", "req_"+id)
-		s.serveAnthropic(w, r, body, id)
-	case r.Method == http.MethodPost && isRerank(r.URL.Path):
-		name, f, _ := rerankRoute(r.URL.Path)
-		s.serveRerank(w, r, body, name, f, id)
-	case anthropic:
-		w.Header().Set("Request-Id", "req_"+id)
-		anthropicError(w, http.StatusNotFound, "not_found_error", "Not Found: "+r.Method+" "+r.URL.Path)
+	case strings.Contains(c.model, "flaky") && s.firstTime(body):
+		c.w.Header().Set("Retry-After-Ms", "50")
+		c.fail(rateLimited)
+	case !serves:
+		c.fail(notFound)
+	case !f.authorized(r, s.opts.key(f)):
+		c.fail(unauthorized)
 	default:
-		w.Header().Set("X-Request-Id", "req_"+id)
-		openAIError(w, http.StatusNotFound, "invalid_request_error", "unknown_url", "Invalid URL ("+r.Method+" "+r.URL.Path+")")
+		f.serve(c)
 	}
 }
 
@@ -241,185 +314,47 @@ func readAll(r *http.Request) ([]byte, error) {
 	return io.ReadAll(rd)
 }
 
-// scripted answers the failure behaviours selected by the model name and
-// reports whether it did. slow-<N>ms only sleeps first (cut short if the
-// client leaves).
-func scripted(w http.ResponseWriter, r *http.Request, model string, anthropic bool) bool {
-	if d, ok := slowDelay(model); ok {
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-r.Context().Done():
-			t.Stop()
-		}
-	}
-	type failure struct {
-		status                         int
-		openAIType, anthropicType, msg string
-	}
-	var f *failure
-	code := ""
-	switch {
-	case strings.Contains(model, "fail-429"):
-		w.Header().Set("Retry-After", "1")
-		f = &failure{429, "rate_limit_error", "rate_limit_error", "rate limit reached"}
-		code = "rate_limit_exceeded"
-	case strings.Contains(model, "fail-500"):
-		f = &failure{500, "server_error", "api_error", "internal server error"}
-	case strings.Contains(model, "fail-529"):
-		if anthropic {
-			f = &failure{529, "", "overloaded_error", "Overloaded"}
-		} else {
-			f = &failure{503, "server_error", "", "the engine is overloaded"}
-		}
-	case strings.Contains(model, "fail-html"):
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		w.WriteHeader(http.StatusBadGateway)
-		_, _ = w.Write([]byte("<html><body><h1>502 Bad Gateway</h1><p>secret-internal-host</p></body></html>"))
-		return true
-	default:
-		return false
-	}
-	if anthropic {
-		anthropicError(w, f.status, f.anthropicType, f.msg)
-	} else {
-		openAIError(w, f.status, f.openAIType, code, f.msg)
-	}
-	return true
+// statusWriter remembers the status written, for Options.Log.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
 }
 
-// slowDelay reads "slow-<N>ms" anywhere in a model name ("x/slow-50ms",
-// "slow-50ms-gated").
-func slowDelay(model string) (time.Duration, bool) {
-	_, rest, ok := strings.Cut(model, "slow-")
-	if !ok {
-		return 0, false
-	}
-	n := 0
-	for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
-		n++
-	}
-	if n == 0 || !strings.HasPrefix(rest[n:], "ms") {
-		return 0, false
-	}
-	ms, err := strconv.Atoi(rest[:n])
+func (w *statusWriter) WriteHeader(status int) {
+	w.status = status
+	w.ResponseWriter.WriteHeader(status)
+}
+
+// Unwrap lets http.ResponseController reach the real writer for flushes.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// Send makes one request to url for a test and reads the whole answer.
+// header holds name, value pairs, set after Content-Type:
+// application/json.
+func Send(tb testing.TB, method, url, body string, header ...string) (*http.Response, string) {
+	tb.Helper()
+	res, err := http.DefaultClient.Do(NewRequest(tb, method, url, body, header...))
 	if err != nil {
-		return 0, false
+		tb.Fatal(err)
 	}
-	return time.Duration(ms) * time.Millisecond, true
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return res, string(b)
 }
 
-// afterFirstWord runs the scripted behaviour due once a stream has sent its
-// first content event and reports whether the stream ends there: a gated
-// stream waits for Release; midstream-error writes errEvent (a complete SSE
-// event in the stream's format) and ends; cutoff just ends.
-func (s *Server) afterFirstWord(w http.ResponseWriter, r *http.Request, model string, errEvent []byte) bool {
-	switch {
-	case strings.Contains(model, "gated"):
-		s.gate(r)
-	case strings.Contains(model, "midstream-error"):
-		_, _ = w.Write(errEvent)
-		flush(w)
-		return true
-	case strings.Contains(model, "cutoff"):
-		return true
+// NewRequest is the request Send makes.
+func NewRequest(tb testing.TB, method, url, body string, header ...string) *http.Request {
+	tb.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		tb.Fatal(err)
 	}
-	return false
-}
-
-// answer is what the fake model says.
-type answer struct {
-	words        []string // text answer, split into words
-	tool         string   // name of the tool called, if any
-	toolArgs     []byte   // its arguments, JSON
-	promptTokens int
-	truncated    bool
-}
-
-func (a *answer) completionTokens() int {
-	if a.tool != "" {
-		return 1
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
 	}
-	return len(a.words)
+	return req
 }
-
-// decide builds the answer. userText is the text of the last user message;
-// toolResult is the text of the tool results that end the conversation, if
-// isToolResult; userLast says whether the conversation ends with a user
-// message (not an assistant prefill). tools are the offered tools' names,
-// chosen the one tool_choice names, toolsOff whether tool_choice is none.
-func decide(userText, toolResult string, isToolResult, userLast bool, tools []string, chosen string, toolsOff bool, maxTokens int64, promptWords int) *answer {
-	a := &answer{promptTokens: promptWords}
-	switch {
-	case !isToolResult && userLast && len(tools) > 0 && !toolsOff:
-		a.tool = tools[0]
-		if chosen != "" {
-			a.tool = chosen
-		}
-		a.toolArgs = appendString(append([]byte(nil), `{"query":`...), userText)
-		a.toolArgs = append(a.toolArgs, '}')
-		return a
-	case isToolResult:
-		a.words = strings.Fields("tool said: " + toolResult)
-	default:
-		a.words = strings.Fields("echo: " + userText)
-	}
-	if maxTokens > 0 && int64(len(a.words)) > maxTokens {
-		a.words = a.words[:maxTokens]
-		a.truncated = true
-	}
-	return a
-}
-
-// text is the whole text answer.
-func (a *answer) text() string { return strings.Join(a.words, " ") }
-
-// chunkWord is the i-th word as a stream delta: words after the first keep
-// their leading space.
-func (a *answer) chunkWord(i int) string {
-	if i == 0 {
-		return a.words[0]
-	}
-	return " " + a.words[i]
-}
-
-// argFragments splits the tool arguments into three pieces, as providers
-// stream them. The cuts fall on character boundaries: a piece that ended
-// inside a UTF-8 sequence would not survive a JSON decoder.
-func (a *answer) argFragments() []string {
-	s := string(a.toolArgs)
-	n := len(s)
-	cut := func(i int) int {
-		for i < n && !utf8.RuneStart(s[i]) {
-			i++
-		}
-		return i
-	}
-	i, j := cut(n/3), cut(2*n/3)
-	return []string{s[:i], s[i:j], s[j:]}
-}
-
-// countWords is len(strings.Fields(s)), without the slice.
-func countWords(s string) int {
-	n, inWord := 0, false
-	for _, r := range s {
-		if unicode.IsSpace(r) {
-			inWord = false
-		} else if !inWord {
-			inWord = true
-			n++
-		}
-	}
-	return n
-}
-
-// flush sends what was written so far to the client.
-func flush(w http.ResponseWriter) { _ = http.NewResponseController(w).Flush() }
-
-// validJSON reports whether body is valid UTF-8 JSON that nests at most
-// providers.MaxDepth levels deep (deeper bodies would overflow gjson's
-// recursive validator and end the process).
-func validJSON(body []byte) bool { return utf8.Valid(body) && providers.ValidJSON(body) }
-
-// appendString appends s as a JSON string (invalid UTF-8 becomes U+FFFD).
-func appendString(dst []byte, s string) []byte { return providers.AppendString(dst, s) }

@@ -40,34 +40,30 @@ func authFor(path string) []string {
 	return oaAuth
 }
 
-// send makes one request and reads the whole answer. header holds name,
-// value pairs; a JSON body gets Content-Type application/json.
+// send makes one request to the fake and reads the whole answer.
 func send(t *testing.T, s *Server, method, path, body string, header ...string) (*http.Response, string) {
 	t.Helper()
-	req, err := http.NewRequest(method, s.URL+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res, string(b)
+	return Send(t, method, s.URL+path, body, header...)
 }
 
 // post is send with POST.
 func post(t *testing.T, s *Server, path, body string, header ...string) (*http.Response, string) {
 	t.Helper()
 	return send(t, s, http.MethodPost, path, body, header...)
+}
+
+// answerOf posts body to path, which must answer 200 with a JSON body and
+// a request id in idHeader, and returns the answer.
+func answerOf(t *testing.T, s *Server, path, body, idHeader string) gjson.Result {
+	t.Helper()
+	res, got := post(t, s, path, body, authFor(path)...)
+	if res.StatusCode != 200 || !strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") || !gjson.Valid(got) {
+		t.Fatalf("%d %s %s", res.StatusCode, res.Header.Get("Content-Type"), got)
+	}
+	if res.Header.Get(idHeader) == "" {
+		t.Errorf("no %s", idHeader)
+	}
+	return gjson.Parse(got)
 }
 
 // streamed returns body with "stream": true (and the given extra fields).
@@ -164,15 +160,7 @@ type liveStream struct {
 // arrive. The response must be a 200 event stream.
 func openStream(t *testing.T, s *Server, path, body string, header ...string) *liveStream {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, s.URL+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	res, err := http.DefaultClient.Do(req)
+	res, err := http.DefaultClient.Do(NewRequest(t, http.MethodPost, s.URL+path, body, header...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,6 +226,26 @@ func isEnd(ev sseEvent) bool {
 		gjson.Get(ev.data, "choices.0.finish_reason").Str != ""
 }
 
+// checkOpenAIError checks an OpenAI error body (A.2): all four keys, a
+// message and the given type.
+func checkOpenAIError(t *testing.T, body, typ string) {
+	t.Helper()
+	e := gjson.Get(body, "error")
+	if !gjson.Valid(body) || !e.IsObject() || e.Get("message").Str == "" || e.Get("type").Str != typ ||
+		!e.Get("param").Exists() || !e.Get("code").Exists() {
+		t.Errorf("not an OpenAI %s error: %s", typ, body)
+	}
+}
+
+// checkAnthropicError checks an Anthropic error body (C.1).
+func checkAnthropicError(t *testing.T, body, typ string) {
+	t.Helper()
+	if !gjson.Valid(body) || gjson.Get(body, "type").Str != "error" || gjson.Get(body, "error.type").Str != typ ||
+		gjson.Get(body, "error.message").Str == "" {
+		t.Errorf("not an Anthropic %s error: %s", typ, body)
+	}
+}
+
 func TestRequestsRecorded(t *testing.T) {
 	s := newFake(t)
 	bodies := []struct{ method, path, body, model string }{
@@ -291,12 +299,7 @@ func TestConcurrentRequests(t *testing.T) {
 			if i%3 == 0 {
 				path, body = anPath, fmt.Sprintf(`{"model":"m","max_tokens":5,"stream":%t,"messages":[{"role":"user","content":"n%d"}]}`, i%2 == 0, i)
 			}
-			req, _ := http.NewRequest(http.MethodPost, s.URL+path, strings.NewReader(body))
-			h := authFor(path)
-			for j := 0; j < len(h); j += 2 {
-				req.Header.Set(h[j], h[j+1])
-			}
-			res, err := http.DefaultClient.Do(req)
+			res, err := http.DefaultClient.Do(NewRequest(t, http.MethodPost, s.URL+path, body, authFor(path)...))
 			if err != nil {
 				errs <- err.Error()
 				return
@@ -326,12 +329,12 @@ func TestUnknownPath(t *testing.T) {
 		method, path string
 		anthropic    bool
 	}{
-		{http.MethodPost, "/v1/embeddings", false},
+		{http.MethodPost, "/v1/moderations", false},
 		{http.MethodPost, "/v2/chat/completions", false},
 		{http.MethodGet, oaPath, false},
 		{http.MethodGet, "/", false},
 		{http.MethodGet, anPath, true},
-		{http.MethodPost, anPath + "/count_tokens", true},
+		{http.MethodPost, anPath + "/batches", true},
 		{http.MethodGet, anPath + "/batches", true},
 		{http.MethodPost, anPath + "x", false},
 	} {
@@ -423,23 +426,75 @@ func TestAuth(t *testing.T) {
 	})
 }
 
-// checkOpenAIError checks an OpenAI error body (A.2): all four keys, a
-// message and the given type.
-func checkOpenAIError(t *testing.T, body, typ string) {
-	t.Helper()
-	e := gjson.Get(body, "error")
-	if !gjson.Valid(body) || !e.IsObject() || e.Get("message").Str == "" || e.Get("type").Str != typ ||
-		!e.Get("param").Exists() || !e.Get("code").Exists() {
-		t.Errorf("not an OpenAI %s error: %s", typ, body)
+// TestKeys checks Options.Keys: an entry overrides OpenAIKey or
+// AnthropicKey for its format, the formats without one keep those, and an
+// empty entry accepts any key.
+func TestKeys(t *testing.T) {
+	s := Start(t, Options{OpenAIKey: "oa", AnthropicKey: "an", Keys: map[string]string{"openai": "oa2", "cohere": "co", "jina": ""}})
+	for _, tc := range []struct {
+		format, key string
+		status      int
+	}{
+		{"openai", "oa2", 200}, {"openai", "oa", 401},
+		{"anthropic", "an", 200}, {"anthropic", "oa", 401},
+		{"cohere", "co", 200}, {"cohere", "oa", 401},
+		{"voyage", "oa", 200}, {"voyage", "co", 401},
+		{"jina", "anything", 200},
+	} {
+		t.Run(tc.format+" "+tc.key, func(t *testing.T) {
+			path, body, header := formatExamples[tc.format].request("m")
+			header = append([]string(nil), header...)
+			for i := 0; i+1 < len(header); i += 2 {
+				switch header[i] {
+				case "Authorization":
+					header[i+1] = "Bearer " + tc.key
+				case "X-Api-Key":
+					header[i+1] = tc.key
+				}
+			}
+			if res, got := post(t, s, path, body, header...); res.StatusCode != tc.status {
+				t.Errorf("%d %s, want %d", res.StatusCode, got, tc.status)
+			}
+		})
 	}
 }
 
-// checkAnthropicError checks an Anthropic error body (C.1).
-func checkAnthropicError(t *testing.T, body, typ string) {
-	t.Helper()
-	if !gjson.Valid(body) || gjson.Get(body, "type").Str != "error" || gjson.Get(body, "error.type").Str != typ ||
-		gjson.Get(body, "error.message").Str == "" {
-		t.Errorf("not an Anthropic %s error: %s", typ, body)
+// TestLog checks Options.Log: one call for each request once it is
+// answered, with what it was and the status, and without the header and
+// body when nothing is recorded.
+func TestLog(t *testing.T) {
+	type entry struct {
+		rec    Recorded
+		status int
+	}
+	logged := make(chan entry, 16)
+	s := Start(t, Options{NoRecord: true, Log: func(r Recorded, status int) { logged <- entry{r, status} }})
+	for _, tc := range []struct {
+		method, path, body, model, format string
+		header                            []string
+		status                            int
+	}{
+		{"POST", oaPath, `{"model":"gpt","messages":[{"role":"user","content":"hi"}]}`, "gpt", "openai", oaAuth, 200},
+		{"POST", anPath, `{"model":"claude","max_tokens":5,"stream":true,"messages":[{"role":"user","content":"hi"}]}`, "claude", "anthropic", anAuth, 200},
+		{"POST", oaPath, `{"model":"gpt","messages":[]}`, "gpt", "openai", nil, 401},
+		{"GET", "/v1/models", ``, "", "openai", oaAuth, 404},
+		{"POST", "/cohere/v2/rerank", `{"model":"fail-500","query":"q","documents":["d"]}`, "fail-500", "cohere", oaAuth, 500},
+	} {
+		start := time.Now()
+		send(t, s, tc.method, tc.path, tc.body, tc.header...)
+		select {
+		case e := <-logged:
+			r := e.rec
+			if r.Method != tc.method || r.Path != tc.path || r.Model != tc.model || r.Format != tc.format || e.status != tc.status {
+				t.Errorf("logged %s %s model %q format %q status %d, want %s %s %q %q %d",
+					r.Method, r.Path, r.Model, r.Format, e.status, tc.method, tc.path, tc.model, tc.format, tc.status)
+			}
+			if r.At.Before(start) || r.Header != nil || r.Body != nil {
+				t.Errorf("logged at %v (sent at %v), header %v, body %q", r.At, start, r.Header, r.Body)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s %s was not logged", tc.method, tc.path)
+		}
 	}
 }
 

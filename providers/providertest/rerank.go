@@ -9,37 +9,46 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// rerankFake is one provider's rerank wire format, as the fake serves it
-// under "/<name><path>" (for example /cohere/v2/rerank, /tei/rerank).
-type rerankFake struct {
-	path       string
-	docsField  string // documents, texts or input
-	countField string // top_n, top_k or "" (always every document)
-	model      bool   // the body names the model
-	flag       string // the return-documents flag the format accepts
-	resultsKey string // results, data, or "" for a bare array
-	scoreKey   string
-	id         bool // the answer carries an id
+// rerankFormat is one provider's rerank wire format (WIRE_FORMATS R), as
+// the fake serves it under a prefix of its own (/cohere/v2/rerank,
+// /tei/rerank, …). Its rows are in formats.
+type rerankFormat struct {
+	modelInBody
+	id      string // the format's name
+	path    string // where it is served
+	docs    string // the documents field: documents, texts or input
+	count   string // top_n, top_k or "" (always every document)
+	named   bool   // the body names the model
+	flag    string // the return-documents flag the format accepts
+	results string // results, data, or "" for a bare array
+	score   string // the score's key in a result
+	withID  bool   // the answer carries an id
 }
 
-var rerankFakes = map[string]rerankFake{
-	"cohere":     {path: "/v2/rerank", docsField: "documents", countField: "top_n", model: true, resultsKey: "results", scoreKey: "relevance_score", id: true},
-	"jina":       {path: "/v1/rerank", docsField: "documents", countField: "top_n", model: true, flag: "return_documents", resultsKey: "results", scoreKey: "relevance_score"},
-	"voyage":     {path: "/v1/rerank", docsField: "documents", countField: "top_k", model: true, flag: "return_documents", resultsKey: "data", scoreKey: "relevance_score"},
-	"tei":        {path: "/rerank", docsField: "texts", flag: "return_text", scoreKey: "score"},
-	"vllm":       {path: "/v1/rerank", docsField: "documents", countField: "top_n", model: true, resultsKey: "results", scoreKey: "relevance_score", id: true},
-	"infinity":   {path: "/rerank", docsField: "documents", countField: "top_n", model: true, flag: "return_documents", resultsKey: "results", scoreKey: "relevance_score", id: true},
-	"together":   {path: "/v1/rerank", docsField: "documents", countField: "top_n", model: true, flag: "return_documents", resultsKey: "results", scoreKey: "relevance_score", id: true},
-	"mixedbread": {path: "/v1/reranking", docsField: "input", countField: "top_k", model: true, flag: "return_input", resultsKey: "data", scoreKey: "score"},
-}
+func (f *rerankFormat) name() string                                 { return f.id }
+func (f *rerankFormat) route(r *http.Request) routing                { return postTo(r, f.path) }
+func (f *rerankFormat) headers(http.Header, string)                  {}
+func (f *rerankFormat) authorized(r *http.Request, want string) bool { return keyOK(bearer(r), want) }
 
-func isRerank(path string) bool { _, _, ok := rerankRoute(path); return ok }
-
-// rerankRoute finds the rerank format a path belongs to.
-func rerankRoute(path string) (string, rerankFake, bool) {
-	name, rest, _ := strings.Cut(strings.TrimPrefix(path, "/"), "/")
-	f, ok := rerankFakes[name]
-	return name, f, ok && "/"+rest == f.path
+func (f *rerankFormat) fail(w http.ResponseWriter, r *http.Request, fl fault) {
+	msg := ""
+	switch fl {
+	case notFound:
+		msg = "Not Found: " + r.Method + " " + r.URL.Path
+	case tooLarge:
+		msg = msgTooLarge
+	case unreadable:
+		msg = msgUnreadable
+	case unauthorized:
+		msg = "invalid api token"
+	case rateLimited:
+		msg = "too many requests"
+	case serverError:
+		msg = "internal error"
+	case overloaded:
+		msg = "the server is overloaded"
+	}
+	f.error(w, fl.status(), msg)
 }
 
 // RerankScore is the fake's relevance of doc to query: the share of the
@@ -63,27 +72,15 @@ func RerankScore(query, doc string) float64 {
 	return float64(hit) / float64(len(words))
 }
 
-func (s *Server) serveRerank(w http.ResponseWriter, r *http.Request, body []byte, name string, f rerankFake, id string) {
-	scheme, key, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-	if scheme != "Bearer" || key == "" || (s.opts.OpenAIKey != "" && key != s.opts.OpenAIKey) {
-		rerankError(w, name, http.StatusUnauthorized, "invalid api token")
+func (f *rerankFormat) serve(c *call) {
+	if msg := f.check(c.body); msg != "" {
+		f.error(c.w, http.StatusBadRequest, msg)
 		return
 	}
-	if msg := f.check(body); msg != "" {
-		rerankError(w, name, http.StatusBadRequest, msg)
+	if c.scripted() {
 		return
 	}
-	req := gjson.ParseBytes(body)
-	model := req.Get("model").Str
-	switch {
-	case strings.Contains(model, "fail-429"):
-		w.Header().Set("Retry-After", "1")
-		rerankError(w, name, http.StatusTooManyRequests, "too many requests")
-		return
-	case strings.Contains(model, "fail-500"):
-		rerankError(w, name, http.StatusInternalServerError, "internal error")
-		return
-	}
+	req, model := gjson.ParseBytes(c.body), c.model
 
 	query := req.Get("query").Str
 	type result struct {
@@ -91,29 +88,29 @@ func (s *Server) serveRerank(w http.ResponseWriter, r *http.Request, body []byte
 		score float64
 	}
 	var results []result
-	for i, d := range req.Get(f.docsField).Array() {
+	for i, d := range req.Get(f.docs).Array() {
 		results = append(results, result{i, RerankScore(query, d.Str)})
 	}
 	if !strings.Contains(model, "unsorted") { // scripted: in request order, all of them
 		sort.SliceStable(results, func(i, j int) bool { return results[i].score > results[j].score })
-		if n := req.Get(f.countField).Int(); f.countField != "" && n > 0 && int(n) < len(results) {
+		if n := req.Get(f.count).Int(); f.count != "" && n > 0 && int(n) < len(results) {
 			results = results[:n]
 		}
 	}
 
 	b := make([]byte, 0, 64+48*len(results))
-	if f.resultsKey != "" {
+	if f.results != "" {
 		b = append(b, '{')
-		if f.id {
-			b = append(b, `"id":"`+name+`-`+id+`",`...)
+		if f.withID {
+			b = append(b, `"id":"`+f.id+`-`+c.id+`",`...)
 		}
-		if f.model {
+		if f.named {
 			b = append(b, `"model":`...)
 			b = appendString(b, model)
 			b = append(b, ',')
 		}
 		b = append(b, '"')
-		b = append(b, f.resultsKey...)
+		b = append(b, f.results...)
 		b = append(b, `":`...)
 	}
 	b = append(b, '[')
@@ -124,23 +121,23 @@ func (s *Server) serveRerank(w http.ResponseWriter, r *http.Request, body []byte
 		b = append(b, `{"index":`...)
 		b = strconv.AppendInt(b, int64(res.index), 10)
 		b = append(b, `,"`...)
-		b = append(b, f.scoreKey...)
+		b = append(b, f.score...)
 		b = append(b, `":`...)
 		b = strconv.AppendFloat(b, res.score, 'g', -1, 64)
 		b = append(b, '}')
 	}
 	b = append(b, ']')
-	if f.resultsKey != "" {
+	if f.results != "" {
 		b = append(b, `,"usage":{"total_tokens":`...)
 		b = strconv.AppendInt(b, int64(countWords(query)*len(results)), 10)
 		b = append(b, "}}"...)
 	}
-	writeJSON(w, http.StatusOK, b)
+	writeJSON(c.w, http.StatusOK, b)
 }
 
 // check validates a request as strictly as the format's API: only its own
 // field names, the required ones present.
-func (f rerankFake) check(body []byte) string {
+func (f *rerankFormat) check(body []byte) string {
 	if !validJSON(body) || !gjson.ParseBytes(body).IsObject() {
 		return "the body is not a JSON object"
 	}
@@ -149,13 +146,13 @@ func (f rerankFake) check(body []byte) string {
 	req.ForEach(func(k, v gjson.Result) bool {
 		switch k.Str {
 		case "query":
-		case f.docsField:
+		case f.docs:
 		case "model":
-			if !f.model {
+			if !f.named {
 				bad = "model: unknown field"
 			}
-		case f.countField:
-			if f.countField == "" || v.Type != gjson.Number || v.Int() < 1 {
+		case f.count:
+			if f.count == "" || v.Type != gjson.Number || v.Int() < 1 {
 				bad = k.Str + ": must be a positive integer"
 			}
 		case f.flag:
@@ -170,27 +167,27 @@ func (f rerankFake) check(body []byte) string {
 	if bad != "" {
 		return bad
 	}
-	if f.model && req.Get("model").Str == "" {
+	if f.named && req.Get("model").Str == "" {
 		return "model: field required"
 	}
 	if req.Get("query").Str == "" {
 		return "query: field required"
 	}
-	docs := req.Get(f.docsField)
+	docs := req.Get(f.docs)
 	if !docs.IsArray() || len(docs.Array()) == 0 {
-		return f.docsField + ": a non-empty list of strings is required"
+		return f.docs + ": a non-empty list of strings is required"
 	}
 	for _, d := range docs.Array() {
 		if d.Type != gjson.String || d.Str == "" {
-			return f.docsField + ": documents must be non-empty strings"
+			return f.docs + ": documents must be non-empty strings"
 		}
 	}
 	return ""
 }
 
-// rerankError writes an error in the format's own shape.
-func rerankError(w http.ResponseWriter, name string, status int, msg string) {
-	switch name {
+// error writes an error in the format's own shape.
+func (f *rerankFormat) error(w http.ResponseWriter, status int, msg string) {
+	switch f.id {
 	case "cohere":
 		writeJSON(w, status, append(appendString([]byte(`{"message":`), msg), '}'))
 	case "tei":

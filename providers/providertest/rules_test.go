@@ -88,9 +88,8 @@ func TestOpenAIRules(t *testing.T) {
 // TestOpenAIAccepts checks that valid requests the rules must not refuse
 // get answers.
 func TestOpenAIAccepts(t *testing.T) {
-	s := newFake(t)
 	const msgs = `"messages":[{"role":"user","content":"hi"}]`
-	for _, tc := range []struct{ name, body string }{
+	wantAnswered(t, oaPath, []namedBody{
 		{"every optional field", `{"model":"gpt","temperature":2,"top_p":0,"n":1,"stop":"x","max_tokens":null,"seed":1,"user":"u",` +
 			`"frequency_penalty":-2,"presence_penalty":2,"logprobs":false,"metadata":{"k":"v"},"store":false,"service_tier":"auto",` +
 			`"response_format":{"type":"json_schema","json_schema":{"name":"r","schema":{"type":"object"}}},"stream":false,` + msgs + `}`},
@@ -104,10 +103,19 @@ func TestOpenAIAccepts(t *testing.T) {
 		{"audio and file parts", `{"model":"gpt","messages":[{"role":"user","content":[{"type":"input_audio","input_audio":{"data":"AA==","format":"wav"}},{"type":"file","file":{"file_id":"f"}},{"type":"text","text":"b"}]}]}`},
 		{"assistant prefill", `{"model":"gpt","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}]}`},
 		{"calls answered, then more turns", `{"model":"gpt","messages":[` + oaToolTurn + `,{"role":"tool","tool_call_id":"call_1","content":"x"},{"role":"assistant","content":"ok"},{"role":"user","content":"c"}]}`},
-	} {
+	})
+}
+
+// namedBody is a request body and the name of its test.
+type namedBody struct{ name, body string }
+
+// wantAnswered checks that each body gets a 200 at path.
+func wantAnswered(t *testing.T, path string, cases []namedBody) {
+	t.Helper()
+	s := newFake(t)
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			res, body := post(t, s, oaPath, tc.body, oaAuth...)
-			if res.StatusCode != http.StatusOK {
+			if res, body := post(t, s, path, tc.body, authFor(path)...); res.StatusCode != http.StatusOK {
 				t.Fatalf("%d %s", res.StatusCode, body)
 			}
 		})
@@ -181,27 +189,19 @@ func TestAnthropicRules(t *testing.T) {
 // TestAnthropicAccepts checks that valid requests the rules must not refuse
 // get answers.
 func TestAnthropicAccepts(t *testing.T) {
-	s := newFake(t)
-	for _, tc := range []struct{ name, body string }{
+	wantAnswered(t, anPath, []namedBody{
 		{"documents", `{"model":"c","max_tokens":5,"messages":[{"role":"user","content":[` +
 			`{"type":"document","source":{"type":"base64","media_type":"application/pdf","data":"AA=="}},` +
 			`{"type":"document","source":{"type":"text","media_type":"text/plain","data":"doc"}},` +
 			`{"type":"document","source":{"type":"url","url":"https://x/y.pdf"}},{"type":"text","text":"q"}]}]}`},
 		{"rich tool result", `{"model":"c","max_tokens":5,"messages":[{"role":"user","content":"q"},` +
-			`{"role":"assistant","content":[{"type":"thinking","thinking":"hm","signature":"s"},{"type":"tool_use","id":"t1","name":"f","input":{"a":1}}]},` +
+			`{"role":"assistant","content":[{"type":"thinking","thinking":"hm","signature":"` + thinkingSignature("hm") + `"},{"type":"tool_use","id":"t1","name":"f","input":{"a":1}}]},` +
 			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","is_error":true,"content":[{"type":"text","text":"x"},{"type":"image","source":{"type":"url","url":"u"}}]},{"type":"text","text":"go on"}]}]}`},
 		{"tool_result without content", `{"model":"c","max_tokens":5,"messages":[{"role":"user","content":"q"},` +
 			`{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"f","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1"}]}]}`},
 		{"tool_use as the last turn", `{"model":"c","max_tokens":5,"messages":[{"role":"user","content":"q"},{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"f","input":{}}]}]}`},
 		{"newer fields", `{"model":"c","max_tokens":5,"top_k":0,"top_p":1,"stream":false,"inference_geo":"us","messages":[{"role":"user","content":"q"}]}`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			res, body := post(t, s, anPath, tc.body, anAuth...)
-			if res.StatusCode != http.StatusOK {
-				t.Fatalf("%d %s", res.StatusCode, body)
-			}
-		})
-	}
+	})
 }
 
 // TestConversationEnds checks how both formats answer the ends of a

@@ -141,12 +141,24 @@ func notExist(key string) error {
 	return fmt.Errorf("%s: %w", key, fs.ErrNotExist)
 }
 
-// storeScript: KEYS[1] file, KEYS[2..] the directories up to the root;
-// ARGV[1] value, ARGV[2] modified ms, ARGV[3..] the names in them.
+// storeScript: KEYS[1] the file, KEYS[2] the directory of the same name,
+// KEYS[3..2+n] the n directories up to the root, KEYS[3+n..2+2n] the same
+// n paths as files; ARGV[1] value, ARGV[2] modified ms, ARGV[3..2+n] the
+// names in the directories. As on a file system, a value is not stored
+// over a directory nor under a value.
 var storeScript = redis.NewScript(`
+local n = (#KEYS - 2) / 2
+if redis.call('EXISTS', KEYS[2]) == 1 then
+	return redis.error_reply('ERR is a directory')
+end
+for i = 1, n do
+	if redis.call('EXISTS', KEYS[2 + n + i]) == 1 then
+		return redis.error_reply('ERR a parent is a file')
+	end
+end
 redis.call('HSET', KEYS[1], 'v', ARGV[1], 'm', ARGV[2])
-for i = 2, #KEYS do
-	redis.call('SADD', KEYS[i], ARGV[i + 1])
+for i = 1, n do
+	redis.call('SADD', KEYS[2 + i], ARGV[2 + i])
 end
 return 1
 `)
@@ -158,7 +170,12 @@ func (s *Storage) Store(ctx context.Context, key string, value []byte) error {
 		return errors.New("redis storage: Store needs a key")
 	}
 	dirs, names := s.ancestors(key)
-	keys := append([]string{s.fileKey(key)}, dirs...)
+	keys := make([]string, 0, 2+2*len(dirs))
+	keys = append(keys, s.fileKey(key), s.dirKey(key))
+	keys = append(keys, dirs...)
+	for i := range dirs {
+		keys = append(keys, s.fileKey(strings.TrimPrefix(dirs[i], s.dirKey(""))))
+	}
 	args := make([]any, 0, 2+len(names))
 	args = append(args, value, time.Now().UnixMilli())
 	for _, n := range names {

@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/modelgate/modelgate/internal/redistest"
+	"github.com/modelgate/modelgate/internal/storagetest"
 	"github.com/modelgate/modelgate/state/redisclient"
 	"github.com/modelgate/modelgate/state/redisstore"
 )
@@ -480,4 +481,13 @@ func TestRedisKilledAndRestarted(t *testing.T) {
 			t.Fatalf("k/%d = %q, %v", i, b, err)
 		}
 	}
+}
+
+// The storage contract the engines rely on (internal/storagetest), as
+// Caddy's file system storage answers it.
+func TestConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	storagetest.Conformance(t, func(t *testing.T) certmagic.Storage {
+		return newStore(t, srv.Addr, redisstore.Options{})
+	})
 }

@@ -93,9 +93,10 @@ func (p *Provider) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 // Base returns the provider's common configuration.
 func (p *Provider) Base() *caddymodule.ProviderBase { return &p.ProviderBase }
 
-// Endpoints returns the translators: Anthropic serves chat.
+// Endpoints returns the translators: Anthropic serves chat, and the
+// Messages API passes through.
 func (p *Provider) Endpoints() caddymodule.Endpoints {
-	return caddymodule.Endpoints{Chat: p.chat}
+	return caddymodule.Endpoints{Chat: p.chat, Messages: anthropic.Native{Version: p.Version}}
 }
 
 // Interface guards

@@ -1,0 +1,143 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/tidwall/gjson"
+
+	"github.com/modelgate/modelgate/providers/providertest"
+)
+
+// TestIntegrationEmbeddings sends embeddings through every provider type
+// that serves them with the OpenAI SDK, which decodes base64 itself: every
+// value of every vector, as float32, is the provider's exactly, in both
+// encodings, with the dimensions asked for; usage counts; token-id inputs
+// where the provider takes them; a batch of embeddings lines.
+func TestIntegrationEmbeddings(t *testing.T) {
+	fake, _ := startProviders(t)
+	c := sdk(aliceKey)
+	ctx := context.Background()
+	texts := []string{"the red fox", "a blue whale swims far", "ünïcødé \"quoted\""}
+	for _, tc := range []struct {
+		model  string
+		dims   int64 // 0: the provider's own
+		tokens bool  // takes token ids
+	}{
+		{"openai/text-embedding-3-small", 256, true},
+		{"azure/text-embedding-3-large", 32, true},
+		{"azure_v1/prod-embed", 0, true},
+		{"azure_entra/prod-embed", 0, true},
+		{"vllm/bge-m3", 16, true},
+		{"ollama/nomic-embed-text", 8, false},
+		{"infinity/bge-small", 0, false},
+		{"together/m2-bert", 0, false},
+		{"tei/bge-base", 0, false},
+		{"mistral/mistral-embed", 128, false},
+		{"voyage/voyage-3.5", 512, false},
+		{"jina/jina-embeddings-v3", 64, false},
+		{"embed-fallback", 0, true},
+	} {
+		t.Run(tc.model, func(t *testing.T) {
+			for _, enc := range []openai.EmbeddingNewParamsEncodingFormat{openai.EmbeddingNewParamsEncodingFormatBase64, openai.EmbeddingNewParamsEncodingFormatFloat} {
+				p := openai.EmbeddingNewParams{Model: tc.model, EncodingFormat: enc,
+					Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: texts}}
+				if tc.dims > 0 {
+					p.Dimensions = openai.Int(tc.dims)
+				}
+				res, err := c.Embeddings.New(ctx, p)
+				if err != nil {
+					t.Fatalf("%s: %v", enc, err)
+				}
+				dims := int(tc.dims)
+				if dims == 0 {
+					dims = providertest.EmbeddingDims
+				}
+				if len(res.Data) != len(texts) || res.Model != tc.model || res.Usage.PromptTokens != 10 || res.Usage.TotalTokens != 10 {
+					t.Fatalf("%s: %d vectors, model %q, usage %+v", enc, len(res.Data), res.Model, res.Usage)
+				}
+				if raw := res.Data[0].JSON.Embedding.Raw(); (enc == "base64") != strings.HasPrefix(raw, `"`) {
+					t.Fatalf("%s asked, got %.40s", enc, raw)
+				}
+				for i, d := range res.Data {
+					want := providertest.EmbeddingVector(texts[i], dims)
+					if d.Index != int64(i) || len(d.Embedding) != len(want) {
+						t.Fatalf("%s: item %d index %d, %d values, want %d", enc, i, d.Index, len(d.Embedding), len(want))
+					}
+					for j, v := range d.Embedding {
+						// base64 carries the float32 itself; a decimal number
+						// parses to the float64 nearest it, which converts
+						// back to that float32.
+						exact := enc != "base64" || float64(float32(v)) == v
+						if math.Float32bits(float32(v)) != math.Float32bits(want[j]) || !exact {
+							t.Fatalf("%s: vector %d value %d is %v, the provider's is %v", enc, i, j, v, want[j])
+						}
+					}
+				}
+			}
+			if tc.tokens {
+				res, err := c.Embeddings.New(ctx, openai.EmbeddingNewParams{Model: tc.model,
+					Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfTokenArrays: [][]int64{{1, 2}, {3}}}})
+				if err != nil || len(res.Data) != 2 || float32(res.Data[1].Embedding[0]) != providertest.EmbeddingVector("tok3", providertest.EmbeddingDims)[0] {
+					t.Fatalf("token ids: %v", err)
+				}
+			}
+		})
+	}
+
+	t.Run("refused where the provider cannot", func(t *testing.T) {
+		var apiErr *openai.Error
+		_, err := c.Embeddings.New(ctx, openai.EmbeddingNewParams{Model: "tei/bge", Dimensions: openai.Int(8),
+			Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String("x")}})
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Code != "unsupported_parameter" || apiErr.Param != "dimensions" {
+			t.Errorf("tei dimensions: %v", err)
+		}
+		_, err = c.Embeddings.New(ctx, openai.EmbeddingNewParams{Model: "anthropic/claude",
+			Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String("x")}})
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Code != "unsupported_endpoint" {
+			t.Errorf("a chat-only provider: %v", err)
+		}
+		_, err = c.Embeddings.New(ctx, openai.EmbeddingNewParams{Model: "openai/m",
+			Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: []string{"a", ""}}})
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Param != "input[1]" {
+			t.Errorf("an empty input: %v", err)
+		}
+	})
+
+	t.Run("input_type reaches the providers that take one", func(t *testing.T) {
+		for _, model := range []string{"voyage/voyage-3.5", "jina/jina-embeddings-v3"} {
+			before := len(fake.Requests())
+			status, body, _ := request(t, "POST", gatewayBase+"/v1/embeddings",
+				`{"model":"`+model+`","input":"q","input_type":"query"}`, "Authorization", "Bearer "+aliceKey)
+			sent := fake.Requests()[before:]
+			if status != 200 || len(sent) != 1 {
+				t.Fatalf("%d %s", status, body)
+			}
+			field, want := "input_type", "query"
+			if strings.HasPrefix(model, "jina") {
+				field, want = "task", "retrieval.query"
+			}
+			if got := gjson.GetBytes(sent[0].Body, field).Str; got != want {
+				t.Errorf("%s got %s=%q", model, field, got)
+			}
+		}
+	})
+
+	t.Run("batch lines", func(t *testing.T) {
+		f := uploadLines(t, c, []string{
+			`{"custom_id":"e1","method":"POST","url":"/v1/embeddings","body":{"model":"openai/text-embedding-3-small","input":"the red fox","encoding_format":"base64"}}`,
+			`{"custom_id":"e2","method":"POST","url":"/v1/embeddings","body":{"model":"voyage/voyage-3.5","input":["a","b c"],"dimensions":4}}`,
+		})
+		b := waitBatch(t, c, newBatch(t, c, f.ID, "/v1/embeddings").ID, 20*time.Second, "completed", "failed")
+		out := fileLines(t, c, b.OutputFileID)
+		if b.Status != "completed" || len(out["e2"].Get("response.body.data").Array()) != 2 ||
+			out["e1"].Get("response.body.data.0.embedding").Type != gjson.String || b.Usage.InputTokens != 6 {
+			t.Errorf("batch %s, usage %+v: %v", b.Status, b.Usage, out)
+		}
+	})
+}

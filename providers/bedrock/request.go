@@ -1,0 +1,1133 @@
+package bedrock
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/modelgate/modelgate/providers"
+)
+
+// request holds the unified request fields the translation reads. The zero
+// gjson.Result stands for an absent field.
+type request struct {
+	messages, maxTokens, maxCompletionTokens, stop, temperature, topP, stream gjson.Result
+	tools, toolChoice, responseFormat, reasoningEffort, metadata, serviceTier gjson.Result
+}
+
+// set records one top-level field of the unified request, or rejects it
+// when Converse cannot express it. Fields not listed are dropped.
+func (r *request) set(key string, v gjson.Result) error {
+	switch key {
+	case "messages":
+		r.messages = v
+	case "max_tokens":
+		r.maxTokens = v
+	case "max_completion_tokens":
+		r.maxCompletionTokens = v
+	case "stop":
+		r.stop = v
+	case "temperature":
+		r.temperature = v
+	case "top_p":
+		r.topP = v
+	case "stream":
+		r.stream = v
+	case "tools":
+		r.tools = v
+	case "tool_choice":
+		r.toolChoice = v
+	case "response_format":
+		r.responseFormat = v
+	case "reasoning_effort":
+		r.reasoningEffort = v
+	case "metadata":
+		r.metadata = v
+	case "service_tier":
+		r.serviceTier = v
+	case "n":
+		if v.Type == gjson.Number && v.Int() > 1 {
+			return providers.Unsupported("n", providerName)
+		}
+	case "logprobs":
+		if v.Type == gjson.True {
+			return providers.Unsupported("logprobs", providerName)
+		}
+	case "audio", "functions", "function_call", "web_search_options":
+		if v.Exists() && v.Type != gjson.Null {
+			return providers.Unsupported(key, providerName)
+		}
+	case "modalities":
+		audio := false
+		v.ForEach(func(_, m gjson.Result) bool {
+			audio = m.Str == "audio"
+			return !audio
+		})
+		if audio {
+			return unsupported("modalities", "audio output is not supported by provider type "+providerName)
+		}
+	}
+	return nil
+}
+
+// unsupported is providers.Unsupported with a more specific message.
+func unsupported(param, msg string) *providers.Error {
+	e := providers.Unsupported(param, providerName)
+	e.Message = msg
+	return e
+}
+
+// ChatRequest translates a unified chat request, already checked by
+// providers.ValidateChat, into a Converse request for model (a model id,
+// an inference profile id such as "us.anthropic.claude-…", or an ARN), or a
+// ConverseStream request when the body asks for a stream.
+//
+// System and developer messages become the top-level system blocks; tool
+// results become toolResult blocks in user turns; consecutive messages of
+// the same resulting role merge into one turn. Features Converse lacks (n >
+// 1, logprobs, audio output, web search, http image URLs, file ids, custom
+// tools) are rejected with a 400; parameters without an equivalent (seed,
+// penalties, logit_bias, store, user, …) are dropped.
+func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) {
+	var req providers.Request
+	var r request
+	var err error
+	gjson.ParseBytes(body).ForEach(func(key, v gjson.Result) bool {
+		err = r.set(key.Str, v)
+		return err == nil
+	})
+	if err != nil {
+		return req, err
+	}
+
+	stream := r.stream.Type == gjson.True
+	if req.Path, err = Path(model, stream); err != nil {
+		return req, err
+	}
+	if stream {
+		req.Header = http.Header{"Accept": {EventStreamContentType}}
+		req.Framing = EventStream
+	} else {
+		req.Header = http.Header{"Accept": {"application/json"}}
+	}
+
+	fam := familyOf(model)
+	maxTokens := int64(0)
+	switch {
+	case r.maxCompletionTokens.Type == gjson.Number:
+		maxTokens = r.maxCompletionTokens.Int()
+	case r.maxTokens.Type == gjson.Number:
+		maxTokens = r.maxTokens.Int()
+	}
+	think, err := planReasoning(fam, r.reasoningEffort, &maxTokens)
+	if err != nil {
+		return req, err
+	}
+	format, err := c.planFormat(r.responseFormat)
+	if err != nil {
+		return req, err
+	}
+
+	b := make([]byte, 0, len(body)+256)
+	b = append(b, '{')
+	var stack [16]message
+	msgs := parseMessages(stack[:0], r.messages)
+	var hist history
+	// Signed reasoning is Claude's: other families never gave any, so a
+	// thinking block in their history comes from another provider and
+	// would be refused.
+	keepThinking := fam.provider == "anthropic" || fam.provider == ""
+	if b, err = appendMessages(b, msgs, keepThinking, &hist); err != nil {
+		return req, err
+	}
+	b = appendSystem(b, msgs)
+	b = appendInference(b, maxTokens, r.temperature, r.topP, r.stop)
+	if b, err = appendToolConfig(b, r.tools, r.toolChoice, &format, &hist); err != nil {
+		return req, err
+	}
+	if len(think.fields) > 0 {
+		b = append(b, `,"additionalModelRequestFields":{`...)
+		b = append(b, think.fields...)
+		b = append(b, '}')
+	}
+	b = appendOutputConfig(b, &format, think.effort)
+	b = appendServiceTier(b, r.serviceTier)
+	b = appendRequestMetadata(b, r.metadata)
+
+	req.Body = append(b, '}')
+	return req, nil
+}
+
+// message holds the fields of one unified message that the translation
+// reads.
+type message struct {
+	role                                           string
+	content, toolCalls, toolCallID, thinkingBlocks gjson.Result
+}
+
+// parseMessages appends the messages of the array v to msgs. Like gjson's
+// Get, which ValidateChat uses, it takes the first of duplicate keys.
+func parseMessages(msgs []message, v gjson.Result) []message {
+	v.ForEach(func(_, m gjson.Result) bool {
+		var msg message
+		var role gjson.Result
+		m.ForEach(func(key, v gjson.Result) bool {
+			var field *gjson.Result
+			switch key.Str {
+			case "role":
+				field = &role
+			case "content":
+				field = &msg.content
+			case "tool_calls":
+				field = &msg.toolCalls
+			case "tool_call_id":
+				field = &msg.toolCallID
+			case "thinking_blocks":
+				field = &msg.thinkingBlocks
+			default:
+				return true
+			}
+			if !field.Exists() {
+				*field = v
+			}
+			return true
+		})
+		msg.role = role.Str
+		msgs = append(msgs, msg)
+		return true
+	})
+	return msgs
+}
+
+// isSystem reports whether a unified role goes to the top-level system.
+func isSystem(role string) bool { return role == "system" || role == "developer" }
+
+// history is what the messages tell the tool configuration: whether they
+// hold toolUse or toolResult blocks (Converse then requires a toolConfig)
+// and the names of the tools called.
+type history struct {
+	toolBlocks bool
+	toolNames  []string
+}
+
+func (h *history) addName(name string) {
+	for _, n := range h.toolNames {
+		if n == name {
+			return
+		}
+	}
+	h.toolNames = append(h.toolNames, name)
+}
+
+// turns writes "messages": it opens a turn when the first block of a role
+// comes and merges the blocks of consecutive messages of one role, so
+// Converse's alternation of user and assistant holds. Messages that give no
+// block (empty text) do not open a turn.
+type turns struct {
+	b      []byte
+	role   string // role of the open turn, "" before the first
+	blocks int    // blocks in the open turn
+	n      int    // turns written
+	docs   []string
+
+	// keepThinking restores assistant messages' thinking_blocks.
+	keepThinking bool
+}
+
+// block prepares b for the next block of a turn of role.
+func (t *turns) block(role string) {
+	if t.role != role {
+		if t.role != "" {
+			t.b = append(t.b, "]}"...)
+		}
+		if t.n > 0 {
+			t.b = append(t.b, ',')
+		}
+		t.n++
+		t.role = role
+		t.blocks = 0
+		t.b = append(t.b, `{"role":"`...)
+		t.b = append(t.b, role...)
+		t.b = append(t.b, `","content":[`...)
+	}
+	if t.blocks > 0 {
+		t.b = append(t.b, ',')
+	}
+	t.blocks++
+}
+
+// appendMessages appends "messages":[…] for every non-system message; it
+// is the body's first member.
+func appendMessages(b []byte, msgs []message, keepThinking bool, hist *history) ([]byte, error) {
+	t := turns{b: append(b, `"messages":[`...), keepThinking: keepThinking}
+	for i := range msgs {
+		m := &msgs[i]
+		var err error
+		switch m.role {
+		case "user":
+			err = t.userBlocks(m, i)
+		case "assistant":
+			err = t.assistantBlocks(m, i, hist)
+		case "tool":
+			t.toolResult(m, hist)
+		}
+		if err != nil {
+			return t.b, err
+		}
+	}
+	if t.role != "" {
+		t.b = append(t.b, "]}"...)
+	}
+	return append(t.b, ']'), nil
+}
+
+// text appends a text block for the JSON string v of a message of role,
+// unless it is empty: Converse rejects blank text blocks.
+func (t *turns) text(role string, v gjson.Result) {
+	if v.Type != gjson.String || v.Str == "" {
+		return
+	}
+	t.block(role)
+	t.b = append(t.b, `{"text":`...)
+	t.b = append(t.b, v.Raw...)
+	t.b = append(t.b, '}')
+}
+
+// partText is the text of a text or refusal content part.
+func partText(part gjson.Result) gjson.Result {
+	if part.Get("type").Str == "refusal" {
+		return part.Get("refusal")
+	}
+	return part.Get("text")
+}
+
+// texts appends text blocks for content that is a string or an array of
+// text (or refusal) parts.
+func (t *turns) texts(role string, content gjson.Result) {
+	if content.Type == gjson.String {
+		t.text(role, content)
+		return
+	}
+	content.ForEach(func(_, part gjson.Result) bool {
+		t.text(role, partText(part))
+		return true
+	})
+}
+
+func partParam(i, j int) string {
+	return "messages[" + strconv.Itoa(i) + "].content[" + strconv.Itoa(j) + "]"
+}
+
+// userBlocks appends the blocks of user message i.
+func (t *turns) userBlocks(m *message, i int) error {
+	if m.content.Type == gjson.String {
+		t.text("user", m.content)
+		return nil
+	}
+	var err error
+	j := 0
+	m.content.ForEach(func(_, part gjson.Result) bool {
+		switch part.Get("type").Str {
+		case "image_url":
+			err = t.image(part.Get("image_url.url").Str, partParam(i, j)+".image_url.url")
+		case "input_audio":
+			err = t.audio(part.Get("input_audio"), partParam(i, j)+".input_audio")
+		case "file":
+			err = t.document(part.Get("file"), partParam(i, j)+".file")
+		default: // text, refusal
+			t.text("user", partText(part))
+		}
+		j++
+		return err == nil
+	})
+	return err
+}
+
+// image appends an image block: base64 bytes for a data: URL, an
+// s3Location for an s3:// URL. Bedrock fetches no http(s) URLs.
+func (t *turns) image(u, param string) error {
+	switch {
+	case hasPrefixFold(u, "data:"):
+		media, data, err := parseDataURL(u, param)
+		if err != nil {
+			return err
+		}
+		format := imageFormat(media)
+		if format == "" {
+			return providers.InvalidParam(param,
+				"Bedrock takes png, jpeg, gif and webp images, not %s", media)
+		}
+		t.block("user")
+		t.b = append(t.b, `{"image":{"format":"`...)
+		t.b = append(t.b, format...)
+		t.b = append(t.b, `","source":{"bytes":`...)
+		t.b = providers.AppendString(t.b, data)
+		t.b = append(t.b, "}}}"...)
+	case hasPrefixFold(u, "s3://"):
+		format := imageFormat(mediaByExtension(u))
+		if format == "" {
+			return providers.InvalidParam(param,
+				"an s3:// image URL must end in .png, .jpg, .jpeg, .gif or .webp")
+		}
+		t.block("user")
+		t.b = append(t.b, `{"image":{"format":"`...)
+		t.b = append(t.b, format...)
+		t.b = append(t.b, `","source":{"s3Location":{"uri":`...)
+		t.b = providers.AppendString(t.b, u)
+		t.b = append(t.b, "}}}}"...)
+	case hasPrefixFold(u, "http://"), hasPrefixFold(u, "https://"):
+		return unsupported(param, "image URLs are not supported by provider type "+providerName+
+			": Bedrock cannot fetch images; send the image as a data: URL (base64) or an s3:// URL")
+	default:
+		return providers.InvalidParam(param, "an image URL must be a data:, s3:// or http(s) URL")
+	}
+	return nil
+}
+
+// audioFormats are the audio formats Converse's AudioBlock takes.
+var audioFormats = map[string]bool{
+	"mp3": true, "opus": true, "wav": true, "aac": true, "flac": true, "mp4": true, "ogg": true,
+	"mkv": true, "mka": true, "x-aac": true, "m4a": true, "mpeg": true, "mpga": true, "pcm": true, "webm": true,
+}
+
+// audio appends an audio block for an input_audio part.
+func (t *turns) audio(v gjson.Result, param string) error {
+	data, format := v.Get("data"), v.Get("format")
+	if data.Type != gjson.String || data.Str == "" {
+		return providers.InvalidParam(param+".data", "an input_audio part needs base64 data")
+	}
+	if !audioFormats[format.Str] {
+		return providers.InvalidParam(param+".format", "unknown audio format %q", format.Str)
+	}
+	t.block("user")
+	t.b = append(t.b, `{"audio":{"format":`...)
+	t.b = append(t.b, format.Raw...)
+	t.b = append(t.b, `,"source":{"bytes":`...)
+	t.b = append(t.b, data.Raw...)
+	t.b = append(t.b, "}}}"...)
+	return nil
+}
+
+// documentFormats maps media types to Converse's document formats.
+var documentFormats = map[string]string{
+	"application/pdf":    "pdf",
+	"text/csv":           "csv",
+	"application/msword": "doc",
+	"application/vnd.openxmlformats-officedocument.wordprocessingml.document": "docx",
+	"application/vnd.ms-excel": "xls",
+	"application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": "xlsx",
+	"text/html":     "html",
+	"text/plain":    "txt",
+	"text/markdown": "md",
+}
+
+// document appends a document block for a file part with file_data (a
+// data: URL, or bare base64 whose format the filename's extension gives).
+func (t *turns) document(f gjson.Result, param string) error {
+	if f.Get("file_id").Exists() && !f.Get("file_data").Exists() {
+		return unsupported(param+".file_id", "file ids are not supported by provider type "+providerName+
+			": send the file's content as file_data")
+	}
+	fd := f.Get("file_data")
+	if fd.Type != gjson.String || fd.Str == "" {
+		return providers.InvalidParam(param+".file_data", "a file part needs file_data")
+	}
+	filename := f.Get("filename").Str
+	var format, data string
+	if hasPrefixFold(fd.Str, "data:") {
+		media, d, err := parseDataURL(fd.Str, param+".file_data")
+		if err != nil {
+			return err
+		}
+		format, data = documentFormats[strings.ToLower(media)], d
+	} else {
+		data = fd.Str
+	}
+	if format == "" {
+		format = documentFormats[mediaByExtension(filename)]
+	}
+	if format == "" {
+		return providers.InvalidParam(param, "Bedrock takes pdf, csv, doc, docx, xls, xlsx, html, txt and md "+
+			"documents: give file_data as a data: URL with the media type, or a filename with the extension")
+	}
+	t.block("user")
+	t.b = append(t.b, `{"document":{"format":"`...)
+	t.b = append(t.b, format...)
+	t.b = append(t.b, `","name":`...)
+	t.b = providers.AppendString(t.b, t.documentName(filename))
+	t.b = append(t.b, `,"source":{"bytes":`...)
+	t.b = providers.AppendString(t.b, data)
+	t.b = append(t.b, "}}}"...)
+	return nil
+}
+
+// documentName makes a document name Converse accepts (letters, digits,
+// single spaces, hyphens, parentheses and square brackets) from a filename
+// without its extension, unique within the request.
+func (t *turns) documentName(filename string) string {
+	if i := strings.LastIndexByte(filename, '.'); i > 0 {
+		filename = filename[:i]
+	}
+	var sb strings.Builder
+	space := false
+	for _, r := range filename {
+		switch {
+		case r < 0x80 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' ||
+			r == '-' || r == '(' || r == ')' || r == '[' || r == ']'):
+			if space && sb.Len() > 0 {
+				sb.WriteByte(' ')
+			}
+			space = false
+			sb.WriteRune(r)
+		case r == ' ' || r == '\t' || r == '_' || r == '.':
+			space = true
+		default:
+			if space && sb.Len() > 0 {
+				sb.WriteByte(' ')
+			}
+			space = false
+			sb.WriteByte('-')
+		}
+		if sb.Len() >= 100 {
+			break
+		}
+	}
+	name := sb.String()
+	if name == "" {
+		name = "document"
+	}
+	base := name
+	for n := 2; ; n++ {
+		dup := false
+		for _, d := range t.docs {
+			if d == name {
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			break
+		}
+		name = base + " (" + strconv.Itoa(n) + ")"
+	}
+	t.docs = append(t.docs, name)
+	return name
+}
+
+// parseDataURL splits data:<media type>;base64,<data>.
+func parseDataURL(u, param string) (media, data string, err error) {
+	meta, data, ok := strings.Cut(u[len("data:"):], ",")
+	media, _, _ = strings.Cut(meta, ";")
+	if !ok || media == "" || !strings.HasSuffix(strings.ToLower(meta), ";base64") || data == "" {
+		return "", "", providers.InvalidParam(param, "a data URL must look like data:<media type>;base64,<data>")
+	}
+	return media, data, nil
+}
+
+// imageFormat maps an image media type to Converse's image format.
+func imageFormat(media string) string {
+	switch strings.ToLower(media) {
+	case "image/png":
+		return "png"
+	case "image/jpeg", "image/jpg":
+		return "jpeg"
+	case "image/gif":
+		return "gif"
+	case "image/webp":
+		return "webp"
+	}
+	return ""
+}
+
+// mediaByExtension guesses a media type from a file name or URL's
+// extension, for the formats Converse knows.
+func mediaByExtension(name string) string {
+	if i := strings.IndexAny(name, "?#"); i >= 0 && hasPrefixFold(name, "s3://") {
+		name = name[:i]
+	}
+	i := strings.LastIndexByte(name, '.')
+	if i < 0 {
+		return ""
+	}
+	switch strings.ToLower(name[i+1:]) {
+	case "png":
+		return "image/png"
+	case "jpg", "jpeg":
+		return "image/jpeg"
+	case "gif":
+		return "image/gif"
+	case "webp":
+		return "image/webp"
+	case "pdf":
+		return "application/pdf"
+	case "csv":
+		return "text/csv"
+	case "doc":
+		return "application/msword"
+	case "docx":
+		return "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+	case "xls":
+		return "application/vnd.ms-excel"
+	case "xlsx":
+		return "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+	case "html", "htm":
+		return "text/html"
+	case "txt":
+		return "text/plain"
+	case "md", "markdown":
+		return "text/markdown"
+	}
+	return ""
+}
+
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
+
+// assistantBlocks appends the blocks of assistant message i: its signed
+// reasoning (thinking_blocks, restored exactly and first, as Bedrock
+// returned them, for Claude models), its text, then a toolUse block per
+// tool call.
+func (t *turns) assistantBlocks(m *message, i int, hist *history) error {
+	if err := t.reasoning(m.thinkingBlocks, "messages["+strconv.Itoa(i)+"].thinking_blocks"); err != nil {
+		return err
+	}
+	t.texts("assistant", m.content)
+	var err error
+	j := 0
+	m.toolCalls.ForEach(func(_, call gjson.Result) bool {
+		fn := call.Get("function")
+		input := strings.TrimSpace(fn.Get("arguments").Str)
+		if input == "" {
+			input = "{}"
+		} else if input[0] != '{' || !providers.ValidJSON([]byte(input)) {
+			err = providers.InvalidParam(
+				"messages["+strconv.Itoa(i)+"].tool_calls["+strconv.Itoa(j)+"].function.arguments",
+				"function.arguments must be a JSON object encoded as a string")
+			return false
+		}
+		name := fn.Get("name")
+		hist.toolBlocks = true
+		hist.addName(name.Str)
+		t.block("assistant")
+		t.b = append(t.b, `{"toolUse":{"toolUseId":`...)
+		t.b = providers.AppendString(t.b, toolUseID(call.Get("id").Str))
+		t.b = append(t.b, `,"name":`...)
+		t.b = appendRawString(t.b, name)
+		t.b = append(t.b, `,"input":`...)
+		t.b = compactJSON(t.b, input)
+		t.b = append(t.b, "}}"...)
+		j++
+		return true
+	})
+	return err
+}
+
+// reasoning appends a reasoningContent block for each of a message's
+// thinking_blocks: {"type":"thinking","thinking","signature"} becomes
+// reasoningText {text, signature}, {"type":"redacted_thinking","data"}
+// becomes redactedContent (base64, as Bedrock gave it).
+func (t *turns) reasoning(blocks gjson.Result, param string) error {
+	if !t.keepThinking || !blocks.Exists() || blocks.Type == gjson.Null {
+		return nil
+	}
+	if !blocks.IsArray() {
+		return providers.InvalidParam(param, "thinking_blocks must be an array")
+	}
+	var err error
+	k := 0
+	blocks.ForEach(func(_, tb gjson.Result) bool {
+		p := param + "[" + strconv.Itoa(k) + "]"
+		k++
+		switch typ := tb.Get("type").Str; typ {
+		case "thinking":
+			text, sig := tb.Get("thinking"), tb.Get("signature")
+			if text.Type != gjson.String {
+				err = providers.InvalidParam(p+".thinking", "a thinking block needs its thinking text")
+				return false
+			}
+			if sig.Exists() && sig.Type != gjson.String && sig.Type != gjson.Null {
+				err = providers.InvalidParam(p+".signature", "signature must be a string")
+				return false
+			}
+			t.block("assistant")
+			t.b = append(t.b, `{"reasoningContent":{"reasoningText":{"text":`...)
+			t.b = append(t.b, text.Raw...)
+			if sig.Type == gjson.String && sig.Str != "" {
+				t.b = append(t.b, `,"signature":`...)
+				t.b = append(t.b, sig.Raw...)
+			}
+			t.b = append(t.b, "}}}"...)
+		case "redacted_thinking":
+			data := tb.Get("data")
+			if data.Type != gjson.String || data.Str == "" {
+				err = providers.InvalidParam(p+".data", "a redacted_thinking block needs its data")
+				return false
+			}
+			t.block("assistant")
+			t.b = append(t.b, `{"reasoningContent":{"redactedContent":`...)
+			t.b = append(t.b, data.Raw...)
+			t.b = append(t.b, "}}"...)
+		default:
+			err = providers.InvalidParam(p+".type", "a thinking block's type is thinking or redacted_thinking, not %q", typ)
+			return false
+		}
+		return true
+	})
+	return err
+}
+
+// emptyToolResult stands for a tool's empty output: Converse rejects blank
+// text blocks, in tool results too.
+const emptyToolResult = "(empty result)"
+
+// toolResult appends the toolResult block for a tool message. Text that is
+// a JSON object goes as a json block, other text as a text block.
+func (t *turns) toolResult(m *message, hist *history) {
+	hist.toolBlocks = true
+	t.block("user")
+	t.b = append(t.b, `{"toolResult":{"toolUseId":`...)
+	t.b = providers.AppendString(t.b, toolUseID(m.toolCallID.Str))
+	t.b = append(t.b, `,"content":[`...)
+	n := 0
+	add := func(v gjson.Result) {
+		if v.Type != gjson.String || strings.TrimSpace(v.Str) == "" {
+			return
+		}
+		if n > 0 {
+			t.b = append(t.b, ',')
+		}
+		n++
+		if s := strings.TrimSpace(v.Str); s[0] == '{' && providers.ValidJSON([]byte(s)) {
+			t.b = append(t.b, `{"json":`...)
+			t.b = compactJSON(t.b, s)
+		} else {
+			t.b = append(t.b, `{"text":`...)
+			t.b = append(t.b, v.Raw...)
+		}
+		t.b = append(t.b, '}')
+	}
+	if m.content.Type == gjson.String {
+		add(m.content)
+	} else {
+		m.content.ForEach(func(_, part gjson.Result) bool {
+			add(partText(part))
+			return true
+		})
+	}
+	if n == 0 {
+		t.b = append(t.b, `{"text":"`+emptyToolResult+`"}`...)
+	}
+	t.b = append(t.b, "]}}"...)
+}
+
+// toolUseID returns a tool call id as Converse takes it ([a-zA-Z0-9_-],
+// 1 to 64 characters). Ids from OpenAI ("call_…") and Bedrock
+// ("tooluse_…") pass unchanged; others are rewritten the same way wherever
+// they appear, so a call and its result still pair up.
+func toolUseID(id string) string {
+	ok := id != "" && len(id) <= 64
+	for i := 0; ok && i < len(id); i++ {
+		c := id[i]
+		ok = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-'
+	}
+	if ok {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	b := make([]byte, 0, 64)
+	for i := 0; i < len(id) && len(b) < 40; i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			c = '_'
+		}
+		b = append(b, c)
+	}
+	b = append(b, '_')
+	return string(hex.AppendEncode(b, sum[:8]))
+}
+
+// appendSystem appends "system": a text block for every text of the system
+// and developer messages, in order.
+func appendSystem(b []byte, msgs []message) []byte {
+	at := len(b)
+	b = append(b, `,"system":[`...)
+	n := 0
+	add := func(v gjson.Result) {
+		if v.Type != gjson.String || v.Str == "" {
+			return
+		}
+		if n > 0 {
+			b = append(b, ',')
+		}
+		n++
+		b = append(b, `{"text":`...)
+		b = append(b, v.Raw...)
+		b = append(b, '}')
+	}
+	for i := range msgs {
+		if !isSystem(msgs[i].role) {
+			continue
+		}
+		if c := msgs[i].content; c.Type == gjson.String {
+			add(c)
+		} else {
+			c.ForEach(func(_, part gjson.Result) bool {
+				add(partText(part))
+				return true
+			})
+		}
+	}
+	if n == 0 {
+		return b[:at]
+	}
+	return append(b, ']')
+}
+
+// appendInference appends "inferenceConfig" when any of its fields is
+// set. Temperatures above 1 are lowered to 1: Converse's range is 0–1,
+// OpenAI's 0–2.
+func appendInference(b []byte, maxTokens int64, temperature, topP, stop gjson.Result) []byte {
+	at := len(b)
+	b = append(b, `,"inferenceConfig":{`...)
+	n := 0
+	field := func(name string) {
+		if n > 0 {
+			b = append(b, ',')
+		}
+		n++
+		b = append(b, '"')
+		b = append(b, name...)
+		b = append(b, `":`...)
+	}
+	if maxTokens > 0 {
+		field("maxTokens")
+		b = providers.AppendInt(b, maxTokens)
+	}
+	if temperature.Type == gjson.Number {
+		field("temperature")
+		if temperature.Num > 1 {
+			b = append(b, '1')
+		} else {
+			b = append(b, temperature.Raw...)
+		}
+	}
+	if topP.Type == gjson.Number {
+		field("topP")
+		b = append(b, topP.Raw...)
+	}
+	if stop.Type == gjson.String || stop.IsArray() {
+		mark := len(b)
+		field("stopSequences")
+		b = append(b, '[')
+		k := 0
+		add := func(s gjson.Result) {
+			if s.Type == gjson.String && s.Str != "" {
+				if k > 0 {
+					b = append(b, ',')
+				}
+				k++
+				b = append(b, s.Raw...)
+			}
+		}
+		if stop.Type == gjson.String {
+			add(stop)
+		} else {
+			stop.ForEach(func(_, s gjson.Result) bool {
+				add(s)
+				return true
+			})
+		}
+		if k == 0 {
+			b = b[:mark]
+			n--
+		} else {
+			b = append(b, ']')
+		}
+	}
+	if n == 0 {
+		return b[:at]
+	}
+	return append(b, '}')
+}
+
+// appendSchema appends a tool's input schema. Converse (and the models
+// behind it) want an object schema with "type"; OpenAI allows parameters
+// to be left out or to be {} for a function without arguments.
+func appendSchema(b []byte, params gjson.Result) []byte {
+	if !params.IsObject() {
+		return append(b, `{"type":"object"}`...)
+	}
+	if params.Get("type").Exists() {
+		return compactJSON(b, params.Raw)
+	}
+	b = append(b, `{"type":"object"`...)
+	if inner := strings.TrimSpace(params.Raw[1 : len(params.Raw)-1]); inner != "" {
+		b = append(b, ',')
+		b = compactJSON(b, inner)
+	}
+	return append(b, '}')
+}
+
+// appendToolSpec appends one {"toolSpec":…}.
+func appendToolSpec(b []byte, name string, description gjson.Result, params gjson.Result) []byte {
+	b = append(b, `{"toolSpec":{"name":`...)
+	b = providers.AppendString(b, name)
+	if description.Type == gjson.String && strings.TrimSpace(description.Str) != "" {
+		b = append(b, `,"description":`...)
+		b = append(b, description.Raw...)
+	}
+	b = append(b, `,"inputSchema":{"json":`...)
+	b = appendSchema(b, params)
+	return append(b, "}}}"...)
+}
+
+// jsonToolDescription tells the model what the structured output tool is
+// for when the client's json_schema gave no description.
+const jsonToolDescription = "Give your final answer by calling this tool: its input is the answer, " +
+	"a JSON object that follows the input schema."
+
+// appendToolConfig appends "toolConfig" for the client's function tools,
+// its tool_choice and a structured output tool, if format needs one.
+//
+// Converse has no tool_choice "none": with none, the tools are left out,
+// unless earlier turns hold tool calls or results, which Converse accepts
+// only with a toolConfig; the tools then go without a choice (auto). When
+// such turns come with no tools at all, the called tools are declared with
+// open object schemas.
+func appendToolConfig(b []byte, tools, tc gjson.Result, format *formatPlan, hist *history) ([]byte, error) {
+	var choice, named string
+	switch {
+	case tc.Type == gjson.String:
+		choice = tc.Str
+	case tc.IsObject():
+		if tc.Get("type").Str != "function" {
+			return b, unsupported("tool_choice",
+				"tool_choice of type "+strconv.Quote(tc.Get("type").Str)+" is not supported by provider type "+providerName)
+		}
+		choice, named = "function", tc.Get("function.name").Str
+	}
+
+	// The client's tools, checked before anything is written.
+	var count int
+	var err error
+	tools.ForEach(func(_, t gjson.Result) bool {
+		if typ := t.Get("type").Str; typ != "function" {
+			err = unsupported("tools["+strconv.Itoa(count)+"].type",
+				typ+" tools are not supported by provider type "+providerName)
+			return false
+		}
+		if t.Get("function.name").Str == JSONToolName {
+			err = providers.InvalidParam("tools["+strconv.Itoa(count)+"].function.name",
+				"the tool name %s is reserved for structured output on provider type %s", JSONToolName, providerName)
+			return false
+		}
+		count++
+		return true
+	})
+	if err != nil {
+		return b, err
+	}
+	if count == 0 && (choice == "required" || choice == "function") {
+		return b, providers.InvalidParam("tool_choice", "tool_choice %q needs tools", choice)
+	}
+
+	withTools := count > 0 && (choice != "none" || hist.toolBlocks || format.tool)
+	synthesize := count == 0 && hist.toolBlocks
+	if !withTools && !synthesize && !format.tool {
+		return b, nil
+	}
+
+	b = append(b, `,"toolConfig":{"tools":[`...)
+	n := 0
+	sep := func() {
+		if n > 0 {
+			b = append(b, ',')
+		}
+		n++
+	}
+	if withTools {
+		tools.ForEach(func(_, t gjson.Result) bool {
+			fn := t.Get("function")
+			sep()
+			b = appendToolSpec(b, fn.Get("name").Str, fn.Get("description"), fn.Get("parameters"))
+			return true
+		})
+	}
+	if synthesize {
+		for _, name := range hist.toolNames {
+			if name == JSONToolName && format.tool {
+				continue
+			}
+			sep()
+			b = appendToolSpec(b, name, gjson.Result{}, gjson.Result{})
+		}
+	}
+	if format.tool {
+		sep()
+		desc := format.description
+		if desc.Type != gjson.String || strings.TrimSpace(desc.Str) == "" {
+			desc = gjson.Result{Type: gjson.String, Raw: strconv.Quote(jsonToolDescription), Str: jsonToolDescription}
+		}
+		b = appendToolSpec(b, JSONToolName, desc, format.schema)
+	}
+	b = append(b, ']')
+
+	switch {
+	case choice == "function":
+		b = append(b, `,"toolChoice":{"tool":{"name":`...)
+		b = providers.AppendString(b, named)
+		b = append(b, "}}"...)
+	case format.tool && (!withTools || choice == "none"):
+		b = append(b, `,"toolChoice":{"tool":{"name":"`+JSONToolName+`"}}`...)
+	case format.tool, choice == "required":
+		// With the structured output tool beside the client's, "any" lets
+		// the model call a tool of the client's or give its final answer.
+		b = append(b, `,"toolChoice":{"any":{}}`...)
+	case choice == "auto":
+		b = append(b, `,"toolChoice":{"auto":{}}`...)
+	}
+	return append(b, '}'), nil
+}
+
+// formatPlan is how response_format reaches the model.
+type formatPlan struct {
+	native      bool         // outputConfig.textFormat with schema
+	tool        bool         // the structured output tool, forced or among others
+	schema      gjson.Result // the JSON schema (tool: absent means an open object)
+	name        gjson.Result // json_schema.name
+	description gjson.Result // json_schema.description
+}
+
+// planFormat reads response_format.
+func (c Chat) planFormat(rf gjson.Result) (formatPlan, error) {
+	var p formatPlan
+	if !rf.IsObject() {
+		return p, nil
+	}
+	switch typ := rf.Get("type").Str; typ {
+	case "text":
+	case "json_object":
+		p.tool = true
+	case "json_schema":
+		js := rf.Get("json_schema")
+		if js.Exists() && !js.IsObject() {
+			return p, providers.InvalidParam("response_format.json_schema", "json_schema must be an object")
+		}
+		p.schema, p.name, p.description = js.Get("schema"), js.Get("name"), js.Get("description")
+		if p.schema.Exists() && p.schema.Type != gjson.Null && !p.schema.IsObject() {
+			return p, providers.InvalidParam("response_format.json_schema.schema", "schema must be a JSON Schema object")
+		}
+		if !p.schema.IsObject() {
+			p.schema = gjson.Result{}
+		}
+		switch c.StructuredOutput {
+		case "", StructuredNative:
+			// Bedrock's native format wants a schema; without one the
+			// answer is any object, which only the tool can ask for.
+			p.native = p.schema.Exists()
+			p.tool = !p.native
+		case StructuredTool:
+			p.tool = true
+		default:
+			return p, &providers.Error{Status: http.StatusInternalServerError, Type: "server_error",
+				Message: "unknown structured output mode " + strconv.Quote(c.StructuredOutput)}
+		}
+	default:
+		return p, unsupported("response_format.type",
+			"response_format "+strconv.Quote(typ)+" is not supported by provider type "+providerName)
+	}
+	return p, nil
+}
+
+// appendOutputConfig appends "outputConfig": the native structured output
+// format and the reasoning effort of adaptive thinking.
+func appendOutputConfig(b []byte, p *formatPlan, effort string) []byte {
+	if !p.native && effort == "" {
+		return b
+	}
+	b = append(b, `,"outputConfig":{`...)
+	if p.native {
+		b = append(b, `"textFormat":{"type":"json_schema","structure":{"jsonSchema":{"schema":`...)
+		// Converse takes the schema as a string of JSON.
+		b = providers.AppendString(b, string(compactJSON(nil, p.schema.Raw)))
+		if p.name.Type == gjson.String && p.name.Str != "" {
+			b = append(b, `,"name":`...)
+			b = append(b, p.name.Raw...)
+		}
+		if p.description.Type == gjson.String && p.description.Str != "" {
+			b = append(b, `,"description":`...)
+			b = append(b, p.description.Raw...)
+		}
+		b = append(b, "}}}"...)
+		if effort != "" {
+			b = append(b, ',')
+		}
+	}
+	if effort != "" {
+		b = append(b, `"effort":"`...)
+		b = append(b, effort...)
+		b = append(b, '"')
+	}
+	return append(b, '}')
+}
+
+// appendServiceTier maps OpenAI's service_tier to Bedrock's serviceTier
+// where both have the tier (priority, default, flex); "auto", "scale" and
+// other tiers are dropped.
+func appendServiceTier(b []byte, tier gjson.Result) []byte {
+	switch tier.Str {
+	case "priority", "default", "flex":
+		b = append(b, `,"serviceTier":{"type":"`...)
+		b = append(b, tier.Str...)
+		return append(b, `"}`...)
+	}
+	return b
+}
+
+// appendRequestMetadata maps metadata to Bedrock's requestMetadata (which
+// tags the invocation log). Entries Bedrock would refuse (more than 256
+// characters, characters outside [a-zA-Z0-9 :_@$#=/+,.-], beyond 16) are
+// left out: they only label the request.
+func appendRequestMetadata(b []byte, md gjson.Result) []byte {
+	if !md.IsObject() {
+		return b
+	}
+	at := len(b)
+	b = append(b, `,"requestMetadata":{`...)
+	n := 0
+	md.ForEach(func(k, v gjson.Result) bool {
+		if v.Type != gjson.String || !metadataOK(k.Str, 1) || !metadataOK(v.Str, 0) {
+			return true
+		}
+		if n > 0 {
+			b = append(b, ',')
+		}
+		n++
+		b = providers.AppendString(b, k.Str)
+		b = append(b, ':')
+		b = providers.AppendString(b, v.Str)
+		return n < 16
+	})
+	if n == 0 {
+		return b[:at]
+	}
+	return append(b, '}')
+}
+
+func metadataOK(s string, minLen int) bool {
+	if len(s) < minLen || len(s) > 256 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte(" \t\n\r:_@$#=/+,-.", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}

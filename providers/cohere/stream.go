@@ -1,0 +1,292 @@
+package cohere
+
+import (
+	"errors"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/sse"
+)
+
+// ChatStream returns a translator for one streamed answer.
+func (c Chat) ChatStream(opts providers.StreamOptions) providers.StreamTranslator {
+	return &stream{chat: c, includeUsage: opts.IncludeUsage}
+}
+
+// toolCall links a Cohere tool call's stream index to its OpenAI index.
+type toolCall struct {
+	index gjson.Result // Cohere's index (may be absent)
+	call  int          // OpenAI's tool_calls index: the count of earlier calls
+}
+
+// stream translates one Cohere event stream into unified chunks.
+//
+// Cohere frames its stream as server-sent events, each an "event: <type>"
+// line and a "data: <json>" line whose object repeats the type: message-start,
+// then for each content item (text or thinking) content-start, content-delta
+// … content-end; tool-plan-delta before tool calls, and for each tool call
+// tool-call-start, tool-call-delta … tool-call-end; citation-start and
+// citation-end; message-end with the finish reason and usage; debug events
+// at any time; and last "data: [DONE]".
+type stream struct {
+	chat         Chat
+	includeUsage bool
+
+	// head opens every chunk: {"id":…,"object":…,"created":…,"model":…,
+	// It is built at message-start (or the first event, if that is missing).
+	head  []byte
+	calls []toolCall
+	usage usage
+	done  bool // message-end seen or an error emitted: nothing more follows
+}
+
+var errMalformed = errors.New("cohere: stream event data is not a JSON object")
+
+// Event translates one upstream event.
+func (s *stream) Event(dst, event []byte) ([]byte, error) {
+	if s.done {
+		return dst, nil
+	}
+	name, data := sse.Fields(event)
+	if len(data) == 0 || string(data) == "[DONE]" {
+		// A comment, an event without data, or the end marker after
+		// message-end (before it, Close reports the cut).
+		return dst, nil
+	}
+	if !providers.ValidJSON(data) {
+		return dst, errMalformed
+	}
+	v := gjson.ParseBytes(data)
+	if !v.IsObject() {
+		return dst, errMalformed
+	}
+	// One pass over the event's members instead of a Get (a scan from the
+	// start) for each.
+	var typeField, id, index, delta, logprobs gjson.Result
+	v.ForEach(func(key, val gjson.Result) bool {
+		var field *gjson.Result
+		switch key.Str {
+		case "type":
+			field = &typeField
+		case "id":
+			field = &id
+		case "index":
+			field = &index
+		case "delta":
+			field = &delta
+		case "logprobs":
+			field = &logprobs
+		default:
+			return true
+		}
+		if !field.Exists() {
+			*field = val
+		}
+		return true
+	})
+	typ := typeField.Str
+	if typ == "" {
+		typ = string(name)
+	}
+
+	switch typ {
+	case "message-start":
+		if s.head != nil {
+			return dst, nil // a repeated message-start carries nothing new
+		}
+		s.start(id)
+		dst = s.openChunk(dst)
+		dst = append(dst, `{"role":"assistant","content":""}`...)
+		return s.closeChunk(dst, "", gjson.Result{}), nil
+
+	case "content-start", "content-delta":
+		content := delta.Get("message.content")
+		dst = s.text(dst, "reasoning_content", content.Get("thinking"), gjson.Result{})
+		return s.text(dst, "content", content.Get("text"), logprobs), nil
+
+	case "tool-plan-delta":
+		return s.text(dst, "content", delta.Get("message.tool_plan"), gjson.Result{}), nil
+
+	case "tool-call-start":
+		call := delta.Get("message.tool_calls")
+		if call.IsArray() { // tolerate a one-element array
+			call = call.Get("0")
+		}
+		k := len(s.calls)
+		s.calls = append(s.calls, toolCall{index: index, call: k})
+		fn := call.Get("function")
+		dst = s.openChunk(dst)
+		dst = append(dst, `{"tool_calls":[{"index":`...)
+		dst = providers.AppendInt(dst, int64(k))
+		dst = append(dst, `,"id":`...)
+		if id := call.Get("id"); id.Type == gjson.String && id.Str != "" {
+			dst = append(dst, id.Raw...)
+		} else {
+			dst = appendCallID(dst)
+		}
+		dst = append(dst, `,"type":"function","function":{"name":`...)
+		dst = appendRawString(dst, fn.Get("name"))
+		dst = append(dst, `,"arguments":""}}]}`...)
+		dst = s.closeChunk(dst, "", gjson.Result{})
+		return s.arguments(dst, k, fn.Get("arguments")), nil
+
+	case "tool-call-delta":
+		if len(s.calls) == 0 {
+			return dst, nil // a delta for a call that never started
+		}
+		call := s.calls[len(s.calls)-1].call
+		if index.Exists() {
+			for _, c := range s.calls {
+				if c.index.Raw == index.Raw {
+					call = c.call
+					break
+				}
+			}
+		}
+		fn := delta.Get("message.tool_calls")
+		if fn.IsArray() {
+			fn = fn.Get("0")
+		}
+		return s.arguments(dst, call, fn.Get("function.arguments")), nil
+
+	case "message-end":
+		s.done = true
+		reason := delta.Get("finish_reason").Str
+		finish, ok := finishReason(reason)
+		if e := delta.Get("error"); !ok || e.Type == gjson.String && e.Str != "" {
+			if reason == "" {
+				reason = "ERROR"
+			}
+			return sse.AppendData(dst, generationError(reason, delta.Get("error").Str).JSON()), nil
+		}
+		s.usage.set(delta.Get("usage"))
+		dst = s.openChunk(dst)
+		dst = append(dst, "{}"...)
+		dst = s.closeChunk(dst, finish, gjson.Result{})
+		if s.includeUsage {
+			dst = append(dst, "data: "...)
+			dst = append(dst, s.head...)
+			dst = append(dst, `"choices":[],"usage":`...)
+			dst = s.usage.append(dst)
+			dst = append(dst, "}\n\n"...)
+		}
+		return append(dst, sse.Done...), nil
+
+	case "", "error":
+		// Not one of Cohere's chat events but an error object, {"message":
+		// "…"} as its error answers are: the stream failed.
+		msg := v.Get("message")
+		if msg.Type != gjson.String {
+			msg = v.Get("error.message")
+		}
+		if msg.Type != gjson.String {
+			msg = v.Get("error")
+		}
+		if msg.Type != gjson.String && typ == "" {
+			return dst, nil
+		}
+		s.done = true
+		e := providers.Error{Type: "server_error", Code: "provider_error", Message: msg.Str}
+		if e.Message == "" {
+			e.Message = "the provider reported an error in its stream"
+		}
+		return sse.AppendData(dst, e.JSON()), nil
+	}
+	// content-end, tool-call-end, citation-start, citation-end, debug, and
+	// event types this code does not know.
+	return dst, nil
+}
+
+// Close appends an error event when the upstream stream ended before
+// message-end (or an error) and nothing otherwise: [DONE] was sent with
+// message-end.
+func (s *stream) Close(dst []byte) []byte {
+	if s.done {
+		return dst
+	}
+	s.done = true
+	e := providers.Error{
+		Type:    "server_error",
+		Code:    "stream_incomplete",
+		Message: "the provider's stream ended before the answer was complete",
+	}
+	return sse.AppendData(dst, e.JSON())
+}
+
+// start builds the head shared by all chunks. Cohere's stream does not
+// name the model.
+func (s *stream) start(id gjson.Result) {
+	h := make([]byte, 0, 96+len(id.Raw))
+	h = append(h, `{"id":`...)
+	h = appendRawString(h, id)
+	h = append(h, `,"object":"chat.completion.chunk","created":`...)
+	h = providers.AppendInt(h, s.chat.now().Unix())
+	h = append(h, `,"model":"",`...)
+	s.head = h
+}
+
+// openChunk appends a chunk up to its delta.
+func (s *stream) openChunk(dst []byte) []byte {
+	if s.head == nil {
+		s.start(gjson.Result{})
+	}
+	dst = append(dst, "data: "...)
+	dst = append(dst, s.head...)
+	return append(dst, `"choices":[{"index":0,"delta":`...)
+}
+
+// closeChunk appends the rest of a chunk after its delta; finish is its
+// finish_reason, or "" for null; logprob, when it exists, is the Cohere
+// logprob item of the chunk's text.
+func (s *stream) closeChunk(dst []byte, finish string, logprob gjson.Result) []byte {
+	if logprob.IsObject() {
+		dst = append(dst, `,"logprobs":{"content":[`...)
+		dst = appendLogprob(dst, logprob)
+		dst = append(dst, `],"refusal":null},"finish_reason":`...)
+	} else {
+		dst = append(dst, `,"logprobs":null,"finish_reason":`...)
+	}
+	if finish == "" {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, '"')
+		dst = append(dst, finish...)
+		dst = append(dst, '"')
+	}
+	dst = append(dst, "}]"...)
+	if s.includeUsage {
+		dst = append(dst, `,"usage":null`...)
+	}
+	return append(dst, "}\n\n"...)
+}
+
+// text appends a chunk whose delta sets key (content or reasoning_content)
+// to v, unless v is empty and there are no logprobs to carry.
+func (s *stream) text(dst []byte, key string, v, logprob gjson.Result) []byte {
+	if (v.Type != gjson.String || v.Str == "") && !logprob.IsObject() {
+		return dst
+	}
+	dst = s.openChunk(dst)
+	dst = append(dst, `{"`...)
+	dst = append(dst, key...)
+	dst = append(dst, `":`...)
+	dst = appendRawString(dst, v)
+	dst = append(dst, '}')
+	return s.closeChunk(dst, "", logprob)
+}
+
+// arguments appends a chunk with an arguments fragment for tool call k,
+// unless the fragment is empty.
+func (s *stream) arguments(dst []byte, k int, part gjson.Result) []byte {
+	if part.Type != gjson.String || part.Str == "" {
+		return dst
+	}
+	dst = s.openChunk(dst)
+	dst = append(dst, `{"tool_calls":[{"index":`...)
+	dst = providers.AppendInt(dst, int64(k))
+	dst = append(dst, `,"function":{"arguments":`...)
+	dst = append(dst, part.Raw...)
+	dst = append(dst, "}}]}"...)
+	return s.closeChunk(dst, "", gjson.Result{})
+}

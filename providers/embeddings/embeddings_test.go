@@ -1,0 +1,158 @@
+package embeddings
+
+import (
+	"net/http"
+	"strconv"
+	"testing"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/modelgate/modelgate/providers"
+)
+
+func TestEmbeddingsRequests(t *testing.T) {
+	texts := &providers.EmbeddingsRequest{Texts: []string{"red fox", "é\"x"}, Dimensions: 256, InputType: "query", User: "u-1", Base64: true}
+	tokens := &providers.EmbeddingsRequest{Tokens: [][]int64{{1, 2}, {3}}}
+	for _, tc := range []struct {
+		name string
+		f    Format
+		req  *providers.EmbeddingsRequest
+		want string // the body, or "error: <param>"
+	}{
+		{"openai", OpenAI, texts, `{"model":"m","input":["red fox","é\"x"],"encoding_format":"float","dimensions":256,"user":"u-1"}`},
+		{"openai tokens", OpenAI, tokens, `{"model":"m","input":[[1,2],[3]],"encoding_format":"float"}`},
+		{"voyage", Voyage, texts, `{"model":"m","input":["red fox","é\"x"],"encoding_format":"float","output_dimension":256,"input_type":"query"}`},
+		{"jina", Jina, texts, `{"model":"m","input":["red fox","é\"x"],"encoding_format":"float","dimensions":256,"task":"retrieval.query"}`},
+		{"jina own task", Jina, &providers.EmbeddingsRequest{Texts: []string{"a"}, InputType: "code.query"}, `{"model":"m","input":["a"],"encoding_format":"float","task":"code.query"}`},
+		{"mistral", Mistral, &providers.EmbeddingsRequest{Texts: []string{"a"}, Dimensions: 8}, `{"model":"m","input":["a"],"encoding_format":"float","output_dimension":8}`},
+		{"tei refuses dimensions", TEI, texts, "error: dimensions"},
+		{"together refuses token ids", Together, tokens, "error: input (token ids)"},
+		{"ollama drops user and input type", Ollama, &providers.EmbeddingsRequest{Texts: []string{"a"}, User: "u", InputType: "query"}, `{"model":"m","input":["a"],"encoding_format":"float"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reqs, err := tc.f.EmbeddingsRequests(tc.req, "m")
+			if param, ok := cutError(tc.want); ok {
+				e, isErr := err.(*providers.Error)
+				if !isErr || e.Status != 400 || e.Param != param || e.Code != "unsupported_parameter" {
+					t.Fatalf("error %v, want unsupported %s", err, param)
+				}
+				return
+			}
+			if err != nil || len(reqs) != 1 {
+				t.Fatal(err)
+			}
+			if string(reqs[0].Body) != tc.want || reqs[0].Path != tc.f.Path {
+				t.Errorf("%s %s\nwant %s", reqs[0].Path, reqs[0].Body, tc.want)
+			}
+		})
+	}
+}
+
+func cutError(s string) (string, bool) {
+	if len(s) > 7 && s[:7] == "error: " {
+		return s[7:], true
+	}
+	return "", false
+}
+
+func TestEmbeddingsResponse(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		vectors    [][]float32
+		tokens     int64
+		counted    bool
+		bad        bool
+	}{
+		{"in order", `{"data":[{"index":0,"embedding":[0.5,1]},{"index":1,"embedding":[2,3]}],"usage":{"prompt_tokens":4,"total_tokens":4}}`,
+			[][]float32{{0.5, 1}, {2, 3}}, 4, true, false},
+		{"out of order", `{"data":[{"index":1,"embedding":[2,3]},{"index":0,"embedding":[0.5,1]}],"usage":{"total_tokens":9}}`,
+			[][]float32{{0.5, 1}, {2, 3}}, 9, true, false},
+		{"base64 from a server that sends it anyway", `{"data":[{"index":0,"embedding":"AAAAPw=="}]}`, [][]float32{{0.5}}, 0, false, false},
+		{"duplicate index", `{"data":[{"index":0,"embedding":[1]},{"index":0,"embedding":[2]}]}`, nil, 0, false, true},
+		{"index out of range", `{"data":[{"index":3,"embedding":[1]}]}`, nil, 0, false, true},
+		{"no data", `{"data":[]}`, nil, 0, false, true},
+		{"not JSON", `<html>`, nil, 0, false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var res providers.EmbeddingsResult
+			err := OpenAI.EmbeddingsResponse(0, http.Header{}, []byte(tc.body), &res)
+			if tc.bad {
+				if err == nil {
+					t.Fatalf("accepted: %v", res.Vectors)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Vectors) != len(tc.vectors) || res.PromptTokens != tc.tokens || res.Counted != tc.counted {
+				t.Fatalf("%+v", res)
+			}
+			for i := range tc.vectors {
+				for j := range tc.vectors[i] {
+					if res.Vectors[i][j] != tc.vectors[i][j] {
+						t.Errorf("vector %d: %v", i, res.Vectors[i])
+					}
+				}
+			}
+		})
+	}
+}
+
+func FuzzEmbeddingsResponse(f *testing.F) {
+	f.Add([]byte(`{"data":[{"index":1,"embedding":[2,3]},{"index":0,"embedding":"AAAAPw=="}],"usage":{"total_tokens":9}}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var res providers.EmbeddingsResult
+		if err := OpenAI.EmbeddingsResponse(0, nil, body, &res); err != nil {
+			return
+		}
+		for i, v := range res.Vectors {
+			if v == nil {
+				t.Fatalf("vector %d missing", i)
+			}
+		}
+		req := providers.EmbeddingsRequest{Texts: make([]string, len(res.Vectors)), Base64: len(body)%2 == 0}
+		if out, ok := providers.EmbeddingsAnswer(nil, &req, &res); !ok || !gjson.ValidBytes(out) {
+			t.Fatalf("%s", out)
+		}
+	})
+}
+
+// BenchmarkEmbeddings64 is the gateway's own work for one request of 64
+// inputs of 1,536 dimensions: writing the provider's request, reading its
+// answer of decimal numbers, writing the base64 answer.
+func BenchmarkEmbeddings64(b *testing.B) {
+	req := &providers.EmbeddingsRequest{Model: "m", Base64: true}
+	answer := []byte(`{"object":"list","data":[`)
+	for i := range 64 {
+		req.Texts = append(req.Texts, "the quick brown fox jumps over the lazy dog")
+		if i > 0 {
+			answer = append(answer, ',')
+		}
+		answer = append(answer, `{"object":"embedding","index":`...)
+		answer = strconv.AppendInt(answer, int64(i), 10)
+		answer = append(answer, `,"embedding":[`...)
+		for j := range 1536 {
+			if j > 0 {
+				answer = append(answer, ',')
+			}
+			answer = append(answer, "-0.0072897403"...)
+		}
+		answer = append(answer, "]}"...)
+	}
+	answer = append(answer, `],"model":"m","usage":{"prompt_tokens":576,"total_tokens":576}}`...)
+	b.SetBytes(int64(len(answer)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := OpenAI.EmbeddingsRequests(req, "m"); err != nil {
+			b.Fatal(err)
+		}
+		var res providers.EmbeddingsResult
+		if err := OpenAI.EmbeddingsResponse(0, nil, answer, &res); err != nil {
+			b.Fatal(err)
+		}
+		if _, ok := providers.EmbeddingsAnswer(nil, req, &res); !ok {
+			b.Fatal("answer")
+		}
+	}
+}

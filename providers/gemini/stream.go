@@ -1,0 +1,359 @@
+package gemini
+
+import (
+	"errors"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/sse"
+)
+
+// ChatStream returns a translator for one streamed answer
+// (streamGenerateContent with alt=sse).
+func (c Chat) ChatStream(opts providers.StreamOptions) providers.StreamTranslator {
+	return &stream{chat: c, includeUsage: opts.IncludeUsage}
+}
+
+// candidateState is what a stream remembers of one candidate (choice).
+type candidateState struct {
+	started  bool   // the role chunk went out
+	finished bool   // the finish chunk went out
+	calls    int    // tool calls so far: the next one's index
+	thoughts []byte // thought text since the last thinking block
+}
+
+// stream translates Gemini's server-sent events into unified chunks.
+//
+// Each event's data is a whole GenerateContentResponse holding only what is
+// new: the next parts of each candidate, its finishReason once it is done,
+// and usageMetadata. Gemini sends no end-of-stream event; the stream is
+// complete when every candidate has finished, and an error object may come
+// instead of a response.
+type stream struct {
+	chat         Chat
+	includeUsage bool
+
+	head  []byte // opens every chunk: {"id":…,"object":…,"created":…,"model":…,
+	cands []candidateState
+	usage usage
+	done  bool // an error event went out: nothing more follows
+}
+
+var errMalformed = errors.New("gemini: stream event data is not a JSON object")
+
+// maxCandidates bounds the candidate index a stream accepts (Gemini's
+// candidateCount is at most 8).
+const maxCandidates = 64
+
+// Event translates one upstream event.
+func (s *stream) Event(dst, event []byte) ([]byte, error) {
+	if s.done {
+		return dst, nil
+	}
+	var data []byte
+	if len(event) > 0 && (event[0] == '{' || event[0] == '[') {
+		data = event // a bare JSON error, as the framing cut it
+	} else if _, data = sse.Fields(event); len(data) == 0 || string(data) == "[DONE]" {
+		return dst, nil // a comment, or an end marker Gemini itself never sends
+	}
+	if !providers.ValidJSON(data) {
+		return dst, errMalformed
+	}
+	v := gjson.Parse(inPlace(data))
+	if v.IsArray() {
+		v = v.Get("0")
+	}
+	if !v.IsObject() {
+		return dst, errMalformed
+	}
+	var responseID, modelVersion, candidates, usageMeta, feedback, errObj gjson.Result
+	v.ForEach(func(key, v gjson.Result) bool {
+		switch key.Str {
+		case "responseId":
+			responseID = v
+		case "modelVersion":
+			modelVersion = v
+		case "candidates":
+			candidates = v
+		case "usageMetadata":
+			usageMeta = v
+		case "promptFeedback":
+			feedback = v
+		case "error":
+			errObj = v
+		}
+		return true
+	})
+	if errObj.Exists() {
+		s.done = true
+		return sse.AppendData(dst, mapError(0, errObj).JSON()), nil
+	}
+	if s.head == nil {
+		s.head = s.chat.appendHead(make([]byte, 0, 128), responseID, modelVersion, "chat.completion.chunk")
+	}
+	s.usage.set(usageMeta)
+
+	n := 0
+	candidates.ForEach(func(_, cand gjson.Result) bool {
+		dst = s.candidate(dst, cand, n)
+		n++
+		return true
+	})
+	if blocked := feedback.Get("blockReason"); n == 0 && blocked.Type == gjson.String && len(s.cands) == 0 {
+		st := s.state(0)
+		st.started, st.finished = true, true
+		dst = s.openChunk(dst, 0)
+		dst = append(dst, `{"role":"assistant","content":null,"refusal":`...)
+		dst = providers.AppendString(dst, blockedMessage(feedback))
+		dst = append(dst, '}')
+		dst = s.closeChunk(dst, "content_filter", "")
+	}
+	return dst, nil
+}
+
+// state returns the state of candidate i, creating it.
+func (s *stream) state(i int) *candidateState {
+	for len(s.cands) <= i {
+		s.cands = append(s.cands, candidateState{})
+	}
+	return &s.cands[i]
+}
+
+// candidate translates one candidate of an event, the n-th in it.
+func (s *stream) candidate(dst []byte, cand gjson.Result, n int) []byte {
+	var content, finish, logprobs, index gjson.Result
+	cand.ForEach(func(key, v gjson.Result) bool {
+		switch key.Str {
+		case "content":
+			content = v
+		case "finishReason":
+			finish = v
+		case "logprobsResult":
+			logprobs = v
+		case "index":
+			index = v
+		}
+		return true
+	})
+	i := n
+	if index.Type == gjson.Number {
+		i = int(index.Int())
+	}
+	if i < 0 || i >= maxCandidates {
+		return dst
+	}
+	st := s.state(i)
+	if st.finished {
+		return dst
+	}
+	if !st.started {
+		st.started = true
+		dst = s.openChunk(dst, i)
+		dst = append(dst, `{"role":"assistant","content":""}`...)
+		dst = s.closeChunk(dst, "", "")
+	}
+
+	content.Get("parts").ForEach(func(_, v gjson.Result) bool {
+		p := readPart(v)
+		switch {
+		case p.functionCall.Exists():
+			k := st.calls
+			st.calls++
+			dst = s.openChunk(dst, i)
+			dst = append(dst, `{"tool_calls":[`...)
+			dst = s.chat.appendToolCall(dst, p, k)
+			dst = append(dst, "]}"...)
+			dst = s.closeChunk(dst, "", "")
+			dst = s.openChunk(dst, i)
+			dst = append(dst, `{"tool_calls":[{"index":`...)
+			dst = providers.AppendInt(dst, int64(k))
+			dst = append(dst, `,"function":{"arguments":`...)
+			dst = appendArguments(dst, p.functionCall.Get("args"))
+			dst = append(dst, "}}]}"...)
+			dst = s.closeChunk(dst, "", "")
+			return true
+		case p.text.Type == gjson.String && p.thought:
+			if p.text.Str != "" {
+				st.thoughts = append(st.thoughts, p.text.Str...)
+				dst = s.openChunk(dst, i)
+				dst = append(dst, `{"reasoning_content":`...)
+				dst = append(dst, p.text.Raw...)
+				dst = append(dst, '}')
+				dst = s.closeChunk(dst, "", "")
+			}
+			if p.signature.Exists() {
+				dst = s.thinkingBlock(dst, i, string(st.thoughts), p.signature)
+				st.thoughts = st.thoughts[:0]
+			}
+			return true
+		case p.text.Type == gjson.String && p.text.Str != "":
+			dst = s.openChunk(dst, i)
+			dst = append(dst, `{"content":`...)
+			dst = append(dst, p.text.Raw...)
+			dst = append(dst, '}')
+			dst = s.closeChunk(dst, "", "")
+		}
+		if p.signature.Exists() {
+			dst = s.thinkingBlock(dst, i, "", p.signature)
+		}
+		return true
+	})
+
+	if logprobs.IsObject() {
+		dst = s.openChunk(dst, i)
+		dst = append(dst, "{}"...)
+		dst = s.closeChunk(dst, "", string(appendLogprobs(nil, logprobs)))
+	}
+	if finish.Type == gjson.String && finish.Str != "" {
+		st.finished = true
+		dst = s.openChunk(dst, i)
+		dst = append(dst, "{}"...)
+		dst = s.closeChunk(dst, finishReason(finish.Str, st.calls > 0), "")
+	}
+	return dst
+}
+
+// thinkingBlock appends a chunk whose delta holds one complete
+// thinking_blocks entry.
+func (s *stream) thinkingBlock(dst []byte, i int, thinking string, sig gjson.Result) []byte {
+	dst = s.openChunk(dst, i)
+	dst = append(dst, `{"thinking_blocks":[{"type":"thinking","thinking":`...)
+	dst = providers.AppendString(dst, thinking)
+	dst = append(dst, `,"signature":`...)
+	dst = append(dst, sig.Raw...)
+	dst = append(dst, "}]}"...)
+	return s.closeChunk(dst, "", "")
+}
+
+// Close ends the unified stream: with the usage chunk (when asked for) and
+// data: [DONE] when every candidate finished, with an error event when the
+// upstream stream ended before that.
+func (s *stream) Close(dst []byte) []byte {
+	if s.done {
+		return dst
+	}
+	s.done = true
+	complete := len(s.cands) > 0
+	for i := range s.cands {
+		if s.cands[i].started && !s.cands[i].finished {
+			complete = false
+		}
+	}
+	if !complete {
+		e := providers.Error{
+			Type:    "server_error",
+			Code:    "stream_incomplete",
+			Message: "the provider's stream ended before the answer was complete",
+		}
+		return sse.AppendData(dst, e.JSON())
+	}
+	if s.includeUsage {
+		dst = append(dst, "data: "...)
+		dst = append(dst, s.head...)
+		dst = append(dst, `"choices":[],"usage":`...)
+		dst = s.usage.append(dst)
+		dst = append(dst, "}\n\n"...)
+	}
+	return append(dst, sse.Done...)
+}
+
+// openChunk appends a chunk of choice i up to its delta.
+func (s *stream) openChunk(dst []byte, i int) []byte {
+	dst = append(dst, "data: "...)
+	dst = append(dst, s.head...)
+	dst = append(dst, `"choices":[{"index":`...)
+	dst = providers.AppendInt(dst, int64(i))
+	return append(dst, `,"delta":`...)
+}
+
+// closeChunk appends the rest of a chunk after its delta; finish is its
+// finish_reason ("" for null) and logprobs its logprobs object ("" for
+// null).
+func (s *stream) closeChunk(dst []byte, finish, logprobs string) []byte {
+	dst = append(dst, `,"logprobs":`...)
+	if logprobs == "" {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, logprobs...)
+	}
+	dst = append(dst, `,"finish_reason":`...)
+	if finish == "" {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, '"')
+		dst = append(dst, finish...)
+		dst = append(dst, '"')
+	}
+	dst = append(dst, "}]"...)
+	if s.includeUsage {
+		dst = append(dst, `,"usage":null`...)
+	}
+	return append(dst, "}\n\n"...)
+}
+
+// Framing is how Gemini's streams are cut into events: server-sent events,
+// except that an error during the stream comes as bare JSON ({"error":…},
+// pretty-printed over several lines, without "data:"), as Google's SDKs
+// expect (python-genai reads it by counting braces). Such a JSON value is
+// cut as one event of its own.
+var Framing providers.Framing = framing{}
+
+type framing struct{}
+
+func (framing) IsStream(contentType string) bool { return providers.SSE.IsStream(contentType) }
+
+func (framing) Cut(buf []byte) (event, rest []byte, ok bool, err error) {
+	i := 0
+	for i < len(buf) && (buf[i] == '\n' || buf[i] == '\r') {
+		i++
+	}
+	if i == len(buf) || buf[i] != '{' && buf[i] != '[' {
+		event, rest, ok = sse.Cut(buf)
+		return event, rest, ok, nil
+	}
+	end, complete := jsonEnd(buf[i:])
+	if !complete {
+		if len(buf)-i > maxBareJSON {
+			return nil, buf, false, errBareJSON
+		}
+		return nil, buf, false, nil
+	}
+	return buf[i : i+end], buf[i+end:], true, nil
+}
+
+// maxBareJSON bounds a bare JSON value in a stream, which the framing must
+// hold whole before it can cut it.
+const maxBareJSON = 1 << 20
+
+var errBareJSON = errors.New("gemini: the stream holds an unterminated JSON value")
+
+// jsonEnd finds the end of the JSON object or array that b starts with, by
+// counting brackets outside strings.
+func jsonEnd(b []byte) (int, bool) {
+	depth := 0
+	inString, escaped := false, false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+		case c == '}' || c == ']':
+			if depth--; depth == 0 {
+				return i + 1, true
+			}
+		}
+	}
+	return 0, false
+}
