@@ -38,6 +38,7 @@ var providerRows = []providerRow{
 	{provider: "azure", model: "gpt-4o", structured: true},
 	{provider: "azure_v1", model: "prod-gpt-4o", structured: true},
 	{provider: "azure_entra", model: "prod-gpt-4o", structured: true},
+	{provider: "cohere", model: "command-a-03-2025", structured: true},
 }
 
 // entraServer is a Microsoft Entra ID token endpoint for the azure_entra
