@@ -6,10 +6,12 @@ import (
 )
 
 // Name patterns (ProviderPrices.Prefixes and Suffixes): '#' matches one
-// ASCII digit, '*' (prefixes only) one or more characters other than '/',
-// any other character itself. They are deliberately this small: a pattern
-// can only cut a version or a routing prefix off a name, never make two
-// different models look alike.
+// ASCII digit, '*' (prefixes only, and followed by '/') one or more
+// characters up to the next '/', any other character itself. They are
+// deliberately this small: a pattern can only cut a version or a routing
+// prefix off a name, never make two different models look alike, and
+// matching never backtracks, so a client's model name cannot make a lookup
+// slow.
 
 // checkPattern validates a prefix or suffix pattern.
 func checkPattern(pat string, prefix bool) error {
@@ -22,6 +24,11 @@ func checkPattern(pat string, prefix bool) error {
 	if !prefix && strings.Contains(pat, "*") {
 		return errors.New(`'*' is only allowed in prefixes; use '#' for a digit`)
 	}
+	for i := 0; i < len(pat); i++ {
+		if pat[i] == '*' && (i+1 == len(pat) || pat[i+1] != '/') {
+			return errors.New(`'*' must be followed by '/': it matches a whole path segment`)
+		}
+	}
 	if strings.Trim(pat, "#*") == "" {
 		return errors.New("a pattern needs at least one literal character")
 	}
@@ -31,7 +38,8 @@ func checkPattern(pat string, prefix bool) error {
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
 // matchPrefix reports how many bytes at the start of s the pattern matches.
-// '*' matches as few characters as it can.
+// '*' matches the rest of a path segment (at least one character); the
+// '/' that checkPattern requires after it then matches the separator.
 func matchPrefix(pat, s string) (int, bool) {
 	j := 0
 	for i := 0; i < len(pat); i++ {
@@ -42,14 +50,14 @@ func matchPrefix(pat, s string) (int, bool) {
 			}
 			j++
 		case '*':
-			rest := pat[i+1:]
-			for k := j; k < len(s) && s[k] != '/'; {
+			k := j
+			for k < len(s) && s[k] != '/' {
 				k++
-				if n, ok := matchPrefix(rest, s[k:]); ok {
-					return k + n, true
-				}
 			}
-			return 0, false
+			if k == j {
+				return 0, false
+			}
+			j = k
 		default:
 			if j >= len(s) || s[j] != c {
 				return 0, false

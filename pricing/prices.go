@@ -324,12 +324,14 @@ func (p *Prices) Lookup(providerType, model string) (Entry, bool) {
 		return Entry{}, false
 	}
 	pv := p.providers[providerType]
-	if pv == nil {
+	if pv == nil || len(model) > maxModelName {
 		return Entry{}, false
 	}
-	// Each cut shortens the name, so both loops end.
-	for s := model; ; {
-		for t := s; ; {
+	// At most (maxCuts+1)² map lookups, whatever the client sends.
+	s := model
+	for range maxCuts + 1 {
+		t := s
+		for range maxCuts + 1 {
 			if e := pv.names[t]; e != nil {
 				return Entry{e}, true
 			}
@@ -340,10 +342,20 @@ func (p *Prices) Lookup(providerType, model string) (Entry, bool) {
 		}
 		var cut bool
 		if s, cut = cutPrefix(pv.prefixes, s); !cut {
-			return Entry{}, false
+			break
 		}
 	}
+	return Entry{}, false
 }
+
+// Bounds of a lookup: the longest model name looked up, and how many
+// prefixes and suffixes are cut at most. Real names need two prefix cuts
+// (a Bedrock ARN, then a geographic profile) and three suffix cuts (":0",
+// "-v1", a date).
+const (
+	maxModelName = 512
+	maxCuts      = 8
+)
 
 // Cost is Lookup followed by Entry.Cost: the cost of usage u of a model,
 // and whether it was priced. An unpriced request returns (0, false); the

@@ -37,7 +37,8 @@ type Table struct {
 // The most specific name therefore wins: "gpt-4o-2024-05-13" has an entry
 // of its own (it costs more than "gpt-4o"), and a Bedrock "global." profile
 // can be priced apart from the regional one. A name that reaches no entry is
-// unpriced; nothing is matched by similarity.
+// unpriced; nothing is matched by similarity. At most 8 prefixes and 8
+// suffixes are cut, and a name longer than 512 bytes is unpriced.
 type ProviderPrices struct {
 	// AsOf is the date (YYYY-MM-DD) this provider's prices were last
 	// checked, where it differs from the table's. Default: the table's.
@@ -50,8 +51,9 @@ type ProviderPrices struct {
 	// Prefixes are patterns cut from the start of a model name before it is
 	// looked up again: "models/" (Gemini), "us." (Bedrock geographic
 	// inference profiles), "arn:*/" (Bedrock ARNs). In a pattern, '#'
-	// matches one ASCII digit and '*' one or more characters other than
-	// '/'; every other character matches itself. Merged over the shipped
+	// matches one ASCII digit and '*', which must be followed by '/', the
+	// rest of a path segment (one or more characters up to the next '/');
+	// every other character matches itself. Merged over the shipped
 	// table, an operator's patterns are added to the shipped ones.
 	Prefixes []string `json:"prefixes,omitempty"`
 
