@@ -1,6 +1,8 @@
 package pricing
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -118,4 +120,52 @@ func FuzzUnmarshalLine(f *testing.F) {
 			t.Fatalf("a line that parsed does not load: %v", err)
 		}
 	})
+}
+
+// The README's Prices section shows this block and this file; both load.
+func TestReadmeExamples(t *testing.T) {
+	block := `file PRICEFILE
+		model openai/gpt-4o          input 2.50 cached 1.25 output 10.00
+		model anthropic/claude-x     input 3 cache_write 3.75 cached 0.30 output 15
+		model cohere/rerank-v3.5     search 2.00
+		model voyage/voyage-3.5      embedding 0.06
+		model vllm/meta-llama/Llama-3.3-70B-Instruct input 0 output 0
+		model gemini/gemini-2.5-pro  input 1.25 cached 0.125 output 10 above 200000 input 2.50 cached 0.25 output 15
+		model openai/my-ft           input 0.30 output 1.20 alias ft:gpt-4o-mini-2024-07-18:acme::abc123`
+	file := `{
+  "as_of": "2026-09-01",
+  "providers": {
+    "openai": {
+      "source": "https://openai.com/api/pricing/",
+      "models": {
+        "gpt-4o": {"input": 2.5, "cached": 1.25, "output": 10},
+        "my-ft":  {"input": 0.3, "output": 1.2, "aliases": ["ft:gpt-4o-mini-2024-07-18:acme::abc123"]}
+      }
+    },
+    "vllm": {
+      "suffixes": ["-####-##-##"],
+      "models": {"meta-llama/Llama-3.3-70B-Instruct": {"input": 0, "output": 0}}
+    }
+  }
+}`
+	path := filepath.Join(t.TempDir(), "prices.json")
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var c Config
+	for line := range strings.SplitSeq(strings.ReplaceAll(block, "PRICEFILE", path), "\n") {
+		if err := c.UnmarshalLine(strings.Fields(line)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := Load(&c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, ok := p.Cost("openai", "ft:gpt-4o-mini-2024-07-18:acme::abc123", Usage{PromptTokens: 1_000_000}); !ok || c != 300*Microdollar*1000 {
+		t.Errorf("my-ft: %s, %v", c, ok)
+	}
+	if c, ok := p.Cost("vllm", "meta-llama/Llama-3.3-70B-Instruct", Usage{PromptTokens: 10, CompletionTokens: 10}); !ok || c != 0 {
+		t.Errorf("vllm: %s, %v", c, ok)
+	}
 }

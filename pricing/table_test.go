@@ -264,9 +264,15 @@ func FuzzParseTable(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Empty maps and lists vanish (omitempty); what is written again
+		// must be the same.
 		back, err := ParseTable(out)
-		if err != nil || !reflect.DeepEqual(tab, back) {
+		if err != nil {
 			t.Fatalf("round trip: %v", err)
+		}
+		again, _ := json.Marshal(back)
+		if string(again) != string(out) {
+			t.Fatalf("round trip changed the table:\n%s\n%s", out, again)
 		}
 	})
 }
