@@ -134,12 +134,14 @@ func statusOf(code string) int {
 }
 
 // contextLength reports whether an INVALID_ARGUMENT message is about the
-// input exceeding the model's token limit ("The input token count (…)
-// exceeds the maximum number of tokens allowed (…)").
+// input exceeding the model's token limit: the Developer API's "The input
+// token count (…) exceeds the maximum number of tokens allowed (…)", and
+// Vertex AI's "Unable to submit request because the input token count is …
+// but model only supports up to …".
 func contextLength(msg string) bool {
 	m := strings.ToLower(msg)
 	return strings.Contains(m, "exceeds the maximum number of tokens") ||
-		strings.Contains(m, "input token count") && strings.Contains(m, "exceed")
+		strings.Contains(m, "input token count") && (strings.Contains(m, "exceed") || strings.Contains(m, "supports up to"))
 }
 
 // reason returns the reason of a google.rpc.ErrorInfo detail.
