@@ -41,6 +41,10 @@ func TestIntegrationEmbeddings(t *testing.T) {
 		{"mistral/mistral-embed", 128, false},
 		{"voyage/voyage-3.5", 512, false},
 		{"jina/jina-embeddings-v3", 64, false},
+		{"gemini/gemini-embedding-001", 256, false},
+		{"vertex/text-embedding-005", 32, false},
+		{"vertex/gemini-embedding-001", 0, false},
+		{"vertex/gemini-embedding-2-preview", 8, false},
 		{"embed-fallback", 0, true},
 	} {
 		t.Run(tc.model, func(t *testing.T) {
@@ -58,7 +62,11 @@ func TestIntegrationEmbeddings(t *testing.T) {
 				if dims == 0 {
 					dims = providertest.EmbeddingDims
 				}
-				if len(res.Data) != len(texts) || res.Model != tc.model || res.Usage.PromptTokens != 10 || res.Usage.TotalTokens != 10 {
+				tokens := int64(10)
+				if strings.HasPrefix(tc.model, "gemini/") {
+					tokens = 0 // Gemini's Developer API reports no usage
+				}
+				if len(res.Data) != len(texts) || res.Model != tc.model || res.Usage.PromptTokens != tokens || res.Usage.TotalTokens != tokens {
 					t.Fatalf("%s: %d vectors, model %q, usage %+v", enc, len(res.Data), res.Model, res.Usage)
 				}
 				if raw := res.Data[0].JSON.Embedding.Raw(); (enc == "base64") != strings.HasPrefix(raw, `"`) {
@@ -97,6 +105,11 @@ func TestIntegrationEmbeddings(t *testing.T) {
 		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Code != "unsupported_parameter" || apiErr.Param != "dimensions" {
 			t.Errorf("tei dimensions: %v", err)
 		}
+		_, err = c.Embeddings.New(ctx, openai.EmbeddingNewParams{Model: "gemini/gemini-embedding-001",
+			Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfTokenArrays: [][]int64{{1, 2}}}})
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Code != "unsupported_parameter" || apiErr.Param != "input (token ids)" {
+			t.Errorf("gemini token ids: %v", err)
+		}
 		_, err = c.Embeddings.New(ctx, openai.EmbeddingNewParams{Model: "anthropic/claude",
 			Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String("x")}})
 		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Code != "unsupported_endpoint" {
@@ -110,7 +123,8 @@ func TestIntegrationEmbeddings(t *testing.T) {
 	})
 
 	t.Run("input_type reaches the providers that take one", func(t *testing.T) {
-		for _, model := range []string{"voyage/voyage-3.5", "jina/jina-embeddings-v3"} {
+		for _, model := range []string{"voyage/voyage-3.5", "jina/jina-embeddings-v3", "gemini/gemini-embedding-001",
+			"vertex/text-embedding-005", "vertex/gemini-embedding-2-preview"} {
 			before := len(fake.Requests())
 			status, body, _ := request(t, "POST", gatewayBase+"/v1/embeddings",
 				`{"model":"`+model+`","input":"q","input_type":"query"}`, "Authorization", "Bearer "+aliceKey)
@@ -119,8 +133,15 @@ func TestIntegrationEmbeddings(t *testing.T) {
 				t.Fatalf("%d %s", status, body)
 			}
 			field, want := "input_type", "query"
-			if strings.HasPrefix(model, "jina") {
+			switch {
+			case strings.HasPrefix(model, "jina"):
 				field, want = "task", "retrieval.query"
+			case strings.HasPrefix(model, "gemini"):
+				field, want = "requests.0.taskType", "RETRIEVAL_QUERY"
+			case strings.HasSuffix(model, "text-embedding-005"):
+				field, want = "instances.0.task_type", "RETRIEVAL_QUERY"
+			case strings.HasPrefix(model, "vertex"):
+				field, want = "embedContentConfig.taskType", "RETRIEVAL_QUERY"
 			}
 			if got := gjson.GetBytes(sent[0].Body, field).Str; got != want {
 				t.Errorf("%s got %s=%q", model, field, got)
@@ -132,10 +153,11 @@ func TestIntegrationEmbeddings(t *testing.T) {
 		f := uploadLines(t, c, []string{
 			`{"custom_id":"e1","method":"POST","url":"/v1/embeddings","body":{"model":"openai/text-embedding-3-small","input":"the red fox","encoding_format":"base64"}}`,
 			`{"custom_id":"e2","method":"POST","url":"/v1/embeddings","body":{"model":"voyage/voyage-3.5","input":["a","b c"],"dimensions":4}}`,
+			`{"custom_id":"e3","method":"POST","url":"/v1/embeddings","body":{"model":"gemini/gemini-embedding-001","input":["x","y z"]}}`,
 		})
 		b := waitBatch(t, c, newBatch(t, c, f.ID, "/v1/embeddings").ID, 20*time.Second, "completed", "failed")
 		out := fileLines(t, c, b.OutputFileID)
-		if b.Status != "completed" || len(out["e2"].Get("response.body.data").Array()) != 2 ||
+		if b.Status != "completed" || len(out["e2"].Get("response.body.data").Array()) != 2 || len(out["e3"].Get("response.body.data").Array()) != 2 ||
 			out["e1"].Get("response.body.data.0.embedding").Type != gjson.String || b.Usage.InputTokens != 6 {
 			t.Errorf("batch %s, usage %+v: %v", b.Status, b.Usage, out)
 		}

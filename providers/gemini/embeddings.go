@@ -89,7 +89,8 @@ func taskType(inputType string) string {
 // vectors in input order.
 func (e Embeddings) EmbeddingsRequests(req *providers.EmbeddingsRequest, model string) ([]providers.Request, error) {
 	if req.Tokens != nil {
-		return nil, e.unsupported("input", "token-id inputs are not supported: Gemini embeds text")
+		// The param other translators name for token ids, so clients see one.
+		return nil, e.unsupported("input (token ids)", "token-id inputs are not supported: Gemini embeds text")
 	}
 	res, err := e.resource(model)
 	if err != nil {

@@ -185,8 +185,8 @@ func TestEmbeddingsRefused(t *testing.T) {
 		model string
 		param string
 	}{
-		{"token ids", Embeddings{}, providers.EmbeddingsRequest{Tokens: [][]int64{{1, 2}}}, "gemini-embedding-001", "input"},
-		{"token ids on Vertex", Embeddings{Chat{Vertex: true, Project: "p"}}, providers.EmbeddingsRequest{Tokens: [][]int64{{1}}}, "text-embedding-005", "input"},
+		{"token ids", Embeddings{}, providers.EmbeddingsRequest{Tokens: [][]int64{{1, 2}}}, "gemini-embedding-001", "input (token ids)"},
+		{"token ids on Vertex", Embeddings{Chat{Vertex: true, Project: "p"}}, providers.EmbeddingsRequest{Tokens: [][]int64{{1}}}, "text-embedding-005", "input (token ids)"},
 		{"a model leaving its resource", Embeddings{}, providers.EmbeddingsRequest{Texts: []string{"a"}}, "../files", "model"},
 		{"a method in the model", Embeddings{Chat{Vertex: true}}, providers.EmbeddingsRequest{Texts: []string{"a"}}, "text-embedding-005:predict", "model"},
 	} {
