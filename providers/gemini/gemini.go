@@ -7,6 +7,9 @@
 // answers; they differ in the URL path (and in authentication, which is the
 // host's business). Chat.Vertex selects the Vertex AI path.
 //
+// Embeddings translates embeddings requests: batchEmbedContents on the
+// Developer API, predict or embedContent on Vertex AI (see Embeddings).
+//
 // Like every translator it works on bytes: it reads JSON with gjson and
 // writes it by appending, copying raw JSON values through where it can.
 //
