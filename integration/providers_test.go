@@ -238,15 +238,22 @@ func TestIntegrationProviders(t *testing.T) {
 // before the gateway replaces it (its lifetime is TokenEarlyExpiry longer).
 const vertexTokenFresh = 3 * time.Second
 
-// TestIntegrationVertexTokens: the gateway authenticates to Vertex AI with
-// the service account's access tokens, each reused while it has more than
-// caddymodule.TokenEarlyExpiry to live and replaced while it is still
+// TestIntegrationGoogleCredentials: the gateway authenticates to Vertex AI
+// with the service account's access tokens, each reused while it has more
+// than caddymodule.TokenEarlyExpiry to live and replaced while it is still
 // valid; every request Vertex saw carried a token the fake issued and that
-// had not expired.
-func TestIntegrationVertexTokens(t *testing.T) {
+// had not expired. A Gemini key Google refuses (with a 400) is the
+// gateway's 502, not a 401 that would blame the client's key.
+func TestIntegrationGoogleCredentials(t *testing.T) {
 	fake, _ := startProviders(t)
 	c := sdk(aliceKey)
 	ctx := context.Background()
+
+	var apiErr *openai.Error
+	_, err := c.Chat.Completions.New(ctx, userChat("gemini_wrong_key/gemini-2.5-flash", "hello"))
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 502 || apiErr.Code != "upstream_auth_failed" || strings.Contains(apiErr.Message, "not-the-fake-key") {
+		t.Errorf("a wrong Gemini key: %v", err)
+	}
 	chat := func() string {
 		t.Helper()
 		before := len(fake.Requests())

@@ -18,7 +18,10 @@ import (
 //     google.rpc.RetryInfo detail in RetryAfter;
 //   - INVALID_ARGUMENT about the input token limit: 400
 //     context_length_exceeded; about the API key (ErrorInfo reason
-//     API_KEY_INVALID, which Google sends as 400): 401 invalid_api_key;
+//     API_KEY_INVALID, which Google sends as 400): 502
+//     upstream_auth_failed, as the host answers a provider's 401 and 403:
+//     the key is the gateway's, and a 401 would tell the client its own
+//     key was wrong;
 //   - UNAVAILABLE 503, DEADLINE_EXCEEDED 504, INTERNAL 500: server_error;
 //   - NOT_FOUND: 404 model_not_found; PERMISSION_DENIED 403 and
 //     UNAUTHENTICATED 401 keep their status.
@@ -75,7 +78,8 @@ func mapError(status int, e gjson.Result) *providers.Error {
 	case "INVALID_ARGUMENT", "FAILED_PRECONDITION", "OUT_OF_RANGE":
 		switch {
 		case reason(details) == "API_KEY_INVALID":
-			out.Status, out.Code = http.StatusUnauthorized, "invalid_api_key"
+			out.Status, out.Code = http.StatusBadGateway, "upstream_auth_failed"
+			out.Message = "the provider rejected the gateway's API key (API_KEY_INVALID)"
 		case contextLength(msg):
 			out.Code, out.Param = "context_length_exceeded", "messages"
 		default:
