@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -41,6 +42,8 @@ func TestIntegrationEmbeddings(t *testing.T) {
 		{"mistral/mistral-embed", 128, false},
 		{"voyage/voyage-3.5", 512, false},
 		{"jina/jina-embeddings-v3", 64, false},
+		{"cohere/embed-v4.0", 256, false},
+		{"cohere/embed-english-v3.0", 0, false},
 		{"gemini/gemini-embedding-001", 256, false},
 		{"vertex/text-embedding-005", 32, false},
 		{"vertex/gemini-embedding-001", 0, false},
@@ -105,6 +108,16 @@ func TestIntegrationEmbeddings(t *testing.T) {
 		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Code != "unsupported_parameter" || apiErr.Param != "dimensions" {
 			t.Errorf("tei dimensions: %v", err)
 		}
+		_, err = c.Embeddings.New(ctx, openai.EmbeddingNewParams{Model: "cohere/embed-v4.0", Dimensions: openai.Int(768),
+			Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String("x")}})
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Code != "unsupported_parameter" || apiErr.Param != "dimensions" {
+			t.Errorf("cohere dimensions 768: %v", err)
+		}
+		_, err = c.Embeddings.New(ctx, openai.EmbeddingNewParams{Model: "cohere/embed-v4.0",
+			Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfTokenArrays: [][]int64{{1, 2}}}})
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Code != "unsupported_parameter" || apiErr.Param != "input (token ids)" {
+			t.Errorf("cohere token ids: %v", err)
+		}
 		_, err = c.Embeddings.New(ctx, openai.EmbeddingNewParams{Model: "gemini/gemini-embedding-001",
 			Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfTokenArrays: [][]int64{{1, 2}}}})
 		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Code != "unsupported_parameter" || apiErr.Param != "input (token ids)" {
@@ -123,29 +136,101 @@ func TestIntegrationEmbeddings(t *testing.T) {
 	})
 
 	t.Run("input_type reaches the providers that take one", func(t *testing.T) {
-		for _, model := range []string{"voyage/voyage-3.5", "jina/jina-embeddings-v3", "gemini/gemini-embedding-001",
-			"vertex/text-embedding-005", "vertex/gemini-embedding-2-preview"} {
+		for _, tc := range []struct{ model, inputType, field, want string }{
+			{"voyage/voyage-3.5", `"query"`, "input_type", "query"},
+			{"jina/jina-embeddings-v3", `"query"`, "task", "retrieval.query"},
+			{"cohere/embed-v4.0", `"query"`, "input_type", "search_query"},
+			{"cohere/embed-v4.0", `"document"`, "input_type", "search_document"},
+			{"cohere/embed-v4.0", `null`, "input_type", "search_document"}, // Cohere requires one
+			{"cohere/embed-v4.0", `"classification"`, "input_type", "classification"},
+			{"gemini/gemini-embedding-001", `"query"`, "requests.0.taskType", "RETRIEVAL_QUERY"},
+			{"gemini/gemini-embedding-001", `"CLUSTERING"`, "requests.0.taskType", "CLUSTERING"},
+			{"vertex/text-embedding-005", `"document"`, "instances.0.task_type", "RETRIEVAL_DOCUMENT"},
+			{"vertex/gemini-embedding-2-preview", `"query"`, "embedContentConfig.taskType", "RETRIEVAL_QUERY"},
+		} {
 			before := len(fake.Requests())
 			status, body, _ := request(t, "POST", gatewayBase+"/v1/embeddings",
-				`{"model":"`+model+`","input":"q","input_type":"query"}`, "Authorization", "Bearer "+aliceKey)
+				`{"model":"`+tc.model+`","input":"q","input_type":`+tc.inputType+`}`, "Authorization", "Bearer "+aliceKey)
 			sent := fake.Requests()[before:]
 			if status != 200 || len(sent) != 1 {
 				t.Fatalf("%d %s", status, body)
 			}
-			field, want := "input_type", "query"
-			switch {
-			case strings.HasPrefix(model, "jina"):
-				field, want = "task", "retrieval.query"
-			case strings.HasPrefix(model, "gemini"):
-				field, want = "requests.0.taskType", "RETRIEVAL_QUERY"
-			case strings.HasSuffix(model, "text-embedding-005"):
-				field, want = "instances.0.task_type", "RETRIEVAL_QUERY"
-			case strings.HasPrefix(model, "vertex"):
-				field, want = "embedContentConfig.taskType", "RETRIEVAL_QUERY"
+			if got := gjson.GetBytes(sent[0].Body, tc.field).Str; got != tc.want {
+				t.Errorf("%s with input_type %s sent %s=%q, want %q", tc.model, tc.inputType, tc.field, got, tc.want)
 			}
-			if got := gjson.GetBytes(sent[0].Body, field).Str; got != want {
-				t.Errorf("%s got %s=%q", model, field, got)
+		}
+	})
+
+	t.Run("cohere: more inputs than a Cohere request holds", func(t *testing.T) {
+		// Cohere embeds at most 96 texts a request: 200 inputs go out as
+		// three requests and come back as one answer, in input order.
+		inputs := make([]string, 200)
+		words := int64(0)
+		for i := range inputs {
+			inputs[i] = fmt.Sprintf("passage %d", i) + strings.Repeat(" fox", i%3)
+			words += int64(2 + i%3)
+		}
+		before := len(fake.Requests())
+		res, err := c.Embeddings.New(ctx, openai.EmbeddingNewParams{Model: "cohere/embed-v4.0", Dimensions: openai.Int(512),
+			Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: inputs}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sizes []int
+		for _, r := range fake.Requests()[before:] {
+			sizes = append(sizes, len(gjson.GetBytes(r.Body, "texts").Array()))
+		}
+		if fmt.Sprint(sizes) != "[96 96 8]" || len(res.Data) != len(inputs) || res.Usage.PromptTokens != words {
+			t.Fatalf("requests of %v texts, %d vectors, usage %+v (want %d)", sizes, len(res.Data), res.Usage, words)
+		}
+		for i, d := range res.Data {
+			want := providertest.EmbeddingVector(inputs[i], 512)
+			if d.Index != int64(i) || len(d.Embedding) != 512 || float32(d.Embedding[0]) != want[0] || float32(d.Embedding[511]) != want[511] {
+				t.Fatalf("item %d (index %d) is not the provider's vector of input %d", i, d.Index, i)
 			}
+		}
+	})
+
+	t.Run("gemini and vertex: more inputs than a Google call holds", func(t *testing.T) {
+		// batchEmbedContents takes 100 inputs, predict 250, and Vertex's
+		// gemini-embedding-001 one: the inputs go out in as many calls
+		// and come back as one answer, in input order.
+		inputs := make([]string, 260)
+		for i := range inputs {
+			inputs[i] = fmt.Sprintf("passage %d", i)
+		}
+		for _, tc := range []struct {
+			model, items string
+			sizes        string
+			tokens       int64
+		}{
+			{"gemini/gemini-embedding-001", "requests", "[100 100 60]", 0},
+			{"vertex/text-embedding-005", "instances", "[250 10]", 520},
+		} {
+			before := len(fake.Requests())
+			res, err := c.Embeddings.New(ctx, openai.EmbeddingNewParams{Model: tc.model, Dimensions: openai.Int(16),
+				Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: inputs}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sizes []int
+			for _, r := range fake.Requests()[before:] {
+				sizes = append(sizes, len(gjson.GetBytes(r.Body, tc.items).Array()))
+			}
+			if fmt.Sprint(sizes) != tc.sizes || len(res.Data) != len(inputs) || res.Usage.PromptTokens != tc.tokens {
+				t.Fatalf("%s: calls of %v inputs, %d vectors, usage %+v", tc.model, sizes, len(res.Data), res.Usage)
+			}
+			for i, d := range res.Data {
+				want := providertest.EmbeddingVector(inputs[i], 16)
+				if d.Index != int64(i) || len(d.Embedding) != 16 || float32(d.Embedding[0]) != want[0] || float32(d.Embedding[15]) != want[15] {
+					t.Fatalf("%s: item %d (index %d) is not the provider's vector of input %d", tc.model, i, d.Index, i)
+				}
+			}
+		}
+		before := len(fake.Requests())
+		if res, err := c.Embeddings.New(ctx, openai.EmbeddingNewParams{Model: "vertex/gemini-embedding-001",
+			Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: inputs[:5]}}); err != nil || len(res.Data) != 5 || len(fake.Requests())-before != 5 {
+			t.Fatalf("vertex gemini-embedding-001, one input a call: %v, %d calls", err, len(fake.Requests())-before)
 		}
 	})
 

@@ -40,6 +40,7 @@ var providerRows = []providerRow{
 	{provider: "azure", model: "gpt-4o", structured: true},
 	{provider: "azure_v1", model: "prod-gpt-4o", structured: true},
 	{provider: "azure_entra", model: "prod-gpt-4o", structured: true},
+	{provider: "cohere", model: "command-a-03-2025", structured: true},
 	{provider: "gemini", model: "gemini-2.5-flash", structured: true},
 	{provider: "vertex", model: "gemini-2.5-flash", structured: true},
 }

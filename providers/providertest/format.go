@@ -42,13 +42,15 @@ type wireFormat interface {
 // to OpenAI's (whose 404 is the fake's default).
 var formats = []wireFormat{
 	openAIFormat{},
+	responsesFormat{},
 	anthropicFormat{},
 	azureFormat{},
 	bedrockFormat{},
 	cohereChatFormat{},
+	cohereEmbedFormat{},
 	geminiFormat{},
 	vertexFormat{},
-	&rerankFormat{id: "cohere", path: "/cohere/v2/rerank", docs: "documents", count: "top_n", named: true, results: "results", score: "relevance_score", withID: true},
+	&rerankFormat{id: "cohere", path: "/cohere/v2/rerank", docs: "documents", count: "top_n", named: true, results: "results", score: "relevance_score", withID: true, cohere: true},
 	&rerankFormat{id: "jina", path: "/jina/v1/rerank", docs: "documents", count: "top_n", named: true, flag: "return_documents", results: "results", score: "relevance_score"},
 	&rerankFormat{id: "voyage", path: "/voyage/v1/rerank", docs: "documents", count: "top_k", named: true, flag: "return_documents", results: "data", score: "relevance_score"},
 	&rerankFormat{id: "tei", path: "/tei/rerank", docs: "texts", flag: "return_text", score: "score"},
@@ -161,9 +163,9 @@ func (modelInBody) model(_ *http.Request, body []byte) string {
 }
 
 // key is the key a format wants: Keys[name], else AnthropicKey for
-// Anthropic's format, Keys["cohere"] (the rerank row's) for Cohere's chat,
-// OpenAIKey for OpenAI's, Cohere's chat and the rerank formats, and ""
-// (any key) for the others.
+// Anthropic's format, Keys["cohere"] (the rerank row's) for Cohere's chat
+// and embed, OpenAIKey for OpenAI's, Cohere's chat and embed and the rerank
+// formats, and "" (any key) for the others.
 func (o *Options) key(f wireFormat) string {
 	if k, ok := o.Keys[f.name()]; ok {
 		return k
@@ -171,13 +173,13 @@ func (o *Options) key(f wireFormat) string {
 	switch f.(type) {
 	case anthropicFormat:
 		return o.AnthropicKey
-	case cohereChatFormat:
-		// One Cohere key serves chat and rerank.
+	case cohereChatFormat, cohereEmbedFormat:
+		// One Cohere key serves chat, embed and rerank.
 		if k, ok := o.Keys["cohere"]; ok {
 			return k
 		}
 		return o.OpenAIKey
-	case openAIFormat, *rerankFormat, *embeddingsFormat:
+	case openAIFormat, responsesFormat, *rerankFormat, *embeddingsFormat:
 		return o.OpenAIKey
 	}
 	return ""

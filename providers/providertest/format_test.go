@@ -41,6 +41,13 @@ var formatExamples = map[string]example{
 		overloaded: 503,
 		isError:    isOpenAIError,
 	},
+	"openai_responses": {
+		request: func(model string) (string, string, []string) {
+			return "/v1/responses", `{"model":"` + model + `","input":"hi"}`, oaAuth
+		},
+		overloaded: 503,
+		isError:    isOpenAIError,
+	},
 	"azure_openai": {
 		request: func(model string) (string, string, []string) {
 			return "/openai/v1/chat/completions", `{"model":"` + model + `","messages":[{"role":"user","content":"hi"}]}`, []string{"api-key", "k"}
@@ -63,6 +70,13 @@ var formatExamples = map[string]example{
 	"cohere_chat": {
 		request: func(model string) (string, string, []string) {
 			return cohereChatPath, `{"model":"` + model + `","messages":[{"role":"user","content":"hi"}],"stream":false}`, oaAuth
+		},
+		overloaded: 503,
+		isError:    isCohereError,
+	},
+	"cohere_embed": {
+		request: func(model string) (string, string, []string) {
+			return cohereEmbedPath, `{"model":"` + model + `","input_type":"search_document","texts":["a red fox"]}`, oaAuth
 		},
 		overloaded: 503,
 		isError:    isCohereError,

@@ -7,6 +7,8 @@
 // The formats, by name (the key of Options.Keys) and path:
 //
 //	openai       POST /v1/chat/completions (Authorization: Bearer)
+//	openai_responses POST /v1/responses (Authorization: Bearer), OpenAI's
+//	             Responses API, streamed or not (responses.go)
 //	anthropic    POST /v1/messages (x-api-key, anthropic-version)
 //	azure_openai POST /openai/deployments/{deployment}/chat/completions?api-version=…,
 //	             POST /openai/v1/chat/completions (api-key, or an Entra bearer token)
@@ -14,6 +16,7 @@
 //	             (AWS SigV4; the key is "<access key id>:<secret access key>"
 //	             [":<session token>"], and the fake recomputes the signature)
 //	cohere_chat  POST /cohere/v2/chat (Authorization: Bearer; the "cohere" key serves it too)
+//	cohere_embed POST /cohere/v2/embed (likewise), vectors from EmbeddingVector
 //	gemini       POST /v1beta/models/{model}:generateContent, …:streamGenerateContent?alt=sse,
 //	             embeddings …:batchEmbedContents and …:embedContent (x-goog-api-key or ?key=)
 //	vertex       POST /v1/projects/{p}/locations/{l}/publishers/google/models/{model}:generateContent,
@@ -33,8 +36,9 @@
 //	             <prefix>_embeddings), vectors from EmbeddingVector
 //
 // (the rerank formats each under a prefix of their own, with a bearer key;
-// their scores are RerankScore's word overlap; Cohere's chat and rerank
-// share the /cohere prefix, whose other paths are 404s in Cohere's shape).
+// their scores are RerankScore's word overlap, and Cohere's answer bills
+// CohereSearchUnits; Cohere's chat, embed and rerank share the /cohere
+// prefix, whose other paths are 404s in Cohere's shape).
 //
 // Requests are checked as strictly as the real APIs check them (required
 // fields, value ranges, roles, content block types, tool calls paired with
@@ -132,8 +136,8 @@ import (
 // Options configure a fake provider.
 type Options struct {
 	// OpenAIKey is the key the OpenAI format wants as "Authorization:
-	// Bearer <key>", and the rerank formats and Cohere's chat too. Empty accepts any
-	// non-empty bearer token.
+	// Bearer <key>", and the Responses, rerank and embeddings formats and
+	// Cohere's chat and embed too. Empty accepts any non-empty bearer token.
 	OpenAIKey string
 
 	// AnthropicKey is the key the Anthropic format wants as x-api-key.
@@ -183,6 +187,7 @@ type Server struct {
 	gates   []chan struct{}        // gated streams waiting for Release, under mu
 	flaky   map[[32]byte]bool      // bodies of "flaky" requests seen, under mu
 	caches  map[[32]byte]time.Time // Anthropic prompt cache: prefix → expiry, under mu
+	stored  map[string][]byte      // stored Responses, by id, under mu
 	google  googleAuth             // the Google service account and its tokens
 }
 
