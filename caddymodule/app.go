@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelgate/modelgate/batch"
 	"github.com/modelgate/modelgate/keys"
+	"github.com/modelgate/modelgate/pricing"
 	"github.com/modelgate/modelgate/state"
 )
 
@@ -44,6 +45,11 @@ type App struct {
 	// Batch tunes the batch engine (the Files and Batch APIs). It is on
 	// with the defaults when absent.
 	Batch *BatchConfig `json:"batch,omitempty"`
+
+	// Prices override and extend the price table shipped in the binary
+	// (pricing/prices.json): a JSON price file and entries of their own.
+	// Default: the shipped table alone.
+	Prices *pricing.Config `json:"prices,omitempty"`
 
 	// KeyRefresh is how often managed keys are reloaded from the storage:
 	// the longest a key created or deleted on another instance sharing the
@@ -81,6 +87,9 @@ type App struct {
 
 	store  *batch.Store
 	runner *batch.Runner
+
+	prices      *pricing.Prices
+	knownModels map[string]struct{} // "<provider>/<model>" an alias names
 
 	state       state.State
 	stateShared bool
@@ -127,11 +136,15 @@ func (a *App) Provision(ctx caddy.Context) error {
 		if !p.Base().provisioned() {
 			return fmt.Errorf("provider %q: module %T did not call ProvisionBase in its Provision", name, m)
 		}
-		a.providers[name] = &provider{name: name, base: p.Base(), Endpoints: p.Endpoints()}
+		a.providers[name] = &provider{name: name, typ: string(p.CaddyModule().ID.Name()), base: p.Base(), Endpoints: p.Endpoints()}
 	}
 	if a.dispatch, err = newDispatcher(a.providers, a.Models, a.DefaultProvider); err != nil {
 		return err
 	}
+	if err := a.provisionPrices(); err != nil {
+		return err
+	}
+	a.dispatch.guard = accountant{app: a}
 
 	a.keys, err = provisionStaticKeys(a.Keys)
 	if err != nil {
@@ -215,6 +228,29 @@ func checkAlias(alias string, targets []string, defined func(name string) bool) 
 		}
 		if !defined(pname) {
 			return fmt.Errorf("model %s: target %q names provider %q, which is not defined", alias, t, pname)
+		}
+	}
+	return nil
+}
+
+// provisionPrices loads the price table: the shipped one, then the
+// configured file and entries.
+func (a *App) provisionPrices() error {
+	cfg := a.Prices
+	if cfg != nil && cfg.File != "" {
+		c := *cfg
+		c.File = caddy.NewReplacer().ReplaceKnown(c.File, "")
+		cfg = &c
+	}
+	p, err := pricing.Load(cfg)
+	if err != nil {
+		return fmt.Errorf("prices: %v", err)
+	}
+	a.prices = p
+	a.knownModels = make(map[string]struct{})
+	for _, targets := range a.Models {
+		for _, t := range targets {
+			a.knownModels[t] = struct{}{}
 		}
 	}
 	return nil
