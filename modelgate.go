@@ -9,9 +9,9 @@
 // It blank-imports every package of Caddy modules, as caddy-l4's imports.go
 // does: the host (caddymodule: the app, the handlers, the provider contract
 // and the preset provider types), each provider type with a wire format of
-// its own (caddymodule/provider/...), key administration and secret
-// scanning. providers/, batch/ and keys/ hold the engines; none of them
-// imports Caddy.
+// its own (caddymodule/provider/...), key administration, secret
+// scanning, and the Redis storage for clusters. providers/, batch/ and
+// keys/ hold the engines; none of them imports Caddy.
 package modelgate
 
 import (
@@ -19,5 +19,6 @@ import (
 	_ "github.com/modelgate/modelgate/caddymodule/keyadmin"           // admin API, key settings page, CLI
 	_ "github.com/modelgate/modelgate/caddymodule/provider/anthropic" // modelgate.providers.anthropic
 	_ "github.com/modelgate/modelgate/caddymodule/provider/azure"     // modelgate.providers.azure_openai
+	_ "github.com/modelgate/modelgate/caddymodule/redisstorage"       // caddy.storage.redis
 	_ "github.com/modelgate/modelgate/caddymodule/scanning"           // secret-scanning endpoint
 )

@@ -85,7 +85,7 @@ func (s *Store) UploadFile(ctx context.Context, owner, filename string, r io.Rea
 		err = w.Close()
 	}
 	if err != nil {
-		_ = s.storage.Delete(context.WithoutCancel(ctx), s.fileDir(owner, rec.ID))
+		_ = s.files.Delete(context.WithoutCancel(ctx), s.fileDir(owner, rec.ID))
 		return nil, err
 	}
 	rec.Bytes, rec.Chunks = n, w.chunks
@@ -105,7 +105,7 @@ func (p *PendingFile) Commit(ctx context.Context, purpose string) (File, error) 
 
 // Discard deletes the uploaded content.
 func (p *PendingFile) Discard(ctx context.Context) {
-	_ = p.s.storage.Delete(context.WithoutCancel(ctx), p.s.fileDir(p.rec.Owner, p.rec.ID))
+	_ = p.s.deleteDir(context.WithoutCancel(ctx), p.s.fileDir(p.rec.Owner, p.rec.ID))
 }
 
 // GetFile returns owner's file id.
@@ -144,7 +144,7 @@ func (s *Store) DeleteFile(ctx context.Context, owner, id string) error {
 	if err := s.storage.Delete(ctx, path.Join(dir, "meta.json")); err != nil {
 		return err
 	}
-	return s.storage.Delete(ctx, dir)
+	return s.deleteDir(ctx, dir)
 }
 
 // ListOptions select a page of a list. Order is "desc" (newest first, the
@@ -272,7 +272,7 @@ func (w *chunkWriter) flush() error {
 	if len(w.buf) == 0 {
 		return nil
 	}
-	if err := w.s.storage.Store(w.ctx, chunkKey(w.dir, w.chunks), w.buf); err != nil {
+	if err := w.s.files.Store(w.ctx, chunkKey(w.dir, w.chunks), w.buf); err != nil {
 		return err
 	}
 	w.chunks++
@@ -298,7 +298,7 @@ func (r *chunkReader) Read(p []byte) (int, error) {
 		if r.next == r.chunks {
 			return 0, io.EOF
 		}
-		b, err := r.s.storage.Load(r.ctx, chunkKey(r.dir, r.next))
+		b, err := r.s.files.Load(r.ctx, chunkKey(r.dir, r.next))
 		if err != nil {
 			return 0, fmt.Errorf("reading part %d of the file: %w", r.next, err)
 		}

@@ -18,12 +18,12 @@ import (
 // again.
 func (s *Store) readCheckpoints(ctx context.Context, dir string, i int, f func(idx int, ok bool, line []byte)) error {
 	prefix := path.Join(dir, "results", fmt.Sprintf("%06d", i))
-	names, err := s.list(ctx, prefix)
+	names, err := listIn(ctx, s.files, prefix)
 	if err != nil {
 		return err
 	}
 	for _, name := range names {
-		b, err := s.storage.Load(ctx, path.Join(prefix, name))
+		b, err := s.files.Load(ctx, path.Join(prefix, name))
 		if storage.IsNotExist(err) {
 			continue
 		}
@@ -155,7 +155,7 @@ func (r *Runner) writeResults(ctx context.Context, lv Live, rec *batchRecord, c 
 				continue
 			}
 			if lines == nil {
-				input, err := s.storage.Load(ctx, path.Join(dir, "input", fmt.Sprintf("%06d", i)))
+				input, err := s.files.Load(ctx, path.Join(dir, "input", fmt.Sprintf("%06d", i)))
 				if err != nil {
 					return err
 				}
@@ -181,7 +181,7 @@ func (r *Runner) writeResults(ctx context.Context, lv Live, rec *batchRecord, c 
 		w  *chunkWriter
 	}{{&rec.OutputFileID, out}, {&rec.ErrorFileID, errs}} {
 		if f.w.n == 0 {
-			_ = s.storage.Delete(ctx, s.fileDir(rec.Owner, **f.id))
+			_ = s.files.Delete(ctx, s.fileDir(rec.Owner, **f.id))
 			*f.id = nil
 			continue
 		}
@@ -219,7 +219,10 @@ func (r *Runner) writeResults(ctx context.Context, lv Live, rec *batchRecord, c 
 
 	// Clean up: the work parts and checkpoints are in the files now.
 	_ = s.storage.Delete(ctx, s.activeKey(rec.ID))
-	for _, k := range []string{"input", "results", "claims.json", "cancel"} {
+	for _, k := range []string{"input", "results"} {
+		_ = s.files.Delete(ctx, path.Join(dir, k))
+	}
+	for _, k := range []string{"claims.json", "cancel"} {
 		_ = s.storage.Delete(ctx, path.Join(dir, k))
 	}
 	return nil

@@ -83,7 +83,7 @@ type partRun struct {
 func (r *Runner) runPart(ctx context.Context, lv Live, log *zap.Logger, rec *batchRecord, i int, ps partState, act *active) error {
 	set := lv.Settings
 	pr := &partRun{r: r, rec: rec, i: i, ps: ps, dir: r.store.batchDir(rec.Owner, rec.ID), done: make([]bool, ps.N), act: act}
-	input, err := r.store.storage.Load(r.ctx, path.Join(pr.dir, "input", fmt.Sprintf("%06d", i)))
+	input, err := r.store.files.Load(r.ctx, path.Join(pr.dir, "input", fmt.Sprintf("%06d", i)))
 	if err != nil {
 		return pr.release(lv, err)
 	}
@@ -193,7 +193,7 @@ func (pr *partRun) checkpoint() error {
 	}
 	key := path.Join(pr.dir, "results", fmt.Sprintf("%06d", pr.i), pr.r.writerName())
 	// Written even while stopping: the results are finished work.
-	if err := pr.r.store.storage.Store(context.WithoutCancel(pr.r.ctx), key, b); err != nil {
+	if err := pr.r.store.files.Store(context.WithoutCancel(pr.r.ctx), key, b); err != nil {
 		return err
 	}
 	pr.buf = pr.buf[:0]

@@ -12,6 +12,8 @@ import (
 
 	"github.com/modelgate/modelgate/internal/storage"
 	"go.uber.org/zap"
+
+	"github.com/modelgate/modelgate/internal/ids"
 )
 
 // Live is what a Runner reads from the live configuration on every poll.
@@ -149,14 +151,19 @@ func (r *Runner) tick() {
 	}
 	r.mu.Unlock()
 
-	ids, err := r.store.list(r.ctx, path.Join(r.store.prefix, "active"))
+	batchIDs, err := r.store.list(r.ctx, path.Join(r.store.prefix, "active"))
 	if err != nil {
 		lv.Logger.Error("listing active batches", zap.Error(err))
 		return
 	}
-	for _, id := range ids {
+	for _, id := range batchIDs {
 		if r.ctx.Err() != nil {
 			return
+		}
+		if !ids.Valid(id, "batch_") {
+			// Not a batch: a file system storage's temporary file of a
+			// Store in progress. Deleting it would fail that Store.
+			continue
 		}
 		if err := r.step(lv, id); err != nil && r.ctx.Err() == nil {
 			lv.Logger.Error("batch step failed; retrying at the next poll", zap.String("batch_id", id), zap.Error(err))

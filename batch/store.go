@@ -19,14 +19,16 @@
 //	o/<owner>/batches/<batch id>/results/<n>/<writer>-<seq>   checkpoints of part n
 //	active/<batch id>                          batches not yet in a final state
 //
+// The file contents (<n> under files/) and the work parts and checkpoints
+// (input/ and results/ under batches/) are the bulk bytes; WithFileStorage
+// keeps them in a storage of their own, under the same keys.
+//
 // <owner> is a hash of the owner's name, so any name is a safe key. Locks
 // (the storage's own) are named "modelgate_batch_<batch id>".
 package batch
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"path"
 	"sort"
@@ -45,22 +47,27 @@ type Storage = storage.Storage
 // Store keeps files and batches in a Storage.
 type Store struct {
 	storage Storage
+	files   FileStorage // bulk bytes; storage unless WithFileStorage
 	prefix  string
+
+	separateFiles bool // files is not storage
 
 	// now is the clock; tests replace it.
 	now func() time.Time
 }
 
-// NewStore returns a Store keeping its data under prefix in s.
-func NewStore(s Storage, prefix string) *Store {
-	return &Store{storage: s, prefix: strings.Trim(prefix, "/"), now: time.Now}
+// NewStore returns a Store keeping its data under prefix in s (and its
+// bulk bytes too, unless an option puts them elsewhere).
+func NewStore(s Storage, prefix string, opts ...Option) *Store {
+	st := &Store{storage: s, files: s, prefix: strings.Trim(prefix, "/"), now: time.Now}
+	for _, o := range opts {
+		o(st)
+	}
+	return st
 }
 
 // ownerDir is the storage folder of an owner's files and batches.
-func (s *Store) ownerDir(owner string) string {
-	sum := sha256.Sum256([]byte(owner))
-	return path.Join(s.prefix, "o", hex.EncodeToString(sum[:16]))
-}
+func (s *Store) ownerDir(owner string) string { return storage.OwnerDir(s.prefix, owner) }
 
 func (s *Store) fileDir(owner, id string) string {
 	return path.Join(s.ownerDir(owner), "files", id)
@@ -81,7 +88,11 @@ var ErrNotFound = errors.New("not found")
 // list returns the last path element of each key under prefix, sorted; a
 // missing prefix is an empty list.
 func (s *Store) list(ctx context.Context, prefix string) ([]string, error) {
-	keys, err := s.storage.List(ctx, prefix, false)
+	return listIn(ctx, s.storage, prefix)
+}
+
+func listIn(ctx context.Context, st FileStorage, prefix string) ([]string, error) {
+	keys, err := st.List(ctx, prefix, false)
 	if err != nil && !storage.IsNotExist(err) {
 		return nil, err
 	}

@@ -72,7 +72,7 @@ func (s *Store) validate(ctx context.Context, rec *batchRecord, ex Executor, set
 		n := len(v.parts)
 		v.parts = append(v.parts, partState{Start: partStart, N: v.total - partStart})
 		partStart = v.total
-		err := s.storage.Store(ctx, path.Join(dir, "input", fmt.Sprintf("%06d", n)), part)
+		err := s.files.Store(ctx, path.Join(dir, "input", fmt.Sprintf("%06d", n)), part)
 		part = part[:0]
 		return err
 	}
@@ -116,7 +116,7 @@ func (s *Store) validate(ctx context.Context, rec *batchRecord, ex Executor, set
 		v.fail(0, "input_file_id", "empty_file", "the input file holds no requests")
 	}
 	if len(v.errors) > 0 {
-		_ = s.storage.Delete(ctx, path.Join(dir, "input"))
+		_ = s.files.Delete(ctx, path.Join(dir, "input"))
 		return v, nil
 	}
 	if err := flush(); err != nil {

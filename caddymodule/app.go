@@ -191,6 +191,10 @@ func checkAlias(alias string, targets []string, defined func(name string) bool) 
 	return nil
 }
 
+// responseStore is where the Responses API keeps stored responses: the
+// app's storage.
+func (a *App) responseStore() responseStore { return responseStore{s: a.storage} }
+
 // Interface guards
 var (
 	_ caddy.App         = (*App)(nil)

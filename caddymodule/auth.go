@@ -59,7 +59,7 @@ const ctxKeyVar = "modelgate.key"
 func (h *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	secret, ok := credential(r)
 	if !ok {
-		writeError(w, &providers.Error{
+		apiForPath(r.URL.Path).writeError(w, &providers.Error{
 			Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
 			Message: "missing API key: send it as 'Authorization: Bearer <key>' (or as 'x-api-key: <key>')",
 		})
@@ -70,7 +70,7 @@ func (h *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 	if key == nil {
 		var malformed bool
 		if key, malformed = h.app.managedKey(secret, digest); malformed {
-			writeError(w, &providers.Error{
+			apiForPath(r.URL.Path).writeError(w, &providers.Error{
 				Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
 				Message: "malformed API key: its checksum does not match (was it cut short or mistyped?)",
 			})
@@ -81,7 +81,7 @@ func (h *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 		if c := h.logger.Check(zap.InfoLevel, "unknown API key"); c != nil {
 			c.Write(zap.String("remote_ip", r.RemoteAddr))
 		}
-		writeError(w, &providers.Error{
+		apiForPath(r.URL.Path).writeError(w, &providers.Error{
 			Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
 			Message: "incorrect API key provided",
 		})

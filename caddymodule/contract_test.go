@@ -312,7 +312,7 @@ func TestContractErrorMapping(t *testing.T) {
 	if f == nil || f.err.Status != 429 || f.err.Code != "rate_limit_exceeded" || !f.retryable() {
 		t.Fatalf("mapped %+v", f)
 	}
-	f.write(rec)
+	f.write(rec, openAIAPI)
 	if rec.Code != 429 || rec.Header().Get("Retry-After") != "7" || rec.Header().Get("X-Toy-Error-Type") != "" {
 		t.Fatalf("client got %d %v %s", rec.Code, rec.Header(), rec.Body)
 	}

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/sse"
 )
 
 // dispatcher serves the unified API's endpoints for the HTTP handler and
@@ -98,8 +99,32 @@ type modelID struct{ id, owner string }
 type endpoint struct {
 	// label names the endpoint in metrics and messages.
 	label string
-	// serves returns the provider's translator for the endpoint, or nil.
+	// serves reports whether the provider serves the endpoint.
 	serves func(p *provider) bool
+	// api is how the endpoint's API writes the gateway's own errors; nil:
+	// OpenAI's.
+	api *api
+}
+
+// api is how an ingress API says what the gateway itself says: its error
+// bodies, and the event that ends a stream the gateway cannot finish.
+type api struct {
+	writeError  func(w http.ResponseWriter, e *providers.Error)
+	streamError func(dst []byte, e *providers.Error) []byte
+}
+
+// openAIAPI is the error shape of OpenAI's APIs, the unified API's own.
+var openAIAPI = &api{
+	writeError:  WriteError,
+	streamError: func(dst []byte, e *providers.Error) []byte { return sse.AppendData(dst, e.JSON()) },
+}
+
+// apiOf returns the endpoint's API, OpenAI's by default.
+func (e endpoint) apiOf() *api {
+	if e.api == nil {
+		return openAIAPI
+	}
+	return e.api
 }
 
 var (
@@ -146,6 +171,7 @@ func (d *dispatcher) serve(w http.ResponseWriter, r *http.Request, key *Key, c *
 			continue
 		}
 		preq, ex, err := c.prepare(t.provider, t.model)
+		ex.api = c.endpoint.apiOf()
 		if err != nil {
 			writeEndpointError(w, c.endpoint, t.provider.name, asProviderError(err))
 			return
@@ -172,7 +198,7 @@ func (d *dispatcher) serve(w http.ResponseWriter, r *http.Request, key *Key, c *
 			zap.String("error", f.err.Message),
 			zap.NamedError("cause", f.cause))
 	}
-	last.write(w)
+	last.write(w, c.endpoint.apiOf())
 	observeRequest(c.endpoint.label, "", last.err.Status)
 }
 
@@ -304,7 +330,7 @@ func (d *dispatcher) route(e endpoint, model string) (provider string, err error
 
 // writeEndpointError answers a request that reached no provider.
 func writeEndpointError(w http.ResponseWriter, e endpoint, provider string, pe *providers.Error) {
-	writeError(w, pe)
+	e.apiOf().writeError(w, pe)
 	observeRequest(e.label, provider, pe.Status)
 }
 

@@ -48,7 +48,8 @@ func WriteError(w http.ResponseWriter, e *providers.Error) {
 func writeError(w http.ResponseWriter, e *providers.Error) { WriteError(w, e) }
 
 // AllowMethod reports whether r uses one of methods (HEAD counts as GET);
-// otherwise it answers 405 with Allow.
+// otherwise it answers 405 with Allow, in the error shape of the API the
+// path belongs to.
 func AllowMethod(w http.ResponseWriter, r *http.Request, methods ...string) bool {
 	for _, m := range methods {
 		if r.Method == m || m == http.MethodGet && r.Method == http.MethodHead {
@@ -57,7 +58,7 @@ func AllowMethod(w http.ResponseWriter, r *http.Request, methods ...string) bool
 	}
 	allow := strings.Join(methods, ", ")
 	w.Header().Set("Allow", allow)
-	writeError(w, &providers.Error{
+	apiForPath(r.URL.Path).writeError(w, &providers.Error{
 		Status: http.StatusMethodNotAllowed, Type: "invalid_request_error", Code: "method_not_allowed",
 		Message: fmt.Sprintf("%s %s is not supported: use %s", r.Method, r.URL.Path, allow),
 	})

@@ -103,8 +103,35 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 			h.app.dispatch.embeddings(w, r, body, requestKey(r), h.logger)
 		}
 		return nil
+	case path == "/v1/messages" || path == "/v1/messages/count_tokens":
+		if !AllowMethod(w, r, http.MethodPost) {
+			return nil
+		}
+		e, serve := endpointMessages, h.app.dispatch.messages
+		if path == "/v1/messages/count_tokens" {
+			e, serve = endpointCountTokens, h.app.dispatch.countTokens
+		}
+		if body, ok := h.body(w, r, e); ok {
+			serve(w, r, body, requestKey(r), h.logger)
+		}
+		return nil
+	case path == "/v1/responses":
+		if !AllowMethod(w, r, http.MethodPost) {
+			return nil
+		}
+		if body, ok := h.body(w, r, endpointResponses); ok {
+			h.app.dispatch.responses(w, r, body, requestKey(r), h.app.responseStore(), h.logger)
+		}
+		return nil
+	case strings.HasPrefix(path, "/v1/responses/"):
+		h.serveStoredResponse(w, r, strings.TrimPrefix(path, "/v1/responses/"))
+		return nil
 	case path == "/v1/models":
 		if !AllowMethod(w, r, http.MethodGet) {
+			return nil
+		}
+		if r.Header.Get("Anthropic-Version") != "" {
+			h.serveAnthropicModels(w, r, "")
 			return nil
 		}
 		h.serveModels(w, r)
@@ -119,12 +146,17 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		if !AllowMethod(w, r, http.MethodGet) {
 			return nil
 		}
+		if r.Header.Get("Anthropic-Version") != "" {
+			h.serveAnthropicModels(w, r, strings.TrimPrefix(path, "/v1/models/"))
+			return nil
+		}
 		h.serveModel(w, strings.TrimPrefix(path, "/v1/models/"))
 		return nil
 	case path == "/v1" || strings.HasPrefix(path, "/v1/"):
-		// OpenAI's own answer to a path it does not serve; an empty 200
-		// from the next handler would be unreadable to an SDK.
-		writeError(w, &providers.Error{
+		// OpenAI's own answer to a path it does not serve (Anthropic's
+		// shape under /v1/messages/); an empty 200 from the next handler
+		// would be unreadable to an SDK.
+		apiForPath(path).writeError(w, &providers.Error{
 			Status: http.StatusNotFound, Type: "invalid_request_error", Code: "unknown_url",
 			Message: fmt.Sprintf("Invalid URL (%s %s)", r.Method, path),
 		})

@@ -16,7 +16,6 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
 	"github.com/modelgate/modelgate/providers"
-	"github.com/modelgate/modelgate/providers/sse"
 )
 
 // maxUpstreamBody bounds what is buffered of a non-streamed answer or an
@@ -31,7 +30,10 @@ type failure struct {
 	cause  error // why the provider could not be reached, for the log; may be nil
 }
 
-func (f *failure) write(w http.ResponseWriter) {
+func (f *failure) write(w http.ResponseWriter, a *api) {
+	if a == nil {
+		a = openAIAPI
+	}
 	h := w.Header()
 	copyClientHeaders(h, f.header)
 	// A provider that says when to retry in its body (Google's RetryInfo)
@@ -40,7 +42,7 @@ func (f *failure) write(w http.ResponseWriter) {
 		h.Set("Retry-After", strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10))
 		h.Set("Retry-After-Ms", strconv.FormatInt(d.Milliseconds(), 10))
 	}
-	writeError(w, f.err)
+	a.writeError(w, f.err)
 }
 
 // retryable reports whether the next target should be tried: connection
@@ -63,6 +65,15 @@ type exchange struct {
 
 	more    []providers.Request
 	collect func(headers []http.Header, bodies [][]byte) ([]byte, error)
+
+	// api writes the gateway's own errors in the endpoint's API; set by
+	// the dispatcher.
+	api *api
+
+	// answer, when set, is the answer itself: the gateway answers without
+	// calling the provider (a token count estimated for a provider that
+	// has no such endpoint).
+	answer []byte
 }
 
 // forward sends one translated request through the provider's
@@ -70,6 +81,10 @@ type exchange struct {
 // the attempt failed in a way that lets the next target try: then it has
 // written nothing and returns the failure.
 func (p *provider) forward(w http.ResponseWriter, r *http.Request, preq providers.Request, ex exchange) (int, *failure) {
+	if ex.answer != nil {
+		WriteJSON(w, http.StatusOK, ex.answer)
+		return http.StatusOK, nil
+	}
 	if ex.collect != nil {
 		return p.forwardAll(w, r, append([]providers.Request{preq}, ex.more...), ex)
 	}
@@ -78,7 +93,7 @@ func (p *provider) forward(w http.ResponseWriter, r *http.Request, preq provider
 		return http.StatusOK, nil
 	}
 	if f != nil {
-		return p.settle(w, f)
+		return p.settle(w, f, ex.api)
 	}
 	out, err := ex.translate(uw.buf)
 	if err != nil {
@@ -97,7 +112,7 @@ func (p *provider) forwardAll(w http.ResponseWriter, r *http.Request, reqs []pro
 	for i, req := range reqs {
 		uw, f := p.send(w, r, req, ex)
 		if f != nil {
-			return p.settle(w, f)
+			return p.settle(w, f, ex.api)
 		}
 		headers[i], bodies[i] = uw.header, uw.buf
 	}
@@ -118,7 +133,10 @@ func (p *provider) send(w http.ResponseWriter, r *http.Request, preq providers.R
 	if framing == nil {
 		framing = providers.SSE
 	}
-	uw := &upstreamWriter{client: w, header: make(http.Header), wantStream: ex.stream, tr: ex.tr, framing: framing}
+	if ex.api == nil {
+		ex.api = openAIAPI
+	}
+	uw := &upstreamWriter{client: w, header: make(http.Header), wantStream: ex.stream, tr: ex.tr, framing: framing, api: ex.api}
 	start := time.Now()
 	err := uw.serve(p.base.proxy, p.base.upstreamRequest(r, preq, ex.stream))
 	observeUpstream(p.name, uw.status, start)
@@ -136,11 +154,11 @@ func (p *provider) send(w http.ResponseWriter, r *http.Request, preq providers.R
 
 // settle returns a failure the next target may retry, and writes any
 // other (a 4xx that is the client's to fix) to the client.
-func (p *provider) settle(w http.ResponseWriter, f *failure) (int, *failure) {
+func (p *provider) settle(w http.ResponseWriter, f *failure, a *api) (int, *failure) {
 	if f.cause != nil || f.retryable() {
 		return 0, f
 	}
-	f.write(w)
+	f.write(w, a)
 	return f.err.Status, nil
 }
 
@@ -228,6 +246,7 @@ type upstreamWriter struct {
 	wantStream bool
 	tr         providers.StreamTranslator // nil: events pass through as they are
 	framing    providers.Framing          // how the provider's stream is cut into events
+	api        *api                       // how the client's API ends a stream the gateway cannot finish
 
 	wroteHeader bool
 	status      int
@@ -308,8 +327,8 @@ func (w *upstreamWriter) Write(p []byte) (int, error) {
 		}
 		if err != nil {
 			w.failed = true
-			out = sse.AppendData(out, (&providers.Error{Type: "server_error", Code: "bad_upstream_event",
-				Message: "the provider sent an event that could not be translated"}).JSON())
+			out = w.api.streamError(out, &providers.Error{Status: http.StatusBadGateway, Type: "server_error", Code: "bad_upstream_event",
+				Message: "the provider sent an event that could not be translated"})
 			break
 		}
 	}
@@ -342,8 +361,8 @@ func (w *upstreamWriter) finishStream(aborted bool) {
 	case w.tr != nil:
 		out = w.tr.Close(w.out[:0])
 	case aborted:
-		out = sse.AppendData(nil, (&providers.Error{Type: "server_error", Code: "upstream_aborted",
-			Message: "the provider broke off its answer"}).JSON())
+		out = w.api.streamError(nil, &providers.Error{Status: http.StatusBadGateway, Type: "server_error", Code: "upstream_aborted",
+			Message: "the provider broke off its answer"})
 	}
 	if len(out) > 0 {
 		_, _ = w.client.Write(out)
@@ -379,6 +398,9 @@ func (b *ProviderBase) upstreamRequest(r *http.Request, preq providers.Request, 
 	u.RawQuery = preq.Query
 	r2.URL = &u
 	r2.Method = http.MethodPost
+	if preq.Method != "" {
+		r2.Method = preq.Method
+	}
 	r2.RequestURI = ""
 
 	h := make(http.Header, 6+len(preq.Header))

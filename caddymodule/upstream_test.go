@@ -16,7 +16,7 @@ import (
 func TestUpstreamWriter(t *testing.T) {
 	t.Run("error is buffered, client untouched", func(t *testing.T) {
 		rec := httptest.NewRecorder()
-		w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, wantStream: true}
+		w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, api: openAIAPI, wantStream: true}
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.WriteHeader(http.StatusTooManyRequests)
 		_, _ = w.Write([]byte(`{"error":{"message":"slow down"}}`))
@@ -30,7 +30,7 @@ func TestUpstreamWriter(t *testing.T) {
 	})
 
 	t.Run("1xx is ignored", func(t *testing.T) {
-		w := &upstreamWriter{client: httptest.NewRecorder(), header: make(http.Header), framing: providers.SSE}
+		w := &upstreamWriter{client: httptest.NewRecorder(), header: make(http.Header), framing: providers.SSE, api: openAIAPI}
 		w.WriteHeader(http.StatusContinue)
 		w.WriteHeader(http.StatusOK)
 		if w.status != 200 {
@@ -41,7 +41,7 @@ func TestUpstreamWriter(t *testing.T) {
 	t.Run("stream translated event by event", func(t *testing.T) {
 		rec := httptest.NewRecorder()
 		tr := (&anthropic.Chat{}).ChatStream(providers.StreamOptions{})
-		w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, wantStream: true, tr: tr}
+		w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, api: openAIAPI, wantStream: true, tr: tr}
 		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 		w.Header().Set("Content-Length", "999")
 		w.Header().Set("Request-Id", "req_1")
@@ -74,7 +74,7 @@ func TestUpstreamWriter(t *testing.T) {
 
 	t.Run("passthrough stream aborted by the proxy", func(t *testing.T) {
 		rec := httptest.NewRecorder()
-		w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, wantStream: true}
+		w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, api: openAIAPI, wantStream: true}
 		w.Header().Set("Content-Type", "text/event-stream")
 		_, _ = w.Write([]byte("data: {\"choices\":[]}\n\n"))
 		w.finishStream(true)
@@ -85,7 +85,7 @@ func TestUpstreamWriter(t *testing.T) {
 
 	t.Run("non-stream answer with a stream content type is buffered", func(t *testing.T) {
 		rec := httptest.NewRecorder()
-		w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, wantStream: false}
+		w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, api: openAIAPI, wantStream: false}
 		w.Header().Set("Content-Type", "text/event-stream")
 		_, _ = w.Write([]byte("data: x\n\n"))
 		if w.streaming || rec.Body.Len() != 0 {
@@ -107,7 +107,7 @@ func TestFailureRetryAfter(t *testing.T) {
 	} {
 		rec := httptest.NewRecorder()
 		f := &failure{err: &providers.Error{Status: 429, Type: "rate_limit_error", Message: "slow down", RetryAfter: tc.after}, header: tc.header}
-		f.write(rec)
+		f.write(rec, openAIAPI)
 		if rec.Code != 429 || rec.Header().Get("Retry-After") != tc.want || rec.Header().Get("Retry-After-Ms") != tc.wantMs {
 			t.Errorf("%s: %d %v", tc.name, rec.Code, rec.Header())
 		}

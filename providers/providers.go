@@ -20,6 +20,9 @@ import (
 
 // Request is one upstream call prepared by a translator.
 type Request struct {
+	// Method is the HTTP method; empty means POST.
+	Method string
+
 	// Path is appended to the provider's base URL path, e.g.
 	// "/chat/completions" or "/v1/messages", and sent as it is written: it
 	// is an escaped path. It may hold the model, as Gemini's

@@ -6,8 +6,11 @@ package storage
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io/fs"
+	"path"
 )
 
 // Storage is the subset of certmagic.Storage the engines use. Load returns
@@ -43,4 +46,12 @@ func Lock(ctx context.Context, s Locker, name string) (unlock func(), err error)
 		return nil, err
 	}
 	return func() { _ = s.Unlock(context.WithoutCancel(ctx), name) }, nil
+}
+
+// OwnerDir is the storage folder of everything an owner has under prefix
+// (files, batches, stored responses): prefix/o/ and the first 16 bytes of
+// the owner's SHA-256, in hex, so that no owner's name appears in a path.
+func OwnerDir(prefix, owner string) string {
+	sum := sha256.Sum256([]byte(owner))
+	return path.Join(prefix, "o", hex.EncodeToString(sum[:16]))
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/modelgate/modelgate/providers"
 )
 
 // anthropicFields are the top-level fields the Messages API accepts; any
@@ -30,6 +32,9 @@ func (anthropicFormat) name() string { return "anthropic" }
 
 func (anthropicFormat) route(r *http.Request) routing {
 	if rt := postTo(r, "/v1/messages"); rt != notMine {
+		return rt
+	}
+	if rt := postTo(r, anCountTokens); rt != notMine {
 		return rt
 	}
 	if strings.HasPrefix(r.URL.Path, "/v1/messages/") {
@@ -78,6 +83,10 @@ func (anthropicFormat) serve(c *call) {
 			msg = "anthropic-version: " + strconv.Quote(v) + " is not a valid version (2023-06-01 or 2023-01-01)"
 		}
 		anthropicError(w, http.StatusBadRequest, "invalid_request_error", msg)
+		return
+	}
+	if r.URL.Path == anCountTokens {
+		countTokens(c)
 		return
 	}
 	q, msg := checkAnthropic(c.body)
@@ -603,3 +612,26 @@ func anthropicError(w http.ResponseWriter, status int, typ, msg string) {
 
 // anthropicStreamError is the error event a midstream-error stream ends with.
 var anthropicStreamError = []byte("event: error\ndata: " + `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}` + "\n\n")
+
+// anCountTokens is the Messages API's token count.
+const anCountTokens = "/v1/messages/count_tokens"
+
+// countTokens answers POST /v1/messages/count_tokens: {"input_tokens": n},
+// n the words of the system prompt and the messages' text, as the fake
+// counts a prompt.
+func countTokens(c *call) {
+	root := gjson.ParseBytes(c.body)
+	msgs := root.Get("messages")
+	if !validJSON(c.body) || root.Get("model").Str == "" || len(msgs.Array()) == 0 {
+		anthropicError(c.w, http.StatusBadRequest, "invalid_request_error", "count_tokens needs a model and messages")
+		return
+	}
+	if c.scripted() {
+		return
+	}
+	n := countWords(contentText(root.Get("system")))
+	for _, m := range msgs.Array() {
+		n += countWords(contentText(m.Get("content")))
+	}
+	writeJSON(c.w, http.StatusOK, append(providers.AppendInt([]byte(`{"input_tokens":`), int64(n)), '}'))
+}

@@ -10,7 +10,8 @@ import (
 // /openai/deployments/{deployment}/chat/completions?api-version=… (the
 // deployment names the model; api-version is required) and the v1 API
 // /openai/v1/chat/completions (the body's model names the deployment).
-// Embeddings are served beside chat, on the same two surfaces. Bodies are
+// Embeddings are served beside chat, on the same two surfaces, and the v1
+// API's Responses (as OpenAI's Responses format serves them). Bodies are
 // OpenAI's; the key comes as api-key or as an Entra ID bearer
 // token. Streams begin, as Azure's do, with a chunk of
 // prompt_filter_results and no choices. Throttling is Azure's 429 with code
@@ -22,6 +23,7 @@ const (
 	azureV1      = "/openai/v1/chat/completions"
 
 	azureV1Embeddings = "/openai/v1/embeddings"
+	azureV1Responses  = "/openai/v1/responses"
 )
 
 // azureEmbeddings is how Azure serves embeddings: OpenAI's format.
@@ -38,13 +40,13 @@ func (azureFormat) route(r *http.Request) routing {
 		if dep == "" || tail != "chat/completions" && tail != "embeddings" {
 			return owned
 		}
-	case p == azureV1, p == azureV1Embeddings:
+	case p == azureV1, p == azureV1Embeddings, p == azureV1Responses, strings.HasPrefix(p, azureV1Responses+"/"):
 	case strings.HasPrefix(p, "/openai/"):
 		return owned
 	default:
 		return notMine
 	}
-	if r.Method != http.MethodPost {
+	if r.Method != http.MethodPost && !strings.HasPrefix(p, azureV1Responses+"/") {
 		return owned
 	}
 	return served
@@ -104,6 +106,11 @@ func (azureFormat) serve(c *call) {
 	}
 	if strings.HasSuffix(c.r.URL.Path, "/embeddings") {
 		azureEmbeddings.serve(c)
+		return
+	}
+	if strings.HasPrefix(c.r.URL.Path, azureV1Responses) {
+		c.r.URL.Path = "/v1" + strings.TrimPrefix(c.r.URL.Path, "/openai/v1")
+		responsesFormat{}.serve(c)
 		return
 	}
 	c.w = &azureStream{ResponseWriter: c.w}

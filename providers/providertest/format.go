@@ -42,6 +42,7 @@ type wireFormat interface {
 // to OpenAI's (whose 404 is the fake's default).
 var formats = []wireFormat{
 	openAIFormat{},
+	responsesFormat{},
 	anthropicFormat{},
 	azureFormat{},
 	bedrockFormat{},
@@ -177,7 +178,7 @@ func (o *Options) key(f wireFormat) string {
 			return k
 		}
 		return o.OpenAIKey
-	case openAIFormat, *rerankFormat, *embeddingsFormat:
+	case openAIFormat, responsesFormat, *rerankFormat, *embeddingsFormat:
 		return o.OpenAIKey
 	}
 	return ""

@@ -7,6 +7,8 @@
 // The formats, by name (the key of Options.Keys) and path:
 //
 //	openai       POST /v1/chat/completions (Authorization: Bearer)
+//	openai_responses POST /v1/responses (Authorization: Bearer), OpenAI's
+//	             Responses API, streamed or not (responses.go)
 //	anthropic    POST /v1/messages (x-api-key, anthropic-version)
 //	azure_openai POST /openai/deployments/{deployment}/chat/completions?api-version=…,
 //	             POST /openai/v1/chat/completions (api-key, or an Entra bearer token)
@@ -132,8 +134,8 @@ import (
 // Options configure a fake provider.
 type Options struct {
 	// OpenAIKey is the key the OpenAI format wants as "Authorization:
-	// Bearer <key>", and the rerank formats and Cohere's chat too. Empty accepts any
-	// non-empty bearer token.
+	// Bearer <key>", and the Responses, rerank and embeddings formats and
+	// Cohere's chat too. Empty accepts any non-empty bearer token.
 	OpenAIKey string
 
 	// AnthropicKey is the key the Anthropic format wants as x-api-key.
@@ -183,6 +185,7 @@ type Server struct {
 	gates   []chan struct{}        // gated streams waiting for Release, under mu
 	flaky   map[[32]byte]bool      // bodies of "flaky" requests seen, under mu
 	caches  map[[32]byte]time.Time // Anthropic prompt cache: prefix → expiry, under mu
+	stored  map[string][]byte      // stored Responses, by id, under mu
 	google  googleAuth             // the Google service account and its tokens
 }
 

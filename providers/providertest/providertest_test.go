@@ -334,7 +334,7 @@ func TestUnknownPath(t *testing.T) {
 		{http.MethodGet, oaPath, false},
 		{http.MethodGet, "/", false},
 		{http.MethodGet, anPath, true},
-		{http.MethodPost, anPath + "/count_tokens", true},
+		{http.MethodPost, anPath + "/batches", true},
 		{http.MethodGet, anPath + "/batches", true},
 		{http.MethodPost, anPath + "x", false},
 	} {

@@ -1,0 +1,368 @@
+package caddymodule
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/tidwall/gjson"
+	"go.uber.org/zap"
+
+	"github.com/modelgate/modelgate/internal/storage"
+	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/responses"
+	"github.com/modelgate/modelgate/providers/sse"
+)
+
+// This file serves OpenAI's Responses API (DESIGN.md §2a), for Codex CLI
+// and the OpenAI Agents SDK:
+//
+//	POST   /v1/responses                     a response, streamed or not
+//	GET    /v1/responses/{id}                a stored response
+//	DELETE /v1/responses/{id}                forget it
+//	GET    /v1/responses/{id}/input_items    its conversation's input items
+//
+// A model on a provider that speaks the Responses API itself (OpenAI,
+// Azure OpenAI) gets the request passed through untouched but for the
+// model, and the answer back as sent; the provider stores it (store is its
+// default) and the gateway keeps a pointer, so that GET, DELETE and
+// input_items reach that provider. Any other chat provider gets the
+// request translated through the chat hub; the gateway stores what it
+// answered, per owner, in the app's storage, and continues it on
+// previous_response_id.
+
+var endpointResponses = endpoint{label: "responses", serves: func(p *provider) bool { return p.Responses != nil || p.Chat != nil }}
+
+// responsesAPI ends a passed-through stream the gateway cannot finish with
+// the Responses API's error event.
+var responsesAPI = &api{
+	writeError: WriteError,
+	streamError: func(dst []byte, e *providers.Error) []byte {
+		b := []byte(`{"type":"error","code":`)
+		b = providers.AppendString(b, e.Code)
+		b = append(b, `,"message":`...)
+		b = providers.AppendString(b, e.Message)
+		b = append(b, `,"param":null,"sequence_number":0}`...)
+		dst = append(dst, "event: error\n"...)
+		return sse.AppendData(dst, b)
+	},
+}
+
+func init() { endpointResponses.api = responsesAPI }
+
+// responseStore keeps stored responses in the app's storage:
+// modelgate/o/<owner hash>/responses/<id>.json, a record of the translated
+// conversation (providers/responses' record), or a pointer to the provider
+// that stores a passed-through one: {"provider": "<name>"}.
+type responseStore struct{ s storage.Storage }
+
+func (rs responseStore) key(owner, id string) string {
+	return path.Join(storage.OwnerDir("modelgate", owner), "responses", id+".json")
+}
+
+func (rs responseStore) load(ctx context.Context, owner, id string) ([]byte, error) {
+	return rs.s.Load(ctx, rs.key(owner, id))
+}
+
+func (rs responseStore) save(ctx context.Context, owner, id string, record []byte) error {
+	return rs.s.Store(ctx, rs.key(owner, id), record)
+}
+
+func (rs responseStore) delete(ctx context.Context, owner, id string) error {
+	return rs.s.Delete(ctx, rs.key(owner, id))
+}
+
+// pointer is the record of a response a provider stores itself.
+type pointer struct {
+	Provider string `json:"provider"`
+}
+
+// validResponseID is a response id the gateway may use in a storage key.
+func validResponseID(id string) bool {
+	if !strings.HasPrefix(id, "resp_") || len(id) > 128 {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// responses serves POST /v1/responses for owner (empty: no key, so
+// nothing is stored or continued).
+func (d *dispatcher) responses(w http.ResponseWriter, r *http.Request, body []byte, key *Key, store responseStore, log *zap.Logger) {
+	req, err := responses.Parse(body)
+	if err != nil {
+		writeEndpointError(w, endpointResponses, "", asProviderError(err))
+		return
+	}
+	info := req.Info()
+	owner := ""
+	if key != nil {
+		owner = key.Owner
+	}
+	ctx := r.Context()
+
+	// A previous response the gateway stored continues here: its
+	// conversation is the history of this one, whichever provider answers.
+	// One the gateway does not know may be the provider's own (passed
+	// through earlier): it goes through only to a provider that speaks
+	// the Responses API.
+	var history []byte
+	foreign := false
+	if id := info.PreviousResponseID; id != "" {
+		rec, err := loadRecord(ctx, store, owner, id)
+		switch {
+		case errors.Is(err, errPointer):
+			foreign = true
+		case err != nil:
+			writeEndpointError(w, endpointResponses, "", responses.NotFound(id))
+			return
+		default:
+			if history, err = responses.History(rec); err != nil {
+				writeEndpointError(w, endpointResponses, "", asProviderError(err))
+				return
+			}
+		}
+	}
+
+	d.serve(w, r, key, &call{endpoint: endpointResponses, model: info.Model, log: log,
+		prepare: func(p *provider, model string) (providers.Request, exchange, error) {
+			if p.Responses != nil && history == nil {
+				preq, err := p.Responses.NativeRequest("/responses", body, model, r.Header)
+				ex := exchange{stream: info.Stream, mapError: nativeError(p), translate: func(answer []byte) ([]byte, error) {
+					if info.Store && owner != "" {
+						savePointer(ctx, store, owner, gjson.GetBytes(answer, "id").Str, p.name, log)
+					}
+					return answer, nil
+				}}
+				if info.Stream && info.Store && owner != "" {
+					ex.tr = &pointerTap{onID: func(id string) { savePointer(ctx, store, owner, id, p.name, log) }}
+				}
+				return preq, ex, err
+			}
+			if foreign || p.Chat == nil {
+				return providers.Request{}, exchange{}, responses.NotFound(info.PreviousResponseID)
+			}
+			x, err := responses.Translator{}.New(req, history)
+			if err != nil {
+				return providers.Request{}, exchange{}, err
+			}
+			preq, err := p.Chat.ChatRequest(x.ChatBody(), model)
+			saveRecord := func() {
+				if rec := x.Record(); rec != nil && owner != "" {
+					if err := store.save(context.WithoutCancel(ctx), owner, x.ID(), rec); err != nil {
+						log.Error("storing a response", zap.String("response_id", x.ID()), zap.Error(err))
+					}
+				}
+			}
+			ex := exchange{stream: info.Stream, mapError: p.Chat.Error,
+				translate: func(answer []byte) ([]byte, error) {
+					hub, err := p.Chat.ChatResponse(answer)
+					if err != nil {
+						return nil, err
+					}
+					out, err := x.Response(withModel(hub, model))
+					if err == nil {
+						saveRecord()
+					}
+					return out, err
+				}}
+			if info.Stream {
+				ex.tr = &hubChain{inner: p.Chat.ChatStream(providers.StreamOptions{IncludeUsage: true, Model: model}),
+					outer: x.Stream(), done: saveRecord}
+			}
+			return preq, ex, err
+		}})
+}
+
+// errPointer reports a stored response that a provider keeps itself.
+var errPointer = errors.New("the response is stored by its provider")
+
+// loadRecord loads owner's stored response id: its record, or errPointer
+// for a passed-through one (whose provider the pointer names).
+func loadRecord(ctx context.Context, store responseStore, owner, id string) ([]byte, error) {
+	if owner == "" || !validResponseID(id) {
+		return nil, storageNotExist
+	}
+	rec, err := store.load(ctx, owner, id)
+	if err != nil {
+		return nil, err
+	}
+	if gjson.GetBytes(rec, "provider").Exists() {
+		return rec, errPointer
+	}
+	return rec, nil
+}
+
+var storageNotExist = errors.New("no such response")
+
+// savePointer records that provider stores the passed-through response id.
+func savePointer(ctx context.Context, store responseStore, owner, id, provider string, log *zap.Logger) {
+	if !validResponseID(id) {
+		return
+	}
+	b, _ := json.Marshal(pointer{Provider: provider})
+	if err := store.save(context.WithoutCancel(ctx), owner, id, b); err != nil {
+		log.Error("storing a response pointer", zap.String("response_id", id), zap.Error(err))
+	}
+}
+
+// hubChain is a translated Responses stream: the provider's chat stream
+// translator (nil: the provider already streams hub chunks) feeding the
+// Responses translator; done runs once the stream has ended, to store
+// what it answered.
+type hubChain struct {
+	inner   providers.StreamTranslator
+	outer   *responses.Stream
+	done    func()
+	scratch []byte
+}
+
+func (c *hubChain) Event(dst, ev []byte) ([]byte, error) {
+	hub := c.scratch[:0]
+	if c.inner == nil {
+		hub = append(append(hub, ev...), "\n\n"...)
+	} else {
+		var err error
+		if hub, err = c.inner.Event(hub, ev); err != nil {
+			c.scratch = hub
+			return c.outer.Fail(dst, asProviderError(err)), nil
+		}
+	}
+	c.scratch = hub
+	return c.outer.Events(dst, hub), nil
+}
+
+func (c *hubChain) Close(dst []byte) []byte {
+	if c.inner != nil {
+		dst = c.outer.Events(dst, c.inner.Close(c.scratch[:0]))
+	}
+	dst = c.outer.Close(dst)
+	c.done()
+	return dst
+}
+
+// pointerTap passes a Responses stream through untouched and reads the
+// response id from its first events, for the pointer.
+type pointerTap struct {
+	onID func(id string)
+	seen bool
+}
+
+func (t *pointerTap) Event(dst, ev []byte) ([]byte, error) {
+	if !t.seen {
+		if _, data := sse.Fields(ev); len(data) > 0 {
+			if id := gjson.GetBytes(data, "response.id").Str; id != "" {
+				t.seen = true
+				t.onID(id)
+			}
+		}
+	}
+	return append(append(dst, ev...), "\n\n"...), nil
+}
+
+func (t *pointerTap) Close(dst []byte) []byte { return dst }
+
+// serveStoredResponse answers GET and DELETE /v1/responses/{id} and GET
+// /v1/responses/{id}/input_items for the key's owner: from the record the
+// gateway keeps, or from the provider that stores a passed-through one.
+func (h *Handler) serveStoredResponse(w http.ResponseWriter, r *http.Request, rest string) {
+	who, ok := owner(w, r)
+	if !ok {
+		return
+	}
+	id, sub, _ := strings.Cut(rest, "/")
+	if sub != "" && sub != "input_items" {
+		writeError(w, notFound("path", "no such path: "+r.URL.Path))
+		return
+	}
+	methods := []string{http.MethodGet, http.MethodDelete}
+	if sub != "" {
+		methods = methods[:1]
+	}
+	if !AllowMethod(w, r, methods...) {
+		return
+	}
+	ctx := r.Context()
+	store := h.app.responseStore()
+	rec, err := loadRecord(ctx, store, who, id)
+	switch {
+	case errors.Is(err, errPointer):
+		var ptr pointer
+		_ = json.Unmarshal(rec, &ptr)
+		h.proxyStoredResponse(w, r, who, id, rest, ptr.Provider)
+		return
+	case err != nil && storage.IsNotExist(err) || errors.Is(err, storageNotExist):
+		writeError(w, responses.NotFound(id))
+		return
+	case err != nil:
+		h.internalError(w, "reading response "+id, err)
+		return
+	}
+	switch {
+	case r.Method == http.MethodDelete:
+		if err := store.delete(ctx, who, id); err != nil {
+			h.internalError(w, "deleting response "+id, err)
+			return
+		}
+		WriteJSON(w, http.StatusOK, responses.Deleted(id))
+	case sub == "input_items":
+		p, err := responses.ParseListParams(r.URL.Query())
+		if err == nil {
+			var out []byte
+			if out, err = responses.InputItems(rec, p); err == nil {
+				WriteJSON(w, http.StatusOK, out)
+				return
+			}
+		}
+		writeError(w, asProviderError(err))
+	default:
+		out, err := responses.StoredResponse(rec, r.URL.Query()["include[]"])
+		if err != nil {
+			writeError(w, asProviderError(err))
+			return
+		}
+		WriteJSON(w, http.StatusOK, out)
+	}
+}
+
+// proxyStoredResponse sends GET or DELETE of a passed-through response to
+// the provider that stores it; a DELETE forgets the pointer too.
+func (h *Handler) proxyStoredResponse(w http.ResponseWriter, r *http.Request, who, id, rest, name string) {
+	p := h.app.dispatch.providers[name]
+	if p == nil || p.Responses == nil {
+		writeError(w, responses.NotFound(id))
+		return
+	}
+	preq, err := p.Responses.NativeRequest("/responses/"+rest, nil, "", r.Header)
+	if err != nil {
+		writeError(w, asProviderError(err))
+		return
+	}
+	preq.Method, preq.Body = r.Method, nil
+	if r.URL.RawQuery != "" {
+		if preq.Query != "" {
+			preq.Query += "&"
+		}
+		preq.Query += r.URL.RawQuery
+	}
+	status, f := p.forward(w, r, preq, exchange{translate: passThrough, mapError: nativeError(p)})
+	if f != nil {
+		f.write(w, openAIAPI)
+		return
+	}
+	if r.Method == http.MethodDelete && status == http.StatusOK {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
+		defer cancel()
+		if err := h.app.responseStore().delete(ctx, who, id); err != nil {
+			h.logger.Error("forgetting a response pointer", zap.String("response_id", id), zap.Error(err))
+		}
+	}
+}

@@ -1,0 +1,1062 @@
+package messages
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/modelgate/modelgate/providers"
+)
+
+// request holds the top-level fields of a Messages request that the
+// translation reads. The zero gjson.Result stands for an absent field.
+type request struct {
+	model, messages, system, maxTokens, stopSequences, temperature, topP gjson.Result
+	stream, metadata, tools, toolChoice, thinking, outputConfig          gjson.Result
+	outputFormat                                                         gjson.Result
+}
+
+// set records one top-level field, or refuses one that the hub cannot
+// express. Fields not listed are dropped (see ToChat).
+func (r *request) set(key string, v gjson.Result) error {
+	var field *gjson.Result
+	switch key {
+	case "model":
+		field = &r.model
+	case "messages":
+		field = &r.messages
+	case "system":
+		field = &r.system
+	case "max_tokens":
+		field = &r.maxTokens
+	case "stop_sequences":
+		field = &r.stopSequences
+	case "temperature":
+		field = &r.temperature
+	case "top_p":
+		field = &r.topP
+	case "stream":
+		field = &r.stream
+	case "metadata":
+		field = &r.metadata
+	case "tools":
+		field = &r.tools
+	case "tool_choice":
+		field = &r.toolChoice
+	case "thinking":
+		field = &r.thinking
+	case "output_config":
+		field = &r.outputConfig
+	case "output_format":
+		field = &r.outputFormat
+	case "mcp_servers":
+		if v.IsArray() && v.Get("#").Int() > 0 {
+			return unsupported("mcp_servers", "the MCP connector (mcp_servers) runs on Anthropic's servers and is not available for this model's provider")
+		}
+	case "compaction":
+		if v.Exists() && v.Type != gjson.Null {
+			return unsupported("compaction", "compaction requests are served by Anthropic's servers only and are not available for this model's provider")
+		}
+	}
+	if field != nil && !field.Exists() {
+		*field = v // the first of duplicate keys, as gjson's Get reads
+	}
+	return nil
+}
+
+// ToChat translates a Messages request body, already checked by Validate
+// or ValidateCountTokens, into a hub (Chat Completions) request body for
+// the same model name.
+//
+// What maps:
+//
+//	system (string or text blocks)  a system message
+//	messages                        user, assistant and tool messages (below)
+//	max_tokens                      max_completion_tokens
+//	stop_sequences                  stop
+//	temperature, top_p              the same (both APIs call 1 the default)
+//	stream                          stream, with stream_options.include_usage
+//	                                always on, so that message_delta has usage
+//	tools (custom, input_schema)    function tools (parameters, strict)
+//	tool_choice                     auto, required, a function, none;
+//	                                disable_parallel_tool_use → parallel_tool_calls false
+//	thinking, output_config.effort  reasoning_effort (see reasoningEffort)
+//	output_config.format,
+//	output_format                   response_format json_schema
+//	metadata.user_id                user
+//
+// In messages: text blocks become text (several text blocks one string,
+// joined by a blank line; cache_control is dropped everywhere, since the
+// providers behind the hub cache by themselves); image blocks image_url
+// parts (base64 sources as data: URLs, url sources as URLs); PDF documents
+// file parts with a data: URL; plain-text and content documents text;
+// tool_use blocks tool_calls (input as the arguments string); tool_result
+// blocks tool messages, before the rest of the user turn (is_error is said
+// in the text; images and PDFs they hold follow in a user message, as tool
+// messages carry only text); thinking blocks with a signature and
+// redacted_thinking blocks the assistant's thinking_blocks, exactly, and
+// the thinking text reasoning_content.
+//
+// Dropped: top_k (the hub has no equivalent), service_tier, cache_control,
+// context_management, container, inference_geo, speed, diagnostics,
+// fallbacks, thinking.display, and any field this code does not know.
+// Refused with a 400: server and Anthropic-defined tools (web search, code
+// execution, bash, text editor, …), mcp_servers, compaction, blocks that
+// only Anthropic's servers produce, file_id and URL document sources.
+func ToChat(body []byte) ([]byte, error) {
+	var r request
+	var err error
+	gjson.ParseBytes(body).ForEach(func(key, v gjson.Result) bool {
+		err = r.set(key.Str, v)
+		return err == nil
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	b := make([]byte, 0, len(body)+len(body)/8+128)
+	b = append(b, `{"model":`...)
+	b = appendRawString(b, r.model)
+	b = append(b, `,"messages":[`...)
+	n := 0
+	var tr translator
+	if b, err = tr.appendSystem(b, "system", r.system, &n); err != nil {
+		return nil, err
+	}
+	if b, err = tr.appendMessages(b, r.messages, &n); err != nil {
+		return nil, err
+	}
+	b = append(b, ']')
+
+	if mt := r.maxTokens; mt.Exists() {
+		if mt.Type != gjson.Number || mt.Int() < 1 {
+			return nil, unsupported("max_tokens", "max_tokens must be at least 1 for this model's provider")
+		}
+		b = append(b, `,"max_completion_tokens":`...)
+		b = append(b, mt.Raw...)
+	}
+	if b, err = appendStop(b, r.stopSequences); err != nil {
+		return nil, err
+	}
+	for _, f := range [...]struct {
+		name string
+		v    gjson.Result
+	}{{"temperature", r.temperature}, {"top_p", r.topP}} {
+		switch f.v.Type {
+		case gjson.Number:
+			b = append(b, `,"`...)
+			b = append(b, f.name...)
+			b = append(b, `":`...)
+			b = append(b, f.v.Raw...)
+		case gjson.Null:
+		default:
+			if f.v.Exists() {
+				return nil, invalid(f.name, "%s must be a number", f.name)
+			}
+		}
+	}
+	if r.stream.Type == gjson.True {
+		b = append(b, `,"stream":true,"stream_options":{"include_usage":true}`...)
+	}
+
+	haveTools := false
+	if b, haveTools, err = appendTools(b, r.tools); err != nil {
+		return nil, err
+	}
+	if b, err = appendToolChoice(b, r.toolChoice, haveTools); err != nil {
+		return nil, err
+	}
+	effort, err := reasoningEffort(r.thinking, r.outputConfig)
+	if err != nil {
+		return nil, err
+	}
+	if effort != "" {
+		b = append(b, `,"reasoning_effort":"`...)
+		b = append(b, effort...)
+		b = append(b, '"')
+	}
+	if b, err = appendResponseFormat(b, r.outputConfig, r.outputFormat); err != nil {
+		return nil, err
+	}
+	if u := r.metadata.Get("user_id"); u.Type == gjson.String && u.Str != "" {
+		b = append(b, `,"user":`...)
+		b = append(b, u.Raw...)
+	}
+	return append(b, '}'), nil
+}
+
+// appendRawString appends v when it is a JSON string (copying its raw,
+// already escaped form) and "" otherwise.
+func appendRawString(b []byte, v gjson.Result) []byte {
+	if v.Type == gjson.String {
+		return append(b, v.Raw...)
+	}
+	return append(b, `""`...)
+}
+
+// msgSep appends the comma before a message after the first.
+func msgSep(b []byte, n *int) []byte {
+	if *n > 0 {
+		b = append(b, ',')
+	}
+	*n++
+	return b
+}
+
+// appendSystem appends the system message for Anthropic's top-level
+// system: a string, or text blocks joined by a blank line.
+func (t *translator) appendSystem(b []byte, param string, system gjson.Result, n *int) ([]byte, error) {
+	parts := &t.text
+	parts.reset()
+	switch {
+	case !system.Exists() || system.Type == gjson.Null:
+		return b, nil
+	case system.Type == gjson.String:
+		if system.Str == "" {
+			return b, nil
+		}
+		parts.addText(system)
+	case system.IsArray():
+		var err error
+		i := 0
+		system.ForEach(func(_, block gjson.Result) bool {
+			if block.Get("type").Str != "text" || block.Get("text").Type != gjson.String {
+				err = invalid(param+"."+strconv.Itoa(i), "system blocks must be text blocks")
+				return false
+			}
+			parts.addText(block.Get("text"))
+			i++
+			return true
+		})
+		if err != nil {
+			return b, err
+		}
+		if parts.empty() {
+			return b, nil
+		}
+	default:
+		return b, invalid(param, "system must be a string or an array of text blocks")
+	}
+	b = msgSep(b, n)
+	b = append(b, `{"role":"system","content":`...)
+	b = parts.appendContent(b, false)
+	return append(b, '}'), nil
+}
+
+// parts collects the content of one hub message: text, and rendered
+// non-text parts (image_url, file) where the message may carry them.
+type parts struct {
+	items []part
+	texts int
+}
+
+// part is a text (a JSON string from the request, or a Go string the
+// translation made) or a rendered non-text content part.
+type part struct {
+	text gjson.Result
+	lit  string
+	raw  []byte
+}
+
+func (p *parts) empty() bool { return len(p.items) == 0 }
+
+// addText adds a text; empty texts are left out, as Anthropic refuses
+// empty text blocks and they say nothing.
+func (p *parts) addText(v gjson.Result) {
+	if v.Type == gjson.String && v.Str != "" {
+		p.items = append(p.items, part{text: v})
+		p.texts++
+	}
+}
+
+func (p *parts) addLiteral(s string) {
+	if s != "" {
+		p.items = append(p.items, part{lit: s})
+		p.texts++
+	}
+}
+
+func (p *parts) addRaw(raw []byte) { p.items = append(p.items, part{raw: raw}) }
+
+func (p *parts) reset() {
+	p.items = p.items[:0]
+	p.texts = 0
+}
+
+func (it *part) str() string {
+	if it.text.Exists() {
+		return it.text.Str
+	}
+	return it.lit
+}
+
+// textSep joins the text blocks of one message: they are separate
+// paragraphs to the model.
+const textSep = "\n\n"
+
+// appendContent appends the message's content: one string when it is only
+// text (the form every provider takes), else an array of parts. With
+// nullIfEmpty an empty content is null (an assistant message with tool
+// calls), else "".
+func (p *parts) appendContent(b []byte, nullIfEmpty bool) []byte {
+	switch {
+	case len(p.items) == 0 && nullIfEmpty:
+		return append(b, "null"...)
+	case len(p.items) == 0:
+		return append(b, `""`...)
+	case p.texts == len(p.items):
+		if len(p.items) == 1 && p.items[0].text.Exists() {
+			return append(b, p.items[0].text.Raw...)
+		}
+		var sb strings.Builder
+		for i := range p.items {
+			if i > 0 {
+				sb.WriteString(textSep)
+			}
+			sb.WriteString(p.items[i].str())
+		}
+		return providers.AppendString(b, sb.String())
+	}
+	b = append(b, '[')
+	for i := range p.items {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		it := &p.items[i]
+		switch {
+		case it.raw != nil:
+			b = append(b, it.raw...)
+		case it.text.Exists():
+			b = append(b, `{"type":"text","text":`...)
+			b = append(b, it.text.Raw...)
+			b = append(b, '}')
+		default:
+			b = append(b, `{"type":"text","text":`...)
+			b = providers.AppendString(b, it.lit)
+			b = append(b, '}')
+		}
+	}
+	return append(b, ']')
+}
+
+// translator holds scratch space reused across the messages of a request.
+type translator struct {
+	user, attached, tool, doc, text parts
+	reasoning                       []gjson.Result
+	thinking, calls                 []byte
+}
+
+// appendMessages appends the hub messages for Anthropic's messages.
+func (t *translator) appendMessages(b []byte, msgs gjson.Result, n *int) ([]byte, error) {
+	var err error
+	i := 0
+	msgs.ForEach(func(_, m gjson.Result) bool {
+		p := "messages." + strconv.Itoa(i)
+		content := m.Get("content")
+		switch m.Get("role").Str {
+		case "assistant":
+			b, err = t.appendAssistant(b, p, content, n)
+		case "system":
+			b, err = t.appendSystem(b, p+".content", content, n)
+		default:
+			b, err = t.appendUser(b, p, content, n)
+		}
+		i++
+		return err == nil
+	})
+	return b, err
+}
+
+// appendUser appends the hub messages for one user turn: a tool message
+// per tool_result block, in order, then a user message with the rest
+// (first what the tool results held that a tool message cannot, then the
+// turn's own blocks).
+func (t *translator) appendUser(b []byte, p string, content gjson.Result, n *int) ([]byte, error) {
+	if content.Type == gjson.String {
+		b = msgSep(b, n)
+		b = append(b, `{"role":"user","content":`...)
+		b = append(b, content.Raw...)
+		return append(b, '}'), nil
+	}
+	t.user.reset()
+	t.attached.reset()
+	var err error
+	j := 0
+	results := 0
+	content.ForEach(func(_, block gjson.Result) bool {
+		bp := p + ".content." + strconv.Itoa(j)
+		j++
+		if block.Get("type").Str == "tool_result" {
+			results++
+			b, err = t.appendToolResult(b, bp, block, n)
+		} else {
+			err = t.addUserBlock(&t.user, bp, block)
+		}
+		return err == nil
+	})
+	if err != nil {
+		return b, err
+	}
+	if t.attached.empty() && t.user.empty() && results > 0 {
+		return b, nil
+	}
+	// An empty turn (no blocks, or only empty text) stays an empty turn.
+	t.attached.items = append(t.attached.items, t.user.items...)
+	t.attached.texts += t.user.texts
+	b = msgSep(b, n)
+	b = append(b, `{"role":"user","content":`...)
+	b = t.attached.appendContent(b, false)
+	return append(b, '}'), nil
+}
+
+// addUserBlock adds one content block of a user turn (or of a tool
+// result's content, or of a content document) to ps.
+func (t *translator) addUserBlock(ps *parts, p string, block gjson.Result) error {
+	switch typ := block.Get("type").Str; typ {
+	case "text":
+		text := block.Get("text")
+		if text.Type != gjson.String {
+			return invalid(p+".text", "Field required")
+		}
+		ps.addText(text)
+	case "image":
+		raw, err := imagePart(p, block.Get("source"))
+		if err != nil {
+			return err
+		}
+		ps.addRaw(raw)
+	case "document":
+		return t.addDocument(ps, p, block)
+	case "search_result":
+		return addSearchResult(ps, p, block)
+	case "tool_use", "thinking", "redacted_thinking":
+		return invalid(p+".type", "%s blocks belong in assistant messages", typ)
+	default:
+		return refusedBlock(p, typ)
+	}
+	return nil
+}
+
+// refusedBlock is the error for a block type the hub cannot carry.
+func refusedBlock(p, typ string) error {
+	switch typ {
+	case "server_tool_use", "web_search_tool_result", "web_fetch_tool_result", "code_execution_tool_result",
+		"bash_code_execution_tool_result", "text_editor_code_execution_tool_result", "tool_search_tool_result",
+		"mcp_tool_use", "mcp_tool_result", "container_upload", "compaction", "tool_reference":
+		return unsupported(p+".type", "%s blocks come from Anthropic's server tools, which this model's provider does not have", typ)
+	}
+	return unsupported(p+".type", "content blocks of type %q are not supported for this model's provider", typ)
+}
+
+// imagePart renders an image block's source as an image_url part.
+func imagePart(p string, src gjson.Result) ([]byte, error) {
+	var url []byte
+	switch src.Get("type").Str {
+	case "base64":
+		media, data := src.Get("media_type"), src.Get("data")
+		if media.Type != gjson.String || media.Str == "" || data.Type != gjson.String {
+			return nil, invalid(p+".source", "a base64 image source needs media_type and data")
+		}
+		if !jsonSafe(media.Str) {
+			return nil, invalid(p+".source.media_type", "%q is not a media type", media.Str)
+		}
+		// data's raw form is already escaped; copy it with its closing quote.
+		url = make([]byte, 0, len(media.Str)+len(data.Raw)+16)
+		url = append(url, `"data:`...)
+		url = append(url, media.Str...)
+		url = append(url, ";base64,"...)
+		url = append(url, data.Raw[1:]...)
+	case "url":
+		u := src.Get("url")
+		if u.Type != gjson.String || u.Str == "" {
+			return nil, invalid(p+".source.url", "Field required")
+		}
+		url = []byte(u.Raw)
+	case "file":
+		return nil, unsupported(p+".source", "image sources of type file (Anthropic's Files API) are not available for this model's provider; send the image as base64 or a URL")
+	default:
+		return nil, invalid(p+".source.type", "an image source must be of type base64 or url")
+	}
+	out := make([]byte, 0, len(url)+40)
+	out = append(out, `{"type":"image_url","image_url":{"url":`...)
+	out = append(out, url...)
+	return append(out, "}}"...), nil
+}
+
+// jsonSafe reports whether s needs no escaping in a JSON string.
+func jsonSafe(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// addDocument adds a document block: a PDF as a file part with a data:
+// URL (OpenAI's form, which the hub carries; a provider that takes no
+// PDFs refuses it), a plain-text or content document as its text.
+func (t *translator) addDocument(ps *parts, p string, block gjson.Result) error {
+	src := block.Get("source")
+	title := block.Get("title")
+	switch src.Get("type").Str {
+	case "base64":
+		media, data := src.Get("media_type").Str, src.Get("data")
+		if media != "application/pdf" {
+			return unsupported(p+".source.media_type", "base64 documents must be application/pdf")
+		}
+		if data.Type != gjson.String {
+			return invalid(p+".source.data", "Field required")
+		}
+		name := "document.pdf"
+		if title.Type == gjson.String && title.Str != "" {
+			name = title.Str
+		}
+		raw := make([]byte, 0, len(data.Raw)+len(name)+96)
+		raw = append(raw, `{"type":"file","file":{"filename":`...)
+		raw = providers.AppendString(raw, name)
+		raw = append(raw, `,"file_data":"data:application/pdf;base64,`...)
+		raw = append(raw, data.Raw[1:]...)
+		raw = append(raw, "}}"...)
+		ps.addRaw(raw)
+	case "text":
+		data := src.Get("data")
+		if data.Type != gjson.String {
+			return invalid(p+".source.data", "Field required")
+		}
+		if title.Type == gjson.String && title.Str != "" {
+			ps.addLiteral(title.Str + textSep + data.Str)
+		} else {
+			ps.addText(data)
+		}
+	case "content":
+		c := src.Get("content")
+		if c.Type == gjson.String {
+			ps.addText(c)
+			break
+		}
+		var err error
+		k := 0
+		c.ForEach(func(_, inner gjson.Result) bool {
+			ip := p + ".source.content." + strconv.Itoa(k)
+			k++
+			switch inner.Get("type").Str {
+			case "text", "image":
+				err = t.addUserBlock(ps, ip, inner)
+			default:
+				err = invalid(ip+".type", "a content document holds text and image blocks")
+			}
+			return err == nil
+		})
+		if err != nil {
+			return err
+		}
+	case "url":
+		return unsupported(p+".source", "document sources of type url are not available for this model's provider; send the PDF as base64")
+	case "file":
+		return unsupported(p+".source", "document sources of type file (Anthropic's Files API) are not available for this model's provider; send the PDF as base64")
+	default:
+		return invalid(p+".source.type", "a document source must be of type base64, text, content, url or file")
+	}
+	if ctx := block.Get("context"); ctx.Type == gjson.String {
+		ps.addText(ctx)
+	}
+	return nil
+}
+
+// addSearchResult adds a search_result block as text: its title, source
+// and text content.
+func addSearchResult(ps *parts, p string, block gjson.Result) error {
+	var sb strings.Builder
+	if t := block.Get("title").Str; t != "" {
+		sb.WriteString(t)
+		sb.WriteByte('\n')
+	}
+	if s := block.Get("source").Str; s != "" {
+		sb.WriteString(s)
+		sb.WriteByte('\n')
+	}
+	var err error
+	block.Get("content").ForEach(func(_, c gjson.Result) bool {
+		if c.Get("type").Str != "text" {
+			err = invalid(p+".content", "a search result holds text blocks")
+			return false
+		}
+		sb.WriteByte('\n')
+		sb.WriteString(c.Get("text").Str)
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	ps.addLiteral(strings.TrimSpace(sb.String()))
+	return nil
+}
+
+// appendToolResult appends a tool message for a tool_result block. What a
+// tool message cannot carry (images, PDFs) goes to t.attached, for the user
+// message that follows, and the tool message says so.
+func (t *translator) appendToolResult(b []byte, p string, block gjson.Result, n *int) ([]byte, error) {
+	id := block.Get("tool_use_id")
+	if id.Type != gjson.String || id.Str == "" {
+		return b, invalid(p+".tool_use_id", "Field required")
+	}
+	t.tool.reset()
+	attached := 0
+	switch c := block.Get("content"); {
+	case c.Type == gjson.String:
+		t.tool.addText(c)
+	case c.IsArray():
+		var err error
+		k := 0
+		c.ForEach(func(_, inner gjson.Result) bool {
+			ip := p + ".content." + strconv.Itoa(k)
+			k++
+			switch inner.Get("type").Str {
+			case "text", "search_result":
+				err = t.addUserBlock(&t.tool, ip, inner)
+			case "image", "document":
+				// Text (of a plain-text document) stays with the result;
+				// images and PDFs move to the user message.
+				t.doc.reset()
+				if err = t.addUserBlock(&t.doc, ip, inner); err != nil {
+					return false
+				}
+				for _, it := range t.doc.items {
+					if it.raw != nil {
+						t.attached.addRaw(it.raw)
+						attached++
+					} else {
+						t.tool.items = append(t.tool.items, it)
+						t.tool.texts++
+					}
+				}
+			default:
+				err = refusedBlock(ip, inner.Get("type").Str)
+			}
+			return err == nil
+		})
+		if err != nil {
+			return b, err
+		}
+	case c.Exists() && c.Type != gjson.Null:
+		return b, invalid(p+".content", "content must be a string or an array of content blocks")
+	}
+	if block.Get("is_error").Type == gjson.True {
+		// Tool messages have no error flag: the text says it.
+		if t.tool.empty() {
+			t.tool.addLiteral("Error")
+		} else {
+			first := &t.tool.items[0]
+			first.lit, first.text = "Error: "+first.str(), gjson.Result{}
+		}
+	}
+	switch {
+	case attached == 1:
+		t.tool.addLiteral("(The tool returned an image or document; it follows in the next user message.)")
+	case attached > 1:
+		t.tool.addLiteral("(The tool returned " + strconv.Itoa(attached) + " images or documents; they follow in the next user message.)")
+	}
+	b = msgSep(b, n)
+	b = append(b, `{"role":"tool","tool_call_id":`...)
+	b = append(b, id.Raw...)
+	b = append(b, `,"content":`...)
+	b = t.tool.appendContent(b, false)
+	return append(b, '}'), nil
+}
+
+// appendAssistant appends the hub assistant message for an assistant turn:
+// its text as content, its thinking as reasoning_content and (signed or
+// redacted blocks, exactly, in order) thinking_blocks, its tool_use blocks
+// as tool_calls.
+func (t *translator) appendAssistant(b []byte, p string, content gjson.Result, n *int) ([]byte, error) {
+	b = msgSep(b, n)
+	b = append(b, `{"role":"assistant","content":`...)
+	if content.Type == gjson.String {
+		b = append(b, content.Raw...)
+		return append(b, '}'), nil
+	}
+	text := &t.text
+	text.reset()
+	reasoning, thinking, calls := t.reasoning[:0], t.thinking[:0], t.calls[:0]
+	defer func() { t.reasoning, t.thinking, t.calls = reasoning, thinking, calls }()
+	nThinking, nCalls := 0, 0
+	var err error
+	j := 0
+	content.ForEach(func(_, block gjson.Result) bool {
+		bp := p + ".content." + strconv.Itoa(j)
+		j++
+		switch typ := block.Get("type").Str; typ {
+		case "text":
+			t := block.Get("text")
+			if t.Type != gjson.String {
+				err = invalid(bp+".text", "Field required")
+				return false
+			}
+			text.addText(t)
+		case "thinking":
+			t, sig := block.Get("thinking"), block.Get("signature")
+			if t.Type != gjson.String {
+				err = invalid(bp+".thinking", "Field required")
+				return false
+			}
+			if t.Str != "" {
+				reasoning = append(reasoning, t)
+			}
+			if sig.Type == gjson.String && sig.Str != "" {
+				thinking = sepN(thinking, &nThinking)
+				thinking = append(thinking, `{"type":"thinking","thinking":`...)
+				thinking = append(thinking, t.Raw...)
+				thinking = append(thinking, `,"signature":`...)
+				thinking = append(thinking, sig.Raw...)
+				thinking = append(thinking, '}')
+			}
+		case "redacted_thinking":
+			data := block.Get("data")
+			if data.Type != gjson.String {
+				err = invalid(bp+".data", "Field required")
+				return false
+			}
+			thinking = sepN(thinking, &nThinking)
+			thinking = append(thinking, `{"type":"redacted_thinking","data":`...)
+			thinking = append(thinking, data.Raw...)
+			thinking = append(thinking, '}')
+		case "tool_use":
+			calls, err = appendToolCall(calls, bp, block, &nCalls)
+		case "image", "document", "tool_result", "search_result":
+			err = invalid(bp+".type", "%s blocks belong in user messages", typ)
+		default:
+			err = refusedBlock(bp, typ)
+		}
+		return err == nil
+	})
+	if err != nil {
+		return b, err
+	}
+	if nCalls == 0 && text.empty() && len(reasoning) == 0 && nThinking == 0 {
+		b = append(b, `""`...)
+		return append(b, '}'), nil
+	}
+	b = text.appendContent(b, nCalls > 0)
+	switch len(reasoning) {
+	case 0:
+	case 1:
+		b = append(b, `,"reasoning_content":`...)
+		b = append(b, reasoning[0].Raw...)
+	default:
+		var sb strings.Builder
+		for i, r := range reasoning {
+			if i > 0 {
+				sb.WriteString(textSep)
+			}
+			sb.WriteString(r.Str)
+		}
+		b = append(b, `,"reasoning_content":`...)
+		b = providers.AppendString(b, sb.String())
+	}
+	if nThinking > 0 {
+		b = append(b, `,"thinking_blocks":[`...)
+		b = append(b, thinking...)
+		b = append(b, ']')
+	}
+	if nCalls > 0 {
+		b = append(b, `,"tool_calls":[`...)
+		b = append(b, calls...)
+		b = append(b, ']')
+	}
+	return append(b, '}'), nil
+}
+
+func sepN(b []byte, n *int) []byte {
+	if *n > 0 {
+		b = append(b, ',')
+	}
+	*n++
+	return b
+}
+
+// appendToolCall appends a hub tool call for a tool_use block.
+func appendToolCall(b []byte, p string, block gjson.Result, n *int) ([]byte, error) {
+	id, name, input := block.Get("id"), block.Get("name"), block.Get("input")
+	if id.Type != gjson.String || id.Str == "" {
+		return b, invalid(p+".id", "Field required")
+	}
+	if name.Type != gjson.String || name.Str == "" {
+		return b, invalid(p+".name", "Field required")
+	}
+	if input.Exists() && !input.IsObject() {
+		return b, invalid(p+".input", "input must be an object")
+	}
+	b = sepN(b, n)
+	b = append(b, `{"id":`...)
+	b = append(b, id.Raw...)
+	b = append(b, `,"type":"function","function":{"name":`...)
+	b = append(b, name.Raw...)
+	b = append(b, `,"arguments":`...)
+	if input.Exists() {
+		b = providers.AppendString(b, compactJSON(input.Raw))
+	} else {
+		b = append(b, `"{}"`...)
+	}
+	return append(b, "}}"...), nil
+}
+
+// appendStop appends stop for stop_sequences; empty sequences are left out.
+func appendStop(b []byte, stop gjson.Result) ([]byte, error) {
+	if !stop.Exists() || stop.Type == gjson.Null {
+		return b, nil
+	}
+	if !stop.IsArray() {
+		return b, invalid("stop_sequences", "stop_sequences must be an array of strings")
+	}
+	at := len(b)
+	b = append(b, `,"stop":[`...)
+	n := 0
+	var err error
+	stop.ForEach(func(_, s gjson.Result) bool {
+		if s.Type != gjson.String {
+			err = invalid("stop_sequences", "stop_sequences must be an array of strings")
+			return false
+		}
+		if s.Str != "" {
+			b = sepN(b, &n)
+			b = append(b, s.Raw...)
+		}
+		return true
+	})
+	if err != nil {
+		return b, err
+	}
+	if n == 0 {
+		return b[:at], nil
+	}
+	return append(b, ']'), nil
+}
+
+// appendTools appends function tools for Anthropic's custom tools and
+// reports whether there were any. Anthropic's server tools (web search,
+// code execution, …) and Anthropic-defined client tools (bash, text
+// editor, computer use, memory), which have no input_schema the hub could
+// send, are refused.
+func appendTools(b []byte, tools gjson.Result) ([]byte, bool, error) {
+	if !tools.Exists() || tools.Type == gjson.Null {
+		return b, false, nil
+	}
+	if !tools.IsArray() {
+		return b, false, invalid("tools", "tools must be an array")
+	}
+	at := len(b)
+	b = append(b, `,"tools":[`...)
+	n := 0
+	var err error
+	i := 0
+	tools.ForEach(func(_, t gjson.Result) bool {
+		p := "tools." + strconv.Itoa(i)
+		i++
+		if !t.IsObject() {
+			err = invalid(p, "each tool must be an object")
+			return false
+		}
+		if typ := t.Get("type"); typ.Exists() && typ.Type != gjson.Null && typ.Str != "custom" {
+			err = unsupported(p+".type", "tools of type %q run on Anthropic's servers or need Anthropic's built-in schema, which this model's provider does not have; define it as a custom tool with an input_schema", typ.Str)
+			return false
+		}
+		name, schema := t.Get("name"), t.Get("input_schema")
+		if name.Type != gjson.String || name.Str == "" {
+			err = invalid(p+".name", "Field required")
+			return false
+		}
+		if !schema.IsObject() {
+			err = invalid(p+".input_schema", "input_schema must be a JSON Schema object")
+			return false
+		}
+		b = sepN(b, &n)
+		b = append(b, `{"type":"function","function":{"name":`...)
+		b = append(b, name.Raw...)
+		if d := t.Get("description"); d.Type == gjson.String && d.Str != "" {
+			b = append(b, `,"description":`...)
+			b = append(b, d.Raw...)
+		}
+		b = append(b, `,"parameters":`...)
+		b = append(b, schema.Raw...)
+		if s := t.Get("strict"); s.Type == gjson.True || s.Type == gjson.False {
+			b = append(b, `,"strict":`...)
+			b = append(b, s.Raw...)
+		}
+		b = append(b, "}}"...)
+		return true
+	})
+	if err != nil {
+		return b, false, err
+	}
+	if n == 0 {
+		return b[:at], false, nil
+	}
+	return append(b, ']'), true, nil
+}
+
+// appendToolChoice appends tool_choice and parallel_tool_calls. Without
+// tools, auto and none say nothing (and the hub refuses tool_choice
+// without tools); any and tool are the client's error.
+func appendToolChoice(b []byte, tc gjson.Result, haveTools bool) ([]byte, error) {
+	if !tc.Exists() || tc.Type == gjson.Null {
+		return b, nil
+	}
+	if !tc.IsObject() {
+		return b, invalid("tool_choice", "tool_choice must be an object")
+	}
+	typ := tc.Get("type").Str
+	switch typ {
+	case "auto", "any", "tool", "none":
+	default:
+		return b, invalid("tool_choice.type", "tool_choice.type must be auto, any, tool or none")
+	}
+	if !haveTools {
+		if typ == "any" || typ == "tool" {
+			return b, invalid("tool_choice", "tool_choice of type %s needs tools", typ)
+		}
+		return b, nil
+	}
+	switch typ {
+	case "auto":
+		b = append(b, `,"tool_choice":"auto"`...)
+	case "any":
+		b = append(b, `,"tool_choice":"required"`...)
+	case "none":
+		return append(b, `,"tool_choice":"none"`...), nil
+	case "tool":
+		name := tc.Get("name")
+		if name.Type != gjson.String || name.Str == "" {
+			return b, invalid("tool_choice.name", "Field required")
+		}
+		b = append(b, `,"tool_choice":{"type":"function","function":{"name":`...)
+		b = append(b, name.Raw...)
+		b = append(b, "}}"...)
+	}
+	if tc.Get("disable_parallel_tool_use").Type == gjson.True {
+		b = append(b, `,"parallel_tool_calls":false`...)
+	}
+	return b, nil
+}
+
+// reasoningEffort maps Anthropic's thinking configuration to the hub's
+// reasoning_effort, by the inverse of the budgets LiteLLM's forward map
+// uses (WIRE_FORMATS G.7: minimal 128, low 1024, medium 2048, high 4096
+// budget tokens), so that each of those budgets comes back as its effort:
+//
+//	thinking enabled, budget_tokens < 1024   minimal
+//	                  1024 … 2047            low
+//	                  2048 … 4095            medium
+//	                  4096 and more          high
+//	thinking adaptive                        output_config.effort, else none given
+//	output_config.effort low, medium, high   the same; xhigh and max → high
+//	thinking disabled or absent              none given (the provider's default)
+//
+// output_config.effort wins over a budget when both are given. Disabled
+// thinking sends no reasoning_effort rather than "none", which many
+// reasoning models refuse; a provider that thinks by default keeps doing so.
+func reasoningEffort(thinking, outputConfig gjson.Result) (string, error) {
+	typ := ""
+	if thinking.Exists() && thinking.Type != gjson.Null {
+		if !thinking.IsObject() {
+			return "", invalid("thinking", "thinking must be an object")
+		}
+		typ = thinking.Get("type").Str
+		switch typ {
+		case "enabled", "adaptive", "disabled":
+		default:
+			return "", invalid("thinking.type", "thinking.type must be enabled, adaptive or disabled")
+		}
+	}
+	if typ == "disabled" {
+		return "", nil
+	}
+	switch e := outputConfig.Get("effort"); {
+	case !e.Exists() || e.Type == gjson.Null:
+	case e.Str == "low", e.Str == "medium", e.Str == "high":
+		return e.Str, nil
+	case e.Str == "xhigh", e.Str == "max":
+		return "high", nil
+	default:
+		return "", invalid("output_config.effort", "output_config.effort must be low, medium, high, xhigh or max")
+	}
+	if typ != "enabled" {
+		return "", nil
+	}
+	budget := thinking.Get("budget_tokens")
+	if !isInt(budget) {
+		return "", invalid("thinking.budget_tokens", "Field required")
+	}
+	switch n := budget.Int(); {
+	case n < 1024:
+		return "minimal", nil
+	case n < 2048:
+		return "low", nil
+	case n < 4096:
+		return "medium", nil
+	default:
+		return "high", nil
+	}
+}
+
+// appendResponseFormat appends response_format for structured outputs:
+// output_config.format (GA) or the older beta output_format, both
+// {type:"json_schema", schema}. The hub's json_schema needs a name;
+// "output" is given. strict is left out: Anthropic's schemas may have
+// optional properties, which OpenAI's strict mode refuses.
+func appendResponseFormat(b []byte, outputConfig, outputFormat gjson.Result) ([]byte, error) {
+	param := "output_config.format"
+	f := outputConfig.Get("format")
+	if !f.Exists() || f.Type == gjson.Null {
+		param, f = "output_format", outputFormat
+	}
+	if !f.Exists() || f.Type == gjson.Null {
+		return b, nil
+	}
+	if !f.IsObject() || f.Get("type").Str != "json_schema" {
+		return b, invalid(param+".type", "the output format must be of type json_schema")
+	}
+	schema := f.Get("schema")
+	if !schema.IsObject() {
+		return b, invalid(param+".schema", "Field required")
+	}
+	b = append(b, `,"response_format":{"type":"json_schema","json_schema":{"name":"output","schema":`...)
+	b = append(b, schema.Raw...)
+	return append(b, "}}"...), nil
+}
+
+// compactJSON returns raw, which must be valid JSON, without insignificant
+// whitespace. It returns raw itself when there is none.
+func compactJSON(raw string) string {
+	var out []byte
+	inString, escaped := false, false
+	for i := 0; i < len(raw); i++ {
+		c := raw[i]
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			if out == nil {
+				out = append(make([]byte, 0, len(raw)), raw[:i]...)
+			}
+			continue
+		}
+		if out != nil {
+			out = append(out, c)
+		}
+	}
+	if out == nil {
+		return raw
+	}
+	return string(out)
+}

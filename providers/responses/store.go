@@ -1,0 +1,313 @@
+package responses
+
+import (
+	"net/url"
+	"slices"
+	"strconv"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+
+	"github.com/modelgate/modelgate/providers"
+)
+
+// Stored records (Exchange.Record) are {"input":[items],"response":{…}}:
+// the input items of the whole conversation up to this response, each
+// with an id and a status, as OpenAI lists them, and the Response with
+// every reasoning item's encrypted_content.
+
+// History returns the conversation a stored response ends: its input items
+// and then its output items, as a JSON array of input items for
+// Translator.New (previous_response_id).
+func History(record []byte) ([]byte, error) {
+	in, out, ok := recordParts(record)
+	if !ok {
+		return nil, storedError()
+	}
+	b := make([]byte, 0, len(in.Raw)+len(out.Raw)+2)
+	b = append(b, '[')
+	n := 0
+	for _, arr := range []gjson.Result{in, out} {
+		arr.ForEach(func(_, it gjson.Result) bool {
+			if n > 0 {
+				b = append(b, ',')
+			}
+			n++
+			b = appendCompact(b, it.Raw)
+			return true
+		})
+	}
+	return append(b, ']'), nil
+}
+
+// recordParts returns a record's input items and its response's output
+// items.
+func recordParts(record []byte) (in, out gjson.Result, ok bool) {
+	if !providers.ValidJSON(record) {
+		return in, out, false
+	}
+	root := gjson.ParseBytes(record)
+	in, out = root.Get("input"), root.Get("response.output")
+	return in, out, in.IsArray() && out.IsArray()
+}
+
+// StoredResponse returns the Response of a stored record for
+// GET /v1/responses/{id}. Reasoning items keep their encrypted_content
+// only when include asks for reasoning.encrypted_content.
+func StoredResponse(record []byte, include []string) ([]byte, error) {
+	if !providers.ValidJSON(record) {
+		return nil, storedError()
+	}
+	resp := gjson.GetBytes(record, "response")
+	if !resp.IsObject() {
+		return nil, storedError()
+	}
+	body := []byte(resp.Raw)
+	if slices.Contains(include, "reasoning.encrypted_content") {
+		return body, nil
+	}
+	out := resp.Get("output")
+	strip := false
+	out.ForEach(func(_, it gjson.Result) bool {
+		strip = it.Get("encrypted_content").Exists()
+		return !strip
+	})
+	if !strip {
+		return body, nil
+	}
+	b := make([]byte, 0, len(out.Raw))
+	b = append(b, '[')
+	i := 0
+	out.ForEach(func(_, it gjson.Result) bool {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		i++
+		b = appendFiltered(b, it, false, true)
+		return true
+	})
+	b = append(b, ']')
+	body, err := sjson.SetRawBytes(body, "output", b)
+	if err != nil {
+		return nil, storedError()
+	}
+	return body, nil
+}
+
+// appendFiltered appends item without the encrypted_content of a reasoning
+// item (unless encrypted) and without input images' URLs (unless images).
+func appendFiltered(b []byte, it gjson.Result, encrypted, images bool) []byte {
+	raw := it.Raw
+	if !encrypted && it.Get("encrypted_content").Exists() {
+		if s, err := sjson.Delete(raw, "encrypted_content"); err == nil {
+			raw = s
+		}
+	}
+	if !images && it.Get("type").Str == "message" {
+		it = gjson.Parse(raw)
+		i := 0
+		it.Get("content").ForEach(func(_, part gjson.Result) bool {
+			if part.Get("type").Str == "input_image" && part.Get("image_url").Exists() {
+				if s, err := sjson.Delete(raw, "content."+strconv.Itoa(i)+".image_url"); err == nil {
+					raw = s
+				}
+			}
+			i++
+			return true
+		})
+	}
+	return appendCompact(b, raw)
+}
+
+// ListParams are the query parameters of GET /v1/responses/{id}/input_items.
+type ListParams struct {
+	Limit   int      // 1–100; 0 means 20
+	Order   string   // "asc" or "desc"; "" means desc, as OpenAI's default
+	After   string   // list the items after the item with this id
+	Include []string // reasoning.encrypted_content, message.input_image.image_url
+}
+
+// ParseListParams reads the list parameters from a query string, as the
+// OpenAI SDKs send them (include[]=…).
+func ParseListParams(q url.Values) (ListParams, error) {
+	p := ListParams{Order: q.Get("order"), After: q.Get("after")}
+	if s := q.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > 100 {
+			return p, invalid("limit", "limit must be an integer from 1 to 100")
+		}
+		p.Limit = n
+	}
+	switch p.Order {
+	case "", "asc", "desc":
+	default:
+		return p, invalid("order", "order must be asc or desc")
+	}
+	p.Include = append(q["include[]"], q["include"]...)
+	return p, nil
+}
+
+// InputItems answers GET /v1/responses/{id}/input_items from a stored
+// record: OpenAI's list shape, {"object":"list","data":[…],"first_id",
+// "last_id","has_more"}, newest first unless Order is asc. The items are
+// those of the whole conversation the response was made from, the earlier
+// responses' inputs and outputs included.
+func InputItems(record []byte, p ListParams) ([]byte, error) {
+	in, _, ok := recordParts(record)
+	if !ok {
+		return nil, storedError()
+	}
+	items := in.Array()
+	if p.Order != "asc" {
+		slices.Reverse(items)
+	}
+	start := 0
+	if p.After != "" {
+		start = -1
+		for i, it := range items {
+			if it.Get("id").Str == p.After {
+				start = i + 1
+				break
+			}
+		}
+		if start < 0 {
+			return nil, invalid("after", "no input item with id "+strconv.Quote(p.After))
+		}
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 20
+	}
+	end := min(start+limit, len(items))
+	page := items[start:end]
+
+	encrypted := slices.Contains(p.Include, "reasoning.encrypted_content")
+	images := slices.Contains(p.Include, "message.input_image.image_url")
+	b := make([]byte, 0, len(in.Raw)/max(1, len(items))*len(page)+96)
+	b = append(b, `{"object":"list","data":[`...)
+	for i, it := range page {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendFiltered(b, it, encrypted, images)
+	}
+	b = append(b, `],"first_id":`...)
+	if len(page) == 0 {
+		b = append(b, `null,"last_id":null`...)
+	} else {
+		b = providers.AppendString(b, page[0].Get("id").Str)
+		b = append(b, `,"last_id":`...)
+		b = providers.AppendString(b, page[len(page)-1].Get("id").Str)
+	}
+	b = append(b, `,"has_more":`...)
+	b = strconv.AppendBool(b, end < len(items))
+	return append(b, '}'), nil
+}
+
+// idPrefix is the id prefix of an item type.
+func idPrefix(typ string) string {
+	switch typ {
+	case "message":
+		return "msg_"
+	case "function_call":
+		return "fc_"
+	case "function_call_output":
+		return "fco_"
+	case "custom_tool_call":
+		return "ctc_"
+	case "custom_tool_call_output":
+		return "ctco_"
+	case "reasoning":
+		return "rs_"
+	}
+	return "item_"
+}
+
+// appendNormalized appends an input item as OpenAI lists it: with an id
+// (its own, or a new one), a status, and a message's content as parts.
+// item has been checked by checkItem.
+func (x *Exchange) appendNormalized(b []byte, it gjson.Result, typ string) []byte {
+	b = append(b, `{"id":`...)
+	if id := it.Get("id"); id.Type == gjson.String && id.Str != "" {
+		b = append(b, id.Raw...)
+	} else {
+		b = providers.AppendString(b, x.t.newID(idPrefix(typ)))
+	}
+	b = append(b, `,"type":"`...)
+	b = append(b, typ...)
+	b = append(b, '"')
+	switch typ {
+	case "message":
+		role := it.Get("role")
+		b = append(b, `,"role":`...)
+		b = append(b, role.Raw...)
+		b = append(b, `,"status":"completed","content":[`...)
+		textType := `{"type":"input_text","text":`
+		if role.Str == "assistant" {
+			textType = `{"type":"output_text","annotations":[],"text":`
+		}
+		content := it.Get("content")
+		if content.Type == gjson.String {
+			b = append(b, textType...)
+			b = appendCompact(b, content.Raw)
+			b = append(b, '}')
+		} else {
+			i := 0
+			content.ForEach(func(_, part gjson.Result) bool {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				i++
+				switch part.Get("type").Str {
+				case "input_text", "output_text":
+					b = append(b, textType...)
+					b = appendCompact(b, part.Get("text").Raw)
+					b = append(b, '}')
+				case "input_image":
+					b = append(b, `{"type":"input_image","detail":`...)
+					if d := part.Get("detail"); d.Type == gjson.String {
+						b = append(b, d.Raw...)
+					} else {
+						b = append(b, `"auto"`...)
+					}
+					b = append(b, `,"image_url":`...)
+					b = appendCompact(b, part.Get("image_url").Raw)
+					b = append(b, '}')
+				default: // input_file, refusal
+					b = appendCompact(b, part.Raw)
+				}
+				return true
+			})
+		}
+		b = append(b, ']')
+	case "function_call", "custom_tool_call":
+		b = append(b, `,"status":"completed","call_id":`...)
+		b = append(b, it.Get("call_id").Raw...)
+		b = append(b, `,"name":`...)
+		b = append(b, it.Get("name").Raw...)
+		if typ == "function_call" {
+			b = append(b, `,"arguments":`...)
+			b = appendCompact(b, it.Get("arguments").Raw)
+		} else {
+			b = append(b, `,"input":`...)
+			b = appendCompact(b, it.Get("input").Raw)
+		}
+	case "function_call_output", "custom_tool_call_output":
+		b = append(b, `,"status":"completed","call_id":`...)
+		b = append(b, it.Get("call_id").Raw...)
+		b = append(b, `,"output":`...)
+		b = appendCompact(b, it.Get("output").Raw)
+	case "reasoning":
+		b = append(b, `,"summary":`...)
+		b = appendCompact(b, it.Get("summary").Raw)
+		if c := it.Get("content"); c.IsArray() {
+			b = append(b, `,"content":`...)
+			b = appendCompact(b, c.Raw)
+		}
+		if e := it.Get("encrypted_content"); e.Type == gjson.String {
+			b = append(b, `,"encrypted_content":`...)
+			b = append(b, e.Raw...)
+		}
+	}
+	return append(b, '}')
+}

@@ -1,0 +1,304 @@
+package redisstate_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/modelgate/modelgate/internal/redistest"
+	"github.com/modelgate/modelgate/state"
+	"github.com/modelgate/modelgate/state/redisclient"
+	"github.com/modelgate/modelgate/state/redisstate"
+	"github.com/modelgate/modelgate/state/statetest"
+)
+
+var prefixes atomic.Int64
+
+func init() {
+	// go-redis logs every failed dial; the outage tests make many.
+	redis.SetLogger(redisclient.Logger(func(string, ...any) {}))
+}
+
+// open returns n States, each on its own client as n instances would
+// have, under a prefix of their own.
+func open(t *testing.T, srv *redistest.Server, n int, opt redisstate.Options) []*redisstate.State {
+	t.Helper()
+	if opt.KeyPrefix == "" {
+		opt.KeyPrefix = fmt.Sprintf("t%d:", prefixes.Add(1))
+	}
+	out := make([]*redisstate.State, n)
+	for i := range out {
+		rdb, err := redisclient.New(redisclient.Options{Addresses: []string{srv.Addr}, Timeout: redisclient.Duration(time.Second)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := redisstate.New(rdb, opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close(); _ = rdb.Close() })
+		out[i] = st
+	}
+	return out
+}
+
+func TestConformance(t *testing.T) {
+	srv := redistest.Start(t)
+	statetest.Run(t, func(t *testing.T, n int) []state.State {
+		var out []state.State
+		for _, s := range open(t, srv, n, redisstate.Options{}) {
+			out = append(out, s)
+		}
+		return out
+	})
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return c
+}
+
+func recv(t *testing.T, sub state.Subscription, within time.Duration) state.Message {
+	t.Helper()
+	select {
+	case m, ok := <-sub.Messages():
+		if !ok {
+			t.Fatal("subscription ended")
+		}
+		return m
+	case <-time.After(within):
+		t.Fatalf("no message within %v", within)
+	}
+	return state.Message{}
+}
+
+func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, within)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A subscription survives redis-server being killed and restarted: it is
+// reported not live while Redis is down, comes back by itself, tells the
+// receiver to resync, and receives what is published afterwards.
+func TestSubscriptionSurvivesRedisRestart(t *testing.T) {
+	srv := redistest.Start(t)
+	ss := open(t, srv, 2, redisstate.Options{PingInterval: 200 * time.Millisecond})
+	sub, err := ss[0].Subscribe(ctx(t), "keys")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if err := ss[1].Publish(ctx(t), "keys", []byte("before")); err != nil {
+		t.Fatal(err)
+	}
+	if m := recv(t, sub, 5*time.Second); string(m.Payload) != "before" {
+		t.Fatalf("got %+v", m)
+	}
+
+	srv.Kill()
+	waitFor(t, "subscription reported down", 3*time.Second, func() bool { return !sub.Live() })
+	err = ss[1].Publish(ctx(t), "keys", []byte("lost"))
+	if !errors.Is(err, state.ErrUnavailable) {
+		t.Fatalf("publishing while Redis is down: %v, want ErrUnavailable", err)
+	}
+	srv.Restart()
+	waitFor(t, "subscription live again", 10*time.Second, sub.Live)
+	if m := recv(t, sub, 5*time.Second); !m.Resync {
+		t.Fatalf("first message after the outage = %+v, want Resync", m)
+	}
+	if err := ss[1].Publish(ctx(t), "keys", []byte("after")); err != nil {
+		t.Fatal(err)
+	}
+	if m := recv(t, sub, 5*time.Second); string(m.Payload) != "after" || m.Channel != "keys" {
+		t.Fatalf("after the restart got %+v", m)
+	}
+}
+
+// Subscribing while Redis is down returns when ctx ends with a
+// subscription that is not live, which goes live (with a Resync) once
+// Redis is back.
+func TestSubscribeWhileDown(t *testing.T) {
+	srv := redistest.Start(t)
+	ss := open(t, srv, 2, redisstate.Options{})
+	srv.Stop()
+	c, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	sub, err := ss[0].Subscribe(c, "batches")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if sub.Live() {
+		t.Fatal("live while Redis is stopped")
+	}
+	srv.Restart()
+	waitFor(t, "live after Redis started", 15*time.Second, sub.Live)
+	if m := recv(t, sub, 5*time.Second); !m.Resync {
+		t.Fatalf("got %+v, want Resync", m)
+	}
+	if err := ss[1].Publish(ctx(t), "batches", []byte("cancel")); err != nil {
+		t.Fatal(err)
+	}
+	if m := recv(t, sub, 5*time.Second); string(m.Payload) != "cancel" {
+		t.Fatalf("got %+v", m)
+	}
+}
+
+// With Redis unreachable every operation fails promptly with
+// ErrUnavailable, never hanging the request that needs it.
+func TestUnreachableFailsPromptly(t *testing.T) {
+	srv := redistest.Start(t)
+	s := open(t, srv, 1, redisstate.Options{Timeout: 500 * time.Millisecond})[0]
+	srv.Stop()
+	ops := map[string]func(context.Context) error{
+		"Add":     func(c context.Context) error { _, err := s.Add(c, "k", 1, 0); return err },
+		"Get":     func(c context.Context) error { _, err := s.Get(c, "k"); return err },
+		"Reserve": func(c context.Context) error { _, _, err := s.Reserve(c, "k", 1, 5, 0); return err },
+		"Take": func(c context.Context) error {
+			_, err := s.Take(c, "k", 1, 5, state.Window{Size: time.Minute}, time.Now())
+			return err
+		},
+		"AcquireLease": func(c context.Context) error { _, _, err := s.AcquireLease(c, "l", "h", time.Second); return err },
+		"RenewLease":   func(c context.Context) error { return s.RenewLease(c, "l", 1, time.Second) },
+		"AcquireSlot":  func(c context.Context) error { _, _, err := s.AcquireSlot(c, "s", "h", 1, time.Second); return err },
+		"Publish":      func(c context.Context) error { return s.Publish(c, "c", nil) },
+		"Ping":         s.Ping,
+	}
+	for name, op := range ops {
+		start := time.Now()
+		err := op(context.Background()) // no deadline of the caller's own
+		if !errors.Is(err, state.ErrUnavailable) {
+			t.Errorf("%s: %v, want ErrUnavailable", name, err)
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			t.Errorf("%s took %v with Redis down", name, d)
+		}
+	}
+	srv.Restart()
+	waitFor(t, "Ping after restart", 10*time.Second, func() bool { return s.Ping(ctx(t)) == nil })
+}
+
+// Counters, leases and fencing tokens survive redis-server being killed
+// (append-only file, fsync always) and restarted.
+func TestStateSurvivesKill(t *testing.T) {
+	srv := redistest.Start(t)
+	s := open(t, srv, 1, redisstate.Options{})[0]
+	c := ctx(t)
+	if _, ok, err := s.Reserve(c, "budget", 70, 100, time.Hour); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	l, ok, err := s.AcquireLease(c, "part-3", "a", time.Hour)
+	if !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	srv.Kill()
+	srv.Restart()
+	waitFor(t, "Ping after restart", 10*time.Second, func() bool { return s.Ping(c) == nil })
+	if got, err := s.Get(c, "budget"); err != nil || got.Value != 70 {
+		t.Fatalf("budget after restart = %+v, %v", got, err)
+	}
+	if _, ok, _ := s.Reserve(c, "budget", 31, 100, time.Hour); ok {
+		t.Fatal("the budget forgot its spend in the restart")
+	}
+	if err := s.RenewLease(c, "part-3", l.Token, time.Hour); err != nil {
+		t.Fatalf("lease after restart: %v", err)
+	}
+	if err := s.ReleaseLease(c, "part-3", l.Token); err != nil {
+		t.Fatal(err)
+	}
+	l2, ok, _ := s.AcquireLease(c, "part-3", "b", time.Hour)
+	if !ok || l2.Token <= l.Token {
+		t.Fatalf("token after restart %d, before %d: fencing went backwards", l2.Token, l.Token)
+	}
+}
+
+// Two gateways with different prefixes on one Redis share nothing:
+// counters, leases or messages.
+func TestPrefixesSeparate(t *testing.T) {
+	srv := redistest.Start(t)
+	a := open(t, srv, 1, redisstate.Options{KeyPrefix: "gw-a:"})[0]
+	b := open(t, srv, 1, redisstate.Options{KeyPrefix: "gw-b:"})[0]
+	c := ctx(t)
+	if _, err := a.Add(c, "k", 5, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := b.Get(c, "k"); got.Value != 0 {
+		t.Fatalf("b sees a's counter: %+v", got)
+	}
+	if _, ok, _ := a.AcquireLease(c, "l", "a", time.Minute); !ok {
+		t.Fatal("a's lease")
+	}
+	if _, ok, _ := b.AcquireLease(c, "l", "b", time.Minute); !ok {
+		t.Fatal("b could not take its own lease of the same name")
+	}
+	sub, err := b.Subscribe(c, "keys")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if err := a.Publish(c, "keys", []byte("for a")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-sub.Messages():
+		t.Fatalf("b received a's message %+v", m)
+	case <-time.After(200 * time.Millisecond):
+	}
+	// Every key a wrote carries its prefix.
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	defer rdb.Close()
+	keys, _ := rdb.Keys(c, "*").Result()
+	for _, k := range keys {
+		if !strings.HasPrefix(k, "gw-a:") && !strings.HasPrefix(k, "gw-b:") {
+			t.Errorf("key %q outside both prefixes", k)
+		}
+	}
+	if _, err := redisstate.New(rdb, redisstate.Options{KeyPrefix: "bad{"}); err == nil {
+		t.Error("a prefix with a brace was accepted")
+	}
+}
+
+// A receiver that stops reading does not stall publishers; when Redis
+// drops the subscriber for its full output buffer, the subscription comes
+// back with a Resync.
+func TestSlowReceiverGetsResync(t *testing.T) {
+	srv := redistest.Start(t, redistest.Options{Config: []string{"client-output-buffer-limit pubsub 64kb 32kb 1"}})
+	ss := open(t, srv, 2, redisstate.Options{PingInterval: 200 * time.Millisecond})
+	sub, err := ss[0].Subscribe(ctx(t), "flood")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	// More than the kernel's socket buffers hold, so Redis's own output
+	// buffer fills.
+	payload := make([]byte, 64<<10)
+	for i := range 400 {
+		if err := ss[1].Publish(ctx(t), "flood", payload); err != nil {
+			t.Fatalf("publish %d: %v", i, err)
+		}
+	}
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case m := <-sub.Messages():
+			if m.Resync {
+				return
+			}
+		case <-deadline:
+			t.Fatal("no Resync after Redis dropped the slow subscriber")
+		}
+	}
+}
