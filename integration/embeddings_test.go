@@ -41,6 +41,9 @@ func TestIntegrationEmbeddings(t *testing.T) {
 		{"mistral/mistral-embed", 128, false},
 		{"voyage/voyage-3.5", 512, false},
 		{"jina/jina-embeddings-v3", 64, false},
+		{"bedrock/amazon.titan-embed-text-v2:0", 256, false},
+		{"bedrock_env/cohere.embed-v4:0", 1024, false},
+		{"bedrock_apikey/us.cohere.embed-v4:0", 512, false},
 		{"embed-fallback", 0, true},
 	} {
 		t.Run(tc.model, func(t *testing.T) {
@@ -110,7 +113,7 @@ func TestIntegrationEmbeddings(t *testing.T) {
 	})
 
 	t.Run("input_type reaches the providers that take one", func(t *testing.T) {
-		for _, model := range []string{"voyage/voyage-3.5", "jina/jina-embeddings-v3"} {
+		for _, model := range []string{"voyage/voyage-3.5", "jina/jina-embeddings-v3", "bedrock/cohere.embed-v4:0"} {
 			before := len(fake.Requests())
 			status, body, _ := request(t, "POST", gatewayBase+"/v1/embeddings",
 				`{"model":"`+model+`","input":"q","input_type":"query"}`, "Authorization", "Bearer "+aliceKey)
@@ -121,6 +124,9 @@ func TestIntegrationEmbeddings(t *testing.T) {
 			field, want := "input_type", "query"
 			if strings.HasPrefix(model, "jina") {
 				field, want = "task", "retrieval.query"
+			}
+			if strings.HasPrefix(model, "bedrock") {
+				want = "search_query"
 			}
 			if got := gjson.GetBytes(sent[0].Body, field).Str; got != want {
 				t.Errorf("%s got %s=%q", model, field, got)

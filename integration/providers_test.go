@@ -38,6 +38,9 @@ var providerRows = []providerRow{
 	{provider: "azure", model: "gpt-4o", structured: true},
 	{provider: "azure_v1", model: "prod-gpt-4o", structured: true},
 	{provider: "azure_entra", model: "prod-gpt-4o", structured: true},
+	{provider: "bedrock", model: "us.anthropic.claude-sonnet-4-5-20250929-v1:0", structured: true},
+	{provider: "bedrock_env", model: "amazon.nova-pro-v1:0", structured: true},
+	{provider: "bedrock_apikey", model: "us.anthropic.claude-sonnet-4-5-20250929-v1:0", structured: true},
 }
 
 // entraServer is a Microsoft Entra ID token endpoint for the azure_entra
@@ -61,7 +64,8 @@ func startProviders(t *testing.T) (*providertest.Server, *entraServer) {
 	t.Helper()
 	const providerKey = "sk-test-every-provider-3b1e"
 	fake := providertest.Start(t, providertest.Options{OpenAIKey: providerKey, AnthropicKey: providerKey,
-		Keys: map[string]string{"azure_openai": ""}})
+		Keys: map[string]string{"azure_openai": "", "bedrock": bedrockKeyID + ":" + bedrockSecret + ":" + bedrockToken, "bedrock_api_key": bedrockAPIKey}})
+	setBedrockEnv(t)
 	entra := &entraServer{}
 	es := httptest.NewServer(entra)
 	t.Cleanup(es.Close)
