@@ -12,6 +12,10 @@
 // this package only reads a message's total length from its prelude to know
 // when a whole message has arrived (see EventStream).
 //
+// Embeddings translates embeddings requests to InvokeModel (POST
+// /model/{modelId}/invoke) for Amazon Titan Text Embeddings and Cohere
+// Embed (see Embeddings).
+//
 // Like every translator it works on bytes: it reads JSON with gjson and
 // writes it by appending. Signing requests (SigV4) is the host's job.
 package bedrock
