@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	_ "github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy" // http.handlers.reverse_proxy
@@ -520,6 +522,27 @@ func TestProvision(t *testing.T) {
 	} {
 		if got := endpoint(region); got != want {
 			t.Errorf("endpoint(%s) = %s", region, got)
+		}
+	}
+}
+
+// BenchmarkSign is the transport's work for one request: SigV4 over a
+// 2 KB body with cached credentials.
+func BenchmarkSign(b *testing.B) {
+	auth := newSigV4(aws.NewCredentialsCache(credentials.NewStaticCredentialsProvider(keyID, secret, token)), "us-east-1")
+	body := bytes.Repeat([]byte(`{"text":"0123456789abcdef"}`), 80)
+	req, err := http.NewRequest(http.MethodPost, "https://bedrock-runtime.us-east-1.amazonaws.com/model/us.anthropic.claude-sonnet-4-5-20250929-v1%3A0/converse", nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	header := http.Header{"Content-Type": {"application/json"}, "Accept": {"application/json"}, "Accept-Encoding": {"identity"}, "User-Agent": {"modelgate"}}
+	req.ContentLength = int64(len(body))
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		req.Header = header.Clone()
+		if err := auth.Authenticate(req, body); err != nil {
+			b.Fatal(err)
 		}
 	}
 }
