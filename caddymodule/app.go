@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelgate/modelgate/batch"
 	"github.com/modelgate/modelgate/keys"
+	"github.com/modelgate/modelgate/state"
 )
 
 func init() {
@@ -54,18 +55,38 @@ type App struct {
 	// configured storage. Instances that share it form a cluster.
 	StorageRaw json.RawMessage `json:"storage,omitempty" caddy:"namespace=caddy.storage inline_key=module"`
 
+	// FileStorageRaw is where the bytes of files (uploads, batch input
+	// parts, results) go, when they should not sit in the storage of
+	// records and locks: a cluster on Redis keeps coordination in Redis
+	// and 200 MiB uploads on a shared file system or object store.
+	// Default: the app's storage.
+	FileStorageRaw json.RawMessage `json:"file_storage,omitempty" caddy:"namespace=caddy.storage inline_key=module"`
+
+	// State is where counters, leases and messages between instances
+	// live: "shared" on the storage when it offers shared state (storage
+	// redis does), or "local", in this process. Default: shared when the
+	// storage offers it, else local.
+	State string `json:"state,omitempty"`
+
 	providers map[string]*provider
 	dispatch  *dispatcher
 	keys      map[[32]byte]*Key
 	logger    *zap.Logger
 
-	storage   certmagic.Storage
-	storageID string
-	managed   *keys.Manager // managed keys, in storage
-	stopKeys  func()        // stops the key refresher
+	storage     certmagic.Storage
+	fileStorage certmagic.Storage // file bytes, when not in storage
+	storageID   string
+	managed     *keys.Manager // managed keys, in storage
+	stopKeys    func()        // stops the key refresher
 
 	store  *batch.Store
 	runner *batch.Runner
+
+	state       state.State
+	stateShared bool
+	closeState  func() error
+	stopShared  func()
+	health      *health
 
 	ctx    caddy.Context
 	events *caddyevents.App
@@ -119,6 +140,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.provisionStorage(ctx); err != nil {
 		return err
 	}
+	if err := a.provisionState(); err != nil {
+		return err
+	}
 	if err := a.provisionManagedKeys(ctx); err != nil {
 		return err
 	}
@@ -158,12 +182,17 @@ func (a *App) Start() error {
 	}
 	a.runner = v.(*batch.Runner)
 	a.startKeyRefresh()
+	a.startShared()
 	return nil
 }
 
 // Stop releases this config's reference to the batch runner; the last one
 // stops it, after each running part has written its finished results.
 func (a *App) Stop() error {
+	if a.stopShared != nil {
+		a.stopShared()
+		a.stopShared = nil
+	}
 	a.stopKeyRefresh()
 	if a.runner == nil {
 		return nil
@@ -195,9 +224,16 @@ func checkAlias(alias string, targets []string, defined func(name string) bool) 
 // app's storage.
 func (a *App) responseStore() responseStore { return responseStore{s: a.storage} }
 
+// Cleanup releases the state Provision took.
+func (a *App) Cleanup() error {
+	a.cleanupState()
+	return nil
+}
+
 // Interface guards
 var (
-	_ caddy.App         = (*App)(nil)
-	_ caddy.Provisioner = (*App)(nil)
-	_ caddy.Validator   = (*App)(nil)
+	_ caddy.App          = (*App)(nil)
+	_ caddy.Provisioner  = (*App)(nil)
+	_ caddy.Validator    = (*App)(nil)
+	_ caddy.CleanerUpper = (*App)(nil)
 )

@@ -52,6 +52,8 @@ func init() {
 //	        poll_interval       <duration>
 //	    }
 //	    storage <module> { … }
+//	    file_storage <module> { … }
+//	    state local|shared
 //	}
 func parseModelgateOption(d *caddyfile.Dispenser, existing any) (any, error) {
 	app := new(App)
@@ -144,27 +146,48 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err := a.unmarshalBatch(d); err != nil {
 				return err
 			}
-		case "storage":
-			if a.StorageRaw != nil {
-				return d.Err("storage is defined twice")
+		case "storage", "file_storage":
+			dst := &a.StorageRaw
+			if d.Val() == "file_storage" {
+				dst = &a.FileStorageRaw
 			}
-			if !d.NextArg() {
-				return d.ArgErr()
+			if *dst != nil {
+				return d.Errf("%s is defined twice", d.Val())
 			}
-			name := d.Val()
-			mod, err := caddyfile.UnmarshalModule(d, "caddy.storage."+name)
+			raw, err := unmarshalStorage(d)
 			if err != nil {
 				return err
 			}
-			if _, ok := mod.(caddy.StorageConverter); !ok {
-				return d.Errf("module %s is not a storage module", name)
+			*dst = raw
+		case "state":
+			if !d.AllArgs(&a.State) {
+				return d.ArgErr()
 			}
-			a.StorageRaw = caddyconfig.JSONModuleObject(mod, "module", name, nil)
+			if a.State != stateLocal && a.State != stateShared {
+				return d.Errf("state: %q is not local or shared", a.State)
+			}
 		default:
 			return d.Errf("unrecognized modelgate option %q", d.Val())
 		}
 	}
 	return nil
+}
+
+// unmarshalStorage reads "<storage|file_storage> <module> { … }" through
+// the storage module's own Caddyfile parsing.
+func unmarshalStorage(d *caddyfile.Dispenser) (json.RawMessage, error) {
+	if !d.NextArg() {
+		return nil, d.ArgErr()
+	}
+	name := d.Val()
+	mod, err := caddyfile.UnmarshalModule(d, "caddy.storage."+name)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := mod.(caddy.StorageConverter); !ok {
+		return nil, d.Errf("module %s is not a storage module", name)
+	}
+	return caddyconfig.JSONModuleObject(mod, "module", name, nil), nil
 }
 
 // unmarshalBatch reads the batch { … } block.

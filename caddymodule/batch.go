@@ -91,6 +91,16 @@ func (a *App) provisionStorage(ctx caddy.Context) error {
 		}
 	}
 	a.storageID = storageIdentity(a.storage)
+	if a.FileStorageRaw != nil {
+		mod, err := ctx.LoadModule(a, "FileStorageRaw")
+		if err != nil {
+			return fmt.Errorf("loading file_storage: %v", err)
+		}
+		if a.fileStorage, err = mod.(caddy.StorageConverter).CertMagicStorage(); err != nil {
+			return fmt.Errorf("creating file_storage: %v", err)
+		}
+		a.storageID += "+files=" + storageIdentity(a.fileStorage)
+	}
 	return nil
 }
 
@@ -115,7 +125,11 @@ func (a *App) provisionBatch() error {
 		return errors.New("batch: settings must not be negative")
 	}
 
-	a.store = batch.NewStore(a.storage, "modelgate")
+	var opts []batch.Option
+	if a.fileStorage != nil {
+		opts = append(opts, batch.WithFileStorage(a.fileStorage))
+	}
+	a.store = batch.NewStore(a.storage, "modelgate", opts...)
 	return nil
 }
 

@@ -52,6 +52,7 @@ func (h *Handler) serveBatches(w http.ResponseWriter, r *http.Request, rest stri
 		if err == nil {
 			h.logger.Info("batch cancel asked for", zap.String("batch_id", id))
 			h.app.wakeRunner()
+			h.app.publish(channelBatches, id)
 		}
 		h.answer(w, "batch", id, b, err)
 	default:
@@ -104,6 +105,7 @@ func (h *Handler) createBatch(w http.ResponseWriter, r *http.Request, who string
 		h.logger.Info("batch created", zap.String("batch_id", b.ID), zap.String("input_file_id", b.InputFileID))
 		h.app.batchEvent("batch_submitted", who, b)
 		h.app.wakeRunner()
+		h.app.publish(channelBatches, b.ID)
 	}
 	h.answer(w, "batch", "", b, err)
 }

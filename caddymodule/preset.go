@@ -31,7 +31,6 @@ var presets = []preset{
 	{name: "cerebras", baseURL: "https://api.cerebras.ai/v1", keyRequired: true, endpoints: Endpoints{Chat: openai.Chat{}}},
 	{name: "vllm", baseURL: "http://localhost:8000/v1", endpoints: Endpoints{Chat: openai.Chat{}, Rerank: rerank.VLLM, Embeddings: embeddings.VLLM}},
 	{name: "ollama", baseURL: "http://localhost:11434/v1", endpoints: Endpoints{Chat: openai.Chat{}, Embeddings: embeddings.Ollama}},
-	{name: "cohere", baseURL: "https://api.cohere.com", keyRequired: true, endpoints: Endpoints{Rerank: rerank.Cohere}},
 	{name: "jina", baseURL: "https://api.jina.ai/v1", keyRequired: true, endpoints: Endpoints{Rerank: rerank.Jina, Embeddings: embeddings.Jina}},
 	{name: "voyage", baseURL: "https://api.voyageai.com/v1", keyRequired: true, endpoints: Endpoints{Rerank: rerank.Voyage, Embeddings: embeddings.Voyage}},
 	{name: "mixedbread", baseURL: "https://api.mixedbread.com/v1", keyRequired: true, endpoints: Endpoints{Rerank: rerank.Mixedbread}},
@@ -61,8 +60,9 @@ func init() {
 // OpenAI-compatible chat provider — OpenAI itself (type openai, or any
 // compatible server with a base_url), groq, mistral, together, fireworks,
 // deepseek, openrouter, xai, perplexity, deepinfra, cerebras, vllm, ollama —
-// or a rerank provider: cohere, jina, voyage, mixedbread, tei, infinity
-// (vllm and together serve rerank too). The key, when the type takes one,
+// or a rerank provider: jina, voyage, mixedbread, tei, infinity (vllm and
+// together serve rerank too). Cohere, with a wire format of its own, is a
+// package of its own: caddymodule/provider/cohere. The key, when the type takes one,
 // is sent as "Authorization: Bearer <api_key>".
 type Preset struct {
 	ProviderBase

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -44,6 +45,8 @@ func TestIntegrationEmbeddings(t *testing.T) {
 		{"bedrock/amazon.titan-embed-text-v2:0", 256, false},
 		{"bedrock_env/cohere.embed-v4:0", 1024, false},
 		{"bedrock_apikey/us.cohere.embed-v4:0", 512, false},
+		{"cohere/embed-v4.0", 256, false},
+		{"cohere/embed-english-v3.0", 0, false},
 		{"embed-fallback", 0, true},
 	} {
 		t.Run(tc.model, func(t *testing.T) {
@@ -100,6 +103,16 @@ func TestIntegrationEmbeddings(t *testing.T) {
 		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Code != "unsupported_parameter" || apiErr.Param != "dimensions" {
 			t.Errorf("tei dimensions: %v", err)
 		}
+		_, err = c.Embeddings.New(ctx, openai.EmbeddingNewParams{Model: "cohere/embed-v4.0", Dimensions: openai.Int(768),
+			Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String("x")}})
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Code != "unsupported_parameter" || apiErr.Param != "dimensions" {
+			t.Errorf("cohere dimensions 768: %v", err)
+		}
+		_, err = c.Embeddings.New(ctx, openai.EmbeddingNewParams{Model: "cohere/embed-v4.0",
+			Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfTokenArrays: [][]int64{{1, 2}}}})
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Code != "unsupported_parameter" || apiErr.Param != "input (token ids)" {
+			t.Errorf("cohere token ids: %v", err)
+		}
 		_, err = c.Embeddings.New(ctx, openai.EmbeddingNewParams{Model: "anthropic/claude",
 			Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String("x")}})
 		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Code != "unsupported_endpoint" {
@@ -113,23 +126,55 @@ func TestIntegrationEmbeddings(t *testing.T) {
 	})
 
 	t.Run("input_type reaches the providers that take one", func(t *testing.T) {
-		for _, model := range []string{"voyage/voyage-3.5", "jina/jina-embeddings-v3", "bedrock/cohere.embed-v4:0"} {
+		for _, tc := range []struct{ model, inputType, field, want string }{
+			{"voyage/voyage-3.5", `"query"`, "input_type", "query"},
+			{"jina/jina-embeddings-v3", `"query"`, "task", "retrieval.query"},
+			{"cohere/embed-v4.0", `"query"`, "input_type", "search_query"},
+			{"cohere/embed-v4.0", `"document"`, "input_type", "search_document"},
+			{"cohere/embed-v4.0", `null`, "input_type", "search_document"}, // Cohere requires one
+			{"cohere/embed-v4.0", `"classification"`, "input_type", "classification"},
+			{"bedrock/cohere.embed-v4:0", `"query"`, "input_type", "search_query"},
+			{"bedrock/cohere.embed-v4:0", `null`, "input_type", "search_document"},
+		} {
 			before := len(fake.Requests())
 			status, body, _ := request(t, "POST", gatewayBase+"/v1/embeddings",
-				`{"model":"`+model+`","input":"q","input_type":"query"}`, "Authorization", "Bearer "+aliceKey)
+				`{"model":"`+tc.model+`","input":"q","input_type":`+tc.inputType+`}`, "Authorization", "Bearer "+aliceKey)
 			sent := fake.Requests()[before:]
 			if status != 200 || len(sent) != 1 {
 				t.Fatalf("%d %s", status, body)
 			}
-			field, want := "input_type", "query"
-			if strings.HasPrefix(model, "jina") {
-				field, want = "task", "retrieval.query"
+			if got := gjson.GetBytes(sent[0].Body, tc.field).Str; got != tc.want {
+				t.Errorf("%s with input_type %s sent %s=%q, want %q", tc.model, tc.inputType, tc.field, got, tc.want)
 			}
-			if strings.HasPrefix(model, "bedrock") {
-				want = "search_query"
-			}
-			if got := gjson.GetBytes(sent[0].Body, field).Str; got != want {
-				t.Errorf("%s got %s=%q", model, field, got)
+		}
+	})
+
+	t.Run("cohere: more inputs than a Cohere request holds", func(t *testing.T) {
+		// Cohere embeds at most 96 texts a request: 200 inputs go out as
+		// three requests and come back as one answer, in input order.
+		inputs := make([]string, 200)
+		words := int64(0)
+		for i := range inputs {
+			inputs[i] = fmt.Sprintf("passage %d", i) + strings.Repeat(" fox", i%3)
+			words += int64(2 + i%3)
+		}
+		before := len(fake.Requests())
+		res, err := c.Embeddings.New(ctx, openai.EmbeddingNewParams{Model: "cohere/embed-v4.0", Dimensions: openai.Int(512),
+			Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: inputs}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sizes []int
+		for _, r := range fake.Requests()[before:] {
+			sizes = append(sizes, len(gjson.GetBytes(r.Body, "texts").Array()))
+		}
+		if fmt.Sprint(sizes) != "[96 96 8]" || len(res.Data) != len(inputs) || res.Usage.PromptTokens != words {
+			t.Fatalf("requests of %v texts, %d vectors, usage %+v (want %d)", sizes, len(res.Data), res.Usage, words)
+		}
+		for i, d := range res.Data {
+			want := providertest.EmbeddingVector(inputs[i], 512)
+			if d.Index != int64(i) || len(d.Embedding) != 512 || float32(d.Embedding[0]) != want[0] || float32(d.Embedding[511]) != want[511] {
+				t.Fatalf("item %d (index %d) is not the provider's vector of input %d", i, d.Index, i)
 			}
 		}
 	})

@@ -41,6 +41,7 @@ var providerRows = []providerRow{
 	{provider: "bedrock", model: "us.anthropic.claude-sonnet-4-5-20250929-v1:0", structured: true},
 	{provider: "bedrock_env", model: "amazon.nova-pro-v1:0", structured: true},
 	{provider: "bedrock_apikey", model: "us.anthropic.claude-sonnet-4-5-20250929-v1:0", structured: true},
+	{provider: "cohere", model: "command-a-03-2025", structured: true},
 }
 
 // entraServer is a Microsoft Entra ID token endpoint for the azure_entra

@@ -182,4 +182,24 @@ func TestIntegrationRerankCohereSDK(t *testing.T) {
 	if res.Id == nil || *res.Id == "" {
 		t.Error("no id")
 	}
+	// Cohere's billing reaches its SDK: the search units the provider
+	// billed, in meta.billed_units, as Cohere's own answer carries them.
+	wantUnits := func(n int) float64 { return float64(providertest.CohereSearchUnits(n)) }
+	if m := res.Meta; m == nil || m.BilledUnits == nil || m.BilledUnits.SearchUnits == nil || *m.BilledUnits.SearchUnits != wantUnits(len(docs)) ||
+		m.ApiVersion == nil || m.ApiVersion.Version != "2" {
+		t.Errorf("meta %+v, want %v search units billed", res.Meta, wantUnits(len(docs)))
+	}
+	// 250 documents are three search units at Cohere; what the gateway
+	// reports is what the provider billed, not a count of its own.
+	docs = nil
+	for i := range 250 {
+		docs = append(docs, &cohere.RerankRequestDocumentsItem{String: fmt.Sprintf("document %d on Paris weather", i)})
+	}
+	res, err = client.Rerank(context.Background(), &cohere.RerankRequest{Model: &model, Query: rerankQuery, Documents: docs, TopN: &topN})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := res.Meta; len(res.Results) != topN || m == nil || m.BilledUnits == nil || m.BilledUnits.SearchUnits == nil || *m.BilledUnits.SearchUnits != 3 || wantUnits(250) != 3 {
+		t.Errorf("250 documents: %d results, meta %+v", len(res.Results), res.Meta)
+	}
 }

@@ -92,6 +92,7 @@ func (m *Manager) Create(ctx context.Context, nk NewKey) (Key, string, error) {
 		return Key{}, "", err
 	}
 	m.update(change{op: opCreate, entry: &entry{key: k.clone(), digest: digest, use: new(usage)}})
+	m.changed(k.ID)
 	return k, secret, nil
 }
 
@@ -154,6 +155,9 @@ func (m *Manager) Delete(ctx context.Context, id string) error {
 	if err == nil || errors.Is(err, ErrNotFound) {
 		// Gone from storage either way: this instance forgets it too.
 		m.update(change{op: opDelete, id: id})
+	}
+	if err == nil {
+		m.changed(id)
 	}
 	return err
 }

@@ -54,5 +54,8 @@ func (m *Manager) MarkExposed(ctx context.Context, id string, e Exposure) (k Key
 		return Key{}, false, err
 	}
 	m.update(change{op: opUpdate, entry: &entry{key: k.clone(), digest: digest}})
+	if first {
+		m.changed(id)
+	}
 	return k, first, nil
 }

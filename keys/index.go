@@ -111,6 +111,33 @@ func (m *Manager) Lookup(digest [32]byte) (Key, bool) {
 	return e.key, true
 }
 
+// Reload reads the key id from storage into the index at once: added or
+// updated when its record is there, removed when it is gone. Another
+// instance's Changed leads here; Refresh remains the safety net that
+// catches what such a message missed.
+func (m *Manager) Reload(ctx context.Context, id string) error {
+	if !validID(id) {
+		return ErrNotFound
+	}
+	k, digest, err := m.load(ctx, id)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		m.update(change{op: opDelete, id: id})
+		return nil
+	case err != nil:
+		return err
+	}
+	m.mu.Lock()
+	old := m.idx.Load().byID[id]
+	m.mu.Unlock()
+	e := &entry{key: k.clone(), digest: digest, use: new(usage)}
+	if old != nil {
+		e.use = old.use
+	}
+	m.update(change{op: opCreate, entry: e})
+	return nil
+}
+
 // Refresh writes last_used_at of the keys used since it was last written
 // (at most once a minute per key, and only to records that still exist),
 // then reloads the index from storage: this is how keys created or deleted

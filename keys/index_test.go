@@ -252,3 +252,54 @@ func BenchmarkLookupParallel(b *testing.B) {
 		}
 	})
 }
+
+// TestReloadAndChanged: a manager tells Changed of its creates, deletes and
+// first exposure marks; another manager on the storage Reloads one key at
+// once — added, updated, removed — without a full Refresh.
+func TestReloadAndChanged(t *testing.T) {
+	ctx, clk, a, s := setup()
+	b := clk.set(NewManager(s, "modelgate"))
+	var told []string
+	a.Changed = func(id string) { told = append(told, id) }
+
+	k, secret, err := a.Create(ctx, NewKey{Name: "ci"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.Lookup(Digest(secret)); ok {
+		t.Fatal("b knew the key before any reload")
+	}
+	if err := b.Reload(ctx, k.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := b.Lookup(Digest(secret)); !ok || got.Name != "ci" {
+		t.Fatalf("after Reload: %+v %v", got, ok)
+	}
+	if _, first, err := a.MarkExposed(ctx, k.ID, Exposure{Reporter: "github"}); err != nil || !first {
+		t.Fatal(err)
+	}
+	if _, _, err := a.MarkExposed(ctx, k.ID, Exposure{Reporter: "github"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Reload(ctx, k.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := b.Lookup(Digest(secret)); got.ExposedAt == nil {
+		t.Error("the exposure did not reach b")
+	}
+	if err := a.Delete(ctx, k.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Reload(ctx, k.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.Lookup(Digest(secret)); ok {
+		t.Error("a deleted key still works on b after Reload")
+	}
+	if want := []string{k.ID, k.ID, k.ID}; len(told) != 3 || told[0] != want[0] || told[2] != want[2] {
+		t.Errorf("Changed was told %v, want create, first exposure and delete of %s", told, k.ID)
+	}
+	if err := b.Reload(ctx, "not an id"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("a malformed id: %v", err)
+	}
+}

@@ -24,6 +24,12 @@ type Manager struct {
 	// Now is the clock; it defaults to time.Now. Tests set it.
 	Now func() time.Time
 
+	// Changed, when set, is told the id of every key this Manager creates,
+	// deletes or marks exposed, once the change is in storage: the gateway
+	// tells the other instances sharing the storage, which Reload that
+	// key at once rather than at their next Refresh.
+	Changed func(id string)
+
 	storage Storage
 	prefix  string // the storage prefix, without slashes at its ends
 	dir     string // <prefix>/keys
@@ -44,6 +50,13 @@ func NewManager(s Storage, prefix string) *Manager {
 	m := &Manager{Now: time.Now, storage: s, prefix: prefix, dir: path.Join(prefix, "keys")}
 	m.idx.Store(newIndex(0))
 	return m
+}
+
+// changed tells Changed, if set, of a change to the key id.
+func (m *Manager) changed(id string) {
+	if m.Changed != nil {
+		m.Changed(id)
+	}
 }
 
 func (m *Manager) now() time.Time {

@@ -17,7 +17,7 @@ func init() {
 
 // AdminAPI serves key management on Caddy's admin endpoint, under
 // /modelgate/ (see keyAPI): POST and GET /modelgate/keys, GET and DELETE
-// /modelgate/keys/{id}. `caddy modelgate key` talks to it. It also serves
+// /modelgate/keys/{id}; and GET /modelgate/ready, the readiness probe. `caddy modelgate key` talks to it. It also serves
 // the key settings page at /modelgate/, whose script finds the same API at
 // /modelgate/api/keys.
 //
@@ -59,6 +59,9 @@ func (a *AdminAPI) Routes() []caddy.AdminRoute {
 
 func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 	rest := strings.TrimPrefix(r.URL.Path, "/modelgate/")
+	if rest == "ready" {
+		return a.ready(w, r)
+	}
 	if api := strings.TrimPrefix(rest, "api/"); isKeyPath(api) {
 		if a.app == nil {
 			return caddy.APIError{HTTPStatus: http.StatusNotFound,
@@ -70,6 +73,25 @@ func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: errors.New("no such modelgate admin route")}
 	}
 	return servePage(w, r, pageFile(r.URL.Path))
+}
+
+// ready answers GET /modelgate/ready: 200 when the storage and the shared
+// state can be reached, else 503 with what cannot, for orchestrators'
+// readiness probes (the gateway serves on while degraded; the body says
+// what works less).
+func (a *AdminAPI) ready(w http.ResponseWriter, r *http.Request) error {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return methodError(w, "GET")
+	}
+	if a.app == nil {
+		return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: errors.New("the modelgate app is not configured")}
+	}
+	rd := a.app.Ready(r.Context())
+	status := http.StatusOK
+	if !rd.Ready {
+		status = http.StatusServiceUnavailable
+	}
+	return respond(w, status, rd)
 }
 
 // Interface guards

@@ -131,3 +131,57 @@ func BenchmarkStreamEvent(b *testing.B) {
 		}
 	}
 }
+
+// benchEmbedTexts are 96 texts of about 300 bytes, one full Cohere request.
+func benchEmbedTexts() []string {
+	texts := make([]string, MaxEmbedTexts)
+	for i := range texts {
+		texts[i] = "Passage " + strconv.Itoa(i) + ": the red fox lives at the edge of the forest, hunting at dawn and dusk; " +
+			"its den is dug under roots, and the cubs stay there for weeks. \"Foxes\" adapt to towns as well, where they eat what people leave."
+	}
+	return texts
+}
+
+// BenchmarkEmbeddingsRequest writes one request of 96 texts.
+func BenchmarkEmbeddingsRequest(b *testing.B) {
+	req := &providers.EmbeddingsRequest{Model: "my-embed", Texts: benchEmbedTexts(), Dimensions: 1024, InputType: "query"}
+	size := 0
+	for _, t := range req.Texts {
+		size += len(t)
+	}
+	b.SetBytes(int64(size))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := (Embeddings{}).EmbeddingsRequests(req, "embed-v4.0"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkEmbeddingsResponse reads one answer of 96 vectors of 1,024
+// floats, as Cohere prints them.
+func BenchmarkEmbeddingsResponse(b *testing.B) {
+	body := []byte(`{"id":"da6e531f-54c6-4a73-bf92-f60566d8d753","embeddings":{"float":[`)
+	for i := range MaxEmbedTexts {
+		if i > 0 {
+			body = append(body, ',')
+		}
+		body = append(body, '[')
+		for j := range 1024 {
+			if j > 0 {
+				body = append(body, ',')
+			}
+			body = strconv.AppendFloat(body, float64(float32(j-512)/float32(4096+i)), 'g', -1, 32)
+		}
+		body = append(body, ']')
+	}
+	body = append(body, `]},"texts":[],"meta":{"api_version":{"version":"2"},"billed_units":{"input_tokens":5400}}}`...)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		res := providers.EmbeddingsResult{Vectors: make([][]float32, 0, MaxEmbedTexts)}
+		if err := (Embeddings{}).EmbeddingsResponse(0, nil, body, &res); err != nil || len(res.Vectors) != MaxEmbedTexts {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,6 +1,8 @@
 // Package cohere translates modelgate's unified (OpenAI-shaped) chat
 // completions to and from Cohere's Chat API v2 (POST /v2/chat): request
-// bodies, answers, server-sent event streams and errors.
+// bodies, answers, server-sent event streams and errors; and unified
+// embeddings to and from its Embed API v2 (POST /v2/embed, see
+// Embeddings). Cohere's rerank is a row of package providers/rerank.
 //
 // The wire format is the one Cohere's official SDKs (cohere-go/v2,
 // cohere-python) define; WIRE_FORMATS.md §C.3 summarises it. Like every

@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
 
@@ -99,6 +101,100 @@ func FuzzStream(f *testing.F) {
 		}
 		if msg := validUnifiedStream(out); msg != "" {
 			t.Fatalf("%s\nupstream: %q\nunified:\n%s", msg, upstream, out)
+		}
+	})
+}
+
+// FuzzEmbeddingsRequest checks that every body ValidateEmbeddings accepts
+// either translates into Cohere requests of valid JSON holding every input
+// once, in order, or fails with a 4xx *providers.Error.
+func FuzzEmbeddingsRequest(f *testing.F) {
+	for _, name := range goldenCases(f, embedDir, ".unified.json") {
+		data, err := os.ReadFile(filepath.Join(embedDir, name+".unified.json"))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte(`{"model":"m","input":[[1,2]],"dimensions":7}`))
+	f.Add([]byte(`{"model":"m","input":"\u0000\"\\","input_type":"\ud800"}`))
+	f.Add([]byte("{\"model\":\"m\",\"input\":[\"\xbc\\u2028\",\"a\xff\xfeb\"]}"))
+
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req, err := providers.ValidateEmbeddings(body)
+		if err != nil {
+			return
+		}
+		reqs, err := Embeddings{}.EmbeddingsRequests(&req, "embed-\"v4\"")
+		if err != nil {
+			var e *providers.Error
+			if !errors.As(err, &e) || e.Status < 400 || e.Status >= 500 {
+				t.Fatalf("EmbeddingsRequests error %v is not a 4xx *providers.Error", err)
+			}
+			return
+		}
+		var texts []string
+		for _, r := range reqs {
+			if !json.Valid(r.Body) || r.Path != EmbedPath {
+				t.Fatalf("invalid request for %s: %s %s", body, r.Path, r.Body)
+			}
+			var v struct{ Texts []string }
+			if err := json.Unmarshal(r.Body, &v); err != nil || len(v.Texts) == 0 || len(v.Texts) > MaxEmbedTexts {
+				t.Fatalf("texts of %s: %v", r.Body, err)
+			}
+			texts = append(texts, v.Texts...)
+		}
+		if len(texts) != len(req.Texts) {
+			t.Fatalf("%d texts sent for %d inputs", len(texts), len(req.Texts))
+		}
+		for i := range texts {
+			if want := replaceInvalidUTF8(req.Texts[i]); texts[i] != want {
+				t.Fatalf("input %d sent as %q, want %q", i, texts[i], want)
+			}
+		}
+	})
+}
+
+// replaceInvalidUTF8 replaces each byte of s that is not UTF-8 with
+// U+FFFD, as providers.AppendString writes it.
+func replaceInvalidUTF8(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		b.WriteRune(r) // RuneError for an invalid byte
+		i += size
+	}
+	return b.String()
+}
+
+// FuzzEmbeddingsResponse checks that any answer body is read as vectors
+// of numbers or refused with an error, never a panic, and that a read
+// answer writes a valid unified answer.
+func FuzzEmbeddingsResponse(f *testing.F) {
+	for _, name := range goldenCases(f, embedResponseDir, ".cohere.json") {
+		data, err := os.ReadFile(filepath.Join(embedResponseDir, name+".cohere.json"))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte(`{"embeddings":{"float":[[1e308]],"base64":["AAAA"]},"meta":{"billed_units":{"input_tokens":-1e400}}}`))
+
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var res providers.EmbeddingsResult
+		if err := (Embeddings{}).EmbeddingsResponse(0, http.Header{}, body, &res); err != nil {
+			return
+		}
+		if len(res.Vectors) == 0 || res.PromptTokens < 0 {
+			t.Fatalf("read %d vectors, %d tokens from %s", len(res.Vectors), res.PromptTokens, body)
+		}
+		req := providers.EmbeddingsRequest{Model: "m", Texts: make([]string, len(res.Vectors))}
+		for _, b64 := range []bool{false, true} {
+			req.Base64 = b64
+			out, ok := providers.EmbeddingsAnswer(nil, &req, &res)
+			if !ok || !json.Valid(out) {
+				t.Fatalf("answer for %s: %s", body, out)
+			}
 		}
 	})
 }

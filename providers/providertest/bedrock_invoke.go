@@ -94,9 +94,9 @@ func serveBedrockInvoke(c *call) {
 	var texts []string
 	var msg string
 	if e.titan {
-		texts, msg = checkTitan(e, root)
+		texts, msg = checkBedrockTitan(e, root)
 	} else {
-		texts, msg = checkCohereEmbed(e, root)
+		texts, msg = checkBedrockCohere(e, root)
 	}
 	if msg != "" {
 		bedrockError(c.w, http.StatusBadRequest, "ValidationException", "Malformed input request: "+msg+", please reformat your input and try again.")
@@ -120,7 +120,7 @@ func serveBedrockInvoke(c *call) {
 		}
 		vec := EmbeddingVector(texts[0], dims)
 		b = append(b, `{"embedding":`...)
-		b = appendFloats(b, vec)
+		b = bedrockAppendFloats(b, vec)
 		if e.v2 {
 			types := root.Get("embeddingTypes")
 			if !types.Exists() {
@@ -133,7 +133,7 @@ func serveBedrockInvoke(c *call) {
 				}
 				b = appendString(b, t.Str)
 				b = append(b, ':')
-				b = appendEmbeddingAs(b, t.Str, vec)
+				b = bedrockAppendEmbeddingAs(b, t.Str, vec)
 			}
 			b = append(b, '}')
 		}
@@ -166,7 +166,7 @@ func serveBedrockInvoke(c *call) {
 				if j > 0 {
 					b = append(b, ',')
 				}
-				b = appendEmbeddingAs(b, t.Str, v)
+				b = bedrockAppendEmbeddingAs(b, t.Str, v)
 			}
 			b = append(b, ']')
 		}
@@ -177,7 +177,7 @@ func serveBedrockInvoke(c *call) {
 			if j > 0 {
 				b = append(b, ',')
 			}
-			b = appendFloats(b, v)
+			b = bedrockAppendFloats(b, v)
 		}
 		b = append(b, `],"response_type":"embeddings_floats"`...)
 	}
@@ -191,8 +191,8 @@ func serveBedrockInvoke(c *call) {
 	writeJSON(c.w, http.StatusOK, append(b, "]}"...))
 }
 
-// checkTitan checks a Titan embeddings body and returns its one text.
-func checkTitan(e bedrockEmbedder, root gjson.Result) ([]string, string) {
+// checkBedrockTitan checks a Titan embeddings body and returns its one text.
+func checkBedrockTitan(e bedrockEmbedder, root gjson.Result) ([]string, string) {
 	var msg string
 	root.ForEach(func(k, v gjson.Result) bool {
 		switch {
@@ -201,12 +201,12 @@ func checkTitan(e bedrockEmbedder, root gjson.Result) ([]string, string) {
 				msg = "#/inputText: expected a string of 1 to 50000 characters"
 			}
 		case k.Str == "dimensions" && e.v2:
-			if v.Type != gjson.Number || !oneOfInts(v.Num, 256, 512, 1024) {
+			if v.Type != gjson.Number || !bedrockOneOfInts(v.Num, 256, 512, 1024) {
 				msg = "#/dimensions: " + v.Raw + " is not a valid enum value"
 			}
 		case k.Str == "normalize" && e.v2:
 			if v.Type != gjson.True && v.Type != gjson.False {
-				msg = "#/normalize: expected type: Boolean, found: " + jsonTypeName(v)
+				msg = "#/normalize: expected type: Boolean, found: " + bedrockJSONTypeName(v)
 			}
 		case k.Str == "embeddingTypes" && e.v2:
 			if !v.IsArray() || len(v.Array()) == 0 {
@@ -232,8 +232,9 @@ func checkTitan(e bedrockEmbedder, root gjson.Result) ([]string, string) {
 	return []string{t.Str}, ""
 }
 
-// checkCohereEmbed checks a Cohere Embed body and returns its texts.
-func checkCohereEmbed(e bedrockEmbedder, root gjson.Result) ([]string, string) {
+// checkBedrockCohere checks a Cohere Embed body on Bedrock and returns its
+// texts.
+func checkBedrockCohere(e bedrockEmbedder, root gjson.Result) ([]string, string) {
 	var msg string
 	var texts []string
 	inputs := 0
@@ -256,7 +257,7 @@ func checkCohereEmbed(e bedrockEmbedder, root gjson.Result) ([]string, string) {
 			if !e.v4 {
 				allowed = append(allowed, "image")
 			}
-			if !oneOfStrings(v.Str, allowed...) || v.Type != gjson.String {
+			if !bedrockOneOfStrings(v.Str, allowed...) || v.Type != gjson.String {
 				msg = "#/input_type: " + v.Raw + " is not a valid enum value"
 			}
 		case k.Str == "truncate":
@@ -264,7 +265,7 @@ func checkCohereEmbed(e bedrockEmbedder, root gjson.Result) ([]string, string) {
 			if e.v4 {
 				allowed = []string{"NONE", "LEFT", "RIGHT"}
 			}
-			if !oneOfStrings(v.Str, allowed...) || v.Type != gjson.String {
+			if !bedrockOneOfStrings(v.Str, allowed...) || v.Type != gjson.String {
 				msg = "#/truncate: " + v.Raw + " is not a valid enum value"
 			}
 		case k.Str == "embedding_types":
@@ -272,12 +273,12 @@ func checkCohereEmbed(e bedrockEmbedder, root gjson.Result) ([]string, string) {
 				msg = "#/embedding_types: expected a non-empty array"
 			}
 			for _, t := range v.Array() {
-				if !oneOfStrings(t.Str, "float", "int8", "uint8", "binary", "ubinary") || t.Type != gjson.String {
+				if !bedrockOneOfStrings(t.Str, "float", "int8", "uint8", "binary", "ubinary") || t.Type != gjson.String {
 					msg = "#/embedding_types: " + t.Raw + " is not a valid enum value"
 				}
 			}
 		case k.Str == "output_dimension" && e.v4:
-			if v.Type != gjson.Number || !oneOfInts(v.Num, 256, 512, 1024, 1536) {
+			if v.Type != gjson.Number || !bedrockOneOfInts(v.Num, 256, 512, 1024, 1536) {
 				msg = "#/output_dimension: " + v.Raw + " is not a valid enum value"
 			}
 		case k.Str == "max_tokens" && e.v4:
@@ -305,7 +306,7 @@ func checkCohereEmbed(e bedrockEmbedder, root gjson.Result) ([]string, string) {
 	return texts, ""
 }
 
-func oneOfInts(n float64, set ...float64) bool {
+func bedrockOneOfInts(n float64, set ...float64) bool {
 	for _, v := range set {
 		if n == v {
 			return true
@@ -314,7 +315,7 @@ func oneOfInts(n float64, set ...float64) bool {
 	return false
 }
 
-func oneOfStrings(s string, set ...string) bool {
+func bedrockOneOfStrings(s string, set ...string) bool {
 	for _, v := range set {
 		if s == v {
 			return true
@@ -324,7 +325,7 @@ func oneOfStrings(s string, set ...string) bool {
 }
 
 // jsonTypeName names a JSON value's type as AWS's schema errors do.
-func jsonTypeName(v gjson.Result) string {
+func bedrockJSONTypeName(v gjson.Result) string {
 	switch v.Type {
 	case gjson.String:
 		return "String"
@@ -341,7 +342,7 @@ func jsonTypeName(v gjson.Result) string {
 
 // appendFloats appends a vector as JSON numbers, each the shortest decimal
 // of its float32.
-func appendFloats(b []byte, vec []float32) []byte {
+func bedrockAppendFloats(b []byte, vec []float32) []byte {
 	b = append(b, '[')
 	for i, x := range vec {
 		if i > 0 {
@@ -355,9 +356,9 @@ func appendFloats(b []byte, vec []float32) []byte {
 // appendEmbeddingAs appends a vector in one of the embedding types: float,
 // int8 and uint8 (the values scaled to 127, uint8 shifted by 128), binary
 // and ubinary (sign bits packed eight to a byte, binary as signed bytes).
-func appendEmbeddingAs(b []byte, typ string, vec []float32) []byte {
+func bedrockAppendEmbeddingAs(b []byte, typ string, vec []float32) []byte {
 	if typ == "float" {
-		return appendFloats(b, vec)
+		return bedrockAppendFloats(b, vec)
 	}
 	b = append(b, '[')
 	switch typ {

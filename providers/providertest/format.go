@@ -47,9 +47,10 @@ var formats = []wireFormat{
 	azureFormat{},
 	bedrockFormat{},
 	cohereChatFormat{},
+	cohereEmbedFormat{},
 	geminiFormat{},
 	vertexFormat{},
-	&rerankFormat{id: "cohere", path: "/cohere/v2/rerank", docs: "documents", count: "top_n", named: true, results: "results", score: "relevance_score", withID: true},
+	&rerankFormat{id: "cohere", path: "/cohere/v2/rerank", docs: "documents", count: "top_n", named: true, results: "results", score: "relevance_score", withID: true, cohere: true},
 	&rerankFormat{id: "jina", path: "/jina/v1/rerank", docs: "documents", count: "top_n", named: true, flag: "return_documents", results: "results", score: "relevance_score"},
 	&rerankFormat{id: "voyage", path: "/voyage/v1/rerank", docs: "documents", count: "top_k", named: true, flag: "return_documents", results: "data", score: "relevance_score"},
 	&rerankFormat{id: "tei", path: "/tei/rerank", docs: "texts", flag: "return_text", score: "score"},
@@ -162,9 +163,9 @@ func (modelInBody) model(_ *http.Request, body []byte) string {
 }
 
 // key is the key a format wants: Keys[name], else AnthropicKey for
-// Anthropic's format, Keys["cohere"] (the rerank row's) for Cohere's chat,
-// OpenAIKey for OpenAI's, Cohere's chat and the rerank formats, and ""
-// (any key) for the others.
+// Anthropic's format, Keys["cohere"] (the rerank row's) for Cohere's chat
+// and embed, OpenAIKey for OpenAI's, Cohere's chat and embed and the rerank
+// formats, and "" (any key) for the others.
 func (o *Options) key(f wireFormat) string {
 	if k, ok := o.Keys[f.name()]; ok {
 		return k
@@ -172,8 +173,8 @@ func (o *Options) key(f wireFormat) string {
 	switch f.(type) {
 	case anthropicFormat:
 		return o.AnthropicKey
-	case cohereChatFormat:
-		// One Cohere key serves chat and rerank.
+	case cohereChatFormat, cohereEmbedFormat:
+		// One Cohere key serves chat, embed and rerank.
 		if k, ok := o.Keys["cohere"]; ok {
 			return k
 		}

@@ -74,6 +74,13 @@ var formatExamples = map[string]example{
 		overloaded: 503,
 		isError:    isCohereError,
 	},
+	"cohere_embed": {
+		request: func(model string) (string, string, []string) {
+			return cohereEmbedPath, `{"model":"` + model + `","input_type":"search_document","texts":["a red fox"]}`, oaAuth
+		},
+		overloaded: 503,
+		isError:    isCohereError,
+	},
 	"gemini": {
 		request: func(model string) (string, string, []string) {
 			// A model name is one path segment ("x/fail-500" cannot be one).

@@ -18,6 +18,7 @@
 //	             [":<session token>"], and the fake recomputes the signature;
 //	             or a Bedrock API key as a bearer token, Keys["bedrock_api_key"])
 //	cohere_chat  POST /cohere/v2/chat (Authorization: Bearer; the "cohere" key serves it too)
+//	cohere_embed POST /cohere/v2/embed (likewise), vectors from EmbeddingVector
 //	gemini       POST /v1beta/models/{model}:generateContent, …:streamGenerateContent?alt=sse
 //	             (x-goog-api-key or ?key=)
 //	vertex       POST /v1/projects/{p}/locations/{l}/publishers/google/models/{model}:generateContent,
@@ -35,8 +36,9 @@
 //	             <prefix>_embeddings), vectors from EmbeddingVector
 //
 // (the rerank formats each under a prefix of their own, with a bearer key;
-// their scores are RerankScore's word overlap; Cohere's chat and rerank
-// share the /cohere prefix, whose other paths are 404s in Cohere's shape).
+// their scores are RerankScore's word overlap, and Cohere's answer bills
+// CohereSearchUnits; Cohere's chat, embed and rerank share the /cohere
+// prefix, whose other paths are 404s in Cohere's shape).
 //
 // Requests are checked as strictly as the real APIs check them (required
 // fields, value ranges, roles, content block types, tool calls paired with
@@ -135,7 +137,7 @@ import (
 type Options struct {
 	// OpenAIKey is the key the OpenAI format wants as "Authorization:
 	// Bearer <key>", and the Responses, rerank and embeddings formats and
-	// Cohere's chat too. Empty accepts any non-empty bearer token.
+	// Cohere's chat and embed too. Empty accepts any non-empty bearer token.
 	OpenAIKey string
 
 	// AnthropicKey is the key the Anthropic format wants as x-api-key.

@@ -23,6 +23,18 @@ type rerankFormat struct {
 	results string // results, data, or "" for a bare array
 	score   string // the score's key in a result
 	withID  bool   // the answer carries an id
+	// cohere: the answer is Cohere's V2RerankResponse, {id, results, meta}
+	// with meta.billed_units.search_units (CohereSearchUnits), naming no
+	// model and no usage; the request may carry Cohere's
+	// max_tokens_per_doc and priority.
+	cohere bool
+}
+
+// CohereSearchUnits is what the fake's Cohere rerank bills for a query
+// over docs documents: one search unit per 100 documents or part of them,
+// as Cohere bills a query (WIRE_FORMATS §B.1).
+func CohereSearchUnits(docs int) int64 {
+	return int64(max(1, (docs+99)/100))
 }
 
 func (f *rerankFormat) name() string                                 { return f.id }
@@ -104,7 +116,7 @@ func (f *rerankFormat) serve(c *call) {
 		if f.withID {
 			b = append(b, `"id":"`+f.id+`-`+c.id+`",`...)
 		}
-		if f.named {
+		if f.named && !f.cohere {
 			b = append(b, `"model":`...)
 			b = appendString(b, model)
 			b = append(b, ',')
@@ -127,7 +139,12 @@ func (f *rerankFormat) serve(c *call) {
 		b = append(b, '}')
 	}
 	b = append(b, ']')
-	if f.results != "" {
+	switch {
+	case f.cohere:
+		b = append(b, `,"meta":{"api_version":{"version":"2"},"billed_units":{"search_units":`...)
+		b = strconv.AppendInt(b, CohereSearchUnits(len(req.Get(f.docs).Array())), 10)
+		b = append(b, "}}}"...)
+	case f.results != "":
 		b = append(b, `,"usage":{"total_tokens":`...)
 		b = strconv.AppendInt(b, int64(countWords(query)*len(results)), 10)
 		b = append(b, "}}"...)
@@ -158,6 +175,12 @@ func (f *rerankFormat) check(body []byte) string {
 		case f.flag:
 			if f.flag == "" || (v.Type != gjson.True && v.Type != gjson.False) {
 				bad = k.Str + ": must be a boolean"
+			}
+		case "max_tokens_per_doc", "priority":
+			if !f.cohere {
+				bad = k.Str + ": unknown field"
+			} else if least := map[string]float64{"max_tokens_per_doc": 1, "priority": 0}[k.Str]; v.Type != gjson.Number || v.Num != float64(int64(v.Num)) || v.Num < least {
+				bad = k.Str + ": must be an integer of at least " + strconv.Itoa(int(least))
 			}
 		default:
 			bad = k.Str + ": unknown field"

@@ -44,6 +44,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelgate/modelgate/state"
+	"github.com/modelgate/modelgate/state/redisstate"
+
 	"github.com/caddyserver/certmagic"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
@@ -521,3 +524,11 @@ var (
 	_ certmagic.TryLocker        = (*Storage)(nil)
 	_ certmagic.LockLeaseRenewer = (*Storage)(nil)
 )
+
+// SharedState returns the shared state (state.State) on the same Redis, its
+// keys and channels under the storage's prefix: instances that share this
+// storage share their counters, leases and messages too. Closing the State
+// leaves the client open.
+func (s *Storage) SharedState(logger *zap.Logger) (state.State, error) {
+	return redisstate.New(s.rdb, redisstate.Options{KeyPrefix: s.prefix + ":state:", Logger: logger})
+}
