@@ -324,7 +324,7 @@ func bedrockOneOfStrings(s string, set ...string) bool {
 	return false
 }
 
-// jsonTypeName names a JSON value's type as AWS's schema errors do.
+// bedrockJSONTypeName names a JSON value's type as AWS's schema errors do.
 func bedrockJSONTypeName(v gjson.Result) string {
 	switch v.Type {
 	case gjson.String:
@@ -340,7 +340,7 @@ func bedrockJSONTypeName(v gjson.Result) string {
 	return "JSONObject"
 }
 
-// appendFloats appends a vector as JSON numbers, each the shortest decimal
+// bedrockAppendFloats appends a vector as JSON numbers, each the shortest decimal
 // of its float32.
 func bedrockAppendFloats(b []byte, vec []float32) []byte {
 	b = append(b, '[')
@@ -353,7 +353,7 @@ func bedrockAppendFloats(b []byte, vec []float32) []byte {
 	return append(b, ']')
 }
 
-// appendEmbeddingAs appends a vector in one of the embedding types: float,
+// bedrockAppendEmbeddingAs appends a vector in one of the embedding types: float,
 // int8 and uint8 (the values scaled to 127, uint8 shifted by 128), binary
 // and ubinary (sign bits packed eight to a byte, binary as signed bytes).
 func bedrockAppendEmbeddingAs(b []byte, typ string, vec []float32) []byte {
