@@ -34,7 +34,7 @@ var messagesAPI = &api{
 }
 
 var (
-	endpointMessages    = endpoint{label: "messages", serves: speaksMessages, api: messagesAPI}
+	endpointMessages    = endpoint{label: "messages", serves: speaksMessages, api: messagesAPI, usage: messagesUsage}
 	endpointCountTokens = endpoint{label: "messages_count_tokens", serves: speaksMessages, api: messagesAPI}
 )
 

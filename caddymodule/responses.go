@@ -35,7 +35,8 @@ import (
 // answered, per owner, in the app's storage, and continues it on
 // previous_response_id.
 
-var endpointResponses = endpoint{label: "responses", serves: func(p *provider) bool { return p.Responses != nil || p.Chat != nil }}
+var endpointResponses = endpoint{label: "responses", serves: func(p *provider) bool { return p.Responses != nil || p.Chat != nil },
+	usage: responsesUsage}
 
 // responsesAPI ends a passed-through stream the gateway cannot finish with
 // the Responses API's error event.

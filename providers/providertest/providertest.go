@@ -19,13 +19,15 @@
 //	             or a Bedrock API key as a bearer token, Keys["bedrock_api_key"])
 //	cohere_chat  POST /cohere/v2/chat (Authorization: Bearer; the "cohere" key serves it too)
 //	cohere_embed POST /cohere/v2/embed (likewise), vectors from EmbeddingVector
-//	gemini       POST /v1beta/models/{model}:generateContent, …:streamGenerateContent?alt=sse
-//	             (x-goog-api-key or ?key=)
+//	gemini       POST /v1beta/models/{model}:generateContent, …:streamGenerateContent?alt=sse,
+//	             embeddings …:batchEmbedContents and …:embedContent (x-goog-api-key or ?key=)
 //	vertex       POST /v1/projects/{p}/locations/{l}/publishers/google/models/{model}:generateContent,
-//	             …:streamGenerateContent?alt=sse (an OAuth bearer token), express mode's
+//	             …:streamGenerateContent?alt=sse, embeddings …:predict and …:embedContent
+//	             (an OAuth bearer token), express mode's
 //	             POST /v1/publishers/google/models/{model}:… (x-goog-api-key), and the
 //	             Google token endpoint POST /oauth2/token that issues the tokens to the
-//	             service account of GoogleServiceAccount (see GoogleTokens)
+//	             service account of GoogleServiceAccount (see GoogleTokens); Google's
+//	             embeddings are described in gemini_embeddings.go
 //	cohere       POST /cohere/v2/rerank      jina      POST /jina/v1/rerank
 //	voyage       POST /voyage/v1/rerank      tei       POST /tei/rerank
 //	vllm         POST /vllm/v1/rerank        infinity  POST /infinity/rerank
