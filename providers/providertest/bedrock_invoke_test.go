@@ -16,8 +16,8 @@ func bedrockInvokePath(model string) string {
 	return "/model/" + strings.ReplaceAll(url.PathEscape(model), ":", "%3A") + "/invoke"
 }
 
-// invoke sends a signed InvokeModel request and returns the answer.
-func invoke(t *testing.T, s *Server, model, body string) (*http.Response, gjson.Result) {
+// bedrockInvoke sends a signed InvokeModel request and returns the answer.
+func bedrockInvoke(t *testing.T, s *Server, model, body string) (*http.Response, gjson.Result) {
 	t.Helper()
 	res, got := do(t, signed(t, s, bedrockInvokePath(model), body, bedrockCreds, time.Now()))
 	if !gjson.Valid(got) {
@@ -26,8 +26,8 @@ func invoke(t *testing.T, s *Server, model, body string) (*http.Response, gjson.
 	return res, gjson.Parse(got)
 }
 
-// sameVector reports whether v holds exactly EmbeddingVector(text, dims).
-func sameVector(v gjson.Result, text string, dims int) bool {
+// bedrockSameVector reports whether v holds exactly EmbeddingVector(text, dims).
+func bedrockSameVector(v gjson.Result, text string, dims int) bool {
 	want := EmbeddingVector(text, dims)
 	got := v.Array()
 	if len(got) != dims {
@@ -55,14 +55,14 @@ func TestBedrockInvokeTitan(t *testing.T) {
 		// An application inference profile: the body says which model.
 		{"arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/abc", `{"inputText":"the red fox"}`, 1024, true},
 	} {
-		res, got := invoke(t, s, tc.model, tc.body)
-		if res.StatusCode != 200 || !sameVector(got.Get("embedding"), "the red fox", tc.dims) || got.Get("inputTextTokenCount").Int() != 3 ||
+		res, got := bedrockInvoke(t, s, tc.model, tc.body)
+		if res.StatusCode != 200 || !bedrockSameVector(got.Get("embedding"), "the red fox", tc.dims) || got.Get("inputTextTokenCount").Int() != 3 ||
 			res.Header.Get("X-Amzn-Bedrock-Input-Token-Count") != "3" || got.Get("embeddingsByType.float").Exists() != tc.byType {
 			t.Errorf("%s %s: %d %v %.200s", tc.model, tc.body, res.StatusCode, res.Header, got.Raw)
 		}
 	}
-	res, got := invoke(t, s, "amazon.titan-embed-text-v2:0", `{"inputText":"a b","embeddingTypes":["binary","float"],"dimensions":256}`)
-	if res.StatusCode != 200 || len(got.Get("embeddingsByType.binary").Array()) != 32 || !sameVector(got.Get("embeddingsByType.float"), "a b", 256) {
+	res, got := bedrockInvoke(t, s, "amazon.titan-embed-text-v2:0", `{"inputText":"a b","embeddingTypes":["binary","float"],"dimensions":256}`)
+	if res.StatusCode != 200 || len(got.Get("embeddingsByType.binary").Array()) != 32 || !bedrockSameVector(got.Get("embeddingsByType.float"), "a b", 256) {
 		t.Errorf("binary: %.300s", got.Raw)
 	}
 
@@ -76,7 +76,7 @@ func TestBedrockInvokeTitan(t *testing.T) {
 		{"amazon.titan-embed-text-v2:0", `[1]`, "Malformed input request"},
 		{"anthropic.claude-3-haiku-20240307-v1:0", `{"inputText":"x"}`, "model identifier is invalid"},
 	} {
-		res, got := invoke(t, s, tc.model, tc.body)
+		res, got := bedrockInvoke(t, s, tc.model, tc.body)
 		if res.StatusCode != 400 || !strings.HasPrefix(res.Header.Get("X-Amzn-Errortype"), "ValidationException:") || !strings.Contains(got.Get("message").Str, tc.msg) {
 			t.Errorf("%s %s: %d %s", tc.model, tc.body, res.StatusCode, got.Raw)
 		}
@@ -96,19 +96,19 @@ func TestBedrockInvokeCohere(t *testing.T) {
 		{"cohere.embed-english-v3", `{"texts":` + texts + `,"input_type":"classification","truncate":"END","embedding_types":["float","int8"]}`, 1024, true},
 		{"cohere.embed-multilingual-v3", `{"texts":` + texts + `,"input_type":"clustering"}`, 1024, false},
 	} {
-		res, got := invoke(t, s, tc.model, tc.body)
+		res, got := bedrockInvoke(t, s, tc.model, tc.body)
 		vecs := got.Get("embeddings")
 		if tc.byType {
 			vecs = got.Get("embeddings.float")
 		}
-		if res.StatusCode != 200 || len(vecs.Array()) != 2 || !sameVector(vecs.Get("0"), "the red fox", tc.dims) ||
-			!sameVector(vecs.Get("1"), "a blue whale swims far", tc.dims) || res.Header.Get("X-Amzn-Bedrock-Input-Token-Count") != "8" ||
+		if res.StatusCode != 200 || len(vecs.Array()) != 2 || !bedrockSameVector(vecs.Get("0"), "the red fox", tc.dims) ||
+			!bedrockSameVector(vecs.Get("1"), "a blue whale swims far", tc.dims) || res.Header.Get("X-Amzn-Bedrock-Input-Token-Count") != "8" ||
 			got.Get("texts.1").Str != "a blue whale swims far" || got.Get("id").Str == "" ||
 			got.Get("response_type").Str != map[bool]string{true: "embeddings_by_type", false: "embeddings_floats"}[tc.byType] {
 			t.Errorf("%s %s: %d %v %.200s", tc.model, tc.body, res.StatusCode, res.Header, got.Raw)
 		}
 	}
-	_, got := invoke(t, s, "cohere.embed-english-v3", `{"texts":["a b"],"input_type":"search_document","embedding_types":["int8","uint8","binary","ubinary"]}`)
+	_, got := bedrockInvoke(t, s, "cohere.embed-english-v3", `{"texts":["a b"],"input_type":"search_document","embedding_types":["int8","uint8","binary","ubinary"]}`)
 	if len(got.Get("embeddings.int8.0").Array()) != 1024 || len(got.Get("embeddings.ubinary.0").Array()) != 128 ||
 		got.Get("embeddings.uint8.0.0").Int() != got.Get("embeddings.int8.0.0").Int()+128 {
 		t.Errorf("typed embeddings: %.300s", got.Raw)
@@ -127,7 +127,7 @@ func TestBedrockInvokeCohere(t *testing.T) {
 		{"cohere.embed-v4:0", `{"texts":["x"],"input_type":"search_query","embedding_types":["base64"]}`, "#/embedding_types"},
 		{"cohere.embed-v4:0", `{"texts":["x"],"input_type":"search_query","model":"m"}`, "extraneous key [model]"},
 	} {
-		res, got := invoke(t, s, tc.model, tc.body)
+		res, got := bedrockInvoke(t, s, tc.model, tc.body)
 		if res.StatusCode != 400 || !strings.Contains(got.Get("message").Str, tc.msg) {
 			t.Errorf("%s %s: %d %s", tc.model, tc.body, res.StatusCode, got.Raw)
 		}
@@ -178,13 +178,13 @@ func TestBedrockInvokeScripted(t *testing.T) {
 		if strings.Contains(model, "cohere") {
 			body = `{"texts":["x"],"input_type":"search_query"}`
 		}
-		res, got := invoke(t, s, model, body)
+		res, got := bedrockInvoke(t, s, model, body)
 		if res.StatusCode != status || got.Get("message").Str == "" || res.Header.Get("X-Amzn-Errortype") == "" {
 			t.Errorf("%s: %d %s", model, res.StatusCode, got.Raw)
 		}
 	}
 	// A malformed body is refused before the script runs.
-	if res, _ := invoke(t, s, "fail-429", `{"inputText":"x","bogus":1}`); res.StatusCode != 400 {
+	if res, _ := bedrockInvoke(t, s, "fail-429", `{"inputText":"x","bogus":1}`); res.StatusCode != 400 {
 		t.Errorf("fail-429 with a bad body: %d", res.StatusCode)
 	}
 }
