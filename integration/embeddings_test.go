@@ -42,6 +42,9 @@ func TestIntegrationEmbeddings(t *testing.T) {
 		{"mistral/mistral-embed", 128, false},
 		{"voyage/voyage-3.5", 512, false},
 		{"jina/jina-embeddings-v3", 64, false},
+		{"bedrock/amazon.titan-embed-text-v2:0", 256, false},
+		{"bedrock_env/cohere.embed-v4:0", 1024, false},
+		{"bedrock_apikey/us.cohere.embed-v4:0", 512, false},
 		{"cohere/embed-v4.0", 256, false},
 		{"cohere/embed-english-v3.0", 0, false},
 		{"gemini/gemini-embedding-001", 256, false},
@@ -143,6 +146,8 @@ func TestIntegrationEmbeddings(t *testing.T) {
 			{"cohere/embed-v4.0", `"document"`, "input_type", "search_document"},
 			{"cohere/embed-v4.0", `null`, "input_type", "search_document"}, // Cohere requires one
 			{"cohere/embed-v4.0", `"classification"`, "input_type", "classification"},
+			{"bedrock/cohere.embed-v4:0", `"query"`, "input_type", "search_query"},
+			{"bedrock/cohere.embed-v4:0", `null`, "input_type", "search_document"},
 			{"gemini/gemini-embedding-001", `"query"`, "requests.0.taskType", "RETRIEVAL_QUERY"},
 			{"gemini/gemini-embedding-001", `"CLUSTERING"`, "requests.0.taskType", "CLUSTERING"},
 			{"vertex/text-embedding-005", `"document"`, "instances.0.task_type", "RETRIEVAL_DOCUMENT"},

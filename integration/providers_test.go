@@ -40,6 +40,9 @@ var providerRows = []providerRow{
 	{provider: "azure", model: "gpt-4o", structured: true},
 	{provider: "azure_v1", model: "prod-gpt-4o", structured: true},
 	{provider: "azure_entra", model: "prod-gpt-4o", structured: true},
+	{provider: "bedrock", model: "us.anthropic.claude-sonnet-4-5-20250929-v1:0", structured: true},
+	{provider: "bedrock_env", model: "amazon.nova-pro-v1:0", structured: true},
+	{provider: "bedrock_apikey", model: "us.anthropic.claude-sonnet-4-5-20250929-v1:0", structured: true},
 	{provider: "cohere", model: "command-a-03-2025", structured: true},
 	{provider: "gemini", model: "gemini-2.5-flash", structured: true},
 	{provider: "vertex", model: "gemini-2.5-flash", structured: true},
@@ -66,10 +69,12 @@ func startProviders(t *testing.T) (*providertest.Server, *entraServer) {
 	t.Helper()
 	const providerKey = "sk-test-every-provider-3b1e"
 	fake := providertest.Start(t, providertest.Options{OpenAIKey: providerKey, AnthropicKey: providerKey,
-		Keys: map[string]string{"azure_openai": "", "gemini": providerKey},
+		Keys: map[string]string{"azure_openai": "", "gemini": providerKey,
+			"bedrock": bedrockKeyID + ":" + bedrockSecret + ":" + bedrockToken, "bedrock_api_key": bedrockAPIKey},
 		// Vertex's access tokens are replaced TokenEarlyExpiry before
 		// they expire: these are replaced 3 s after they are issued.
 		GoogleTokenLifetime: caddymodule.TokenEarlyExpiry + vertexTokenFresh})
+	setBedrockEnv(t)
 	entra := &entraServer{}
 	es := httptest.NewServer(entra)
 	t.Cleanup(es.Close)

@@ -12,9 +12,11 @@
 //	anthropic    POST /v1/messages (x-api-key, anthropic-version)
 //	azure_openai POST /openai/deployments/{deployment}/chat/completions?api-version=…,
 //	             POST /openai/v1/chat/completions (api-key, or an Entra bearer token)
-//	bedrock      POST /model/{modelId}/converse, POST /model/{modelId}/converse-stream
+//	bedrock      POST /model/{modelId}/converse, POST /model/{modelId}/converse-stream,
+//	             POST /model/{modelId}/invoke (Titan and Cohere embeddings)
 //	             (AWS SigV4; the key is "<access key id>:<secret access key>"
-//	             [":<session token>"], and the fake recomputes the signature)
+//	             [":<session token>"], and the fake recomputes the signature;
+//	             or a Bedrock API key as a bearer token, Keys["bedrock_api_key"])
 //	cohere_chat  POST /cohere/v2/chat (Authorization: Bearer; the "cohere" key serves it too)
 //	cohere_embed POST /cohere/v2/embed (likewise), vectors from EmbeddingVector
 //	gemini       POST /v1beta/models/{model}:generateContent, …:streamGenerateContent?alt=sse,
