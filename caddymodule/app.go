@@ -85,9 +85,11 @@ type App struct {
 	managed     *keys.Manager // managed keys, in storage
 	stopKeys    func()        // stops the key refresher
 
-	store  *batch.Store
-	runner *batch.Runner
+	store     *batch.Store
+	runner    *batch.Runner
+	batchExec *batchExecutor // one per config: the runner tells configs apart by it
 
+	reporter    *exposureReporter // tells owners of exposed keys
 	prices      *pricing.Prices
 	knownModels map[string]struct{} // "<provider>/<model>" an alias names
 
@@ -145,6 +147,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 		return err
 	}
 	a.dispatch.guard = accountant{app: a}
+	a.BatchExecutor()
 
 	a.keys, err = provisionStaticKeys(a.Keys)
 	if err != nil {

@@ -218,7 +218,10 @@ func (a *App) batchEvent(name, owner string, b batch.Batch) {
 // dispatcher live requests use, called in-process. Tools and benchmarks may
 // run requests through it as the batch runner does.
 func (a *App) BatchExecutor() batch.Executor {
-	return batchExecutor{dispatch: a.dispatch, log: a.logger.Named("batch")}
+	if a.batchExec == nil {
+		a.batchExec = &batchExecutor{dispatch: a.dispatch, log: a.logger.Named("batch"), scan: a.scanExposure}
+	}
+	return a.batchExec
 }
 
 // batchExecutor runs batch requests through the dispatcher live requests
@@ -227,6 +230,7 @@ func (a *App) BatchExecutor() batch.Executor {
 type batchExecutor struct {
 	dispatch *dispatcher
 	log      *zap.Logger
+	scan     func(where, query string, body []byte, by string)
 }
 
 // batchEndpoints are the endpoints batches run, by path.
@@ -288,6 +292,7 @@ func (e batchExecutor) Do(ctx context.Context, req batch.Request) (resp batch.Re
 	r = caddyhttp.PrepareRequest(r, caddy.NewReplacer(), rec, &caddyhttp.Server{})
 
 	log := e.log.With(zap.String("batch_id", req.BatchID), zap.String("custom_id", req.CustomID))
+	e.scan("batch "+req.BatchID+" line "+req.CustomID, "", req.Body, "owner "+req.Owner)
 	defer func() {
 		v := recover()
 		if v == nil {
