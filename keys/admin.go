@@ -59,7 +59,7 @@ func validate(nk NewKey, now time.Time) error {
 	if nk.ExpiresAt != nil && *nk.ExpiresAt <= now.Unix() {
 		return &InvalidError{Param: "expires_at", Message: "expires_at must be in the future"}
 	}
-	return validatePolicy(Policy{Limits: nk.Limits, Budget: nk.Budget})
+	return ValidatePolicy(Policy{Limits: nk.Limits, Budget: nk.Budget})
 }
 
 // Create validates nk, generates a secret, stores the key (its digest, never

@@ -34,8 +34,9 @@ type Policy struct {
 
 var usdPattern = regexp.MustCompile(`^(0|[1-9][0-9]{0,11})(\.[0-9]{1,6})?$`)
 
-// validatePolicy checks limits and a budget.
-func validatePolicy(p Policy) error {
+// ValidatePolicy checks limits and a budget; a refusal is an
+// *InvalidError naming the field.
+func ValidatePolicy(p Policy) error {
 	if l := p.Limits; l != nil {
 		for _, f := range []struct {
 			name string
@@ -67,7 +68,7 @@ func (m *Manager) SetPolicy(ctx context.Context, id string, p Policy) (Key, erro
 	if !validID(id) {
 		return Key{}, ErrNotFound
 	}
-	if err := validatePolicy(p); err != nil {
+	if err := ValidatePolicy(p); err != nil {
 		return Key{}, err
 	}
 	var k Key
