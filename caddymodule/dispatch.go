@@ -184,9 +184,10 @@ func (d *dispatcher) serve(w http.ResponseWriter, r *http.Request, key *Key, c *
 		}
 		preq, ex, err := c.prepare(t.provider, t.model)
 		if err != nil {
-			writeEndpointError(w, c.endpoint, t.provider.name, asProviderError(err))
-			settle(w, r, nil)
-			return
+			// The provider cannot take this request (a parameter it does
+			// not support): the next target may.
+			last = &failure{err: asProviderError(err)}
+			continue
 		}
 		ex.api, ex.meter, ex.usage = c.endpoint.apiOf(), m, c.endpoint.usage
 		if ex.stream {
