@@ -109,6 +109,9 @@ type endpoint struct {
 	api *api
 	// usage reads what a request used from the endpoint's answers.
 	usage usageParser
+	// free is set for endpoints the providers do not charge for
+	// (count_tokens): their calls cost nothing rather than being unpriced.
+	free bool
 }
 
 // api is how an ingress API says what the gateway itself says: its error
