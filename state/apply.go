@@ -121,9 +121,6 @@ type Result struct {
 	// Total is Value plus the values of the counters With (OpGet,
 	// OpReserve): what counts against Limit.
 	Total int64
-	// TTL is how long the counter Name has to live; 0 when it never
-	// expires or does not exist.
-	TTL time.Duration
 	// Taken is OpTake's outcome, as Counters.Take reports it. When the
 	// Apply was refused, nothing was counted: Count leaves N out even if
 	// OK.

@@ -144,7 +144,7 @@ func (l *Local) applyOp(scope string, op *Op, now time.Time, undo []localUndo) (
 			r.Total = total
 		}
 		if c != nil {
-			r.Value, r.TTL = c.value, c.ttl(now)
+			r.Value = c.value
 		}
 	case OpTake:
 		index, size, elapsed, _ := WindowSpan(op.Window, op.At)
@@ -203,10 +203,9 @@ func (l *Local) applyOp(scope string, op *Op, now time.Time, undo []localUndo) (
 			undo = append(undo, localUndo{kind: undoSlot, counter: k, holder: op.Holder, had: true, prevExp: exp})
 			delete(holders, op.Holder)
 		}
+		// An emptied set is kept for the next request (the sweep drops
+		// it if none comes).
 		r.Slots = int64(len(holders))
-		if len(holders) == 0 && holders != nil {
-			delete(l.slots, k)
-		}
 	}
 	return r, undo
 }

@@ -54,28 +54,32 @@ const (
 //
 // ARGV[1] is the number of ops; then each op is its code, its key count
 // and its arguments (NARGS of them). The reply is {applied, then for each
-// op: fit, missing, v1, v2, pttl} where v1, v2 are value and total for
+// op: fit, missing, v1, v2} where v1, v2 are value and total for
 // counters, cur and prev for windows, the slots taken for slot sets.
+//
+// A window or a counter gets its expiry when the script creates it, as
+// Take and Add do; a slot set lives until its last holder's expiry.
 var applyScript = redis.NewScript(`
 local NARGS = {3, 2, 0, 0, 3, 5, 3, 1}
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local ops, ai, ki = {}, 2, 1
 for i = 1, tonumber(ARGV[1]) do
-	local op = {kind = tonumber(ARGV[ai]), keys = {}, a = {}}
-	local nk = tonumber(ARGV[ai + 1])
-	ai = ai + 2
-	for j = 1, nk do op.keys[j] = KEYS[ki]; ki = ki + 1 end
-	for j = 1, NARGS[op.kind] do op.a[j] = ARGV[ai]; ai = ai + 1 end
-	ops[i] = op
+	local kind, nk = tonumber(ARGV[ai]), tonumber(ARGV[ai + 1])
+	ops[i] = {kind, ki, nk, ai + 2}
+	ki = ki + nk
+	ai = ai + 2 + NARGS[kind]
 end
 
-local vals, sets = {}, {}
+-- vals: the simulated value of each counter and window (false: missing);
+-- fresh: those missing before the script, to create (with an expiry)
+-- rather than increment.
+local vals, fresh, sets = {}, {}, {}
 local function val(k)
 	local v = vals[k]
 	if v == nil then
 		v = redis.call('GET', k)
-		if v then v = tonumber(v) else v = false end
+		if v then v = tonumber(v) else v, fresh[k] = false, true end
 		vals[k] = v
 	end
 	return v
@@ -94,23 +98,23 @@ local function member(s, k, h)
 	return s.m[h]
 end
 
-local out, ok = {}, true
+local reply, ok = {0}, true
 for i, op in ipairs(ops) do
-	local k, a, kind = op.keys[1], op.a, op.kind
+	local kind, k, a = op[1], KEYS[op[2]], op[4]
 	local fit, missing, v1, v2 = 1, 0, 0, 0
 	if kind == 1 then
 		local v = val(k)
-		if v == false and a[3] == '1' then
+		if v == false and ARGV[a + 2] == '1' then
 			missing = 1
 		else
-			v = (v or 0) + tonumber(a[1])
+			v = (v or 0) + tonumber(ARGV[a])
 			vals[k] = v
 		end
 		v1 = v or 0
 	elseif kind == 2 then
 		local v = val(k)
 		if v == false then
-			v = tonumber(a[1])
+			v = tonumber(ARGV[a])
 			vals[k] = v
 			missing = 1
 		end
@@ -121,10 +125,10 @@ for i, op in ipairs(ops) do
 	elseif kind == 4 or kind == 5 then
 		local v = val(k) or 0
 		local total = v
-		for j = 2, #op.keys do total = total + (val(op.keys[j]) or 0) end
+		for j = 1, op[3] - 1 do total = total + (val(KEYS[op[2] + j]) or 0) end
 		if kind == 5 then
-			local n = tonumber(a[1])
-			if total + n <= tonumber(a[2]) then
+			local n = tonumber(ARGV[a])
+			if total + n <= tonumber(ARGV[a + 1]) then
 				v, total = v + n, total + n
 				vals[k] = v
 			else
@@ -134,11 +138,12 @@ for i, op in ipairs(ops) do
 		v1, v2 = v, total
 	elseif kind == 6 then
 		local cur, prev = val(k) or 0, 0
-		if op.keys[2] then prev = val(op.keys[2]) or 0 end
-		local n, limit, size, elapsed = tonumber(a[1]), tonumber(a[2]), tonumber(a[3]), tonumber(a[4])
+		if op[3] == 2 then prev = val(KEYS[op[2] + 1]) or 0 end
+		local n, limit = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+		local size, elapsed = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
 		if n > 0 and limit >= 0 then
 			local count = cur
-			if op.keys[2] then count = count + math.floor(prev * (size - elapsed) / size) end
+			if op[3] == 2 then count = count + math.floor(prev * (size - elapsed) / size) end
 			if count + n > limit then fit = 0 end
 		end
 		if fit == 1 and n ~= 0 then
@@ -147,69 +152,59 @@ for i, op in ipairs(ops) do
 		end
 		v1, v2 = cur, prev
 	elseif kind == 7 then
-		local s = slotset(k)
-		local has = member(s, k, a[1])
-		if has or s.n < tonumber(a[2]) then
+		local s, h = slotset(k), ARGV[a]
+		local has = member(s, k, h)
+		if has or s.n < tonumber(ARGV[a + 1]) then
 			if not has then
 				s.n = s.n + 1
-				s.m[a[1]] = true
+				s.m[h] = true
 			end
 		else
 			fit = 0
 		end
 		v1 = s.n
 	else
-		local s = slotset(k)
-		if member(s, k, a[1]) then
+		local s, h = slotset(k), ARGV[a]
+		if member(s, k, h) then
 			s.n = s.n - 1
-			s.m[a[1]] = false
+			s.m[h] = false
 		end
 		v1 = s.n
 	end
 	if fit == 0 then ok = false end
-	out[i] = {fit, missing, v1, v2}
+	local r = #reply
+	reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = fit, missing, v1, v2
 end
+if not ok then return reply end
+reply[1] = 1
 
-local function create(k, n, ttl)
-	redis.call('SET', k, n)
-	if tonumber(ttl) > 0 then redis.call('PEXPIRE', k, ttl) end
-end
-if ok then
-	for _, op in ipairs(ops) do
-		local k, a, kind = op.keys[1], op.a, op.kind
-		if kind == 1 or kind == 5 then
-			if redis.call('EXISTS', k) == 1 then
-				redis.call('INCRBY', k, a[1])
-			elseif kind == 5 or a[3] ~= '1' then
-				create(k, a[1], kind == 1 and a[2] or a[3])
-			end
-		elseif kind == 2 then
-			if redis.call('EXISTS', k) == 0 then create(k, a[1], a[2]) end
-		elseif kind == 6 then
-			if tonumber(a[1]) ~= 0 then
-				redis.call('INCRBY', k, a[1])
-				redis.call('PEXPIRE', k, a[5])
-			end
-		elseif kind == 7 then
-			redis.call('ZADD', k, now + tonumber(a[3]), a[1])
-			local last = redis.call('ZRANGE', k, -1, -1, 'WITHSCORES')
-			redis.call('PEXPIREAT', k, last[2])
-		elseif kind == 8 then
-			redis.call('ZREM', k, a[1])
-		end
+-- Write, in order: increment what exists, create what does not.
+local function add(k, n, ttl)
+	if fresh[k] then
+		fresh[k] = nil
+		redis.call('SET', k, n)
+		if tonumber(ttl) > 0 then redis.call('PEXPIRE', k, ttl) end
+	else
+		redis.call('INCRBY', k, n)
 	end
 end
-
-local reply = {ok and 1 or 0}
-for i, op in ipairs(ops) do
-	local pttl = -1
-	if op.kind <= 5 then pttl = redis.call('PTTL', op.keys[1]) end
-	local r = out[i]
-	table.insert(reply, r[1])
-	table.insert(reply, r[2])
-	table.insert(reply, r[3])
-	table.insert(reply, r[4])
-	table.insert(reply, pttl)
+for _, op in ipairs(ops) do
+	local kind, k, a = op[1], KEYS[op[2]], op[4]
+	if kind == 1 then
+		if not fresh[k] or ARGV[a + 2] ~= '1' then add(k, ARGV[a], ARGV[a + 1]) end
+	elseif kind == 2 then
+		if fresh[k] then add(k, ARGV[a], ARGV[a + 1]) end
+	elseif kind == 5 then
+		add(k, ARGV[a], ARGV[a + 2])
+	elseif kind == 6 then
+		if ARGV[a] ~= '0' then add(k, ARGV[a], ARGV[a + 4]) end
+	elseif kind == 7 then
+		local ttl = tonumber(ARGV[a + 2])
+		redis.call('ZADD', k, now + ttl, ARGV[a])
+		if redis.call('PTTL', k) < ttl then redis.call('PEXPIRE', k, ttl) end
+	elseif kind == 8 then
+		redis.call('ZREM', k, ARGV[a])
+	end
 end
 return reply
 `)
@@ -269,11 +264,11 @@ func (s *State) Apply(ctx context.Context, scope string, ops []state.Op, results
 	if err != nil {
 		return false, s.wrap(err)
 	}
-	if len(r) != 1+5*len(ops) {
+	if len(r) != 1+4*len(ops) {
 		return false, fmt.Errorf("redis state: apply: %d values in the reply for %d ops", len(r), len(ops))
 	}
 	for i := range ops {
-		op, v := &ops[i], r[1+5*i:6+5*i]
+		op, v := &ops[i], r[1+4*i:5+4*i]
 		res := state.Result{OK: v[0] == 1, Missing: v[1] == 1}
 		switch op.Kind {
 		case state.OpTake:
@@ -281,7 +276,7 @@ func (s *State) Apply(ctx context.Context, scope string, ops []state.Op, results
 		case state.OpAcquireSlot, state.OpReleaseSlot:
 			res.Slots = v[2]
 		default:
-			res.Value, res.Total, res.TTL = v[2], v[3], ttlOf(v[4])
+			res.Value, res.Total = v[2], v[3]
 			if op.Kind != state.OpGet && op.Kind != state.OpReserve {
 				res.Total = 0
 			}

@@ -131,10 +131,22 @@ func testApplyOrderAndSeeding(t *testing.T, open Instances) {
 	if _, exists := get(t, a, "s", "gone"); exists {
 		t.Fatal("Add IfExists created a counter")
 	}
-	// Without IfExists it creates it, with its TTL.
-	_, res = apply(t, a, "s", state.Op{Kind: state.OpAdd, Name: "new", N: -2, TTL: time.Minute})
-	if res[0].Value != -2 || res[0].TTL <= 0 || res[0].TTL > time.Minute {
-		t.Fatalf("Add creating a counter: %+v", res[0])
+	// Without IfExists it creates it, with its TTL; an existing counter
+	// keeps its expiry.
+	_, res = apply(t, a, "s", state.Op{Kind: state.OpAdd, Name: "new", N: -2, TTL: 300 * time.Millisecond},
+		state.Op{Kind: state.OpAdd, Name: "new", N: 5, TTL: time.Hour},
+		state.Op{Kind: state.OpInit, Name: "init", N: 4, TTL: 300 * time.Millisecond},
+		state.Op{Kind: state.OpReserve, Name: "fresh", N: 1, Limit: 10, TTL: 300 * time.Millisecond})
+	if res[0].Value != -2 || res[1].Value != 3 {
+		t.Fatalf("Add creating a counter: %+v", res)
+	}
+	apply(t, a, "s", state.Op{Kind: state.OpAdd, Name: "new", N: 1, TTL: time.Hour},
+		state.Op{Kind: state.OpReserve, Name: "fresh", N: 1, Limit: 10, TTL: time.Hour})
+	time.Sleep(450 * time.Millisecond)
+	for _, name := range []string{"new", "init", "fresh"} {
+		if v, exists := get(t, b, "s", name); exists {
+			t.Fatalf("counter %s = %d outlived its TTL", name, v)
+		}
 	}
 }
 
