@@ -12,6 +12,8 @@ import (
 	"github.com/modelgate/modelgate/internal/redistest"
 	"github.com/modelgate/modelgate/pricing"
 	"github.com/modelgate/modelgate/quota"
+	"github.com/modelgate/modelgate/state/redisclient"
+	"github.com/modelgate/modelgate/state/redisstate"
 )
 
 // A burst of concurrent requests at a nearly spent budget, from several
@@ -219,5 +221,44 @@ func TestRedisRoundTrips(t *testing.T) {
 		}
 	}); n != 1 {
 		t.Fatalf("a refusal took %d round trips, want 1", n)
+	}
+}
+
+// On a Redis Cluster a request's counters, of its key and of its owner,
+// live in the owner's hash slot: one script admits it, all or nothing.
+func TestRedisCluster(t *testing.T) {
+	nodes := redistest.StartCluster(t, 3)
+	addrs := make([]string, len(nodes))
+	for i, n := range nodes {
+		addrs[i] = n.Addr
+	}
+	rdb, err := redisclient.New(redisclient.Options{Addresses: addrs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := redisstate.New(rdb, redisstate.Options{KeyPrefix: "cl:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close(); _ = rdb.Close() })
+	sp := &spender{spent: map[string]pricing.Money{"owner:team": 99 * pricing.Cent}}
+	q := newQuota(t, st, sp, nil, 0)
+	for _, id := range []string{"a", "b", "c", "d"} {
+		s := fullSubjects(id)
+		s.Owner.Budget = quota.Budget{Amount: dollar, Period: quota.Total}
+		adm, ref := admit(t, q, s, quota.Ask{Rate: true, EstimatedTokens: 10, EstimatedCost: pricing.Cent / 4})
+		if ref != nil {
+			t.Fatalf("key %s refused: %s", id, ref.Message())
+		}
+		done(t, adm, quota.Actual{Tokens: 10, Cost: pricing.Cent / 4, Priced: true})
+	}
+	s := fullSubjects("e")
+	s.Owner.Budget = quota.Budget{Amount: dollar, Period: quota.Total}
+	_, ref := admit(t, q, s, quota.Ask{Rate: true, EstimatedTokens: 10, EstimatedCost: pricing.Nanodollar})
+	if ref == nil || ref.Limit != quota.LimitBudget || ref.Subject != quota.KindOwner {
+		t.Fatalf("refusal %+v", ref)
+	}
+	if st := status(t, q, s); st.Key.Requests.Remaining != st.Key.Requests.Limit || st.Owner.Budget.Spent != dollar {
+		t.Fatalf("status %+v", st)
 	}
 }

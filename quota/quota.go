@@ -70,6 +70,15 @@ const (
 	Total Period = "total"
 )
 
+// ParsePeriod reads a budget period: day, month or total.
+func ParsePeriod(s string) (Period, error) {
+	switch p := Period(s); p {
+	case Day, Month, Total:
+		return p, nil
+	}
+	return "", fmt.Errorf("budget period %q: use day, month or total", s)
+}
+
 // Budget is how much a key or an owner may spend per period.
 type Budget struct {
 	// Amount is the budget; 0 is no budget.
@@ -260,6 +269,9 @@ func (q *Quota) Admit(ctx context.Context, s Subjects, a Ask) (*Admission, *Refu
 	if s.Key.ID == "" {
 		return nil, nil, errors.New("quota: a request without a key id")
 	}
+	if err := checkBudgets(&s); err != nil {
+		return nil, nil, err
+	}
 	at := q.now()
 	sc := scratches.Get().(*scratch)
 	defer scratches.Put(sc)
@@ -319,6 +331,17 @@ func (q *Quota) Admit(ctx context.Context, s Subjects, a Ask) (*Admission, *Refu
 		}
 		return nil, ref, nil
 	}
+}
+
+func checkBudgets(s *Subjects) error {
+	for _, b := range []Budget{s.Key.Budget, s.Owner.Budget} {
+		if b.Amount > 0 {
+			if _, err := ParsePeriod(string(b.Period)); err != nil {
+				return fmt.Errorf("quota: %w", err)
+			}
+		}
+	}
+	return nil
 }
 
 // plans works out which limits of which subjects apply.

@@ -566,6 +566,15 @@ func TestConfigAndBadInput(t *testing.T) {
 	if _, _, err := q.Admit(bg, quota.Subjects{}, quota.Ask{}); err == nil {
 		t.Fatal("a request without a key")
 	}
+	if _, _, err := q.Admit(bg, quota.Subjects{Key: quota.Subject{ID: "k", Budget: quota.Budget{Amount: dollar}}}, quota.Ask{}); err == nil {
+		t.Fatal("a budget without a period")
+	}
+	if p, err := quota.ParsePeriod("month"); err != nil || p != quota.Month {
+		t.Fatal(p, err)
+	}
+	if _, err := quota.ParsePeriod("week"); err == nil {
+		t.Fatal("a budget per week")
+	}
 	// No limits at all: admitted, nothing to settle.
 	adm, _ := admit(t, q, quota.Subjects{Key: key("k")}, quota.Ask{Rate: true})
 	done(t, adm, quota.Actual{Tokens: 5})

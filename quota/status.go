@@ -41,6 +41,9 @@ func (q *Quota) Status(ctx context.Context, s Subjects) (Status, error) {
 	if s.Key.ID == "" {
 		return Status{}, errors.New("quota: a status without a key id")
 	}
+	if err := checkBudgets(&s); err != nil {
+		return Status{}, err
+	}
 	at := q.now()
 	sc := scratches.Get().(*scratch)
 	defer scratches.Put(sc)
