@@ -2,6 +2,7 @@ package caddymodule
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -362,4 +363,39 @@ func (a *App) recordUsage(key *Key, m *meter, ad *admission, cost pricing.Money,
 	}
 	a.usage.Add(usage.Bucket{KeyID: id, KeyName: key.Name, Owner: key.Owner, Model: m.model,
 		Provider: m.provider.name, ProviderType: m.provider.typ, Day: usage.DayOf(at)}, c)
+}
+
+// Usage sums the usage records over q: every instance's, with what this
+// instance counted since its last flush.
+func (a *App) Usage(ctx context.Context, q usage.Query) (usage.Report, error) {
+	if a.usage == nil {
+		return usage.Report{}, errors.New("usage is not recorded")
+	}
+	return a.usage.Query(ctx, q)
+}
+
+// KeyStatus tells how the managed key k stands against its limits and
+// budget and its owner's (its own policy, else the configured one): what
+// is left now, and of the budgets what is spent, reserved and left.
+func (a *App) KeyStatus(ctx context.Context, k keys.Key) (quota.Status, error) {
+	if a.quota == nil {
+		return quota.Status{}, errors.New("limits are not checked")
+	}
+	s := a.subjects(&Key{Name: k.Name, Owner: k.Owner, ID: k.ID, Limits: k.Limits, Budget: k.Budget})
+	st, err := a.quota.Status(ctx, s)
+	if err != nil && a.standbyQuota != nil {
+		st, err = a.standbyQuota.Status(ctx, s)
+	}
+	return st, err
+}
+
+// EffectivePolicy is the policy that applies to the managed key k and to
+// its owner: its own limits and budget where it has them, else the
+// configured ones.
+func (a *App) EffectivePolicy(k keys.Key) (key, owner keys.Policy) {
+	key = a.Limits.keyPolicy(&Key{Name: k.Name, Owner: k.Owner, ID: k.ID, Limits: k.Limits, Budget: k.Budget})
+	if k.Owner != "" {
+		owner = a.Limits.ownerPolicy(k.Owner)
+	}
+	return key, owner
 }
