@@ -124,7 +124,9 @@ func (f *fakeApp) KeyStatus(context.Context, keys.Key) (quota.Status, error) {
 	return f.status, f.statusErr
 }
 
-func (f *fakeApp) EffectivePolicy(keys.Key) (keys.Policy, keys.Policy) { return f.keyPolicy, f.ownPolicy }
+func (f *fakeApp) EffectivePolicy(keys.Key) (keys.Policy, keys.Policy) {
+	return f.keyPolicy, f.ownPolicy
+}
 
 func (f *fakeApp) lastQuery(t *testing.T) usage.Query {
 	t.Helper()
