@@ -82,8 +82,8 @@ func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 // readiness probes (the gateway serves on while degraded; the body says
 // what works less).
 func (a *AdminAPI) ready(w http.ResponseWriter, r *http.Request) error {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		return methodError(w, "GET")
+	if err := onlyGET(w, r); err != nil {
+		return err
 	}
 	if a.app == nil {
 		return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: errors.New("the modelgate app is not configured")}

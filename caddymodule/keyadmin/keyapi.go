@@ -217,6 +217,14 @@ func respond(w http.ResponseWriter, status int, v any) error {
 	return err
 }
 
+// onlyGET refuses a request that is not a GET or a HEAD: 405.
+func onlyGET(w http.ResponseWriter, r *http.Request) error {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return methodError(w, "GET")
+	}
+	return nil
+}
+
 func methodError(w http.ResponseWriter, allow string) error {
 	w.Header().Set("Allow", allow)
 	return caddy.APIError{HTTPStatus: http.StatusMethodNotAllowed, Err: fmt.Errorf("method not allowed; use %s", allow)}

@@ -167,8 +167,8 @@ func pageFile(p string) string {
 
 // servePage serves one of the page's files.
 func servePage(w http.ResponseWriter, r *http.Request, name string) error {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		return methodError(w, "GET")
+	if err := onlyGET(w, r); err != nil {
+		return err
 	}
 	b, err := fs.ReadFile(keyPage, path.Join("keypage", name))
 	if err != nil {

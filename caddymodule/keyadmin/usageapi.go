@@ -189,8 +189,8 @@ func reportOf(p usageParams, rep usage.Report) usageReport {
 // usage answers GET usage: the usage records summed over a range of days,
 // grouped as the query says.
 func (a keyAPI) usage(w http.ResponseWriter, r *http.Request) error {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		return methodError(w, "GET")
+	if err := onlyGET(w, r); err != nil {
+		return err
 	}
 	p, err := parseUsageParams(r.URL.Query(), a.clock())
 	if err != nil {
@@ -296,8 +296,8 @@ func subjectOf(s quota.SubjectStatus) subjectView {
 
 // keyUsage answers GET keys/{id}/usage?days=30.
 func (a keyAPI) keyUsage(w http.ResponseWriter, r *http.Request, id string) error {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		return methodError(w, "GET")
+	if err := onlyGET(w, r); err != nil {
+		return err
 	}
 	q := r.URL.Query()
 	if err := singleParams(q, "days"); err != nil {
