@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -244,7 +245,7 @@ func drivePage(t *testing.T, browserCtx context.Context, km *keys.Manager, pageU
 	if s := getWith(t, "/v1/models", secret); s != 200 {
 		t.Fatalf("the key made on the page: %d", s)
 	}
-	checkKeyUsage(t, ctx, run, field, id, secret)
+	refused := checkKeyUsage(t, ctx, run, field, id, secret)
 	if shot != "" {
 		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 		if err != nil {
@@ -289,6 +290,14 @@ func drivePage(t *testing.T, browserCtx context.Context, km *keys.Manager, pageU
 
 	mu.Lock()
 	defer mu.Unlock()
+	// The requests the API refused on purpose are logged by the browser.
+	problems = slices.DeleteFunc(problems, func(p string) bool {
+		if refused > 0 && strings.Contains(p, "status of 400") {
+			refused--
+			return true
+		}
+		return false
+	})
 	if len(problems) > 0 {
 		t.Errorf("the page reported: %q", problems)
 	}
@@ -307,8 +316,9 @@ func drivePage(t *testing.T, browserCtx context.Context, km *keys.Manager, pageU
 // the page shows them and the whole budget left; once the key made a
 // request, an edit of its budget to $2 a day shows the new budget, what
 // is left of it after that request, and the request's cost in the 30-day
-// chart's bar for today.
-func checkKeyUsage(t *testing.T, ctx context.Context, run func(string, ...chromedp.Action[chromedp.Void]), field func(id, name string) string, id, secret string) {
+// chart's bar for today. It returns how many requests of the page the
+// API refused on purpose (400).
+func checkKeyUsage(t *testing.T, ctx context.Context, run func(string, ...chromedp.Action[chromedp.Void]), field func(id, name string) string, id, secret string) int {
 	t.Helper()
 	now := time.Now().UTC()
 	nextMonth := time.Date(now.Year(), now.Month()+1, 1, 0, 0, 0, 0, time.UTC)
@@ -379,6 +389,15 @@ func checkKeyUsage(t *testing.T, ctx context.Context, run func(string, ...chrome
 		chromedp.WaitVisible(chromedp.ID("edit-error")),
 		chromedp.WaitVisible(chromedp.ID("edit")),
 	)
+	// One the API refuses: its message is shown, the dialog stays.
+	run("a budget of $0",
+		retype(edit(`[data-f="usd"]`), "0"),
+		chromedp.Click(chromedp.ID("edit-save")),
+	)
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("edit-error").textContent.includes("budget.usd must be more than 0")`,
+		chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+		t.Fatalf("the API's refusal of a $0 budget is not shown: %v", err)
+	}
 	run("save $2 a day",
 		retype(edit(`[data-f="usd"]`), "2"),
 		chromedp.SetValue(edit(`[data-f="period"]`), "day"),
@@ -429,4 +448,5 @@ func checkKeyUsage(t *testing.T, ctx context.Context, run func(string, ...chrome
 		got.Zeros != want.Zeros || !strings.Contains(got.Label, "$"+cost.String()+", 1 request") {
 		t.Errorf("the chart: %+v %v\nwant %+v", got, err, want)
 	}
+	return 1
 }

@@ -99,10 +99,7 @@ function policyEditor(container, name) {
 					if (Number(v) > 0) p.limits[key] = Number(v);
 				}
 			}
-			const b = mode("budget");
-			if (b === "none") {
-				p.budget = { usd: "0", period: "month" };
-			} else if (b === "own") {
+			if (mode("budget") === "own") {
 				const v = field("usd").value.trim().replace(/^\$/, "");
 				if (!/^[0-9]+(\.[0-9]+)?$/.test(v)) throw new Error("The budget must be an amount of dollars such as 25 or 0.50");
 				p.budget = { usd: v, period: field("period").value };
@@ -113,11 +110,9 @@ function policyEditor(container, name) {
 		fill(k) {
 			setMode("limits", k.limits ? "own" : "default");
 			for (const [f, key] of Object.entries(limitFields)) field(f).value = k.limits && k.limits[key] ? k.limits[key] : "";
-			if (!k.budget) setMode("budget", "default");
-			else if (isZero(k.budget.usd)) setMode("budget", "none");
-			else setMode("budget", "own");
-			field("usd").value = k.budget && !isZero(k.budget.usd) ? k.budget.usd : "";
-			field("period").value = k.budget && !isZero(k.budget.usd) ? k.budget.period : "month";
+			setMode("budget", k.budget ? "own" : "default");
+			field("usd").value = k.budget ? k.budget.usd : "";
+			field("period").value = k.budget ? k.budget.period : "month";
 			sync();
 		},
 	};
@@ -267,8 +262,8 @@ function budgetSection(u) {
 	const own = u.key.budget;
 	const eff = u.policy.key.budget;
 	let text = "none";
-	if (own && !isZero(own.usd)) text = budgetText(own);
-	else if (!own && eff && !isZero(eff.usd)) text = "default: " + budgetText(eff);
+	if (own) text = budgetText(own);
+	else if (eff) text = "default: " + budgetText(eff);
 	const rows = [["Budget", "budget", text]];
 	const st = u.status && u.status.key.budget;
 	if (st) {
