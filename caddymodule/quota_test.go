@@ -21,7 +21,7 @@ func TestEstimateInputTokens(t *testing.T) {
 	}{
 		{"text", `{"model":"a-very-long-model-name-that-is-not-counted","messages":[{"role":"user","content":"four"}]}`, 1 + 1}, // "user", "four"
 		{"nothing", `{}`, 0},
-		{"an image counts as one", `{"messages":[{"content":[{"type":"image_url","image_url":{"url":"` + png + `"}}]}]}`, imageTokens + 3}, // and "image_url"
+		{"an image counts as one", `{"messages":[{"content":[{"type":"image_url","image_url":{"url":"` + png + `"}}]}]}`, imageTokens + 3},                                    // and "image_url"
 		{"base64 without spaces", `{"messages":[{"content":[{"type":"image","source":{"type":"base64","data":"` + strings.Repeat("A", 5000) + `"}}]}]}`, imageTokens + 2 + 2}, // and "image", "base64"
 		{"long prose is text", `{"input":"` + strings.Repeat("word ", 1000) + `"}`, 1250},
 		{"numbers and booleans are not", `{"max_tokens":5000,"stream":true}`, 0},
