@@ -58,6 +58,13 @@ func main() {
 			err = runStreams(os.Args[2:])
 		case "batch":
 			err = runBatch(os.Args[2:])
+		case "breakdown":
+			// loadbench breakdown <cpu.pprof>: where a profile's time goes.
+			if len(os.Args) != 3 {
+				err = errors.New("usage: loadbench breakdown <cpu profile>")
+			} else {
+				fmt.Println(breakdown(os.Args[2]))
+			}
 		default:
 			err = orchestrate(os.Args[1:])
 		}

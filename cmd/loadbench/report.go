@@ -375,6 +375,18 @@ func (r *report) writeProfiles(b *strings.Builder) {
 	}
 	b.WriteString("\n## CPU profiles of modelgate under load\n")
 	for _, p := range r.profiles {
-		fmt.Fprintf(b, "\n### %s (%s)\n\nBy flat time:\n\n```\n%s\n```\n\nBy cumulative time:\n\n```\n%s\n```\n", p.Case, p.File, p.Flat, p.Cum)
+		fmt.Fprintf(b, "\n### %s (%s)\n\n```\n%s\n```\n\nTop functions by flat time (`go tool pprof -top`):\n\n```\n%s\n```\n", p.Case, p.File, p.Breakdown, trimPprofHeader(p.Flat))
 	}
+}
+
+// trimPprofHeader drops go tool pprof's header lines but the totals.
+func trimPprofHeader(s string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.HasPrefix(l, "File:") || strings.HasPrefix(l, "Build ID:") || strings.HasPrefix(l, "Type:") || strings.HasPrefix(l, "Time:") || strings.HasPrefix(l, "Dropped") {
+			continue
+		}
+		out = append(out, l)
+	}
+	return strings.Join(out, "\n")
 }

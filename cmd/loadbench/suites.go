@@ -334,8 +334,9 @@ func (b *bench) batch() error {
 
 // profileRun is one CPU profile and its top entries.
 type profileRun struct {
-	Case string `json:"case"`
-	File string `json:"file"`
+	Case      string `json:"case"`
+	File      string `json:"file"`
+	Breakdown string `json:"breakdown"`
 	Flat string `json:"flat"`
 	Cum  string `json:"cum"`
 }
@@ -377,6 +378,7 @@ func (b *bench) profile() error {
 			return err
 		}
 		pr := &profileRun{Case: c.label, File: file}
+		pr.Breakdown = breakdown(file)
 		pr.Flat = pprofTop(file, false)
 		pr.Cum = pprofTop(file, true)
 		b.report.profiles = append(b.report.profiles, pr)
@@ -386,7 +388,7 @@ func (b *bench) profile() error {
 
 // pprofTop is `go tool pprof -top`'s first entries.
 func pprofTop(file string, cum bool) string {
-	args := []string{"tool", "pprof", "-top", "-nodecount=25"}
+	args := []string{"tool", "pprof", "-top", "-nodecount=20"}
 	if cum {
 		args = append(args, "-cum")
 	}
