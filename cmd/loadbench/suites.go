@@ -337,8 +337,8 @@ type profileRun struct {
 	Case      string `json:"case"`
 	File      string `json:"file"`
 	Breakdown string `json:"breakdown"`
-	Flat string `json:"flat"`
-	Cum  string `json:"cum"`
+	Flat      string `json:"flat"`
+	Cum       string `json:"cum"`
 }
 
 // profile takes CPU profiles of modelgate under load (issue 15 point 4).
