@@ -32,7 +32,8 @@ type streamsResult struct {
 // runStreams opens -n streams, each on a connection of its own, spread
 // over -ramp, and reads each to its end, checking it carried -events
 // events. It prints "open <n>" once every stream has received its first
-// event (all are open at once: each lasts longer than the ramp), then its
+// event (all are open at once: each lasts longer than the ramp), with the
+// events delivered until then (of the streams that ended), then its
 // streamsResult as JSON.
 func runStreams(args []string) error {
 	fs := flag.NewFlagSet("streams", flag.ContinueOnError)
@@ -102,14 +103,14 @@ func runStreams(args []string) error {
 				}
 				if opened.Add(1) == int64(*n) {
 					allOpen.Store(int64(time.Since(start)))
-					fmt.Printf("open %d\n", *n)
+					fmt.Printf("open %d %d\n", *n, events.Load())
 				}
 			}}
+			ev.total = &events
 			_, err = io.Copy(ev, res.Body)
 			if ev.n > 0 {
 				open.Add(-1)
 			}
-			events.Add(ev.n)
 			switch {
 			case err != nil:
 				fail(err)
@@ -138,6 +139,7 @@ type eventCounter struct {
 	inLine  bool // bytes since the last newline
 	inEvent bool
 	onFirst func()
+	total   *atomic.Int64 // every stream's events, counted as they arrive
 }
 
 func (c *eventCounter) Write(p []byte) (int, error) {
@@ -149,6 +151,9 @@ func (c *eventCounter) Write(p []byte) (int, error) {
 			if !c.inLine && c.inEvent {
 				c.n++
 				c.inEvent = false
+				if c.total != nil {
+					c.total.Add(1)
+				}
 				if c.n == 1 && c.onFirst != nil {
 					c.onFirst()
 				}

@@ -175,9 +175,13 @@ type streamsRun struct {
 	Result     streamsResult `json:"result"`
 	RSSBefore  int64         `json:"rss_before_kib"`
 	RSSAllOpen int64         `json:"rss_all_open_kib"`
-	PeakRSS    int64         `json:"peak_rss_kib"`
-	GatewayCPU time.Duration `json:"gateway_cpu_ns"`
-	Upstream   time.Duration `json:"upstream_cpu_ns"`
+	// CPU and events from the moment every stream was open to the end:
+	// the cost of an event on an open stream, without opening connections.
+	SteadyCPU    time.Duration `json:"steady_cpu_ns"`
+	SteadyEvents int64         `json:"steady_events"`
+	PeakRSS      int64         `json:"peak_rss_kib"`
+	GatewayCPU   time.Duration `json:"gateway_cpu_ns"`
+	Upstream     time.Duration `json:"upstream_cpu_ns"`
 }
 
 // streams is the many-streams suite (issue 15 point 3).
@@ -245,6 +249,8 @@ func (b *bench) manyStreams(s *scenario, p *proc, n, events int, ramp, streamLen
 		return nil, err
 	}
 	defer cl.stop()
+	var gOpen time.Duration
+	var evOpen int64
 	for {
 		line, err := b.readLine(cl, ramp+streamLen+3*time.Minute)
 		if err != nil {
@@ -252,7 +258,11 @@ func (b *bench) manyStreams(s *scenario, p *proc, n, events int, ramp, streamLen
 		}
 		switch {
 		case strings.HasPrefix(line, "open "):
+			gOpen, _ = cpuTime(p.pid())
 			r.RSSAllOpen, _, _ = memory(p.pid())
+			if f := strings.Fields(line); len(f) == 3 {
+				evOpen, _ = strconv.ParseInt(f[2], 10, 64)
+			}
 		case strings.HasPrefix(line, "{"):
 			g1, _ := cpuTime(p.pid())
 			u1, _ := cpuTime(b.upstream.pid())
@@ -260,6 +270,9 @@ func (b *bench) manyStreams(s *scenario, p *proc, n, events int, ramp, streamLen
 			r.GatewayCPU, r.Upstream = g1-g0, u1-u0
 			if err := json.Unmarshal([]byte(line), &r.Result); err != nil {
 				return nil, err
+			}
+			if gOpen > 0 {
+				r.SteadyCPU, r.SteadyEvents = g1-gOpen, r.Result.Events-evOpen
 			}
 			return r, nil
 		}
