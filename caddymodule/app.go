@@ -46,6 +46,10 @@ type App struct {
 	// with the defaults when absent.
 	Batch *BatchConfig `json:"batch,omitempty"`
 
+	// Limits are the rate limits and budgets of keys and owners. Default:
+	// none.
+	Limits *LimitsConfig `json:"limits,omitempty"`
+
 	// Prices override and extend the price table shipped in the binary
 	// (pricing/prices.json): a JSON price file and entries of their own.
 	// Default: the shipped table alone.
@@ -168,6 +172,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 // Validate checks that every alias target and the default provider name a
 // configured provider.
 func (a *App) Validate() error {
+	if err := a.Limits.validate(); err != nil {
+		return err
+	}
 	for _, alias := range sortedKeys(a.Models) {
 		if err := checkAlias(alias, a.Models[alias], func(name string) bool { return a.providers[name] != nil }); err != nil {
 			return err

@@ -55,6 +55,10 @@ func init() {
 //	    storage <module> { … }
 //	    file_storage <module> { … }
 //	    state local|shared
+//	    limits {
+//	        key   [<static key>] [rpm <n>] [tpm <n>] [concurrent <n>] [budget <usd> day|month|total]
+//	        owner [<owner>]      [rpm <n>] [tpm <n>] [concurrent <n>] [budget <usd> day|month|total]
+//	    }
 //	    prices {
 //	        file <path>
 //	        model <type>/<model> input <$/M> cached <$/M> cache_write <$/M> output <$/M> search <$/1k> embedding <$/M>
@@ -164,6 +168,13 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 			*dst = raw
+		case "limits":
+			if a.Limits == nil {
+				a.Limits = new(LimitsConfig)
+			}
+			if err := a.Limits.unmarshalLimits(d); err != nil {
+				return err
+			}
 		case "prices":
 			if d.NextArg() {
 				return d.ArgErr()

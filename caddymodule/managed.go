@@ -95,7 +95,7 @@ func (a *App) managedKey(secret string, digest [32]byte) (key *Key, malformed bo
 		return nil, false
 	}
 	a.managed.Touch(k.ID)
-	return &Key{Name: k.Name, Owner: k.Owner, ID: k.ID, Models: k.Models}, false
+	return &Key{Name: k.Name, Owner: k.Owner, ID: k.ID, Models: k.Models, Limits: k.Limits, Budget: k.Budget}, false
 }
 
 // allows reports whether the key may use the model as the client named it:
