@@ -362,7 +362,7 @@ func (b *bench) profile() error {
 	}
 	p := procs[0]
 	defer p.stop()
-	cases, err := b.cases("chat", "anthropic", "stream")
+	cases, err := b.cases("chat", "anthropic", "stream", "embeddings", "responses")
 	if err != nil {
 		return err
 	}

@@ -56,14 +56,16 @@ var variants = map[string]*variant{
 		gateway: true,
 	},
 	"modelgate_full": {
-		name: "modelgate_full", what: "modelgate with a managed key and every accounting feature that exists today",
+		name: "modelgate_full", what: "modelgate with a managed key, rate limits and budgets on every key and owner (set high enough never to refuse), and usage accounting",
 		gateway: true, managedKey: true,
-		// TODO(issue 15): turn on the rate limit and the usage recorder
-		// here once their configuration lands on main (the quota engine,
-		// branch wip/quota). Today this variant differs from "modelgate"
-		// by its managed key only; pricing, metrics and the settle of
-		// every answer are on in every modelgate variant.
-		extra: "# TODO(issue 15): rate limit and usage recording, when their directives land",
+		// The limits are parsed and provisioned since the quota engine
+		// landed (limits.go). TODO(issue 15): until the accountant admits
+		// calls through them and settles usage into the usage recorder
+		// (account.go's admit still admits everything), this variant adds
+		// the managed key to what every modelgate variant does (pricing,
+		// metrics, the access log's fields); the harness needs no change
+		// when that wiring lands.
+		extra: "limits {\n\t\t\tkey rpm 100000000 tpm 100000000000 concurrent 100000 budget 1000000 month\n\t\t\towner rpm 100000000 tpm 100000000000 budget 1000000 month\n\t\t}",
 	},
 
 	// The provider pool suite: what modelgate's provider defaults are
