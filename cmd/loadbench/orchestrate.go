@@ -288,17 +288,16 @@ func (b *bench) start(name, cpu string, quiet bool, env []string, prog string, a
 		logf.Close()
 		return nil, err
 	}
-	if out != nil {
-		go func() {
+	go func() {
+		// Wait closes the stdout pipe: only once everything in it is read.
+		if out != nil {
 			sc := bufio.NewScanner(out)
 			sc.Buffer(make([]byte, 64<<10), 1<<20)
 			for sc.Scan() {
 				p.lines <- sc.Text()
 			}
 			close(p.lines)
-		}()
-	}
-	go func() {
+		}
 		err := cmd.Wait()
 		logf.Close()
 		p.wait <- err
