@@ -295,7 +295,7 @@ func (b *bench) batch() error {
 	v.name = "modelgate_batch"
 	opts := "defaults (workers 32, per_provider 16)"
 	if b.opt.batchOpts != "" {
-		v.extra = "batch {\n\t\t\t" + strings.ReplaceAll(b.opt.batchOpts, ";", "\n\t\t\t") + "\n\t\t}"
+		v.extra = "batch {\n" + strings.ReplaceAll(b.opt.batchOpts, ";", "\n") + "\n}"
 		opts = b.opt.batchOpts
 	}
 	p, err := b.startCaddy(&v, b.upstream, "")

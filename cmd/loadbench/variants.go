@@ -49,7 +49,7 @@ var variants = map[string]*variant{
 	},
 	"tuned": {
 		name: "tuned", what: "plain reverse_proxy, transport http { keepalive_idle_conns_per_host 256 }",
-		site: "reverse_proxy {upstream} {\n\t\ttransport http {\n\t\t\tkeepalive_idle_conns_per_host 256\n\t\t}\n\t}",
+		site: "reverse_proxy {upstream} {\ntransport http {\nkeepalive_idle_conns_per_host 256\n}\n}",
 	},
 	"modelgate": {
 		name: "modelgate", what: "modelgate, a static key, the providers' default proxy",
@@ -65,36 +65,36 @@ var variants = map[string]*variant{
 		// the managed key to what every modelgate variant does (pricing,
 		// metrics, the access log's fields); the harness needs no change
 		// when that wiring lands.
-		extra: "limits {\n\t\t\tkey rpm 100000000 tpm 100000000000 concurrent 100000 budget 1000000 month\n\t\t\towner rpm 100000000 tpm 100000000000 budget 1000000 month\n\t\t}",
+		extra: "limits {\nkey rpm 100000000 tpm 100000000000 concurrent 100000 budget 1000000 month\nowner rpm 100000000 tpm 100000000000 budget 1000000 month\n}",
 	},
 
 	// The provider pool suite: what modelgate's provider defaults are
 	// chosen from.
 	"mg_pool32": {
 		name: "mg_pool32", what: "modelgate, providers on Caddy's default pool (32 idle connections per host), as before issue 15",
-		gateway: true, proxy: "transport http {\n\t\t\t\tkeepalive_idle_conns_per_host 32\n\t\t\t}",
+		gateway: true, proxy: "transport http {\nkeepalive_idle_conns_per_host 32\n}",
 	},
 	"mg_pool256": {
 		name: "mg_pool256", what: "modelgate, providers with keepalive_idle_conns_per_host 256",
-		gateway: true, proxy: "transport http {\n\t\t\t\tkeepalive_idle_conns_per_host 256\n\t\t\t}",
+		gateway: true, proxy: "transport http {\nkeepalive_idle_conns_per_host 256\n}",
 	},
 	"tuned_tls_h1": {
 		name: "tuned_tls_h1", ref: "tuned_tls_h1", what: "tuned reverse_proxy to the HTTPS upstream, HTTP/1.1",
 		tls:  true,
-		site: "reverse_proxy {upstream} {\n\t\ttransport http {\n\t\t\ttls_insecure_skip_verify\n\t\t\tversions 1.1\n\t\t\tkeepalive_idle_conns_per_host 256\n\t\t}\n\t}",
+		site: "reverse_proxy {upstream} {\ntransport http {\ntls_insecure_skip_verify\nversions 1.1\nkeepalive_idle_conns_per_host 256\n}\n}",
 	},
 	"tuned_tls_h2": {
 		name: "tuned_tls_h2", ref: "tuned_tls_h1", what: "tuned reverse_proxy to the HTTPS upstream, HTTP/2",
 		tls:  true,
-		site: "reverse_proxy {upstream} {\n\t\ttransport http {\n\t\t\ttls_insecure_skip_verify\n\t\t\tversions 2\n\t\t\tkeepalive_idle_conns_per_host 256\n\t\t}\n\t}",
+		site: "reverse_proxy {upstream} {\ntransport http {\ntls_insecure_skip_verify\nversions 2\nkeepalive_idle_conns_per_host 256\n}\n}",
 	},
 	"mg_tls_h1": {
 		name: "mg_tls_h1", ref: "tuned_tls_h1", what: "modelgate to the HTTPS upstream, HTTP/1.1, the providers' default pool",
-		gateway: true, tls: true, proxy: "transport http {\n\t\t\t\ttls_insecure_skip_verify\n\t\t\t\tversions 1.1\n\t\t\t}",
+		gateway: true, tls: true, proxy: "transport http {\ntls_insecure_skip_verify\nversions 1.1\n}",
 	},
 	"mg_tls_h2": {
 		name: "mg_tls_h2", ref: "tuned_tls_h1", what: "modelgate to the HTTPS upstream, HTTP/2 (what Caddy negotiates when the upstream offers it)",
-		gateway: true, tls: true, proxy: "transport http {\n\t\t\t\ttls_insecure_skip_verify\n\t\t\t}",
+		gateway: true, tls: true, proxy: "transport http {\ntls_insecure_skip_verify\n}",
 	},
 }
 
@@ -108,7 +108,7 @@ type ports struct {
 // caddyfile is the variant's configuration.
 func (v *variant) caddyfile(p ports) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "{\n\tadmin 127.0.0.1:%d\n\tpersist_config off\n\tauto_https off\n\thttp_port %d\n\tgrace_period 2s\n\tstorage file_system %s\n", p.admin, p.http, p.storage)
+	fmt.Fprintf(&b, "{\nadmin 127.0.0.1:%d\npersist_config off\nauto_https off\nhttp_port %d\ngrace_period 2s\nstorage file_system %s\n", p.admin, p.http, p.storage)
 	scheme := "http"
 	if v.tls {
 		scheme = "https"
@@ -116,40 +116,57 @@ func (v *variant) caddyfile(p ports) string {
 	if v.gateway {
 		proxy := ""
 		if v.proxy != "" {
-			proxy = "\n\t\t\tproxy {\n\t\t\t\t" + v.proxy + "\n\t\t\t}"
+			proxy = "proxy {\n" + v.proxy + "\n}\n"
 		}
-		fmt.Fprintf(&b, `	modelgate {
-		provider oa openai {
-			base_url %[1]s://%[2]s/v1
-			api_key %[3]s%[6]s
+		b.WriteString("modelgate {\n")
+		for _, pr := range []struct{ name, typ, path, key string }{
+			{"oa", "openai", "/v1", upstreamOpenAIKey},
+			{"claude", "anthropic", "", upstreamAnthropicKey},
+			{"co", "cohere", "/cohere", upstreamCohereKey},
+		} {
+			fmt.Fprintf(&b, "provider %s %s {\nbase_url %s://%s%s\napi_key %s\n%s}\n", pr.name, pr.typ, scheme, p.upstream, pr.path, pr.key, proxy)
 		}
-		provider claude anthropic {
-			base_url %[1]s://%[2]s
-			api_key %[4]s%[6]s
-		}
-		provider co cohere {
-			base_url %[1]s://%[2]s/cohere
-			api_key %[5]s%[6]s
-		}
-`, scheme, p.upstream, upstreamOpenAIKey, upstreamAnthropicKey, upstreamCohereKey, proxy)
 		if !v.managedKey {
-			fmt.Fprintf(&b, "\t\tkey loadbench %s\n", gatewayKey)
+			fmt.Fprintf(&b, "key loadbench %s\n", gatewayKey)
 		}
 		if v.extra != "" {
-			fmt.Fprintf(&b, "\t\t%s\n", v.extra)
+			fmt.Fprintf(&b, "%s\n", v.extra)
 		}
-		b.WriteString("\t}\n")
+		b.WriteString("}\n")
 	}
 	fmt.Fprintf(&b, "}\n\nhttp://127.0.0.1:%d {\n", p.http)
 	if v.gateway {
-		b.WriteString("\tmodelgate_auth\n\tmodelgate\n")
+		b.WriteString("modelgate_auth\nmodelgate\n")
 	} else {
 		up := p.upstream
 		if v.tls {
 			up = "https://" + up
 		}
-		fmt.Fprintf(&b, "\t%s\n", strings.ReplaceAll(v.site, "{upstream}", up))
+		fmt.Fprintf(&b, "%s\n", strings.ReplaceAll(v.site, "{upstream}", up))
 	}
 	b.WriteString("}\n")
-	return b.String()
+	return indent(b.String(), 0)
+}
+
+// indent indents Caddyfile lines by their nesting, starting at depth tabs.
+func indent(text string, depth int) string {
+	var out []string
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" && (len(out) == 0 || out[len(out)-1] == "" || strings.HasSuffix(out[len(out)-1], "{")) {
+			continue // no blank line at the start of a block or after another
+		}
+		if strings.HasPrefix(line, "}") {
+			depth--
+		}
+		if line == "" {
+			out = append(out, "") // no trailing tabs
+		} else {
+			out = append(out, strings.Repeat("\t", depth)+line)
+		}
+		if strings.HasSuffix(line, "{") {
+			depth++
+		}
+	}
+	return strings.Join(out, "\n")
 }
