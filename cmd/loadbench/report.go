@@ -360,15 +360,16 @@ func (r *report) writeBatch(b *strings.Builder) {
 	res := br.Result
 	lps := float64(res.Lines) / res.Seconds
 	fmt.Fprintf(b, "\n## Batch\n\nA %d-line chat batch (the chat scenario's request on every line) through POST /v1/files and /v1/batches, polled to its end, the output file checked; batch options: %s. Lines/s: from creation to completed (validation, execution, checkpoints, result files; the runner's 1 s poll included).\n\n", res.Lines, br.Options)
-	b.WriteString("| status | lines/s | seconds | completed | failed | 200 results in the output | peak RSS (RSS before) | CPU per line | live chat req/s, same process | batch ÷ live |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| status | lines/s | seconds | completed | failed | 200 results in the output | peak RSS (RSS before) | CPU per line (gw/up) | core0 | live chat req/s, same process | batch ÷ live |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	live, ratio := "—", "—"
 	if br.Live != nil {
 		live = fmt.Sprintf("%.0f (CPU/req %.0f µs)", br.Live.rps(), us(br.Live.GatewayCPU, br.Live.Load.Requests))
 		ratio = fmt.Sprintf("%.2f", lps/br.Live.rps())
 	}
-	fmt.Fprintf(b, "| %s | %.0f | %.1f | %d | %d | %d | %.0f MiB (%.0f MiB) | %.0f µs | %s | %s |\n", res.Status, lps, res.Seconds,
+	busy := 100 * float64(br.GatewayCPU+br.UpstreamCPU) / (res.Seconds * float64(time.Second))
+	fmt.Fprintf(b, "| %s | %.0f | %.1f | %d | %d | %d | %.0f MiB (%.0f MiB) | %.0f/%.0f µs | %.0f%% | %s | %s |\n", res.Status, lps, res.Seconds,
 		res.Completed, res.Failed, res.OutputLines, float64(br.PeakRSS)/1024, float64(br.RSSBefore)/1024,
-		us(br.GatewayCPU, int64(res.Lines)), live, ratio)
+		us(br.GatewayCPU, int64(res.Lines)), us(br.UpstreamCPU, int64(res.Lines)), busy, live, ratio)
 }
 
 func (r *report) writeProfiles(b *strings.Builder) {

@@ -281,12 +281,13 @@ func (b *bench) manyStreams(s *scenario, p *proc, n, events int, ramp, streamLen
 
 // batchRun is the batch suite's measurement.
 type batchRun struct {
-	Result     batchResult   `json:"result"`
-	GatewayCPU time.Duration `json:"gateway_cpu_ns"`
-	PeakRSS    int64         `json:"peak_rss_kib"`
-	RSSBefore  int64         `json:"rss_before_kib"`
-	Options    string        `json:"options"`
-	Live       *run          `json:"live"` // the chat scenario on the same process, after the batch
+	Result      batchResult   `json:"result"`
+	GatewayCPU  time.Duration `json:"gateway_cpu_ns"`
+	UpstreamCPU time.Duration `json:"upstream_cpu_ns"`
+	PeakRSS     int64         `json:"peak_rss_kib"`
+	RSSBefore   int64         `json:"rss_before_kib"`
+	Options     string        `json:"options"`
+	Live        *run          `json:"live"` // the chat scenario on the same process, after the batch
 }
 
 // batch is the batch suite (issue 15 point 5 of the issue, "Batch").
@@ -312,7 +313,7 @@ func (b *bench) batch() error {
 		return err
 	}
 	defer cl.stop()
-	var g0 time.Duration
+	var g0, u0 time.Duration
 	for done := false; !done; {
 		line, err := b.readLine(cl, 20*time.Minute)
 		if err != nil {
@@ -322,10 +323,12 @@ func (b *bench) batch() error {
 		case line == "creating":
 			_ = resetPeak(p.pid())
 			g0, _ = cpuTime(p.pid())
+			u0, _ = cpuTime(b.upstream.pid())
 		case line == "ended":
 			g1, _ := cpuTime(p.pid())
+			u1, _ := cpuTime(b.upstream.pid())
 			_, r.PeakRSS, _ = memory(p.pid())
-			r.GatewayCPU = g1 - g0
+			r.GatewayCPU, r.UpstreamCPU = g1-g0, u1-u0
 		case strings.HasPrefix(line, "{"):
 			if err := json.Unmarshal([]byte(line), &r.Result); err != nil {
 				return err
