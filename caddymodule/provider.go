@@ -198,14 +198,15 @@ func (b *ProviderBase) provisioned() bool { return b.proxy != nil }
 // 32, suits a web backend; a provider is one host taking many concurrent
 // requests from every client of the gateway, and whenever more than 32 of
 // them end at once the rest of the connections are closed and, moments
-// later, dialled again (a TLS handshake each for a provider on https).
-// Measured with cmd/loadbench (issue 15) on loopback, 50 clients: chat
-// pass-through 0.62× tuned reverse_proxy with 32, 0.73× with 256; over
-// HTTPS/1.1 at 200 clients the redialling cost two thirds of the
-// throughput. An idle connection costs some tens of KiB (its buffers, two
-// goroutines, TLS state) and only exists after as many were in use at
-// once; they close after the idle timeout (2 minutes). 1024 keeps the pool
-// from churning at any concurrency one instance sustains on a few cores.
+// later, dialled again (with a TLS handshake each for a provider on https).
+// Measured with cmd/loadbench -suites pool (issue 15), chat pass-through
+// on loopback, 400 clients: 32 idle connections ran at 0.57× tuned
+// reverse_proxy's rate (227 µs of gateway CPU per request), 256 and 1024
+// at 0.73× (187 and 183 µs); to an HTTPS/1.1 upstream at 200 clients, 32
+// cost two thirds of the throughput. An idle connection costs some tens of
+// KiB (buffers, two goroutines, TLS state) and exists only after as many
+// were in use at once; idle ones close after 2 minutes. 1024 keeps the pool
+// from churning at any concurrency one instance sustains.
 const providerIdleConnsPerHost = 1024
 
 // proxyConfig completes the user's reverse_proxy configuration with what
