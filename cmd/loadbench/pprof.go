@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // stackSamples is a CPU profile as stacks of function names (inlined
@@ -20,6 +21,7 @@ type stackSamples struct {
 	stacks [][]string // leaf first
 	counts []int64
 	total  int64
+	period time.Duration // CPU time per sample
 }
 
 var (
@@ -40,6 +42,7 @@ func readProfile(file string) (*stackSamples, error) {
 	var samples []sample
 	locs := map[int][]string{}
 	section, last := "", 0
+	period := 10 * time.Millisecond
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
@@ -48,6 +51,10 @@ func readProfile(file string) (*stackSamples, error) {
 		case line == "Samples:" || line == "Locations" || line == "Mappings":
 			section = line
 			continue
+		case strings.HasPrefix(line, "Period: "):
+			if ns, err := strconv.ParseInt(strings.TrimPrefix(line, "Period: "), 10, 64); err == nil && ns > 0 {
+				period = time.Duration(ns)
+			}
 		}
 		switch section {
 		case "Samples:":
@@ -69,7 +76,7 @@ func readProfile(file string) (*stackSamples, error) {
 			}
 		}
 	}
-	p := &stackSamples{}
+	p := &stackSamples{period: period}
 	for _, s := range samples {
 		var stack []string
 		for _, id := range s.loc {
@@ -140,38 +147,111 @@ func component(stack []string) string {
 	return "other"
 }
 
-// breakdown says where a modelgate profile's time goes: by component
-// (each sample charged to the nearest one), and modelgate's functions by
+// profileBreakdown is where a profile's time went: by component (each
+// sample charged to the nearest one), and modelgate's functions by
 // inclusive time.
-func breakdown(file string) string {
+type profileBreakdown struct {
+	samples int64
+	period  time.Duration
+	by      map[string]int64
+	incl    map[string]int64
+}
+
+func breakdownOf(file string) (*profileBreakdown, error) {
 	p, err := readProfile(file)
 	if err != nil {
-		return err.Error()
+		return nil, err
 	}
-	by := map[string]int64{}
-	incl := map[string]int64{}
+	bd := &profileBreakdown{samples: p.total, period: p.period, by: map[string]int64{}, incl: map[string]int64{}}
 	for i, s := range p.stacks {
-		by[component(s)] += p.counts[i]
+		bd.by[component(s)] += p.counts[i]
 		seen := map[string]bool{}
 		for _, f := range s {
 			if strings.HasPrefix(f, "github.com/modelgate/modelgate/") && !seen[f] {
 				seen[f] = true
-				incl[f] += p.counts[i]
+				bd.incl[f] += p.counts[i]
 			}
 		}
 	}
-	pct := func(n int64) float64 { return 100 * float64(n) / float64(p.total) }
+	return bd, nil
+}
+
+// breakdown is breakdownOf as text; requests, when known, turns shares
+// into CPU time per request.
+func breakdown(file string) string {
+	bd, err := breakdownOf(file)
+	if err != nil {
+		return err.Error()
+	}
+	return bd.text(0, nil)
+}
+
+// perRequest is n samples as CPU time per request.
+func (bd *profileBreakdown) perRequest(n int64, requests float64) float64 {
+	return float64(n) * float64(bd.period) / float64(time.Microsecond) / requests
+}
+
+// text writes the breakdown; with requests > 0 it adds µs per request,
+// and with ref (the same case through the reference variant) its µs per
+// request beside.
+func (bd *profileBreakdown) text(requests float64, ref *refProfile) string {
+	pct := func(n int64) float64 { return 100 * float64(n) / float64(bd.samples) }
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d samples; by component (each sample charged to the component of the frame nearest its leaf):\n", p.total)
-	for _, name := range sortedByValue(by) {
-		fmt.Fprintf(&b, "%5.1f%%  %s\n", pct(by[name]), name)
+	fmt.Fprintf(&b, "%d samples; by component (each sample charged to the component of the frame nearest its leaf)", bd.samples)
+	if requests > 0 {
+		fmt.Fprintf(&b, "; µs of CPU per request (%.0f requests in the profile)", requests)
+		if ref != nil {
+			fmt.Fprintf(&b, ", beside %s's", ref.name)
+		}
+	}
+	b.WriteString(":\n")
+	names := sortedByValue(bd.by)
+	if ref != nil {
+		for _, n := range sortedByValue(ref.bd.by) {
+			if !slices.Contains(names, n) {
+				names = append(names, n)
+			}
+		}
+	}
+	var sum, refSum float64
+	for _, name := range names {
+		fmt.Fprintf(&b, "%5.1f%%", pct(bd.by[name]))
+		if requests > 0 {
+			v := bd.perRequest(bd.by[name], requests)
+			sum += v
+			fmt.Fprintf(&b, "  %6.1f µs", v)
+			if ref != nil {
+				r := ref.bd.perRequest(ref.bd.by[name], ref.requests)
+				refSum += r
+				fmt.Fprintf(&b, "  %6.1f µs  %+6.1f", r, v-r)
+			}
+		}
+		fmt.Fprintf(&b, "  %s\n", name)
+	}
+	if requests > 0 {
+		fmt.Fprintf(&b, "        %6.1f µs", sum)
+		if ref != nil {
+			fmt.Fprintf(&b, "  %6.1f µs  %+6.1f", refSum, sum-refSum)
+		}
+		b.WriteString("  in all\n")
 	}
 	b.WriteString("\nmodelgate's functions by inclusive time (reverse_proxy and everything else they call included):\n")
-	names := sortedByValue(incl)
-	for _, f := range names[:min(len(names), 20)] {
-		fmt.Fprintf(&b, "%5.1f%%  %s\n", pct(incl[f]), strings.TrimPrefix(f, "github.com/modelgate/modelgate/"))
+	fns := sortedByValue(bd.incl)
+	for _, f := range fns[:min(len(fns), 20)] {
+		fmt.Fprintf(&b, "%5.1f%%", pct(bd.incl[f]))
+		if requests > 0 {
+			fmt.Fprintf(&b, "  %6.1f µs", bd.perRequest(bd.incl[f], requests))
+		}
+		fmt.Fprintf(&b, "  %s\n", strings.TrimPrefix(f, "github.com/modelgate/modelgate/"))
 	}
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// refProfile is the reference variant's profile of the same case.
+type refProfile struct {
+	name     string
+	bd       *profileBreakdown
+	requests float64
 }
 
 func sortedByValue(m map[string]int64) []string {

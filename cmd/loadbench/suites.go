@@ -354,17 +354,19 @@ type profileRun struct {
 	File      string `json:"file"`
 	Breakdown string `json:"breakdown"`
 	Flat      string `json:"flat"`
-	Cum       string `json:"cum"`
 }
 
-// profile takes CPU profiles of modelgate under load (issue 15 point 4).
+// profile takes CPU profiles of modelgate under load (issue 15 point 4),
+// and of tuned reverse_proxy on the same cases where it compares: each
+// component's CPU per request beside the reference's says where the
+// gateway's extra time goes.
 func (b *bench) profile() error {
-	procs, err := b.startVariants([]string{"modelgate"}, "-profile")
+	procs, err := b.startVariants([]string{reference, "modelgate"}, "-profile")
 	if err != nil {
 		return err
 	}
-	p := procs[0]
-	defer p.stop()
+	defer stopProcs(procs)
+	ref, mg := procs[0], procs[1]
 	cases, err := b.cases("chat", "anthropic", "stream", "embeddings", "responses")
 	if err != nil {
 		return err
@@ -373,33 +375,55 @@ func (b *bench) profile() error {
 		if b.ctx.Err() != nil {
 			break
 		}
-		file := filepath.Join(b.dir, "cpu-"+c.s.name+".pprof")
-		got := make(chan error, 1)
-		secs := int(b.opt.profileTime.Seconds())
-		go func() {
-			// The window starts after the warm-up; the profile starts a
-			// little after it and ends before the window does.
-			time.Sleep(b.opt.warmup + 500*time.Millisecond)
-			body, err := b.admin(p, http.MethodGet, "/debug/pprof/profile?seconds="+strconv.Itoa(secs), "")
-			if err == nil {
-				err = os.WriteFile(file, body, 0o644)
+		var rp *refProfile
+		if c.s.name == "chat" || c.s.name == "stream" {
+			bd, requests, _, err := b.profileOne(c, ref)
+			if err != nil {
+				return err
 			}
-			got <- err
-		}()
-		_, err := b.measure("profile", c.label, c.s, p, b.upstream, c.conns, 1, "-duration", (b.opt.profileTime + time.Second).String())
-		if perr := <-got; perr != nil {
-			return perr
+			rp = &refProfile{name: reference, bd: bd, requests: requests}
 		}
+		bd, requests, file, err := b.profileOne(c, mg)
 		if err != nil {
 			return err
 		}
 		pr := &profileRun{Case: c.label, File: file}
-		pr.Breakdown = breakdown(file)
+		pr.Breakdown = bd.text(requests, rp)
 		pr.Flat = pprofTop(file, false)
-		pr.Cum = pprofTop(file, true)
 		b.report.profiles = append(b.report.profiles, pr)
 	}
 	return nil
+}
+
+// profileOne profiles process p under case c's load and returns the
+// profile's breakdown and the requests it covered (the run's rate over
+// the profile's length).
+func (b *bench) profileOne(c liveCase, p *proc) (*profileBreakdown, float64, string, error) {
+	file := filepath.Join(b.dir, "cpu-"+c.s.name+"-"+p.v.name+".pprof")
+	got := make(chan error, 1)
+	secs := int(b.opt.profileTime.Seconds())
+	go func() {
+		// The window starts after the warm-up; the profile starts a
+		// little after it and ends before the window does.
+		time.Sleep(b.opt.warmup + 500*time.Millisecond)
+		body, err := b.admin(p, http.MethodGet, "/debug/pprof/profile?seconds="+strconv.Itoa(secs), "")
+		if err == nil {
+			err = os.WriteFile(file, body, 0o644)
+		}
+		got <- err
+	}()
+	r, err := b.measure("profile", c.label, c.s, p, b.upstream, c.conns, 1, "-duration", (b.opt.profileTime + time.Second).String())
+	if perr := <-got; perr != nil {
+		return nil, 0, "", perr
+	}
+	if err != nil {
+		return nil, 0, "", err
+	}
+	bd, err := breakdownOf(file)
+	if err != nil {
+		return nil, 0, "", err
+	}
+	return bd, r.rps() * float64(secs), file, nil
 }
 
 // pprofTop is `go tool pprof -top`'s first entries.
