@@ -200,10 +200,11 @@ func (b *ProviderBase) provisioned() bool { return b.proxy != nil }
 // them end at once the rest of the connections are closed and, moments
 // later, dialled again (with a TLS handshake each for a provider on https).
 // Measured with cmd/loadbench -suites pool (issue 15), chat pass-through
-// on loopback, 400 clients: 32 idle connections ran at 0.57× tuned
-// reverse_proxy's rate (227 µs of gateway CPU per request), 256 and 1024
-// at 0.73× (187 and 183 µs); to an HTTPS/1.1 upstream at 200 clients, 32
-// cost two thirds of the throughput. An idle connection costs some tens of
+// on loopback, 400 clients, two runs: 32 idle connections ran at
+// 0.57–0.64× tuned reverse_proxy's rate (227–264 µs of gateway CPU per
+// request), 256 and 1024 at 0.73–0.82× (183–211 µs), the same as each
+// other; to an HTTPS/1.1 upstream at 200 clients, 32 cost two thirds of
+// the throughput. An idle connection costs some tens of
 // KiB (buffers, two goroutines, TLS state) and exists only after as many
 // were in use at once; idle ones close after 2 minutes. 1024 keeps the pool
 // from churning at any concurrency one instance sustains.
