@@ -58,13 +58,10 @@ var variants = map[string]*variant{
 	"modelgate_full": {
 		name: "modelgate_full", what: "modelgate with a managed key, rate limits and budgets on every key and owner (set high enough never to refuse), and usage accounting",
 		gateway: true, managedKey: true,
-		// The limits are parsed and provisioned since the quota engine
-		// landed (limits.go). TODO(issue 15): until the accountant admits
-		// calls through them and settles usage into the usage recorder
-		// (account.go's admit still admits everything), this variant adds
-		// the managed key to what every modelgate variant does (pricing,
-		// metrics, the access log's fields); the harness needs no change
-		// when that wiring lands.
+		// The accountant admits every call through these limits and
+		// budgets (quota engine) and records its usage per key, owner,
+		// model, provider and day: what a team with every feature on
+		// runs.
 		extra: "limits {\nkey rpm 100000000 tpm 100000000000 concurrent 100000 budget 1000000 month\nowner rpm 100000000 tpm 100000000000 budget 1000000 month\n}",
 	},
 
