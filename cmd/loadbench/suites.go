@@ -357,16 +357,16 @@ type profileRun struct {
 }
 
 // profile takes CPU profiles of modelgate under load (issue 15 point 4),
-// and of tuned reverse_proxy on the same cases where it compares: each
-// component's CPU per request beside the reference's says where the
-// gateway's extra time goes.
+// of modelgate_full on the chat case, and of tuned reverse_proxy where it
+// compares: each component's CPU per request beside the reference's says
+// where the gateway's extra time goes.
 func (b *bench) profile() error {
-	procs, err := b.startVariants([]string{reference, "modelgate"}, "-profile")
+	procs, err := b.startVariants([]string{reference, "modelgate", "modelgate_full"}, "-profile")
 	if err != nil {
 		return err
 	}
 	defer stopProcs(procs)
-	ref, mg := procs[0], procs[1]
+	ref, mg, full := procs[0], procs[1], procs[2]
 	cases, err := b.cases("chat", "anthropic", "stream", "embeddings", "responses")
 	if err != nil {
 		return err
@@ -383,14 +383,20 @@ func (b *bench) profile() error {
 			}
 			rp = &refProfile{name: reference, bd: bd, requests: requests}
 		}
-		bd, requests, file, err := b.profileOne(c, mg)
-		if err != nil {
-			return err
+		variants := []*proc{mg}
+		if c.s.name == "chat" {
+			variants = append(variants, full) // what the limits and the usage records add
 		}
-		pr := &profileRun{Case: c.label, File: file}
-		pr.Breakdown = bd.text(requests, rp)
-		pr.Flat = pprofTop(file, false)
-		b.report.profiles = append(b.report.profiles, pr)
+		for _, p := range variants {
+			bd, requests, file, err := b.profileOne(c, p)
+			if err != nil {
+				return err
+			}
+			pr := &profileRun{Case: c.label + " via " + p.v.name, File: file}
+			pr.Breakdown = bd.text(requests, rp)
+			pr.Flat = pprofTop(file, false)
+			b.report.profiles = append(b.report.profiles, pr)
+		}
 	}
 	return nil
 }
