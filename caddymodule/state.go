@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -234,6 +235,18 @@ func (a *App) Ready(ctx context.Context) Readiness {
 		r.Problems = nil
 	}
 	return r
+}
+
+// StorageUnreachable reports whether err says that the storage (or the
+// shared state) could not be reached — a network operation that failed or
+// timed out, as with Redis stopped or cut off, or state.ErrUnavailable —
+// rather than that it refused or failed the operation. Such a failure is a
+// 503 worth retrying shortly, not a 500. (Not every net.Error: a file
+// system's syscall.Errno is one too.)
+func StorageUnreachable(err error) bool {
+	var op *net.OpError
+	var dns *net.DNSError
+	return errors.As(err, &op) || errors.As(err, &dns) || errors.Is(err, state.ErrUnavailable)
 }
 
 // recoverLog logs a panic of a background goroutine instead of ending the
