@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/modelgate/modelgate/internal/storagetest"
 )
 
@@ -386,4 +389,25 @@ func TestStorageOutage(t *testing.T) {
 		}
 	}
 	t.Logf("%d lines answered before the outage, %d during it", atDown, duringDown)
+}
+
+// TestStorageOutageLogged: a runner that cannot list the batches says so
+// once, not at every poll, and says when it can again.
+func TestStorageOutageLogged(t *testing.T) {
+	t.Parallel()
+	view := &outageView{Memory: storagetest.NewMemory()}
+	view.down.Store(true)
+	core, logs := observer.New(zap.InfoLevel)
+	live := func() (Live, bool) {
+		return Live{Settings: testSettings(), Executor: newFakeExecutor(), Logger: zap.New(core)}, true
+	}
+	startRunner(t, NewStore(view, "mg"), "inst-a", live)
+	time.Sleep(20 * testPoll)
+	view.down.Store(false)
+	waitUntil(t, "the runner to say it lists again", func() bool {
+		return logs.FilterMessage("listing active batches works again").Len() == 1
+	})
+	if n := logs.FilterMessageSnippet("listing active batches failed").Len(); n != 1 {
+		t.Errorf("the outage was logged %d times over 20 polls, want once", n)
+	}
 }
