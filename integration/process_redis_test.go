@@ -519,10 +519,11 @@ func testRedisRestart(t *testing.T, down time.Duration) {
 // instance logs that the shared state is unreachable and then reachable
 // again; GET /modelgate/ready answers 503 naming the state and the
 // storage while Redis is down and 200 after. Creating or deleting a
-// managed key, or listing batches, while it is down fails with a 503
-// saying the storage cannot be reached (the managed key keeps working);
-// creating a key works again after, reaching the other instances at once:
-// their subscriptions are back.
+// managed key, listing batches, or continuing or reading a stored response
+// while it is down fails with a 503 saying the storage cannot be reached
+// (the managed key keeps working; a new response is answered, unstored);
+// after, a stored response continues, and a new key reaches the other
+// instances at once: their subscriptions are back.
 func TestProcessRedisUnreachable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the caddy binary and redis-server")
@@ -537,6 +538,19 @@ func TestProcessRedisUnreachable(t *testing.T) {
 		if status, body, _ := request(t, http.MethodGet, in.adminURL+"/modelgate/ready", ""); status != 200 || !gjson.Get(body, "ready").Bool() || gjson.Get(body, "state").Str != "shared" {
 			t.Fatalf("ready on %s before: %d %s", in.name, status, body)
 		}
+	}
+
+	// A stored response (passed through to the fake OpenAI, which keeps
+	// it; the gateway keeps a pointer in the storage).
+	status, body, _ := request(t, http.MethodPost, a.httpURL+"/v1/responses", `{"model":"oa/gpt-4o-mini","input":"hi"}`,
+		"Authorization", "Bearer "+aliceKey)
+	respID := gjson.Get(body, "id").Str
+	if status != 200 || respID == "" {
+		t.Fatalf("POST /v1/responses: %d %s", status, body)
+	}
+	continueResp := func(in *instance) (int, string, http.Header) {
+		return request(t, http.MethodPost, in.httpURL+"/v1/responses",
+			`{"model":"oa/gpt-4o-mini","input":"more","previous_response_id":"`+respID+`"}`, "Authorization", "Bearer "+aliceKey)
 	}
 
 	// Live traffic on every instance, with both keys, until the end.
@@ -593,8 +607,10 @@ func TestProcessRedisUnreachable(t *testing.T) {
 	noticed := time.Since(stoppedAt)
 
 	// What needs the storage fails, saying why: creating or deleting a
-	// managed key (which keeps working), reading batches.
-	status, body, _ := request(t, http.MethodPost, b.adminURL+"/modelgate/keys", `{"name":"during","owner":"team"}`)
+	// managed key (which keeps working), reading batches, continuing or
+	// reading a stored response. A new response is answered, but not
+	// stored.
+	status, body, _ = request(t, http.MethodPost, b.adminURL+"/modelgate/keys", `{"name":"during","owner":"team"}`)
 	t.Logf("creating a managed key while Redis is down: %d %s", status, strings.TrimSpace(body))
 	if status != http.StatusServiceUnavailable || !strings.Contains(gjson.Get(body, "error").Str, "storage cannot be reached") {
 		t.Errorf("creating a key while Redis is down: %d %s; want 503 saying the storage cannot be reached", status, body)
@@ -607,6 +623,19 @@ func TestProcessRedisUnreachable(t *testing.T) {
 	t.Logf("listing batches while Redis is down: %d retry-after %q %s", status, hdr.Get("Retry-After"), strings.TrimSpace(body))
 	if status != http.StatusServiceUnavailable || hdr.Get("Retry-After") == "" || gjson.Get(body, "error.type").Str != "server_error" {
 		t.Errorf("listing batches while Redis is down: %d %s; want 503 with retry-after", status, body)
+	}
+
+	status, body, hdr = continueResp(c.ins[2])
+	if status != http.StatusServiceUnavailable || hdr.Get("Retry-After") == "" {
+		t.Errorf("continuing a stored response while Redis is down: %d %s; want 503 with retry-after, not a 404", status, body)
+	}
+	status, body, _ = request(t, http.MethodGet, b.httpURL+"/v1/responses/"+respID, "", "Authorization", "Bearer "+aliceKey)
+	if status != http.StatusServiceUnavailable {
+		t.Errorf("reading a stored response while Redis is down: %d %s; want 503", status, body)
+	}
+	if status, body, _ = request(t, http.MethodPost, a.httpURL+"/v1/responses", `{"model":"oa/gpt-4o-mini","input":"hi"}`,
+		"Authorization", "Bearer "+aliceKey); status != 200 {
+		t.Errorf("a new response while Redis is down: %d %s", status, body)
 	}
 
 	// Down for a while: live requests go on meanwhile.
@@ -633,6 +662,9 @@ func TestProcessRedisUnreachable(t *testing.T) {
 	}
 	recovered := time.Since(backAt)
 
+	if status, body, _ := continueResp(b); status != 200 {
+		t.Errorf("continuing a stored response after Redis came back: %d %s", status, body)
+	}
 	secret, _ := createKey(t, b, "after")
 	took, err := propagation([]*instance{a, c.ins[2]}, secret, 200, time.Now(), 5*time.Second)
 	if err != nil {
