@@ -228,7 +228,7 @@ func (a *App) Ready(ctx context.Context) Readiness {
 	sctx, cancel := context.WithTimeout(ctx, stateCheckInterval)
 	defer cancel()
 	if _, err := a.storage.Load(sctx, "modelgate/readiness-probe"); err != nil && !storage.IsNotExist(err) {
-		r.Problems["storage"] = "unreachable: files, batches and new managed keys are unavailable"
+		r.Problems["storage"] = "unreachable: files, batches, stored responses and changes to managed keys are unavailable; existing keys and live requests work"
 	}
 	r.Ready = len(r.Problems) == 0
 	if r.Ready {

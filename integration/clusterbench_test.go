@@ -179,8 +179,17 @@ func BenchmarkClusterKeyRevocation(b *testing.B) {
 // of an uploaded file, and per line of a finished batch (what it keeps:
 // its input file and its result files, until they are deleted, and its
 // records), beside the sizes of an input line and of an output line; and
-// the connections one instance holds idle and after a batch.
+// the connections one instance holds idle and after a batch. Run with
+// everything in Redis, and with the bytes of files, batch parts and
+// checkpoints on a file system (file_storage), where Redis keeps only
+// records.
 func BenchmarkRedisFootprint(b *testing.B) {
+	for _, kind := range []string{"redis", "redis-files"} {
+		b.Run(kind, func(b *testing.B) { benchFootprint(b, kind) })
+	}
+}
+
+func benchFootprint(b *testing.B, kind string) {
 	const keyCount, fileMiB, lines = 200, 8, 2000
 	srv := redistest.Start(b, redistest.Options{AppendFsync: "everysec"})
 	rdb := redisClient(b, srv.Addr)
@@ -212,7 +221,7 @@ func BenchmarkRedisFootprint(b *testing.B) {
 		return n - 1 // this benchmark's own
 	}
 	before := clients()
-	in := benchInstances(b, 1, b.TempDir(), benchFake(b), "MG_STORAGE_KIND=redis", "MG_REDIS="+srv.Addr)[0]
+	in := benchInstances(b, 1, b.TempDir(), benchFake(b), "MG_STORAGE_KIND="+kind, "MG_REDIS="+srv.Addr)[0]
 	time.Sleep(500 * time.Millisecond) // the subscription and the first ping
 	idle := clients() - before
 	b.ResetTimer()

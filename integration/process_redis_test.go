@@ -605,6 +605,8 @@ func TestProcessRedisUnreachable(t *testing.T) {
 		}
 	}
 	noticed := time.Since(stoppedAt)
+	_, readyBody, _ := request(t, http.MethodGet, a.adminURL+"/modelgate/ready", "")
+	t.Logf("GET /modelgate/ready while Redis is down: %s", strings.TrimSpace(readyBody))
 
 	// What needs the storage fails, saying why: creating or deleting a
 	// managed key (which keeps working), reading batches, continuing or
