@@ -178,7 +178,10 @@ func adminRequest(method, url, body string) (int, string, error) {
 // 10m, so that only publish/subscribe can explain a key's arrival on the
 // other instances within the second the issue asks for. A key created on
 // a is accepted on b and c, and once deleted on a refused there, each
-// within one second of a's answer; the latencies are logged. Run with
+// within one second of a's answer; the latencies are logged. A key
+// deleted just after the subscriptions' connections were cut is refused
+// within the second too: the subscriptions come back and reload the keys.
+// Run with
 // Redis as the app's storage (modelgate { storage redis }) and as Caddy's
 // (the global storage redis, which the app then uses).
 func TestProcessRedisKeys(t *testing.T) {
@@ -223,9 +226,33 @@ func TestProcessRedisKeys(t *testing.T) {
 				t.Errorf("a deleted key took up to %v to be refused on the other instances; the bound is %v", m, bound)
 			}
 			// The records are in Redis: the deleted ones gone, a new one there.
-			createKey(t, a, "last")
+			secret, id := createKey(t, a, "last")
 			if n := countKeys(t, c.redis.Addr, redisPrefix+":f:modelgate/keys/*"); n != 1 {
 				t.Errorf("%d key records in Redis, want the one left", n)
+			}
+			if _, err := propagation(others, secret, 200, time.Now(), 5*time.Second); err != nil {
+				t.Fatal(err)
+			}
+
+			// The subscriptions' connections cut (a network blip, a
+			// failover) and the key deleted at once: b and c miss the
+			// message, and refuse the key all the same once their
+			// subscriptions are back and reload the keys.
+			rdb := redisClient(t, c.redis.Addr)
+			killed, err := rdb.ClientKillByFilter(context.Background(), "TYPE", "pubsub").Result()
+			if err != nil || killed < 3 {
+				t.Fatalf("CLIENT KILL TYPE pubsub: %d %v", killed, err)
+			}
+			deleteKey(t, a, id)
+			took, err := propagation(others, secret, 401, time.Now(), 5*time.Second)
+			if err != nil {
+				t.Fatalf("the key deleted while the subscriptions were down: %v", err)
+			}
+			t.Logf("a key deleted while the subscriptions were cut was refused on b and c after %v", took)
+			for _, d := range took {
+				if d > bound {
+					t.Errorf("a key deleted while the subscriptions were cut took %v to be refused; the bound is %v", d, bound)
+				}
 			}
 		})
 	}
