@@ -94,10 +94,9 @@ func runBatch(b *testing.B, in *instance, content []byte, n int) (time.Duration,
 // reports lines/s of each (creation to completion), their ratio, and the
 // peak RSS of an instance in each. Every process (the instances, Redis,
 // the fake provider) shares this machine's cores: with an instant
-// upstream (the default) the gateways' CPU is the limit, and three
-// instances on the same cores cannot be faster than one; with
-// MODELGATE_BENCH_UPSTREAM_MS set, the upstream's latency is, and the
-// cluster's three times the workers show.
+// upstream (the default) their CPU and the storage's writes and locks are
+// the limit, not the workers; with MODELGATE_BENCH_UPSTREAM_MS set, the
+// upstream's latency is, and the cluster's three times the workers show.
 func BenchmarkClusterBatch(b *testing.B) {
 	n := envInt("MODELGATE_BENCH_CLUSTER_LINES", 5000)
 	model := "oa/gpt-4o-mini"
