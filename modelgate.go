@@ -19,7 +19,10 @@ import (
 	_ "github.com/modelgate/modelgate/caddymodule/keyadmin"           // admin API, key settings page, CLI
 	_ "github.com/modelgate/modelgate/caddymodule/provider/anthropic" // modelgate.providers.anthropic
 	_ "github.com/modelgate/modelgate/caddymodule/provider/azure"     // modelgate.providers.azure_openai
+	_ "github.com/modelgate/modelgate/caddymodule/provider/bedrock"   // modelgate.providers.bedrock
 	_ "github.com/modelgate/modelgate/caddymodule/provider/cohere"    // modelgate.providers.cohere
+	_ "github.com/modelgate/modelgate/caddymodule/provider/gemini"    // modelgate.providers.gemini
+	_ "github.com/modelgate/modelgate/caddymodule/provider/vertex"    // modelgate.providers.vertex
 	_ "github.com/modelgate/modelgate/caddymodule/redisstorage"       // caddy.storage.redis
 	_ "github.com/modelgate/modelgate/caddymodule/scanning"           // secret-scanning endpoint
 )

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -13,7 +14,10 @@ import (
 
 	"github.com/modelgate/modelgate/batch"
 	"github.com/modelgate/modelgate/keys"
+	"github.com/modelgate/modelgate/pricing"
+	"github.com/modelgate/modelgate/quota"
 	"github.com/modelgate/modelgate/state"
+	"github.com/modelgate/modelgate/usage"
 )
 
 func init() {
@@ -44,6 +48,15 @@ type App struct {
 	// Batch tunes the batch engine (the Files and Batch APIs). It is on
 	// with the defaults when absent.
 	Batch *BatchConfig `json:"batch,omitempty"`
+
+	// Limits are the rate limits and budgets of keys and owners. Default:
+	// none.
+	Limits *LimitsConfig `json:"limits,omitempty"`
+
+	// Prices override and extend the price table shipped in the binary
+	// (pricing/prices.json): a JSON price file and entries of their own.
+	// Default: the shipped table alone.
+	Prices *pricing.Config `json:"prices,omitempty"`
 
 	// KeyRefresh is how often managed keys are reloaded from the storage:
 	// the longest a key created or deleted on another instance sharing the
@@ -79,14 +92,23 @@ type App struct {
 	managed     *keys.Manager // managed keys, in storage
 	stopKeys    func()        // stops the key refresher
 
-	store  *batch.Store
-	runner *batch.Runner
+	store     *batch.Store
+	runner    *batch.Runner
+	batchExec *batchExecutor // one per config: the runner tells configs apart by it
+
+	reporter    *exposureReporter // tells owners of exposed keys
+	prices      *pricing.Prices
+	knownModels map[string]struct{} // "<provider>/<model>" an alias names
 
 	state       state.State
 	stateShared bool
 	closeState  func() error
 	stopShared  func()
 	health      *health
+
+	quota        *quota.Quota    // limits and budgets, on state
+	standbyQuota *quota.Quota    // on an in-process state, while a shared one is unreachable
+	usage        *usage.Recorder // the usage records, in storage
 
 	ctx    caddy.Context
 	events *caddyevents.App
@@ -127,11 +149,16 @@ func (a *App) Provision(ctx caddy.Context) error {
 		if !p.Base().provisioned() {
 			return fmt.Errorf("provider %q: module %T did not call ProvisionBase in its Provision", name, m)
 		}
-		a.providers[name] = &provider{name: name, base: p.Base(), Endpoints: p.Endpoints()}
+		a.providers[name] = &provider{name: name, typ: string(p.CaddyModule().ID.Name()), base: p.Base(), Endpoints: p.Endpoints()}
 	}
 	if a.dispatch, err = newDispatcher(a.providers, a.Models, a.DefaultProvider); err != nil {
 		return err
 	}
+	if err := a.provisionPrices(); err != nil {
+		return err
+	}
+	a.dispatch.guard = accountant{app: a}
+	a.BatchExecutor()
 
 	a.keys, err = provisionStaticKeys(a.Keys)
 	if err != nil {
@@ -143,6 +170,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.provisionState(); err != nil {
 		return err
 	}
+	if err := a.provisionQuota(); err != nil {
+		return err
+	}
 	if err := a.provisionManagedKeys(ctx); err != nil {
 		return err
 	}
@@ -152,6 +182,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 // Validate checks that every alias target and the default provider name a
 // configured provider.
 func (a *App) Validate() error {
+	if err := a.Limits.validate(); err != nil {
+		return err
+	}
 	for _, alias := range sortedKeys(a.Models) {
 		if err := checkAlias(alias, a.Models[alias], func(name string) bool { return a.providers[name] != nil }); err != nil {
 			return err
@@ -183,12 +216,21 @@ func (a *App) Start() error {
 	a.runner = v.(*batch.Runner)
 	a.startKeyRefresh()
 	a.startShared()
+	a.usage.Start()
 	return nil
 }
 
 // Stop releases this config's reference to the batch runner; the last one
 // stops it, after each running part has written its finished results.
 func (a *App) Stop() error {
+	if a.usage != nil {
+		// What was counted since the last flush is written now.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := a.usage.Stop(ctx); err != nil {
+			a.logger.Error("writing the usage records", zap.Error(err))
+		}
+		cancel()
+	}
 	if a.stopShared != nil {
 		a.stopShared()
 		a.stopShared = nil
@@ -215,6 +257,29 @@ func checkAlias(alias string, targets []string, defined func(name string) bool) 
 		}
 		if !defined(pname) {
 			return fmt.Errorf("model %s: target %q names provider %q, which is not defined", alias, t, pname)
+		}
+	}
+	return nil
+}
+
+// provisionPrices loads the price table: the shipped one, then the
+// configured file and entries.
+func (a *App) provisionPrices() error {
+	cfg := a.Prices
+	if cfg != nil && cfg.File != "" {
+		c := *cfg
+		c.File = caddy.NewReplacer().ReplaceKnown(c.File, "")
+		cfg = &c
+	}
+	p, err := pricing.Load(cfg)
+	if err != nil {
+		return fmt.Errorf("prices: %v", err)
+	}
+	a.prices = p
+	a.knownModels = make(map[string]struct{})
+	for _, targets := range a.Models {
+		for _, t := range targets {
+			a.knownModels[t] = struct{}{}
 		}
 	}
 	return nil

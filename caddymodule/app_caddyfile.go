@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/modelgate/modelgate/keys"
+	"github.com/modelgate/modelgate/pricing"
 
 	"github.com/dustin/go-humanize"
 
@@ -54,6 +55,14 @@ func init() {
 //	    storage <module> { … }
 //	    file_storage <module> { … }
 //	    state local|shared
+//	    limits {
+//	        key   [<static key>] [rpm <n>] [tpm <n>] [concurrent <n>] [budget <usd> day|month|total]
+//	        owner [<owner>]      [rpm <n>] [tpm <n>] [concurrent <n>] [budget <usd> day|month|total]
+//	    }
+//	    prices {
+//	        file <path>
+//	        model <type>/<model> input <$/M> cached <$/M> cache_write <$/M> output <$/M> search <$/1k> embedding <$/M>
+//	    }
 //	}
 func parseModelgateOption(d *caddyfile.Dispenser, existing any) (any, error) {
 	app := new(App)
@@ -159,6 +168,26 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 			*dst = raw
+		case "limits":
+			if a.Limits == nil {
+				a.Limits = new(LimitsConfig)
+			}
+			if err := a.Limits.unmarshalLimits(d); err != nil {
+				return err
+			}
+		case "prices":
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			if a.Prices == nil {
+				a.Prices = new(pricing.Config)
+			}
+			for nesting := d.Nesting(); d.NextBlock(nesting); {
+				line := append([]string{d.Val()}, d.RemainingArgs()...)
+				if err := a.Prices.UnmarshalLine(line); err != nil {
+					return d.Errf("prices: %v", err)
+				}
+			}
 		case "state":
 			if !d.AllArgs(&a.State) {
 				return d.ArgErr()

@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 
+	"time"
+
 	"github.com/caddyserver/caddy/v2"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -22,6 +24,7 @@ import (
 // through that provider's reverse_proxy and falls back to the next target
 // while nothing has reached the client.
 type dispatcher struct {
+	guard           guard // admits and settles calls; noGuard when nothing counts
 	providers       map[string]*provider
 	aliases         map[string][]string // alias -> "<provider>/<model>" targets
 	bare            map[string]string   // bare model name -> provider name, from models lists
@@ -31,7 +34,7 @@ type dispatcher struct {
 // newDispatcher indexes the providers' models lists; the same bare name
 // in two lists is an error, since nothing would say which serves it.
 func newDispatcher(provs map[string]*provider, aliases map[string][]string, defaultProvider string) (*dispatcher, error) {
-	d := &dispatcher{providers: provs, aliases: aliases, bare: make(map[string]string), defaultProvider: defaultProvider}
+	d := &dispatcher{guard: noGuard{}, providers: provs, aliases: aliases, bare: make(map[string]string), defaultProvider: defaultProvider}
 	for _, name := range sortedKeys(provs) {
 		for _, m := range provs[name].base.Models {
 			if other, dup := d.bare[m]; dup {
@@ -104,6 +107,11 @@ type endpoint struct {
 	// api is how the endpoint's API writes the gateway's own errors; nil:
 	// OpenAI's.
 	api *api
+	// usage reads what a request used from the endpoint's answers.
+	usage usageParser
+	// free is set for endpoints the providers do not charge for
+	// (count_tokens): their calls cost nothing rather than being unpriced.
+	free bool
 }
 
 // api is how an ingress API says what the gateway itself says: its error
@@ -128,15 +136,16 @@ func (e endpoint) apiOf() *api {
 }
 
 var (
-	endpointChat       = endpoint{label: "chat_completions", serves: func(p *provider) bool { return p.Chat != nil }}
-	endpointRerank     = endpoint{label: "rerank", serves: func(p *provider) bool { return p.Rerank != nil }}
-	endpointEmbeddings = endpoint{label: "embeddings", serves: func(p *provider) bool { return p.Embeddings != nil }}
+	endpointChat       = endpoint{label: "chat_completions", serves: func(p *provider) bool { return p.Chat != nil }, usage: chatUsage}
+	endpointRerank     = endpoint{label: "rerank", serves: func(p *provider) bool { return p.Rerank != nil }, usage: rerankUsage}
+	endpointEmbeddings = endpoint{label: "embeddings", serves: func(p *provider) bool { return p.Embeddings != nil }, usage: embeddingsUsage}
 )
 
 // call is one request to an endpoint.
 type call struct {
 	endpoint endpoint
 	model    string // as the client named it
+	body     []byte // the request as the client sent it, for estimates
 	log      *zap.Logger
 	// prepare translates the request for a target's provider, which serves
 	// the endpoint. A translation error is the client's (400) and ends the
@@ -158,11 +167,17 @@ func (d *dispatcher) serve(w http.ResponseWriter, r *http.Request, key *Key, c *
 		writeEndpointError(w, c.endpoint, "", modelNotFound(c.model))
 		return
 	}
+	m := &meter{start: time.Now()}
+	settle, ok := d.guard.admit(w, r, key, c, targets)
+	if !ok {
+		return // refused (a limit or a budget): the guard answered
+	}
 	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
 	var last *failure
 	for i, t := range targets {
 		repl.Set("http.modelgate.provider", t.provider.name)
 		repl.Set("http.modelgate.model", t.model)
+		m.tried = append(m.tried, t.provider.name+"/"+t.model)
 		if !c.endpoint.serves(t.provider) {
 			last = &failure{err: &providers.Error{
 				Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "unsupported_endpoint",
@@ -171,18 +186,31 @@ func (d *dispatcher) serve(w http.ResponseWriter, r *http.Request, key *Key, c *
 			continue
 		}
 		preq, ex, err := c.prepare(t.provider, t.model)
-		ex.api = c.endpoint.apiOf()
 		if err != nil {
-			writeEndpointError(w, c.endpoint, t.provider.name, asProviderError(err))
-			return
+			// The provider cannot take this request (a parameter it does
+			// not support): the next target may.
+			last = &failure{err: asProviderError(err)}
+			continue
 		}
+		ex.api, ex.meter, ex.usage = c.endpoint.apiOf(), m, c.endpoint.usage
+		if ex.stream {
+			ex.tr = &tapStream{inner: ex.tr, m: m, parse: c.endpoint.usage.event, strip: ex.stripUsage}
+		}
+		m.stream = ex.stream
 		status, f := t.provider.forward(w, r, preq, ex)
 		if f == nil {
 			observeRequest(c.endpoint.label, t.provider.name, status)
+			if status < 300 {
+				m.provider, m.model = t.provider, t.model
+				settle(w, r, m)
+			} else {
+				settle(w, r, nil)
+			}
 			return
 		}
 		last = f
 		if r.Context().Err() != nil {
+			settle(w, r, nil)
 			return // the client has gone: nobody waits for another target
 		}
 		msg := "provider failed"
@@ -198,8 +226,25 @@ func (d *dispatcher) serve(w http.ResponseWriter, r *http.Request, key *Key, c *
 			zap.String("error", f.err.Message),
 			zap.NamedError("cause", f.cause))
 	}
+	settle(w, r, nil)
 	last.write(w, c.endpoint.apiOf())
 	observeRequest(c.endpoint.label, "", last.err.Status)
+}
+
+// guard admits calls before they reach a provider — rate limits, budgets —
+// and settles them after: what they used, what it cost. Refusing, it has
+// answered the client.
+type guard interface {
+	// admit returns settle, which the dispatcher calls exactly once, with
+	// the meter of the answer a provider gave, or nil when none did.
+	admit(w http.ResponseWriter, r *http.Request, key *Key, c *call, targets []target) (settle func(w http.ResponseWriter, r *http.Request, m *meter), ok bool)
+}
+
+// noGuard admits everything and settles nothing.
+type noGuard struct{}
+
+func (noGuard) admit(http.ResponseWriter, *http.Request, *Key, *call, []target) (func(http.ResponseWriter, *http.Request, *meter), bool) {
+	return func(http.ResponseWriter, *http.Request, *meter) {}, true
 }
 
 // chat serves POST /v1/chat/completions.
@@ -209,10 +254,18 @@ func (d *dispatcher) chat(w http.ResponseWriter, r *http.Request, body []byte, k
 		writeEndpointError(w, endpointChat, "", asProviderError(err))
 		return
 	}
-	d.serve(w, r, key, &call{endpoint: endpointChat, model: info.Model, log: log,
+	// The gateway counts every answer's tokens: a stream is always asked
+	// for its usage, which a client that did not ask does not see.
+	strip := info.Stream && !info.IncludeUsage
+	if strip {
+		if b, err := sjson.SetBytes(body, "stream_options.include_usage", true); err == nil {
+			body = b
+		}
+	}
+	d.serve(w, r, key, &call{endpoint: endpointChat, model: info.Model, log: log, body: body,
 		prepare: func(p *provider, model string) (providers.Request, exchange, error) {
 			preq, err := p.Chat.ChatRequest(body, model)
-			ex := exchange{stream: info.Stream, mapError: p.Chat.Error,
+			ex := exchange{stream: info.Stream, stripUsage: strip, mapError: p.Chat.Error,
 				translate: func(answer []byte) ([]byte, error) {
 					out, err := p.Chat.ChatResponse(answer)
 					if err == nil {
@@ -221,7 +274,7 @@ func (d *dispatcher) chat(w http.ResponseWriter, r *http.Request, body []byte, k
 					return out, err
 				}}
 			if info.Stream {
-				ex.tr = p.Chat.ChatStream(providers.StreamOptions{IncludeUsage: info.IncludeUsage, Model: model})
+				ex.tr = p.Chat.ChatStream(providers.StreamOptions{IncludeUsage: true, Model: model})
 			}
 			return preq, ex, err
 		}})

@@ -14,6 +14,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/modelgate/modelgate/keys"
 	"github.com/modelgate/modelgate/providers"
 )
 
@@ -78,6 +79,9 @@ func (h *Handler) Validate() error {
 // ServeHTTP routes the request to the endpoint for its path.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	path := r.URL.Path
+	if strings.Contains(r.URL.RawQuery, keys.Prefix) {
+		h.app.scanExposure(r.Method+" "+path, r.URL.RawQuery, nil, sender(requestKey(r)))
+	}
 	switch {
 	case path == "/v1/chat/completions":
 		if !AllowMethod(w, r, http.MethodPost) {
@@ -166,12 +170,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 }
 
 // body reads the request body of an endpoint call, or answers the error.
+// A managed key in it (a key pasted into a prompt or a tool result) is
+// reported exposed: it is on its way into a provider's logs.
 func (h *Handler) body(w http.ResponseWriter, r *http.Request, e endpoint) ([]byte, bool) {
 	body, perr := readBody(r, h.MaxRequestBody)
 	if perr != nil {
 		writeEndpointError(w, e, "", perr)
 		return nil, false
 	}
+	h.app.scanExposure(r.Method+" "+r.URL.Path, "", body, sender(requestKey(r)))
 	return body, true
 }
 

@@ -36,6 +36,10 @@ type Key struct {
 	ID string
 	// Models limits a managed key to these models; empty: every model.
 	Models []string
+	// Limits and Budget are a managed key's own; nil: the configured
+	// ones (LimitsConfig).
+	Limits *keys.Limits
+	Budget *keys.Budget
 }
 
 // hasPlaceholder reports whether s holds a {placeholder} to resolve later.

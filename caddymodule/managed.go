@@ -95,7 +95,7 @@ func (a *App) managedKey(secret string, digest [32]byte) (key *Key, malformed bo
 		return nil, false
 	}
 	a.managed.Touch(k.ID)
-	return &Key{Name: k.Name, Owner: k.Owner, ID: k.ID, Models: k.Models}, false
+	return &Key{Name: k.Name, Owner: k.Owner, ID: k.ID, Models: k.Models, Limits: k.Limits, Budget: k.Budget}, false
 }
 
 // allows reports whether the key may use the model as the client named it:
@@ -115,14 +115,6 @@ func (k *Key) allows(model string) bool {
 		}
 	}
 	return false
-}
-
-// models returns the models the key is limited to; nil: every model.
-func (k *Key) models() []string {
-	if k == nil {
-		return nil
-	}
-	return k.Models
 }
 
 // modelNotAllowed is the 403 for a key limited to other models.

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/modelgate/modelgate/pricing"
 )
 
 // metrics are modelgate's collectors. They are created once per process and
@@ -17,6 +19,11 @@ var metrics = struct {
 	requests  *prometheus.CounterVec
 	upstream  *prometheus.HistogramVec
 	fallbacks *prometheus.CounterVec
+	tokens    *prometheus.CounterVec
+	cost      *prometheus.CounterVec
+	unpriced  *prometheus.CounterVec
+	ttft      *prometheus.HistogramVec
+	refusals  *prometheus.CounterVec
 }{
 	requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "caddy", Subsystem: "modelgate", Name: "requests_total",
@@ -31,11 +38,33 @@ var metrics = struct {
 		Namespace: "caddy", Subsystem: "modelgate", Name: "fallbacks_total",
 		Help: "Provider calls that failed (unreachable, 429, 5xx) and passed the request on to the next target.",
 	}, []string{"provider"}),
+	tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "caddy", Subsystem: "modelgate", Name: "tokens_total",
+		Help: "Tokens the answered requests used, by provider, model (\"other\" for a model neither the configuration nor the price table knows) and kind: input (prompt, cached included), cached, output (reasoning included), reasoning, embedding.",
+	}, []string{"provider", "model", "kind"}),
+	cost: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "caddy", Subsystem: "modelgate", Name: "cost_dollars_total",
+		Help: "What the answered requests cost at the price table's rates, in US dollars, by provider and model. Unpriced requests are not in it: see unpriced_requests_total.",
+	}, []string{"provider", "model"}),
+	unpriced: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "caddy", Subsystem: "modelgate", Name: "unpriced_requests_total",
+		Help: "Answered requests whose model has no price (or whose usage is unknown), by provider and model: their cost is unknown, never zero.",
+	}, []string{"provider", "model"}),
+	ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "caddy", Subsystem: "modelgate", Name: "time_to_first_token_seconds",
+		Help:    "Time from a streamed request's arrival to its first event reaching the client, by provider.",
+		Buckets: []float64{0.05, 0.1, 0.2, 0.35, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 30},
+	}, []string{"provider"}),
+	refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "caddy", Subsystem: "modelgate", Name: "limit_refusals_total",
+		Help: "Requests refused by a limit or a budget, by what refused them (requests, tokens, concurrent, budget, unpriced: an unpriced model under a budget) and whose limit it was (key, owner).",
+	}, []string{"limit", "scope"}),
 }
 
 // registerMetrics adds modelgate's collectors to a config's registry.
 func registerMetrics(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{metrics.requests, metrics.upstream, metrics.fallbacks} {
+	for _, c := range []prometheus.Collector{metrics.requests, metrics.upstream, metrics.fallbacks,
+		metrics.tokens, metrics.cost, metrics.unpriced, metrics.ttft, metrics.refusals} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {
@@ -58,4 +87,27 @@ func observeUpstream(provider string, status int, start time.Time) {
 // observeRequest records one answered request.
 func observeRequest(endpoint, provider string, status int) {
 	metrics.requests.WithLabelValues(endpoint, provider, strconv.Itoa(status)).Inc()
+}
+
+// observeUsage counts what one answered request used and cost.
+func observeUsage(provider, model string, m *meter, cost pricing.Money, priced bool) {
+	u := m.usage
+	add := func(kind string, n int64) {
+		if n > 0 {
+			metrics.tokens.WithLabelValues(provider, model, kind).Add(float64(n))
+		}
+	}
+	add("input", u.Prompt)
+	add("cached", u.Cached)
+	add("output", u.Completion)
+	add("reasoning", u.Reasoning)
+	add("embedding", u.Embedding)
+	if priced {
+		metrics.cost.WithLabelValues(provider, model).Add(cost.Dollars())
+	} else {
+		metrics.unpriced.WithLabelValues(provider, model).Inc()
+	}
+	if m.stream && !m.firstByte.IsZero() {
+		metrics.ttft.WithLabelValues(provider).Observe(m.firstByte.Sub(m.start).Seconds())
+	}
 }

@@ -336,6 +336,7 @@ func unmarshalProxy(d *caddyfile.Dispenser) (json.RawMessage, error) {
 // provider is a configured provider as the dispatcher uses it.
 type provider struct {
 	name string
+	typ  string // the provider type, as modelgate.providers.<typ>: the price table's key
 	base *ProviderBase
 	Endpoints
 }

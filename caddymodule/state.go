@@ -54,6 +54,7 @@ func (l localState) Destruct() error { return l.Close() }
 // one (unless state is local), else the in-process one.
 func (a *App) provisionState() error {
 	a.health = new(health)
+	a.reporter = new(exposureReporter)
 	switch a.State {
 	case "", stateLocal, stateShared:
 	default:

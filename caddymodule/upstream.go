@@ -74,6 +74,14 @@ type exchange struct {
 	// calling the provider (a token count estimated for a provider that
 	// has no such endpoint).
 	answer []byte
+
+	// meter follows what the call used; usage reads it from answers and
+	// streams in the endpoint's API; stripUsage drops from a chat stream
+	// the usage the gateway asked for and the client did not. Set by the
+	// dispatcher (stripUsage by the endpoint's prepare).
+	meter      *meter
+	usage      usageParser
+	stripUsage bool
 }
 
 // forward sends one translated request through the provider's
@@ -99,9 +107,17 @@ func (p *provider) forward(w http.ResponseWriter, r *http.Request, preq provider
 	if err != nil {
 		return 0, p.unreadable(err)
 	}
+	ex.read(out)
 	copyClientHeaders(w.Header(), uw.header)
 	WriteJSON(w, http.StatusOK, out)
 	return http.StatusOK, nil
+}
+
+// read reads what an answer says was used.
+func (ex *exchange) read(answer []byte) {
+	if ex.meter != nil && ex.usage.answer != nil {
+		ex.usage.answer(answer, &ex.meter.usage)
+	}
 }
 
 // forwardAll sends reqs in turn, each answer buffered, and writes what
@@ -120,6 +136,7 @@ func (p *provider) forwardAll(w http.ResponseWriter, r *http.Request, reqs []pro
 	if err != nil {
 		return 0, p.unreadable(err)
 	}
+	ex.read(out)
 	copyClientHeaders(w.Header(), headers[len(headers)-1])
 	WriteJSON(w, http.StatusOK, out)
 	return http.StatusOK, nil
@@ -208,7 +225,11 @@ func unreachable(name string, err error, tooLarge bool) *providers.Error {
 	return e
 }
 
-// clientHeaders are the provider response headers a client may see.
+// clientHeaders are the provider response headers a client may see. A
+// provider's own rate-limit headers (x-ratelimit-*, anthropic-ratelimit-*)
+// are not among them: they tell of the gateway's account with the
+// provider, shared by every key and only one of the targets, not of the
+// client's limits — those the gateway sets itself (quota.go).
 var clientHeaders = []string{"X-Request-Id", "Openai-Processing-Ms", "Retry-After", "Retry-After-Ms"}
 
 // copyClientHeaders copies the allow-listed provider headers; Anthropic's
@@ -221,11 +242,6 @@ func copyClientHeaders(dst, src http.Header) {
 	}
 	if v := src["Request-Id"]; len(v) > 0 && len(dst["X-Request-Id"]) == 0 {
 		dst["X-Request-Id"] = v
-	}
-	for k, v := range src {
-		if strings.HasPrefix(k, "X-Ratelimit-") {
-			dst[k] = v
-		}
 	}
 }
 

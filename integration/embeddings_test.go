@@ -12,6 +12,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/tidwall/gjson"
 
+	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/providertest"
 )
 
@@ -42,8 +43,15 @@ func TestIntegrationEmbeddings(t *testing.T) {
 		{"mistral/mistral-embed", 128, false},
 		{"voyage/voyage-3.5", 512, false},
 		{"jina/jina-embeddings-v3", 64, false},
+		{"bedrock/amazon.titan-embed-text-v2:0", 256, false},
+		{"bedrock_env/cohere.embed-v4:0", 1024, false},
+		{"bedrock_apikey/us.cohere.embed-v4:0", 512, false},
 		{"cohere/embed-v4.0", 256, false},
 		{"cohere/embed-english-v3.0", 0, false},
+		{"gemini/gemini-embedding-001", 256, false},
+		{"vertex/text-embedding-005", 32, false},
+		{"vertex/gemini-embedding-001", 0, false},
+		{"vertex/gemini-embedding-2-preview", 8, false},
 		{"embed-fallback", 0, true},
 	} {
 		t.Run(tc.model, func(t *testing.T) {
@@ -61,7 +69,13 @@ func TestIntegrationEmbeddings(t *testing.T) {
 				if dims == 0 {
 					dims = providertest.EmbeddingDims
 				}
-				if len(res.Data) != len(texts) || res.Model != tc.model || res.Usage.PromptTokens != 10 || res.Usage.TotalTokens != 10 {
+				tokens := int64(10)
+				if strings.HasPrefix(tc.model, "gemini/") {
+					// Gemini's Developer API reports no usage: the answer
+					// carries the gateway's estimate, never 0.
+					tokens = (&providers.EmbeddingsRequest{Texts: texts}).EstimateTokens()
+				}
+				if len(res.Data) != len(texts) || res.Model != tc.model || res.Usage.PromptTokens != tokens || res.Usage.TotalTokens != tokens {
 					t.Fatalf("%s: %d vectors, model %q, usage %+v", enc, len(res.Data), res.Model, res.Usage)
 				}
 				if raw := res.Data[0].JSON.Embedding.Raw(); (enc == "base64") != strings.HasPrefix(raw, `"`) {
@@ -110,6 +124,11 @@ func TestIntegrationEmbeddings(t *testing.T) {
 		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Code != "unsupported_parameter" || apiErr.Param != "input (token ids)" {
 			t.Errorf("cohere token ids: %v", err)
 		}
+		_, err = c.Embeddings.New(ctx, openai.EmbeddingNewParams{Model: "gemini/gemini-embedding-001",
+			Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfTokenArrays: [][]int64{{1, 2}}}})
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Code != "unsupported_parameter" || apiErr.Param != "input (token ids)" {
+			t.Errorf("gemini token ids: %v", err)
+		}
 		_, err = c.Embeddings.New(ctx, openai.EmbeddingNewParams{Model: "anthropic/claude",
 			Input: openai.EmbeddingNewParamsInputUnion{OfString: openai.String("x")}})
 		if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || apiErr.Code != "unsupported_endpoint" {
@@ -130,6 +149,12 @@ func TestIntegrationEmbeddings(t *testing.T) {
 			{"cohere/embed-v4.0", `"document"`, "input_type", "search_document"},
 			{"cohere/embed-v4.0", `null`, "input_type", "search_document"}, // Cohere requires one
 			{"cohere/embed-v4.0", `"classification"`, "input_type", "classification"},
+			{"bedrock/cohere.embed-v4:0", `"query"`, "input_type", "search_query"},
+			{"bedrock/cohere.embed-v4:0", `null`, "input_type", "search_document"},
+			{"gemini/gemini-embedding-001", `"query"`, "requests.0.taskType", "RETRIEVAL_QUERY"},
+			{"gemini/gemini-embedding-001", `"CLUSTERING"`, "requests.0.taskType", "CLUSTERING"},
+			{"vertex/text-embedding-005", `"document"`, "instances.0.task_type", "RETRIEVAL_DOCUMENT"},
+			{"vertex/gemini-embedding-2-preview", `"query"`, "embedContentConfig.taskType", "RETRIEVAL_QUERY"},
 		} {
 			before := len(fake.Requests())
 			status, body, _ := request(t, "POST", gatewayBase+"/v1/embeddings",
@@ -174,15 +199,59 @@ func TestIntegrationEmbeddings(t *testing.T) {
 		}
 	})
 
+	t.Run("gemini and vertex: more inputs than a Google call holds", func(t *testing.T) {
+		// batchEmbedContents takes 100 inputs, predict 250, and Vertex's
+		// gemini-embedding-001 one: the inputs go out in as many calls
+		// and come back as one answer, in input order.
+		inputs := make([]string, 260)
+		for i := range inputs {
+			inputs[i] = fmt.Sprintf("passage %d", i)
+		}
+		for _, tc := range []struct {
+			model, items string
+			sizes        string
+			tokens       int64
+		}{
+			{"gemini/gemini-embedding-001", "requests", "[100 100 60]", (&providers.EmbeddingsRequest{Texts: inputs}).EstimateTokens()},
+			{"vertex/text-embedding-005", "instances", "[250 10]", 520},
+		} {
+			before := len(fake.Requests())
+			res, err := c.Embeddings.New(ctx, openai.EmbeddingNewParams{Model: tc.model, Dimensions: openai.Int(16),
+				Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: inputs}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sizes []int
+			for _, r := range fake.Requests()[before:] {
+				sizes = append(sizes, len(gjson.GetBytes(r.Body, tc.items).Array()))
+			}
+			if fmt.Sprint(sizes) != tc.sizes || len(res.Data) != len(inputs) || res.Usage.PromptTokens != tc.tokens {
+				t.Fatalf("%s: calls of %v inputs, %d vectors, usage %+v", tc.model, sizes, len(res.Data), res.Usage)
+			}
+			for i, d := range res.Data {
+				want := providertest.EmbeddingVector(inputs[i], 16)
+				if d.Index != int64(i) || len(d.Embedding) != 16 || float32(d.Embedding[0]) != want[0] || float32(d.Embedding[15]) != want[15] {
+					t.Fatalf("%s: item %d (index %d) is not the provider's vector of input %d", tc.model, i, d.Index, i)
+				}
+			}
+		}
+		before := len(fake.Requests())
+		if res, err := c.Embeddings.New(ctx, openai.EmbeddingNewParams{Model: "vertex/gemini-embedding-001",
+			Input: openai.EmbeddingNewParamsInputUnion{OfArrayOfStrings: inputs[:5]}}); err != nil || len(res.Data) != 5 || len(fake.Requests())-before != 5 {
+			t.Fatalf("vertex gemini-embedding-001, one input a call: %v, %d calls", err, len(fake.Requests())-before)
+		}
+	})
+
 	t.Run("batch lines", func(t *testing.T) {
 		f := uploadLines(t, c, []string{
 			`{"custom_id":"e1","method":"POST","url":"/v1/embeddings","body":{"model":"openai/text-embedding-3-small","input":"the red fox","encoding_format":"base64"}}`,
 			`{"custom_id":"e2","method":"POST","url":"/v1/embeddings","body":{"model":"voyage/voyage-3.5","input":["a","b c"],"dimensions":4}}`,
+			`{"custom_id":"e3","method":"POST","url":"/v1/embeddings","body":{"model":"gemini/gemini-embedding-001","input":["x","y z"]}}`,
 		})
 		b := waitBatch(t, c, newBatch(t, c, f.ID, "/v1/embeddings").ID, 20*time.Second, "completed", "failed")
 		out := fileLines(t, c, b.OutputFileID)
-		if b.Status != "completed" || len(out["e2"].Get("response.body.data").Array()) != 2 ||
-			out["e1"].Get("response.body.data.0.embedding").Type != gjson.String || b.Usage.InputTokens != 6 {
+		if b.Status != "completed" || len(out["e2"].Get("response.body.data").Array()) != 2 || len(out["e3"].Get("response.body.data").Array()) != 2 ||
+			out["e1"].Get("response.body.data.0.embedding").Type != gjson.String || b.Usage.InputTokens != 3+3+2 { // Gemini's 2: estimated
 			t.Errorf("batch %s, usage %+v: %v", b.Status, b.Usage, out)
 		}
 	})

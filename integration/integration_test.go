@@ -473,20 +473,24 @@ func TestIntegrationFallback(t *testing.T) {
 		stream       bool
 		wantStatus   int
 		wantUpstream []string // models the fake saw, in order
+		extra        string   // more request fields
 	}{
-		{"after-dial-error", false, 200, []string{"claude-sonnet-4-5"}},
-		{"after-429", false, 200, []string{"fail-429", "claude-sonnet-4-5"}},
-		{"after-500", true, 200, []string{"fail-500", "gpt-4o"}},
-		{"after-529", false, 200, []string{"fail-529", "gpt-4o"}},
-		{"after-html", false, 200, []string{"fail-html", "claude-sonnet-4-5"}},
-		{"all-fail", false, 429, []string{"fail-500", "fail-429"}},
+		{"after-dial-error", false, 200, []string{"claude-sonnet-4-5"}, ""},
+		{"after-429", false, 200, []string{"fail-429", "claude-sonnet-4-5"}, ""},
+		{"after-500", true, 200, []string{"fail-500", "gpt-4o"}, ""},
+		{"after-529", false, 200, []string{"fail-529", "gpt-4o"}, ""},
+		{"after-html", false, 200, []string{"fail-html", "claude-sonnet-4-5"}, ""},
+		{"all-fail", false, 429, []string{"fail-500", "fail-429"}, ""},
 		// Once the stream has reached the client there is no going back.
-		{"midstream", true, 200, []string{"midstream-error"}},
+		{"midstream", true, 200, []string{"midstream-error"}, ""},
+		// A target whose provider cannot take the request (Anthropic has
+		// no logprobs) is passed over without a call.
+		{"smart", false, 200, []string{"gpt-4o"}, `,"logprobs":true`},
 	} {
 		t.Run(tc.model, func(t *testing.T) {
 			before := len(g.fake.Requests())
 			res := post(t, "/v1/chat/completions", aliceKey, fmt.Sprintf(
-				`{"model":%q,"stream":%t,"messages":[{"role":"user","content":"fall back"}]}`, tc.model, tc.stream))
+				`{"model":%q,"stream":%t%s,"messages":[{"role":"user","content":"fall back"}]}`, tc.model, tc.stream, tc.extra))
 			body, _ := io.ReadAll(res.Body)
 			if res.StatusCode != tc.wantStatus {
 				t.Fatalf("status %d, want %d: %s", res.StatusCode, tc.wantStatus, body)
@@ -576,6 +580,38 @@ func TestIntegrationMetrics(t *testing.T) {
 		if d := metricValue(after, tc.sample) - metricValue(before, tc.sample); d != tc.delta {
 			t.Errorf("%s grew by %v, want %v\n%s", tc.sample, d, tc.delta, after)
 		}
+	}
+
+	// Tokens and cost by provider and model, unpriced models counted as
+	// such, time to the first token of a stream.
+	before = scrapeMetrics(t)
+	c := sdk(aliceKey)
+	if _, err := c.Chat.Completions.New(context.Background(), userChat("oa/gpt-4o", "count my tokens please")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Chat.Completions.New(context.Background(), userChat("oa/my-own-finetune", "count me")); err != nil {
+		t.Fatal(err)
+	}
+	s := c.Chat.Completions.NewStreaming(context.Background(), userChat("claude/claude-sonnet-4-5", "stream me"))
+	for s.Next() {
+	}
+	after = scrapeMetrics(t)
+	for _, tc := range []struct {
+		sample string
+		delta  float64
+	}{
+		{`caddy_modelgate_tokens_total{kind="output",model="gpt-4o",provider="oa"}`, 5},
+		{`caddy_modelgate_unpriced_requests_total{model="other",provider="oa"}`, 1},
+		{`caddy_modelgate_time_to_first_token_seconds_count{provider="claude"}`, 1},
+		{`caddy_modelgate_tokens_total{kind="output",model="claude-sonnet-4-5",provider="claude"}`, 3}, // "echo: stream me"
+	} {
+		if d := metricValue(after, tc.sample) - metricValue(before, tc.sample); d != tc.delta {
+			t.Errorf("%s grew by %v, want %v\n%s", tc.sample, d, tc.delta, after)
+		}
+	}
+	if d := metricValue(after, `caddy_modelgate_cost_dollars_total{model="gpt-4o",provider="oa"}`) -
+		metricValue(before, `caddy_modelgate_cost_dollars_total{model="gpt-4o",provider="oa"}`); d <= 0 {
+		t.Errorf("gpt-4o cost nothing:\n%s", after)
 	}
 }
 
@@ -781,5 +817,31 @@ func TestIntegrationLogs(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("no access log line names key bob and model claude-sonnet-4-5:\n%s", access)
+	}
+
+	// Every answered request's entry says who, where, what it used and
+	// cost, and which targets were tried — never a prompt or an answer.
+	var fallback, priced bool
+	for _, line := range strings.Split(string(access), "\n") {
+		if !gjson.Get(line, "modelgate_provider").Exists() {
+			continue
+		}
+		if strings.Contains(line, "log me") || strings.Contains(line, "echo:") {
+			t.Errorf("an access log line holds a prompt or an answer: %s", line)
+		}
+		if gjson.Get(line, "modelgate_key").Str == "" || gjson.Get(line, "modelgate_owner").Str == "" ||
+			!gjson.Get(line, "modelgate_tokens_in").Exists() || !gjson.Get(line, "modelgate_tokens_out").Exists() ||
+			gjson.Get(line, "modelgate_cost").Str == "" {
+			t.Errorf("access log line lacks a modelgate field: %s", line)
+		}
+		if len(gjson.Get(line, "modelgate_fallback").Array()) == 2 {
+			fallback = true // after-dial-error: down/gpt-4o, then claude
+		}
+		if c := gjson.Get(line, "modelgate_cost").Str; c != "unpriced" && c != "0" {
+			priced = true
+		}
+	}
+	if !fallback || !priced {
+		t.Errorf("no entry shows a fallback path (%v) or a priced request (%v):\n%s", fallback, priced, access)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/tidwall/gjson"
 
+	"github.com/modelgate/modelgate/caddymodule"
 	"github.com/modelgate/modelgate/providers/providertest"
 )
 
@@ -38,7 +40,12 @@ var providerRows = []providerRow{
 	{provider: "azure", model: "gpt-4o", structured: true},
 	{provider: "azure_v1", model: "prod-gpt-4o", structured: true},
 	{provider: "azure_entra", model: "prod-gpt-4o", structured: true},
+	{provider: "bedrock", model: "us.anthropic.claude-sonnet-4-5-20250929-v1:0", structured: true},
+	{provider: "bedrock_env", model: "amazon.nova-pro-v1:0", structured: true},
+	{provider: "bedrock_apikey", model: "us.anthropic.claude-sonnet-4-5-20250929-v1:0", structured: true},
 	{provider: "cohere", model: "command-a-03-2025", structured: true},
+	{provider: "gemini", model: "gemini-2.5-flash", structured: true},
+	{provider: "vertex", model: "gemini-2.5-flash", structured: true},
 }
 
 // entraServer is a Microsoft Entra ID token endpoint for the azure_entra
@@ -62,7 +69,12 @@ func startProviders(t *testing.T) (*providertest.Server, *entraServer) {
 	t.Helper()
 	const providerKey = "sk-test-every-provider-3b1e"
 	fake := providertest.Start(t, providertest.Options{OpenAIKey: providerKey, AnthropicKey: providerKey,
-		Keys: map[string]string{"azure_openai": ""}})
+		Keys: map[string]string{"azure_openai": "", "gemini": providerKey,
+			"bedrock": bedrockKeyID + ":" + bedrockSecret + ":" + bedrockToken, "bedrock_api_key": bedrockAPIKey},
+		// Vertex's access tokens are replaced TokenEarlyExpiry before
+		// they expire: these are replaced 3 s after they are issued.
+		GoogleTokenLifetime: caddymodule.TokenEarlyExpiry + vertexTokenFresh})
+	setBedrockEnv(t)
 	entra := &entraServer{}
 	es := httptest.NewServer(entra)
 	t.Cleanup(es.Close)
@@ -71,6 +83,11 @@ func startProviders(t *testing.T) (*providertest.Server, *entraServer) {
 	t.Setenv("MG_ENTRA_SECRET", "entra-secret")
 	t.Setenv("MG_PROVIDER_KEY", providerKey)
 	t.Setenv("MG_ALICE_KEY", aliceKey)
+	saFile := filepath.Join(t.TempDir(), "vertex-sa.json")
+	if err := os.WriteFile(saFile, fake.GoogleServiceAccount(""), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("MG_VERTEX_CREDENTIALS", saFile)
 	cfg, err := os.ReadFile("../testdata/caddyfiles/providers.Caddyfile")
 	if err != nil {
 		t.Fatal(err)
@@ -221,6 +238,89 @@ func TestIntegrationProviders(t *testing.T) {
 			t.Errorf("Entra issued %d tokens for one config; a token valid for an hour is reused", n)
 		}
 	})
+}
+
+// vertexTokenFresh is how long a Vertex access token of the fake is used
+// before the gateway replaces it (its lifetime is TokenEarlyExpiry longer).
+const vertexTokenFresh = 3 * time.Second
+
+// TestIntegrationGoogleCredentials: the gateway authenticates to Vertex AI
+// with the service account's access tokens, each reused while it has more
+// than caddymodule.TokenEarlyExpiry to live and replaced while it is still
+// valid; every request Vertex saw carried a token the fake issued and that
+// had not expired. A Gemini key Google refuses (with a 400) is the
+// gateway's 502, not a 401 that would blame the client's key.
+func TestIntegrationGoogleCredentials(t *testing.T) {
+	fake, _ := startProviders(t)
+	c := sdk(aliceKey)
+	ctx := context.Background()
+
+	var apiErr *openai.Error
+	_, err := c.Chat.Completions.New(ctx, userChat("gemini_wrong_key/gemini-2.5-flash", "hello"))
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 502 || apiErr.Code != "upstream_auth_failed" || strings.Contains(apiErr.Message, "not-the-fake-key") {
+		t.Errorf("a wrong Gemini key: %v", err)
+	}
+	chat := func() string {
+		t.Helper()
+		before := len(fake.Requests())
+		if _, err := c.Chat.Completions.New(ctx, userChat("vertex/gemini-2.5-flash", "hello")); err != nil {
+			t.Fatal(err)
+		}
+		var sent []providertest.Recorded
+		for _, r := range fake.Requests()[before:] {
+			if r.Path != providertest.GoogleTokenPath {
+				sent = append(sent, r)
+			}
+		}
+		if len(sent) != 1 || !strings.HasPrefix(sent[0].Path, "/v1/projects/test-project/locations/us-central1/publishers/google/models/gemini-2.5-flash:") {
+			t.Fatalf("vertex requests %+v", sent)
+		}
+		return strings.TrimPrefix(sent[0].Header.Get("Authorization"), "Bearer ")
+	}
+	issued := func(tok string) providertest.GoogleToken {
+		t.Helper()
+		for _, g := range fake.GoogleTokens() {
+			if g.Token == tok {
+				return g
+			}
+		}
+		t.Fatalf("Vertex got a token the fake never issued: %q", tok)
+		return providertest.GoogleToken{}
+	}
+
+	first := chat()
+	if got := issued(first); got.Email == "" {
+		t.Fatalf("token %+v", got)
+	}
+	for range 3 {
+		if again := chat(); again != first {
+			t.Fatalf("a fresh token was not reused: %s, then %s", first, again)
+		}
+	}
+	if n := len(fake.GoogleTokens()); n != 1 {
+		t.Fatalf("%d token requests for 4 chats within a token's life", n)
+	}
+	time.Sleep(vertexTokenFresh + 200*time.Millisecond)
+	second := chat()
+	old := issued(first)
+	if second == first || len(fake.GoogleTokens()) != 2 {
+		t.Fatalf("a token with less than %v to live was not replaced: %s, then %s", caddymodule.TokenEarlyExpiry, first, second)
+	}
+	if !time.Now().Before(old.Expiry) {
+		t.Errorf("the first token was replaced only after it expired (%v)", old.Expiry)
+	}
+	if third := chat(); third != second || len(fake.GoogleTokens()) != 2 {
+		t.Errorf("the new token was not reused: %s", third)
+	}
+	for _, r := range fake.Requests() {
+		if r.Format != "vertex" || r.Path == providertest.GoogleTokenPath {
+			continue
+		}
+		g := issued(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
+		if r.At.Before(g.Issued) || !r.At.Before(g.Expiry) {
+			t.Errorf("%s at %v carried a token valid from %v to %v", r.Path, r.At, g.Issued, g.Expiry)
+		}
+	}
 }
 
 // accumulate reads a stream to its end with the SDK's accumulator.

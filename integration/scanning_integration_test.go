@@ -319,8 +319,12 @@ func (g *scanningGateway) assertNoSecretInLogs(t *testing.T, secrets ...string) 
 			t.Fatal(err)
 		}
 		for _, s := range secrets {
-			if strings.Contains(string(b), s) || strings.Contains(string(b), s[4:34]) {
-				t.Errorf("%s holds a secret", e.Name())
+			for _, line := range strings.Split(string(b), "\n") {
+				if strings.Contains(line, s) || strings.Contains(line, s[4:34]) {
+					// The line, with the secret itself cut out.
+					t.Errorf("%s holds a secret: %s", e.Name(), strings.ReplaceAll(strings.ReplaceAll(line, s, "<secret>"), s[4:34], "<secret>"))
+					break
+				}
 			}
 		}
 	}
@@ -513,4 +517,70 @@ func mapKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestIntegrationExposedInRequests: a managed key that shows up where it
+// must never be — in a prompt, in a batch line, in a URL's query — is marked
+// exposed with where it was seen, key_exposed is emitted and its owner
+// mailed as for a partner alert; a key with a broken checksum, or one that
+// is no managed key, changes nothing; the request itself is served.
+func TestIntegrationExposedInRequests(t *testing.T) {
+	g := startScanningGateway(t)
+	c := sdk(aliceKey)
+	ctx := context.Background()
+	pasted, pastedSecret := g.create(t, keys.NewKey{Name: "pasted", Owner: "team-a"})
+	inBatch, inBatchSecret := g.create(t, keys.NewKey{Name: "batched", Owner: "team-a"})
+	inURL, inURLSecret := g.create(t, keys.NewKey{Name: "queried", Owner: "team-a"})
+	stranger, _ := keys.Generate()
+
+	res, err := c.Chat.Completions.New(ctx, userChat("oa/gpt-4o-mini", "debug this: OPENAI_API_KEY="+pastedSecret+" and "+stranger))
+	if err != nil || res.Choices[0].Message.Content == "" {
+		t.Fatalf("the request with a key in it was not served: %v", err)
+	}
+	f := uploadLines(t, c, []string{chatLine("x", "oa/gpt-4o-mini"),
+		`{"custom_id":"y","method":"POST","url":"/v1/chat/completions","body":{"model":"oa/gpt-4o-mini","messages":[{"role":"user","content":"use ` + inBatchSecret + `"}]}}`})
+	waitBatch(t, c, newBatch(t, c, f.ID, "/v1/chat/completions").ID, 20*time.Second, "completed")
+	if status := getWith(t, "/v1/models?api_key="+inURLSecret, aliceKey); status != 200 {
+		t.Fatalf("GET with a key in the query: %d", status)
+	}
+
+	for _, tc := range []struct {
+		k      keys.Key
+		source string
+	}{
+		{pasted, "the request content of POST /v1/chat/completions, sent by key alice"},
+		{inBatch, "the request content of batch "},
+		{inURL, "the URL query of GET /v1/models, sent by key alice"},
+	} {
+		var got keys.Key
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if got, err = g.keys.Get(ctx, tc.k.ID); err == nil && got.ExposedAt != nil {
+				break
+			}
+		}
+		if got.ExposedAt == nil || got.Exposure == nil || got.Exposure.Reporter != "modelgate" || !strings.Contains(got.Exposure.Source, tc.source) {
+			t.Errorf("%s: exposure %+v, want reporter modelgate and source %q", tc.k.Name, got.Exposure, tc.source)
+		}
+	}
+	mails, err := g.smtp.Wait(ctxTimeout(t, 10*time.Second), 3)
+	if err != nil {
+		t.Fatalf("mails: %v (%d)", err, len(g.smtp.Messages()))
+	}
+	for _, m := range mails {
+		if strings.Join(m.To, ",") != "a-owner@example.com" || !strings.Contains(unfold(string(m.Data)), "found in a request to the gateway") {
+			t.Errorf("mail to %v:\n%s", m.To, m.Data)
+		}
+	}
+	recorded.mu.Lock()
+	n := 0
+	for _, e := range recorded.events {
+		if e.Name() == "key_exposed" && e.Data["reporter"] == "modelgate" {
+			n++
+		}
+	}
+	recorded.mu.Unlock()
+	if n != 3 {
+		t.Errorf("%d key_exposed events from the gateway, want 3", n)
+	}
+	g.assertNoSecretInLogs(t, pastedSecret, inBatchSecret, inURLSecret)
 }

@@ -59,7 +59,7 @@ func validate(nk NewKey, now time.Time) error {
 	if nk.ExpiresAt != nil && *nk.ExpiresAt <= now.Unix() {
 		return &InvalidError{Param: "expires_at", Message: "expires_at must be in the future"}
 	}
-	return nil
+	return ValidatePolicy(Policy{Limits: nk.Limits, Budget: nk.Budget})
 }
 
 // Create validates nk, generates a secret, stores the key (its digest, never
@@ -86,6 +86,8 @@ func (m *Manager) Create(ctx context.Context, nk NewKey) (Key, string, error) {
 		Models:    append([]string{}, nk.Models...),
 		CreatedAt: now.Unix(),
 		ExpiresAt: cloneInt(nk.ExpiresAt),
+		Limits:    cloneLimits(nk.Limits),
+		Budget:    cloneBudget(nk.Budget),
 	}
 	digest := Digest(secret)
 	if err := m.store(ctx, k, digest); err != nil {

@@ -22,6 +22,9 @@ import (
 // Prefix starts every managed key.
 const Prefix = "mgk_"
 
+// Length is a managed key's length: Prefix and 36 base62 characters.
+const Length = keyLen
+
 // Pattern is the regular expression secret scanners use to find keys.
 const Pattern = `mgk_[0-9A-Za-z]{36}`
 

@@ -18,6 +18,9 @@ type Key struct {
 	ExpiresAt  *int64    `json:"expires_at"`
 	ExposedAt  *int64    `json:"exposed_at"`
 	Exposure   *Exposure `json:"exposure,omitempty"`
+	// Limits and Budget are the key's own; nil: the gateway's defaults.
+	Limits *Limits `json:"limits,omitempty"`
+	Budget *Budget `json:"budget,omitempty"`
 }
 
 // keyFields is Key without its methods, for encoding it plainly.
@@ -44,6 +47,7 @@ func (k Key) clone() Key {
 		e := *k.Exposure
 		k.Exposure = &e
 	}
+	k.Limits, k.Budget = cloneLimits(k.Limits), cloneBudget(k.Budget)
 	return k
 }
 
@@ -71,6 +75,9 @@ type NewKey struct {
 	Owner     string   `json:"owner,omitempty"`
 	Models    []string `json:"models,omitempty"`
 	ExpiresAt *int64   `json:"expires_at,omitempty"` // unix seconds, must be in the future
+	// Limits and Budget are the key's own (nil: the defaults).
+	Limits *Limits `json:"limits,omitempty"`
+	Budget *Budget `json:"budget,omitempty"`
 }
 
 // ErrNotFound is returned for a key that does not exist.

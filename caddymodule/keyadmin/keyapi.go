@@ -22,6 +22,7 @@ import (
 //	POST   keys        create a key; the answer holds its secret, once
 //	GET    keys        list keys (never a secret or a digest)
 //	GET    keys/{id}   one key
+//	PATCH  keys/{id}   set its limits and budget
 //	DELETE keys/{id}   delete it
 //
 // Errors are caddy.APIError values; both callers write them as
@@ -67,8 +68,44 @@ func (a keyAPI) serve(w http.ResponseWriter, r *http.Request, rest string) error
 		a.logger.Info("managed key deleted", zap.String("key_id", id), zap.String("by", a.by))
 		w.WriteHeader(http.StatusNoContent)
 		return nil
+	case http.MethodPatch:
+		return a.setPolicy(w, r, id)
 	}
-	return methodError(w, "GET, DELETE")
+	return methodError(w, "GET, PATCH, DELETE")
+}
+
+// setPolicy answers PATCH keys/{id} {"limits": {…}, "budget": {…}}: the
+// key's limits and budget replaced (a field left out or null: the
+// gateway's default for keys).
+func (a keyAPI) setPolicy(w http.ResponseWriter, r *http.Request, id string) error {
+	var p keys.Policy
+	if err := decodeOne(w, r, &p); err != nil {
+		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("the body is not a key policy {\"limits\", \"budget\"}: %v", err)}
+	}
+	k, err := a.keys.SetPolicy(r.Context(), id, p)
+	var inv *keys.InvalidError
+	if errors.As(err, &inv) {
+		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: inv}
+	}
+	if err != nil {
+		return a.keyError(id, err)
+	}
+	a.logger.Info("managed key limits set", zap.String("key_id", id), zap.String("by", a.by))
+	return respond(w, http.StatusOK, k)
+}
+
+// decodeOne reads one JSON value of at most maxKeyBody bytes, with no
+// unknown fields, into v.
+func decodeOne(w http.ResponseWriter, r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxKeyBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("the body holds more than one JSON value")
+	}
+	return nil
 }
 
 func (a keyAPI) list(w http.ResponseWriter, r *http.Request) error {
@@ -85,13 +122,8 @@ func (a keyAPI) list(w http.ResponseWriter, r *http.Request) error {
 
 func (a keyAPI) create(w http.ResponseWriter, r *http.Request) error {
 	var nk keys.NewKey
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxKeyBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&nk); err != nil {
-		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("the body is not a key request {\"name\", \"owner\", \"models\", \"expires_at\"}: %v", err)}
-	}
-	if dec.More() {
-		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: errors.New("the body holds more than one JSON value")}
+	if err := decodeOne(w, r, &nk); err != nil {
+		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("the body is not a key request {\"name\", \"owner\", \"models\", \"expires_at\", \"limits\", \"budget\"}: %v", err)}
 	}
 	k, secret, err := a.keys.Create(r.Context(), nk)
 	var inv *keys.InvalidError

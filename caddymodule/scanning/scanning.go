@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
@@ -61,7 +60,6 @@ type SecretScanning struct {
 
 	app       *caddymodule.App
 	reporters []*keyscan.Reporter
-	events    *caddyevents.App
 	ctx       caddy.Context
 	logger    *zap.Logger
 }
@@ -125,11 +123,8 @@ func (h *SecretScanning) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("modelgate_secret_scanning: %w", err)
 	}
 	h.app = app
-	ev, err := ctx.App("events")
-	if err != nil {
-		return fmt.Errorf("modelgate_secret_scanning: events app: %v", err)
-	}
-	h.events = ev.(*caddyevents.App)
+	// Keys the gateway itself finds exposed are told as alerts are.
+	app.SetExposureReporter(h)
 
 	cfgs := h.Reporters
 	if len(cfgs) == 0 {
@@ -275,20 +270,13 @@ func (h *SecretScanning) handleAlert(ctx context.Context, reporter string, a key
 	if !keys.WellFormed(a.Token) {
 		return false, nil
 	}
-	k, found, err := h.app.ManagedKeys().FindByDigest(ctx, keys.Digest(a.Token))
-	if err != nil || !found {
-		return false, err
-	}
-	k, first, err := h.app.ManagedKeys().MarkExposed(ctx, k.ID, keys.Exposure{Reporter: reporter, Type: a.Type, URL: a.URL, Source: a.Source})
-	if errors.Is(err, keys.ErrNotFound) {
-		return false, nil // deleted meanwhile
-	}
-	if err != nil {
-		return false, err
-	}
-	if !first {
-		return true, nil // already reported: told once
-	}
+	return h.app.Exposed(ctx, keys.Digest(a.Token), keys.Exposure{Reporter: reporter, Type: a.Type, URL: a.URL, Source: a.Source}, h)
+}
+
+// ReportExposure applies auto_revoke to a newly exposed key and tells its
+// owner: for a code host's alert, and for a key the gateway found in a
+// request (the app calls it; Provision registered this handler).
+func (h *SecretScanning) ReportExposure(ctx context.Context, k keys.Key, e keys.Exposure) (bool, error) {
 	revoked := false
 	if h.AutoRevoke {
 		if err := h.app.ManagedKeys().Delete(ctx, k.ID); err != nil && !errors.Is(err, keys.ErrNotFound) {
@@ -296,20 +284,13 @@ func (h *SecretScanning) handleAlert(ctx context.Context, reporter string, a key
 		}
 		revoked = true
 	}
-	h.logger.Warn("API key exposed", zap.String("key_id", k.ID), zap.String("name", k.Name),
-		zap.String("owner", k.Owner), zap.String("hint", k.Hint), zap.String("reporter", reporter),
-		zap.String("url", a.URL), zap.String("source", a.Source), zap.Bool("revoked", revoked))
-	h.events.Emit(h.ctx, "key_exposed", map[string]any{
-		"key_id": k.ID, "name": k.Name, "owner": k.Owner, "hint": k.Hint,
-		"reporter": reporter, "url": a.URL, "source": a.Source, "revoked": revoked,
-	})
-	h.tell(k, reporter, a, revoked)
-	return true, nil
+	h.tell(k, e, revoked)
+	return revoked, nil
 }
 
 // tell e-mails the key's owner in the background: the reporter waits for
 // the answer, a mail server may be slow. A failed delivery is logged.
-func (h *SecretScanning) tell(k keys.Key, reporter string, a keyscan.Alert, revoked bool) {
+func (h *SecretScanning) tell(k keys.Key, e keys.Exposure, revoked bool) {
 	if h.SMTP == nil {
 		return
 	}
@@ -320,7 +301,7 @@ func (h *SecretScanning) tell(k keys.Key, reporter string, a keyscan.Alert, revo
 	}
 	leak := notify.Leak{
 		KeyID: k.ID, KeyName: k.Name, KeyHint: k.Hint, Owner: k.Owner,
-		Reporter: reporterTitle(reporter), URL: a.URL, Source: a.Source,
+		Reporter: reporterTitle(e.Reporter), URL: e.URL, Source: e.Source,
 		FoundAt: time.Now(), Revoked: revoked, SettingsURL: h.SettingsURL,
 	}
 	s := &notify.SMTP{Addr: h.SMTP.Address, From: h.SMTP.From, Username: h.SMTP.Username, Password: h.SMTP.Password,
@@ -356,6 +337,8 @@ func reporterTitle(name string) string {
 		return "GitHub"
 	case "gitlab":
 		return "GitLab"
+	case "modelgate":
+		return "modelgate (the key was found in a request to the gateway)"
 	}
 	return name
 }

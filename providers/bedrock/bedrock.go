@@ -12,6 +12,10 @@
 // this package only reads a message's total length from its prelude to know
 // when a whole message has arrived (see EventStream).
 //
+// Embeddings translates embeddings requests to InvokeModel (POST
+// /model/{modelId}/invoke) for Amazon Titan Text Embeddings and Cohere
+// Embed (see Embeddings).
+//
 // Like every translator it works on bytes: it reads JSON with gjson and
 // writes it by appending. Signing requests (SigV4) is the host's job.
 package bedrock
@@ -61,6 +65,14 @@ type Chat struct {
 	// needs a closed schema.
 	StructuredOutput string
 
+	// BaseModels names, for a model id that does not say which model it
+	// is (an application inference profile or provisioned throughput
+	// ARN), the model id it stands for, such as
+	// "anthropic.claude-sonnet-4-5-20250929-v1:0": its family decides
+	// the reasoning configuration and whether signed reasoning goes back.
+	// Keys are the model as the translator gets it.
+	BaseModels map[string]string
+
 	// Now returns the time for "created"; nil means time.Now.
 	Now func() time.Time
 
@@ -94,20 +106,29 @@ func (c Chat) newID() string {
 // segment or a query. The ids "." and "..", which would still name a
 // segment, are refused, as is the empty id.
 func Path(model string, stream bool) (string, error) {
+	if stream {
+		return modelPath(model, "converse-stream")
+	}
+	return modelPath(model, "converse")
+}
+
+// InvokePath returns the InvokeModel path for a model id
+// (/model/{modelId}/invoke), escaped as Path escapes it.
+func InvokePath(model string) (string, error) { return modelPath(model, "invoke") }
+
+// modelPath returns /model/{escaped model}/{op}.
+func modelPath(model, op string) (string, error) {
 	if model == "" || model == "." || model == ".." {
 		return "", providers.InvalidParam("model", "%q is not a Bedrock model id", model)
 	}
 	if len(model) > maxModelID {
 		return "", providers.InvalidParam("model", "a Bedrock model id has at most %d characters", maxModelID)
 	}
-	b := make([]byte, 0, len("/model//converse-stream")+3*len(model))
+	b := make([]byte, 0, len("/model//")+len(op)+3*len(model))
 	b = append(b, "/model/"...)
 	b = appendEscaped(b, model)
-	if stream {
-		b = append(b, "/converse-stream"...)
-	} else {
-		b = append(b, "/converse"...)
-	}
+	b = append(b, '/')
+	b = append(b, op...)
 	return string(b), nil
 }
 

@@ -98,8 +98,9 @@ func goldenCases(t testing.TB, dir, suffix string) []string {
 
 // caseOptions are a request golden's settings, from <name>.options.json.
 type caseOptions struct {
-	Model            string `json:"model"`
-	StructuredOutput string `json:"structured_output"`
+	Model            string            `json:"model"`
+	StructuredOutput string            `json:"structured_output"`
+	BaseModels       map[string]string `json:"base_models"`
 }
 
 func readOptions(t testing.TB, name string) (Chat, string) {
@@ -120,6 +121,7 @@ func readOptions(t testing.TB, name string) (Chat, string) {
 		model = o.Model
 	}
 	c.StructuredOutput = o.StructuredOutput
+	c.BaseModels = o.BaseModels
 	return c, model
 }
 

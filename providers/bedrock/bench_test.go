@@ -2,7 +2,9 @@ package bedrock
 
 import (
 	"bytes"
+	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
@@ -151,5 +153,70 @@ func BenchmarkStreamEvent(b *testing.B) {
 		if out, err = tr.Event(out[:0], event); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// benchEmbedTexts are 96 texts of about 200 bytes: one Cohere call.
+func benchEmbedTexts() []string {
+	texts := make([]string, 96)
+	for i := range texts {
+		texts[i] = "Document " + strconv.Itoa(i) + ": " + strings.Repeat("a passage about foxes, whales and \"quoted\" words; ", 4)
+	}
+	return texts
+}
+
+// BenchmarkEmbeddingsRequest writes the InvokeModel requests for 96
+// inputs: one Cohere call, and 96 Titan calls.
+func BenchmarkEmbeddingsRequest(b *testing.B) {
+	for _, model := range []string{"cohere.embed-v4:0", "amazon.titan-embed-text-v2:0"} {
+		b.Run(model, func(b *testing.B) {
+			req := providers.EmbeddingsRequest{Texts: benchEmbedTexts(), Dimensions: 1024}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := (Embeddings{}).EmbeddingsRequests(&req, model); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkEmbeddingsResponse reads one Titan answer of 1024 values, and
+// one Cohere answer of 96 vectors of 1024 values.
+func BenchmarkEmbeddingsResponse(b *testing.B) {
+	vector := func(seed int) []byte {
+		v := []byte{'['}
+		for i := range 1024 {
+			if i > 0 {
+				v = append(v, ',')
+			}
+			v = strconv.AppendFloat(v, float64(float32(seed*1024+i)/3e5-0.17), 'g', -1, 32)
+		}
+		return append(v, ']')
+	}
+	titan := append(append([]byte(`{"embedding":`), vector(0)...), `,"inputTextTokenCount":42}`...)
+	cohere := []byte(`{"id":"x","embeddings":{"float":[`)
+	for i := range 96 {
+		if i > 0 {
+			cohere = append(cohere, ',')
+		}
+		cohere = append(cohere, vector(i)...)
+	}
+	cohere = append(cohere, `]},"response_type":"embeddings_by_type","texts":[]}`...)
+	h := http.Header{"X-Amzn-Bedrock-Input-Token-Count": {"4032"}}
+	for _, tc := range []struct {
+		name string
+		body []byte
+	}{{"titan", titan}, {"cohere96", cohere}} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(tc.body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				var res providers.EmbeddingsResult
+				if err := (Embeddings{}).EmbeddingsResponse(0, h, tc.body, &res); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

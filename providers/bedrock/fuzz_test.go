@@ -186,3 +186,80 @@ func FuzzEvent(f *testing.F) {
 		}
 	})
 }
+
+// FuzzEmbeddingsRequest checks that every body ValidateEmbeddings accepts
+// either translates into requests of valid JSON on the model's invoke path,
+// every input in one of them, or fails with a 4xx *providers.Error.
+func FuzzEmbeddingsRequest(f *testing.F) {
+	for _, name := range goldenCases(f, embedDir, ".unified.json") {
+		data, err := os.ReadFile(filepath.Join(embedDir, name+".unified.json"))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data, gjson.GetBytes(data, "model").Str)
+	}
+	f.Add([]byte(`{"model":"m","input":[[1,2]],"dimensions":256}`), "cohere.embed-v4:0")
+	f.Add([]byte(`{"model":"m","input":["a","b"],"input_type":"\u0000"}`), "us.amazon.titan-embed-text-v2:0/../x")
+
+	f.Fuzz(func(t *testing.T, body []byte, model string) {
+		req, err := providers.ValidateEmbeddings(body)
+		if err != nil {
+			return
+		}
+		reqs, err := Embeddings{}.EmbeddingsRequests(&req, model)
+		if err != nil {
+			var e *providers.Error
+			if !errors.As(err, &e) || e.Status < 400 || e.Status >= 500 {
+				t.Fatalf("EmbeddingsRequests error %v is not a 4xx *providers.Error", err)
+			}
+			return
+		}
+		path, _ := InvokePath(model)
+		inputs := 0
+		for _, r := range reqs {
+			if r.Path != path || !json.Valid(r.Body) {
+				t.Fatalf("request %s %s", r.Path, r.Body)
+			}
+			root := gjson.ParseBytes(r.Body)
+			if root.Get("inputText").Exists() {
+				inputs++
+			} else {
+				inputs += len(root.Get("texts").Array())
+			}
+		}
+		if inputs != req.Inputs() {
+			t.Fatalf("%d inputs sent for %d", inputs, req.Inputs())
+		}
+	})
+}
+
+// FuzzEmbeddingsResponse checks that any answer is read or refused, never
+// a panic, and that what it reads makes a valid unified answer.
+func FuzzEmbeddingsResponse(f *testing.F) {
+	for _, name := range goldenCases(f, embedResponseDir, ".bedrock.json") {
+		data, err := os.ReadFile(filepath.Join(embedResponseDir, name+".bedrock.json"))
+		if err != nil {
+			f.Fatal(err)
+		}
+		for _, a := range gjson.GetBytes(data, "answers").Array() {
+			f.Add([]byte(a.Get("body").Raw), a.Get("header.X-Amzn-Bedrock-Input-Token-Count").Str)
+		}
+	}
+	f.Add([]byte(`{"embeddings":{"float":[[1e39]]}}`), "-1")
+
+	f.Fuzz(func(t *testing.T, body []byte, count string) {
+		var res providers.EmbeddingsResult
+		h := http.Header{"X-Amzn-Bedrock-Input-Token-Count": {count}}
+		if err := (Embeddings{}).EmbeddingsResponse(0, h, body, &res); err != nil {
+			return
+		}
+		req := providers.EmbeddingsRequest{Model: "m", Texts: make([]string, len(res.Vectors))}
+		for _, b64 := range []bool{false, true} {
+			req.Base64 = b64
+			out, ok := providers.EmbeddingsAnswer(nil, &req, &res)
+			if !ok || !json.Valid(out) {
+				t.Fatalf("invalid answer for %s:\n%s", body, out)
+			}
+		}
+	})
+}

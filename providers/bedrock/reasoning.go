@@ -26,6 +26,15 @@ var modelProviders = map[string]bool{
 	"luma": true,
 }
 
+// baseFamily is the family of model, or of the model base names for it
+// (Chat.BaseModels, Embeddings.BaseModels).
+func baseFamily(base map[string]string, model string) family {
+	if m, ok := base[model]; ok {
+		model = m
+	}
+	return familyOf(model)
+}
+
 // familyOf reads a model id, an inference profile id ("us.anthropic.…",
 // "global.anthropic.…") or an ARN naming either.
 func familyOf(model string) family {

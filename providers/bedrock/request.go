@@ -115,7 +115,7 @@ func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) 
 		req.Header = http.Header{"Accept": {"application/json"}}
 	}
 
-	fam := familyOf(model)
+	fam := baseFamily(c.BaseModels, model)
 	maxTokens := int64(0)
 	switch {
 	case r.maxCompletionTokens.Type == gjson.Number:

@@ -137,3 +137,60 @@ func BenchmarkStreamEvent(b *testing.B) {
 		}
 	}
 }
+
+// benchEmbeddings is the gateway's own work for one embeddings request of
+// 64 inputs: writing the provider's requests, reading its answer of
+// decimal numbers (dims values each), writing the base64 answer.
+func benchEmbeddings(b *testing.B, e Embeddings, model string, dims int) {
+	req := &providers.EmbeddingsRequest{Model: "m", Base64: true, InputType: "document"}
+	var answer []byte
+	if e.Vertex {
+		answer = append(answer, `{"predictions":[`...)
+	} else {
+		answer = append(answer, `{"embeddings":[`...)
+	}
+	for i := range 64 {
+		req.Texts = append(req.Texts, "the quick brown fox jumps over the lazy dog")
+		if i > 0 {
+			answer = append(answer, ',')
+		}
+		if e.Vertex {
+			answer = append(answer, `{"embeddings":{"statistics":{"truncated":false,"token_count":9},"values":[`...)
+		} else {
+			answer = append(answer, `{"values":[`...)
+		}
+		for j := range dims {
+			if j > 0 {
+				answer = append(answer, ',')
+			}
+			answer = append(answer, "-0.0072897403"...)
+		}
+		answer = append(answer, "]}"...)
+		if e.Vertex {
+			answer = append(answer, '}')
+		}
+	}
+	answer = append(answer, "]}"...)
+	b.SetBytes(int64(len(answer)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := e.EmbeddingsRequests(req, model); err != nil {
+			b.Fatal(err)
+		}
+		var res providers.EmbeddingsResult
+		if err := e.EmbeddingsResponse(0, nil, answer, &res); err != nil {
+			b.Fatal(err)
+		}
+		if _, ok := providers.EmbeddingsAnswer(nil, req, &res); !ok {
+			b.Fatal("answer")
+		}
+	}
+}
+
+func BenchmarkEmbeddingsGemini64x3072(b *testing.B) {
+	benchEmbeddings(b, Embeddings{}, "gemini-embedding-001", 3072)
+}
+
+func BenchmarkEmbeddingsVertexPredict64x768(b *testing.B) {
+	benchEmbeddings(b, Embeddings{Chat{Vertex: true, Project: "p", Location: "us-central1"}}, "text-embedding-005", 768)
+}

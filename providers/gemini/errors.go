@@ -18,7 +18,10 @@ import (
 //     google.rpc.RetryInfo detail in RetryAfter;
 //   - INVALID_ARGUMENT about the input token limit: 400
 //     context_length_exceeded; about the API key (ErrorInfo reason
-//     API_KEY_INVALID, which Google sends as 400): 401 invalid_api_key;
+//     API_KEY_INVALID, which Google sends as 400): 502
+//     upstream_auth_failed, as the host answers a provider's 401 and 403:
+//     the key is the gateway's, and a 401 would tell the client its own
+//     key was wrong;
 //   - UNAVAILABLE 503, DEADLINE_EXCEEDED 504, INTERNAL 500: server_error;
 //   - NOT_FOUND: 404 model_not_found; PERMISSION_DENIED 403 and
 //     UNAUTHENTICATED 401 keep their status.
@@ -75,7 +78,8 @@ func mapError(status int, e gjson.Result) *providers.Error {
 	case "INVALID_ARGUMENT", "FAILED_PRECONDITION", "OUT_OF_RANGE":
 		switch {
 		case reason(details) == "API_KEY_INVALID":
-			out.Status, out.Code = http.StatusUnauthorized, "invalid_api_key"
+			out.Status, out.Code = http.StatusBadGateway, "upstream_auth_failed"
+			out.Message = "the provider rejected the gateway's API key (API_KEY_INVALID)"
 		case contextLength(msg):
 			out.Code, out.Param = "context_length_exceeded", "messages"
 		default:
@@ -134,12 +138,14 @@ func statusOf(code string) int {
 }
 
 // contextLength reports whether an INVALID_ARGUMENT message is about the
-// input exceeding the model's token limit ("The input token count (…)
-// exceeds the maximum number of tokens allowed (…)").
+// input exceeding the model's token limit: the Developer API's "The input
+// token count (…) exceeds the maximum number of tokens allowed (…)", and
+// Vertex AI's "Unable to submit request because the input token count is …
+// but model only supports up to …".
 func contextLength(msg string) bool {
 	m := strings.ToLower(msg)
 	return strings.Contains(m, "exceeds the maximum number of tokens") ||
-		strings.Contains(m, "input token count") && strings.Contains(m, "exceed")
+		strings.Contains(m, "input token count") && (strings.Contains(m, "exceed") || strings.Contains(m, "supports up to"))
 }
 
 // reason returns the reason of a google.rpc.ErrorInfo detail.

@@ -7,6 +7,9 @@
 // answers; they differ in the URL path (and in authentication, which is the
 // host's business). Chat.Vertex selects the Vertex AI path.
 //
+// Embeddings translates embeddings requests: batchEmbedContents on the
+// Developer API, predict or embedContent on Vertex AI (see Embeddings).
+//
 // Like every translator it works on bytes: it reads JSON with gjson and
 // writes it by appending, copying raw JSON values through where it can.
 //
@@ -125,8 +128,21 @@ func randomID() string {
 	return string(b[:])
 }
 
-// path returns the request path for model: the model's resource name
-// followed by :generateContent or :streamGenerateContent.
+// path returns the request path for model: the model's resource (see
+// resource) followed by :generateContent or :streamGenerateContent.
+func (c Chat) path(model string, stream bool) (string, error) {
+	res, err := c.resource(model)
+	if err != nil {
+		return "", err
+	}
+	if stream {
+		return res + ":streamGenerateContent", nil
+	}
+	return res + ":generateContent", nil
+}
+
+// resource returns the path of model's resource, to which a method
+// (":generateContent", ":predict", …) is appended.
 //
 // The model comes from the client (through routing), so it is checked
 // segment by segment rather than trusted: each segment may hold only
@@ -135,7 +151,7 @@ func randomID() string {
 // forms are a bare name ("gemini-2.5-flash"), "models/{name}" and
 // "tunedModels/{name}" on the Developer API, and "publishers/{p}/models/
 // {name}" and "endpoints/{id}" on Vertex AI.
-func (c Chat) path(model string, stream bool) (string, error) {
+func (c Chat) resource(model string) (string, error) {
 	segs := strings.Split(model, "/")
 	for _, s := range segs {
 		if !validSegment(s) {
@@ -181,11 +197,6 @@ func (c Chat) path(model string, stream bool) (string, error) {
 		}
 	}
 	b.WriteString(model)
-	if stream {
-		b.WriteString(":streamGenerateContent")
-	} else {
-		b.WriteString(":generateContent")
-	}
 	return b.String(), nil
 }
 

@@ -287,7 +287,7 @@ func TestError(t *testing.T) {
 		{"invalid argument", 400, `{"error":{"code":400,"message":"* GenerateContentRequest.contents: contents is not specified\n","status":"INVALID_ARGUMENT"}}`,
 			providers.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_argument", Message: "* GenerateContentRequest.contents: contents is not specified\n"}},
 		{"API key invalid", 400, `{"error":{"code":400,"message":"API key not valid. Please pass a valid API key.","status":"INVALID_ARGUMENT","details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"API_KEY_INVALID","domain":"googleapis.com"}]}}`,
-			providers.Error{Status: 401, Type: "authentication_error", Code: "invalid_api_key", Message: "API key not valid. Please pass a valid API key."}},
+			providers.Error{Status: 502, Type: "server_error", Code: "upstream_auth_failed", Message: "the provider rejected the gateway's API key (API_KEY_INVALID)"}},
 		{"failed precondition", 400, `{"error":{"code":400,"message":"User location is not supported for the API use.","status":"FAILED_PRECONDITION"}}`,
 			providers.Error{Status: 400, Type: "invalid_request_error", Code: "failed_precondition", Message: "User location is not supported for the API use."}},
 		{"unauthenticated", 401, `{"error":{"code":401,"message":"Request had invalid authentication credentials.","status":"UNAUTHENTICATED"}}`,

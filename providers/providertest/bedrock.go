@@ -22,12 +22,16 @@ import (
 // bedrockFormat is Amazon Bedrock's Converse API (WIRE_FORMATS §C.5, and
 // aws-sdk-go-v2's service/bedrockruntime): POST /model/{modelId}/converse
 // and POST /model/{modelId}/converse-stream, the model id escaped in the
-// path (ARNs hold ':' and '/'). Requests are signed with AWS SigV4 (service
+// path (ARNs hold ':' and '/'), and InvokeModel (POST
+// /model/{modelId}/invoke) for the Titan and Cohere embeddings models (see
+// serveBedrockInvoke). Requests are signed with AWS SigV4 (service
 // "bedrock"); with a key configured ("<access key id>:<secret access
 // key>", or with ":<session token>" after it) the fake recomputes the
 // signature with aws-sdk-go-v2's v4 signer from the request as it arrived
 // (method, escaped path, query, the signed headers, the host and the
 // body's SHA-256), so a test proves the gateway signed the final request.
+// Bedrock API keys come as "Authorization: Bearer <key>" instead (see
+// bedrockAPIKey).
 // Errors are AWS's: the type in x-amzn-ErrorType, {"message": …} in the
 // body. Streams are AWS event-stream messages (application/
 // vnd.amazon.eventstream), written with the SDK's Encoder.
@@ -59,7 +63,7 @@ func (bedrockFormat) route(r *http.Request) routing {
 		return notMine
 	}
 	model, op, _ := strings.Cut(rest, "/")
-	if model == "" || (op != "converse" && op != "converse-stream") || r.Method != http.MethodPost {
+	if model == "" || (op != "converse" && op != "converse-stream" && op != "invoke") || r.Method != http.MethodPost {
 		return owned
 	}
 	return served
@@ -121,8 +125,13 @@ func bedrockKey(want string) (id, secret, token string) {
 }
 
 // authorized checks the signature's form and access key; serve, which has
-// the body, checks the signature itself.
+// the body, checks the signature itself. A Bedrock API key ("Authorization:
+// Bearer <key>") passes here and is checked by serve too (see
+// bedrockAPIKey).
 func (bedrockFormat) authorized(r *http.Request, want string) bool {
+	if bearer(r) != "" {
+		return true
+	}
 	s, ok := parseSigV4(r.Header.Get("Authorization"))
 	if !ok || r.Header.Get("X-Amz-Date") == "" {
 		return false
@@ -241,7 +250,25 @@ var converseFields = map[string]bool{
 	"requestMetadata": true, "performanceConfig": true, "serviceTier": true, "outputConfig": true,
 }
 
-func (bedrockFormat) serve(c *call) {
+// bedrockAPIKey is the name in Options.Keys of the Bedrock API key the
+// fake takes as "Authorization: Bearer <key>" (Bedrock's API keys, which
+// the AWS SDKs send from AWS_BEARER_TOKEN_BEDROCK instead of signing). With
+// it unset, a fake that checks signatures (Keys["bedrock"] set) refuses
+// bearer keys, and one that does not takes any.
+const bedrockAPIKey = "bedrock_api_key"
+
+// bedrockAuth checks a request's credentials: its API key, or its
+// signature recomputed over the body when a key is configured. It answers
+// a failure itself and reports whether the request may go on.
+func bedrockAuth(c *call) bool {
+	if token := bearer(c.r); token != "" {
+		want, named := c.s.opts.Keys[bedrockAPIKey]
+		if named && !keyOK(token, want) || !named && c.s.opts.key(c.f) != "" {
+			bedrockError(c.w, http.StatusForbidden, "UnrecognizedClientException", "Authentication failed: the API key is not valid.")
+			return false
+		}
+		return true
+	}
 	if want := c.s.opts.key(c.f); want != "" {
 		if msg := verifySigV4(c.r, c.body, want); msg != "" {
 			typ := "InvalidSignatureException"
@@ -249,11 +276,22 @@ func (bedrockFormat) serve(c *call) {
 				typ = "UnrecognizedClientException"
 			}
 			bedrockError(c.w, http.StatusForbidden, typ, msg)
-			return
+			return false
 		}
+	}
+	return true
+}
+
+func (bedrockFormat) serve(c *call) {
+	if !bedrockAuth(c) {
+		return
 	}
 	if ct := c.r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 		bedrockError(c.w, http.StatusBadRequest, "SerializationException", "Content-Type must be application/json, not "+strconv.Quote(ct))
+		return
+	}
+	if strings.HasSuffix(c.r.URL.EscapedPath(), "/invoke") {
+		serveBedrockInvoke(c)
 		return
 	}
 	q, msg := checkConverse(c.body)

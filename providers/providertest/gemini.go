@@ -42,11 +42,23 @@ const (
 func (geminiFormat) name() string { return "gemini" }
 func (vertexFormat) name() string { return "vertex" }
 
-// geminiTarget splits a generateContent path below its API prefix into
-// the model and the method, or reports that it is not one.
+// geminiMethods are the methods each service serves on a model: content
+// generation, and embeddings (the Developer API's batchEmbedContents and
+// embedContent, Vertex AI's predict and embedContent).
+var geminiMethods = [2]map[string]bool{
+	{"generateContent": true, "streamGenerateContent": true, "batchEmbedContents": true, "embedContent": true},
+	{"generateContent": true, "streamGenerateContent": true, "predict": true, "embedContent": true},
+}
+
+// geminiTarget splits a model method's path below its API prefix into the
+// model and the method, or reports that it is not one.
 func geminiTarget(rest string, vertex bool) (model, method string, ok bool) {
 	res, method, found := strings.Cut(rest, ":")
-	if !found || (method != "generateContent" && method != "streamGenerateContent") {
+	service := 0
+	if vertex {
+		service = 1
+	}
+	if !found || !geminiMethods[service][method] {
 		return "", "", false
 	}
 	segs := strings.Split(res, "/")
@@ -255,9 +267,14 @@ func unknownName(name string) string {
 	return "Invalid JSON payload received. Unknown name " + strconv.Quote(name) + ": Cannot find field."
 }
 
-// serveGenerate answers generateContent and streamGenerateContent.
+// serveGenerate answers generateContent and streamGenerateContent, and
+// passes the embeddings methods to serveGoogleEmbeddings.
 func serveGenerate(c *call, vertex bool) {
 	_, method, _ := geminiTarget(strings.TrimPrefix(strings.TrimPrefix(strings.TrimPrefix(c.r.URL.Path, geminiPrefix), vertexPrefix), "/v1/"), vertex)
+	if method != "generateContent" && method != "streamGenerateContent" {
+		serveGoogleEmbeddings(c, method, vertex)
+		return
+	}
 	q, msg := checkGemini(c.body, vertex, c.model)
 	if msg != "" {
 		googleInvalid(c.w, msg)

@@ -12,18 +12,22 @@
 //	anthropic    POST /v1/messages (x-api-key, anthropic-version)
 //	azure_openai POST /openai/deployments/{deployment}/chat/completions?api-version=…,
 //	             POST /openai/v1/chat/completions (api-key, or an Entra bearer token)
-//	bedrock      POST /model/{modelId}/converse, POST /model/{modelId}/converse-stream
+//	bedrock      POST /model/{modelId}/converse, POST /model/{modelId}/converse-stream,
+//	             POST /model/{modelId}/invoke (Titan and Cohere embeddings)
 //	             (AWS SigV4; the key is "<access key id>:<secret access key>"
-//	             [":<session token>"], and the fake recomputes the signature)
+//	             [":<session token>"], and the fake recomputes the signature;
+//	             or a Bedrock API key as a bearer token, Keys["bedrock_api_key"])
 //	cohere_chat  POST /cohere/v2/chat (Authorization: Bearer; the "cohere" key serves it too)
 //	cohere_embed POST /cohere/v2/embed (likewise), vectors from EmbeddingVector
-//	gemini       POST /v1beta/models/{model}:generateContent, …:streamGenerateContent?alt=sse
-//	             (x-goog-api-key or ?key=)
+//	gemini       POST /v1beta/models/{model}:generateContent, …:streamGenerateContent?alt=sse,
+//	             embeddings …:batchEmbedContents and …:embedContent (x-goog-api-key or ?key=)
 //	vertex       POST /v1/projects/{p}/locations/{l}/publishers/google/models/{model}:generateContent,
-//	             …:streamGenerateContent?alt=sse (an OAuth bearer token), express mode's
+//	             …:streamGenerateContent?alt=sse, embeddings …:predict and …:embedContent
+//	             (an OAuth bearer token), express mode's
 //	             POST /v1/publishers/google/models/{model}:… (x-goog-api-key), and the
 //	             Google token endpoint POST /oauth2/token that issues the tokens to the
-//	             service account of GoogleServiceAccount (see GoogleTokens)
+//	             service account of GoogleServiceAccount (see GoogleTokens); Google's
+//	             embeddings are described in gemini_embeddings.go
 //	cohere       POST /cohere/v2/rerank      jina      POST /jina/v1/rerank
 //	voyage       POST /voyage/v1/rerank      tei       POST /tei/rerank
 //	vllm         POST /vllm/v1/rerank        infinity  POST /infinity/rerank

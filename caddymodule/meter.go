@@ -1,0 +1,254 @@
+package caddymodule
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/sse"
+)
+
+// This file follows what each request used — its tokens, searches and the
+// provider and model that answered — from the answer the client gets, in
+// the client's own API: a chat completion's or chunk's usage, an
+// embeddings list's, a rerank answer's meta, a Message's (message_start
+// and message_delta), a Response's (response.completed). Streams are read
+// event by event as they pass; nothing is held back for it.
+
+// usageInfo is what one request used.
+type usageInfo struct {
+	Prompt     int64 // input tokens, cached and cache-write ones included
+	Cached     int64 // of Prompt, read from a cache
+	CacheWrite int64 // of Prompt, written to a cache
+	Completion int64 // output tokens, reasoning included
+	Reasoning  int64 // of Completion
+	Searches   int64 // rerank searches
+	Embedding  int64 // embedding input tokens
+	Known      bool  // the answer said what it used
+}
+
+// total is the tokens a tokens-per-minute limit counts.
+func (u usageInfo) total() int64 { return u.Prompt + u.Completion + u.Embedding }
+
+// meter follows one request through the dispatcher.
+type meter struct {
+	start     time.Time
+	firstByte time.Time // the first event of a stream reached the client
+	stream    bool
+	provider  *provider // the provider that answered
+	model     string    // that provider's name of the model
+	tried     []string  // every target tried, "<provider>/<model>", in order
+	usage     usageInfo
+}
+
+// usageParser reads usage from an answer, and from each event of a
+// stream, in an API's shape.
+type usageParser struct {
+	answer func(body []byte, u *usageInfo)
+	event  func(event []byte, u *usageInfo)
+}
+
+// chatUsage is read from chat completions and their chunks.
+var chatUsage = usageParser{
+	answer: func(b []byte, u *usageInfo) { readChatUsage(gjson.GetBytes(b, "usage"), u) },
+	event: func(ev []byte, u *usageInfo) {
+		if _, data := sse.Fields(ev); bytes.Contains(data, []byte(`"usage":{`)) {
+			readChatUsage(gjson.GetBytes(data, "usage"), u)
+		}
+	},
+}
+
+func readChatUsage(v gjson.Result, u *usageInfo) {
+	if !v.IsObject() {
+		return
+	}
+	u.Known = true
+	u.Prompt = v.Get("prompt_tokens").Int()
+	u.Completion = v.Get("completion_tokens").Int()
+	u.Cached = v.Get("prompt_tokens_details.cached_tokens").Int()
+	u.CacheWrite = v.Get("prompt_tokens_details.cache_write_tokens").Int()
+	u.Reasoning = v.Get("completion_tokens_details.reasoning_tokens").Int()
+}
+
+// embeddingsUsage is read from an embeddings list.
+var embeddingsUsage = usageParser{answer: func(b []byte, u *usageInfo) {
+	if v := gjson.GetBytes(b, "usage.prompt_tokens"); v.Exists() {
+		u.Known, u.Embedding = true, v.Int()
+	}
+}}
+
+// rerankUsage is read from a rerank answer's meta: the searches the
+// provider billed, else one search (the unit rerank is priced in), and the
+// tokens it reported.
+var rerankUsage = usageParser{answer: func(b []byte, u *usageInfo) {
+	u.Known = true
+	bu := gjson.GetBytes(b, "meta.billed_units")
+	u.Searches = max(bu.Get("search_units").Int(), 1)
+	u.Prompt = bu.Get("input_tokens").Int()
+}}
+
+// messagesUsage is read from a Message and from message_start and
+// message_delta events: input_tokens excludes the cache's tokens there.
+var messagesUsage = usageParser{
+	answer: func(b []byte, u *usageInfo) { readMessagesUsage(gjson.GetBytes(b, "usage"), u) },
+	event: func(ev []byte, u *usageInfo) {
+		name, data := sse.Fields(ev)
+		switch string(name) {
+		case "message_start":
+			readMessagesUsage(gjson.GetBytes(data, "message.usage"), u)
+		case "message_delta":
+			readMessagesUsage(gjson.GetBytes(data, "usage"), u)
+		}
+	},
+}
+
+func readMessagesUsage(v gjson.Result, u *usageInfo) {
+	if !v.IsObject() {
+		return
+	}
+	u.Known = true
+	// message_delta repeats or updates the counts message_start gave; a
+	// field it leaves out keeps its value.
+	if x := v.Get("input_tokens"); x.Exists() {
+		in := x.Int()
+		read, write := v.Get("cache_read_input_tokens"), v.Get("cache_creation_input_tokens")
+		if read.Exists() {
+			u.Cached = read.Int()
+		}
+		if write.Exists() {
+			u.CacheWrite = write.Int()
+		}
+		u.Prompt = in + u.Cached + u.CacheWrite
+	}
+	if x := v.Get("output_tokens"); x.Exists() {
+		u.Completion = x.Int()
+	}
+}
+
+// responsesUsage is read from a Response and from its response.completed
+// (or .incomplete or .failed) event.
+var responsesUsage = usageParser{
+	answer: func(b []byte, u *usageInfo) { readResponsesUsage(gjson.GetBytes(b, "usage"), u) },
+	event: func(ev []byte, u *usageInfo) {
+		if _, data := sse.Fields(ev); bytes.Contains(data, []byte(`"usage":{`)) {
+			readResponsesUsage(gjson.GetBytes(data, "response.usage"), u)
+		}
+	},
+}
+
+func readResponsesUsage(v gjson.Result, u *usageInfo) {
+	if !v.IsObject() {
+		return
+	}
+	u.Known = true
+	u.Prompt = v.Get("input_tokens").Int()
+	u.Cached = v.Get("input_tokens_details.cached_tokens").Int()
+	u.Completion = v.Get("output_tokens").Int()
+	u.Reasoning = v.Get("output_tokens_details.reasoning_tokens").Int()
+}
+
+// tapStream is a stream on its way to the client: the translator's output
+// (or, without a translator, the provider's events as they are), read for
+// usage, and for chat — when the gateway asked for usage the client did
+// not — without the usage chunk and the "usage":null fields.
+type tapStream struct {
+	inner providers.StreamTranslator // nil: events pass through
+	m     *meter
+	parse func(event []byte, u *usageInfo)
+	strip bool
+}
+
+func (t *tapStream) Event(dst, ev []byte) ([]byte, error) {
+	start := len(dst)
+	if t.inner == nil {
+		dst = append(append(dst, ev...), "\n\n"...)
+	} else {
+		var err error
+		if dst, err = t.inner.Event(dst, ev); err != nil {
+			return dst, err
+		}
+	}
+	return t.read(dst, start), nil
+}
+
+func (t *tapStream) Close(dst []byte) []byte {
+	start := len(dst)
+	if t.inner != nil {
+		dst = t.inner.Close(dst)
+	}
+	return t.read(dst, start)
+}
+
+// read looks at the events out[start:] the client is about to get.
+func (t *tapStream) read(out []byte, start int) []byte {
+	seg := out[start:]
+	if len(seg) == 0 {
+		return out
+	}
+	if t.m.firstByte.IsZero() {
+		t.m.firstByte = time.Now()
+	}
+	if t.parse == nil || !bytes.Contains(seg, []byte(`"usage"`)) {
+		return out
+	}
+	if !t.strip {
+		for rest := seg; ; {
+			ev, r, ok := sse.Cut(rest)
+			if !ok {
+				break
+			}
+			t.parse(ev, &t.m.usage)
+			rest = r
+		}
+		return out
+	}
+	// Rewrite the segment without what the client did not ask for.
+	kept := make([]byte, 0, len(seg))
+	for rest := seg; ; {
+		ev, r, ok := sse.Cut(rest)
+		if !ok {
+			kept = append(kept, rest...)
+			break
+		}
+		rest = r
+		t.parse(ev, &t.m.usage)
+		if usageOnlyChunk(ev) {
+			continue
+		}
+		if i := bytes.Index(ev, []byte(`,"usage":null`)); i >= 0 {
+			kept = append(append(kept, ev[:i]...), ev[i+len(`,"usage":null`):]...)
+		} else {
+			kept = append(kept, ev...)
+		}
+		kept = append(kept, "\n\n"...)
+	}
+	return append(out[:start], kept...)
+}
+
+// usageOnlyChunk reports whether a chunk is the one that carries only the
+// usage: no choices.
+func usageOnlyChunk(ev []byte) bool {
+	_, data := sse.Fields(ev)
+	return bytes.Contains(data, []byte(`"usage":{`)) && len(gjson.GetBytes(data, "choices").Array()) == 0
+}
+
+// setPlaceholders puts what the request used where the access log (and
+// any other handler after this one) can read it.
+func (m *meter) placeholders(set func(key string, v any), cost string, priced bool) {
+	set("http.modelgate.tokens_in", strconv.FormatInt(m.usage.Prompt+m.usage.Embedding, 10))
+	set("http.modelgate.tokens_out", strconv.FormatInt(m.usage.Completion, 10))
+	set("http.modelgate.tokens_cached", strconv.FormatInt(m.usage.Cached, 10))
+	if priced {
+		set("http.modelgate.cost", cost)
+	} else {
+		set("http.modelgate.cost", "unpriced")
+	}
+	set("http.modelgate.fallback", strings.Join(m.tried, " > "))
+	if !m.firstByte.IsZero() {
+		set("http.modelgate.ttft_ms", strconv.FormatInt(m.firstByte.Sub(m.start).Milliseconds(), 10))
+	}
+}
