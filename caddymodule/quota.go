@@ -252,8 +252,15 @@ func (a *App) admitQuota(w http.ResponseWriter, r *http.Request, key *Key, c *ca
 		return nil, false
 	}
 	ask := quota.Ask{EstimatedTokens: est.tokens, EstimatedCost: est.cost, Rate: !batchLine}
-	adm, ref, err := a.quota.Admit(r.Context(), s, ask)
-	if err != nil && a.standbyQuota != nil {
+	q := a.quota
+	if a.standbyQuota != nil && a.health.stateDown.Load() {
+		// Known to be unreachable (watchState): the standby at once,
+		// rather than each request waiting for its own failure, which
+		// takes the whole command timeout when Redis hangs.
+		q = a.standbyQuota
+	}
+	adm, ref, err := q.Admit(r.Context(), s, ask)
+	if err != nil && q != a.standbyQuota && a.standbyQuota != nil {
 		a.warnQuota(err)
 		adm, ref, err = a.standbyQuota.Admit(r.Context(), s, ask)
 	}

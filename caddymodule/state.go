@@ -217,19 +217,22 @@ type Readiness struct {
 // Ready checks the app's storage and its shared state.
 func (a *App) Ready(ctx context.Context) Readiness {
 	r := Readiness{Ready: true, State: stateLocal, Problems: map[string]string{}}
+	// Both probes at once: a Redis that hangs costs each its whole
+	// timeout, and the answer should not take twice that.
+	ctx, cancel := context.WithTimeout(ctx, stateCheckInterval)
+	defer cancel()
+	stateErr := make(chan error, 1)
 	if a.stateShared {
 		r.State = stateShared
-		pctx, cancel := context.WithTimeout(ctx, stateCheckInterval)
-		err := a.state.Ping(pctx)
-		cancel()
-		if err != nil {
-			r.Problems["state"] = "unreachable: limits and budgets count on this instance only; key changes elsewhere arrive at key_refresh"
-		}
+		go func() { stateErr <- a.state.Ping(ctx) }()
+	} else {
+		stateErr <- nil
 	}
-	sctx, cancel := context.WithTimeout(ctx, stateCheckInterval)
-	defer cancel()
-	if _, err := a.storage.Load(sctx, "modelgate/readiness-probe"); err != nil && !storage.IsNotExist(err) {
+	if _, err := a.storage.Load(ctx, "modelgate/readiness-probe"); err != nil && !storage.IsNotExist(err) {
 		r.Problems["storage"] = "unreachable: files, batches, stored responses and changes to managed keys are unavailable; existing keys and live requests work"
+	}
+	if err := <-stateErr; err != nil {
+		r.Problems["state"] = "unreachable: limits and budgets count on this instance only; key changes elsewhere arrive at key_refresh"
 	}
 	r.Ready = len(r.Problems) == 0
 	if r.Ready {

@@ -720,3 +720,104 @@ func waitLog(t *testing.T, in *instance, text string, limit time.Duration) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestProcessRedisHung: redis-server paused (SIGSTOP) for a while, as a
+// hung server or a network partition looks: connections open, no answer,
+// every command waits for its timeout (2 s). Requests with a static key
+// and no limits never wait for it; a managed key with limits is admitted
+// by the in-process standby as soon as the instance has seen the state is
+// unreachable, instead of waiting the command timeout on every request.
+// GET /modelgate/ready answers 503 within one timeout, not two.
+func TestProcessRedisHung(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the caddy binary and redis-server")
+	}
+	c := startRedisCluster(t, 3, "MG_KEY_REFRESH=10m")
+	a := c.ins[0]
+	status, body, _ := request(t, http.MethodPost, a.adminURL+"/modelgate/keys",
+		`{"name":"limited","owner":"team","limits":{"requests_per_minute":1000000}}`)
+	if status != http.StatusCreated {
+		t.Fatalf("creating a key with limits: %d %s", status, body)
+	}
+	limited := gjson.Get(body, "key").Str
+	if _, err := propagation(c.ins, limited, 200, time.Now(), 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	chat := func(in *instance, key string) (int, time.Duration) {
+		start := time.Now()
+		req, _ := http.NewRequest(http.MethodPost, in.httpURL+"/v1/chat/completions",
+			strings.NewReader(`{"model":"oa/gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`))
+		req.Header.Set("Authorization", "Bearer "+key)
+		req.Header.Set("Content-Type", "application/json")
+		res, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
+		if err != nil {
+			return 0, time.Since(start)
+		}
+		res.Body.Close()
+		return res.StatusCode, time.Since(start)
+	}
+
+	if err := pauseProcess(c.redis.PID()); err != nil {
+		t.Skip(err)
+	}
+	pausedAt := time.Now()
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			if err := resumeProcess(c.redis.PID()); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	defer resume()
+
+	// Until an instance has seen it, a limited request waits for Redis.
+	_, firstLimited := chat(a, limited)
+	for _, in := range c.ins {
+		waitLog(t, in, "shared state unreachable", 15*time.Second)
+	}
+	noticed := time.Since(pausedAt)
+	readyStart := time.Now()
+	status, body, _ = request(t, http.MethodGet, a.adminURL+"/modelgate/ready", "")
+	readyTook := time.Since(readyStart)
+	if status != http.StatusServiceUnavailable || !strings.Contains(body, `"state":"unreachable`) {
+		t.Errorf("ready while Redis hangs: %d %s", status, body)
+	}
+	if readyTook > 3*time.Second {
+		t.Errorf("ready took %v to answer while Redis hangs; one command timeout is 2s", readyTook)
+	}
+
+	var slowStatic, slowLimited time.Duration
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
+		for _, in := range c.ins {
+			for _, key := range []string{aliceKey, limited} {
+				s, d := chat(in, key)
+				if s != 200 {
+					t.Errorf("a live request to %s while Redis hangs: %d after %v", in.name, s, d)
+				}
+				if key == aliceKey {
+					slowStatic = max(slowStatic, d)
+				} else {
+					slowLimited = max(slowLimited, d)
+				}
+			}
+		}
+	}
+	resume()
+	for _, in := range c.ins {
+		waitLog(t, in, "shared state reachable again", 15*time.Second)
+	}
+	for _, in := range c.ins {
+		if s, d := chat(in, limited); s != 200 {
+			t.Errorf("a limited request to %s after Redis came back: %d after %v", in.name, s, d)
+		}
+	}
+	t.Logf("Redis hung %v; noticed by all after %v; a limited request before that took %v; ready answered 503 in %v; then the slowest live request took %v with the static key, %v with the limited one",
+		time.Since(pausedAt).Round(time.Millisecond), noticed.Round(time.Millisecond), firstLimited.Round(time.Millisecond),
+		readyTook.Round(time.Millisecond), slowStatic.Round(time.Millisecond), slowLimited.Round(time.Millisecond))
+	if slowStatic > time.Second || slowLimited > time.Second {
+		t.Errorf("once the state was known unreachable, live requests took up to %v (static key) and %v (limited key); the command timeout (2s) should not show",
+			slowStatic, slowLimited)
+	}
+}
