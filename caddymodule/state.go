@@ -184,21 +184,29 @@ func (a *App) watchState(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		down := err != nil
-		if a.health.stateDown.Swap(down) != down {
-			a.health.since.Store(time.Now().UnixMilli())
-			if down {
-				a.logger.Warn("shared state unreachable: serving on; limits and budgets count on this instance only, and keys created or deleted elsewhere arrive at key_refresh, until it is back",
-					zap.Error(err))
-			} else {
-				a.logger.Info("shared state reachable again")
-			}
-		}
+		a.setStateDown(err != nil, err)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// setStateDown records whether the shared state can be reached, and says
+// in the log when that changes. watchState's pings set it both ways; a
+// request that found the state unreachable sets it down at once, so that
+// the requests after it do not wait for the next ping to learn it.
+func (a *App) setStateDown(down bool, err error) {
+	if a.health.stateDown.Swap(down) == down {
+		return
+	}
+	a.health.since.Store(time.Now().UnixMilli())
+	if down {
+		a.logger.Warn("shared state unreachable: serving on; limits and budgets count on this instance only, and keys created or deleted elsewhere arrive at key_refresh, until it is back",
+			zap.Error(err))
+	} else {
+		a.logger.Info("shared state reachable again")
 	}
 }
 

@@ -724,10 +724,12 @@ func waitLog(t *testing.T, in *instance, text string, limit time.Duration) {
 // TestProcessRedisHung: redis-server paused (SIGSTOP) for a while, as a
 // hung server or a network partition looks: connections open, no answer,
 // every command waits for its timeout (2 s). Requests with a static key
-// and no limits never wait for it; a managed key with limits is admitted
-// by the in-process standby as soon as the instance has seen the state is
-// unreachable, instead of waiting the command timeout on every request.
-// GET /modelgate/ready answers 503 within one timeout, not two.
+// and no limits never wait for it. A managed key with limits and a budget
+// waits one command timeout on its first request, which tells the
+// instance the state is unreachable; after that (and on the instances
+// whose pings found out) its requests are admitted by the in-process
+// standby at once, served without the budget, whose usage records are
+// unreachable too. GET /modelgate/ready answers 503 within one timeout.
 func TestProcessRedisHung(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the caddy binary and redis-server")
@@ -735,7 +737,7 @@ func TestProcessRedisHung(t *testing.T) {
 	c := startRedisCluster(t, 3, "MG_KEY_REFRESH=10m")
 	a := c.ins[0]
 	status, body, _ := request(t, http.MethodPost, a.adminURL+"/modelgate/keys",
-		`{"name":"limited","owner":"team","limits":{"requests_per_minute":1000000}}`)
+		`{"name":"limited","owner":"team","limits":{"requests_per_minute":1000000},"budget":{"usd":"1000","period":"month"}}`)
 	if status != http.StatusCreated {
 		t.Fatalf("creating a key with limits: %d %s", status, body)
 	}
@@ -816,6 +818,9 @@ func TestProcessRedisHung(t *testing.T) {
 	t.Logf("Redis hung %v; noticed by all after %v; a limited request before that took %v; ready answered 503 in %v; then the slowest live request took %v with the static key, %v with the limited one",
 		time.Since(pausedAt).Round(time.Millisecond), noticed.Round(time.Millisecond), firstLimited.Round(time.Millisecond),
 		readyTook.Round(time.Millisecond), slowStatic.Round(time.Millisecond), slowLimited.Round(time.Millisecond))
+	if firstLimited > 3500*time.Millisecond {
+		t.Errorf("the first limited request took %v; one command timeout is 2s", firstLimited)
+	}
 	if slowStatic > time.Second || slowLimited > time.Second {
 		t.Errorf("once the state was known unreachable, live requests took up to %v (static key) and %v (limited key); the command timeout (2s) should not show",
 			slowStatic, slowLimited)
