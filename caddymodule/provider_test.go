@@ -6,6 +6,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 )
 
 func TestProxyConfig(t *testing.T) {
@@ -18,14 +21,14 @@ func TestProxyConfig(t *testing.T) {
 			name: "https defaults",
 			base: "https://api.anthropic.com",
 			want: `{"upstreams":[{"dial":"api.anthropic.com:443"}],
-				"transport":{"protocol":"modelgate","tls":{"server_name":"api.anthropic.com"}},
+				"transport":{"protocol":"modelgate","tls":{"server_name":"api.anthropic.com"},"keep_alive":{"max_idle_conns_per_host":1024}},
 				"headers":{"request":{"set":{"Host":["api.anthropic.com"]},"delete":["Via","X-Forwarded-For","X-Forwarded-Proto","X-Forwarded-Host"]}}}`,
 		},
 		{
 			name: "http with port, no key",
 			base: "http://127.0.0.1:8000/v1",
 			want: `{"upstreams":[{"dial":"127.0.0.1:8000"}],
-				"transport":{"protocol":"modelgate"},
+				"transport":{"protocol":"modelgate","keep_alive":{"max_idle_conns_per_host":1024}},
 				"headers":{"request":{"set":{"Host":["127.0.0.1:8000"]},"delete":["Via","X-Forwarded-For","X-Forwarded-Proto","X-Forwarded-Host"]}}}`,
 		},
 		{
@@ -35,8 +38,24 @@ func TestProxyConfig(t *testing.T) {
 				"transport":{"protocol":"http","dial_timeout":1000},
 				"headers":{"request":{"set":{"X-Team":["ml"]},"delete":["X-Debug"]}}}`,
 			want: `{"upstreams":[{"dial":"10.0.0.5:8000"},{"dial":"10.0.0.6:8000"}],
-				"transport":{"protocol":"modelgate","dial_timeout":1000},
+				"transport":{"protocol":"modelgate","dial_timeout":1000,"keep_alive":{"max_idle_conns_per_host":1024}},
 				"headers":{"request":{"set":{"X-Team":["ml"],"Host":["vllm.internal"]},"delete":["X-Debug","Via","X-Forwarded-For","X-Forwarded-Proto","X-Forwarded-Host"]}}}`,
+		},
+		{
+			name: "user keep-alive settings win",
+			base: "https://api.openai.com/v1",
+			user: `{"transport":{"protocol":"http","keep_alive":{"max_idle_conns_per_host":8,"idle_timeout":5000000000},"versions":["1.1"]}}`,
+			want: `{"upstreams":[{"dial":"api.openai.com:443"}],
+				"transport":{"protocol":"modelgate","keep_alive":{"max_idle_conns_per_host":8,"idle_timeout":5000000000},"versions":["1.1"],"tls":{"server_name":"api.openai.com"}},
+				"headers":{"request":{"set":{"Host":["api.openai.com"]},"delete":["Via","X-Forwarded-For","X-Forwarded-Proto","X-Forwarded-Host"]}}}`,
+		},
+		{
+			name: "keep-alive off kept off",
+			base: "http://127.0.0.1:8000/v1",
+			user: `{"transport":{"protocol":"http","keep_alive":{"enabled":false}}}`,
+			want: `{"upstreams":[{"dial":"127.0.0.1:8000"}],
+				"transport":{"protocol":"modelgate","keep_alive":{"enabled":false,"max_idle_conns_per_host":1024}},
+				"headers":{"request":{"set":{"Host":["127.0.0.1:8000"]},"delete":["Via","X-Forwarded-For","X-Forwarded-Proto","X-Forwarded-Host"]}}}`,
 		},
 		{
 			name: "other transports refused",
@@ -64,6 +83,56 @@ func TestProxyConfig(t *testing.T) {
 			}
 			if !reflect.DeepEqual(g, w) {
 				t.Errorf("got  %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestProviderPoolDefaults provisions providers from Caddyfile blocks and
+// reads the pool of the HTTP transport that carries their requests: the
+// default is providerIdleConnsPerHost idle connections per host, HTTP/1.1
+// and HTTP/2 (negotiated with an https provider that offers it); what a
+// provider's proxy block sets wins.
+func TestProviderPoolDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		name, block   string
+		idle          int
+		keepAlivesOff bool
+		h2            bool
+	}{
+		{name: "defaults", block: "base_url https://api.openai.com/v1", idle: providerIdleConnsPerHost, h2: true},
+		{name: "http base url", block: "base_url http://127.0.0.1:8000/v1", idle: providerIdleConnsPerHost, h2: true},
+		{name: "the user's pool", idle: 16, h2: true,
+			block: "base_url https://api.openai.com/v1\nproxy {\n transport http {\n keepalive_idle_conns_per_host 16\n }\n}"},
+		{name: "keep-alive off", idle: providerIdleConnsPerHost, keepAlivesOff: true, h2: true,
+			block: "base_url https://api.openai.com/v1\nproxy {\n transport http {\n keepalive off\n }\n}"},
+		{name: "HTTP/1.1 only", idle: providerIdleConnsPerHost,
+			block: "base_url https://api.openai.com/v1\nproxy {\n transport http {\n versions 1.1\n }\n}"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b ProviderBase
+			typ := ProviderType{Name: "openai"}
+			d := caddyfile.NewTestDispenser("openai {\n" + tc.block + "\n}")
+			if err := b.UnmarshalBlock(d, typ, nil); err != nil {
+				t.Fatal(err)
+			}
+			ctx, err := caddy.ProvisionContext(&caddy.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := b.ProvisionBase(ctx, typ); err != nil {
+				t.Fatal(err)
+			}
+			rt := b.proxy.Transport.(*authTransport).HTTPTransport.Transport
+			if rt.MaxIdleConnsPerHost != tc.idle {
+				t.Errorf("MaxIdleConnsPerHost %d, want %d", rt.MaxIdleConnsPerHost, tc.idle)
+			}
+			if rt.DisableKeepAlives != tc.keepAlivesOff {
+				t.Errorf("DisableKeepAlives %v, want %v", rt.DisableKeepAlives, tc.keepAlivesOff)
+			}
+			// http2.ConfigureTransport registers "h2" for TLS connections.
+			if _, h2 := rt.TLSNextProto["h2"]; h2 != tc.h2 {
+				t.Errorf("HTTP/2 configured: %v, want %v", h2, tc.h2)
 			}
 		})
 	}

@@ -30,7 +30,7 @@ func startBatchGateway(t *testing.T) *gateway {
 	g := &gateway{fake: fake, logDir: t.TempDir()}
 	t.Setenv("MG_FAKE", fake.URL)
 	t.Setenv("MG_LOG_DIR", g.logDir)
-	t.Setenv("MG_STORAGE", t.TempDir())
+	t.Setenv("MG_STORAGE", storageDir(t))
 	t.Setenv("MG_OPENAI_KEY", openAIKey)
 	t.Setenv("MG_ANTHROPIC_KEY", anthropicKey)
 	t.Setenv("MG_ALICE_KEY", aliceKey)

@@ -41,12 +41,30 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
+	testRoot = dir
 	os.Setenv("XDG_DATA_HOME", filepath.Join(dir, "data"))
 	os.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
 	os.Setenv("NO_PROXY", "127.0.0.1,localhost,::1")
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// testRoot is the directory TestMain removes when every test has run.
+var testRoot string
+
+// storageDir is a fresh directory for a caddytest gateway's storage. Not
+// t.TempDir: the config a test loads keeps running after the test ends
+// (until the next test loads another), and its usage recorder may write
+// to the storage just as t.TempDir's cleanup removes it. TestMain removes
+// these at the end.
+func storageDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp(testRoot, "storage-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // gateway is a running modelgate in front of a fake provider.

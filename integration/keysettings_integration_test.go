@@ -94,6 +94,14 @@ func TestIntegrationKeySettings(t *testing.T) {
 		{"unknown key", "GET", settingsURL + "api/keys/key_nope", "", true, nil, 404},
 		{"no such file", "GET", settingsURL + "nope.html", "", true, nil, 404},
 		{"post to the page", "POST", settingsURL, `{}`, true, nil, 405},
+		{"cross-origin limits", "PATCH", settingsURL + "api/keys/" + id, `{"budget":{"usd":"1000","period":"day"}}`, true,
+			[]string{"Origin", "https://attacker.example", "Sec-Fetch-Site", "cross-site"}, 403},
+		{"no credential, usage", "GET", settingsURL + "api/usage", "", false, nil, 401},
+		{"no credential, a key's usage", "GET", settingsURL + "api/keys/" + id + "/usage", "", false, nil, 401},
+		{"usage", "GET", settingsURL + "api/usage?group_by=key", "", true, nil, 200},
+		{"a key's usage", "GET", settingsURL + "api/keys/" + id + "/usage?days=7", "", true, nil, 200},
+		{"usage, a bad parameter", "GET", settingsURL + "api/usage?from=soon", "", true, nil, 400},
+		{"usage, not a GET", "POST", settingsURL + "api/usage", "", true, []string{"Sec-Fetch-Site", "same-origin"}, 405},
 	} {
 		status, body, hdr := settings(t, tc.method, tc.url, tc.body, tc.auth, tc.header...)
 		if status != tc.status {
@@ -106,8 +114,20 @@ func TestIntegrationKeySettings(t *testing.T) {
 			t.Errorf("%s: no Allow header", tc.name)
 		}
 	}
-	if _, body, _ = admin(t, http.MethodGet, "/modelgate/keys", ""); gjson.Get(body, "data.#").Int() != 1 {
+	if _, body, _ = admin(t, http.MethodGet, "/modelgate/keys", ""); gjson.Get(body, "data.#").Int() != 1 || gjson.Get(body, "data.0.budget").Exists() {
 		t.Errorf("refused requests changed the keys: %s", body)
+	}
+
+	// The page's API sets a key's limits and budget, as the admin
+	// endpoint's does.
+	status, body, _ = settings(t, http.MethodPatch, settingsURL+"api/keys/"+id, `{"limits":{"concurrent_requests":2},"budget":{"usd":"5","period":"month"}}`, true,
+		"Origin", gatewayBase, "Sec-Fetch-Site", "same-origin")
+	if status != 200 || gjson.Get(body, "limits").Raw != `{"concurrent_requests":2}` || gjson.Get(body, "budget.usd").Str != "5" {
+		t.Fatalf("limits on the page: %d %s", status, body)
+	}
+	if status, body, _ = settings(t, http.MethodGet, settingsURL+"api/keys/"+id+"/usage?days=1", "", true); status != 200 ||
+		gjson.Get(body, "policy.key.limits.concurrent_requests").Int() != 2 || gjson.Get(body, "status.key.budget.left_usd").Str != "5" {
+		t.Errorf("the key's standing on the page: %d %s", status, body)
 	}
 
 	if status, body, _ = settings(t, http.MethodDelete, settingsURL+"api/keys/"+id, "", true, "Sec-Fetch-Site", "same-origin"); status != http.StatusNoContent {

@@ -35,7 +35,7 @@ func startLimitsGateway(t *testing.T) *providertest.Server {
 	t.Helper()
 	fake := providertest.Start(t, providertest.Options{OpenAIKey: openAIKey, AnthropicKey: anthropicKey})
 	for k, v := range map[string]string{
-		"MG_FAKE": fake.URL, "MG_STORAGE": t.TempDir(), "MG_LOG_DIR": t.TempDir(),
+		"MG_FAKE": fake.URL, "MG_STORAGE": storageDir(t), "MG_LOG_DIR": t.TempDir(),
 		"MG_OPENAI_KEY": openAIKey, "MG_ANTHROPIC_KEY": anthropicKey,
 		"MG_KEY_RPM": rpmKey, "MG_KEY_TPM": tpmKey, "MG_KEY_CONC": concKey, "MG_KEY_SPENT": spentKey, "MG_KEY_FREE": freeKey,
 	} {

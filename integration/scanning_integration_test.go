@@ -96,7 +96,7 @@ func startScanningGateway(t *testing.T) *scanningGateway {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sink.Close() })
-	storage := t.TempDir()
+	storage := storageDir(t)
 	g := &scanningGateway{
 		gateway: &gateway{fake: fake, logDir: t.TempDir()},
 		keys:    keys.NewManager(&certmagic.FileStorage{Path: storage}, "modelgate"),

@@ -3,11 +3,14 @@ package integration
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -21,6 +24,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/keys"
+	"github.com/modelgate/modelgate/pricing"
 )
 
 // chromium finds the browser for the page test: MODELGATE_CHROMIUM, else
@@ -173,7 +177,19 @@ func drivePage(t *testing.T, browserCtx context.Context, km *keys.Manager, pageU
 	}
 	row := func(id string) string { return `tr[data-id="` + id + `"]` }
 
-	// The list shows the key there is.
+	// field reads what the details row of a key shows in one field.
+	field := func(id, name string) string {
+		t.Helper()
+		sel := `tr[data-details-for="` + id + `"] [data-field="` + name + `"]`
+		run("see "+name, chromedp.WaitVisible(chromedp.CSS(sel)))
+		text, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatalf("%s: %v", sel, err)
+		}
+		return text
+	}
+
+	// The list shows the key there is, with the default limit it follows.
 	run("open the page",
 		chromedp.Navigate(pageURL),
 		chromedp.WaitVisible(chromedp.CSS(row(firstID))),
@@ -183,12 +199,22 @@ func drivePage(t *testing.T, browserCtx context.Context, km *keys.Manager, pageU
 		!strings.Contains(text, "Exposed") || !strings.Contains(text, leak.URL) {
 		t.Fatalf("the first key's row: %q %v", text, err)
 	}
+	if rpm, budget := field(firstID, "rpm"), field(firstID, "budget"); rpm != "default: 1000 · 1000 left now" || budget != "none" {
+		t.Errorf("the first key's limits: %q, budget %q", rpm, budget)
+	}
 
-	// Create a named key: the secret is shown once, with a copy button.
+	// Create a named key with limits and a budget: the secret is shown
+	// once, with a copy button.
+	policy := func(sel string) chromedp.CSS { return chromedp.CSS(`#new-policy ` + sel) }
 	run("create a key",
 		chromedp.SendKeys(chromedp.ID("name"), name),
 		chromedp.SendKeys(chromedp.ID("owner"), "alice"),
 		chromedp.SendKeys(chromedp.ID("models"), "oa/*"),
+		chromedp.Click(policy(`input[data-group="limits"][value="own"]`)),
+		chromedp.SendKeys(policy(`[data-f="rpm"]`), "120"),
+		chromedp.SendKeys(policy(`[data-f="tpm"]`), "60000"),
+		chromedp.Click(policy(`input[data-group="budget"][value="own"]`)),
+		chromedp.SendKeys(policy(`[data-f="usd"]`), "1.5"),
 		chromedp.Click(chromedp.ID("create")),
 		chromedp.WaitVisible(chromedp.ID("secret-box")),
 		chromedp.WaitVisible(chromedp.ID("copy")),
@@ -206,7 +232,8 @@ func drivePage(t *testing.T, browserCtx context.Context, km *keys.Manager, pageU
 	// The new key is listed, exists on the admin API and works at once.
 	status, body, _ = admin(t, http.MethodGet, "/modelgate/keys", "")
 	created := gjson.Get(body, `data.#(name=="`+name+`")`)
-	if status != 200 || created.Get("owner").Str != "alice" || created.Get("models.0").Str != "oa/*" {
+	if status != 200 || created.Get("owner").Str != "alice" || created.Get("models.0").Str != "oa/*" ||
+		created.Get("limits").Raw != `{"requests_per_minute":120,"tokens_per_minute":60000}` || created.Get("budget").Raw != `{"usd":"1.5","period":"month"}` {
 		t.Fatalf("the admin API's list: %d %s", status, body)
 	}
 	id := created.Get("id").Str
@@ -218,6 +245,7 @@ func drivePage(t *testing.T, browserCtx context.Context, km *keys.Manager, pageU
 	if s := getWith(t, "/v1/models", secret); s != 200 {
 		t.Fatalf("the key made on the page: %d", s)
 	}
+	refused := checkKeyUsage(t, ctx, run, field, id, secret)
 	if shot != "" {
 		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 		if err != nil {
@@ -262,6 +290,14 @@ func drivePage(t *testing.T, browserCtx context.Context, km *keys.Manager, pageU
 
 	mu.Lock()
 	defer mu.Unlock()
+	// The requests the API refused on purpose are logged by the browser.
+	problems = slices.DeleteFunc(problems, func(p string) bool {
+		if refused > 0 && strings.Contains(p, "status of 400") {
+			refused--
+			return true
+		}
+		return false
+	})
 	if len(problems) > 0 {
 		t.Errorf("the page reported: %q", problems)
 	}
@@ -273,4 +309,144 @@ func drivePage(t *testing.T, browserCtx context.Context, km *keys.Manager, pageU
 	if len(requests) < 4 {
 		t.Errorf("requests seen: %q", requests)
 	}
+}
+
+// checkKeyUsage follows the key id (secret), just created on the page
+// with limits of 120 requests and 60000 tokens a minute and $1.5 a month:
+// the page shows them and the whole budget left; once the key made a
+// request, an edit of its budget to $2 a day shows the new budget, what
+// is left of it after that request, and the request's cost in the 30-day
+// chart's bar for today. It returns how many requests of the page the
+// API refused on purpose (400).
+func checkKeyUsage(t *testing.T, ctx context.Context, run func(string, ...chromedp.Action[chromedp.Void]), field func(id, name string) string, id, secret string) int {
+	t.Helper()
+	now := time.Now().UTC()
+	nextMonth := time.Date(now.Year(), now.Month()+1, 1, 0, 0, 0, 0, time.UTC)
+	for name, want := range map[string]string{
+		"rpm": "120 · 120 left now", "tpm": "60000 · 60000 left now", "concurrent": "none",
+		"budget": "$1.5 per month", "budget-spent": "$0", "budget-left": "$1.5", "spend-total": "$0 · 0 requests",
+	} {
+		if got := field(id, name); got != want {
+			t.Errorf("a new key's %s: %q, want %q", name, got, want)
+		}
+	}
+	_, u, _ := admin(t, http.MethodGet, "/modelgate/keys/"+id+"/usage", "")
+	if at := gjson.Get(u, "status.key.budget.resets_at").Int(); at != nextMonth.Unix() {
+		t.Errorf("a monthly budget resets at %d, want the first of next month (%s): %s", at, nextMonth, u)
+	}
+	if got := field(id, "budget-resets"); !strings.Contains(got, nextMonth.Format("2006")) || !strings.HasSuffix(got, "UTC") {
+		t.Errorf("a monthly budget resets %q, want the first of next month (%s) in UTC", got, nextMonth)
+	}
+
+	// One request, priced at gpt-4o-mini's $0.15 and $0.60 a million.
+	status, body, _ := chat(t, secret, chatBody("oa/gpt-4o-mini", "what does this cost", 0))
+	if status != 200 {
+		t.Fatalf("a request with the page's key: %d %s", status, body)
+	}
+	in, out := gjson.Get(body, "usage.prompt_tokens").Int(), gjson.Get(body, "usage.completion_tokens").Int()
+	cost := pricing.Money(in*150 + out*600)
+	today := time.Now().UTC().Format(time.DateOnly)
+	// The admin endpoint's view of it, once the request settled.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, u, _ := admin(t, http.MethodGet, "/modelgate/keys/"+id+"/usage?days=30", "")
+		if gjson.Get(u, "status.key.budget.spent_usd").Str == cost.String() && gjson.Get(u, "days.29.requests").Int() == 1 &&
+			gjson.Get(u, "days.29.day").Str == today && gjson.Get(u, "days.29.cost_usd").Str == cost.String() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the admin API never showed the request's $%s: %s", cost, u)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	// Edit the budget: the dialog shows the key's own settings, refuses
+	// an amount that is not one, and saves $2 a day.
+	edit := func(sel string) chromedp.CSS { return chromedp.CSS(`#edit-policy ` + sel) }
+	run("open the edit dialog",
+		chromedp.Click(chromedp.CSS(`tr[data-id="`+id+`"] button.edit`)),
+		chromedp.WaitVisible(chromedp.ID("edit")),
+	)
+	for sel, want := range map[string]string{`[data-f="rpm"]`: "120", `[data-f="tpm"]`: "60000", `[data-f="concurrent"]`: "", `[data-f="usd"]`: "1.5", `[data-f="period"]`: "month"} {
+		if v, err := chromedp.Run(ctx, chromedp.Value(edit(sel))); err != nil || v != want {
+			t.Errorf("the edit dialog's %s: %q %v, want %q", sel, v, err, want)
+		}
+	}
+	// retype empties a field (chromedp.Clear resets only its value
+	// attribute) and types text into it.
+	retype := func(sel chromedp.CSS, text string) chromedp.Action[chromedp.Void] {
+		return chromedp.Steps(
+			func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+				_, err := chromedp.Evaluate[bool](`(document.querySelector(`+strconv.Quote(string(sel))+`).value = "") === ""`)(ctx, tg)
+				return chromedp.Void{}, err
+			},
+			chromedp.SendKeys(sel, text),
+		)
+	}
+	run("a budget that is no amount",
+		retype(edit(`[data-f="usd"]`), "lots"),
+		chromedp.Click(chromedp.ID("edit-save")),
+		chromedp.WaitVisible(chromedp.ID("edit-error")),
+		chromedp.WaitVisible(chromedp.ID("edit")),
+	)
+	// One the API refuses: its message is shown, the dialog stays.
+	run("a budget of $0",
+		retype(edit(`[data-f="usd"]`), "0"),
+		chromedp.Click(chromedp.ID("edit-save")),
+	)
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.getElementById("edit-error").textContent.includes("budget.usd must be more than 0")`,
+		chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+		t.Fatalf("the API's refusal of a $0 budget is not shown: %v", err)
+	}
+	run("save $2 a day",
+		retype(edit(`[data-f="usd"]`), "2"),
+		chromedp.SetValue(edit(`[data-f="period"]`), "day"),
+		chromedp.Click(chromedp.ID("edit-save")),
+		chromedp.WaitNotVisible(chromedp.ID("edit")),
+	)
+	_, k, _ := admin(t, http.MethodGet, "/modelgate/keys/"+id, "")
+	if gjson.Get(k, "budget").Raw != `{"usd":"2","period":"day"}` || gjson.Get(k, "limits").Raw != `{"requests_per_minute":120,"tokens_per_minute":60000}` {
+		t.Fatalf("after the edit the key is %s", k)
+	}
+	// The page reloaded its list: the new budget, what today's request
+	// left of it, and the request in the chart.
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelector('tr[data-details-for="`+id+`"] [data-field="budget"]')?.textContent === "$2 per day"`,
+		chromedp.WithPollingTimeout(10*time.Second))); err != nil {
+		t.Fatalf("the page never showed the new budget: %v", err)
+	}
+	for name, want := range map[string]string{
+		"budget-spent": "$" + cost.String(), "budget-left": "$" + (2*pricing.Dollar - cost).String(),
+		"spend-total": "$" + cost.String() + " · 1 request",
+	} {
+		if got := field(id, name); got != want {
+			t.Errorf("after the edit, %s: %q, want %q", name, got, want)
+		}
+	}
+	if got := field(id, "rpm"); !strings.HasPrefix(got, "120 · ") {
+		t.Errorf("after the edit, rpm: %q", got)
+	}
+	type bar struct {
+		Days   int    `json:"days"`
+		Title  string `json:"title"`
+		Class  string `json:"class"`
+		Height string `json:"height"`
+		Label  string `json:"label"`
+		Zeros  int    `json:"zeros"`
+	}
+	js := `(() => {
+		const chart = document.querySelector('tr[data-details-for="` + id + `"] svg.chart');
+		const g = chart.querySelector('g[data-day="` + today + `"]');
+		const rect = g.querySelector("rect.bar");
+		return {days: chart.querySelectorAll("g[data-day]").length, title: g.querySelector("title").textContent,
+			class: rect.getAttribute("class"), height: rect.getAttribute("height"), label: chart.getAttribute("aria-label"),
+			zeros: chart.querySelectorAll("rect.bar.zero").length};
+	})()`
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[bar](js))
+	want := bar{Days: 30, Title: fmt.Sprintf("%s: $%s · 1 request · %d input, %d output tokens", today, cost, in, out),
+		Class: "bar", Height: "48", Zeros: 29}
+	if err != nil || got.Days != want.Days || got.Title != want.Title || got.Class != want.Class || got.Height != want.Height ||
+		got.Zeros != want.Zeros || !strings.Contains(got.Label, "$"+cost.String()+", 1 request") {
+		t.Errorf("the chart: %+v %v\nwant %+v", got, err, want)
+	}
+	return 1
 }

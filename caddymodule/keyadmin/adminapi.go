@@ -15,11 +15,13 @@ func init() {
 	caddy.RegisterModule(AdminAPI{})
 }
 
-// AdminAPI serves key management on Caddy's admin endpoint, under
-// /modelgate/ (see keyAPI): POST and GET /modelgate/keys, GET and DELETE
-// /modelgate/keys/{id}; and GET /modelgate/ready, the readiness probe. `caddy modelgate key` talks to it. It also serves
-// the key settings page at /modelgate/, whose script finds the same API at
-// /modelgate/api/keys.
+// AdminAPI serves key management and usage on Caddy's admin endpoint,
+// under /modelgate/ (see keyAPI): POST and GET /modelgate/keys, GET, PATCH
+// and DELETE /modelgate/keys/{id}, GET /modelgate/keys/{id}/usage and GET
+// /modelgate/usage; and GET /modelgate/ready, the readiness probe.
+// `caddy modelgate key` and `caddy modelgate usage` talk to it. It also
+// serves the key settings page at /modelgate/, whose script finds the same
+// API under /modelgate/api/.
 //
 // A browser reaches that page only where the admin endpoint lets a
 // navigation in: Caddy refuses a request that carries Sec-Fetch-Mode but no
@@ -62,12 +64,12 @@ func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 	if rest == "ready" {
 		return a.ready(w, r)
 	}
-	if api := strings.TrimPrefix(rest, "api/"); isKeyPath(api) {
+	if p, ok := parseAPIPath(strings.TrimPrefix(rest, "api/")); ok {
 		if a.app == nil {
 			return caddy.APIError{HTTPStatus: http.StatusNotFound,
 				Err: errors.New("the modelgate app is not configured: add the modelgate global option")}
 		}
-		return keyAPI{keys: a.app.ManagedKeys(), logger: a.logger, by: "admin API"}.serve(w, r, api)
+		return keyAPI{keys: a.app.ManagedKeys(), app: a.app, logger: a.logger, by: "admin API"}.serve(w, r, p)
 	}
 	if strings.Contains(rest, "/") {
 		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: errors.New("no such modelgate admin route")}
@@ -80,8 +82,8 @@ func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 // readiness probes (the gateway serves on while degraded; the body says
 // what works less).
 func (a *AdminAPI) ready(w http.ResponseWriter, r *http.Request) error {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		return methodError(w, "GET")
+	if err := onlyGET(w, r); err != nil {
+		return err
 	}
 	if a.app == nil {
 		return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable, Err: errors.New("the modelgate app is not configured")}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/tidwall/sjson"
@@ -15,36 +16,80 @@ import (
 	"github.com/modelgate/modelgate/keys"
 )
 
-// keyAPI is the JSON API over the managed keys. The admin endpoint serves
-// it under /modelgate/ (for the CLI and automation) and modelgate_key_settings
-// serves it beside the key settings page:
+// keyAPI is the JSON API over the managed keys and the usage records. The
+// admin endpoint serves it under /modelgate/ (for the CLI and automation)
+// and modelgate_key_settings serves it beside the key settings page:
 //
-//	POST   keys        create a key; the answer holds its secret, once
-//	GET    keys        list keys (never a secret or a digest)
-//	GET    keys/{id}   one key
-//	PATCH  keys/{id}   set its limits and budget
-//	DELETE keys/{id}   delete it
+//	POST   keys             create a key; the answer holds its secret, once
+//	GET    keys             list keys (never a secret or a digest)
+//	GET    keys/{id}        one key
+//	PATCH  keys/{id}        set its limits and budget
+//	DELETE keys/{id}        delete it
+//	GET    keys/{id}/usage  its usage per day, policy and standing (usageapi.go)
+//	GET    usage            the usage records summed and grouped (usageapi.go)
 //
 // Errors are caddy.APIError values; both callers write them as
 // {"error": "<message>"}, as Caddy's admin endpoint does.
 type keyAPI struct {
 	keys   *keys.Manager
+	app    usageSource
 	logger *zap.Logger
 	// by names who acts (the authenticated user of the page), for the log.
 	by string
+	// now is the clock of usage ranges; nil is time.Now (tests set it).
+	now func() time.Time
+}
+
+func (a keyAPI) clock() time.Time {
+	if a.now != nil {
+		return a.now()
+	}
+	return time.Now()
 }
 
 // maxKeyBody bounds a create request.
 const maxKeyBody = 64 << 10
 
-// isKeyPath reports whether rest, a path relative to the API, is one of it.
-func isKeyPath(rest string) bool {
-	return rest == "keys" || strings.HasPrefix(rest, "keys/") && !strings.Contains(rest[len("keys/"):], "/")
+// apiPath is a path of the API, relative to its root: what it names.
+type apiPath struct {
+	kind apiKind
+	id   string // the key's id, for keyPath and keyUsagePath
 }
 
-// serve answers rest, a path for which isKeyPath holds.
-func (a keyAPI) serve(w http.ResponseWriter, r *http.Request, rest string) error {
-	if rest == "keys" {
+type apiKind int
+
+const (
+	keysPath     apiKind = iota + 1 // keys
+	keyPath                         // keys/{id}
+	keyUsagePath                    // keys/{id}/usage
+	usagePath                       // usage
+)
+
+// parseAPIPath reads rest, a path relative to the API; false if it is
+// none of the API's.
+func parseAPIPath(rest string) (apiPath, bool) {
+	switch {
+	case rest == "keys":
+		return apiPath{kind: keysPath}, true
+	case rest == "usage":
+		return apiPath{kind: usagePath}, true
+	case strings.HasPrefix(rest, "keys/"):
+		id := rest[len("keys/"):]
+		if i := strings.IndexByte(id, '/'); i >= 0 {
+			if id[i:] != "/usage" {
+				return apiPath{}, false
+			}
+			return apiPath{kind: keyUsagePath, id: id[:i]}, true
+		}
+		return apiPath{kind: keyPath, id: id}, true
+	}
+	return apiPath{}, false
+}
+
+// serve answers p.
+func (a keyAPI) serve(w http.ResponseWriter, r *http.Request, p apiPath) error {
+	switch p.kind {
+	case keysPath:
 		switch r.Method {
 		case http.MethodGet, http.MethodHead:
 			return a.list(w, r)
@@ -52,8 +97,12 @@ func (a keyAPI) serve(w http.ResponseWriter, r *http.Request, rest string) error
 			return a.create(w, r)
 		}
 		return methodError(w, "GET, POST")
+	case usagePath:
+		return a.usage(w, r)
+	case keyUsagePath:
+		return a.keyUsage(w, r, p.id)
 	}
-	id := strings.TrimPrefix(rest, "keys/")
+	id := p.id
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 		k, err := a.keys.Get(r.Context(), id)
@@ -179,6 +228,14 @@ func respond(w http.ResponseWriter, status int, v any) error {
 	w.WriteHeader(status)
 	_, err = w.Write(append(b, '\n'))
 	return err
+}
+
+// onlyGET refuses a request that is not a GET or a HEAD: 405.
+func onlyGET(w http.ResponseWriter, r *http.Request) error {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return methodError(w, "GET")
+	}
+	return nil
 }
 
 func methodError(w http.ResponseWriter, allow string) error {

@@ -21,17 +21,19 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "modelgate",
-		Usage: "key create|list|delete ...",
-		Short: "Manages modelgate's API keys through the admin API",
+		Usage: "key create|list|delete ... | usage ...",
+		Short: "Manages modelgate's API keys and reports usage through the admin API",
 		Long: `
 Manages the managed API keys of a running modelgate through Caddy's admin API,
 as the key settings page does: the keys live in the modelgate app's storage,
-never in a file you edit. The admin endpoint is found as 'caddy reload' finds
-it: --address, else the admin address of --config, else the default.
+never in a file you edit. Reports the requests, tokens and cost the gateway
+recorded. The admin endpoint is found as 'caddy reload' finds it: --address,
+else the admin address of --config, else the default.
 
   caddy modelgate key create --name ci [--owner team-a] [--models smart,oa/*] [--expires 720h]
   caddy modelgate key list [--json]
   caddy modelgate key delete <id>
+  caddy modelgate usage [--from 2026-07-01] [--to 2026-07-31] [--group-by key,model] [--key <id>] [--owner <owner>] [--json]
 `,
 		CobraFunc: func(cmd *cobra.Command) {
 			key := &cobra.Command{Use: "key", Short: "Creates, lists and deletes managed API keys"}
@@ -63,14 +65,19 @@ it: --address, else the admin address of --config, else the default.
 				},
 			}
 			for _, c := range []*cobra.Command{create, list, del} {
-				c.Flags().StringP("config", "c", "", "Configuration file to find the admin address in, if --address is not used")
-				c.Flags().StringP("adapter", "a", "", "Name of the config adapter (when --config is used)")
-				c.Flags().String("address", "", "The admin API's address, if not the default")
+				adminFlags(c)
 				key.AddCommand(c)
 			}
-			cmd.AddCommand(key)
+			cmd.AddCommand(key, usageCommand())
 		},
 	})
+}
+
+// adminFlags adds the flags that find the admin endpoint to c.
+func adminFlags(c *cobra.Command) {
+	c.Flags().StringP("config", "c", "", "Configuration file to find the admin address in, if --address is not used")
+	c.Flags().StringP("adapter", "a", "", "Name of the config adapter (when --config is used)")
+	c.Flags().String("address", "", "The admin API's address, if not the default")
 }
 
 // adminRequest sends one request to the admin API the flags name.

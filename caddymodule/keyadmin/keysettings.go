@@ -64,8 +64,9 @@ func (h *KeySettings) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 var keyPage embed.FS
 
 // KeySettings serves the key settings page, where the account holder
-// lists, creates and deletes managed keys, and the JSON API the page
-// uses, at api/keys beside it (the admin endpoint's API, see keyAPI).
+// lists, creates and deletes managed keys, sets their limits and budgets
+// and sees what each spent, and the JSON API the page uses, under api/
+// beside it (api/keys…, api/usage: the admin endpoint's API, see keyAPI).
 // Mount it on a route of its own behind an authentication handler:
 //
 //	handle /account/keys/* {
@@ -145,11 +146,11 @@ func (h *KeySettings) ServeHTTP(w http.ResponseWriter, r *http.Request, _ caddyh
 		return writeAPIError(w, caddy.APIError{HTTPStatus: http.StatusForbidden, Err: errors.New("cross-origin requests may not change keys")})
 	}
 	if i := strings.LastIndex(r.URL.Path, apiSegment); i >= 0 {
-		if rest := r.URL.Path[i+len(apiSegment):]; isKeyPath(rest) {
+		if p, ok := parseAPIPath(r.URL.Path[i+len(apiSegment):]); ok {
 			if user == "" {
 				user = "unauthenticated (allow_unauthenticated)"
 			}
-			return writeAPIError(w, keyAPI{keys: h.app.ManagedKeys(), logger: h.logger, by: user}.serve(w, r, rest))
+			return writeAPIError(w, keyAPI{keys: h.app.ManagedKeys(), app: h.app, logger: h.logger, by: user}.serve(w, r, p))
 		}
 	}
 	return writeAPIError(w, servePage(w, r, pageFile(r.URL.Path)))
@@ -166,8 +167,8 @@ func pageFile(p string) string {
 
 // servePage serves one of the page's files.
 func servePage(w http.ResponseWriter, r *http.Request, name string) error {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		return methodError(w, "GET")
+	if err := onlyGET(w, r); err != nil {
+		return err
 	}
 	b, err := fs.ReadFile(keyPage, path.Join("keypage", name))
 	if err != nil {

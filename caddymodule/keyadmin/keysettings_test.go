@@ -2,22 +2,30 @@ package keyadmin
 
 import "testing"
 
-func TestIsKeyPath(t *testing.T) {
+func TestParseAPIPath(t *testing.T) {
 	for _, tc := range []struct {
 		rest string
-		want bool
+		want apiPath
+		ok   bool
 	}{
-		{"keys", true},
-		{"keys/key_06h0f3dmbnbda28kaqnrfi69", true},
-		{"keys/", true}, // an empty id: the manager answers 404
-		{"keys/a/b", false},
-		{"keysx", false},
-		{"", false},
-		{"index.html", false},
-		{"api/keys", false},
+		{"keys", apiPath{kind: keysPath}, true},
+		{"keys/key_06h0f3dmbnbda28kaqnrfi69", apiPath{kind: keyPath, id: "key_06h0f3dmbnbda28kaqnrfi69"}, true},
+		{"keys/", apiPath{kind: keyPath}, true}, // an empty id: the manager answers 404
+		{"keys/key_06h0f3dmbnbda28kaqnrfi69/usage", apiPath{kind: keyUsagePath, id: "key_06h0f3dmbnbda28kaqnrfi69"}, true},
+		{"keys//usage", apiPath{kind: keyUsagePath}, true},
+		{"usage", apiPath{kind: usagePath}, true},
+		{"usage/", apiPath{}, false},
+		{"keys/a/b", apiPath{}, false},
+		{"keys/a/usage/x", apiPath{}, false},
+		{"keys/a/usagex", apiPath{}, false},
+		{"keysx", apiPath{}, false},
+		{"", apiPath{}, false},
+		{"index.html", apiPath{}, false},
+		{"api/keys", apiPath{}, false},
 	} {
-		if got := isKeyPath(tc.rest); got != tc.want {
-			t.Errorf("isKeyPath(%q) = %v, want %v", tc.rest, got, tc.want)
+		got, ok := parseAPIPath(tc.rest)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("parseAPIPath(%q) = %+v, %v; want %+v, %v", tc.rest, got, ok, tc.want, tc.ok)
 		}
 	}
 }

@@ -1,0 +1,101 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig"
+	_ "github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	_ "github.com/caddyserver/caddy/v2/modules/standard"
+
+	_ "github.com/modelgate/modelgate"
+	"github.com/modelgate/modelgate/providers/providertest"
+)
+
+// TestEventCounting: both event counters count blocks ended by a blank
+// line, whatever the chunks and line endings.
+func TestEventCounting(t *testing.T) {
+	stream := "data: {\"a\":1}\n\nevent: x\ndata: {}\n\n: comment\r\n\r\ndata: [DONE]\n\n"
+	for _, chunk := range []int{1, 3, 7, len(stream)} {
+		c := &eventCounter{}
+		for i := 0; i < len(stream); i += chunk {
+			_, _ = c.Write([]byte(stream[i:min(i+chunk, len(stream))]))
+		}
+		if c.n != 4 {
+			t.Errorf("eventCounter, chunks of %d: %d events, want 4", chunk, c.n)
+		}
+	}
+	n, ttft, all, err := readEvents(strings.NewReader(stream), time.Now(), true)
+	if err != nil || n != 4 || ttft <= 0 || string(all) != stream {
+		t.Errorf("readEvents: %d events, ttft %v, %q, %v", n, ttft, all, err)
+	}
+}
+
+// TestCannedAnswers: the canned upstream holds the fake provider's answer
+// to every scenario's upstream request, serves it for the gateway's and the
+// plain request alike, and the streams have the lengths the report says.
+func TestCannedAnswers(t *testing.T) {
+	c, err := record(providertest.New(providertest.Options{
+		OpenAIKey: upstreamOpenAIKey, AnthropicKey: upstreamAnthropicKey, NoRecord: true,
+		Keys: map[string]string{"cohere": upstreamCohereKey},
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range append(scenarios(), pacedScenario()) {
+		rec := httptest.NewRecorder()
+		c.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, s.plain.path, bytes.NewReader(s.plain.body)))
+		if rec.Code != 200 || !strings.Contains(rec.Body.String(), s.expect) {
+			t.Errorf("%s: %d %.300s", s.name, rec.Code, rec.Body.String())
+		}
+		if s.stream {
+			n := bytes.Count(rec.Body.Bytes(), []byte("\n\n"))
+			want := map[string]int{"stream": 50, "paced_stream": pacedWords + 5}[s.name]
+			if want > 0 && n != want {
+				t.Errorf("%s: %d events, want %d", s.name, n, want)
+			}
+		}
+	}
+	rec := httptest.NewRecorder()
+	c.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(`{"model":"unknown"}`)))
+	if rec.Code != http.StatusNotFound {
+		t.Errorf("a request without a recorded answer: %d", rec.Code)
+	}
+}
+
+// TestVariantConfigs: every variant's Caddyfile adapts.
+func TestVariantConfigs(t *testing.T) {
+	for name, v := range variants {
+		cfg := v.caddyfile(ports{admin: 2999, http: 9080, upstream: "127.0.0.1:9081", storage: t.TempDir()})
+		if _, warn, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(cfg), nil); err != nil || len(warn) > 0 {
+			t.Errorf("%s: %v %v\n%s", name, err, warn, cfg)
+		}
+	}
+}
+
+// TestProc: CPU time and memory of this process, read from /proc.
+func TestProc(t *testing.T) {
+	pid := os.Getpid()
+	end := time.Now().Add(50 * time.Millisecond)
+	for x := 0; time.Now().Before(end); x++ {
+		_ = x * x
+	}
+	cpu, err := cpuTime(pid)
+	if err != nil || cpu <= 0 {
+		t.Errorf("cpuTime: %v, %v", cpu, err)
+	}
+	rss, hwm, err := memory(pid)
+	if err != nil || rss <= 0 || hwm < rss {
+		t.Errorf("memory: rss %d hwm %d, %v", rss, hwm, err)
+	}
+	if cpus := allowedCPUs(); len(cpus) == 0 {
+		t.Error("allowedCPUs: none")
+	}
+}

@@ -1,0 +1,138 @@
+//go:build linux
+
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// clockTick is the unit of utime and stime in /proc/<pid>/stat
+// (sysconf(_SC_CLK_TCK), 100 on Linux everywhere it matters).
+const clockTick = 10 * time.Millisecond
+
+// cpuTime is the CPU time (user + system) a process has used so far.
+func cpuTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name, field 2, is in parentheses and may hold spaces:
+	// fields are counted after its closing parenthesis.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// f[0] is field 3 (state); utime is field 14, stime field 15.
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+	}
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+	}
+	return time.Duration(ut+st) * clockTick, nil
+}
+
+// memory returns a process's resident set size now and its peak since
+// start or the last resetPeak, in KiB.
+func memory(pid int) (rss, hwm int64, err error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		for _, field := range []struct {
+			name string
+			v    *int64
+		}{{"VmRSS:", &rss}, {"VmHWM:", &hwm}} {
+			if v, ok := strings.CutPrefix(line, field.name); ok {
+				*field.v, _ = strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			}
+		}
+	}
+	return rss, hwm, sc.Err()
+}
+
+// resetPeak starts a new peak RSS measurement of a process: writing 5 to
+// clear_refs sets VmHWM to the current RSS.
+func resetPeak(pid int) error {
+	return os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0)
+}
+
+// raiseFileLimit raises this process's soft limit of open files to the
+// hard limit; children started afterwards inherit it.
+func raiseFileLimit() uint64 {
+	var l syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l); err != nil {
+		return 0
+	}
+	if l.Cur < l.Max {
+		l.Cur = l.Max
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &l)
+	}
+	_ = syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l)
+	return l.Cur
+}
+
+// fileLimits returns the soft and hard limits of open files.
+func fileLimits() (soft, hard uint64) {
+	var l syscall.Rlimit
+	_ = syscall.Getrlimit(syscall.RLIMIT_NOFILE, &l)
+	return l.Cur, l.Max
+}
+
+// allowedCPUs lists the CPUs this process may run on
+// (Cpus_allowed_list in /proc/self/status, such as "0-3,6").
+func allowedCPUs() []int {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, line := range strings.Split(string(b), "\n") {
+		list, ok := strings.CutPrefix(line, "Cpus_allowed_list:")
+		if !ok {
+			continue
+		}
+		for _, r := range strings.Split(strings.TrimSpace(list), ",") {
+			lo, hi, isRange := strings.Cut(r, "-")
+			a, err1 := strconv.Atoi(lo)
+			z, err2 := a, error(nil)
+			if isRange {
+				z, err2 = strconv.Atoi(hi)
+			}
+			if err1 != nil || err2 != nil {
+				return nil
+			}
+			for c := a; c <= z; c++ {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// loadAverage is /proc/loadavg's first three fields.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}

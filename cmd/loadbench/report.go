@@ -1,0 +1,395 @@
+//go:build linux
+
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// report gathers what the suites measured and writes it as Markdown.
+type report struct {
+	notes    []string
+	runs     []*run
+	streams  []*streamsRun
+	batch    *batchRun
+	profiles []*profileRun
+	started  time.Time
+}
+
+func newReport() *report { return &report{started: time.Now()} }
+
+func (r *report) note(format string, args ...any) {
+	r.notes = append(r.notes, fmt.Sprintf(format, args...))
+}
+
+// write prints the report and saves it, with the raw results, in dir.
+func (r *report) write(w io.Writer, dir string) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# modelgate loadbench, %s (%s)\n\n", r.started.Format("2006-01-02 15:04"), time.Since(r.started).Round(time.Second))
+	for _, n := range r.notes {
+		fmt.Fprintf(&b, "- %s\n", n)
+	}
+	r.writeRuns(&b, "live", "Live requests")
+	r.writeSummary(&b)
+	r.writeStreams(&b)
+	r.writeBatch(&b)
+	r.writeRuns(&b, "pool", "Provider pool (what modelgate's provider defaults are chosen from)")
+	r.writeProfiles(&b)
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "report.md"), []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	raw, _ := json.MarshalIndent(map[string]any{"runs": r.runs, "streams": r.streams, "batch": r.batch, "profiles": r.profiles, "notes": r.notes}, "", "  ")
+	return os.WriteFile(filepath.Join(dir, "results.json"), raw, 0o644)
+}
+
+// cell is the aggregate of one case and variant over the rounds.
+type cell struct {
+	runs []*run
+}
+
+func (c *cell) median(f func(*run) float64) float64 {
+	v := make([]float64, len(c.runs))
+	for i, r := range c.runs {
+		v[i] = f(r)
+	}
+	return median(v)
+}
+
+func (c *cell) spread(f func(*run) float64) (lo, hi float64) {
+	lo, hi = math.Inf(1), math.Inf(-1)
+	for _, r := range c.runs {
+		lo, hi = math.Min(lo, f(r)), math.Max(hi, f(r))
+	}
+	return lo, hi
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// grid is a suite's runs by case and variant, in the order they ran.
+type grid struct {
+	cases, variants []string
+	cells           map[[2]string]*cell
+}
+
+func (r *report) grid(suite string) *grid {
+	g := &grid{cells: map[[2]string]*cell{}}
+	for _, run := range r.runs {
+		if run.Suite != suite {
+			continue
+		}
+		if !contains(g.cases, run.Case) {
+			g.cases = append(g.cases, run.Case)
+		}
+		if !contains(g.variants, run.Variant) {
+			g.variants = append(g.variants, run.Variant)
+		}
+		k := [2]string{run.Case, run.Variant}
+		if g.cells[k] == nil {
+			g.cells[k] = &cell{}
+		}
+		g.cells[k].runs = append(g.cells[k].runs, run)
+	}
+	// The reference first, then as they ran.
+	slices.SortStableFunc(g.variants, func(a, b string) int { return order(a) - order(b) })
+	return g
+}
+
+// order sorts variants: references first, then plain, then modelgate's.
+func order(v string) int {
+	for i, name := range []string{"tuned", "plain", "modelgate", "modelgate_full", "mg_pool32", "mg_pool256", "tuned_tls_h1", "tuned_tls_h2", "mg_tls_h1", "mg_tls_h2"} {
+		if v == name {
+			return i
+		}
+	}
+	return 100
+}
+
+// ratios are a variant's per-round ratios against its reference in the
+// same round: f(variant)/f(reference).
+func (g *grid) ratios(c, v string, f func(*run) float64) []float64 {
+	vc := g.cells[[2]string{c, v}]
+	rc := g.cells[[2]string{c, refOf(v)}]
+	if vc == nil || rc == nil {
+		return nil
+	}
+	var out []float64
+	for _, a := range vc.runs {
+		for _, b := range rc.runs {
+			if a.Round == b.Round && f(b) > 0 {
+				out = append(out, f(a)/f(b))
+			}
+		}
+	}
+	return out
+}
+
+// diffs are per-round differences f(variant) − f(reference).
+func (g *grid) diffs(c, v string, f func(*run) float64) []float64 {
+	vc := g.cells[[2]string{c, v}]
+	rc := g.cells[[2]string{c, refOf(v)}]
+	if vc == nil || rc == nil {
+		return nil
+	}
+	var out []float64
+	for _, a := range vc.runs {
+		for _, b := range rc.runs {
+			if a.Round == b.Round {
+				out = append(out, f(a)-f(b))
+			}
+		}
+	}
+	return out
+}
+
+func refOf(v string) string {
+	if vv := variants[v]; vv != nil {
+		return vv.refName()
+	}
+	return reference
+}
+
+func minMax(v []float64) (float64, float64) {
+	if len(v) == 0 {
+		return math.NaN(), math.NaN()
+	}
+	return slices.Min(v), slices.Max(v)
+}
+
+// rate is what a case is measured in: events/s for streams, else req/s.
+func rate(r *run) float64 {
+	if r.Load.Events > 0 {
+		return r.eps()
+	}
+	return r.rps()
+}
+
+func (r *report) writeRuns(b *strings.Builder, suite, title string) {
+	g := r.grid(suite)
+	if len(g.cases) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n## %s\n\n", title)
+	fmt.Fprintf(b, "Medians over %s; [min–max] over the rounds. Ratio: the variant's rate over its reference's (tuned reverse_proxy, or for the HTTPS variants tuned_tls_h1) in the same round. Rate: events/s for streams, else req/s. CPU/req: the gateway process's user+system CPU per request (upstream's after the slash). core0: how busy the gateway's CPU was (gateway + upstream CPU over the window; 100%% = saturated). Peak RSS: the gateway process's VmHWM in the window.\n",
+		roundsText(g))
+	for _, c := range g.cases {
+		fmt.Fprintf(b, "\n### %s\n\n", caseTitle(c, g))
+		stream := g.isStream(c)
+		if stream {
+			b.WriteString("| variant | events/s [min–max] | ratio [min–max] | streams/s | p50 | p99 | first event p50 | added vs ref | CPU/req (gw/up) | core0 | peak RSS |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+		} else {
+			b.WriteString("| variant | req/s [min–max] | ratio [min–max] | p50 | p99 | CPU/req (gw/up) | core0 | peak RSS |\n|---|---|---|---|---|---|---|---|\n")
+		}
+		for _, v := range g.variants {
+			cl := g.cells[[2]string{c, v}]
+			if cl == nil {
+				continue
+			}
+			lo, hi := cl.spread(rate)
+			ratio := "—"
+			if v != refOf(v) {
+				rs := g.ratios(c, v, rate)
+				rlo, rhi := minMax(rs)
+				ratio = fmt.Sprintf("%.2f [%.2f–%.2f]", median(rs), rlo, rhi)
+			}
+			var gw, up, win time.Duration
+			var reqs int64
+			var peak int64
+			for _, run := range cl.runs {
+				gw += run.GatewayCPU
+				up += run.UpstreamCPU
+				reqs += run.Load.Requests
+				win += time.Duration(run.Load.Seconds * float64(time.Second))
+				peak = max(peak, run.PeakRSSKiB)
+			}
+			cpu := fmt.Sprintf("%.0f/%.0f µs", us(gw, reqs), us(up, reqs))
+			busy := fmt.Sprintf("%.0f%%", 100*float64(gw+up)/float64(max(win, 1)))
+			p50, p99 := cl.median(func(r *run) float64 { return r.Load.P50 }), cl.median(func(r *run) float64 { return r.Load.P99 })
+			if stream {
+				ttft := cl.median(func(r *run) float64 { return r.Load.TTFT })
+				added := "—"
+				if v != refOf(v) {
+					d := g.diffs(c, v, func(r *run) float64 { return r.Load.TTFT })
+					dlo, dhi := minMax(d)
+					added = fmt.Sprintf("%+.0f µs [%+.0f–%+.0f]", median(d), dlo, dhi)
+				}
+				fmt.Fprintf(b, "| %s | %.0f [%.0f–%.0f] | %s | %.0f | %s | %s | %s | %s | %s | %s | %.0f MiB |\n", v,
+					cl.median(rate), lo, hi, ratio, cl.median(func(r *run) float64 { return r.rps() }),
+					ms(p50), ms(p99), ms(ttft), added, cpu, busy, float64(peak)/1024)
+			} else {
+				fmt.Fprintf(b, "| %s | %.0f [%.0f–%.0f] | %s | %s | %s | %s | %s | %.0f MiB |\n", v,
+					cl.median(rate), lo, hi, ratio, ms(p50), ms(p99), cpu, busy, float64(peak)/1024)
+			}
+		}
+	}
+}
+
+func roundsText(g *grid) string {
+	n := 0
+	for _, cl := range g.cells {
+		n = max(n, len(cl.runs))
+	}
+	if n == 1 {
+		return "1 round"
+	}
+	return fmt.Sprintf("%d interleaved rounds", n)
+}
+
+func (g *grid) isStream(c string) bool {
+	for _, cl := range g.cells {
+		if cl.runs[0].Case == c {
+			return cl.runs[0].Load.Events > 0
+		}
+	}
+	return false
+}
+
+func caseTitle(c string, g *grid) string {
+	for _, cl := range g.cells {
+		if r := cl.runs[0]; r.Case == c {
+			for _, s := range scenarios() {
+				if s.name == r.Scenario {
+					return fmt.Sprintf("%s — %s, %d connections", c, s.what, r.Conns)
+				}
+			}
+			return fmt.Sprintf("%s, %d connections", c, r.Conns)
+		}
+	}
+	return c
+}
+
+func us(d time.Duration, n int64) float64 {
+	if n == 0 {
+		return 0
+	}
+	return float64(d) / float64(n) / float64(time.Microsecond)
+}
+
+// ms formats microseconds.
+func ms(usec float64) string {
+	if usec < 1000 {
+		return fmt.Sprintf("%.0f µs", usec)
+	}
+	return fmt.Sprintf("%.2f ms", usec/1000)
+}
+
+// writeSummary is the ratios of the live suite in one table, scenarios by
+// variant.
+func (r *report) writeSummary(b *strings.Builder) {
+	g := r.grid("live")
+	if len(g.cases) == 0 {
+		return
+	}
+	b.WriteString("\n### Summary: ratio against tuned reverse_proxy (median [min–max]); peak RSS ratio\n\n| case |")
+	var vs []string
+	for _, v := range g.variants {
+		if v != reference {
+			vs = append(vs, v)
+			fmt.Fprintf(b, " %s | RSS |", v)
+		}
+	}
+	b.WriteString("\n|---|")
+	for range vs {
+		b.WriteString("---|---|")
+	}
+	b.WriteString("\n")
+	for _, c := range g.cases {
+		fmt.Fprintf(b, "| %s |", c)
+		for _, v := range vs {
+			rs := g.ratios(c, v, rate)
+			lo, hi := minMax(rs)
+			mem := g.ratios(c, v, func(r *run) float64 { return float64(r.PeakRSSKiB) })
+			fmt.Fprintf(b, " %.2f [%.2f–%.2f] | %.2f |", median(rs), lo, hi, median(mem))
+		}
+		b.WriteString("\n")
+	}
+}
+
+func (r *report) writeStreams(b *strings.Builder) {
+	if len(r.streams) == 0 {
+		return
+	}
+	b.WriteString("\n## Many open streams\n\nEach stream: its own client connection and, in the gateway, its own upstream connection. RSS per stream: (peak RSS − RSS before) / streams. CPU per event: the gateway process's CPU over the whole run (connections opened and closed included) / events delivered; steady: from the moment every stream was open to the end, over the events delivered meanwhile.\n\n")
+	b.WriteString("| variant | streams | completed | failed | most open at once | all open after | RSS before | RSS all open | peak RSS | RSS per stream | CPU per event (gw/up) | steady CPU per event |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, s := range r.streams {
+		n := float64(s.Result.Streams)
+		ev := max(s.Result.Events, 1)
+		fmt.Fprintf(b, "| %s | %d | %d | %d | %d | %.1f s | %.0f MiB | %.0f MiB | %.0f MiB | %.1f KiB | %.1f/%.1f µs | %.1f µs |\n",
+			s.Variant, s.Result.Streams, s.Result.Completed, s.Result.Failed, s.Result.MaxOpen, s.Result.AllOpenS,
+			float64(s.RSSBefore)/1024, float64(s.RSSAllOpen)/1024, float64(s.PeakRSS)/1024,
+			float64(s.PeakRSS-s.RSSBefore)/n, float64(s.GatewayCPU)/float64(ev)/1000, float64(s.Upstream)/float64(ev)/1000,
+			float64(s.SteadyCPU)/float64(max(s.SteadyEvents, 1))/1000)
+		if s.Result.FirstErr != "" {
+			fmt.Fprintf(b, "\nfirst error via %s: %s\n\n", s.Variant, s.Result.FirstErr)
+		}
+	}
+	if len(r.streams) == 2 {
+		a, g := r.streams[0], r.streams[1]
+		rss := func(s *streamsRun) float64 { return float64(s.PeakRSS-s.RSSBefore) / float64(s.Result.Streams) }
+		cpu := func(s *streamsRun) float64 { return float64(s.GatewayCPU) / float64(max(s.Result.Events, 1)) }
+		steady := func(s *streamsRun) float64 { return float64(s.SteadyCPU) / float64(max(s.SteadyEvents, 1)) }
+		fmt.Fprintf(b, "\n%s against %s: RSS per stream %.2f×, CPU per event %.2f× (steady %.2f×).\n", g.Variant, a.Variant, rss(g)/rss(a), cpu(g)/cpu(a), steady(g)/steady(a))
+	}
+}
+
+func (r *report) writeBatch(b *strings.Builder) {
+	br := r.batch
+	if br == nil {
+		return
+	}
+	res := br.Result
+	lps := float64(res.Lines) / res.Seconds
+	fmt.Fprintf(b, "\n## Batch\n\nA %d-line chat batch (the chat scenario's request on every line) through POST /v1/files and /v1/batches, polled to its end, the output file checked; batch options: %s. Lines/s: from creation to completed (validation, execution, checkpoints, result files; the runner's 1 s poll included).\n\n", res.Lines, br.Options)
+	b.WriteString("| status | lines/s | seconds | completed | failed | 200 results in the output | peak RSS (RSS before) | CPU per line (gw/up) | core0 | live chat req/s, same process | batch ÷ live |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	live, ratio := "—", "—"
+	if br.Live != nil {
+		live = fmt.Sprintf("%.0f (CPU/req %.0f µs)", br.Live.rps(), us(br.Live.GatewayCPU, br.Live.Load.Requests))
+		ratio = fmt.Sprintf("%.2f", lps/br.Live.rps())
+	}
+	busy := 100 * float64(br.GatewayCPU+br.UpstreamCPU) / (res.Seconds * float64(time.Second))
+	fmt.Fprintf(b, "| %s | %.0f | %.1f | %d | %d | %d | %.0f MiB (%.0f MiB) | %.0f/%.0f µs | %.0f%% | %s | %s |\n", res.Status, lps, res.Seconds,
+		res.Completed, res.Failed, res.OutputLines, float64(br.PeakRSS)/1024, float64(br.RSSBefore)/1024,
+		us(br.GatewayCPU, int64(res.Lines)), us(br.UpstreamCPU, int64(res.Lines)), busy, live, ratio)
+}
+
+func (r *report) writeProfiles(b *strings.Builder) {
+	if len(r.profiles) == 0 {
+		return
+	}
+	b.WriteString("\n## CPU profiles of modelgate under load\n")
+	for _, p := range r.profiles {
+		fmt.Fprintf(b, "\n### %s (%s)\n\n```\n%s\n```\n\nTop functions by flat time (`go tool pprof -top`):\n\n```\n%s\n```\n", p.Case, p.File, p.Breakdown, trimPprofHeader(p.Flat))
+	}
+}
+
+// trimPprofHeader drops go tool pprof's header lines but the totals.
+func trimPprofHeader(s string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.HasPrefix(l, "File:") || strings.HasPrefix(l, "Build ID:") || strings.HasPrefix(l, "Type:") || strings.HasPrefix(l, "Time:") || strings.HasPrefix(l, "Dropped") {
+			continue
+		}
+		out = append(out, l)
+	}
+	return strings.Join(out, "\n")
+}
