@@ -44,7 +44,11 @@ func TestKeyAPIStorageDown(t *testing.T) {
 				{http.MethodDelete, "keys/key_06h0f3dmbnbda28kaqnrfi69", ""},
 			} {
 				req := httptest.NewRequest(r.method, "/modelgate/"+r.rest, strings.NewReader(r.body))
-				err := api.serve(httptest.NewRecorder(), req, r.rest)
+				p, ok := parseAPIPath(r.rest)
+				if !ok {
+					t.Fatalf("%s is not a path of the API", r.rest)
+				}
+				err := api.serve(httptest.NewRecorder(), req, p)
 				var apiErr caddy.APIError
 				if !errors.As(err, &apiErr) || apiErr.HTTPStatus != tc.status {
 					t.Errorf("%s %s: %v, want status %d", r.method, r.rest, err, tc.status)
