@@ -2,11 +2,16 @@ package batch
 
 import (
 	"context"
+	"errors"
 	"path"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/modelgate/modelgate/internal/storagetest"
 )
@@ -302,5 +307,107 @@ func TestLeaseRenewed(t *testing.T) {
 			checkExactlyOnce(t, want, readResultFile(t, st, b.OutputFileID))
 			checkSentOnce(t, want, exA, exB)
 		})
+	}
+}
+
+// outageView is a storage that cannot be reached while down is set: every
+// read, write and lock fails, as with Redis stopped.
+type outageView struct {
+	*storagetest.Memory
+	down atomic.Bool
+}
+
+var errUnreachable = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
+
+func (o *outageView) Store(ctx context.Context, key string, value []byte) error {
+	if o.down.Load() {
+		return errUnreachable
+	}
+	return o.Memory.Store(ctx, key, value)
+}
+
+func (o *outageView) Load(ctx context.Context, key string) ([]byte, error) {
+	if o.down.Load() {
+		return nil, errUnreachable
+	}
+	return o.Memory.Load(ctx, key)
+}
+
+func (o *outageView) Delete(ctx context.Context, key string) error {
+	if o.down.Load() {
+		return errUnreachable
+	}
+	return o.Memory.Delete(ctx, key)
+}
+
+func (o *outageView) List(ctx context.Context, prefix string, recursive bool) ([]string, error) {
+	if o.down.Load() {
+		return nil, errUnreachable
+	}
+	return o.Memory.List(ctx, prefix, recursive)
+}
+
+func (o *outageView) Lock(ctx context.Context, name string) error {
+	if o.down.Load() {
+		return errUnreachable
+	}
+	return o.Memory.Lock(ctx, name)
+}
+
+// TestStorageOutage: the storage cannot be reached for a while mid-batch.
+// The parts under way go on answering their lines; those that finish meanwhile
+// keep their results until the storage is back, rather than dropping them
+// to have them sent upstream again. Every line goes upstream once.
+func TestStorageOutage(t *testing.T) {
+	t.Parallel()
+	view := &outageView{Memory: storagetest.NewMemory()}
+	st := NewStore(view, "mg")
+	ex := newFakeExecutor()
+	ex.delay = 5 * time.Millisecond
+	set := testSettings()
+	set.Workers = 4
+	set.Lease = time.Minute // no takeover: this is about one runner
+	b, want := chatBatch(t, st, "o", "slow", 70)
+	startRunner(t, st, "inst-a", staticLive(set, ex))
+	waitUntil(t, "a few answers", func() bool { return len(ex.answeredIDs()) >= 10 })
+
+	view.down.Store(true)
+	atDown := len(ex.answeredIDs())
+	// The parts under way finish while the storage is down.
+	time.Sleep(300 * time.Millisecond)
+	duringDown := len(ex.answeredIDs()) - atDown
+	view.down.Store(false)
+
+	b = waitStatus(t, st, b.ID, StatusCompleted)
+	checkExactlyOnce(t, want, readResultFile(t, st, b.OutputFileID), readResultFile(t, st, b.ErrorFileID))
+	if duringDown == 0 {
+		t.Fatal("no line was answered while the storage was down")
+	}
+	for id, n := range ex.callCounts() {
+		if n != 1 {
+			t.Errorf("%s went upstream %d times", id, n)
+		}
+	}
+	t.Logf("%d lines answered before the outage, %d during it", atDown, duringDown)
+}
+
+// TestStorageOutageLogged: a runner that cannot list the batches says so
+// once, not at every poll, and says when it can again.
+func TestStorageOutageLogged(t *testing.T) {
+	t.Parallel()
+	view := &outageView{Memory: storagetest.NewMemory()}
+	view.down.Store(true)
+	core, logs := observer.New(zap.InfoLevel)
+	live := func() (Live, bool) {
+		return Live{Settings: testSettings(), Executor: newFakeExecutor(), Logger: zap.New(core)}, true
+	}
+	startRunner(t, NewStore(view, "mg"), "inst-a", live)
+	time.Sleep(20 * testPoll)
+	view.down.Store(false)
+	waitUntil(t, "the runner to say it lists again", func() bool {
+		return logs.FilterMessage("listing active batches works again").Len() == 1
+	})
+	if n := logs.FilterMessageSnippet("listing active batches failed").Len(); n != 1 {
+		t.Errorf("the outage was logged %d times over 20 polls, want once", n)
 	}
 }

@@ -14,8 +14,10 @@ import (
 )
 
 // ChunkSize is the size of the parts a file is stored in. An upload or a
-// download holds one part in memory at a time.
-const ChunkSize = 4 << 20
+// download holds one part in memory at a time. It is 4 KiB short of 4 MiB
+// so that a part with Redis's string and hash overhead fits jemalloc's
+// 4 MiB size class: a part of 4 MiB exactly takes 5 MiB of Redis memory.
+const ChunkSize = 4<<20 - 4<<10
 
 // Purposes of files.
 const (

@@ -154,8 +154,35 @@ func (r *Runner) runPart(ctx context.Context, lv Live, log *zap.Logger, rec *bat
 				}
 				break
 			}
-			return pr.release(lv, pr.checkpoint())
+			return pr.release(lv, pr.lastCheckpoint(log, set.CheckpointInterval))
 		}
+	}
+}
+
+// lastCheckpoint writes the part's last results. While the storage cannot
+// be reached it keeps them and tries again, every interval at most: they
+// are finished work, and a part that dropped them would send them upstream
+// again once it is taken up. It gives up only when the runner stops, which
+// loses them as a crash would.
+func (pr *partRun) lastCheckpoint(log *zap.Logger, interval time.Duration) error {
+	wait := min(100*time.Millisecond, interval)
+	for tries := 0; ; tries++ {
+		err := pr.checkpoint()
+		if err == nil {
+			if tries > 0 {
+				log.Info("the part's last checkpoint is written", zap.Int("tries", tries+1))
+			}
+			return nil
+		}
+		if tries == 0 {
+			log.Warn("writing the part's last checkpoint failed; keeping its results and retrying", zap.Error(err))
+		}
+		select {
+		case <-pr.r.ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, interval)
 	}
 }
 

@@ -59,6 +59,10 @@ type Runner struct {
 	current atomic.Pointer[Live] // the live config at the last poll
 	routes  sync.Map             // endpoint+" "+model -> provider, cleared at each poll
 
+	// listFailing is set while the storage cannot be listed, so that an
+	// outage is logged once, not at every poll. Only the loop uses it.
+	listFailing bool
+
 	mu        sync.Mutex
 	parts     map[partKey]*active
 	renewed   map[string]time.Time // batch ID -> last lease renewal
@@ -153,8 +157,15 @@ func (r *Runner) tick() {
 
 	batchIDs, err := r.store.list(r.ctx, path.Join(r.store.prefix, "active"))
 	if err != nil {
-		lv.Logger.Error("listing active batches", zap.Error(err))
+		if !r.listFailing && r.ctx.Err() == nil {
+			lv.Logger.Error("listing active batches failed; the runner tries again at every poll and says when it succeeds", zap.Error(err))
+		}
+		r.listFailing = true
 		return
+	}
+	if r.listFailing {
+		r.listFailing = false
+		lv.Logger.Info("listing active batches works again")
 	}
 	for _, id := range batchIDs {
 		if r.ctx.Err() != nil {

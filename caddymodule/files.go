@@ -213,11 +213,25 @@ func (h *Handler) answer(w http.ResponseWriter, kind, id string, v any, err erro
 }
 
 // internalError logs err and answers 500 without its text, which may name
-// storage paths.
+// storage paths; or 503 with retry-after when the storage cannot be
+// reached (Redis down): clients try again, and it is back in a moment.
 func (h *Handler) internalError(w http.ResponseWriter, doing string, err error) {
 	h.logger.Error(doing, zap.Error(err))
+	if StorageUnreachable(err) {
+		writeStorageUnreachable(w, doing, writeError)
+		return
+	}
 	writeError(w, &providers.Error{Status: http.StatusInternalServerError, Type: "server_error",
 		Message: "the gateway failed " + doing})
+}
+
+// writeStorageUnreachable answers 503 with retry-after: 1 for a request
+// that needs the storage while it cannot be reached, through write (the
+// error writer of the request's API).
+func writeStorageUnreachable(w http.ResponseWriter, doing string, write func(http.ResponseWriter, *providers.Error)) {
+	w.Header().Set("Retry-After", "1")
+	write(w, &providers.Error{Status: http.StatusServiceUnavailable, Type: "server_error",
+		Message: "the gateway's storage cannot be reached just now (" + doing + "); try again shortly"})
 }
 
 // writeList writes a page in OpenAI's list shape.

@@ -59,11 +59,31 @@ func (a *App) provisionQuota() error {
 			_, _ = localStates.Delete(a.storageID + "#standby")
 			return prev()
 		}
-		if a.standbyQuota, err = quota.New(quota.Config{State: v.(localState).State, Spender: a.usage}); err != nil {
+		if a.standbyQuota, err = quota.New(quota.Config{State: v.(localState).State, Spender: standbySpender{a}}); err != nil {
 			return fmt.Errorf("limits: %v", err)
 		}
 	}
 	return a.Limits.provision()
+}
+
+// errStateDown is what the standby's budgets are told while the shared
+// state is known unreachable.
+var errStateDown = errors.New("the shared state and its storage are unreachable: the usage records cannot be read")
+
+// standbySpender gives the standby engine's budgets the usage records,
+// except while the shared state is known unreachable: the records are in
+// its storage, on the same Redis, and reading them would make every
+// budgeted request wait the storage's timeout, several times over (8 s and
+// more with Redis hanging), only to fail. It fails at once instead, and the
+// request is served without its budget, as when the records cannot be read
+// (see admitQuota).
+type standbySpender struct{ a *App }
+
+func (s standbySpender) Spent(ctx context.Context, by usage.Dimension, id string, from, to time.Time) (pricing.Money, error) {
+	if s.a.health.stateDown.Load() {
+		return 0, errStateDown
+	}
+	return s.a.usage.Spent(ctx, by, id, from, to)
 }
 
 // staticKeyID is the id a static key is counted under in the usage
@@ -252,8 +272,19 @@ func (a *App) admitQuota(w http.ResponseWriter, r *http.Request, key *Key, c *ca
 		return nil, false
 	}
 	ask := quota.Ask{EstimatedTokens: est.tokens, EstimatedCost: est.cost, Rate: !batchLine}
-	adm, ref, err := a.quota.Admit(r.Context(), s, ask)
-	if err != nil && a.standbyQuota != nil {
+	q := a.quota
+	if a.standbyQuota != nil && a.health.stateDown.Load() {
+		// Known to be unreachable (watchState, or an earlier request):
+		// the standby at once,
+		// rather than each request waiting for its own failure, which
+		// takes the whole command timeout when Redis hangs.
+		q = a.standbyQuota
+	}
+	adm, ref, err := q.Admit(r.Context(), s, ask)
+	if err != nil && q != a.standbyQuota && a.standbyQuota != nil {
+		if StorageUnreachable(err) {
+			a.setStateDown(true, err) // until watchState's next ping says otherwise
+		}
 		a.warnQuota(err)
 		adm, ref, err = a.standbyQuota.Admit(r.Context(), s, ask)
 	}

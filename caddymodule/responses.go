@@ -123,6 +123,14 @@ func (d *dispatcher) responses(w http.ResponseWriter, r *http.Request, body []by
 		switch {
 		case errors.Is(err, errPointer):
 			storedBy = gjson.GetBytes(rec, "provider").Str
+		case err != nil && StorageUnreachable(err):
+			// Not a 404: the response is there, and the client would
+			// start the conversation over.
+			log.Error("reading the previous response", zap.String("response_id", id), zap.Error(err))
+			writeStorageUnreachable(w, "reading the previous response", func(w http.ResponseWriter, pe *providers.Error) {
+				writeEndpointError(w, endpointResponses, "", pe)
+			})
+			return
 		case err != nil:
 			writeEndpointError(w, endpointResponses, "", responses.NotFound(id))
 			return

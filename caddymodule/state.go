@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -183,21 +184,29 @@ func (a *App) watchState(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		down := err != nil
-		if a.health.stateDown.Swap(down) != down {
-			a.health.since.Store(time.Now().UnixMilli())
-			if down {
-				a.logger.Warn("shared state unreachable: serving on; limits and budgets count on this instance only, and keys created or deleted elsewhere arrive at key_refresh, until it is back",
-					zap.Error(err))
-			} else {
-				a.logger.Info("shared state reachable again")
-			}
-		}
+		a.setStateDown(err != nil, err)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// setStateDown records whether the shared state can be reached, and says
+// in the log when that changes. watchState's pings set it both ways; a
+// request that found the state unreachable sets it down at once, so that
+// the requests after it do not wait for the next ping to learn it.
+func (a *App) setStateDown(down bool, err error) {
+	if a.health.stateDown.Swap(down) == down {
+		return
+	}
+	a.health.since.Store(time.Now().UnixMilli())
+	if down {
+		a.logger.Warn("shared state unreachable: serving on; limits and budgets count on this instance only, and keys created or deleted elsewhere arrive at key_refresh, until it is back",
+			zap.Error(err))
+	} else {
+		a.logger.Info("shared state reachable again")
 	}
 }
 
@@ -216,25 +225,40 @@ type Readiness struct {
 // Ready checks the app's storage and its shared state.
 func (a *App) Ready(ctx context.Context) Readiness {
 	r := Readiness{Ready: true, State: stateLocal, Problems: map[string]string{}}
+	// Both probes at once: a Redis that hangs costs each its whole
+	// timeout, and the answer should not take twice that.
+	ctx, cancel := context.WithTimeout(ctx, stateCheckInterval)
+	defer cancel()
+	stateErr := make(chan error, 1)
 	if a.stateShared {
 		r.State = stateShared
-		pctx, cancel := context.WithTimeout(ctx, stateCheckInterval)
-		err := a.state.Ping(pctx)
-		cancel()
-		if err != nil {
-			r.Problems["state"] = "unreachable: limits and budgets count on this instance only; key changes elsewhere arrive at key_refresh"
-		}
+		go func() { stateErr <- a.state.Ping(ctx) }()
+	} else {
+		stateErr <- nil
 	}
-	sctx, cancel := context.WithTimeout(ctx, stateCheckInterval)
-	defer cancel()
-	if _, err := a.storage.Load(sctx, "modelgate/readiness-probe"); err != nil && !storage.IsNotExist(err) {
-		r.Problems["storage"] = "unreachable: files, batches and new managed keys are unavailable"
+	if _, err := a.storage.Load(ctx, "modelgate/readiness-probe"); err != nil && !storage.IsNotExist(err) {
+		r.Problems["storage"] = "unreachable: files, batches, stored responses and changes to managed keys are unavailable; existing keys and live requests work"
+	}
+	if err := <-stateErr; err != nil {
+		r.Problems["state"] = "unreachable: limits and budgets count on this instance only; key changes elsewhere arrive at key_refresh"
 	}
 	r.Ready = len(r.Problems) == 0
 	if r.Ready {
 		r.Problems = nil
 	}
 	return r
+}
+
+// StorageUnreachable reports whether err says that the storage (or the
+// shared state) could not be reached — a network operation that failed or
+// timed out, as with Redis stopped or cut off, or state.ErrUnavailable —
+// rather than that it refused or failed the operation. Such a failure is a
+// 503 worth retrying shortly, not a 500. (Not every net.Error: a file
+// system's syscall.Errno is one too.)
+func StorageUnreachable(err error) bool {
+	var op *net.OpError
+	var dns *net.DNSError
+	return errors.As(err, &op) || errors.As(err, &dns) || errors.Is(err, state.ErrUnavailable)
 }
 
 // recoverLog logs a panic of a background goroutine instead of ending the

@@ -70,9 +70,14 @@ http://127.0.0.1:%[1]d {
 // writing 5 to clear_refs resets VmHWM).
 func resetPeakRSS() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
 
-// peakRSS returns VmHWM in MiB, or -1 where /proc is not there.
-func peakRSS() float64 {
-	f, err := os.Open("/proc/self/status")
+// peakRSS returns this process's VmHWM in MiB, or -1 where /proc is not
+// there.
+func peakRSS() float64 { return statusHWM("/proc/self/status") }
+
+// statusHWM reads VmHWM, in MiB, from a /proc/<pid>/status file; -1 when
+// it cannot.
+func statusHWM(path string) float64 {
+	f, err := os.Open(path)
 	if err != nil {
 		return -1
 	}

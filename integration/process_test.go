@@ -31,7 +31,7 @@ var (
 	caddyBinErr  error
 )
 
-func caddyBinary(t *testing.T) string {
+func caddyBinary(t testing.TB) string {
 	t.Helper()
 	caddyBinOnce.Do(func() {
 		if p := os.Getenv("MODELGATE_CADDY"); p != "" {
@@ -60,19 +60,49 @@ func caddyBinary(t *testing.T) string {
 
 // instance is one caddy process of testdata/caddyfiles/instance.Caddyfile.
 type instance struct {
-	t        *testing.T
+	t        testing.TB
 	name     string
-	env      []string
+	env      []string // set's values come after the defaults: the last one wins
 	httpURL  string
 	adminURL string
 	logDir   string
 	cmd      *exec.Cmd
-	out      bytes.Buffer
+	out      lockedBuffer // standard output and error
+}
+
+// lockedBuffer is a bytes.Buffer that the goroutine copying a process's
+// output writes while the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func (b *lockedBuffer) Reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.Reset()
 }
 
 // newInstance prepares an instance with its own ports and data directory
-// (its instance ID) on the shared storage, in front of fake.
-func newInstance(t *testing.T, name, storage string, fake *providertest.Server) *instance {
+// (its instance ID) on the shared storage, in front of fake (a fake
+// provider's base URL).
+func newInstance(t testing.TB, name, storage string, fake *providertest.Server) *instance {
+	return newInstanceURL(t, name, storage, fake.URL)
+}
+
+func newInstanceURL(t testing.TB, name, storage, fakeURL string) *instance {
 	dir := t.TempDir()
 	httpPort, adminPort := freePort(t), freePort(t)
 	in := &instance{t: t, name: name, logDir: dir,
@@ -85,7 +115,7 @@ func newInstance(t *testing.T, name, storage string, fake *providertest.Server) 
 		fmt.Sprintf("MG_HTTP_PORT=%d", httpPort),
 		"MG_LOG_DIR="+dir,
 		"MG_STORAGE="+storage,
-		"MG_FAKE="+fake.URL,
+		"MG_FAKE="+fakeURL,
 		"MG_OPENAI_KEY="+openAIKey,
 		"MG_ALICE_KEY="+aliceKey,
 	)
@@ -94,6 +124,13 @@ func newInstance(t *testing.T, name, storage string, fake *providertest.Server) 
 			t.Logf("instance %s, its warnings and errors:\n%s", name, in.problems(50))
 		}
 	})
+	return in
+}
+
+// set sets the variables of instance.Caddyfile given as NAME=value (such
+// as MG_STORAGE_KIND=redis) for the next start.
+func (in *instance) set(vars ...string) *instance {
+	in.env = append(in.env, vars...)
 	return in
 }
 

@@ -142,9 +142,14 @@ func (m *Manager) Delete(ctx context.Context, id string) error {
 	}
 	err := m.withLock(ctx, id, func() error {
 		// Some storages (certmagic's FileStorage) delete a missing key
-		// without complaint, so look first.
-		if !m.storage.Exists(ctx, m.recordKey(id)) {
-			return ErrNotFound
+		// without complaint, so look first: with Load (the record is
+		// small), as Exists says false for a storage that cannot be
+		// reached too.
+		if _, err := m.storage.Load(ctx, m.recordKey(id)); err != nil {
+			if storage.IsNotExist(err) {
+				return ErrNotFound
+			}
+			return fmt.Errorf("deleting key %s: %w", id, err)
 		}
 		if err := m.storage.Delete(ctx, m.recordKey(id)); err != nil {
 			if storage.IsNotExist(err) {

@@ -115,6 +115,20 @@ func TestRefreshKeepsIndexOnError(t *testing.T) {
 	if n := len(m.idx.Load().byID); n != 1 {
 		t.Fatalf("a failed Create left %d keys in the index", n)
 	}
+	// A storage that cannot say whether the record is there is not a
+	// missing key: Delete reports the failure and the key keeps working
+	// (a 404 would tell the operator it is gone while it is not).
+	id := m.idx.Load().byDigest[Digest(secret)].key.ID
+	if err := m.Delete(ctx, id); !errors.Is(err, boom) {
+		t.Fatalf("Delete = %v, want the storage's error", err)
+	}
+	if _, ok := m.Lookup(Digest(secret)); !ok {
+		t.Fatal("a failed Delete dropped the key from the index")
+	}
+	s.Fail(nil)
+	if _, err := m.Get(ctx, id); err != nil {
+		t.Fatalf("the key's record after a failed Delete: %v", err)
+	}
 }
 
 // A copied record (two keys with one digest) makes neither work.

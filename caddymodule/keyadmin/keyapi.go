@@ -12,6 +12,7 @@ import (
 	"github.com/tidwall/sjson"
 	"go.uber.org/zap"
 
+	"github.com/modelgate/modelgate/caddymodule"
 	"github.com/modelgate/modelgate/keys"
 )
 
@@ -160,7 +161,7 @@ func (a keyAPI) list(w http.ResponseWriter, r *http.Request) error {
 	ks, err := a.keys.List(r.Context())
 	if err != nil {
 		a.logger.Error("listing managed keys", zap.Error(err))
-		return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: errors.New("the keys could not be read from the storage")}
+		return storageError(err, "the keys could not be read from the storage")
 	}
 	if ks == nil {
 		ks = []keys.Key{}
@@ -180,7 +181,7 @@ func (a keyAPI) create(w http.ResponseWriter, r *http.Request) error {
 	}
 	if err != nil {
 		a.logger.Error("creating a managed key", zap.Error(err))
-		return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: errors.New("the key could not be stored")}
+		return storageError(err, "the key could not be stored")
 	}
 	a.logger.Info("managed key created", zap.String("key_id", k.ID), zap.String("name", k.Name),
 		zap.String("owner", k.Owner), zap.String("by", a.by))
@@ -200,7 +201,19 @@ func (a keyAPI) keyError(id string, err error) error {
 		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no key with id %q", id)}
 	}
 	a.logger.Error("reading a managed key", zap.String("key_id", id), zap.Error(err))
-	return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: errors.New("the key could not be read from the storage")}
+	return storageError(err, "the key could not be read from the storage")
+}
+
+// storageError is the error for a failure of the storage the keys live
+// in: 503 saying so when it cannot be reached (Redis down), which clears
+// by itself; else 500. Neither carries err's text, which may name storage
+// paths, and the key settings page shows it to users.
+func storageError(err error, what string) error {
+	if caddymodule.StorageUnreachable(err) {
+		return caddy.APIError{HTTPStatus: http.StatusServiceUnavailable,
+			Err: errors.New(what + ": the storage cannot be reached just now; try again when it is back")}
+	}
+	return caddy.APIError{HTTPStatus: http.StatusInternalServerError, Err: errors.New(what)}
 }
 
 // respond writes v as JSON with status: the one writer of the admin shape,
