@@ -1,11 +1,11 @@
 package anthropic
 
 import (
-	"os"
 	"strconv"
 	"testing"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/internal/translatortest"
 	"github.com/modelgate/modelgate/providers/sse"
 )
 
@@ -117,7 +117,7 @@ func BenchmarkStream(b *testing.B) {
 // BenchmarkStreamThinkingTools translates the thinking_tools transcript:
 // thinking, a signature, text and four tool calls.
 func BenchmarkStreamThinkingTools(b *testing.B) {
-	upstream, _, _ := readTranscript(b, sseDir+"/thinking_tools_include_usage.txt")
+	upstream, _, _ := translatortest.ReadTranscript(b, sseDir+"/thinking_tools_include_usage.txt")
 	c := Chat{}
 	out := make([]byte, 0, 4*len(upstream))
 	b.SetBytes(int64(len(upstream)))
@@ -144,10 +144,7 @@ func BenchmarkStreamThinkingTools(b *testing.B) {
 // BenchmarkChatRequestStructured translates a request with reasoning and a
 // json_schema response_format for a model with native JSON outputs.
 func BenchmarkChatRequestStructured(b *testing.B) {
-	body, err := os.ReadFile(requestDir + "/json_schema_native.unified.json")
-	if err != nil {
-		b.Fatal(err)
-	}
+	body := translatortest.ReadFile(b, requestDir+"/json_schema_native.unified.json")
 	c := Chat{}
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/oauth2/google"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/internal/translatortest"
 	"github.com/modelgate/modelgate/providers/providertest"
 )
 
@@ -106,7 +107,7 @@ func (u upstream) do(t *testing.T, body []byte, model string) result {
 // and returns it with the stream's error event, if it ended with one.
 func accumulateStream(t *testing.T, out []byte) (openai.ChatCompletionAccumulator, gjson.Result) {
 	t.Helper()
-	checkUnifiedStream(t, out)
+	translatortest.CheckStreamShape(t, out)
 	var acc openai.ChatCompletionAccumulator
 	var errEvent gjson.Result
 	for _, ev := range bytes.SplitAfter(out, []byte("\n\n")) {

@@ -11,6 +11,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/internal/translatortest"
 )
 
 // The answers of a Gemini 3 model in a two-step function-calling turn
@@ -254,7 +255,7 @@ func checkContents(t *testing.T, req gjson.Result, want ...string) {
 	t.Helper()
 	got := req.Get("contents").Raw
 	w := "[" + strings.Join(want, ",") + "]"
-	if !reflect.DeepEqual(canonical(t, "got", []byte(got)), canonical(t, "want", []byte(w))) {
+	if !reflect.DeepEqual(translatortest.Canonical(t, "got", []byte(got)), translatortest.Canonical(t, "want", []byte(w))) {
 		t.Errorf("contents\ngot:  %s\nwant: %s", got, w)
 	}
 }
