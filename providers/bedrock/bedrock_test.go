@@ -1,22 +1,18 @@
 package bedrock
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"net/http"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/internal/translatortest"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files and binary transcripts from the current output")
 
 const (
 	requestDir  = "../../testdata/providers/bedrock"
@@ -33,68 +29,6 @@ func fixedNow() time.Time { return time.Unix(1750000000, 0) }
 func fixedID() string { return "chatcmpl-bedrock0test" }
 
 var testChat = Chat{Now: fixedNow, NewID: fixedID}
-
-// canonical decodes JSON for comparison regardless of layout and key order.
-func canonical(t testing.TB, name string, data []byte) any {
-	t.Helper()
-	var v any
-	d := json.NewDecoder(bytes.NewReader(data))
-	d.UseNumber()
-	if err := d.Decode(&v); err != nil {
-		t.Fatalf("%s: invalid JSON: %v\n%s", name, err, data)
-	}
-	if d.More() {
-		t.Fatalf("%s: trailing data after the JSON value", name)
-	}
-	return v
-}
-
-// indent pretty-prints JSON for golden files and failure messages.
-func indent(t testing.TB, data []byte) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	if err := json.Indent(&buf, data, "", "  "); err != nil {
-		t.Fatalf("invalid JSON: %v\n%s", err, data)
-	}
-	buf.WriteByte('\n')
-	return buf.Bytes()
-}
-
-// checkGolden compares got with the golden file as canonical JSON, or
-// rewrites the file under -update.
-func checkGolden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, indent(t, got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !reflect.DeepEqual(canonical(t, "got", got), canonical(t, path, want)) {
-		t.Errorf("output differs from %s\ngot:\n%s\nwant:\n%s", path, indent(t, got), want)
-	}
-}
-
-// goldenCases lists the case names in dir that have a file ending in suffix.
-func goldenCases(t testing.TB, dir, suffix string) []string {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*"+suffix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) == 0 {
-		t.Fatalf("no %s files in %s", suffix, dir)
-	}
-	names := make([]string, len(files))
-	for i, f := range files {
-		names[i] = strings.TrimSuffix(filepath.Base(f), suffix)
-	}
-	return names
-}
 
 // caseOptions are a request golden's settings, from <name>.options.json.
 type caseOptions struct {
@@ -126,31 +60,25 @@ func readOptions(t testing.TB, name string) (Chat, string) {
 }
 
 func TestChatRequestGolden(t *testing.T) {
-	for _, name := range goldenCases(t, requestDir, ".unified.json") {
-		t.Run(name, func(t *testing.T) {
-			in, err := os.ReadFile(filepath.Join(requestDir, name+".unified.json"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			info, err := providers.ValidateChat(in)
-			if err != nil {
-				t.Fatalf("the input does not pass ValidateChat: %v", err)
-			}
-			c, model := readOptions(t, name)
-			req, err := c.ChatRequest(in, model)
-			if err != nil {
-				t.Fatalf("ChatRequest: %v", err)
-			}
-			wantPath, _ := Path(model, info.Stream)
-			if req.Path != wantPath {
-				t.Errorf("Path = %q, want %q", req.Path, wantPath)
-			}
-			if info.Stream != (req.Framing == EventStream) {
-				t.Errorf("stream %v but Framing %v", info.Stream, req.Framing)
-			}
-			checkGolden(t, filepath.Join(requestDir, name+".bedrock.json"), req.Body)
-		})
-	}
+	translatortest.Golden(t, requestDir, ".unified.json", ".bedrock.json", func(t *testing.T, name string, in []byte) []byte {
+		info, err := providers.ValidateChat(in)
+		if err != nil {
+			t.Fatalf("the input does not pass ValidateChat: %v", err)
+		}
+		c, model := readOptions(t, name)
+		req, err := c.ChatRequest(in, model)
+		if err != nil {
+			t.Fatalf("ChatRequest: %v", err)
+		}
+		wantPath, _ := Path(model, info.Stream)
+		if req.Path != wantPath {
+			t.Errorf("Path = %q, want %q", req.Path, wantPath)
+		}
+		if info.Stream != (req.Framing == EventStream) {
+			t.Errorf("stream %v but Framing %v", info.Stream, req.Framing)
+		}
+		return req.Body
+	})
 }
 
 func TestPath(t *testing.T) {
@@ -305,18 +233,7 @@ func TestChatRequestErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := providers.ValidateChat([]byte(tt.body)); err != nil {
-				t.Fatalf("the input does not pass ValidateChat: %v", err)
-			}
-			_, err := testChat.ChatRequest([]byte(tt.body), testModel)
-			var e *providers.Error
-			if !errors.As(err, &e) {
-				t.Fatalf("err = %v, want a *providers.Error", err)
-			}
-			if e.Status != http.StatusBadRequest || e.Type != "invalid_request_error" ||
-				e.Param != tt.param || e.Code != tt.code || e.Message == "" {
-				t.Errorf("got %s (status %d), want status 400, param %q, code %q", e.JSON(), e.Status, tt.param, tt.code)
-			}
+			translatortest.ChatRequestError(t, testChat, tt.body, testModel, tt.param, tt.code)
 		})
 	}
 }
@@ -434,19 +351,7 @@ func TestReasoning(t *testing.T) {
 }
 
 func TestChatResponseGolden(t *testing.T) {
-	for _, name := range goldenCases(t, responseDir, ".bedrock.json") {
-		t.Run(name, func(t *testing.T) {
-			in, err := os.ReadFile(filepath.Join(responseDir, name+".bedrock.json"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			out, err := testChat.ChatResponse(in)
-			if err != nil {
-				t.Fatalf("ChatResponse: %v", err)
-			}
-			checkGolden(t, filepath.Join(responseDir, name+".unified.json"), out)
-		})
-	}
+	translatortest.ChatResponseGolden(t, responseDir, ".bedrock.json", testChat.ChatResponse)
 }
 
 func TestChatResponseMalformed(t *testing.T) {

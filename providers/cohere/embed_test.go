@@ -56,21 +56,12 @@ func TestEmbedRequestGolden(t *testing.T) {
 // else set on a request fails t.
 func requestsJSON(t testing.TB, reqs []providers.Request) []byte {
 	t.Helper()
-	b := []byte{'['}
 	for i, r := range reqs {
 		if r.Query != "" || r.Framing != nil || len(r.Header) != 0 {
 			t.Errorf("request %d sets more than a path and a body: %+v", i, r)
 		}
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"path":`...)
-		b = providers.AppendString(b, r.Path)
-		b = append(b, `,"body":`...)
-		b = append(b, r.Body...)
-		b = append(b, '}')
 	}
-	return append(b, ']')
+	return translatortest.RequestsJSON(t, reqs)
 }
 
 // TestEmbedRequestMapping states the points of the mapping one by one.

@@ -17,6 +17,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/modelgate/modelgate/providers"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files and transcripts from the current output")
@@ -138,4 +140,25 @@ func ChatResponseGolden(t *testing.T, dir, in string, response func(body []byte)
 		}
 		return got
 	})
+}
+
+// RequestsJSON writes the requests a translator made, for a golden file:
+// a JSON array of {"path", "body"}. It fails when a body is not JSON.
+func RequestsJSON(t testing.TB, reqs []providers.Request) []byte {
+	t.Helper()
+	b := []byte{'['}
+	for i, r := range reqs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if !json.Valid(r.Body) {
+			t.Fatalf("request %d is not JSON: %s", i, r.Body)
+		}
+		b = append(b, `{"path":`...)
+		b = providers.AppendString(b, r.Path)
+		b = append(b, `,"body":`...)
+		b = append(b, r.Body...)
+		b = append(b, '}')
+	}
+	return append(b, ']')
 }
