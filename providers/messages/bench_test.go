@@ -5,13 +5,14 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/modelgate/modelgate/providers/internal/translatortest"
 	"github.com/modelgate/modelgate/providers/sse"
 )
 
 // BenchmarkToChat translates the Claude Code fixture: system blocks,
 // three tools, thinking and a two-turn tool loop (about 5 KB).
 func BenchmarkToChat(b *testing.B) {
-	body := readFile(b, filepath.Join(requestDir, "claude_code.messages.json"))
+	body := translatortest.ReadFile(b, filepath.Join(requestDir, "claude_code.messages.json"))
 	if _, err := Validate(body); err != nil {
 		b.Fatal(err)
 	}
@@ -26,7 +27,7 @@ func BenchmarkToChat(b *testing.B) {
 
 // BenchmarkValidate checks the same request as the gateway does first.
 func BenchmarkValidate(b *testing.B) {
-	body := readFile(b, filepath.Join(requestDir, "claude_code.messages.json"))
+	body := translatortest.ReadFile(b, filepath.Join(requestDir, "claude_code.messages.json"))
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
@@ -39,7 +40,7 @@ func BenchmarkValidate(b *testing.B) {
 // BenchmarkFromChat translates an answer with a signed thinking block,
 // text and a tool call.
 func BenchmarkFromChat(b *testing.B) {
-	body := readFile(b, filepath.Join(responseDir, "thinking_tools.chat.json"))
+	body := translatortest.ReadFile(b, filepath.Join(responseDir, "thinking_tools.chat.json"))
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {

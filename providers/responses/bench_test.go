@@ -7,6 +7,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/modelgate/modelgate/providers/internal/translatortest"
 	"github.com/modelgate/modelgate/providers/sse"
 )
 
@@ -14,7 +15,7 @@ import (
 // 5 KB: instructions, a replayed turn with encrypted reasoning, four tools
 // with the apply_patch grammar), as the gateway does: Validate, then New.
 func BenchmarkRequest(b *testing.B) {
-	body := readFile(b, filepath.Join(requestDir, "codex.responses.json"))
+	body := translatortest.ReadFile(b, filepath.Join(requestDir, "codex.responses.json"))
 	t := Translator{}
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
@@ -32,7 +33,7 @@ func BenchmarkRequest(b *testing.B) {
 // BenchmarkResponse translates an answer with reasoning, thinking blocks,
 // text and two tool calls (one custom) into the Response.
 func BenchmarkResponse(b *testing.B) {
-	in := gjson.ParseBytes(readFile(b, filepath.Join(responseDir, "reasoning_tools.in.json")))
+	in := gjson.ParseBytes(translatortest.ReadFile(b, filepath.Join(responseDir, "reasoning_tools.in.json")))
 	req, chat := []byte(in.Get("request").Raw), []byte(in.Get("chat").Raw)
 	t := Translator{}
 	x, err := newX(t, req, nil)
