@@ -108,3 +108,86 @@ func tooDeep(b []byte, limit int) bool {
 	}
 	return false
 }
+
+// JSONScan follows JSON text byte by byte, as it may arrive in pieces,
+// telling the bytes outside strings from those inside. Its zero value is
+// at the start of the text.
+type JSONScan struct {
+	inString, escaped bool
+}
+
+// Outside reports whether c, the next byte of the text, stands outside
+// every string; a string's quotes count as inside it.
+func (s *JSONScan) Outside(c byte) bool {
+	switch {
+	case s.inString:
+		switch {
+		case s.escaped:
+			s.escaped = false
+		case c == '\\':
+			s.escaped = true
+		case c == '"':
+			s.inString = false
+		}
+		return false
+	case c == '"':
+		s.inString = true
+		return false
+	}
+	return true
+}
+
+// isSpace reports whether c is JSON's insignificant whitespace.
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// JSONCompactor removes insignificant whitespace from JSON text that may
+// arrive in pieces (a streamed tool input): it carries whether the
+// previous piece ended inside a string. Its zero value is at the start of
+// the text.
+type JSONCompactor struct {
+	scan JSONScan
+}
+
+// Append appends piece to dst without the whitespace outside strings and
+// reports whether it left any out.
+func (c *JSONCompactor) Append(dst []byte, piece string) ([]byte, bool) {
+	start := 0
+	for i := 0; i < len(piece); i++ {
+		if ch := piece[i]; c.scan.Outside(ch) && isSpace(ch) {
+			dst = append(dst, piece[start:i]...)
+			start = i + 1
+		}
+	}
+	return append(dst, piece[start:]...), start > 0
+}
+
+// AppendCompactJSON appends raw, which must be valid JSON, to dst without
+// insignificant whitespace.
+func AppendCompactJSON(dst []byte, raw string) []byte {
+	var c JSONCompactor
+	dst, _ = c.Append(dst, raw)
+	return dst
+}
+
+// CompactJSON returns raw, which must be valid JSON, without insignificant
+// whitespace. It returns raw itself, without allocating, when there is
+// none.
+func CompactJSON(raw string) string {
+	var c JSONCompactor
+	for i := 0; i < len(raw); i++ {
+		if ch := raw[i]; c.scan.Outside(ch) && isSpace(ch) {
+			out, _ := c.Append(append(make([]byte, 0, len(raw)), raw[:i]...), raw[i+1:])
+			return string(out)
+		}
+	}
+	return raw
+}
+
+// AppendRawString appends v when it is a JSON string (copying its raw,
+// already escaped form) and "" otherwise.
+func AppendRawString(dst []byte, v gjson.Result) []byte {
+	if v.Type == gjson.String {
+		return append(dst, v.Raw...)
+	}
+	return append(dst, `""`...)
+}

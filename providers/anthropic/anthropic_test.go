@@ -228,21 +228,6 @@ func TestError(t *testing.T) {
 	}
 }
 
-func TestCompactJSON(t *testing.T) {
-	tests := map[string]string{
-		`{}`:                        `{}`,
-		` { "a" : [ 1 , 2 ] } `:     `{"a":[1,2]}`,
-		"{\n\t\"a b\": \"c  d\"\r}": `{"a b":"c  d"}`,
-		`{"q": "say \"hi there\""}`: `{"q":"say \"hi there\""}`,
-		`{"k\\": " v "}`:            `{"k\\":" v "}`,
-	}
-	for in, want := range tests {
-		if got := compactJSON(in); got != want {
-			t.Errorf("compactJSON(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // TestChatRequestDuplicateKeys checks that a message's duplicate keys are
 // read as ValidateChat read them: the first one counts.
 func TestChatRequestDuplicateKeys(t *testing.T) {

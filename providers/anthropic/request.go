@@ -710,9 +710,9 @@ func appendAssistantBlocks(b []byte, m *message, i int, n *int) ([]byte, error) 
 		}
 		b = sep(b, n)
 		b = append(b, `{"type":"tool_use","id":`...)
-		b = appendRawString(b, call.Get("id"))
+		b = providers.AppendRawString(b, call.Get("id"))
 		b = append(b, `,"name":`...)
-		b = appendRawString(b, fn.Get("name"))
+		b = providers.AppendRawString(b, fn.Get("name"))
 		b = append(b, `,"input":`...)
 		b = append(b, input...)
 		b = append(b, '}')
@@ -775,7 +775,7 @@ func appendThinkingBlocks(b []byte, tb gjson.Result, i int, n *int) ([]byte, err
 func appendToolResult(b []byte, m *message, n *int) []byte {
 	b = sep(b, n)
 	b = append(b, `{"type":"tool_result","tool_use_id":`...)
-	b = appendRawString(b, m.toolCallID)
+	b = providers.AppendRawString(b, m.toolCallID)
 	switch content := m.content; {
 	case content.Type == gjson.String:
 		b = append(b, `,"content":`...)
@@ -882,7 +882,7 @@ func appendTools(b []byte, tools gjson.Result, f *format, strict bool) ([]byte, 
 		}
 		b = sep(b, &n)
 		b = append(b, `{"name":`...)
-		b = appendRawString(b, name)
+		b = providers.AppendRawString(b, name)
 		if d := fn.Get("description"); d.Type == gjson.String && d.Str != "" {
 			b = append(b, `,"description":`...)
 			b = append(b, d.Raw...)

@@ -26,11 +26,11 @@ func (c Chat) ChatResponse(body []byte) ([]byte, error) {
 
 	b := make([]byte, 0, len(body)+256)
 	b = append(b, `{"id":`...)
-	b = appendRawString(b, root.Get("id"))
+	b = providers.AppendRawString(b, root.Get("id"))
 	b = append(b, `,"object":"chat.completion","created":`...)
 	b = providers.AppendInt(b, c.now().Unix())
 	b = append(b, `,"model":`...)
-	b = appendRawString(b, root.Get("model"))
+	b = providers.AppendRawString(b, root.Get("model"))
 	b = append(b, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
 	b = appendText(b, content)
 	b = append(b, `,"refusal":null`...)
@@ -92,7 +92,7 @@ func appendText(b []byte, content gjson.Result) []byte {
 	case n == 0:
 		return append(b, "null"...)
 	case n == 1:
-		return appendRawString(b, first)
+		return providers.AppendRawString(b, first)
 	default:
 		return providers.AppendString(b, string(joined))
 	}
@@ -105,7 +105,7 @@ func jsonToolText(block gjson.Result) gjson.Result {
 	if !input.IsObject() && !input.IsArray() {
 		return gjson.Result{Type: gjson.String, Str: "{}", Raw: `"{}"`}
 	}
-	s := compactJSON(input.Raw)
+	s := providers.CompactJSON(input.Raw)
 	return gjson.Result{Type: gjson.String, Str: s, Raw: string(providers.AppendString(nil, s))}
 }
 
@@ -144,7 +144,7 @@ func appendReasoning(b []byte, content gjson.Result) []byte {
 	if texts > 0 {
 		b = append(b, `,"reasoning_content":`...)
 		if texts == 1 {
-			b = appendRawString(b, first)
+			b = providers.AppendRawString(b, first)
 		} else {
 			b = providers.AppendString(b, string(joined))
 		}
@@ -175,14 +175,14 @@ func appendThinkingBlock(b []byte, text string, signature gjson.Result) []byte {
 	b = append(b, `{"type":"thinking","thinking":`...)
 	b = append(b, text...)
 	b = append(b, `,"signature":`...)
-	b = appendRawString(b, signature)
+	b = providers.AppendRawString(b, signature)
 	return append(b, '}')
 }
 
 // appendRedactedBlock appends a redacted_thinking block of thinking_blocks.
 func appendRedactedBlock(b []byte, data gjson.Result) []byte {
 	b = append(b, `{"type":"redacted_thinking","data":`...)
-	b = appendRawString(b, data)
+	b = providers.AppendRawString(b, data)
 	return append(b, '}')
 }
 
@@ -202,12 +202,12 @@ func appendToolCalls(b []byte, content gjson.Result) ([]byte, int) {
 		}
 		n++
 		b = append(b, `{"id":`...)
-		b = appendRawString(b, block.Get("id"))
+		b = providers.AppendRawString(b, block.Get("id"))
 		b = append(b, `,"type":"function","function":{"name":`...)
-		b = appendRawString(b, block.Get("name"))
+		b = providers.AppendRawString(b, block.Get("name"))
 		b = append(b, `,"arguments":`...)
 		if input := block.Get("input"); input.IsObject() {
-			b = providers.AppendString(b, compactJSON(input.Raw))
+			b = providers.AppendString(b, providers.CompactJSON(input.Raw))
 		} else {
 			b = append(b, `"{}"`...)
 		}

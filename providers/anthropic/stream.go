@@ -30,7 +30,7 @@ type block struct {
 	// blockTool, blockJSON: the input's JSON so far is compacted as it
 	// arrives, as ChatResponse compacts the whole input; input says
 	// whether any of it went out.
-	compact compactor
+	compact providers.JSONCompactor
 	input   bool
 
 	// blockThinking: the text and signature so far, and whether the
@@ -121,9 +121,9 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 			dst = append(dst, `{"tool_calls":[{"index":`...)
 			dst = providers.AppendInt(dst, int64(k))
 			dst = append(dst, `,"id":`...)
-			dst = appendRawString(dst, cb.Get("id"))
+			dst = providers.AppendRawString(dst, cb.Get("id"))
 			dst = append(dst, `,"type":"function","function":{"name":`...)
-			dst = appendRawString(dst, cb.Get("name"))
+			dst = providers.AppendRawString(dst, cb.Get("name"))
 			dst = append(dst, `,"arguments":""}}]}`...)
 			return s.closeChunk(dst, ""), nil
 		case "text":
@@ -157,7 +157,7 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 				return dst, nil
 			}
 			var changed bool
-			s.scratch, changed = t.compact.append(s.scratch[:0], part.Str)
+			s.scratch, changed = t.compact.Append(s.scratch[:0], part.Str)
 			if len(s.scratch) == 0 {
 				return dst, nil // only whitespace
 			}
@@ -289,11 +289,11 @@ func (s *stream) Close(dst []byte) []byte {
 func (s *stream) start(id, model gjson.Result) {
 	h := make([]byte, 0, 96+len(id.Raw)+len(model.Raw))
 	h = append(h, `{"id":`...)
-	h = appendRawString(h, id)
+	h = providers.AppendRawString(h, id)
 	h = append(h, `,"object":"chat.completion.chunk","created":`...)
 	h = providers.AppendInt(h, s.chat.now().Unix())
 	h = append(h, `,"model":`...)
-	h = appendRawString(h, model)
+	h = providers.AppendRawString(h, model)
 	s.head = append(h, ',')
 }
 

@@ -485,25 +485,6 @@ func TestToolUseID(t *testing.T) {
 	}
 }
 
-func TestCompactor(t *testing.T) {
-	in := `{ "a" : [1, 2,  {"b c":"d \" e\\"} ],` + "\n\t" + `"f": "x y" }`
-	want := `{"a":[1,2,{"b c":"d \" e\\"}],"f":"x y"}`
-	if got := string(compactJSON(nil, in)); got != want {
-		t.Errorf("compactJSON = %s, want %s", got, want)
-	}
-	// The same in pieces of every size.
-	for size := 1; size <= len(in); size++ {
-		var c compactor
-		var out []byte
-		for i := 0; i < len(in); i += size {
-			out = c.append(out, in[i:min(i+size, len(in))])
-		}
-		if string(out) != want {
-			t.Fatalf("pieces of %d: %s", size, out)
-		}
-	}
-}
-
 // TestThinkingBlocksOnlyForClaude: signed reasoning goes back to Claude
 // models (and to ids that do not say what they are); other families never
 // gave any, so a thinking block in their history came from elsewhere and

@@ -617,9 +617,9 @@ func (t *turns) assistantBlocks(m *message, i int, hist *history) error {
 		t.b = append(t.b, `{"toolUse":{"toolUseId":`...)
 		t.b = providers.AppendString(t.b, toolUseID(call.Get("id").Str))
 		t.b = append(t.b, `,"name":`...)
-		t.b = appendRawString(t.b, name)
+		t.b = providers.AppendRawString(t.b, name)
 		t.b = append(t.b, `,"input":`...)
-		t.b = compactJSON(t.b, input)
+		t.b = providers.AppendCompactJSON(t.b, input)
 		t.b = append(t.b, "}}"...)
 		j++
 		return true
@@ -704,7 +704,7 @@ func (t *turns) toolResult(m *message, hist *history) {
 		n++
 		if s := strings.TrimSpace(v.Str); s[0] == '{' && providers.ValidJSON([]byte(s)) {
 			t.b = append(t.b, `{"json":`...)
-			t.b = compactJSON(t.b, s)
+			t.b = providers.AppendCompactJSON(t.b, s)
 		} else {
 			t.b = append(t.b, `{"text":`...)
 			t.b = append(t.b, v.Raw...)
@@ -863,12 +863,12 @@ func appendSchema(b []byte, params gjson.Result) []byte {
 		return append(b, `{"type":"object"}`...)
 	}
 	if params.Get("type").Exists() {
-		return compactJSON(b, params.Raw)
+		return providers.AppendCompactJSON(b, params.Raw)
 	}
 	b = append(b, `{"type":"object"`...)
 	if inner := strings.TrimSpace(params.Raw[1 : len(params.Raw)-1]); inner != "" {
 		b = append(b, ',')
-		b = compactJSON(b, inner)
+		b = providers.AppendCompactJSON(b, inner)
 	}
 	return append(b, '}')
 }
@@ -1054,7 +1054,7 @@ func appendOutputConfig(b []byte, p *formatPlan, effort string) []byte {
 	if p.native {
 		b = append(b, `"textFormat":{"type":"json_schema","structure":{"jsonSchema":{"schema":`...)
 		// Converse takes the schema as a string of JSON.
-		b = providers.AppendString(b, string(compactJSON(nil, p.schema.Raw)))
+		b = providers.AppendString(b, providers.CompactJSON(p.schema.Raw))
 		if p.name.Type == gjson.String && p.name.Str != "" {
 			b = append(b, `,"name":`...)
 			b = append(b, p.name.Raw...)

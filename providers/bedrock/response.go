@@ -64,7 +64,7 @@ func appendContent(b []byte, content gjson.Result) []byte {
 			if !input.IsObject() {
 				return true
 			}
-			s := string(compactJSON(nil, input.Raw))
+			s := providers.CompactJSON(input.Raw)
 			text = gjson.Result{Type: gjson.String, Str: s}
 		} else {
 			return true
@@ -120,7 +120,7 @@ func appendReasoning(b []byte, content gjson.Result) []byte {
 		case sig.Type == gjson.String && sig.Str != "":
 			b = openBlocks(b, &blocks)
 			b = append(b, `{"type":"thinking","thinking":`...)
-			b = appendRawString(b, rt.Get("text"))
+			b = providers.AppendRawString(b, rt.Get("text"))
 			b = append(b, `,"signature":`...)
 			b = append(b, sig.Raw...)
 			b = append(b, '}')
@@ -171,12 +171,12 @@ func appendToolCalls(b []byte, content gjson.Result) ([]byte, int, int) {
 		}
 		n++
 		b = append(b, `{"id":`...)
-		b = appendRawString(b, tu.Get("toolUseId"))
+		b = providers.AppendRawString(b, tu.Get("toolUseId"))
 		b = append(b, `,"type":"function","function":{"name":`...)
-		b = appendRawString(b, name)
+		b = providers.AppendRawString(b, name)
 		b = append(b, `,"arguments":`...)
 		if input := tu.Get("input"); input.IsObject() {
-			b = providers.AppendString(b, string(compactJSON(nil, input.Raw)))
+			b = providers.AppendString(b, providers.CompactJSON(input.Raw))
 		} else {
 			b = append(b, `"{}"`...)
 		}

@@ -27,8 +27,8 @@ const (
 type block struct {
 	index int64 // Converse's contentBlockIndex
 	kind  int
-	call  int       // blockTool: OpenAI's tool_calls index
-	json  compactor // blockTool, blockJSON: the input's whitespace state
+	call  int                     // blockTool: OpenAI's tool_calls index
+	json  providers.JSONCompactor // blockTool, blockJSON: the input's whitespace state
 
 	// blockReasoning: the text, signature and redacted bytes so far, for
 	// the thinking block sent when the block stops.
@@ -143,9 +143,9 @@ func (s *stream) event(dst []byte, typ string, payload []byte) ([]byte, error) {
 		dst = append(dst, `{"tool_calls":[{"index":`...)
 		dst = providers.AppendInt(dst, int64(k))
 		dst = append(dst, `,"id":`...)
-		dst = appendRawString(dst, tu.Get("toolUseId"))
+		dst = providers.AppendRawString(dst, tu.Get("toolUseId"))
 		dst = append(dst, `,"type":"function","function":{"name":`...)
-		dst = appendRawString(dst, name)
+		dst = providers.AppendRawString(dst, name)
 		dst = append(dst, `,"arguments":""}}]}`...)
 		return s.closeChunk(dst, ""), nil
 
@@ -212,7 +212,7 @@ func (s *stream) delta(dst []byte, index int64, d gjson.Result) []byte {
 	}
 	// Tool input goes out without insignificant whitespace, so that the
 	// streamed and the non-streamed answer agree byte for byte.
-	frag := bl.json.append(nil, input.Str)
+	frag, _ := bl.json.Append(nil, input.Str)
 	if len(frag) == 0 {
 		return dst
 	}

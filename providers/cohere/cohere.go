@@ -234,15 +234,6 @@ func (u *usage) append(b []byte) []byte {
 	return append(b, '}')
 }
 
-// appendRawString appends v when it is a JSON string (copying its raw,
-// already escaped form) and "" otherwise.
-func appendRawString(b []byte, v gjson.Result) []byte {
-	if v.Type == gjson.String {
-		return append(b, v.Raw...)
-	}
-	return append(b, `""`...)
-}
-
 // appendLogprob appends one entry of OpenAI's logprobs.content for a
 // Cohere logprob item {text, token_ids, logprobs}. Cohere scores a text
 // chunk token by token without naming each token's text, so the entry is
@@ -262,7 +253,7 @@ func appendLogprob(b []byte, item gjson.Result) []byte {
 		sum = -9999 // OpenAI's floor for a token outside the top 20
 	}
 	b = append(b, `{"token":`...)
-	b = appendRawString(b, text)
+	b = providers.AppendRawString(b, text)
 	b = append(b, `,"logprob":`...)
 	b = strconv.AppendFloat(b, sum, 'g', -1, 64)
 	b = append(b, `,"bytes":[`...)

@@ -302,7 +302,7 @@ func appendMessages(b []byte, messages gjson.Result) ([]byte, error) {
 			b = appendAssistant(b, &m)
 		case "tool":
 			b = append(b, `{"role":"tool","tool_call_id":`...)
-			b = appendRawString(b, m.toolCallID)
+			b = providers.AppendRawString(b, m.toolCallID)
 			b = append(b, `,"content":`...)
 			b = appendTextContent(b, m.content)
 			b = append(b, '}')
@@ -337,7 +337,7 @@ func appendTextContent(b []byte, content gjson.Result) []byte {
 		}
 		n++
 		b = append(b, `{"type":"text","text":`...)
-		b = appendRawString(b, partText(part))
+		b = providers.AppendRawString(b, partText(part))
 		b = append(b, '}')
 		return true
 	})
@@ -375,7 +375,7 @@ func appendUser(b []byte, m *message, i int) ([]byte, error) {
 				typ+" content parts are not supported by provider type "+providerName)
 		default: // text
 			b = append(b, `{"type":"text","text":`...)
-			b = appendRawString(b, partText(part))
+			b = providers.AppendRawString(b, partText(part))
 			b = append(b, '}')
 		}
 		j++
@@ -459,9 +459,9 @@ func appendAssistant(b []byte, m *message) []byte {
 			n++
 			fn := call.Get("function")
 			b = append(b, `{"id":`...)
-			b = appendRawString(b, call.Get("id"))
+			b = providers.AppendRawString(b, call.Get("id"))
 			b = append(b, `,"type":"function","function":{"name":`...)
-			b = appendRawString(b, fn.Get("name"))
+			b = providers.AppendRawString(b, fn.Get("name"))
 			b = append(b, `,"arguments":`...)
 			if a := fn.Get("arguments"); a.Type == gjson.String && strings.TrimSpace(a.Str) != "" {
 				b = append(b, a.Raw...)
@@ -497,7 +497,7 @@ func appendAssistant(b []byte, m *message) []byte {
 	} else {
 		content.ForEach(func(_, part gjson.Result) bool {
 			b = append(b, `,{"type":"text","text":`...)
-			b = appendRawString(b, partText(part))
+			b = providers.AppendRawString(b, partText(part))
 			b = append(b, '}')
 			return true
 		})
@@ -582,7 +582,7 @@ func appendTools(b []byte, tools, choice gjson.Result) ([]byte, error) {
 		}
 		n++
 		b = append(b, `{"type":"function","function":{"name":`...)
-		b = appendRawString(b, name)
+		b = providers.AppendRawString(b, name)
 		if d := fn.Get("description"); d.Type == gjson.String && d.Str != "" {
 			b = append(b, `,"description":`...)
 			b = append(b, d.Raw...)

@@ -35,7 +35,7 @@ func (c Chat) ChatResponse(body []byte) ([]byte, error) {
 
 	b := make([]byte, 0, len(body)+256)
 	b = append(b, `{"id":`...)
-	b = appendRawString(b, root.Get("id"))
+	b = providers.AppendRawString(b, root.Get("id"))
 	b = append(b, `,"object":"chat.completion","created":`...)
 	b = providers.AppendInt(b, c.now().Unix())
 	// Cohere's answer does not name the model.
@@ -145,7 +145,7 @@ func appendToolCalls(b []byte, calls gjson.Result) []byte {
 			b = appendCallID(b)
 		}
 		b = append(b, `,"type":"function","function":{"name":`...)
-		b = appendRawString(b, fn.Get("name"))
+		b = providers.AppendRawString(b, fn.Get("name"))
 		b = append(b, `,"arguments":`...)
 		if a := fn.Get("arguments"); a.Type == gjson.String && a.Str != "" {
 			b = append(b, a.Raw...)

@@ -126,7 +126,7 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 			dst = appendCallID(dst)
 		}
 		dst = append(dst, `,"type":"function","function":{"name":`...)
-		dst = appendRawString(dst, fn.Get("name"))
+		dst = providers.AppendRawString(dst, fn.Get("name"))
 		dst = append(dst, `,"arguments":""}}]}`...)
 		dst = s.closeChunk(dst, "", gjson.Result{})
 		return s.arguments(dst, k, fn.Get("arguments")), nil
@@ -219,7 +219,7 @@ func (s *stream) Close(dst []byte) []byte {
 func (s *stream) start(id gjson.Result) {
 	h := make([]byte, 0, 96+len(id.Raw))
 	h = append(h, `{"id":`...)
-	h = appendRawString(h, id)
+	h = providers.AppendRawString(h, id)
 	h = append(h, `,"object":"chat.completion.chunk","created":`...)
 	h = providers.AppendInt(h, s.chat.now().Unix())
 	h = append(h, `,"model":"",`...)
@@ -271,7 +271,7 @@ func (s *stream) text(dst []byte, key string, v, logprob gjson.Result) []byte {
 	dst = append(dst, `{"`...)
 	dst = append(dst, key...)
 	dst = append(dst, `":`...)
-	dst = appendRawString(dst, v)
+	dst = providers.AppendRawString(dst, v)
 	dst = append(dst, '}')
 	return s.closeChunk(dst, "", logprob)
 }

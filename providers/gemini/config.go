@@ -74,7 +74,7 @@ func (c Chat) appendTools(b []byte, r *request) ([]byte, error) {
 		}
 		n++
 		b = append(b, `{"name":`...)
-		b = appendRawString(b, name)
+		b = providers.AppendRawString(b, name)
 		if d := fn.Get("description"); d.Type == gjson.String && d.Str != "" {
 			b = append(b, `,"description":`...)
 			b = append(b, d.Raw...)

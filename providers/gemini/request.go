@@ -571,7 +571,7 @@ func (c Chat) modelParts(w *contents, m *message, i int, current bool) error {
 			w.b = append(w.b, ',')
 		}
 		w.b = append(w.b, `"name":`...)
-		w.b = appendRawString(w.b, fn.Get("name"))
+		w.b = providers.AppendRawString(w.b, fn.Get("name"))
 		w.b = append(w.b, `,"args":`...)
 		w.b = append(w.b, args...)
 		w.b = append(w.b, '}')
@@ -685,12 +685,3 @@ func appendSystem(b []byte, msgs []message) []byte {
 // call (everything they write is copied into a new buffer), so the caller
 // may reuse b afterwards.
 func inPlace(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
-
-// appendRawString appends v when it is a JSON string (copying its raw,
-// already escaped form) and "" otherwise.
-func appendRawString(b []byte, v gjson.Result) []byte {
-	if v.Type == gjson.String {
-		return append(b, v.Raw...)
-	}
-	return append(b, `""`...)
-}

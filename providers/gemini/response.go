@@ -119,7 +119,7 @@ func (c Chat) appendHead(b []byte, responseID, modelVersion gjson.Result, object
 	b = append(b, `","created":`...)
 	b = providers.AppendInt(b, c.now().Unix())
 	b = append(b, `,"model":`...)
-	b = appendRawString(b, modelVersion)
+	b = providers.AppendRawString(b, modelVersion)
 	return append(b, ',')
 }
 
@@ -279,7 +279,7 @@ func (c Chat) appendToolCall(b []byte, p part, index int) []byte {
 	b = append(b, `"id":`...)
 	b = appendCallID(b, fc.Get("id").Str, p.signature.Str, c.id)
 	b = append(b, `,"type":"function","function":{"name":`...)
-	b = appendRawString(b, fc.Get("name"))
+	b = providers.AppendRawString(b, fc.Get("name"))
 	b = append(b, `,"arguments":`...)
 	if index >= 0 {
 		b = append(b, `""`...) // the arguments follow in their own delta
@@ -295,7 +295,7 @@ func appendArguments(b []byte, args gjson.Result) []byte {
 	if !args.IsObject() {
 		return append(b, `"{}"`...)
 	}
-	return providers.AppendString(b, compactJSON(args.Raw))
+	return providers.AppendString(b, providers.CompactJSON(args.Raw))
 }
 
 // appendJoined appends the JSON strings parts joined into one.
@@ -434,39 +434,4 @@ func (u *usage) append(b []byte) []byte {
 	b = append(b, `},"completion_tokens_details":{"reasoning_tokens":`...)
 	b = providers.AppendInt(b, u.thoughts)
 	return append(b, "}}"...)
-}
-
-// compactJSON returns raw, which must be valid JSON, without insignificant
-// whitespace. It returns raw itself when there is none.
-func compactJSON(raw string) string {
-	var out []byte
-	inString, escaped := false, false
-	for i := 0; i < len(raw); i++ {
-		c := raw[i]
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-			if out == nil {
-				out = append(make([]byte, 0, len(raw)), raw[:i]...)
-			}
-			continue
-		}
-		if out != nil {
-			out = append(out, c)
-		}
-	}
-	if out == nil {
-		return raw
-	}
-	return string(out)
 }

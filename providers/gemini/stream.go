@@ -332,24 +332,15 @@ var errBareJSON = errors.New("gemini: the stream holds an unterminated JSON valu
 // counting brackets outside strings.
 func jsonEnd(b []byte) (int, bool) {
 	depth := 0
-	inString, escaped := false, false
+	var s providers.JSONScan
 	for i := 0; i < len(b); i++ {
-		c := b[i]
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '{' || c == '[':
+		if !s.Outside(b[i]) {
+			continue
+		}
+		switch b[i] {
+		case '{', '[':
 			depth++
-		case c == '}' || c == ']':
+		case '}', ']':
 			if depth--; depth == 0 {
 				return i + 1, true
 			}

@@ -117,7 +117,7 @@ func ToChat(body []byte) ([]byte, error) {
 
 	b := make([]byte, 0, len(body)+len(body)/8+128)
 	b = append(b, `{"model":`...)
-	b = appendRawString(b, r.model)
+	b = providers.AppendRawString(b, r.model)
 	b = append(b, `,"messages":[`...)
 	n := 0
 	var tr translator
@@ -184,15 +184,6 @@ func ToChat(body []byte) ([]byte, error) {
 		b = append(b, u.Raw...)
 	}
 	return append(b, '}'), nil
-}
-
-// appendRawString appends v when it is a JSON string (copying its raw,
-// already escaped form) and "" otherwise.
-func appendRawString(b []byte, v gjson.Result) []byte {
-	if v.Type == gjson.String {
-		return append(b, v.Raw...)
-	}
-	return append(b, `""`...)
 }
 
 // msgSep appends the comma before a message after the first.
@@ -795,7 +786,7 @@ func appendToolCall(b []byte, p string, block gjson.Result, n *int) ([]byte, err
 	b = append(b, name.Raw...)
 	b = append(b, `,"arguments":`...)
 	if input.Exists() {
-		b = providers.AppendString(b, compactJSON(input.Raw))
+		b = providers.AppendString(b, providers.CompactJSON(input.Raw))
 	} else {
 		b = append(b, `"{}"`...)
 	}
@@ -1024,39 +1015,4 @@ func appendResponseFormat(b []byte, outputConfig, outputFormat gjson.Result) ([]
 	b = append(b, `,"response_format":{"type":"json_schema","json_schema":{"name":"output","schema":`...)
 	b = append(b, schema.Raw...)
 	return append(b, "}}"...), nil
-}
-
-// compactJSON returns raw, which must be valid JSON, without insignificant
-// whitespace. It returns raw itself when there is none.
-func compactJSON(raw string) string {
-	var out []byte
-	inString, escaped := false, false
-	for i := 0; i < len(raw); i++ {
-		c := raw[i]
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-			if out == nil {
-				out = append(make([]byte, 0, len(raw)), raw[:i]...)
-			}
-			continue
-		}
-		if out != nil {
-			out = append(out, c)
-		}
-	}
-	if out == nil {
-		return raw
-	}
-	return string(out)
 }
