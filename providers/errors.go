@@ -65,13 +65,30 @@ func InvalidParam(param, format string, args ...any) *Error {
 
 // Unsupported is a 400 for a field the chosen provider cannot express.
 func Unsupported(param, provider string) *Error {
+	return UnsupportedBecause(param, fmt.Sprintf("%s is not supported by provider type %s", param, provider))
+}
+
+// UnsupportedBecause is Unsupported with a message of its own, one that
+// says why the provider cannot express param or what to do instead.
+func UnsupportedBecause(param, message string) *Error {
 	return &Error{
 		Status:  http.StatusBadRequest,
 		Type:    "invalid_request_error",
 		Code:    "unsupported_parameter",
 		Param:   param,
-		Message: fmt.Sprintf("%s is not supported by provider type %s", param, provider),
+		Message: message,
 	}
+}
+
+// WantsAudio reports whether modalities, a request's "modalities", asks
+// for audio output.
+func WantsAudio(modalities gjson.Result) bool {
+	audio := false
+	modalities.ForEach(func(_, m gjson.Result) bool {
+		audio = m.Str == "audio"
+		return !audio
+	})
+	return audio
 }
 
 // TypeForStatus is the error type OpenAI's SDKs expect for a status.

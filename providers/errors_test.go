@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/tidwall/gjson"
 )
 
 func TestErrorJSON(t *testing.T) {
@@ -63,6 +65,27 @@ func TestInvalidParamAndUnsupported(t *testing.T) {
 		(Error{Status: 400, Type: "invalid_request_error", Code: "unsupported_parameter", Param: "logit_bias",
 			Message: "logit_bias is not supported by provider type anthropic"}); got != want {
 		t.Errorf("Unsupported = %+v, want %+v", got, want)
+	}
+	if got, want := *UnsupportedBecause("modalities", "audio output is not supported"),
+		(Error{Status: 400, Type: "invalid_request_error", Code: "unsupported_parameter", Param: "modalities",
+			Message: "audio output is not supported"}); got != want {
+		t.Errorf("UnsupportedBecause = %+v, want %+v", got, want)
+	}
+}
+
+func TestWantsAudio(t *testing.T) {
+	for in, want := range map[string]bool{
+		`["text","audio"]`: true,
+		`["audio"]`:        true,
+		`["text"]`:         false,
+		`[]`:               false,
+		`null`:             false,
+		`"audio"`:          true, // a bare value counts as a list of one
+		`["AUDIO"]`:        false,
+	} {
+		if got := WantsAudio(gjson.Parse(in)); got != want {
+			t.Errorf("WantsAudio(%s) = %v, want %v", in, got, want)
+		}
 	}
 }
 

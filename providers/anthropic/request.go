@@ -62,7 +62,7 @@ func (r *request) set(key string, v gjson.Result) error {
 		r.promptCacheRetention = v
 	case "web_search_options":
 		if v.IsObject() {
-			return unsupported("web_search_options", "web_search_options is not supported by provider type "+providerName+
+			return providers.UnsupportedBecause("web_search_options", "web_search_options is not supported by provider type "+providerName+
 				": Anthropic's web search is a server tool whose results and citations this translation does not carry")
 		}
 	case "audio", "functions", "function_call":
@@ -70,23 +70,11 @@ func (r *request) set(key string, v gjson.Result) error {
 			return providers.Unsupported(key, providerName)
 		}
 	case "modalities":
-		audio := false
-		v.ForEach(func(_, m gjson.Result) bool {
-			audio = m.Str == "audio"
-			return !audio
-		})
-		if audio {
-			return unsupported("modalities", "audio output is not supported by provider type "+providerName)
+		if providers.WantsAudio(v) {
+			return providers.UnsupportedBecause("modalities", "audio output is not supported by provider type "+providerName)
 		}
 	}
 	return nil
-}
-
-// unsupported is providers.Unsupported with a more specific message.
-func unsupported(param, msg string) *providers.Error {
-	e := providers.Unsupported(param, providerName)
-	e.Message = msg
-	return e
 }
 
 // ChatRequest translates a unified chat request, already checked by
@@ -366,7 +354,7 @@ func formatFor(rf gjson.Result, native bool) (format, error) {
 		}
 		return f, nil
 	default:
-		return format{}, unsupported("response_format",
+		return format{}, providers.UnsupportedBecause("response_format",
 			"response_format of type "+strconv.Quote(typ)+" is not supported by provider type "+providerName)
 	}
 }
@@ -645,7 +633,7 @@ func appendUserBlocks(b []byte, m *message, i int, n *int) ([]byte, error) {
 		case "image_url":
 			b, err = appendImage(b, part.Get("image_url.url"), part.Get("cache_control"), i, j, n)
 		case "input_audio", "file":
-			err = unsupported(partParam(i, j)+".type",
+			err = providers.UnsupportedBecause(partParam(i, j)+".type",
 				typ+" content parts are not supported by provider type "+providerName)
 		default: // text, refusal
 			b = appendTextBlockCache(b, partText(part), part.Get("cache_control"), n)
@@ -869,7 +857,7 @@ func appendTools(b []byte, tools gjson.Result, f *format, strict bool) ([]byte, 
 	var err error
 	tools.ForEach(func(_, t gjson.Result) bool {
 		if typ := t.Get("type").Str; typ != "function" {
-			err = unsupported("tools["+strconv.Itoa(n)+"].type",
+			err = providers.UnsupportedBecause("tools["+strconv.Itoa(n)+"].type",
 				typ+" tools are not supported by provider type "+providerName)
 			return false
 		}
@@ -941,7 +929,7 @@ func appendToolChoice(b []byte, tc gjson.Result, disableParallel, haveTools, jso
 		choice = tc.Str
 	case tc.IsObject():
 		if tc.Get("type").Str != "function" {
-			return b, unsupported("tool_choice",
+			return b, providers.UnsupportedBecause("tool_choice",
 				"tool_choice of type "+strconv.Quote(tc.Get("type").Str)+" is not supported by provider type "+providerName)
 		}
 		choice, name = "function", tc.Get("function.name").Raw

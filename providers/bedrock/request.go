@@ -62,23 +62,11 @@ func (r *request) set(key string, v gjson.Result) error {
 			return providers.Unsupported(key, providerName)
 		}
 	case "modalities":
-		audio := false
-		v.ForEach(func(_, m gjson.Result) bool {
-			audio = m.Str == "audio"
-			return !audio
-		})
-		if audio {
-			return unsupported("modalities", "audio output is not supported by provider type "+providerName)
+		if providers.WantsAudio(v) {
+			return providers.UnsupportedBecause("modalities", "audio output is not supported by provider type "+providerName)
 		}
 	}
 	return nil
-}
-
-// unsupported is providers.Unsupported with a more specific message.
-func unsupported(param, msg string) *providers.Error {
-	e := providers.Unsupported(param, providerName)
-	e.Message = msg
-	return e
 }
 
 // ChatRequest translates a unified chat request, already checked by
@@ -380,7 +368,7 @@ func (t *turns) image(u, param string) error {
 		t.b = providers.AppendString(t.b, u)
 		t.b = append(t.b, "}}}}"...)
 	case hasPrefixFold(u, "http://"), hasPrefixFold(u, "https://"):
-		return unsupported(param, "image URLs are not supported by provider type "+providerName+
+		return providers.UnsupportedBecause(param, "image URLs are not supported by provider type "+providerName+
 			": Bedrock cannot fetch images; send the image as a data: URL (base64) or an s3:// URL")
 	default:
 		return providers.InvalidParam(param, "an image URL must be a data:, s3:// or http(s) URL")
@@ -429,7 +417,7 @@ var documentFormats = map[string]string{
 // data: URL, or bare base64 whose format the filename's extension gives).
 func (t *turns) document(f gjson.Result, param string) error {
 	if f.Get("file_id").Exists() && !f.Get("file_data").Exists() {
-		return unsupported(param+".file_id", "file ids are not supported by provider type "+providerName+
+		return providers.UnsupportedBecause(param+".file_id", "file ids are not supported by provider type "+providerName+
 			": send the file's content as file_data")
 	}
 	fd := f.Get("file_data")
@@ -906,7 +894,7 @@ func appendToolConfig(b []byte, tools, tc gjson.Result, format *formatPlan, hist
 		choice = tc.Str
 	case tc.IsObject():
 		if tc.Get("type").Str != "function" {
-			return b, unsupported("tool_choice",
+			return b, providers.UnsupportedBecause("tool_choice",
 				"tool_choice of type "+strconv.Quote(tc.Get("type").Str)+" is not supported by provider type "+providerName)
 		}
 		choice, named = "function", tc.Get("function.name").Str
@@ -917,7 +905,7 @@ func appendToolConfig(b []byte, tools, tc gjson.Result, format *formatPlan, hist
 	var err error
 	tools.ForEach(func(_, t gjson.Result) bool {
 		if typ := t.Get("type").Str; typ != "function" {
-			err = unsupported("tools["+strconv.Itoa(count)+"].type",
+			err = providers.UnsupportedBecause("tools["+strconv.Itoa(count)+"].type",
 				typ+" tools are not supported by provider type "+providerName)
 			return false
 		}
@@ -1038,7 +1026,7 @@ func (c Chat) planFormat(rf gjson.Result) (formatPlan, error) {
 				Message: "unknown structured output mode " + strconv.Quote(c.StructuredOutput)}
 		}
 	default:
-		return p, unsupported("response_format.type",
+		return p, providers.UnsupportedBecause("response_format.type",
 			"response_format "+strconv.Quote(typ)+" is not supported by provider type "+providerName)
 	}
 	return p, nil

@@ -78,33 +78,21 @@ func (r *request) set(key string, v gjson.Result) error {
 		field = &r.reasoningEffort
 	case "n":
 		if v.Type == gjson.Number && v.Int() > 1 {
-			return unsupported("n", "n > 1 is not supported by provider type "+providerName+": it returns one choice")
+			return providers.UnsupportedBecause("n", "n > 1 is not supported by provider type "+providerName+": it returns one choice")
 		}
 	case "audio", "functions", "function_call", "web_search_options":
 		if v.Exists() && v.Type != gjson.Null {
 			return providers.Unsupported(key, providerName)
 		}
 	case "modalities":
-		audio := false
-		v.ForEach(func(_, m gjson.Result) bool {
-			audio = m.Str == "audio"
-			return !audio
-		})
-		if audio {
-			return unsupported("modalities", "audio output is not supported by provider type "+providerName)
+		if providers.WantsAudio(v) {
+			return providers.UnsupportedBecause("modalities", "audio output is not supported by provider type "+providerName)
 		}
 	}
 	if field != nil && !field.Exists() {
 		*field = v
 	}
 	return nil
-}
-
-// unsupported is providers.Unsupported with a more specific message.
-func unsupported(param, msg string) *providers.Error {
-	e := providers.Unsupported(param, providerName)
-	e.Message = msg
-	return e
 }
 
 // ChatRequest translates a unified chat request, already checked by
@@ -176,7 +164,7 @@ func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) 
 	b = appendPenalty(b, "frequency_penalty", r.frequencyPenalty)
 	b = appendPenalty(b, "presence_penalty", r.presencePenalty)
 	if r.topLogprobs.Type == gjson.Number && r.topLogprobs.Int() > 0 {
-		return req, unsupported("top_logprobs",
+		return req, providers.UnsupportedBecause("top_logprobs",
 			"top_logprobs is not supported by provider type "+providerName+": it reports no alternative tokens")
 	}
 	if r.logprobs.Type == gjson.True {
@@ -371,7 +359,7 @@ func appendUser(b []byte, m *message, i int) ([]byte, error) {
 		case "image_url":
 			b, err = appendImage(b, part.Get("image_url"), i, j)
 		case "input_audio", "file":
-			err = unsupported(partParam(i, j)+".type",
+			err = providers.UnsupportedBecause(partParam(i, j)+".type",
 				typ+" content parts are not supported by provider type "+providerName)
 		default: // text
 			b = append(b, `{"type":"text","text":`...)
@@ -550,7 +538,7 @@ func appendTools(b []byte, tools, choice gjson.Result) ([]byte, error) {
 				return true
 			})
 		default:
-			return b, unsupported("tool_choice",
+			return b, providers.UnsupportedBecause("tool_choice",
 				"tool_choice of type "+strconv.Quote(typ)+" is not supported by provider type "+providerName)
 		}
 	}
@@ -564,7 +552,7 @@ func appendTools(b []byte, tools, choice gjson.Result) ([]byte, error) {
 	tools.ForEach(func(_, t gjson.Result) bool {
 		defer func() { i++ }()
 		if typ := t.Get("type").Str; typ != "function" {
-			err = unsupported("tools["+strconv.Itoa(i)+"].type",
+			err = providers.UnsupportedBecause("tools["+strconv.Itoa(i)+"].type",
 				typ+" tools are not supported by provider type "+providerName)
 			return false
 		}
@@ -664,7 +652,7 @@ func appendResponseFormat(b []byte, rf gjson.Result) ([]byte, error) {
 		}
 		return append(b, '}'), nil
 	default:
-		return b, unsupported("response_format",
+		return b, providers.UnsupportedBecause("response_format",
 			"response_format of type "+strconv.Quote(typ)+" is not supported by provider type "+providerName)
 	}
 }

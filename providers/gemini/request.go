@@ -72,12 +72,7 @@ func (c Chat) set(r *request, key string, v gjson.Result) error {
 			return providers.Unsupported(strings.Clone(key), c.name())
 		}
 	case "modalities":
-		audio := false
-		v.ForEach(func(_, m gjson.Result) bool {
-			audio = m.Str == "audio"
-			return !audio
-		})
-		if audio {
+		if providers.WantsAudio(v) {
 			return c.unsupported("modalities", "audio output is not supported")
 		}
 	}

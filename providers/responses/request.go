@@ -130,7 +130,7 @@ func (x *Exchange) buildChat(history []byte) error {
 			c.store = append(c.store, `{"id":`...)
 			c.store = providers.AppendString(c.store, x.t.newID("msg_"))
 			c.store = append(c.store, `,"type":"message","role":"user","status":"completed","content":[{"type":"input_text","text":`...)
-			c.store = appendCompact(c.store, in.Raw)
+			c.store = providers.AppendCompactJSON(c.store, in.Raw)
 			c.store = append(c.store, "}]}"...)
 		}
 	case in.IsArray():
@@ -387,7 +387,7 @@ func (c *chatBuilder) item(p string, it gjson.Result, fromHistory bool) error {
 	if c.storing {
 		c.storeSep()
 		if fromHistory {
-			c.store = appendCompact(c.store, it.Raw)
+			c.store = providers.AppendCompactJSON(c.store, it.Raw)
 		} else {
 			c.store = c.x.appendNormalized(c.store, it, typ)
 		}
