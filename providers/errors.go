@@ -80,17 +80,6 @@ func UnsupportedBecause(param, message string) *Error {
 	}
 }
 
-// WantsAudio reports whether modalities, a request's "modalities", asks
-// for audio output.
-func WantsAudio(modalities gjson.Result) bool {
-	audio := false
-	modalities.ForEach(func(_, m gjson.Result) bool {
-		audio = m.Str == "audio"
-		return !audio
-	})
-	return audio
-}
-
 // TypeForStatus is the error type OpenAI's SDKs expect for a status.
 func TypeForStatus(status int) string {
 	switch {

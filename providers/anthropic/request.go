@@ -127,7 +127,7 @@ func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) 
 	b = providers.AppendInt(b, c.maxTokensFor(r, think))
 
 	var stack [16]message
-	msgs := parseMessages(stack[:0], r.messages)
+	msgs := providers.AppendChatMessages(stack[:0], r.messages)
 	if b, err = appendMessages(b, msgs); err != nil {
 		return req, err
 	}
@@ -394,47 +394,8 @@ func appendCacheRetention(b []byte, v gjson.Result) ([]byte, error) {
 	return b, providers.InvalidParam("prompt_cache_retention", "prompt_cache_retention must be in_memory or 24h")
 }
 
-// message holds the fields of one unified message that the translation
-// reads.
-type message struct {
-	role                                           string
-	content, toolCalls, toolCallID, thinkingBlocks gjson.Result
-}
-
-// parseMessages appends the messages of the array v to msgs. Like
-// gjson's Get, which ValidateChat uses, it takes the first of duplicate keys.
-func parseMessages(msgs []message, v gjson.Result) []message {
-	v.ForEach(func(_, m gjson.Result) bool {
-		var msg message
-		var role gjson.Result
-		m.ForEach(func(key, v gjson.Result) bool {
-			var field *gjson.Result
-			switch key.Str {
-			case "role":
-				field = &role
-			case "content":
-				field = &msg.content
-			case "tool_calls":
-				field = &msg.toolCalls
-			case "tool_call_id":
-				field = &msg.toolCallID
-			case "thinking_blocks":
-				field = &msg.thinkingBlocks
-			default: // reasoning_content and reasoning among them: Anthropic
-				// takes back only the signed blocks, never the text.
-				return true
-			}
-			if !field.Exists() {
-				*field = v
-			}
-			return true
-		})
-		msg.role = role.Str
-		msgs = append(msgs, msg)
-		return true
-	})
-	return msgs
-}
+// message is a unified message as the translation reads it.
+type message = providers.ChatMessage
 
 // Message kinds: the role a unified message takes in Anthropic's request.
 const (
@@ -461,7 +422,7 @@ func appendMessages(b []byte, msgs []message) ([]byte, error) {
 	b = append(b, `,"messages":[`...)
 	turns := 0
 	for i := 0; i < len(msgs); {
-		kind := kindOf(msgs[i].role)
+		kind := kindOf(msgs[i].Role)
 		if kind == kindSystem {
 			i++
 			continue
@@ -470,7 +431,7 @@ func appendMessages(b []byte, msgs []message) ([]byte, error) {
 		// messages in between are hoisted and do not break it.
 		end, n := i+1, 1
 		for ; end < len(msgs); end++ {
-			k := kindOf(msgs[end].role)
+			k := kindOf(msgs[end].Role)
 			if k == kindSystem {
 				continue
 			}
@@ -504,7 +465,7 @@ func appendMessages(b []byte, msgs []message) ([]byte, error) {
 		blocks := 0
 		for j := i; j < end; j++ {
 			var err error
-			switch m := &msgs[j]; m.role {
+			switch m := &msgs[j]; m.Role {
 			case "assistant":
 				b, err = appendAssistantBlocks(b, m, j, &blocks)
 			case "tool":
@@ -532,19 +493,19 @@ func appendMessages(b []byte, msgs []message) ([]byte, error) {
 // plainContent reports whether a message that forms a turn on its own can
 // keep a plain string as content, and returns that string.
 func plainContent(m *message) (gjson.Result, bool) {
-	content := m.content
+	content := m.Content
 	if content.Type != gjson.String {
 		return content, false
 	}
-	switch m.role {
+	switch m.Role {
 	case "user":
 		return content, true
 	case "tool":
 		return content, false
 	default: // assistant: only without tool calls and thinking blocks
-		tb := m.thinkingBlocks
+		tb := m.ThinkingBlocks
 		noThinking := !tb.Exists() || tb.Type == gjson.Null || tb.IsArray() && !nonEmpty(tb)
-		return content, noThinking && !nonEmpty(m.toolCalls)
+		return content, noThinking && !nonEmpty(m.ToolCalls)
 	}
 }
 
@@ -622,7 +583,7 @@ func appendTextParts(b []byte, content gjson.Result, n *int) []byte {
 
 // appendUserBlocks appends the blocks of user message i.
 func appendUserBlocks(b []byte, m *message, i int, n *int) ([]byte, error) {
-	content := m.content
+	content := m.Content
 	if content.Type == gjson.String {
 		return appendTextBlock(b, content, n), nil
 	}
@@ -679,13 +640,13 @@ func appendImage(b []byte, url, cache gjson.Result, i, j int, n *int) ([]byte, e
 // appendAssistantBlocks appends the blocks of assistant message i: its
 // thinking blocks, then its text, then a tool_use block per tool call.
 func appendAssistantBlocks(b []byte, m *message, i int, n *int) ([]byte, error) {
-	b, err := appendThinkingBlocks(b, m.thinkingBlocks, i, n)
+	b, err := appendThinkingBlocks(b, m.ThinkingBlocks, i, n)
 	if err != nil {
 		return b, err
 	}
-	b = appendTextParts(b, m.content, n)
+	b = appendTextParts(b, m.Content, n)
 	j := 0
-	m.toolCalls.ForEach(func(_, call gjson.Result) bool {
+	m.ToolCalls.ForEach(func(_, call gjson.Result) bool {
 		fn := call.Get("function")
 		input := strings.TrimSpace(fn.Get("arguments").Str)
 		if input == "" {
@@ -763,8 +724,8 @@ func appendThinkingBlocks(b []byte, tb gjson.Result, i int, n *int) ([]byte, err
 func appendToolResult(b []byte, m *message, n *int) []byte {
 	b = sep(b, n)
 	b = append(b, `{"type":"tool_result","tool_use_id":`...)
-	b = providers.AppendRawString(b, m.toolCallID)
-	switch content := m.content; {
+	b = providers.AppendRawString(b, m.ToolCallID)
+	switch content := m.Content; {
 	case content.Type == gjson.String:
 		b = append(b, `,"content":`...)
 		b = append(b, content.Raw...)
@@ -789,9 +750,9 @@ func appendSystem(b []byte, msgs []message) []byte {
 	count := 0
 	var sole gjson.Result
 	for i := range msgs {
-		if kindOf(msgs[i].role) == kindSystem {
+		if kindOf(msgs[i].Role) == kindSystem {
 			count++
-			sole = msgs[i].content
+			sole = msgs[i].Content
 		}
 	}
 	if count == 0 {
@@ -805,8 +766,8 @@ func appendSystem(b []byte, msgs []message) []byte {
 	b = append(b, `,"system":[`...)
 	blocks := 0
 	for i := range msgs {
-		if kindOf(msgs[i].role) == kindSystem {
-			b = appendTextParts(b, msgs[i].content, &blocks)
+		if kindOf(msgs[i].Role) == kindSystem {
+			b = appendTextParts(b, msgs[i].Content, &blocks)
 		}
 	}
 	if blocks == 0 {

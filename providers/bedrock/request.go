@@ -123,7 +123,7 @@ func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) 
 	b := make([]byte, 0, len(body)+256)
 	b = append(b, '{')
 	var stack [16]message
-	msgs := parseMessages(stack[:0], r.messages)
+	msgs := providers.AppendChatMessages(stack[:0], r.messages)
 	var hist history
 	// Signed reasoning is Claude's: other families never gave any, so a
 	// thinking block in their history comes from another provider and
@@ -150,46 +150,8 @@ func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) 
 	return req, nil
 }
 
-// message holds the fields of one unified message that the translation
-// reads.
-type message struct {
-	role                                           string
-	content, toolCalls, toolCallID, thinkingBlocks gjson.Result
-}
-
-// parseMessages appends the messages of the array v to msgs. Like gjson's
-// Get, which ValidateChat uses, it takes the first of duplicate keys.
-func parseMessages(msgs []message, v gjson.Result) []message {
-	v.ForEach(func(_, m gjson.Result) bool {
-		var msg message
-		var role gjson.Result
-		m.ForEach(func(key, v gjson.Result) bool {
-			var field *gjson.Result
-			switch key.Str {
-			case "role":
-				field = &role
-			case "content":
-				field = &msg.content
-			case "tool_calls":
-				field = &msg.toolCalls
-			case "tool_call_id":
-				field = &msg.toolCallID
-			case "thinking_blocks":
-				field = &msg.thinkingBlocks
-			default:
-				return true
-			}
-			if !field.Exists() {
-				*field = v
-			}
-			return true
-		})
-		msg.role = role.Str
-		msgs = append(msgs, msg)
-		return true
-	})
-	return msgs
-}
+// message is a unified message as the translation reads it.
+type message = providers.ChatMessage
 
 // isSystem reports whether a unified role goes to the top-level system.
 func isSystem(role string) bool { return role == "system" || role == "developer" }
@@ -255,7 +217,7 @@ func appendMessages(b []byte, msgs []message, keepThinking bool, hist *history) 
 	for i := range msgs {
 		m := &msgs[i]
 		var err error
-		switch m.role {
+		switch m.Role {
 		case "user":
 			err = t.userBlocks(m, i)
 		case "assistant":
@@ -312,13 +274,13 @@ func partParam(i, j int) string {
 
 // userBlocks appends the blocks of user message i.
 func (t *turns) userBlocks(m *message, i int) error {
-	if m.content.Type == gjson.String {
-		t.text("user", m.content)
+	if m.Content.Type == gjson.String {
+		t.text("user", m.Content)
 		return nil
 	}
 	var err error
 	j := 0
-	m.content.ForEach(func(_, part gjson.Result) bool {
+	m.Content.ForEach(func(_, part gjson.Result) bool {
 		switch part.Get("type").Str {
 		case "image_url":
 			err = t.image(part.Get("image_url.url").Str, partParam(i, j)+".image_url.url")
@@ -581,13 +543,13 @@ func hasPrefixFold(s, prefix string) bool {
 // returned them, for Claude models), its text, then a toolUse block per
 // tool call.
 func (t *turns) assistantBlocks(m *message, i int, hist *history) error {
-	if err := t.reasoning(m.thinkingBlocks, "messages["+strconv.Itoa(i)+"].thinking_blocks"); err != nil {
+	if err := t.reasoning(m.ThinkingBlocks, "messages["+strconv.Itoa(i)+"].thinking_blocks"); err != nil {
 		return err
 	}
-	t.texts("assistant", m.content)
+	t.texts("assistant", m.Content)
 	var err error
 	j := 0
-	m.toolCalls.ForEach(func(_, call gjson.Result) bool {
+	m.ToolCalls.ForEach(func(_, call gjson.Result) bool {
 		fn := call.Get("function")
 		input := strings.TrimSpace(fn.Get("arguments").Str)
 		if input == "" {
@@ -679,7 +641,7 @@ func (t *turns) toolResult(m *message, hist *history) {
 	hist.toolBlocks = true
 	t.block("user")
 	t.b = append(t.b, `{"toolResult":{"toolUseId":`...)
-	t.b = providers.AppendString(t.b, toolUseID(m.toolCallID.Str))
+	t.b = providers.AppendString(t.b, toolUseID(m.ToolCallID.Str))
 	t.b = append(t.b, `,"content":[`...)
 	n := 0
 	add := func(v gjson.Result) {
@@ -699,10 +661,10 @@ func (t *turns) toolResult(m *message, hist *history) {
 		}
 		t.b = append(t.b, '}')
 	}
-	if m.content.Type == gjson.String {
-		add(m.content)
+	if m.Content.Type == gjson.String {
+		add(m.Content)
 	} else {
-		m.content.ForEach(func(_, part gjson.Result) bool {
+		m.Content.ForEach(func(_, part gjson.Result) bool {
 			add(partText(part))
 			return true
 		})
@@ -758,10 +720,10 @@ func appendSystem(b []byte, msgs []message) []byte {
 		b = append(b, '}')
 	}
 	for i := range msgs {
-		if !isSystem(msgs[i].role) {
+		if !isSystem(msgs[i].Role) {
 			continue
 		}
-		if c := msgs[i].content; c.Type == gjson.String {
+		if c := msgs[i].Content; c.Type == gjson.String {
 			add(c)
 		} else {
 			c.ForEach(func(_, part gjson.Result) bool {

@@ -1,0 +1,35 @@
+package providers
+
+import (
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+func TestAppendChatMessages(t *testing.T) {
+	v := gjson.Parse(`[
+		{"role":"user","content":"a","role":"tool","content":[],"name":"n"},
+		{"role":"assistant","content":null,"reasoning_content":"r","thinking_blocks":[{"type":"thinking"}],
+		 "tool_calls":[{"id":"c"}]},
+		{"role":"tool","tool_call_id":"c","tool_call_id":"d","content":"x"},
+		{}
+	]`)
+	var stack [2]ChatMessage
+	msgs := AppendChatMessages(stack[:1], v)
+	if len(msgs) != 5 || msgs[0].Role != "" || msgs[0].Content.Exists() {
+		t.Fatalf("appended %d messages after the first", len(msgs)-1)
+	}
+	type want struct{ role, content, toolCalls, toolCallID, thinkingBlocks string }
+	for i, w := range []want{
+		{"user", `"a"`, "", "", ""}, // of duplicate keys the first counts
+		{"assistant", "null", `[{"id":"c"}]`, "", `[{"type":"thinking"}]`},
+		{"tool", `"x"`, "", `"c"`, ""},
+		{"", "", "", "", ""},
+	} {
+		m := msgs[i+1]
+		got := want{m.Role, m.Content.Raw, m.ToolCalls.Raw, m.ToolCallID.Raw, m.ThinkingBlocks.Raw}
+		if got != w {
+			t.Errorf("message %d = %+v, want %+v", i, got, w)
+		}
+	}
+}
