@@ -46,7 +46,7 @@ func (c Chat) ChatResponse(body []byte) ([]byte, error) {
 
 	var u usage
 	u.set(root.Get("usage"))
-	b = u.append(b)
+	b = u.unified().Append(b)
 	return append(b, '}'), nil
 }
 
@@ -258,28 +258,16 @@ func (u *usage) set(v gjson.Result) {
 	})
 }
 
-// append appends the unified usage object: prompt tokens are input tokens
-// plus cache reads and writes (Anthropic counts them apart), of which the
-// cache reads are cached_tokens; completion tokens are output tokens,
-// thinking included, of which the thinking tokens are reasoning_tokens
-// where Anthropic reports them.
-func (u *usage) append(b []byte) []byte {
+// unified is the unified usage: prompt tokens are input tokens plus cache
+// reads and writes (Anthropic counts them apart), of which the cache reads
+// are cached_tokens; completion tokens are output tokens, thinking
+// included, of which the thinking tokens are reasoning_tokens where
+// Anthropic reports them.
+func (u *usage) unified() providers.Usage {
 	prompt := u.input + u.cacheRead + u.cacheCreation
-	b = append(b, `{"prompt_tokens":`...)
-	b = providers.AppendInt(b, prompt)
-	b = append(b, `,"completion_tokens":`...)
-	b = providers.AppendInt(b, u.output)
-	b = append(b, `,"total_tokens":`...)
-	b = providers.AppendInt(b, prompt+u.output)
-	if u.cached {
-		b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)
-		b = providers.AppendInt(b, u.cacheRead)
-		b = append(b, '}')
+	return providers.Usage{
+		Prompt: prompt, Completion: u.output, Total: prompt + u.output,
+		Cached: u.cacheRead, HasCached: u.cached,
+		Reasoning: u.thinking, HasReasoning: u.reasoning,
 	}
-	if u.reasoning {
-		b = append(b, `,"completion_tokens_details":{"reasoning_tokens":`...)
-		b = providers.AppendInt(b, u.thinking)
-		b = append(b, '}')
-	}
-	return append(b, '}')
 }

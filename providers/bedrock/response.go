@@ -44,7 +44,7 @@ func (c Chat) ChatResponse(body []byte) ([]byte, error) {
 
 	var u usage
 	u.set(root.Get("usage"))
-	b = u.append(b)
+	b = u.unified().Append(b)
 	return append(b, '}'), nil
 }
 
@@ -216,22 +216,14 @@ func (u *usage) set(v gjson.Result) {
 	})
 }
 
-// append appends the unified usage object: prompt tokens include cache
-// reads and writes, which Converse counts apart from inputTokens.
-func (u *usage) append(b []byte) []byte {
+// unified is the unified usage: prompt tokens include cache reads and
+// writes, which Converse counts apart from inputTokens.
+func (u *usage) unified() providers.Usage {
 	prompt := u.input + u.cacheRead + u.cacheWrite
-	b = append(b, `{"prompt_tokens":`...)
-	b = providers.AppendInt(b, prompt)
-	b = append(b, `,"completion_tokens":`...)
-	b = providers.AppendInt(b, u.output)
-	b = append(b, `,"total_tokens":`...)
-	b = providers.AppendInt(b, prompt+u.output)
-	if u.cacheReported {
-		b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)
-		b = providers.AppendInt(b, u.cacheRead)
-		b = append(b, '}')
+	return providers.Usage{
+		Prompt: prompt, Completion: u.output, Total: prompt + u.output,
+		Cached: u.cacheRead, HasCached: u.cacheReported,
 	}
-	return append(b, '}')
 }
 
 // decodeBlob decodes a Converse blob (standard base64); invalid data

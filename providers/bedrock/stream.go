@@ -172,11 +172,7 @@ func (s *stream) event(dst []byte, typ string, payload []byte) ([]byte, error) {
 		}
 		s.done = true
 		if s.includeUsage {
-			dst = append(dst, "data: "...)
-			dst = append(dst, s.head...)
-			dst = append(dst, `"choices":[],"usage":`...)
-			dst = s.usage.append(dst)
-			dst = append(dst, "}\n\n"...)
+			dst = providers.AppendUsageChunk(dst, s.head, s.usage.unified())
 		}
 		return append(dst, sse.Done...), nil
 	}
@@ -296,12 +292,7 @@ func (s *stream) Close(dst []byte) []byte {
 		return dst
 	}
 	s.done = true
-	e := providers.Error{
-		Type:    "server_error",
-		Code:    "stream_incomplete",
-		Message: "the provider's stream ended before the answer was complete",
-	}
-	return sse.AppendData(dst, e.JSON())
+	return providers.AppendStreamIncomplete(dst)
 }
 
 // start builds the head shared by all chunks.
@@ -329,19 +320,8 @@ func (s *stream) openChunk(dst []byte) []byte {
 // closeChunk appends the rest of a chunk after its delta; finish is its
 // finish_reason, or "" for null.
 func (s *stream) closeChunk(dst []byte, finish string) []byte {
-	dst = append(dst, `,"logprobs":null,"finish_reason":`...)
-	if finish == "" {
-		dst = append(dst, "null"...)
-	} else {
-		dst = append(dst, '"')
-		dst = append(dst, finish...)
-		dst = append(dst, '"')
-	}
-	dst = append(dst, "}]"...)
-	if s.includeUsage {
-		dst = append(dst, `,"usage":null`...)
-	}
-	return append(dst, "}\n\n"...)
+	dst = append(dst, `,"logprobs":null`...)
+	return providers.AppendChunkEnd(dst, finish, s.includeUsage)
 }
 
 // content appends a chunk with a content delta whose JSON string is raw,

@@ -218,20 +218,12 @@ func count(f float64) int64 {
 	return int64(math.Round(f))
 }
 
-// append appends the unified usage object.
-func (u *usage) append(b []byte) []byte {
-	b = append(b, `{"prompt_tokens":`...)
-	b = providers.AppendInt(b, u.input)
-	b = append(b, `,"completion_tokens":`...)
-	b = providers.AppendInt(b, u.output)
-	b = append(b, `,"total_tokens":`...)
-	b = providers.AppendInt(b, u.input+u.output)
-	if u.haveCached {
-		b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)
-		b = providers.AppendInt(b, u.cached)
-		b = append(b, '}')
+// unified is the unified usage.
+func (u *usage) unified() providers.Usage {
+	return providers.Usage{
+		Prompt: u.input, Completion: u.output, Total: u.input + u.output,
+		Cached: u.cached, HasCached: u.haveCached,
 	}
-	return append(b, '}')
 }
 
 // appendLogprob appends one entry of OpenAI's logprobs.content for a

@@ -57,7 +57,7 @@ func (c Chat) ChatResponse(body []byte) ([]byte, error) {
 
 	var u usage
 	u.set(root.Get("usage"))
-	b = u.append(b)
+	b = u.unified().Append(b)
 	return append(b, '}'), nil
 }
 

@@ -81,7 +81,7 @@ func (c Chat) ChatResponse(body []byte) ([]byte, error) {
 	b = append(b, `],"usage":`...)
 	var u usage
 	u.set(usageMeta)
-	b = u.append(b)
+	b = u.unified().Append(b)
 	switch usageMeta.Get("serviceTier").Str {
 	case "standard":
 		b = append(b, `,"service_tier":"default"`...)
@@ -409,29 +409,20 @@ func (u *usage) set(v gjson.Result) {
 	})
 }
 
-// append appends the unified usage object: the prompt counts tool-use
-// prompts (results of Gemini's own tools) too, the completion counts
-// thoughts, of which cached and reasoning tokens are the details.
-func (u *usage) append(b []byte) []byte {
+// unified is the unified usage: the prompt counts tool-use prompts
+// (results of Gemini's own tools) too, the completion counts thoughts, of
+// which cached and reasoning tokens are the details.
+func (u *usage) unified() providers.Usage {
 	prompt := u.prompt + u.toolUse
 	completion := u.candidates + u.thoughts
 	total := u.total
 	if total == 0 {
 		total = prompt + completion
 	}
-	b = append(b, `{"prompt_tokens":`...)
-	b = providers.AppendInt(b, prompt)
-	b = append(b, `,"completion_tokens":`...)
-	b = providers.AppendInt(b, completion)
-	b = append(b, `,"total_tokens":`...)
-	b = providers.AppendInt(b, total)
-	b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)
-	b = providers.AppendInt(b, u.cached)
-	if u.audioSeen {
-		b = append(b, `,"audio_tokens":`...)
-		b = providers.AppendInt(b, u.audio)
+	return providers.Usage{
+		Prompt: prompt, Completion: completion, Total: total,
+		Cached: u.cached, HasCached: true,
+		Audio: u.audio, HasAudio: u.audioSeen,
+		Reasoning: u.thoughts, HasReasoning: true,
 	}
-	b = append(b, `},"completion_tokens_details":{"reasoning_tokens":`...)
-	b = providers.AppendInt(b, u.thoughts)
-	return append(b, "}}"...)
 }

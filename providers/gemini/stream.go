@@ -241,19 +241,10 @@ func (s *stream) Close(dst []byte) []byte {
 		}
 	}
 	if !complete {
-		e := providers.Error{
-			Type:    "server_error",
-			Code:    "stream_incomplete",
-			Message: "the provider's stream ended before the answer was complete",
-		}
-		return sse.AppendData(dst, e.JSON())
+		return providers.AppendStreamIncomplete(dst)
 	}
 	if s.includeUsage {
-		dst = append(dst, "data: "...)
-		dst = append(dst, s.head...)
-		dst = append(dst, `"choices":[],"usage":`...)
-		dst = s.usage.append(dst)
-		dst = append(dst, "}\n\n"...)
+		dst = providers.AppendUsageChunk(dst, s.head, s.usage.unified())
 	}
 	return append(dst, sse.Done...)
 }
@@ -277,19 +268,7 @@ func (s *stream) closeChunk(dst []byte, finish, logprobs string) []byte {
 	} else {
 		dst = append(dst, logprobs...)
 	}
-	dst = append(dst, `,"finish_reason":`...)
-	if finish == "" {
-		dst = append(dst, "null"...)
-	} else {
-		dst = append(dst, '"')
-		dst = append(dst, finish...)
-		dst = append(dst, '"')
-	}
-	dst = append(dst, "}]"...)
-	if s.includeUsage {
-		dst = append(dst, `,"usage":null`...)
-	}
-	return append(dst, "}\n\n"...)
+	return providers.AppendChunkEnd(dst, finish, s.includeUsage)
 }
 
 // Framing is how Gemini's streams are cut into events: server-sent events,
