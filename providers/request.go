@@ -7,39 +7,51 @@ import "github.com/tidwall/gjson"
 type ChatMessage struct {
 	Role                                           string
 	Content, ToolCalls, ToolCallID, ThinkingBlocks gjson.Result
+
+	// ReasoningContent and Reasoning are the reasoning text a client
+	// sends back on an assistant message, which few providers take.
+	ReasoningContent, Reasoning gjson.Result
+}
+
+// ReadChatMessage reads the unified message m. Like gjson's Get, which
+// ValidateChat uses, it takes the first of duplicate keys.
+func ReadChatMessage(m gjson.Result) ChatMessage {
+	var msg ChatMessage
+	var role gjson.Result
+	m.ForEach(func(key, v gjson.Result) bool {
+		var field *gjson.Result
+		switch key.Str {
+		case "role":
+			field = &role
+		case "content":
+			field = &msg.Content
+		case "tool_calls":
+			field = &msg.ToolCalls
+		case "tool_call_id":
+			field = &msg.ToolCallID
+		case "thinking_blocks":
+			field = &msg.ThinkingBlocks
+		case "reasoning_content":
+			field = &msg.ReasoningContent
+		case "reasoning":
+			field = &msg.Reasoning
+		default:
+			return true
+		}
+		if !field.Exists() {
+			*field = v
+		}
+		return true
+	})
+	msg.Role = role.Str
+	return msg
 }
 
 // AppendChatMessages appends the messages of the array v, a unified
-// request's "messages", to msgs. Like gjson's Get, which ValidateChat
-// uses, it takes the first of duplicate keys. Other fields
-// (reasoning_content and reasoning among them) it leaves out.
+// request's "messages", to msgs (see ReadChatMessage).
 func AppendChatMessages(msgs []ChatMessage, v gjson.Result) []ChatMessage {
 	v.ForEach(func(_, m gjson.Result) bool {
-		var msg ChatMessage
-		var role gjson.Result
-		m.ForEach(func(key, v gjson.Result) bool {
-			var field *gjson.Result
-			switch key.Str {
-			case "role":
-				field = &role
-			case "content":
-				field = &msg.Content
-			case "tool_calls":
-				field = &msg.ToolCalls
-			case "tool_call_id":
-				field = &msg.ToolCallID
-			case "thinking_blocks":
-				field = &msg.ThinkingBlocks
-			default:
-				return true
-			}
-			if !field.Exists() {
-				*field = v
-			}
-			return true
-		})
-		msg.Role = role.Str
-		msgs = append(msgs, msg)
+		msgs = append(msgs, ReadChatMessage(m))
 		return true
 	})
 	return msgs

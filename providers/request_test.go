@@ -9,7 +9,7 @@ import (
 func TestAppendChatMessages(t *testing.T) {
 	v := gjson.Parse(`[
 		{"role":"user","content":"a","role":"tool","content":[],"name":"n"},
-		{"role":"assistant","content":null,"reasoning_content":"r","thinking_blocks":[{"type":"thinking"}],
+		{"role":"assistant","content":null,"reasoning_content":"r","reasoning":"s","thinking_blocks":[{"type":"thinking"}],
 		 "tool_calls":[{"id":"c"}]},
 		{"role":"tool","tool_call_id":"c","tool_call_id":"d","content":"x"},
 		{}
@@ -19,15 +19,15 @@ func TestAppendChatMessages(t *testing.T) {
 	if len(msgs) != 5 || msgs[0].Role != "" || msgs[0].Content.Exists() {
 		t.Fatalf("appended %d messages after the first", len(msgs)-1)
 	}
-	type want struct{ role, content, toolCalls, toolCallID, thinkingBlocks string }
+	type want struct{ role, content, toolCalls, toolCallID, thinkingBlocks, reasoningContent, reasoning string }
 	for i, w := range []want{
-		{"user", `"a"`, "", "", ""}, // of duplicate keys the first counts
-		{"assistant", "null", `[{"id":"c"}]`, "", `[{"type":"thinking"}]`},
-		{"tool", `"x"`, "", `"c"`, ""},
-		{"", "", "", "", ""},
+		{"user", `"a"`, "", "", "", "", ""}, // of duplicate keys the first counts
+		{"assistant", "null", `[{"id":"c"}]`, "", `[{"type":"thinking"}]`, `"r"`, `"s"`},
+		{"tool", `"x"`, "", `"c"`, "", "", ""},
+		{"", "", "", "", "", "", ""},
 	} {
 		m := msgs[i+1]
-		got := want{m.Role, m.Content.Raw, m.ToolCalls.Raw, m.ToolCallID.Raw, m.ThinkingBlocks.Raw}
+		got := want{m.Role, m.Content.Raw, m.ToolCalls.Raw, m.ToolCallID.Raw, m.ThinkingBlocks.Raw, m.ReasoningContent.Raw, m.Reasoning.Raw}
 		if got != w {
 			t.Errorf("message %d = %+v, want %+v", i, got, w)
 		}

@@ -234,40 +234,8 @@ func appendStop(b []byte, stop gjson.Result) []byte {
 	return append(b, ']')
 }
 
-// message holds the fields of one unified message that the translation
-// reads. Of duplicate keys the first counts, as with gjson's Get, which
-// ValidateChat uses.
-type message struct {
-	role, content, toolCalls, toolCallID, reasoningContent, reasoning gjson.Result
-}
-
-func parseMessage(m gjson.Result) message {
-	var msg message
-	m.ForEach(func(key, v gjson.Result) bool {
-		var field *gjson.Result
-		switch key.Str {
-		case "role":
-			field = &msg.role
-		case "content":
-			field = &msg.content
-		case "tool_calls":
-			field = &msg.toolCalls
-		case "tool_call_id":
-			field = &msg.toolCallID
-		case "reasoning_content":
-			field = &msg.reasoningContent
-		case "reasoning":
-			field = &msg.reasoning
-		default:
-			return true
-		}
-		if !field.Exists() {
-			*field = v
-		}
-		return true
-	})
-	return msg
-}
+// message is a unified message as the translation reads it.
+type message = providers.ChatMessage
 
 // appendMessages appends "messages", one Cohere message per unified one.
 func appendMessages(b []byte, messages gjson.Result) ([]byte, error) {
@@ -278,11 +246,11 @@ func appendMessages(b []byte, messages gjson.Result) ([]byte, error) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		m := parseMessage(v)
-		switch m.role.Str {
+		m := providers.ReadChatMessage(v)
+		switch m.Role {
 		case "system", "developer":
 			b = append(b, `{"role":"system","content":`...)
-			b = appendTextContent(b, m.content)
+			b = appendTextContent(b, m.Content)
 			b = append(b, '}')
 		case "user":
 			b, err = appendUser(b, &m, i)
@@ -290,9 +258,9 @@ func appendMessages(b []byte, messages gjson.Result) ([]byte, error) {
 			b = appendAssistant(b, &m)
 		case "tool":
 			b = append(b, `{"role":"tool","tool_call_id":`...)
-			b = providers.AppendRawString(b, m.toolCallID)
+			b = providers.AppendRawString(b, m.ToolCallID)
 			b = append(b, `,"content":`...)
-			b = appendTextContent(b, m.content)
+			b = appendTextContent(b, m.Content)
 			b = append(b, '}')
 		}
 		i++
@@ -343,7 +311,7 @@ func partParam(i, j int) string {
 // content items; audio and file parts are rejected.
 func appendUser(b []byte, m *message, i int) ([]byte, error) {
 	b = append(b, `{"role":"user","content":`...)
-	content := m.content
+	content := m.Content
 	if content.Type == gjson.String {
 		b = append(b, content.Raw...)
 		return append(b, '}'), nil
@@ -420,13 +388,13 @@ func hasPrefixFold(s, prefix string) bool {
 // ahead of any text, where Cohere's own answer had it.
 func appendAssistant(b []byte, m *message) []byte {
 	b = append(b, `{"role":"assistant"`...)
-	calls := m.toolCalls.IsArray() && m.toolCalls.Get("0").Exists()
-	thinking := m.reasoningContent
+	calls := m.ToolCalls.IsArray() && m.ToolCalls.Get("0").Exists()
+	thinking := m.ReasoningContent
 	if thinking.Type != gjson.String || thinking.Str == "" {
-		thinking = m.reasoning
+		thinking = m.Reasoning
 	}
 	haveThinking := thinking.Type == gjson.String && thinking.Str != ""
-	content := m.content
+	content := m.Content
 
 	if calls {
 		if plan := joinedText(content); plan != "" {
@@ -440,7 +408,7 @@ func appendAssistant(b []byte, m *message) []byte {
 		}
 		b = append(b, `,"tool_calls":[`...)
 		n := 0
-		m.toolCalls.ForEach(func(_, call gjson.Result) bool {
+		m.ToolCalls.ForEach(func(_, call gjson.Result) bool {
 			if n > 0 {
 				b = append(b, ',')
 			}
