@@ -12,9 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
-
 	"github.com/modelgate/modelgate/caddymodule"
+	"github.com/modelgate/modelgate/caddymodule/provider/internal/caddyfiletest"
 	"github.com/modelgate/modelgate/providers/providertest"
 )
 
@@ -69,21 +68,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		}`, `error: unrecognized option "api_version" for provider type vertex`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var p Provider
-			err := p.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tc.in))
-			if want, ok := strings.CutPrefix(tc.want, "error: "); ok {
-				if err == nil || !strings.Contains(err.Error(), want) {
-					t.Fatalf("error %v, want %q", err, want)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, _ := json.Marshal(p)
-			if string(got) != tc.want {
-				t.Errorf("got  %s\nwant %s", got, tc.want)
-			}
+			caddyfiletest.Unmarshal(t, new(Provider), tc.in, tc.want)
 		})
 	}
 }
