@@ -13,14 +13,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
 	"github.com/modelgate/modelgate/caddymodule/provider/internal/caddyfiletest"
 )
 
+// TestUnmarshalCaddyfile unmarshals Caddyfile blocks into the provider's
+// JSON, or fails with an error of which the case gives a substring after
+// "error: ".
 func TestUnmarshalCaddyfile(t *testing.T) {
-	for _, tc := range []struct {
-		name, in string
-		want     string // JSON of the provider, or an error substring after "error: "
-	}{
+	caddyfiletest.Run(t, func() caddyfile.Unmarshaler { return new(Provider) }, []struct{ Name, In, Want string }{
 		{"key, classic, deployments", `azure_openai {
 			base_url https://res.openai.azure.com
 			api_key {env.AZ}
@@ -67,11 +69,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 				password p
 			}
 		}`, `error: unrecognized entra option "password"`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			caddyfiletest.Unmarshal(t, new(Provider), tc.in, tc.want)
-		})
-	}
+	})
 }
 
 // tokenServer is an Entra ID token endpoint and an instance metadata

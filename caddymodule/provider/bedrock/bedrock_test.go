@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	_ "github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy" // http.handlers.reverse_proxy
 
 	"github.com/modelgate/modelgate/caddymodule"
@@ -27,11 +28,11 @@ import (
 	"github.com/modelgate/modelgate/providers/providertest"
 )
 
+// TestUnmarshalCaddyfile unmarshals Caddyfile blocks into the provider's
+// JSON, or fails with an error of which the case gives a substring after
+// "error: ".
 func TestUnmarshalCaddyfile(t *testing.T) {
-	for _, tc := range []struct {
-		name, in string
-		want     string // JSON of the provider, or an error substring after "error: "
-	}{
+	caddyfiletest.Run(t, func() caddyfile.Unmarshaler { return new(Provider) }, []struct{ Name, In, Want string }{
 		{"static keys", `bedrock {
 			region us-east-1
 			access_key_id {env.K}
@@ -107,11 +108,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		{"unknown option", `bedrock {
 			aws_region us-east-1
 		}`, `error: unrecognized option "aws_region"`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			caddyfiletest.Unmarshal(t, new(Provider), tc.in, tc.want)
-		})
-	}
+	})
 }
 
 // cleanAWSEnv empties the environment the AWS chain reads and points HOME

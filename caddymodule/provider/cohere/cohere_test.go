@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/modelgate/modelgate/caddymodule"
 	"github.com/modelgate/modelgate/caddymodule/provider/internal/caddyfiletest"
@@ -12,11 +13,11 @@ import (
 	"github.com/modelgate/modelgate/providers/rerank"
 )
 
+// TestUnmarshalCaddyfile unmarshals Caddyfile blocks into the provider's
+// JSON, or fails with an error of which the case gives a substring after
+// "error: ".
 func TestUnmarshalCaddyfile(t *testing.T) {
-	for _, tc := range []struct {
-		name, in string
-		want     string // JSON of the provider, or an error substring after "error: "
-	}{
+	caddyfiletest.Run(t, func() caddyfile.Unmarshaler { return new(Provider) }, []struct{ Name, In, Want string }{
 		{"key only", `cohere {
 			api_key {env.COHERE_API_KEY}
 		}`, `{"api_key":"{env.COHERE_API_KEY}"}`},
@@ -38,11 +39,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		{"an argument", `cohere extra {
 			api_key k
 		}`, "error: wrong argument count"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			caddyfiletest.Unmarshal(t, new(Provider), tc.in, tc.want)
-		})
-	}
+	})
 }
 
 // TestModule: the registered module serves chat, rerank and embeddings

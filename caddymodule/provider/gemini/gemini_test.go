@@ -3,14 +3,16 @@ package gemini
 import (
 	"testing"
 
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
 	"github.com/modelgate/modelgate/caddymodule/provider/internal/caddyfiletest"
 )
 
+// TestUnmarshalCaddyfile unmarshals Caddyfile blocks into the provider's
+// JSON, or fails with an error of which the case gives a substring after
+// "error: ".
 func TestUnmarshalCaddyfile(t *testing.T) {
-	for _, tc := range []struct {
-		name, in string
-		want     string // JSON of the provider, or an error substring after "error: "
-	}{
+	caddyfiletest.Run(t, func() caddyfile.Unmarshaler { return new(Provider) }, []struct{ Name, In, Want string }{
 		{"key", `gemini {
 			api_key {env.GEMINI_API_KEY}
 		}`, `{"api_key":"{env.GEMINI_API_KEY}"}`},
@@ -27,9 +29,5 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 			api_key k
 			project p
 		}`, `error: unrecognized option "project" for provider type gemini`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			caddyfiletest.Unmarshal(t, new(Provider), tc.in, tc.want)
-		})
-	}
+	})
 }

@@ -12,16 +12,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
 	"github.com/modelgate/modelgate/caddymodule"
 	"github.com/modelgate/modelgate/caddymodule/provider/internal/caddyfiletest"
 	"github.com/modelgate/modelgate/providers/providertest"
 )
 
+// TestUnmarshalCaddyfile unmarshals Caddyfile blocks into the provider's
+// JSON, or fails with an error of which the case gives a substring after
+// "error: ".
 func TestUnmarshalCaddyfile(t *testing.T) {
-	for _, tc := range []struct {
-		name, in string
-		want     string // JSON of the provider, or an error substring after "error: "
-	}{
+	caddyfiletest.Run(t, func() caddyfile.Unmarshaler { return new(Provider) }, []struct{ Name, In, Want string }{
 		{"service account file", `vertex {
 			project my-proj
 			location europe-west4
@@ -66,11 +68,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		{"an Azure option", `vertex {
 			api_version 2024-10-21
 		}`, `error: unrecognized option "api_version" for provider type vertex`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			caddyfiletest.Unmarshal(t, new(Provider), tc.in, tc.want)
-		})
-	}
+	})
 }
 
 // writeFile writes data to a file in a temporary directory.

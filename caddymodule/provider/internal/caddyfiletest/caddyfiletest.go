@@ -34,3 +34,13 @@ func Unmarshal(t testing.TB, p caddyfile.Unmarshaler, in, want string) {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }
+
+// Run runs Unmarshal for each case in a subtest of its name, each with a
+// provider module newProvider returns.
+func Run(t *testing.T, newProvider func() caddyfile.Unmarshaler, cases []struct{ Name, In, Want string }) {
+	for _, tc := range cases {
+		t.Run(tc.Name, func(t *testing.T) {
+			Unmarshal(t, newProvider(), tc.In, tc.Want)
+		})
+	}
+}
