@@ -35,7 +35,10 @@ func (ac accountant) settle(r *http.Request, key *Key, c *call, m *meter) {
 	p := m.provider
 	u := m.usage.pricing()
 	cost, priced := pricing.Money(0), false
-	if m.usage.Known {
+	switch {
+	case c.endpoint.free:
+		priced = true
+	case m.usage.Known:
 		cost, priced = ac.app.prices.Cost(p.typ, m.model, u)
 	}
 	label := ac.app.modelLabel(p, m.model)

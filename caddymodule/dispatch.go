@@ -109,6 +109,9 @@ type endpoint struct {
 	api *api
 	// usage reads what a request used from the endpoint's answers.
 	usage usageParser
+	// free is set for endpoints the providers do not charge for
+	// (count_tokens): their calls cost nothing rather than being unpriced.
+	free bool
 }
 
 // api is how an ingress API says what the gateway itself says: its error
@@ -184,9 +187,10 @@ func (d *dispatcher) serve(w http.ResponseWriter, r *http.Request, key *Key, c *
 		}
 		preq, ex, err := c.prepare(t.provider, t.model)
 		if err != nil {
-			writeEndpointError(w, c.endpoint, t.provider.name, asProviderError(err))
-			settle(w, r, nil)
-			return
+			// The provider cannot take this request (a parameter it does
+			// not support): the next target may.
+			last = &failure{err: asProviderError(err)}
+			continue
 		}
 		ex.api, ex.meter, ex.usage = c.endpoint.apiOf(), m, c.endpoint.usage
 		if ex.stream {

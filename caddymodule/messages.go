@@ -35,7 +35,7 @@ var messagesAPI = &api{
 
 var (
 	endpointMessages    = endpoint{label: "messages", serves: speaksMessages, api: messagesAPI, usage: messagesUsage}
-	endpointCountTokens = endpoint{label: "messages_count_tokens", serves: speaksMessages, api: messagesAPI}
+	endpointCountTokens = endpoint{label: "messages_count_tokens", serves: speaksMessages, api: messagesAPI, free: true}
 )
 
 // speaksMessages reports whether a provider serves the Messages API:

@@ -98,12 +98,14 @@ func validResponseID(id string) bool {
 // responses serves POST /v1/responses for owner (empty: no key, so
 // nothing is stored or continued).
 func (d *dispatcher) responses(w http.ResponseWriter, r *http.Request, body []byte, key *Key, store responseStore, log *zap.Logger) {
-	req, err := responses.Parse(body)
+	// Only what routing needs is read here: a provider that speaks the
+	// Responses API gets the request as it is (built-in tools, background,
+	// whatever it takes); the rest is checked when it is translated.
+	info, err := responses.Head(body)
 	if err != nil {
 		writeEndpointError(w, endpointResponses, "", asProviderError(err))
 		return
 	}
-	info := req.Info()
 	owner := ""
 	if key != nil {
 		owner = key.Owner
@@ -112,16 +114,15 @@ func (d *dispatcher) responses(w http.ResponseWriter, r *http.Request, body []by
 
 	// A previous response the gateway stored continues here: its
 	// conversation is the history of this one, whichever provider answers.
-	// One the gateway does not know may be the provider's own (passed
-	// through earlier): it goes through only to a provider that speaks
-	// the Responses API.
+	// One a provider stores itself (passed through earlier) continues
+	// only on that provider.
 	var history []byte
-	foreign := false
+	storedBy := ""
 	if id := info.PreviousResponseID; id != "" {
 		rec, err := loadRecord(ctx, store, owner, id)
 		switch {
 		case errors.Is(err, errPointer):
-			foreign = true
+			storedBy = gjson.GetBytes(rec, "provider").Str
 		case err != nil:
 			writeEndpointError(w, endpointResponses, "", responses.NotFound(id))
 			return
@@ -133,54 +134,86 @@ func (d *dispatcher) responses(w http.ResponseWriter, r *http.Request, body []by
 		}
 	}
 
-	d.serve(w, r, key, &call{endpoint: endpointResponses, model: info.Model, log: log,
+	var parsed *responses.Request
+	parse := func() (*responses.Request, error) {
+		if parsed != nil {
+			return parsed, nil
+		}
+		var err error
+		parsed, err = responses.Parse(body)
+		return parsed, err
+	}
+	d.serve(w, r, key, &call{endpoint: endpointResponses, model: info.Model, body: body, log: log,
 		prepare: func(p *provider, model string) (providers.Request, exchange, error) {
-			if p.Responses != nil && history == nil {
-				preq, err := p.Responses.NativeRequest("/responses", body, model, r.Header)
-				ex := exchange{stream: info.Stream, mapError: nativeError(p), translate: func(answer []byte) ([]byte, error) {
-					if info.Store && owner != "" {
-						savePointer(ctx, store, owner, gjson.GetBytes(answer, "id").Str, p.name, log)
-					}
-					return answer, nil
-				}}
-				if info.Stream && info.Store && owner != "" {
-					ex.tr = &pointerTap{onID: func(id string) { savePointer(ctx, store, owner, id, p.name, log) }}
-				}
-				return preq, ex, err
+			if storedBy != "" && (p.name != storedBy || p.Responses == nil) {
+				e := responses.NotFound(info.PreviousResponseID)
+				e.Message += " Provider " + storedBy + " stores it: continue it with a model that provider serves."
+				return providers.Request{}, exchange{}, e
 			}
-			if foreign || p.Chat == nil {
+			if p.Responses != nil && history == nil {
+				return passResponses(ctx, p, body, model, r.Header, info, owner, store, log)
+			}
+			if p.Chat == nil {
 				return providers.Request{}, exchange{}, responses.NotFound(info.PreviousResponseID)
 			}
-			x, err := responses.Translator{}.New(req, history)
+			req, err := parse()
 			if err != nil {
 				return providers.Request{}, exchange{}, err
 			}
-			preq, err := p.Chat.ChatRequest(x.ChatBody(), model)
-			saveRecord := func() {
-				if rec := x.Record(); rec != nil && owner != "" {
-					if err := store.save(context.WithoutCancel(ctx), owner, x.ID(), rec); err != nil {
-						log.Error("storing a response", zap.String("response_id", x.ID()), zap.Error(err))
-					}
-				}
-			}
-			ex := exchange{stream: info.Stream, mapError: p.Chat.Error,
-				translate: func(answer []byte) ([]byte, error) {
-					hub, err := p.Chat.ChatResponse(answer)
-					if err != nil {
-						return nil, err
-					}
-					out, err := x.Response(withModel(hub, model))
-					if err == nil {
-						saveRecord()
-					}
-					return out, err
-				}}
-			if info.Stream {
-				ex.tr = &hubChain{inner: p.Chat.ChatStream(providers.StreamOptions{IncludeUsage: true, Model: model}),
-					outer: x.Stream(), done: saveRecord}
-			}
-			return preq, ex, err
+			return translateResponses(ctx, p, req, history, model, info, owner, store, log)
 		}})
+}
+
+// passResponses sends a Responses request to a provider that speaks the
+// API itself, and keeps a pointer to the response it stores.
+func passResponses(ctx context.Context, p *provider, body []byte, model string, h http.Header, info responses.Info,
+	owner string, store responseStore, log *zap.Logger) (providers.Request, exchange, error) {
+	preq, err := p.Responses.NativeRequest("/responses", body, model, h)
+	ex := exchange{stream: info.Stream, mapError: nativeError(p), translate: func(answer []byte) ([]byte, error) {
+		if info.Store && owner != "" {
+			savePointer(ctx, store, owner, gjson.GetBytes(answer, "id").Str, p.name, log)
+		}
+		return answer, nil
+	}}
+	if info.Stream && info.Store && owner != "" {
+		ex.tr = &pointerTap{onID: func(id string) { savePointer(ctx, store, owner, id, p.name, log) }}
+	}
+	return preq, ex, err
+}
+
+// translateResponses sends a Responses request through the chat hub to
+// p, and stores what it answered for owner.
+func translateResponses(ctx context.Context, p *provider, req *responses.Request, history []byte, model string, info responses.Info,
+	owner string, store responseStore, log *zap.Logger) (providers.Request, exchange, error) {
+	x, err := responses.Translator{}.New(req, history)
+	if err != nil {
+		return providers.Request{}, exchange{}, err
+	}
+	preq, err := p.Chat.ChatRequest(x.ChatBody(), model)
+	saveRecord := func() {
+		if rec := x.Record(); rec != nil && owner != "" {
+			if err := store.save(context.WithoutCancel(ctx), owner, x.ID(), rec); err != nil {
+				log.Error("storing a response", zap.String("response_id", x.ID()), zap.Error(err))
+			}
+		}
+	}
+	ex := exchange{stream: info.Stream, mapError: p.Chat.Error,
+		translate: func(answer []byte) ([]byte, error) {
+			hub, err := p.Chat.ChatResponse(answer)
+			if err != nil {
+				return nil, err
+			}
+			out, err := x.Response(withModel(hub, model))
+			if err == nil {
+				saveRecord()
+			}
+			return out, err
+		}}
+	if info.Stream {
+		ex.tr = &hubChain{inner: p.Chat.ChatStream(providers.StreamOptions{IncludeUsage: true, Model: model}),
+			outer: x.Stream(), done: saveRecord}
+	}
+	return preq, ex, err
 }
 
 // errPointer reports a stored response that a provider keeps itself.

@@ -473,20 +473,24 @@ func TestIntegrationFallback(t *testing.T) {
 		stream       bool
 		wantStatus   int
 		wantUpstream []string // models the fake saw, in order
+		extra        string   // more request fields
 	}{
-		{"after-dial-error", false, 200, []string{"claude-sonnet-4-5"}},
-		{"after-429", false, 200, []string{"fail-429", "claude-sonnet-4-5"}},
-		{"after-500", true, 200, []string{"fail-500", "gpt-4o"}},
-		{"after-529", false, 200, []string{"fail-529", "gpt-4o"}},
-		{"after-html", false, 200, []string{"fail-html", "claude-sonnet-4-5"}},
-		{"all-fail", false, 429, []string{"fail-500", "fail-429"}},
+		{"after-dial-error", false, 200, []string{"claude-sonnet-4-5"}, ""},
+		{"after-429", false, 200, []string{"fail-429", "claude-sonnet-4-5"}, ""},
+		{"after-500", true, 200, []string{"fail-500", "gpt-4o"}, ""},
+		{"after-529", false, 200, []string{"fail-529", "gpt-4o"}, ""},
+		{"after-html", false, 200, []string{"fail-html", "claude-sonnet-4-5"}, ""},
+		{"all-fail", false, 429, []string{"fail-500", "fail-429"}, ""},
 		// Once the stream has reached the client there is no going back.
-		{"midstream", true, 200, []string{"midstream-error"}},
+		{"midstream", true, 200, []string{"midstream-error"}, ""},
+		// A target whose provider cannot take the request (Anthropic has
+		// no logprobs) is passed over without a call.
+		{"smart", false, 200, []string{"gpt-4o"}, `,"logprobs":true`},
 	} {
 		t.Run(tc.model, func(t *testing.T) {
 			before := len(g.fake.Requests())
 			res := post(t, "/v1/chat/completions", aliceKey, fmt.Sprintf(
-				`{"model":%q,"stream":%t,"messages":[{"role":"user","content":"fall back"}]}`, tc.model, tc.stream))
+				`{"model":%q,"stream":%t%s,"messages":[{"role":"user","content":"fall back"}]}`, tc.model, tc.stream, tc.extra))
 			body, _ := io.ReadAll(res.Body)
 			if res.StatusCode != tc.wantStatus {
 				t.Fatalf("status %d, want %d: %s", res.StatusCode, tc.wantStatus, body)

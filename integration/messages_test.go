@@ -131,6 +131,14 @@ func TestIntegrationMessages(t *testing.T) {
 	})
 
 	t.Run("count_tokens: Anthropic's own, and an estimate elsewhere", func(t *testing.T) {
+		// Counting costs nothing: it is never an unpriced request.
+		unpriced := `caddy_modelgate_unpriced_requests_total{model="claude-sonnet-4-5",provider="anthropic"}`
+		before := metricValue(scrapeMetrics(t), unpriced)
+		defer func() {
+			if d := metricValue(scrapeMetrics(t), unpriced) - before; d != 0 {
+				t.Errorf("count_tokens counted %v unpriced requests", d)
+			}
+		}()
 		for _, model := range []string{"anthropic/claude-sonnet-4-5", "openai/gpt-4o"} {
 			n, err := c.Messages.CountTokens(ctx, anthropic.MessageCountTokensParams{Model: anthropic.Model(model),
 				Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("how many tokens is this sentence"))}})

@@ -37,6 +37,42 @@ func TestIntegrationResponses(t *testing.T) {
 		if got, err := c.Responses.Get(ctx, res.ID, responses.ResponseGetParams{}); err != nil || got.ID != res.ID {
 			t.Errorf("GET through the pointer: %v", err)
 		}
+		// Azure stores the response: it continues there, and only there.
+		before := len(fake.Requests())
+		_, err = c.Responses.New(ctx, responses.ResponseNewParams{Model: "openai/gpt-4o", PreviousResponseID: openai.String(res.ID),
+			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("and then?")}})
+		var apiErr *openai.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != 404 || !strings.Contains(apiErr.Message, "Provider azure_v1 stores it") {
+			t.Errorf("continued on another provider: %v", err)
+		}
+		if n := len(fake.Requests()) - before; n != 0 {
+			t.Errorf("%d provider calls for a response stored elsewhere", n)
+		}
+		next, err := c.Responses.New(ctx, responses.ResponseNewParams{Model: "azure_v1/prod-gpt-4o", PreviousResponseID: openai.String(res.ID),
+			Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("and then?")}})
+		sent = fake.Requests()
+		if err != nil || next.OutputText() != "echo: and then?" || gjson.GetBytes(sent[len(sent)-1].Body, "previous_response_id").Str != res.ID {
+			t.Errorf("continued on its provider: %v %+v", err, next)
+		}
+	})
+
+	t.Run("pass-through keeps what only the provider knows", func(t *testing.T) {
+		// Built-in tools, background and truncation are OpenAI's to run:
+		// the gateway passes them on instead of judging them.
+		before := len(fake.Requests())
+		body := `{"model":"openai/gpt-4o","input":"search","tools":[{"type":"web_search"},{"type":"code_interpreter","container":{"type":"auto"}}],"truncation":"auto","background":false}`
+		status, got, _ := request(t, http.MethodPost, gatewayBase+"/v1/responses", body, "Authorization", "Bearer "+aliceKey)
+		sent := fake.Requests()[before:]
+		if status != 200 || len(sent) != 1 || string(sent[0].Body) != strings.Replace(body, `"openai/gpt-4o"`, `"gpt-4o"`, 1) {
+			t.Fatalf("%d %s", status, got)
+		}
+		// Translated for a chat provider, the same request is refused:
+		// the gateway cannot run OpenAI's tools.
+		status, got, _ = request(t, http.MethodPost, gatewayBase+"/v1/responses",
+			strings.Replace(body, "openai/gpt-4o", "anthropic/claude-sonnet-4-5", 1), "Authorization", "Bearer "+aliceKey)
+		if status != 400 || gjson.Get(got, "error.type").Str != "invalid_request_error" || len(fake.Requests()) != before+1 {
+			t.Errorf("translated built-in tools: %d %s", status, got)
+		}
 	})
 
 	t.Run("pass-through to OpenAI", func(t *testing.T) {

@@ -205,7 +205,9 @@ type EmbeddingsResult struct {
 	// Vectors hold one vector per input, in input order.
 	Vectors [][]float32
 	// PromptTokens is the tokens the provider counted; Counted says
-	// whether it reported any (Gemini reports none).
+	// whether it reported any (Gemini reports none: the answer then
+	// carries the request's EstimateTokens, so it is accounted and priced
+	// rather than free).
 	PromptTokens int64
 	Counted      bool
 }
@@ -301,9 +303,13 @@ func EmbeddingsAnswer(dst []byte, req *EmbeddingsRequest, res *EmbeddingsResult)
 	}
 	dst = append(dst, `],"model":`...)
 	dst = AppendString(dst, req.Model)
+	tokens := res.PromptTokens
+	if !res.Counted {
+		tokens = req.EstimateTokens()
+	}
 	dst = append(dst, `,"usage":{"prompt_tokens":`...)
-	dst = strconv.AppendInt(dst, res.PromptTokens, 10)
+	dst = strconv.AppendInt(dst, tokens, 10)
 	dst = append(dst, `,"total_tokens":`...)
-	dst = strconv.AppendInt(dst, res.PromptTokens, 10)
+	dst = strconv.AppendInt(dst, tokens, 10)
 	return append(dst, "}}"...), true
 }

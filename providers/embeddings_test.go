@@ -50,6 +50,40 @@ func TestValidateEmbeddings(t *testing.T) {
 	}
 }
 
+// TestEmbeddingsEstimate: a provider that counts no tokens gets the
+// request's estimate in the answer, never 0 (which would price it free).
+func TestEmbeddingsEstimate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		req  EmbeddingsRequest
+		want int64
+	}{
+		{"ascii", EmbeddingsRequest{Texts: []string{"four", "eight chr"}}, 1 + 3},
+		{"other alphabets", EmbeddingsRequest{Texts: []string{"привет"}}, 3},
+		{"cjk", EmbeddingsRequest{Texts: []string{"日本語"}}, 3},
+		{"token ids are exact", EmbeddingsRequest{Tokens: [][]int64{{1, 2, 3}, {4}}}, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := &EmbeddingsResult{}
+			for range tc.req.Inputs() {
+				res.Vectors = append(res.Vectors, []float32{1})
+			}
+			out, ok := EmbeddingsAnswer(nil, &tc.req, res)
+			if !ok {
+				t.Fatalf("%s", out)
+			}
+			if got := gjson.GetBytes(out, "usage.prompt_tokens").Int(); got != tc.want {
+				t.Errorf("prompt_tokens %d, want %d", got, tc.want)
+			}
+			res.Counted, res.PromptTokens = true, 0
+			out, _ = EmbeddingsAnswer(nil, &tc.req, res)
+			if got := gjson.GetBytes(out, "usage.prompt_tokens").Int(); got != 0 {
+				t.Errorf("a counted 0 became %d", got)
+			}
+		})
+	}
+}
+
 // TestEmbeddingsAnswerExact: every float32 — subnormals, negative zero,
 // the extremes — survives both encodings bit for bit.
 func TestEmbeddingsAnswerExact(t *testing.T) {
@@ -57,7 +91,7 @@ func TestEmbeddingsAnswerExact(t *testing.T) {
 		0.1, 1.0 / 3, -0.0072897403, 123456.789}
 	for _, b64 := range []bool{false, true} {
 		req := &EmbeddingsRequest{Model: "client/model", Texts: []string{"a", "b"}, Base64: b64}
-		res := &EmbeddingsResult{Vectors: [][]float32{vec, vec[:3]}, PromptTokens: 7}
+		res := &EmbeddingsResult{Vectors: [][]float32{vec, vec[:3]}, PromptTokens: 7, Counted: true}
 		out, ok := EmbeddingsAnswer(nil, req, res)
 		if !ok || !gjson.ValidBytes(out) {
 			t.Fatalf("%s", out)

@@ -15,11 +15,11 @@ type Local struct {
 
 	mu       sync.Mutex
 	closed   bool
-	counters map[string]*localCounter
+	counters map[scopedKey]*localCounter
 	windows  map[windowID]*localCounter
 	leases   map[string]*localLease
 	fence    int64
-	slots    map[string]map[string]time.Time // name → holder → expiry
+	slots    map[scopedKey]map[string]time.Time // name → holder → expiry
 	subs     map[string]map[*localSub]struct{}
 	ops      int // operations since the last sweep of expired entries
 	sweepAt  int
@@ -30,8 +30,12 @@ type localCounter struct {
 	expires time.Time // zero: never
 }
 
+// scopedKey names a counter or a slot set: scope is "" for those of the
+// methods of Counters and Slots, the scope of Apply for its own.
+type scopedKey struct{ scope, key string }
+
 type windowID struct {
-	key         string
+	scope, key  string
 	sliding     bool
 	size, index int64
 }
@@ -47,10 +51,10 @@ func NewLocal() *Local { return newLocal(time.Now) }
 func newLocal(now func() time.Time) *Local {
 	return &Local{
 		now:      now,
-		counters: make(map[string]*localCounter),
+		counters: make(map[scopedKey]*localCounter),
 		windows:  make(map[windowID]*localCounter),
 		leases:   make(map[string]*localLease),
-		slots:    make(map[string]map[string]time.Time),
+		slots:    make(map[scopedKey]map[string]time.Time),
 		subs:     make(map[string]map[*localSub]struct{}),
 		sweepAt:  1024,
 	}
@@ -114,7 +118,7 @@ func (c *localCounter) ttl(now time.Time) time.Duration {
 }
 
 // counter returns the live counter key, or nil.
-func (l *Local) counter(key string, now time.Time) *localCounter {
+func (l *Local) counter(key scopedKey, now time.Time) *localCounter {
 	c := l.counters[key]
 	if c != nil && c.expired(now) {
 		delete(l.counters, key)
@@ -123,7 +127,7 @@ func (l *Local) counter(key string, now time.Time) *localCounter {
 	return c
 }
 
-func (l *Local) add(key string, delta int64, ttl time.Duration, now time.Time) *localCounter {
+func (l *Local) add(key scopedKey, delta int64, ttl time.Duration, now time.Time) *localCounter {
 	c := l.counter(key, now)
 	if c == nil {
 		c = &localCounter{}
@@ -143,7 +147,7 @@ func (l *Local) Add(_ context.Context, key string, delta int64, ttl time.Duratio
 		return 0, err
 	}
 	defer l.mu.Unlock()
-	return l.add(key, delta, ttl, now).value, nil
+	return l.add(scopedKey{"", key}, delta, ttl, now).value, nil
 }
 
 // Get implements Counters.
@@ -153,7 +157,7 @@ func (l *Local) Get(_ context.Context, key string) (Count, error) {
 		return Count{}, err
 	}
 	defer l.mu.Unlock()
-	c := l.counter(key, now)
+	c := l.counter(scopedKey{"", key}, now)
 	if c == nil {
 		return Count{}, nil
 	}
@@ -167,7 +171,8 @@ func (l *Local) Reserve(_ context.Context, key string, n, limit int64, ttl time.
 		return Count{}, false, err
 	}
 	defer l.mu.Unlock()
-	c := l.counter(key, now)
+	k := scopedKey{"", key}
+	c := l.counter(k, now)
 	var v int64
 	if c != nil {
 		v = c.value
@@ -175,7 +180,7 @@ func (l *Local) Reserve(_ context.Context, key string, n, limit int64, ttl time.
 	if v+n > limit {
 		return Count{Value: v, TTL: c.ttl(now)}, false, nil
 	}
-	c = l.add(key, n, ttl, now)
+	c = l.add(k, n, ttl, now)
 	return Count{Value: c.value, TTL: c.ttl(now)}, true, nil
 }
 
@@ -185,7 +190,7 @@ func (l *Local) Reset(_ context.Context, key string) error {
 		return err
 	}
 	defer l.mu.Unlock()
-	delete(l.counters, key)
+	delete(l.counters, scopedKey{"", key})
 	return nil
 }
 
@@ -207,10 +212,10 @@ func (l *Local) Take(_ context.Context, key string, n, limit int64, w Window, at
 		}
 		return c.value
 	}
-	curID := windowID{key, w.Sliding, size, index}
+	curID := windowID{"", key, w.Sliding, size, index}
 	cur, prev := get(curID), int64(0)
 	if w.Sliding {
-		prev = get(windowID{key, true, size, index - 1})
+		prev = get(windowID{"", key, true, size, index - 1})
 	}
 	ok := Fits(w, cur, prev, n, limit, size, elapsed)
 	if ok && n != 0 {
@@ -303,7 +308,8 @@ func (l *Local) AcquireSlot(_ context.Context, name, holder string, limit int64,
 		return 0, false, err
 	}
 	defer l.mu.Unlock()
-	holders := l.slots[name]
+	k := scopedKey{"", name}
+	holders := l.slots[k]
 	for h, exp := range holders {
 		if !exp.After(now) {
 			delete(holders, h)
@@ -315,7 +321,7 @@ func (l *Local) AcquireSlot(_ context.Context, name, holder string, limit int64,
 	}
 	if holders == nil {
 		holders = make(map[string]time.Time)
-		l.slots[name] = holders
+		l.slots[k] = holders
 	}
 	holders[holder] = now.Add(ttl)
 	return int64(len(holders)), true, nil
@@ -327,10 +333,11 @@ func (l *Local) ReleaseSlot(_ context.Context, name, holder string) error {
 		return err
 	}
 	defer l.mu.Unlock()
-	if holders := l.slots[name]; holders != nil {
+	k := scopedKey{"", name}
+	if holders := l.slots[k]; holders != nil {
 		delete(holders, holder)
 		if len(holders) == 0 {
-			delete(l.slots, name)
+			delete(l.slots, k)
 		}
 	}
 	return nil

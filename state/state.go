@@ -2,7 +2,9 @@
 // atomic counters with expiry (rate limits, budgets), leases with fencing
 // tokens and counted slots (who works on what, how many at once), and
 // publish/subscribe (a deleted key or a cancelled batch reaches every
-// instance at once).
+// instance at once). Atomic applies several counter, window and slot
+// operations at once, all or none (the limits and budgets of a key and of
+// its owner, in one round trip).
 //
 // Two implementations pass one conformance suite (state/statetest): Local,
 // in this package, for one machine and the zero-configuration default, and
@@ -23,6 +25,7 @@ import (
 // State is the shared state of the instances of one gateway.
 type State interface {
 	Counters
+	Atomic
 	Leases
 	Slots
 	PubSub

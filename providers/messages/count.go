@@ -8,7 +8,6 @@ import (
 	_ "image/jpeg"
 	_ "image/png"
 	"strings"
-	"unicode"
 
 	"github.com/tidwall/gjson"
 
@@ -18,12 +17,6 @@ import (
 // Token estimate constants. They are a heuristic, not a tokenizer: see
 // EstimateTokens.
 const (
-	// charsPerToken is how many ASCII characters make a token in English
-	// prose and code, the rule of thumb OpenAI and Anthropic publish.
-	charsPerToken = 4
-	// otherCharsPerToken is the same for other alphabets (Cyrillic,
-	// Greek, accented Latin, …), which tokenizers cut finer.
-	otherCharsPerToken = 2
 	// perMessage covers a message's role and delimiters; perRequest the
 	// priming of the answer (OpenAI's cookbook counts 3 and 3).
 	perMessage = 3
@@ -61,8 +54,9 @@ func CountTokens(body []byte) ([]byte, error) {
 // a tokenizer (each model family has its own, and shipping them would cost
 // megabytes of vocabulary):
 //
-//   - text: ASCII characters / 4, other letters / 2, and one token per
-//     Han, Hiragana, Katakana or Hangul character, rounded up per text;
+//   - text: providers.EstimateTextTokens (ASCII characters / 4, other
+//     letters / 2, one token per Han, Hiragana, Katakana or Hangul
+//     character), rounded up per text;
 //   - 3 tokens per message and 3 per request for roles and delimiters;
 //   - tools: their JSON / 4, plus 8 each; tool calls: name and arguments;
 //   - images: width × height / 750 after fitting into 1568 × 1568 pixels
@@ -112,22 +106,7 @@ func contentTokens(c gjson.Result) int {
 }
 
 // textTokens estimates the tokens of s.
-func textTokens(s string) int {
-	ascii, other, cjk := 0, 0, 0
-	for _, r := range s {
-		switch {
-		case r < 0x80:
-			ascii++
-		case unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul):
-			cjk++
-		default:
-			other++
-		}
-	}
-	return ceilDiv(ascii, charsPerToken) + ceilDiv(other, otherCharsPerToken) + cjk
-}
-
-func ceilDiv(a, b int) int { return (a + b - 1) / b }
+func textTokens(s string) int { return providers.EstimateTextTokens(s) }
 
 // imageTokens estimates an image from its URL: a data: URL's image size
 // where it can be read, else the cost of the largest image.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/responses"
@@ -54,12 +55,37 @@ func (responsesFormat) fail(w http.ResponseWriter, r *http.Request, f fault) {
 	openAIFormat{}.fail(w, r, f)
 }
 
+// openAIOwn removes from a Responses request what OpenAI runs itself and
+// the gateway's translator does not (built-in tools such as web_search,
+// truncation, background): the fake answers as if they were not there,
+// as OpenAI answers a request whose built-in tools found nothing to do.
+func openAIOwn(body []byte) []byte {
+	for _, f := range []string{"truncation", "background"} {
+		body, _ = sjson.DeleteBytes(body, f)
+	}
+	tools := gjson.GetBytes(body, "tools")
+	if !tools.IsArray() {
+		return body
+	}
+	kept := []byte{'['}
+	for _, t := range tools.Array() {
+		if ty := t.Get("type").Str; ty == "function" || ty == "custom" {
+			if len(kept) > 1 {
+				kept = append(kept, ',')
+			}
+			kept = append(kept, t.Raw...)
+		}
+	}
+	body, _ = sjson.SetRawBytes(body, "tools", append(kept, ']'))
+	return body
+}
+
 func (responsesFormat) serve(c *call) {
 	if c.r.Method != http.MethodPost {
 		storedResponse(c)
 		return
 	}
-	req, err := responses.Parse(c.body)
+	req, err := responses.Parse(openAIOwn(c.body))
 	if err != nil {
 		var e *providers.Error
 		if !errors.As(err, &e) {

@@ -34,6 +34,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -87,6 +88,36 @@ type Info struct {
 	// the gateway loads that record (404 NotFound when it is missing or
 	// another owner's) and passes History(record) to Translator.New.
 	PreviousResponseID string
+}
+
+// Head reads only what routing and storage need (model, stream, store,
+// previous_response_id), checking their types: the request that goes to a
+// provider speaking the Responses API itself is passed through as it is,
+// with whatever tools and options that provider takes, so nothing else of
+// it is judged here. A request to be translated is parsed in full, with
+// Parse.
+func Head(body []byte) (Info, error) {
+	if !providers.ValidJSON(body) {
+		return Info{}, &providers.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_json",
+			Message: "the request body is not valid JSON (or nests more than " + strconv.Itoa(providers.MaxDepth) + " levels deep)"}
+	}
+	root := gjson.ParseBytes(body)
+	if !root.IsObject() {
+		return Info{}, &providers.Error{Status: 400, Type: "invalid_request_error", Code: "invalid_json",
+			Message: "the request body must be a JSON object"}
+	}
+	r := &Request{size: len(body)}
+	for _, key := range [...]string{"model", "stream", "store", "previous_response_id"} {
+		if v := root.Get(key); v.Exists() {
+			if err := r.set(key, v); err != nil {
+				return Info{}, err
+			}
+		}
+	}
+	if r.model.Str == "" {
+		return Info{}, invalid("model", "you must provide a model parameter")
+	}
+	return r.Info(), nil
 }
 
 // Validate is Parse for a caller that only needs the Info: one that goes

@@ -10,10 +10,11 @@
 //	<prefix>{leases}:<name>                  a lease: hash of holder, token
 //	<prefix>{leases}:fence                   the fencing token counter, never expires
 //	<prefix>s:{<name>}                       slots: sorted set of holder → expiry (ms)
+//	<prefix>a:{<scope>}:<c|w|s>:<name>…      counters, windows and slots of Apply (apply.go)
 //	channel <prefix>{pubsub}:<channel>       publish/subscribe
 //
 // The braces are Redis Cluster hash tags: what one script touches lives in
-// one slot. Every lease shares one slot, so that the fencing counter is
+// one slot (for Apply, everything of one scope). Every lease shares one slot, so that the fencing counter is
 // one key and tokens grow across all names; leases are few.
 //
 // Time: leases and counters expire by Redis's clock (PEXPIRE); slots

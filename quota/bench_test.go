@@ -1,0 +1,83 @@
+package quota_test
+
+import (
+	"testing"
+
+	"github.com/modelgate/modelgate/internal/redistest"
+	"github.com/modelgate/modelgate/pricing"
+	"github.com/modelgate/modelgate/quota"
+	"github.com/modelgate/modelgate/state"
+)
+
+// BenchmarkAdmitDone is what one request pays: admitted against requests
+// and tokens per minute, a concurrency slot and a budget, of its key and
+// of its owner, then settled. Redis runs with appendfsync everysec, as
+// production does; roundtrips/op counts what went to Redis.
+func BenchmarkAdmitDone(b *testing.B) {
+	ask := quota.Ask{Rate: true, EstimatedTokens: 1000, EstimatedCost: pricing.Cent}
+	actual := quota.Actual{Tokens: 800, Cost: pricing.Cent, Priced: true}
+	run := func(b *testing.B, q *quota.Quota, s quota.Subjects) {
+		adm, _ := admit(b, q, s, ask) // seeds the budget counters
+		done(b, adm, actual)
+		b.ReportAllocs()
+		for b.Loop() {
+			adm, ref, err := q.Admit(bg, s, ask)
+			if err != nil || ref != nil {
+				b.Fatal(ref, err)
+			}
+			if err := adm.Done(bg, actual); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.Run("local/key+owner", func(b *testing.B) {
+		run(b, newQuota(b, state.NewLocal(), &spender{}, nil, 0), fullSubjects("k"))
+	})
+	b.Run("local/key-budget-only", func(b *testing.B) {
+		run(b, newQuota(b, state.NewLocal(), &spender{}, nil, 0),
+			quota.Subjects{Key: withBudget(key("k"), 1_000_000*dollar, quota.Month)})
+	})
+	b.Run("local/no-limits", func(b *testing.B) {
+		run(b, newQuota(b, state.NewLocal(), nil, nil, 0), quota.Subjects{Key: key("k")})
+	})
+	b.Run("local/key+owner/parallel", func(b *testing.B) {
+		q := newQuota(b, state.NewLocal(), &spender{}, nil, 0)
+		s := fullSubjects("k")
+		adm, _ := admit(b, q, s, ask)
+		done(b, adm, actual)
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				adm, ref, err := q.Admit(bg, s, ask)
+				if err != nil || ref != nil {
+					b.Error(ref, err)
+					return
+				}
+				if err := adm.Done(bg, actual); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
+	b.Run("redis/key+owner", func(b *testing.B) {
+		srv := redistest.Start(b, redistest.Options{AppendFsync: "everysec"})
+		rt := &roundTrips{}
+		q := newQuota(b, onRedis(srv, rt)(b, 1)[0], &spender{}, nil, 0)
+		s := fullSubjects("k")
+		adm, _ := admit(b, q, s, ask)
+		done(b, adm, actual)
+		before := rt.n.Load()
+		b.ReportAllocs()
+		for b.Loop() {
+			adm, ref, err := q.Admit(bg, s, ask)
+			if err != nil || ref != nil {
+				b.Fatal(ref, err)
+			}
+			if err := adm.Done(bg, actual); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(rt.n.Load()-before)/float64(b.N), "roundtrips/op")
+	})
+}

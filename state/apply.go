@@ -1,0 +1,166 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Atomic applies several operations on counters, rate windows and slots
+// at once, all or none. It is what lets a request count against every
+// limit of its key and of the key's owner with one round trip to Redis,
+// and count against none of them when one refuses.
+type Atomic interface {
+	// Apply applies ops in order, each one seeing the effect of those
+	// before it, if every one of them fits; when one refuses, it applies
+	// none. It reports whether it applied them, and fills results (as long
+	// as ops) with what each op found: when applied, the counts after it;
+	// when refused, the counts as they are and whether that op alone fits
+	// (Result.OK).
+	//
+	// The names of ops are within scope: (scope, name) names a counter, a
+	// rate window or a slot set of its own, apart from those of other
+	// scopes and from those of the methods of Counters and Slots. A scope
+	// is kept whole where the state is partitioned (on one node of a Redis
+	// Cluster), which is what makes Apply atomic there; choose scopes that
+	// spread the load, such as a tenant. The scope must not be empty.
+	Apply(ctx context.Context, scope string, ops []Op, results []Result) (bool, error)
+}
+
+// OpKind is what an Op does.
+type OpKind uint8
+
+// The operations of Apply. Only OpExists, OpReserve, OpTake and
+// OpAcquireSlot can refuse; the others always fit.
+const (
+	// OpAdd adds N to the counter Name, as Counters.Add does (a new
+	// counter expires TTL later; TTL <= 0: never). With IfExists it adds
+	// only to a counter that exists, and reports Result.Missing
+	// otherwise.
+	OpAdd OpKind = iota + 1
+
+	// OpInit creates the counter Name with the value N, expiring TTL
+	// later, unless it exists: a set-if-absent, so that of several
+	// instances seeding a counter at once only the first one does.
+	// Result.Missing reports that it created it.
+	OpInit
+
+	// OpExists refuses, with Result.Missing, when the counter Name does
+	// not exist.
+	OpExists
+
+	// OpGet reads the counter Name and the counters With; Result.Total is
+	// their sum. It changes nothing.
+	OpGet
+
+	// OpReserve adds N to the counter Name only if the value of Name plus
+	// those of the counters With plus N stays within Limit, as
+	// Counters.Reserve does for one counter: a budget whose spend and
+	// reservations are kept in several counters.
+	OpReserve
+
+	// OpTake counts N against Limit in the rate window Window of Name at
+	// the time At, as Counters.Take does.
+	OpTake
+
+	// OpAcquireSlot takes one of Limit slots of Name for Holder until TTL
+	// from now, or extends Holder's slot, as Slots.AcquireSlot does.
+	OpAcquireSlot
+
+	// OpReleaseSlot frees Holder's slot of Name, as Slots.ReleaseSlot
+	// does.
+	OpReleaseSlot
+)
+
+var opNames = [...]string{OpAdd: "add", OpInit: "init", OpExists: "exists", OpGet: "get",
+	OpReserve: "reserve", OpTake: "take", OpAcquireSlot: "acquire-slot", OpReleaseSlot: "release-slot"}
+
+func (k OpKind) String() string {
+	if int(k) < len(opNames) && opNames[k] != "" {
+		return opNames[k]
+	}
+	return fmt.Sprintf("OpKind(%d)", k)
+}
+
+// Op is one operation of Apply. Each kind reads the fields its doc names.
+type Op struct {
+	Kind OpKind
+	// Name is the counter, the rate window or the slot set, within the
+	// scope of the Apply.
+	Name string
+	// N is the amount to add, reserve, take or initialise.
+	N int64
+	// Limit bounds OpReserve, OpTake (< 0: none) and OpAcquireSlot.
+	Limit int64
+	// TTL is the life of a counter the op creates (<= 0: forever), or of
+	// a slot.
+	TTL time.Duration
+	// IfExists makes OpAdd add only to an existing counter.
+	IfExists bool
+	// With are the counters OpGet and OpReserve count with Name.
+	With []string
+	// Window and At are OpTake's rate window and time.
+	Window Window
+	At     time.Time
+	// Holder is the holder of a slot.
+	Holder string
+}
+
+// Result is what one op of Apply found.
+type Result struct {
+	// OK reports whether the op fits: it was applied, or would have been
+	// had every op fit. Ops that cannot refuse always fit.
+	OK bool
+	// Missing: OpExists and OpAdd with IfExists found no counter; OpInit
+	// found none and created it.
+	Missing bool
+	// Value is the value of the counter Name (OpAdd, OpInit, OpExists,
+	// OpGet, OpReserve); 0 when it does not exist.
+	Value int64
+	// Total is Value plus the values of the counters With (OpGet,
+	// OpReserve): what counts against Limit.
+	Total int64
+	// Taken is OpTake's outcome, as Counters.Take reports it. When the
+	// Apply was refused, nothing was counted: Count leaves N out even if
+	// OK.
+	Taken Taken
+	// Slots is how many slots of Name are taken (OpAcquireSlot,
+	// OpReleaseSlot).
+	Slots int64
+}
+
+// ErrBadOp is returned by Apply for ops it cannot run: an unknown kind, an
+// empty name or holder, results shorter than ops, an empty scope.
+var ErrBadOp = errors.New("state: bad operation")
+
+// CheckOps validates the arguments of Apply; implementations call it
+// first.
+func CheckOps(scope string, ops []Op, results []Result) error {
+	if scope == "" {
+		return fmt.Errorf("%w: empty scope", ErrBadOp)
+	}
+	if len(results) < len(ops) {
+		return fmt.Errorf("%w: %d results for %d ops", ErrBadOp, len(results), len(ops))
+	}
+	for i := range ops {
+		op := &ops[i]
+		if op.Kind < OpAdd || op.Kind > OpReleaseSlot {
+			return fmt.Errorf("%w: op %d has kind %d", ErrBadOp, i, op.Kind)
+		}
+		if op.Name == "" {
+			return fmt.Errorf("%w: op %d (%v) has no name", ErrBadOp, i, op.Kind)
+		}
+		switch op.Kind {
+		case OpAcquireSlot, OpReleaseSlot:
+			if op.Holder == "" {
+				return fmt.Errorf("%w: op %d (%v) has no holder", ErrBadOp, i, op.Kind)
+			}
+		case OpTake:
+			if op.Window.Size < time.Millisecond {
+				return fmt.Errorf("%w: op %d (take) has a window under a millisecond", ErrBadOp, i)
+			}
+		}
+	}
+	return nil
+}

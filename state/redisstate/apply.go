@@ -1,0 +1,304 @@
+package redisstate
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/modelgate/modelgate/state"
+)
+
+// Keys of Apply, all under the hash tag of the scope so that one script
+// may touch them on a Cluster:
+//
+//	<prefix>a:{<scope>}:c:<name>                        a counter
+//	<prefix>a:{<scope>}:w:<name>:<f|s><size ms>:<index> a rate window's count
+//	<prefix>a:{<scope>}:s:<name>                        a slot set
+//
+// A scope with a brace in it is replaced by "#" and the hex of the first 8
+// bytes of its SHA-256, so that the hash tag is always the whole scope.
+
+func scopeTag(scope string) string {
+	if !strings.ContainsAny(scope, "{}") {
+		return scope
+	}
+	sum := sha256.Sum256([]byte(scope))
+	return "#" + hex.EncodeToString(sum[:8])
+}
+
+// Op codes of applyScript, and how many ARGV each takes after its code
+// and its key count.
+const (
+	codeAdd = iota + 1
+	codeInit
+	codeExists
+	codeGet
+	codeReserve
+	codeTake
+	codeAcquire
+	codeRelease
+)
+
+// applyScript runs Apply's ops in two passes. The first evaluates every op
+// in order on a simulation (values read once, then changed in a Lua
+// table), so each sees the effect of those before it, and decides
+// whether all fit; the second, only then, writes them, in the same order.
+// Counts are compared as Lua numbers (exact to 2^53); writes go through
+// INCRBY with the caller's integers, exact. Slots compare expiries with
+// Redis's TIME.
+//
+// ARGV[1] is the number of ops; then each op is its code, its key count
+// and its arguments (NARGS of them). The reply is {applied, then for each
+// op: fit, missing, v1, v2} where v1, v2 are value and total for
+// counters, cur and prev for windows, the slots taken for slot sets.
+//
+// A window or a counter gets its expiry when the script creates it, as
+// Take and Add do; a slot set lives until its last holder's expiry.
+var applyScript = redis.NewScript(`
+local NARGS = {3, 2, 0, 0, 3, 5, 3, 1}
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ops, ai, ki = {}, 2, 1
+for i = 1, tonumber(ARGV[1]) do
+	local kind, nk = tonumber(ARGV[ai]), tonumber(ARGV[ai + 1])
+	ops[i] = {kind, ki, nk, ai + 2}
+	ki = ki + nk
+	ai = ai + 2 + NARGS[kind]
+end
+
+-- vals: the simulated value of each counter and window (false: missing);
+-- fresh: those missing before the script, to create (with an expiry)
+-- rather than increment.
+local vals, fresh, sets = {}, {}, {}
+local function val(k)
+	local v = vals[k]
+	if v == nil then
+		v = redis.call('GET', k)
+		if v then v = tonumber(v) else v, fresh[k] = false, true end
+		vals[k] = v
+	end
+	return v
+end
+local function slotset(k)
+	local s = sets[k]
+	if not s then
+		redis.call('ZREMRANGEBYSCORE', k, '-inf', now)
+		s = {n = redis.call('ZCARD', k), m = {}}
+		sets[k] = s
+	end
+	return s
+end
+local function member(s, k, h)
+	if s.m[h] == nil then s.m[h] = redis.call('ZSCORE', k, h) ~= false end
+	return s.m[h]
+end
+
+local reply, ok = {0}, true
+for i, op in ipairs(ops) do
+	local kind, k, a = op[1], KEYS[op[2]], op[4]
+	local fit, missing, v1, v2 = 1, 0, 0, 0
+	if kind == 1 then
+		local v = val(k)
+		if v == false and ARGV[a + 2] == '1' then
+			missing = 1
+		else
+			v = (v or 0) + tonumber(ARGV[a])
+			vals[k] = v
+		end
+		v1 = v or 0
+	elseif kind == 2 then
+		local v = val(k)
+		if v == false then
+			v = tonumber(ARGV[a])
+			vals[k] = v
+			missing = 1
+		end
+		v1 = v
+	elseif kind == 3 then
+		local v = val(k)
+		if v == false then fit, missing = 0, 1 else v1 = v end
+	elseif kind == 4 or kind == 5 then
+		local v = val(k) or 0
+		local total = v
+		for j = 1, op[3] - 1 do total = total + (val(KEYS[op[2] + j]) or 0) end
+		if kind == 5 then
+			local n = tonumber(ARGV[a])
+			if total + n <= tonumber(ARGV[a + 1]) then
+				v, total = v + n, total + n
+				vals[k] = v
+			else
+				fit = 0
+			end
+		end
+		v1, v2 = v, total
+	elseif kind == 6 then
+		local cur, prev = val(k) or 0, 0
+		if op[3] == 2 then prev = val(KEYS[op[2] + 1]) or 0 end
+		local n, limit = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+		local size, elapsed = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+		if n > 0 and limit >= 0 then
+			local count = cur
+			if op[3] == 2 then count = count + math.floor(prev * (size - elapsed) / size) end
+			if count + n > limit then fit = 0 end
+		end
+		if fit == 1 and n ~= 0 then
+			cur = cur + n
+			vals[k] = cur
+		end
+		v1, v2 = cur, prev
+	elseif kind == 7 then
+		local s, h = slotset(k), ARGV[a]
+		local has = member(s, k, h)
+		if has or s.n < tonumber(ARGV[a + 1]) then
+			if not has then
+				s.n = s.n + 1
+				s.m[h] = true
+			end
+		else
+			fit = 0
+		end
+		v1 = s.n
+	else
+		local s, h = slotset(k), ARGV[a]
+		if member(s, k, h) then
+			s.n = s.n - 1
+			s.m[h] = false
+		end
+		v1 = s.n
+	end
+	if fit == 0 then ok = false end
+	local r = #reply
+	reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = fit, missing, v1, v2
+end
+if not ok then return reply end
+reply[1] = 1
+
+-- Write, in order: increment what exists, create what does not.
+local function add(k, n, ttl)
+	if fresh[k] then
+		fresh[k] = nil
+		redis.call('SET', k, n)
+		if tonumber(ttl) > 0 then redis.call('PEXPIRE', k, ttl) end
+	else
+		redis.call('INCRBY', k, n)
+	end
+end
+for _, op in ipairs(ops) do
+	local kind, k, a = op[1], KEYS[op[2]], op[4]
+	if kind == 1 then
+		if not fresh[k] or ARGV[a + 2] ~= '1' then add(k, ARGV[a], ARGV[a + 1]) end
+	elseif kind == 2 then
+		if fresh[k] then add(k, ARGV[a], ARGV[a + 1]) end
+	elseif kind == 5 then
+		add(k, ARGV[a], ARGV[a + 2])
+	elseif kind == 6 then
+		if ARGV[a] ~= '0' then add(k, ARGV[a], ARGV[a + 4]) end
+	elseif kind == 7 then
+		local ttl = tonumber(ARGV[a + 2])
+		redis.call('ZADD', k, now + ttl, ARGV[a])
+		if redis.call('PTTL', k) < ttl then redis.call('PEXPIRE', k, ttl) end
+	elseif kind == 8 then
+		redis.call('ZREM', k, ARGV[a])
+	end
+end
+return reply
+`)
+
+// Apply implements state.Atomic with one script (one round trip).
+func (s *State) Apply(ctx context.Context, scope string, ops []state.Op, results []state.Result) (bool, error) {
+	if err := state.CheckOps(scope, ops, results); err != nil {
+		return false, err
+	}
+	base := s.prefix + "a:{" + scopeTag(scope) + "}:"
+	keys := make([]string, 0, len(ops)+2)
+	args := make([]any, 1, 1+6*len(ops))
+	args[0] = len(ops)
+	for i := range ops {
+		op := &ops[i]
+		counter := base + "c:" + op.Name
+		switch op.Kind {
+		case state.OpAdd:
+			keys = append(keys, counter)
+			args = append(args, codeAdd, 1, op.N, ms(op.TTL), b01(op.IfExists))
+		case state.OpInit:
+			keys = append(keys, counter)
+			args = append(args, codeInit, 1, op.N, ms(op.TTL))
+		case state.OpExists:
+			keys = append(keys, counter)
+			args = append(args, codeExists, 1)
+		case state.OpGet, state.OpReserve:
+			keys = append(keys, counter)
+			for _, w := range op.With {
+				keys = append(keys, base+"c:"+w)
+			}
+			if op.Kind == state.OpGet {
+				args = append(args, codeGet, 1+len(op.With))
+			} else {
+				args = append(args, codeReserve, 1+len(op.With), op.N, op.Limit, ms(op.TTL))
+			}
+		case state.OpTake:
+			index, size, elapsed, _ := state.WindowSpan(op.Window, op.At)
+			keys = append(keys, s.applyWindowKey(base, op.Name, op.Window.Sliding, size, index))
+			nk := 1
+			if op.Window.Sliding {
+				keys = append(keys, s.applyWindowKey(base, op.Name, true, size, index-1))
+				nk = 2
+			}
+			args = append(args, codeTake, nk, op.N, op.Limit, size, elapsed, state.WindowTTL(op.Window, size, elapsed))
+		case state.OpAcquireSlot:
+			keys = append(keys, base+"s:"+op.Name)
+			args = append(args, codeAcquire, 1, op.Holder, op.Limit, max(1, ms(op.TTL)))
+		case state.OpReleaseSlot:
+			keys = append(keys, base+"s:"+op.Name)
+			args = append(args, codeRelease, 1, op.Holder)
+		}
+	}
+	ctx, cancel := s.op(ctx)
+	defer cancel()
+	r, err := applyScript.Run(ctx, s.rdb, keys, args...).Int64Slice()
+	if err != nil {
+		return false, s.wrap(err)
+	}
+	if len(r) != 1+4*len(ops) {
+		return false, fmt.Errorf("redis state: apply: %d values in the reply for %d ops", len(r), len(ops))
+	}
+	for i := range ops {
+		op, v := &ops[i], r[1+4*i:5+4*i]
+		res := state.Result{OK: v[0] == 1, Missing: v[1] == 1}
+		switch op.Kind {
+		case state.OpTake:
+			res.Taken = state.NewTaken(op.Window, res.OK, v[2], v[3], op.N, op.Limit, op.At)
+		case state.OpAcquireSlot, state.OpReleaseSlot:
+			res.Slots = v[2]
+		default:
+			res.Value, res.Total = v[2], v[3]
+			if op.Kind != state.OpGet && op.Kind != state.OpReserve {
+				res.Total = 0
+			}
+		}
+		results[i] = res
+	}
+	return r[0] == 1, nil
+}
+
+func (s *State) applyWindowKey(base, name string, sliding bool, size, index int64) string {
+	kind := "f"
+	if sliding {
+		kind = "s"
+	}
+	return base + "w:" + name + ":" + kind + strconv.FormatInt(size, 10) + ":" + strconv.FormatInt(index, 10)
+}
+
+func b01(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+var _ state.Atomic = (*State)(nil)

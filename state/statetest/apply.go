@@ -1,0 +1,307 @@
+package statetest
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelgate/modelgate/state"
+)
+
+// apply runs Apply and returns whether it applied and the results.
+func apply(t *testing.T, s state.State, scope string, ops ...state.Op) (bool, []state.Result) {
+	t.Helper()
+	res := make([]state.Result, len(ops))
+	ok, err := s.Apply(ctxT(t), scope, ops, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok, res
+}
+
+// get reads the counter name of scope through Apply.
+func get(t *testing.T, s state.State, scope, name string) (int64, bool) {
+	t.Helper()
+	_, res := apply(t, s, scope, state.Op{Kind: state.OpExists, Name: name})
+	return res[0].Value, !res[0].Missing
+}
+
+func testApplyAllOrNothing(t *testing.T, open Instances) {
+	ss := open(t, 2)
+	a, b := ss[0], ss[1]
+	w := state.Window{Size: time.Minute, Sliding: true}
+	at := base.Add(10 * time.Second)
+	ops := []state.Op{
+		{Kind: state.OpReserve, Name: "key-budget", N: 5, Limit: 100, TTL: time.Minute},
+		{Kind: state.OpTake, Name: "key-rpm", N: 1, Limit: 10, Window: w, At: at},
+		{Kind: state.OpAcquireSlot, Name: "key-conc", Holder: "req-1", Limit: 1, TTL: time.Minute},
+		{Kind: state.OpAdd, Name: "seen", N: 1, TTL: time.Minute},
+		{Kind: state.OpReserve, Name: "owner-budget", N: 5, Limit: 4, TTL: time.Minute}, // refuses
+	}
+	ok, res := apply(t, a, "tenant", ops...)
+	if ok {
+		t.Fatal("an Apply with an op over its limit was applied")
+	}
+	for i, want := range []bool{true, true, true, true, false} {
+		if res[i].OK != want {
+			t.Fatalf("op %d (%v): OK %v, want %v", i, ops[i].Kind, res[i].OK, want)
+		}
+	}
+	// Results describe the ops as if applied; the refused one as it is.
+	if res[0].Value != 5 || res[0].Total != 5 || res[1].Taken.Count != 1 || res[2].Slots != 1 || res[4].Total != 0 {
+		t.Fatalf("results %+v", res)
+	}
+	// Nothing was applied, on any instance.
+	for _, name := range []string{"key-budget", "seen", "owner-budget"} {
+		if v, exists := get(t, b, "tenant", name); exists {
+			t.Fatalf("refused Apply left counter %s = %d", name, v)
+		}
+	}
+	if _, r := apply(t, b, "tenant", state.Op{Kind: state.OpTake, Name: "key-rpm", N: 0, Limit: 10, Window: w, At: at}); r[0].Taken.Count != 0 {
+		t.Fatalf("refused Apply counted in the window: %+v", r[0].Taken)
+	}
+	if _, r := apply(t, b, "tenant", state.Op{Kind: state.OpAcquireSlot, Name: "key-conc", Holder: "other", Limit: 1, TTL: time.Minute}); !r[0].OK {
+		t.Fatal("refused Apply kept a slot")
+	}
+	apply(t, b, "tenant", state.Op{Kind: state.OpReleaseSlot, Name: "key-conc", Holder: "other"})
+
+	// With room for the last op, everything is applied.
+	ops[4].Limit = 5
+	ok, res = apply(t, b, "tenant", ops...)
+	if !ok {
+		t.Fatalf("Apply within every limit refused: %+v", res)
+	}
+	if v, _ := get(t, a, "tenant", "key-budget"); v != 5 {
+		t.Fatalf("key-budget = %d, want 5", v)
+	}
+	if v, _ := get(t, a, "tenant", "owner-budget"); v != 5 {
+		t.Fatalf("owner-budget = %d, want 5", v)
+	}
+	if res[1].Taken.Count != 1 || res[1].Taken.Remaining != 9 || !res[1].Taken.OK {
+		t.Fatalf("take result %+v", res[1].Taken)
+	}
+	// The slot is held now: another holder is refused, the Apply too.
+	ops[2].Holder = "req-2"
+	ops[4].Limit = 1 << 40
+	if ok, res = apply(t, a, "tenant", ops...); ok || res[2].OK || res[2].Slots != 1 {
+		t.Fatalf("a second holder of a 1-slot set: %v %+v", ok, res[2])
+	}
+	if v, _ := get(t, a, "tenant", "key-budget"); v != 5 {
+		t.Fatalf("the refused Apply reserved: key-budget = %d", v)
+	}
+}
+
+func testApplyOrderAndSeeding(t *testing.T, open Instances) {
+	ss := open(t, 2)
+	a, b := ss[0], ss[1]
+	// A missing counter refuses OpExists, which refuses the Apply.
+	ok, res := apply(t, a, "s", state.Op{Kind: state.OpExists, Name: "spent"},
+		state.Op{Kind: state.OpReserve, Name: "held", N: 3, Limit: 10, With: []string{"spent"}, TTL: time.Minute})
+	if ok || !res[0].Missing || res[0].OK || !res[1].OK {
+		t.Fatalf("OpExists of a missing counter: %v %+v", ok, res)
+	}
+	// Init then Reserve: the reserve sees the initialised value.
+	ok, res = apply(t, a, "s", state.Op{Kind: state.OpInit, Name: "spent", N: 6, TTL: time.Minute},
+		state.Op{Kind: state.OpReserve, Name: "held", N: 3, Limit: 10, With: []string{"spent"}, TTL: time.Minute})
+	if !ok || !res[0].Missing || res[0].Value != 6 || res[1].Value != 3 || res[1].Total != 9 {
+		t.Fatalf("Init then Reserve: %v %+v", ok, res)
+	}
+	// A second Init (another instance seeding at the same time) changes
+	// nothing: no double seeding.
+	ok, res = apply(t, b, "s", state.Op{Kind: state.OpInit, Name: "spent", N: 6, TTL: time.Minute},
+		state.Op{Kind: state.OpReserve, Name: "held", N: 2, Limit: 10, With: []string{"spent"}, TTL: time.Minute})
+	if ok || res[0].Missing || res[0].Value != 6 || res[1].OK || res[1].Total != 9 {
+		t.Fatalf("second Init: %v %+v", ok, res)
+	}
+	// Settle: the reservation is released, the cost added.
+	ok, res = apply(t, b, "s", state.Op{Kind: state.OpAdd, Name: "held", N: -3, IfExists: true},
+		state.Op{Kind: state.OpAdd, Name: "spent", N: 4, IfExists: true},
+		state.Op{Kind: state.OpGet, Name: "spent", With: []string{"held"}})
+	if !ok || res[0].Value != 0 || res[1].Value != 10 || res[2].Total != 10 || res[2].Value != 10 {
+		t.Fatalf("settle: %v %+v", ok, res)
+	}
+	// IfExists adds nothing to a missing counter, and creates nothing.
+	ok, res = apply(t, a, "s", state.Op{Kind: state.OpAdd, Name: "gone", N: 7, IfExists: true})
+	if !ok || !res[0].Missing || res[0].Value != 0 {
+		t.Fatalf("Add IfExists on a missing counter: %v %+v", ok, res)
+	}
+	if _, exists := get(t, a, "s", "gone"); exists {
+		t.Fatal("Add IfExists created a counter")
+	}
+	// Without IfExists it creates it, with its TTL; an existing counter
+	// keeps its expiry.
+	_, res = apply(t, a, "s", state.Op{Kind: state.OpAdd, Name: "new", N: -2, TTL: 300 * time.Millisecond},
+		state.Op{Kind: state.OpAdd, Name: "new", N: 5, TTL: time.Hour},
+		state.Op{Kind: state.OpInit, Name: "init", N: 4, TTL: 300 * time.Millisecond},
+		state.Op{Kind: state.OpReserve, Name: "fresh", N: 1, Limit: 10, TTL: 300 * time.Millisecond})
+	if res[0].Value != -2 || res[1].Value != 3 {
+		t.Fatalf("Add creating a counter: %+v", res)
+	}
+	apply(t, a, "s", state.Op{Kind: state.OpAdd, Name: "new", N: 1, TTL: time.Hour},
+		state.Op{Kind: state.OpReserve, Name: "fresh", N: 1, Limit: 10, TTL: time.Hour})
+	time.Sleep(450 * time.Millisecond)
+	for _, name := range []string{"new", "init", "fresh"} {
+		if v, exists := get(t, b, "s", name); exists {
+			t.Fatalf("counter %s = %d outlived its TTL", name, v)
+		}
+	}
+}
+
+func testApplyScopes(t *testing.T, open Instances) {
+	s, ctx := open(t, 1)[0], ctxT(t)
+	must(s.Add(ctx, "n", 100, 0))(t)
+	apply(t, s, "one", state.Op{Kind: state.OpAdd, Name: "n", N: 1})
+	apply(t, s, "two", state.Op{Kind: state.OpAdd, Name: "n", N: 2})
+	apply(t, s, "{brace}", state.Op{Kind: state.OpAdd, Name: "n", N: 3})
+	apply(t, s, "x}y{", state.Op{Kind: state.OpAdd, Name: "n", N: 4},
+		state.Op{Kind: state.OpAdd, Name: "m", N: 5}) // two keys of an odd scope in one script
+	for scope, want := range map[string]int64{"one": 1, "two": 2, "{brace}": 3, "x}y{": 4} {
+		if v, _ := get(t, s, scope, "n"); v != want {
+			t.Fatalf("scope %q: n = %d, want %d", scope, v, want)
+		}
+	}
+	if c := must(s.Get(ctx, "n"))(t); c.Value != 100 {
+		t.Fatalf("Apply changed the counter of Add: %+v", c)
+	}
+	// Slots and windows of a scope are apart from those of the methods.
+	if _, ok, _ := s.AcquireSlot(ctx, "conc", "a", 1, time.Minute); !ok {
+		t.Fatal("slot")
+	}
+	if _, r := apply(t, s, "one", state.Op{Kind: state.OpAcquireSlot, Name: "conc", Holder: "b", Limit: 1, TTL: time.Minute}); !r[0].OK {
+		t.Fatal("the slot set of a scope is shared with the methods'")
+	}
+	// Bad arguments.
+	res := make([]state.Result, 1)
+	for _, tc := range []struct {
+		scope string
+		ops   []state.Op
+		res   []state.Result
+	}{
+		{"", []state.Op{{Kind: state.OpAdd, Name: "n"}}, res},
+		{"s", []state.Op{{Kind: state.OpAdd, Name: ""}}, res},
+		{"s", []state.Op{{Kind: 99, Name: "n"}}, res},
+		{"s", []state.Op{{Kind: state.OpAcquireSlot, Name: "n", Limit: 1}}, res},
+		{"s", []state.Op{{Kind: state.OpTake, Name: "n", N: 1}}, res},
+		{"s", []state.Op{{Kind: state.OpAdd, Name: "n"}, {Kind: state.OpAdd, Name: "m"}}, res},
+	} {
+		if _, err := s.Apply(ctx, tc.scope, tc.ops, tc.res); !errors.Is(err, state.ErrBadOp) {
+			t.Fatalf("Apply(%q, %+v) error %v, want ErrBadOp", tc.scope, tc.ops, err)
+		}
+	}
+}
+
+func testApplyTake(t *testing.T, open Instances) {
+	ss := open(t, 2)
+	w := state.Window{Size: time.Minute}
+	at := base.Add(20 * time.Second)
+	takeOp := func(n, limit int64, at time.Time) state.Op {
+		return state.Op{Kind: state.OpTake, Name: "tpm", N: n, Limit: limit, Window: w, At: at}
+	}
+	ok, res := apply(t, ss[0], "s", takeOp(600, 1000, at))
+	if tk := res[0].Taken; !ok || tk.Count != 600 || tk.Remaining != 400 || tk.Reset != 40*time.Second || !tk.Start.Equal(base) {
+		t.Fatalf("take 600: %+v", tk)
+	}
+	ok, res = apply(t, ss[1], "s", takeOp(500, 1000, at.Add(10*time.Second)))
+	if tk := res[0].Taken; ok || tk.OK || tk.Count != 600 || tk.RetryAfter != 30*time.Second {
+		t.Fatalf("take 500 over the limit: %+v", tk)
+	}
+	// The answer used 250 tokens, not 600: the correction reaches the
+	// window of the original take, even a little after it.
+	ok, res = apply(t, ss[1], "s", takeOp(250-600, -1, at))
+	if !ok || res[0].Taken.Count != 250 {
+		t.Fatalf("correction: %+v", res[0].Taken)
+	}
+	if ok, res = apply(t, ss[0], "s", takeOp(500, 1000, at.Add(15*time.Second))); !ok || res[0].Taken.Count != 750 {
+		t.Fatalf("after the correction: %v %+v", ok, res[0].Taken)
+	}
+	// A sliding window counts the previous window, weighted.
+	sw := state.Window{Size: time.Minute, Sliding: true}
+	apply(t, ss[0], "s", state.Op{Kind: state.OpTake, Name: "rpm", N: 60, Limit: 100, Window: sw, At: base.Add(30 * time.Second)})
+	_, res = apply(t, ss[1], "s", state.Op{Kind: state.OpTake, Name: "rpm", N: 56, Limit: 100, Window: sw, At: base.Add(75 * time.Second)})
+	// 45 of the previous 60 still count (three quarters of the window):
+	// 45+56 > 100.
+	if tk := res[0].Taken; tk.OK || tk.Count != 45 {
+		t.Fatalf("sliding: %+v", tk)
+	}
+	if tk := take(t, ss[0], "rpm", 0, 100, sw, base.Add(75*time.Second)); tk.Count != 0 {
+		t.Fatalf("Apply's window is Take's: %+v", tk)
+	}
+}
+
+func testApplySlotsExpire(t *testing.T, open Instances) {
+	s := open(t, 1)[0]
+	acq := func(holder string, ttl time.Duration) bool {
+		_, r := apply(t, s, "s", state.Op{Kind: state.OpAcquireSlot, Name: "conc", Holder: holder, Limit: 1, TTL: ttl})
+		return r[0].OK
+	}
+	if !acq("crashed", 200*time.Millisecond) || acq("next", time.Minute) {
+		t.Fatal("a 1-slot set took two holders")
+	}
+	time.Sleep(350 * time.Millisecond)
+	if !acq("next", time.Minute) {
+		t.Fatal("a crashed holder's slot did not come back")
+	}
+	_, r := apply(t, s, "s", state.Op{Kind: state.OpReleaseSlot, Name: "conc", Holder: "next"})
+	if r[0].Slots != 0 {
+		t.Fatalf("after release, %d slots taken", r[0].Slots)
+	}
+}
+
+// Concurrent Applies of several instances, each reserving a budget and
+// taking a rate window together: what was applied is counted exactly once
+// in both, and neither limit is passed.
+func testApplyConcurrent(t *testing.T, open Instances) {
+	ss := open(t, 3)
+	const budget, rpm = 200, 40
+	w := state.Window{Size: time.Hour}
+	at := base.Add(time.Minute)
+	var (
+		wg               sync.WaitGroup
+		applied, amounts atomic.Int64
+	)
+	for g := range 24 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := ss[g%len(ss)]
+			for i := range 5 {
+				n := int64(1 + (g+i)%7)
+				ops := []state.Op{
+					{Kind: state.OpTake, Name: "rpm", N: 1, Limit: rpm, Window: w, At: at},
+					{Kind: state.OpReserve, Name: "held", N: n, Limit: budget, With: []string{"spent"}, TTL: time.Minute},
+					{Kind: state.OpAcquireSlot, Name: "conc", Holder: fmt.Sprint(g, "-", i), Limit: 1000, TTL: time.Minute},
+				}
+				res := make([]state.Result, len(ops))
+				ok, err := s.Apply(ctxT(t), "tenant", ops, res)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if ok {
+					applied.Add(1)
+					amounts.Add(n)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	_, res := apply(t, ss[0], "tenant",
+		state.Op{Kind: state.OpTake, Name: "rpm", Limit: rpm, Window: w, At: at},
+		state.Op{Kind: state.OpGet, Name: "held", With: []string{"spent"}},
+		state.Op{Kind: state.OpAcquireSlot, Name: "conc", Holder: "probe", Limit: 1000, TTL: time.Minute})
+	if res[0].Taken.Count != applied.Load() || applied.Load() > rpm {
+		t.Fatalf("window counts %d, %d Applies applied (limit %d)", res[0].Taken.Count, applied.Load(), rpm)
+	}
+	if res[1].Total != amounts.Load() || amounts.Load() > budget {
+		t.Fatalf("budget counts %d, the applied reservations sum to %d (limit %d)", res[1].Total, amounts.Load(), budget)
+	}
+	if res[2].Slots != applied.Load()+1 {
+		t.Fatalf("%d slots taken after %d Applies applied", res[2].Slots-1, applied.Load())
+	}
+	if applied.Load() < rpm-1 && amounts.Load() < budget-7 {
+		t.Fatalf("only %d applied with room left", applied.Load())
+	}
+}
