@@ -34,38 +34,23 @@ func (c Chat) ChatResponse(body []byte) ([]byte, error) {
 	if !root.IsObject() {
 		return nil, errNotResponse
 	}
-	var responseID, modelVersion, candidates, usageMeta, feedback gjson.Result
-	root.ForEach(func(key, v gjson.Result) bool {
-		switch key.Str {
-		case "responseId":
-			responseID = v
-		case "modelVersion":
-			modelVersion = v
-		case "candidates":
-			candidates = v
-		case "usageMetadata":
-			usageMeta = v
-		case "promptFeedback":
-			feedback = v
-		}
-		return true
-	})
-	blocked := feedback.Get("blockReason")
+	r := readResponse(root)
+	blocked := r.feedback.Get("blockReason")
 	some := false
-	candidates.ForEach(func(_, _ gjson.Result) bool {
+	r.candidates.ForEach(func(_, _ gjson.Result) bool {
 		some = true
 		return false
 	})
-	if !candidates.IsArray() && candidates.Exists() || !some && blocked.Type != gjson.String {
+	if !r.candidates.IsArray() && r.candidates.Exists() || !some && blocked.Type != gjson.String {
 		// Neither an answer nor a blocked prompt: nothing a client can use.
 		return nil, errNotResponse
 	}
 
 	b := make([]byte, 0, len(body)+256)
-	b = c.appendHead(b, responseID, modelVersion, "chat.completion")
+	b = c.appendHead(b, r.responseID, r.modelVersion, "chat.completion")
 	b = append(b, `"choices":[`...)
 	n := 0
-	candidates.ForEach(func(_, cand gjson.Result) bool {
+	r.candidates.ForEach(func(_, cand gjson.Result) bool {
 		if n > 0 {
 			b = append(b, ',')
 		}
@@ -75,14 +60,14 @@ func (c Chat) ChatResponse(body []byte) ([]byte, error) {
 	})
 	if n == 0 && blocked.Type == gjson.String {
 		b = append(b, `{"index":0,"message":{"role":"assistant","content":null,"refusal":`...)
-		b = providers.AppendString(b, blockedMessage(feedback))
+		b = providers.AppendString(b, blockedMessage(r.feedback))
 		b = append(b, `},"logprobs":null,"finish_reason":"content_filter"}`...)
 	}
 	b = append(b, `],"usage":`...)
 	var u usage
-	u.set(usageMeta)
+	u.set(r.usage)
 	b = u.unified().Append(b)
-	switch usageMeta.Get("serviceTier").Str {
+	switch r.usage.Get("serviceTier").Str {
 	case "standard":
 		b = append(b, `,"service_tier":"default"`...)
 	case "flex":
@@ -188,9 +173,39 @@ func (a *answer) add(p part) {
 	}
 }
 
-// appendChoice appends the choice of candidate cand, the n-th in the answer.
-func (c Chat) appendChoice(b []byte, cand gjson.Result, n int) []byte {
-	var content, finish, logprobs, index gjson.Result
+// response holds the fields of a GenerateContentResponse (or of one
+// event of a stream) that the translation reads.
+type response struct {
+	responseID, modelVersion, candidates, usage, feedback, err gjson.Result
+}
+
+// readResponse reads a GenerateContentResponse in one pass; of duplicate
+// keys the last counts.
+func readResponse(root gjson.Result) response {
+	var r response
+	root.ForEach(func(key, v gjson.Result) bool {
+		switch key.Str {
+		case "responseId":
+			r.responseID = v
+		case "modelVersion":
+			r.modelVersion = v
+		case "candidates":
+			r.candidates = v
+		case "usageMetadata":
+			r.usage = v
+		case "promptFeedback":
+			r.feedback = v
+		case "error":
+			r.err = v
+		}
+		return true
+	})
+	return r
+}
+
+// readCandidate reads the fields of a candidate the translation uses, in
+// one pass; of duplicate keys the last counts.
+func readCandidate(cand gjson.Result) (content, finish, logprobs, index gjson.Result) {
 	cand.ForEach(func(key, v gjson.Result) bool {
 		switch key.Str {
 		case "content":
@@ -204,6 +219,12 @@ func (c Chat) appendChoice(b []byte, cand gjson.Result, n int) []byte {
 		}
 		return true
 	})
+	return content, finish, logprobs, index
+}
+
+// appendChoice appends the choice of candidate cand, the n-th in the answer.
+func (c Chat) appendChoice(b []byte, cand gjson.Result, n int) []byte {
+	content, finish, logprobs, index := readCandidate(cand)
 	var a answer
 	content.Get("parts").ForEach(func(_, v gjson.Result) bool {
 		a.add(readPart(v))

@@ -67,45 +67,28 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 	if !v.IsObject() {
 		return dst, errMalformed
 	}
-	var responseID, modelVersion, candidates, usageMeta, feedback, errObj gjson.Result
-	v.ForEach(func(key, v gjson.Result) bool {
-		switch key.Str {
-		case "responseId":
-			responseID = v
-		case "modelVersion":
-			modelVersion = v
-		case "candidates":
-			candidates = v
-		case "usageMetadata":
-			usageMeta = v
-		case "promptFeedback":
-			feedback = v
-		case "error":
-			errObj = v
-		}
-		return true
-	})
-	if errObj.Exists() {
+	r := readResponse(v)
+	if r.err.Exists() {
 		s.done = true
-		return sse.AppendData(dst, mapError(0, errObj).JSON()), nil
+		return sse.AppendData(dst, mapError(0, r.err).JSON()), nil
 	}
 	if s.head == nil {
-		s.head = s.chat.appendHead(make([]byte, 0, 128), responseID, modelVersion, "chat.completion.chunk")
+		s.head = s.chat.appendHead(make([]byte, 0, 128), r.responseID, r.modelVersion, "chat.completion.chunk")
 	}
-	s.usage.set(usageMeta)
+	s.usage.set(r.usage)
 
 	n := 0
-	candidates.ForEach(func(_, cand gjson.Result) bool {
+	r.candidates.ForEach(func(_, cand gjson.Result) bool {
 		dst = s.candidate(dst, cand, n)
 		n++
 		return true
 	})
-	if blocked := feedback.Get("blockReason"); n == 0 && blocked.Type == gjson.String && len(s.cands) == 0 {
+	if blocked := r.feedback.Get("blockReason"); n == 0 && blocked.Type == gjson.String && len(s.cands) == 0 {
 		st := s.state(0)
 		st.started, st.finished = true, true
 		dst = s.openChunk(dst, 0)
 		dst = append(dst, `{"role":"assistant","content":null,"refusal":`...)
-		dst = providers.AppendString(dst, blockedMessage(feedback))
+		dst = providers.AppendString(dst, blockedMessage(r.feedback))
 		dst = append(dst, '}')
 		dst = s.closeChunk(dst, "content_filter", "")
 	}
@@ -122,20 +105,7 @@ func (s *stream) state(i int) *candidateState {
 
 // candidate translates one candidate of an event, the n-th in it.
 func (s *stream) candidate(dst []byte, cand gjson.Result, n int) []byte {
-	var content, finish, logprobs, index gjson.Result
-	cand.ForEach(func(key, v gjson.Result) bool {
-		switch key.Str {
-		case "content":
-			content = v
-		case "finishReason":
-			finish = v
-		case "logprobsResult":
-			logprobs = v
-		case "index":
-			index = v
-		}
-		return true
-	})
+	content, finish, logprobs, index := readCandidate(cand)
 	i := n
 	if index.Type == gjson.Number {
 		i = int(index.Int())
