@@ -98,6 +98,15 @@ func TypeForStatus(status int) string {
 	}
 }
 
+// StatusText names an HTTP status for messages: "502 Bad Gateway", or
+// "status 599" for a status without a name.
+func StatusText(status int) string {
+	if t := http.StatusText(status); t != "" {
+		return strconv.Itoa(status) + " " + t
+	}
+	return "status " + strconv.Itoa(status)
+}
+
 // ErrorFromBody maps a provider's error body to a unified error with the
 // given status. It reads OpenAI's shape and its common variants ({"error":
 // "…"}, {"message": "…"} as Cohere sends, {"detail": "…"} from FastAPI

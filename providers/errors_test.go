@@ -5,8 +5,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-
-	"github.com/tidwall/gjson"
 )
 
 func TestErrorJSON(t *testing.T) {
@@ -73,18 +71,10 @@ func TestInvalidParamAndUnsupported(t *testing.T) {
 	}
 }
 
-func TestWantsAudio(t *testing.T) {
-	for in, want := range map[string]bool{
-		`["text","audio"]`: true,
-		`["audio"]`:        true,
-		`["text"]`:         false,
-		`[]`:               false,
-		`null`:             false,
-		`"audio"`:          true, // a bare value counts as a list of one
-		`["AUDIO"]`:        false,
-	} {
-		if got := WantsAudio(gjson.Parse(in)); got != want {
-			t.Errorf("WantsAudio(%s) = %v, want %v", in, got, want)
+func TestStatusText(t *testing.T) {
+	for status, want := range map[int]string{502: "502 Bad Gateway", 429: "429 Too Many Requests", 599: "status 599", 529: "status 529"} {
+		if got := StatusText(status); got != want {
+			t.Errorf("StatusText(%d) = %q, want %q", status, got, want)
 		}
 	}
 }

@@ -33,3 +33,19 @@ func TestAppendChatMessages(t *testing.T) {
 		}
 	}
 }
+
+func TestWantsAudio(t *testing.T) {
+	for in, want := range map[string]bool{
+		`["text","audio"]`: true,
+		`["audio"]`:        true,
+		`["text"]`:         false,
+		`[]`:               false,
+		`null`:             false,
+		`"audio"`:          true, // a bare value counts as a list of one
+		`["AUDIO"]`:        false,
+	} {
+		if got := WantsAudio(gjson.Parse(in)); got != want {
+			t.Errorf("WantsAudio(%s) = %v, want %v", in, got, want)
+		}
+	}
+}

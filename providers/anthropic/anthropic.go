@@ -8,7 +8,6 @@ package anthropic
 
 import (
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -132,10 +131,7 @@ func statusText(status int) string {
 	if status == 529 {
 		return "529 Overloaded"
 	}
-	if t := http.StatusText(status); t != "" {
-		return strconv.Itoa(status) + " " + t
-	}
-	return "status " + strconv.Itoa(status)
+	return providers.StatusText(status)
 }
 
 // finishReason maps an Anthropic stop_reason to OpenAI's finish_reason.

@@ -24,7 +24,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -175,7 +174,7 @@ func (Chat) Error(status int, header http.Header, body []byte) *providers.Error 
 		}
 	}
 	if msg == "" {
-		msg = "the provider answered " + statusText(status)
+		msg = "the provider answered " + providers.StatusText(status)
 	}
 	return mapError(status, sanitizeErrorCode(typ), msg)
 }
@@ -264,14 +263,6 @@ func contextTooLong(msg string) bool {
 		}
 	}
 	return false
-}
-
-// statusText names an HTTP status for messages.
-func statusText(status int) string {
-	if t := http.StatusText(status); t != "" {
-		return strconv.Itoa(status) + " " + t
-	}
-	return "status " + strconv.Itoa(status)
 }
 
 // finishReason maps a Converse stopReason to OpenAI's finish_reason.

@@ -140,10 +140,7 @@ func statusText(status int) string {
 	case 499:
 		return "499 Client Closed Request"
 	}
-	if t := http.StatusText(status); t != "" {
-		return strconv.Itoa(status) + " " + t
-	}
-	return "status " + strconv.Itoa(status)
+	return providers.StatusText(status)
 }
 
 // finishReason maps a Cohere finish_reason to OpenAI's. ok is false for
