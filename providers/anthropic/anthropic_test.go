@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -21,10 +20,7 @@ const (
 	testModel = "claude-sonnet-4-5-20250929"
 )
 
-// fixedNow is the clock the tests give Chat.
-func fixedNow() time.Time { return time.Unix(1750000000, 0) }
-
-var testChat = Chat{Now: fixedNow}
+var testChat = Chat{Now: translatortest.Now}
 
 func TestChatRequestGolden(t *testing.T) {
 	translatortest.Golden(t, requestDir, ".unified.json", ".anthropic.json", func(t *testing.T, _ string, in []byte) []byte {

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/internal/translatortest"
@@ -23,12 +22,9 @@ const (
 	testModel = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
 )
 
-// fixedNow is the clock the tests give Chat.
-func fixedNow() time.Time { return time.Unix(1750000000, 0) }
-
 func fixedID() string { return "chatcmpl-bedrock0test" }
 
-var testChat = Chat{Now: fixedNow, NewID: fixedID}
+var testChat = Chat{Now: translatortest.Now, NewID: fixedID}
 
 // caseOptions are a request golden's settings, from <name>.options.json.
 type caseOptions struct {

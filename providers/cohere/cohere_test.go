@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -24,10 +23,7 @@ const (
 	testModel = "command-a-03-2025"
 )
 
-// fixedNow is the clock the tests give Chat.
-func fixedNow() time.Time { return time.Unix(1750000000, 0) }
-
-var testChat = Chat{Now: fixedNow}
+var testChat = Chat{Now: translatortest.Now}
 
 // translateGolden translates the unified request of a golden case.
 func translateGolden(t testing.TB, name string) providers.Request {

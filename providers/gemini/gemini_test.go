@@ -3,7 +3,6 @@ package gemini
 import (
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/internal/translatortest"
@@ -18,9 +17,6 @@ const (
 	testModel = "gemini-3-flash-preview"
 )
 
-// fixedNow is the clock the tests give Chat.
-func fixedNow() time.Time { return time.Unix(1750000000, 0) }
-
 // seqIDs returns an id generator that counts: 000…001, 000…002, …, so
 // that translations are reproducible and two translations of the same
 // answer (streamed and not) make the same ids.
@@ -33,7 +29,7 @@ func seqIDs() func() string {
 }
 
 // testChat returns the Chat the tests use, with a fresh id sequence.
-func testChat() Chat { return Chat{Now: fixedNow, newID: seqIDs()} }
+func testChat() Chat { return Chat{Now: translatortest.Now, newID: seqIDs()} }
 
 func TestChatRequestGolden(t *testing.T) {
 	translatortest.Golden(t, requestDir, ".unified.json", ".gemini.json", func(t *testing.T, _ string, in []byte) []byte {

@@ -149,7 +149,7 @@ func TestToolLoopWithThinking(t *testing.T) {
 }
 
 func runToolLoop(t *testing.T, stream, viaSDK bool) {
-	c := Chat{Now: fixedNow} // real random ids, as in production
+	c := Chat{Now: translatortest.Now} // real random ids, as in production
 	const model = "gemini-3-pro-preview"
 	tools := []openai.ChatCompletionToolUnionParam{
 		openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{Name: "get_weather",

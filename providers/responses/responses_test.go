@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -25,7 +24,7 @@ const (
 func testTranslator() Translator {
 	n := map[string]int{}
 	return Translator{
-		Now: func() time.Time { return time.Unix(1750000000, 0) },
+		Now: translatortest.Now,
 		NewID: func(prefix string) string {
 			n[prefix]++
 			return fmt.Sprintf("%s%04d", prefix, n[prefix])

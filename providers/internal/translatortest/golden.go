@@ -17,6 +17,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelgate/modelgate/providers"
 )
@@ -26,6 +27,10 @@ var update = flag.Bool("update", false, "rewrite golden files and transcripts fr
 // Update reports whether the tests run with -update: golden files are
 // rewritten from the current output instead of compared with it.
 func Update() bool { return *update }
+
+// Now is the clock the translators' tests run with: the goldens' and
+// transcripts' "created" is its time, 1750000000.
+func Now() time.Time { return time.Unix(1750000000, 0) }
 
 // ReadFile returns the contents of path or fails the test.
 func ReadFile(t testing.TB, path string) []byte {
