@@ -31,7 +31,7 @@ func TestStreamMatchesAnswer(t *testing.T) {
 		pairs++
 		t.Run(name, func(t *testing.T) {
 			upstream, _, _ := translatortest.ReadTranscript(t, path)
-			out, err := translate(testChat, opts, upstream, nil)
+			out, err := testReplay.Translate(opts, upstream, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

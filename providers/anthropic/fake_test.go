@@ -33,7 +33,7 @@ func exchange(t *testing.T, s *providertest.Server, unified, model string) (stri
 		return "", testChat.Error(res.StatusCode, res.Header, []byte(body))
 	}
 	if gjson.Get(unified, "stream").Bool() {
-		out, err := translate(testChat, providers.StreamOptions{IncludeUsage: true}, []byte(body), nil)
+		out, err := testReplay.Translate(providers.StreamOptions{IncludeUsage: true}, []byte(body), nil)
 		if err != nil {
 			t.Fatal(err)
 		}

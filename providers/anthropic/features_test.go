@@ -200,7 +200,7 @@ event: message_stop
 data: {"type":"message_stop"}
 
 `
-	out, err := translate(testChat, providers.StreamOptions{}, []byte(upstream), nil)
+	out, err := testReplay.Translate(providers.StreamOptions{}, []byte(upstream), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

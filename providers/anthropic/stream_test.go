@@ -3,7 +3,6 @@ package anthropic
 import (
 	"bytes"
 	"encoding/json"
-	"math/rand/v2"
 	"testing"
 
 	"github.com/modelgate/modelgate/providers"
@@ -12,44 +11,23 @@ import (
 
 const sseDir = "../../testdata/sse/anthropic"
 
-// translate feeds upstream to a new translator in pieces of random sizes
-// (rng nil: all at once), framing events with sse.Cut as the gateway does,
-// and returns the unified stream. It stops at the first Event error.
-func translate(c Chat, opts providers.StreamOptions, upstream []byte, rng *rand.Rand) ([]byte, error) {
-	return translatortest.Translate(c.ChatStream(opts), nil, upstream, rng)
-}
+// testReplay replays streams through testChat's translator.
+var testReplay = translatortest.Replay{New: testChat.ChatStream}
 
 func TestStreamTranscripts(t *testing.T) {
-	translatortest.Replay{New: testChat.ChatStream}.Transcripts(t, sseDir)
+	testReplay.Transcripts(t, sseDir)
 }
 
 func TestStreamMalformedEvent(t *testing.T) {
-	for _, ev := range []string{
+	testReplay.Refuses(t,
 		"event: message_start\ndata: {\"type\":\"message_start\",",
 		"data: [DONE]",
 		"data: 42",
-	} {
-		tr := testChat.ChatStream(providers.StreamOptions{})
-		if out, err := tr.Event(nil, []byte(ev)); err == nil {
-			t.Errorf("Event(%q) = %q, want an error", ev, out)
-		}
-	}
+	)
 }
 
 func TestStreamEmptyEvents(t *testing.T) {
-	tr := testChat.ChatStream(providers.StreamOptions{})
-	for _, ev := range []string{"", ": comment", "event: ping", "id: 7\nretry: 100"} {
-		out, err := tr.Event(nil, []byte(ev))
-		if err != nil || len(out) != 0 {
-			t.Errorf("Event(%q) = %q, %v; want nothing", ev, out, err)
-		}
-	}
-	// Nothing came: the answer is incomplete.
-	out := tr.Close(nil)
-	want := `data: {"error":{"message":"the provider's stream ended before the answer was complete","type":"server_error","param":null,"code":"stream_incomplete"}}` + "\n\n"
-	if string(out) != want {
-		t.Errorf("Close = %q, want %q", out, want)
-	}
+	testReplay.Ignores(t, "", ": comment", "event: ping", "id: 7\nretry: 100")
 }
 
 func TestStreamErrorTypes(t *testing.T) {
@@ -86,7 +64,7 @@ func TestStreamNoMessageStart(t *testing.T) {
 	upstream := "data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"hi\"}}\n\n" +
 		"data: {\"type\":\"content_block_delta\",\"index\":5,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{}\"}}\n\n" +
 		"data: {\"type\":\"message_stop\"}\n\n"
-	out, err := translate(testChat, providers.StreamOptions{IncludeUsage: true}, []byte(upstream), nil)
+	out, err := testReplay.Translate(providers.StreamOptions{IncludeUsage: true}, []byte(upstream), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -38,7 +38,7 @@ func TestThinkingToolLoop(t *testing.T) {
 			if tr.name != name+"_include_usage" {
 				continue
 			}
-			out, err := translate(testChat, tr.opts, tr.upstream, nil)
+			out, err := testReplay.Translate(tr.opts, tr.upstream, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

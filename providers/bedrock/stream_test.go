@@ -113,12 +113,9 @@ func readTranscripts(t testing.TB) []transcript {
 	return ts
 }
 
-// translate feeds upstream to a new translator in pieces of random sizes
-// (rng nil: all at once), cutting events with EventStream as the gateway
-// does, and returns the unified stream. It stops at the first error.
-func translate(c Chat, opts providers.StreamOptions, upstream []byte, rng *rand.Rand) ([]byte, error) {
-	return translatortest.Translate(c.ChatStream(opts), EventStream, upstream, rng)
-}
+// testReplay replays streams through testChat's translator, cutting events
+// with EventStream as the gateway does.
+var testReplay = translatortest.Replay{New: testChat.ChatStream, Framing: EventStream}
 
 // feed translates the whole events in buf and returns the bytes left.
 func feed(tr providers.StreamTranslator, out, buf []byte) ([]byte, []byte, error) {
@@ -128,7 +125,7 @@ func feed(tr providers.StreamTranslator, out, buf []byte) ([]byte, []byte, error
 func TestStreamTranscripts(t *testing.T) {
 	for _, tr := range readTranscripts(t) {
 		t.Run(tr.name, func(t *testing.T) {
-			got, err := translate(testChat, tr.opts, tr.upstream, nil)
+			got, err := testReplay.Translate(tr.opts, tr.upstream, nil)
 			if err != nil {
 				t.Fatalf("translate: %v", err)
 			}
@@ -151,7 +148,7 @@ func TestStreamTranscripts(t *testing.T) {
 			// byte at a time, which cuts every message at every byte.
 			rng := rand.New(rand.NewPCG(1, uint64(len(tr.upstream))))
 			for range 30 {
-				if got, err := translate(testChat, tr.opts, tr.upstream, rng); err != nil || !bytes.Equal(got, want) {
+				if got, err := testReplay.Translate(tr.opts, tr.upstream, rng); err != nil || !bytes.Equal(got, want) {
 					t.Fatalf("random pieces changed the output (err %v):\n%s", err, got)
 				}
 			}
@@ -259,7 +256,7 @@ func TestStreamMatchesAnswer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out, err := translate(testChat, opts, tr.upstream, nil)
+			out, err := testReplay.Translate(opts, tr.upstream, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

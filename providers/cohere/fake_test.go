@@ -49,7 +49,7 @@ func exchange(t *testing.T, fake *providertest.Server, unified string) (int, []b
 	if !providers.SSE.IsStream(res.Header.Get("Content-Type")) {
 		t.Fatalf("not a stream: %s", res.Header.Get("Content-Type"))
 	}
-	out, err := translate(testChat, providers.StreamOptions{IncludeUsage: info.IncludeUsage}, []byte(body), nil)
+	out, err := testReplay.Translate(providers.StreamOptions{IncludeUsage: info.IncludeUsage}, []byte(body), nil)
 	if err != nil {
 		t.Fatalf("Event: %v\n%s", err, body)
 	}

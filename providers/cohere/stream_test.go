@@ -2,7 +2,6 @@ package cohere
 
 import (
 	"bytes"
-	"math/rand/v2"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,15 +14,11 @@ import (
 
 const sseDir = "../../testdata/sse/cohere"
 
-// translate feeds upstream to a new translator in pieces of random sizes
-// (rng nil: all at once), framing events with sse.Cut as the gateway does,
-// and returns the unified stream. It stops at the first Event error.
-func translate(c Chat, opts providers.StreamOptions, upstream []byte, rng *rand.Rand) ([]byte, error) {
-	return translatortest.Translate(c.ChatStream(opts), nil, upstream, rng)
-}
+// testReplay replays streams through testChat's translator.
+var testReplay = translatortest.Replay{New: testChat.ChatStream}
 
 func TestStreamTranscripts(t *testing.T) {
-	translatortest.Replay{New: testChat.ChatStream}.Transcripts(t, sseDir)
+	testReplay.Transcripts(t, sseDir)
 }
 
 // TestStreamMatchesAnswer checks, for every transcript that has a
@@ -47,7 +42,7 @@ func TestStreamMatchesAnswer(t *testing.T) {
 				t.Fatal(err)
 			}
 			upstream, _, opts := translatortest.ReadTranscript(t, path)
-			out, err := translate(testChat, opts, upstream, nil)
+			out, err := testReplay.Translate(opts, upstream, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -60,33 +55,16 @@ func TestStreamMatchesAnswer(t *testing.T) {
 }
 
 func TestStreamMalformedEvent(t *testing.T) {
-	for _, ev := range []string{
+	testReplay.Refuses(t,
 		"event: message-start\ndata: {\"type\":\"message-start\",",
 		"data: 42",
 		"data: [1,2]",
-	} {
-		tr := testChat.ChatStream(providers.StreamOptions{})
-		if out, err := tr.Event(nil, []byte(ev)); err == nil {
-			t.Errorf("Event(%q) = %q, want an error", ev, out)
-		}
-	}
+	)
 }
 
 func TestStreamEmptyEvents(t *testing.T) {
-	tr := testChat.ChatStream(providers.StreamOptions{})
-	for _, ev := range []string{"", ": comment", "event: debug", "id: 7\nretry: 100", "data: [DONE]",
-		"event: something-new\ndata: {\"x\":1}", "data: {\"type\":\"content-end\",\"index\":0}"} {
-		out, err := tr.Event(nil, []byte(ev))
-		if err != nil || len(out) != 0 {
-			t.Errorf("Event(%q) = %q, %v; want nothing", ev, out, err)
-		}
-	}
-	// Nothing came: the answer is incomplete.
-	out := tr.Close(nil)
-	want := `data: {"error":{"message":"the provider's stream ended before the answer was complete","type":"server_error","param":null,"code":"stream_incomplete"}}` + "\n\n"
-	if string(out) != want {
-		t.Errorf("Close = %q, want %q", out, want)
-	}
+	testReplay.Ignores(t, "", ": comment", "event: debug", "id: 7\nretry: 100", "data: [DONE]",
+		"event: something-new\ndata: {\"x\":1}", "data: {\"type\":\"content-end\",\"index\":0}")
 }
 
 // TestStreamNoMessageStart checks that content arriving without a
@@ -99,7 +77,7 @@ func TestStreamNoMessageStart(t *testing.T) {
 		"data: {\"type\":\"tool-call-start\",\"delta\":{\"message\":{\"tool_calls\":{\"id\":\"b\",\"type\":\"function\",\"function\":{\"name\":\"g\"}}}}}\n\n" +
 		"data: {\"type\":\"tool-call-delta\",\"delta\":{\"message\":{\"tool_calls\":{\"function\":{\"arguments\":\"{}\"}}}}}\n\n" +
 		"data: {\"type\":\"message-end\",\"delta\":{\"finish_reason\":\"TOOL_CALL\"}}\n\n"
-	out, err := translate(testChat, providers.StreamOptions{}, []byte(upstream), nil)
+	out, err := testReplay.Translate(providers.StreamOptions{}, []byte(upstream), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +119,7 @@ func TestStreamIndexedDeltas(t *testing.T) {
 	}
 	upstream := start(3, "x") + start(7, "y") + arg(3, "{") + arg(7, "[") + arg(3, "}") + arg(7, "]") +
 		`data: {"type":"message-end","delta":{"finish_reason":"TOOL_CALL"}}` + "\n\n"
-	out, err := translate(testChat, providers.StreamOptions{}, []byte(upstream), nil)
+	out, err := testReplay.Translate(providers.StreamOptions{}, []byte(upstream), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

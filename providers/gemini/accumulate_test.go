@@ -108,7 +108,7 @@ func TestStreamMatchesAnswer(t *testing.T) {
 		upstream, _, _ := translatortest.ReadTranscript(t, path)
 		name := strings.TrimSuffix(filepath.Base(path), ".txt")
 		t.Run(name, func(t *testing.T) {
-			out, err := translate(testChat(), opts, upstream, nil)
+			out, err := testReplay.Translate(opts, upstream, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -75,7 +75,7 @@ func answerMessage(t *testing.T, c Chat, answer string, stream bool) (openai.Cha
 		}
 		return res.Choices[0].Message, json.RawMessage(gjson.GetBytes(out, "choices.0.message").Raw)
 	}
-	out, err := translate(c, providers.StreamOptions{}, asStream(t, answer), nil)
+	out, err := translatortest.Translate(c.ChatStream(providers.StreamOptions{}), Framing, asStream(t, answer), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

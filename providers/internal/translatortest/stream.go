@@ -159,6 +159,39 @@ func (r Replay) Transcripts(t *testing.T, dir string) {
 	}
 }
 
+// Refuses checks that a new translator refuses each of events, given
+// alone, with an error.
+func (r Replay) Refuses(t *testing.T, events ...string) {
+	t.Helper()
+	for _, ev := range events {
+		if out, err := r.New(providers.StreamOptions{}).Event(nil, []byte(ev)); err == nil {
+			t.Errorf("Event(%q) = %q, want an error", ev, out)
+		}
+	}
+}
+
+// Ignores checks that a new translator makes nothing of events, one after
+// the other, and that Close then ends the stream, which gave nothing, with
+// the stream_incomplete error (and a second Close adds nothing).
+func (r Replay) Ignores(t *testing.T, events ...string) {
+	t.Helper()
+	tr := r.New(providers.StreamOptions{})
+	for _, ev := range events {
+		out, err := tr.Event(nil, []byte(ev))
+		if err != nil || len(out) != 0 {
+			t.Errorf("Event(%q) = %q, %v; want nothing", ev, out, err)
+		}
+	}
+	out := tr.Close(nil)
+	want := `data: {"error":{"message":"the provider's stream ended before the answer was complete","type":"server_error","param":null,"code":"stream_incomplete"}}` + "\n\n"
+	if string(out) != want {
+		t.Errorf("Close = %q, want %q", out, want)
+	}
+	if out := tr.Close(nil); len(out) != 0 {
+		t.Errorf("a second Close = %q", out)
+	}
+}
+
 // Data returns the data of each event of a unified stream.
 func Data(out []byte) [][]byte {
 	var ds [][]byte
