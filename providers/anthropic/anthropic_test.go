@@ -1,7 +1,6 @@
 package anthropic
 
 import (
-	"encoding/json"
 	"net/http"
 	"testing"
 
@@ -69,12 +68,6 @@ func TestChatRequestSettings(t *testing.T) {
 func TestChatRequestErrors(t *testing.T) {
 	const user = `{"role":"user","content":"Hi"}`
 	tools := `"tools":[{"type":"function","function":{"name":"f"}}]`
-	call := func(args string) string {
-		b, _ := json.Marshal(args)
-		return `{"model":"m","messages":[` + user + `,{"role":"assistant","content":null,"tool_calls":[` +
-			`{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}},` +
-			`{"id":"b","type":"function","function":{"name":"f","arguments":` + string(b) + `}}]}]}`
-	}
 	tests := []struct {
 		name, body string
 		param      string
@@ -127,18 +120,13 @@ func TestChatRequestErrors(t *testing.T) {
 		{"required without tools", `{"model":"m","messages":[` + user + `],"tool_choice":"required"}`, "tool_choice", "invalid_value"},
 		{"function choice without tools", `{"model":"m","messages":[` + user + `],"tool_choice":{"type":"function","function":{"name":"f"}}}`,
 			"tool_choice", "invalid_value"},
-		{"arguments not JSON", call("not json"), "messages[1].tool_calls[1].function.arguments", "invalid_value"},
-		{"arguments truncated", call(`{"city":"Par`), "messages[1].tool_calls[1].function.arguments", "invalid_value"},
-		{"arguments array", call(`[1,2]`), "messages[1].tool_calls[1].function.arguments", "invalid_value"},
-		{"arguments string", call(`"{}"`), "messages[1].tool_calls[1].function.arguments", "invalid_value"},
-		{"arguments null", call(`null`), "messages[1].tool_calls[1].function.arguments", "invalid_value"},
-		{"arguments trailing garbage", call(`{} {}`), "messages[1].tool_calls[1].function.arguments", "invalid_value"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			translatortest.ChatRequestError(t, testChat, tt.body, gjson.Get(tt.body, "model").Str, tt.param, tt.code)
 		})
 	}
+	translatortest.BadToolArguments(t, testChat, "m")
 }
 
 func TestChatResponseGolden(t *testing.T) {

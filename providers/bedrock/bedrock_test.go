@@ -155,12 +155,6 @@ func TestChatRequestHeaders(t *testing.T) {
 func TestChatRequestErrors(t *testing.T) {
 	const user = `{"role":"user","content":"Hi"}`
 	tools := `"tools":[{"type":"function","function":{"name":"f"}}]`
-	call := func(args string) string {
-		b, _ := json.Marshal(args)
-		return `{"model":"m","messages":[` + user + `,{"role":"assistant","content":null,"tool_calls":[` +
-			`{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}},` +
-			`{"id":"b","type":"function","function":{"name":"f","arguments":` + string(b) + `}}]}]}`
-	}
 	image := func(url string) string {
 		return `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"see"},{"type":"image_url","image_url":{"url":"` + url + `"}}]}]}`
 	}
@@ -218,20 +212,14 @@ func TestChatRequestErrors(t *testing.T) {
 			"messages[1].thinking_blocks[0].signature", "invalid_value"},
 		{"redacted block data", `{"model":"m","messages":[` + user + `,{"role":"assistant","content":"x","thinking_blocks":[{"type":"redacted_thinking"}]}]}`,
 			"messages[1].thinking_blocks[0].data", "invalid_value"},
-		{"arguments not JSON", call("not json"), "messages[1].tool_calls[1].function.arguments", "invalid_value"},
-		{"arguments truncated", call(`{"city":"Par`), "messages[1].tool_calls[1].function.arguments", "invalid_value"},
-		{"arguments array", call(`[1,2]`), "messages[1].tool_calls[1].function.arguments", "invalid_value"},
-		{"arguments string", call(`"{}"`), "messages[1].tool_calls[1].function.arguments", "invalid_value"},
-		{"arguments null", call(`null`), "messages[1].tool_calls[1].function.arguments", "invalid_value"},
-		{"arguments trailing garbage", call(`{} {}`), "messages[1].tool_calls[1].function.arguments", "invalid_value"},
-		{"arguments too deep", call(strings.Repeat(`{"a":`, 1200) + "1" + strings.Repeat("}", 1200)),
-			"messages[1].tool_calls[1].function.arguments", "invalid_value"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			translatortest.ChatRequestError(t, testChat, tt.body, testModel, tt.param, tt.code)
 		})
 	}
+	translatortest.BadToolArguments(t, testChat, testModel)
+	translatortest.DeepToolArguments(t, testChat, testModel, 1200)
 }
 
 // TestHTTPImageMessage checks that the refusal of an http image URL says

@@ -1,8 +1,10 @@
 package translatortest
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/modelgate/modelgate/providers"
@@ -25,4 +27,43 @@ func ChatRequestError(t testing.TB, c providers.Chat, body, model, param, code s
 		e.Param != param || e.Code != code || e.Message == "" {
 		t.Errorf("got %s (status %d), want status 400, param %q, code %q", e.JSON(), e.Status, param, code)
 	}
+}
+
+// BadToolArguments checks that c refuses, for model, a request whose
+// assistant message's second tool call has arguments that are not a JSON
+// object (not JSON, cut off, an array, a string, null, two values): a 400
+// invalid_value naming messages[1].tool_calls[1].function.arguments.
+func BadToolArguments(t *testing.T, c providers.Chat, model string) {
+	t.Helper()
+	for _, tt := range []struct{ name, args string }{
+		{"not JSON", "not json"},
+		{"truncated", `{"city":"Par`},
+		{"array", `[1,2]`},
+		{"string", `"{}"`},
+		{"null", `null`},
+		{"trailing garbage", `{} {}`},
+	} {
+		t.Run("arguments "+tt.name, func(t *testing.T) {
+			toolArgumentsError(t, c, model, tt.args)
+		})
+	}
+}
+
+// DeepToolArguments checks that c refuses, for model, tool call arguments
+// that nest levels deep (more than providers.MaxDepth), as BadToolArguments
+// does other arguments.
+func DeepToolArguments(t *testing.T, c providers.Chat, model string, levels int) {
+	t.Helper()
+	t.Run("arguments too deep", func(t *testing.T) {
+		toolArgumentsError(t, c, model, strings.Repeat(`{"a":`, levels)+"1"+strings.Repeat("}", levels))
+	})
+}
+
+func toolArgumentsError(t *testing.T, c providers.Chat, model, args string) {
+	t.Helper()
+	a, _ := json.Marshal(args)
+	body := `{"model":"m","messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":null,"tool_calls":[` +
+		`{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}},` +
+		`{"id":"b","type":"function","function":{"name":"f","arguments":` + string(a) + `}}]}]}`
+	ChatRequestError(t, c, body, model, "messages[1].tool_calls[1].function.arguments", "invalid_value")
 }
