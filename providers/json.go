@@ -191,3 +191,20 @@ func AppendRawString(dst []byte, v gjson.Result) []byte {
 	}
 	return append(dst, `""`...)
 }
+
+// IsBool reports whether v is a JSON boolean.
+func IsBool(v gjson.Result) bool { return v.Type == gjson.True || v.Type == gjson.False }
+
+// IsInt reports whether v is a JSON number written as an integer: no
+// fraction, no exponent.
+func IsInt(v gjson.Result) bool {
+	if v.Type != gjson.Number {
+		return false
+	}
+	for _, c := range v.Raw {
+		if c == '.' || c == 'e' || c == 'E' {
+			return false
+		}
+	}
+	return true
+}

@@ -265,3 +265,16 @@ func TestAppendRawString(t *testing.T) {
 		}
 	}
 }
+
+func TestIsIntIsBool(t *testing.T) {
+	for in, want := range map[string][2]bool{
+		`1`: {true, false}, `-12`: {true, false}, `0`: {true, false},
+		`1.0`: {false, false}, `1e3`: {false, false}, `2E1`: {false, false},
+		`"1"`: {false, false}, `true`: {false, true}, `false`: {false, true}, `null`: {false, false},
+	} {
+		v := gjson.Parse(in)
+		if got := [2]bool{IsInt(v), IsBool(v)}; got != want {
+			t.Errorf("IsInt, IsBool(%s) = %v, want %v", in, got, want)
+		}
+	}
+}

@@ -976,7 +976,7 @@ func reasoningEffort(thinking, outputConfig gjson.Result) (string, error) {
 		return "", nil
 	}
 	budget := thinking.Get("budget_tokens")
-	if !isInt(budget) {
+	if !providers.IsInt(budget) {
 		return "", invalid("thinking.budget_tokens", "Field required")
 	}
 	switch n := budget.Int(); {

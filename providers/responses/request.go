@@ -165,7 +165,7 @@ func (x *Exchange) buildChat(history []byte) error {
 			b = append(b, f.Get("name").Raw...)
 			b = append(b, `,"schema":`...)
 			b = append(b, f.Get("schema").Raw...)
-			if s := f.Get("strict"); isBool(s) {
+			if s := f.Get("strict"); providers.IsBool(s) {
 				b = append(b, `,"strict":`...)
 				b = append(b, s.Raw...)
 			}
@@ -274,7 +274,7 @@ func (x *Exchange) appendTools(b []byte) []byte {
 			b = append(b, `,"parameters":`...)
 			b = append(b, p.Raw...)
 		}
-		if s := t.strict; isBool(s) {
+		if s := t.strict; providers.IsBool(s) {
 			b = append(b, `,"strict":`...)
 			b = append(b, s.Raw...)
 		}
@@ -288,7 +288,7 @@ func (x *Exchange) appendTools(b []byte) []byte {
 		b = append(b, `,"tool_choice":`...)
 		b = append(b, r.choice...)
 	}
-	if isBool(r.parallelToolCalls) {
+	if providers.IsBool(r.parallelToolCalls) {
 		b = append(b, `,"parallel_tool_calls":`...)
 		b = append(b, r.parallelToolCalls.Raw...)
 	}

@@ -148,7 +148,7 @@ func (r *Request) set(key string, v gjson.Result) error {
 		}
 		r.toolChoice = v
 	case "parallel_tool_calls", "store", "stream":
-		if !null && !isBool(v) {
+		if !null && !providers.IsBool(v) {
 			return invalid(key, key+" must be a boolean")
 		}
 		switch key {
@@ -160,7 +160,7 @@ func (r *Request) set(key string, v gjson.Result) error {
 			r.stream = v
 		}
 	case "background":
-		if !null && !isBool(v) {
+		if !null && !providers.IsBool(v) {
 			return invalid(key, key+" must be a boolean")
 		}
 		if v.Type == gjson.True {
@@ -171,12 +171,12 @@ func (r *Request) set(key string, v gjson.Result) error {
 	case "reasoning":
 		return r.setReasoning(v)
 	case "max_output_tokens":
-		if !null && (!isInt(v) || v.Int() < 16) {
+		if !null && (!providers.IsInt(v) || v.Int() < 16) {
 			return invalid(key, "max_output_tokens must be an integer of at least 16")
 		}
 		r.maxOutputTokens = v
 	case "max_tool_calls":
-		if !null && (!isInt(v) || v.Int() < 0) {
+		if !null && (!providers.IsInt(v) || v.Int() < 0) {
 			return invalid(key, "max_tool_calls must be a non-negative integer")
 		}
 		r.maxToolCalls = v // limits built-in tool calls, of which there are none
@@ -190,7 +190,7 @@ func (r *Request) set(key string, v gjson.Result) error {
 			r.topP = v
 		}
 	case "top_logprobs":
-		if !null && (!isInt(v) || v.Int() < 0 || v.Int() > 20) {
+		if !null && (!providers.IsInt(v) || v.Int() < 0 || v.Int() > 20) {
 			return invalid(key, "top_logprobs must be an integer from 0 to 20")
 		}
 		r.topLogprobs = v
@@ -203,7 +203,7 @@ func (r *Request) set(key string, v gjson.Result) error {
 		if !null && !v.IsObject() {
 			return invalid(key, "stream_options must be an object")
 		}
-		if o := v.Get("include_obfuscation"); o.Exists() && !isBool(o) && o.Type != gjson.Null {
+		if o := v.Get("include_obfuscation"); o.Exists() && !providers.IsBool(o) && o.Type != gjson.Null {
 			return invalid("stream_options.include_obfuscation", "include_obfuscation must be a boolean")
 		}
 	case "include":
@@ -275,7 +275,7 @@ func (r *Request) setText(v gjson.Result) error {
 			if !f.Get("schema").IsObject() {
 				return invalid("text.format.schema", "a json_schema format needs a schema object")
 			}
-			if s := f.Get("strict"); s.Exists() && !isBool(s) && s.Type != gjson.Null {
+			if s := f.Get("strict"); s.Exists() && !providers.IsBool(s) && s.Type != gjson.Null {
 				return invalid("text.format.strict", "text.format.strict must be a boolean")
 			}
 			if d := f.Get("description"); d.Exists() && d.Type != gjson.String && d.Type != gjson.Null {
@@ -431,7 +431,7 @@ func (r *Request) addTool(p string, v gjson.Result) error {
 		if ps := t.parameters; ps.Exists() && !ps.IsObject() && ps.Type != gjson.Null {
 			return invalid(p+".parameters", "parameters must be a JSON Schema object")
 		}
-		if s := t.strict; s.Exists() && !isBool(s) && s.Type != gjson.Null {
+		if s := t.strict; s.Exists() && !providers.IsBool(s) && s.Type != gjson.Null {
 			return invalid(p+".strict", "strict must be a boolean")
 		}
 	case "custom":
@@ -736,18 +736,4 @@ func checkPart(pp, role string, part gjson.Result) error {
 		return invalid(pp+".type", "unknown content part type "+strconv.Quote(typ))
 	}
 	return nil
-}
-
-func isBool(v gjson.Result) bool { return v.Type == gjson.True || v.Type == gjson.False }
-
-func isInt(v gjson.Result) bool {
-	if v.Type != gjson.Number {
-		return false
-	}
-	for _, c := range v.Raw {
-		if c == '.' || c == 'e' || c == 'E' {
-			return false
-		}
-	}
-	return true
 }
