@@ -67,3 +67,37 @@ func WantsAudio(modalities gjson.Result) bool {
 	})
 	return audio
 }
+
+// AppendStops appends the JSON array of the non-empty strings of stop, a
+// unified request's "stop" (a string or an array of strings), as the
+// request wrote them, and returns how many there are. When there are none
+// it appends nothing.
+func AppendStops(dst []byte, stop gjson.Result) ([]byte, int) {
+	if stop.Type != gjson.String && !stop.IsArray() {
+		return dst, 0
+	}
+	at := len(dst)
+	dst = append(dst, '[')
+	n := 0
+	add := func(s gjson.Result) {
+		if s.Type == gjson.String && s.Str != "" {
+			if n > 0 {
+				dst = append(dst, ',')
+			}
+			n++
+			dst = append(dst, s.Raw...)
+		}
+	}
+	if stop.Type == gjson.String {
+		add(stop)
+	} else {
+		stop.ForEach(func(_, s gjson.Result) bool {
+			add(s)
+			return true
+		})
+	}
+	if n == 0 {
+		return dst[:at], 0
+	}
+	return append(dst, ']'), n
+}

@@ -49,3 +49,21 @@ func TestWantsAudio(t *testing.T) {
 		}
 	}
 }
+
+func TestAppendStops(t *testing.T) {
+	for in, want := range map[string]string{
+		`"END"`:              `x["END"]`,
+		`["a","","b \"c\""]`: `x["a","b \"c\""]`,
+		`["\u00e9"]`:         `x["\u00e9"]`,
+		`""`:                 `x`,
+		`["",""]`:            `x`,
+		`[]`:                 `x`,
+		`null`:               `x`,
+		`{"a":"b"}`:          `x`,
+	} {
+		got, n := AppendStops([]byte("x"), gjson.Parse(in))
+		if string(got) != want || (n > 0) != (want != "x") {
+			t.Errorf("AppendStops(%s) = %s, %d; want %s", in, got, n, want)
+		}
+	}
+}

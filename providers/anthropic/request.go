@@ -779,30 +779,12 @@ func appendSystem(b []byte, msgs []message) []byte {
 // appendStop appends stop_sequences for a stop string or array; empty
 // sequences are left out.
 func appendStop(b []byte, stop gjson.Result) []byte {
-	if stop.Type != gjson.String && !stop.IsArray() {
+	at := len(b)
+	b = append(b, `,"stop_sequences":`...)
+	if b, n := providers.AppendStops(b, stop); n > 0 {
 		return b
 	}
-	at := len(b)
-	b = append(b, `,"stop_sequences":[`...)
-	n := 0
-	add := func(s gjson.Result) {
-		if s.Type == gjson.String && s.Str != "" {
-			b = sep(b, &n)
-			b = append(b, s.Raw...)
-		}
-	}
-	if stop.Type == gjson.String {
-		add(stop)
-	} else {
-		stop.ForEach(func(_, s gjson.Result) bool {
-			add(s)
-			return true
-		})
-	}
-	if n == 0 {
-		return b[:at]
-	}
-	return append(b, ']')
+	return b[:at]
 }
 
 // appendTools appends "tools": the client's function tools, then the tool

@@ -773,30 +773,10 @@ func appendInference(b []byte, maxTokens int64, temperature, topP, stop gjson.Re
 	if stop.Type == gjson.String || stop.IsArray() {
 		mark := len(b)
 		field("stopSequences")
-		b = append(b, '[')
-		k := 0
-		add := func(s gjson.Result) {
-			if s.Type == gjson.String && s.Str != "" {
-				if k > 0 {
-					b = append(b, ',')
-				}
-				k++
-				b = append(b, s.Raw...)
-			}
-		}
-		if stop.Type == gjson.String {
-			add(stop)
-		} else {
-			stop.ForEach(func(_, s gjson.Result) bool {
-				add(s)
-				return true
-			})
-		}
-		if k == 0 {
+		var k int
+		if b, k = providers.AppendStops(b, stop); k == 0 {
 			b = b[:mark]
 			n--
-		} else {
-			b = append(b, ']')
 		}
 	}
 	if n == 0 {
