@@ -49,12 +49,7 @@ type Chat struct {
 
 var _ providers.Chat = Chat{}
 
-func (c Chat) now() time.Time {
-	if c.Now != nil {
-		return c.Now()
-	}
-	return time.Now()
-}
+func (c Chat) now() time.Time { return providers.Now(c.Now) }
 
 // Error maps an Anthropic error answer, {"type":"error","error":{"type",
 // "message"}}, to the unified error. The status is kept, except that

@@ -53,12 +53,7 @@ type Chat struct {
 
 var _ providers.Chat = Chat{}
 
-func (c Chat) now() time.Time {
-	if c.Now != nil {
-		return c.Now()
-	}
-	return time.Now()
-}
+func (c Chat) now() time.Time { return providers.Now(c.Now) }
 
 // Error maps a Cohere error answer, {"message": "…"} with the status that
 // says what went wrong, into the unified error (the host answers a 401 or

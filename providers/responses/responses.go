@@ -58,12 +58,7 @@ type Translator struct {
 	NewID func(prefix string) string
 }
 
-func (t Translator) now() time.Time {
-	if t.Now != nil {
-		return t.Now()
-	}
-	return time.Now()
-}
+func (t Translator) now() time.Time { return providers.Now(t.Now) }
 
 func (t Translator) newID(prefix string) string {
 	if t.NewID != nil {
