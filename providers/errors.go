@@ -107,6 +107,25 @@ func StatusText(status int) string {
 	return "status " + strconv.Itoa(status)
 }
 
+// ErrorTypeMessage reads the type and message of a provider's error body
+// in the shapes Anthropic and Cohere use: {"error":{"type","message"}},
+// {"error":"…"} or {"message":"…"}. A body that is not JSON (an HTML page
+// from a proxy) gives neither.
+func ErrorTypeMessage(body []byte) (typ, message string) {
+	if !ValidJSON(body) {
+		return "", ""
+	}
+	root := gjson.ParseBytes(body)
+	switch e := root.Get("error"); {
+	case e.IsObject():
+		return e.Get("type").Str, e.Get("message").Str
+	case e.Type == gjson.String:
+		return "", e.Str
+	default:
+		return "", root.Get("message").Str
+	}
+}
+
 // ErrorFromBody maps a provider's error body to a unified error with the
 // given status. It reads OpenAI's shape and its common variants ({"error":
 // "…"}, {"message": "…"} as Cohere sends, {"detail": "…"} from FastAPI

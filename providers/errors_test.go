@@ -141,3 +141,20 @@ func TestErrorFromBodyEdges(t *testing.T) {
 		})
 	}
 }
+
+func TestErrorTypeMessage(t *testing.T) {
+	for body, want := range map[string][2]string{
+		`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`: {"overloaded_error", "Overloaded"},
+		`{"error":{"message":"m"}}`:           {"", "m"},
+		`{"error":"bad thing"}`:               {"", "bad thing"},
+		`{"message":"too many tokens"}`:       {"", "too many tokens"},
+		`{"error":7,"message":"m"}`:           {"", "m"},
+		`<html>502 Bad Gateway</html>`:        {"", ""},
+		`{"message":{"text":"not a string"}}`: {"", ""},
+		``:                                    {"", ""},
+	} {
+		if typ, msg := ErrorTypeMessage([]byte(body)); [2]string{typ, msg} != want {
+			t.Errorf("ErrorTypeMessage(%s) = %q, %q; want %q", body, typ, msg, want)
+		}
+	}
+}

@@ -10,8 +10,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/modelgate/modelgate/providers"
 )
 
@@ -56,19 +54,7 @@ func (c Chat) now() time.Time { return providers.Now(c.Now) }
 // Anthropic's non-standard 529 (overloaded) becomes 503. A body that is not
 // Anthropic's (or any) JSON never reaches the message.
 func (Chat) Error(status int, _ http.Header, body []byte) *providers.Error {
-	var typ, msg string
-	if providers.ValidJSON(body) {
-		root := gjson.ParseBytes(body)
-		switch e := root.Get("error"); {
-		case e.IsObject():
-			typ = e.Get("type").Str
-			msg = e.Get("message").Str
-		case e.Type == gjson.String:
-			msg = e.Str
-		default:
-			msg = root.Get("message").Str
-		}
-	}
+	typ, msg := providers.ErrorTypeMessage(body)
 	if msg == "" {
 		msg = "the provider answered " + statusText(status)
 	}

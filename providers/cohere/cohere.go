@@ -62,18 +62,7 @@ func (c Chat) now() time.Time { return providers.Now(c.Now) }
 // (invalid token), 499 (request cancelled), 500, 501, 503 and 504. A body
 // that is not JSON (an HTML page from a proxy) never reaches the message.
 func (Chat) Error(status int, _ http.Header, body []byte) *providers.Error {
-	var msg string
-	if providers.ValidJSON(body) {
-		root := gjson.ParseBytes(body)
-		switch e := root.Get("error"); {
-		case e.IsObject():
-			msg = e.Get("message").Str
-		case e.Type == gjson.String:
-			msg = e.Str
-		default:
-			msg = root.Get("message").Str
-		}
-	}
+	_, msg := providers.ErrorTypeMessage(body)
 	if msg == "" {
 		msg = "the provider answered " + statusText(status)
 	}
