@@ -71,21 +71,7 @@ func (openAIFormat) serve(c *call) {
 	}
 	msgs, model := q.msgs, q.model
 
-	promptWords := 0
-	userText, userLast := "", false
-	var results []string // the tool results that end the conversation
-	for _, m := range msgs {
-		text := contentText(m.Get("content"))
-		promptWords += countWords(text)
-		switch m.Get("role").Str {
-		case "user":
-			userText, userLast, results = text, true, results[:0]
-		case "tool":
-			userLast, results = false, append(results, text)
-		default:
-			userLast, results = false, results[:0]
-		}
-	}
+	promptWords, userText, userLast, results := chatConversation(msgs, contentText)
 	var tools []string
 	for _, t := range q.tools.Array() {
 		if t.Get("type").Str == "function" {
