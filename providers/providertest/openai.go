@@ -421,22 +421,8 @@ func streamOpenAI(c *call, a *answer, includeUsage bool) {
 	ended := func() bool { return c.afterFirstWord(openAIStreamError) }
 	chunk(`{"role":"assistant","content":"","refusal":null}`, "null")
 
-	if a.tool != "" {
-		first := appendString([]byte(`{"tool_calls":[{"index":0,"id":"call_`+id+`","type":"function","function":{"name":`), a.tool)
-		chunk(string(first)+`,"arguments":""}}]}`, "null")
-		for i, f := range a.argFragments() {
-			chunk(string(appendString([]byte(`{"tool_calls":[{"index":0,"function":{"arguments":`), f))+`}}]}`, "null")
-			if i == 0 && ended() {
-				return
-			}
-		}
-	} else {
-		for i := range a.words {
-			chunk(string(appendString([]byte(`{"content":`), a.chunkWord(i)))+`}`, "null")
-			if i == 0 && ended() {
-				return
-			}
-		}
+	if !openAIDeltas(a, id, chunk, ended) {
+		return
 	}
 	chunk(`{}`, openAIFinish(a))
 	if includeUsage {
@@ -448,6 +434,30 @@ func streamOpenAI(c *call, a *answer, includeUsage bool) {
 		_, _ = c.w.Write(b)
 	}
 	c.send([]byte("data: [DONE]\n\n"))
+}
+
+// openAIDeltas streams a's tool call (id call_<id>) or its words as chunk
+// deltas, with ended checked after the first; it reports false when the
+// stream ended there.
+func openAIDeltas(a *answer, id string, chunk func(delta, finish string), ended func() bool) bool {
+	if a.tool != "" {
+		first := appendString([]byte(`{"tool_calls":[{"index":0,"id":"call_`+id+`","type":"function","function":{"name":`), a.tool)
+		chunk(string(first)+`,"arguments":""}}]}`, "null")
+		for i, f := range a.argFragments() {
+			chunk(string(appendString([]byte(`{"tool_calls":[{"index":0,"function":{"arguments":`), f))+`}}]}`, "null")
+			if i == 0 && ended() {
+				return false
+			}
+		}
+		return true
+	}
+	for i := range a.words {
+		chunk(string(appendString([]byte(`{"content":`), a.chunkWord(i)))+`}`, "null")
+		if i == 0 && ended() {
+			return false
+		}
+	}
+	return true
 }
 
 // openAIParamError writes an invalid_request_error naming the offending
