@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -294,14 +293,6 @@ func sendSigned(t *testing.T, fake *providertest.Server, r providers.Request) (i
 	if err := v4.NewSigner().SignHTTP(context.Background(), fakeCreds, req, hex.EncodeToString(sum[:]), "bedrock", "us-west-2", time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	body, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, body := providertest.Do(t, req)
 	return res.StatusCode, res.Header, body
 }

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -66,15 +65,7 @@ func call(t *testing.T, fake *providertest.Server, c Chat, body, model string) e
 	if err := v4.NewSigner().SignHTTP(context.Background(), fakeCreds, req, hex.EncodeToString(sum[:]), "bedrock", "eu-west-1", time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, raw := providertest.Do(t, req)
 	ex := exchange{status: res.StatusCode}
 	switch {
 	case res.StatusCode >= 400:

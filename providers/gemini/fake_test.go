@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -61,15 +60,7 @@ func (u upstream) do(t *testing.T, body []byte, model string) result {
 	}
 	hr.Header.Set("Content-Type", "application/json")
 	u.auth(hr)
-	res, err := http.DefaultClient.Do(hr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, raw := providertest.Do(t, hr)
 	if res.StatusCode >= 400 {
 		e := u.chat.Error(res.StatusCode, res.Header, raw)
 		return result{status: e.Status, body: e.JSON(), err: e}
