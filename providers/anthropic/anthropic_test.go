@@ -109,17 +109,8 @@ func TestChatRequestErrors(t *testing.T) {
 			"messages[1].thinking_blocks[1]", "invalid_value"},
 		{"thinking block of unknown type", `{"model":"m","messages":[` + user + `,{"role":"assistant","content":"a","thinking_blocks":[{"type":"reasoning","text":"t"}]}]}`,
 			"messages[1].thinking_blocks[0].type", "invalid_value"},
-		{"audio", `{"model":"m","messages":[` + user + `],"audio":{"voice":"alloy","format":"mp3"}}`, "audio", "unsupported_parameter"},
-		{"web_search_options", `{"model":"m","messages":[` + user + `],"web_search_options":{}}`, "web_search_options", "unsupported_parameter"},
-		{"modalities", `{"model":"m","messages":[` + user + `],"modalities":["text","audio"]}`, "modalities", "unsupported_parameter"},
-		{"functions", `{"model":"m","messages":[` + user + `],"functions":[{"name":"f"}]}`, "functions", "unsupported_parameter"},
-		{"custom tool", `{"model":"m","messages":[` + user + `],"tools":[{"type":"function","function":{"name":"f"}},{"type":"custom","custom":{"name":"g"}}]}`,
-			"tools[1].type", "unsupported_parameter"},
 		{"allowed_tools choice", `{"model":"m","messages":[` + user + `],` + tools + `,"tool_choice":{"type":"allowed_tools","allowed_tools":{"mode":"auto","tools":[]}}}`,
 			"tool_choice", "unsupported_parameter"},
-		{"required without tools", `{"model":"m","messages":[` + user + `],"tool_choice":"required"}`, "tool_choice", "invalid_value"},
-		{"function choice without tools", `{"model":"m","messages":[` + user + `],"tool_choice":{"type":"function","function":{"name":"f"}}}`,
-			"tool_choice", "invalid_value"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -127,6 +118,7 @@ func TestChatRequestErrors(t *testing.T) {
 		})
 	}
 	translatortest.BadToolArguments(t, testChat, "m")
+	translatortest.CommonRequestErrors(t, testChat, "m")
 }
 
 func TestChatResponseGolden(t *testing.T) {

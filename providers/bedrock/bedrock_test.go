@@ -180,20 +180,10 @@ func TestChatRequestErrors(t *testing.T) {
 			"messages[0].content[0].file", "invalid_value"},
 		{"n", `{"model":"m","messages":[` + user + `],"n":2}`, "n", "unsupported_parameter"},
 		{"logprobs", `{"model":"m","messages":[` + user + `],"logprobs":true}`, "logprobs", "unsupported_parameter"},
-		{"audio", `{"model":"m","messages":[` + user + `],"audio":{"voice":"alloy","format":"mp3"}}`, "audio", "unsupported_parameter"},
-		{"modalities", `{"model":"m","messages":[` + user + `],"modalities":["text","audio"]}`, "modalities", "unsupported_parameter"},
-		{"functions", `{"model":"m","messages":[` + user + `],"functions":[{"name":"f"}]}`, "functions", "unsupported_parameter"},
-		{"function_call", `{"model":"m","messages":[` + user + `],"function_call":"auto"}`, "function_call", "unsupported_parameter"},
-		{"web search", `{"model":"m","messages":[` + user + `],"web_search_options":{}}`, "web_search_options", "unsupported_parameter"},
-		{"custom tool", `{"model":"m","messages":[` + user + `],"tools":[{"type":"function","function":{"name":"f"}},{"type":"custom","custom":{"name":"g"}}]}`,
-			"tools[1].type", "unsupported_parameter"},
 		{"reserved tool name", `{"model":"m","messages":[` + user + `],"tools":[{"type":"function","function":{"name":"json_tool_call"}}]}`,
 			"tools[0].function.name", "invalid_value"},
 		{"allowed_tools choice", `{"model":"m","messages":[` + user + `],` + tools + `,"tool_choice":{"type":"allowed_tools","allowed_tools":{"mode":"auto","tools":[]}}}`,
 			"tool_choice", "unsupported_parameter"},
-		{"required without tools", `{"model":"m","messages":[` + user + `],"tool_choice":"required"}`, "tool_choice", "invalid_value"},
-		{"function choice without tools", `{"model":"m","messages":[` + user + `],"tool_choice":{"type":"function","function":{"name":"f"}}}`,
-			"tool_choice", "invalid_value"},
 		{"response_format type", `{"model":"m","messages":[` + user + `],"response_format":{"type":"xml"}}`, "response_format.type", "unsupported_parameter"},
 		{"json_schema not an object", `{"model":"m","messages":[` + user + `],"response_format":{"type":"json_schema","json_schema":"x"}}`,
 			"response_format.json_schema", "invalid_value"},
@@ -220,6 +210,7 @@ func TestChatRequestErrors(t *testing.T) {
 	}
 	translatortest.BadToolArguments(t, testChat, testModel)
 	translatortest.DeepToolArguments(t, testChat, testModel, 1200)
+	translatortest.CommonRequestErrors(t, testChat, testModel)
 }
 
 // TestHTTPImageMessage checks that the refusal of an http image URL says

@@ -165,21 +165,11 @@ func TestChatRequestErrors(t *testing.T) {
 		{"top_k fraction", `{"model":"m","messages":[` + user + `],"top_k":1.5}`, "top_k", "invalid_value"},
 		{"top_k too large", `{"model":"m","messages":[` + user + `],"top_k":501}`, "top_k", "invalid_value"},
 		{"top_k string", `{"model":"m","messages":[` + user + `],"top_k":"5"}`, "top_k", "invalid_value"},
-		{"audio", `{"model":"m","messages":[` + user + `],"audio":{"voice":"alloy","format":"mp3"}}`, "audio", "unsupported_parameter"},
-		{"modalities", `{"model":"m","messages":[` + user + `],"modalities":["text","audio"]}`, "modalities", "unsupported_parameter"},
-		{"functions", `{"model":"m","messages":[` + user + `],"functions":[{"name":"f"}]}`, "functions", "unsupported_parameter"},
-		{"function_call", `{"model":"m","messages":[` + user + `],"function_call":"auto"}`, "function_call", "unsupported_parameter"},
-		{"web search", `{"model":"m","messages":[` + user + `],"web_search_options":{}}`, "web_search_options", "unsupported_parameter"},
-		{"custom tool", `{"model":"m","messages":[` + user + `],"tools":[{"type":"function","function":{"name":"f"}},{"type":"custom","custom":{"name":"g"}}]}`,
-			"tools[1].type", "unsupported_parameter"},
 		{"custom choice", `{"model":"m","messages":[` + user + `],` + tools + `,"tool_choice":{"type":"custom","custom":{"name":"g"}}}`,
 			"tool_choice", "unsupported_parameter"},
 		{"allowed_tools bad mode", `{"model":"m","messages":[` + user + `],` + tools + `,"tool_choice":{"type":"allowed_tools","allowed_tools":{"mode":"maybe","tools":[]}}}`,
 			"tool_choice.allowed_tools.mode", "invalid_value"},
 		{"named tool missing", `{"model":"m","messages":[` + user + `],` + tools + `,"tool_choice":{"type":"function","function":{"name":"g"}}}`,
-			"tool_choice", "invalid_value"},
-		{"required without tools", `{"model":"m","messages":[` + user + `],"tool_choice":"required"}`, "tool_choice", "invalid_value"},
-		{"function choice without tools", `{"model":"m","messages":[` + user + `],"tool_choice":{"type":"function","function":{"name":"f"}}}`,
 			"tool_choice", "invalid_value"},
 		{"response_format grammar", `{"model":"m","messages":[` + user + `],"response_format":{"type":"grammar","grammar":"x"}}`,
 			"response_format", "unsupported_parameter"},
@@ -190,6 +180,7 @@ func TestChatRequestErrors(t *testing.T) {
 			translatortest.ChatRequestError(t, testChat, tt.body, testModel, tt.param, tt.code)
 		})
 	}
+	translatortest.CommonRequestErrors(t, testChat, testModel)
 }
 
 // TestChatRequestDuplicateKeys checks that a message's duplicate keys are

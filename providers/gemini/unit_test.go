@@ -169,22 +169,13 @@ func TestChatRequestErrors(t *testing.T) {
 		{"file data without type", `{"model":"m","messages":[{"role":"user","content":[{"type":"file","file":{"file_data":"AAAA","filename":"x.bin"}}]}]}`,
 			"messages[0].content[0].file.file_data", "invalid_value"},
 		{"json response format unknown", `{"model":"m","messages":[` + user + `],"response_format":{"type":"grammar"}}`, "response_format", "unsupported_parameter"},
-		{"audio", `{"model":"m","messages":[` + user + `],"audio":{"voice":"alloy","format":"mp3"}}`, "audio", "unsupported_parameter"},
-		{"modalities", `{"model":"m","messages":[` + user + `],"modalities":["text","audio"]}`, "modalities", "unsupported_parameter"},
-		{"functions", `{"model":"m","messages":[` + user + `],"functions":[{"name":"f"}]}`, "functions", "unsupported_parameter"},
-		{"web search", `{"model":"m","messages":[` + user + `],"web_search_options":{}}`, "web_search_options", "unsupported_parameter"},
 		{"reasoning effort", `{"model":"m","messages":[` + user + `],"reasoning_effort":"max"}`, "reasoning_effort", "invalid_value"},
-		{"custom tool", `{"model":"m","messages":[` + user + `],"tools":[{"type":"function","function":{"name":"f"}},{"type":"custom","custom":{"name":"g"}}]}`,
-			"tools[1].type", "unsupported_parameter"},
 		{"custom choice", `{"model":"m","messages":[` + user + `],` + tools + `,"tool_choice":{"type":"custom","custom":{"name":"g"}}}`,
 			"tool_choice", "unsupported_parameter"},
 		{"allowed_tools mode", `{"model":"m","messages":[` + user + `],` + tools + `,"tool_choice":{"type":"allowed_tools","allowed_tools":{"mode":"none","tools":[]}}}`,
 			"tool_choice.allowed_tools.mode", "invalid_value"},
 		{"allowed_tools none found", `{"model":"m","messages":[` + user + `],` + tools + `,"tool_choice":{"type":"allowed_tools","allowed_tools":{"mode":"required","tools":[{"type":"function","function":{"name":"zz"}}]}}}`,
 			"tool_choice.allowed_tools.tools", "invalid_value"},
-		{"required without tools", `{"model":"m","messages":[` + user + `],"tool_choice":"required"}`, "tool_choice", "invalid_value"},
-		{"function choice without tools", `{"model":"m","messages":[` + user + `],"tool_choice":{"type":"function","function":{"name":"f"}}}`,
-			"tool_choice", "invalid_value"},
 		{"function choice not a tool", `{"model":"m","messages":[` + user + `],` + tools + `,"tool_choice":{"type":"function","function":{"name":"g"}}}`,
 			"tool_choice.function.name", "invalid_value"},
 		{"tool result without its call", `{"model":"m","messages":[` + user + `,{"role":"tool","tool_call_id":"nope","content":"x"}]}`,
@@ -203,6 +194,7 @@ func TestChatRequestErrors(t *testing.T) {
 	}
 	translatortest.BadToolArguments(t, testChat(), testModel)
 	translatortest.DeepToolArguments(t, testChat(), testModel, 2000)
+	translatortest.CommonRequestErrors(t, testChat(), testModel)
 }
 
 // TestToolCallIDs: a signature carried in a tool call id comes back as the

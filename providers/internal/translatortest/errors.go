@@ -67,3 +67,28 @@ func toolArgumentsError(t *testing.T, c providers.Chat, model, args string) {
 		`{"id":"b","type":"function","function":{"name":"f","arguments":` + string(a) + `}}]}]}`
 	ChatRequestError(t, c, body, model, "messages[1].tool_calls[1].function.arguments", "invalid_value")
 }
+
+// CommonRequestErrors checks that c refuses, for model, what no provider
+// behind a chat translator expresses, each with a 400 naming the field:
+// audio output, web search, the deprecated functions and function_call,
+// custom tools (unsupported_parameter), and a tool_choice that requires
+// tools when there are none (invalid_value).
+func CommonRequestErrors(t *testing.T, c providers.Chat, model string) {
+	t.Helper()
+	const req = `{"model":"m","messages":[{"role":"user","content":"Hi"}]`
+	for _, tt := range []struct{ name, extra, param, code string }{
+		{"audio", `"audio":{"voice":"alloy","format":"mp3"}`, "audio", "unsupported_parameter"},
+		{"modalities", `"modalities":["text","audio"]`, "modalities", "unsupported_parameter"},
+		{"web_search_options", `"web_search_options":{}`, "web_search_options", "unsupported_parameter"},
+		{"functions", `"functions":[{"name":"f"}]`, "functions", "unsupported_parameter"},
+		{"function_call", `"function_call":"auto"`, "function_call", "unsupported_parameter"},
+		{"custom tool", `"tools":[{"type":"function","function":{"name":"f"}},{"type":"custom","custom":{"name":"g"}}]`,
+			"tools[1].type", "unsupported_parameter"},
+		{"required without tools", `"tool_choice":"required"`, "tool_choice", "invalid_value"},
+		{"function choice without tools", `"tool_choice":{"type":"function","function":{"name":"f"}}`, "tool_choice", "invalid_value"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ChatRequestError(t, c, req+","+tt.extra+"}", model, tt.param, tt.code)
+		})
+	}
+}
