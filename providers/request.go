@@ -19,32 +19,36 @@ func ReadChatMessage(m gjson.Result) ChatMessage {
 	var msg ChatMessage
 	var role gjson.Result
 	m.ForEach(func(key, v gjson.Result) bool {
-		var field *gjson.Result
-		switch key.Str {
-		case "role":
-			field = &role
-		case "content":
-			field = &msg.Content
-		case "tool_calls":
-			field = &msg.ToolCalls
-		case "tool_call_id":
-			field = &msg.ToolCallID
-		case "thinking_blocks":
-			field = &msg.ThinkingBlocks
-		case "reasoning_content":
-			field = &msg.ReasoningContent
-		case "reasoning":
-			field = &msg.Reasoning
-		default:
-			return true
-		}
-		if !field.Exists() {
-			*field = v
+		if f := msg.member(key.Str, &role); f != nil && !f.Exists() {
+			*f = v
 		}
 		return true
 	})
 	msg.Role = role.Str
 	return msg
+}
+
+// member is where ReadChatMessage keeps the member named key (role, which
+// the message keeps as a string, in role), or nil for a member it leaves
+// out.
+func (msg *ChatMessage) member(key string, role *gjson.Result) *gjson.Result {
+	switch key {
+	case "role":
+		return role
+	case "content":
+		return &msg.Content
+	case "tool_calls":
+		return &msg.ToolCalls
+	case "tool_call_id":
+		return &msg.ToolCallID
+	case "thinking_blocks":
+		return &msg.ThinkingBlocks
+	case "reasoning_content":
+		return &msg.ReasoningContent
+	case "reasoning":
+		return &msg.Reasoning
+	}
+	return nil
 }
 
 // AppendChatMessages appends the messages of the array v, a unified

@@ -6,49 +6,44 @@ import (
 )
 
 func TestUsageAppend(t *testing.T) {
-	tests := []struct {
-		name string
+	for name, tt := range map[string]struct {
 		u    Usage
 		want string
 	}{
-		{"counts only", Usage{Prompt: 10, Completion: 5, Total: 15, Cached: 7, Audio: 3, Reasoning: 2},
+		"counts only": {Usage{Prompt: 10, Completion: 5, Total: 15, Cached: 7, Audio: 3, Reasoning: 2},
 			`{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15}`},
-		{"cached", Usage{Prompt: 10, Completion: 5, Total: 15, Cached: 7, HasCached: true},
+		"cached": {Usage{Prompt: 10, Completion: 5, Total: 15, Cached: 7, HasCached: true},
 			`{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15,"prompt_tokens_details":{"cached_tokens":7}}`},
-		{"cached zero", Usage{Prompt: 1, Completion: 2, Total: 3, HasCached: true},
+		"cached zero": {Usage{Prompt: 1, Completion: 2, Total: 3, HasCached: true},
 			`{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3,"prompt_tokens_details":{"cached_tokens":0}}`},
-		{"audio alone", Usage{Prompt: 10, Completion: 5, Total: 15, Audio: 3, HasAudio: true},
+		"audio alone": {Usage{Prompt: 10, Completion: 5, Total: 15, Audio: 3, HasAudio: true},
 			`{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15,"prompt_tokens_details":{"audio_tokens":3}}`},
-		{"everything", Usage{Prompt: 10, Completion: 5, Total: 16, Cached: 7, HasCached: true, Audio: 3, HasAudio: true, Reasoning: 2, HasReasoning: true},
+		"everything": {Usage{Prompt: 10, Completion: 5, Total: 16, Cached: 7, HasCached: true, Audio: 3, HasAudio: true, Reasoning: 2, HasReasoning: true},
 			`{"prompt_tokens":10,"completion_tokens":5,"total_tokens":16,"prompt_tokens_details":{"cached_tokens":7,"audio_tokens":3},"completion_tokens_details":{"reasoning_tokens":2}}`},
-		{"reasoning", Usage{Prompt: 10, Completion: 5, Total: 15, Reasoning: 2, HasReasoning: true},
+		"reasoning": {Usage{Prompt: 10, Completion: 5, Total: 15, Reasoning: 2, HasReasoning: true},
 			`{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15,"completion_tokens_details":{"reasoning_tokens":2}}`},
-	}
-	for _, tt := range tests {
+	} {
 		if got := string(tt.u.Append([]byte("x"))); got != "x"+tt.want {
-			t.Errorf("%s: %s, want x%s", tt.name, got, tt.want)
+			t.Errorf("%s: %s, want x%s", name, got, tt.want)
 		}
 	}
 }
 
 func TestAppendChunkEnd(t *testing.T) {
-	tests := []struct {
-		finish       string
-		includeUsage bool
-		want         string
-	}{
-		{"", false, `,"finish_reason":null}]}` + "\n\n"},
-		{"", true, `,"finish_reason":null}],"usage":null}` + "\n\n"},
-		{"tool_calls", false, `,"finish_reason":"tool_calls"}]}` + "\n\n"},
-		{"stop", true, `,"finish_reason":"stop"}],"usage":null}` + "\n\n"},
-	}
-	for _, tt := range tests {
-		got := AppendChunkEnd([]byte(`data: {"choices":[{"index":0,"delta":{}`), tt.finish, tt.includeUsage)
-		if string(got) != `data: {"choices":[{"index":0,"delta":{}`+tt.want {
-			t.Errorf("AppendChunkEnd(%q, %v) = %q", tt.finish, tt.includeUsage, got)
-		}
-		if !json.Valid(got[len("data: ") : len(got)-2]) {
-			t.Errorf("not JSON: %s", got)
+	// The end of a chunk for each finish_reason, without and with usage.
+	for finish, want := range map[string][2]string{
+		"":           {`,"finish_reason":null}]}`, `,"finish_reason":null}],"usage":null}`},
+		"stop":       {`,"finish_reason":"stop"}]}`, `,"finish_reason":"stop"}],"usage":null}`},
+		"tool_calls": {`,"finish_reason":"tool_calls"}]}`, `,"finish_reason":"tool_calls"}],"usage":null}`},
+	} {
+		for i, includeUsage := range []bool{false, true} {
+			got := AppendChunkEnd([]byte(`data: {"choices":[{"index":0,"delta":{}`), finish, includeUsage)
+			if string(got) != `data: {"choices":[{"index":0,"delta":{}`+want[i]+"\n\n" {
+				t.Errorf("AppendChunkEnd(%q, %v) = %q", finish, includeUsage, got)
+			}
+			if !json.Valid(got[len("data: ") : len(got)-2]) {
+				t.Errorf("not JSON: %s", got)
+			}
 		}
 	}
 }

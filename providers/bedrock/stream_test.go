@@ -93,9 +93,7 @@ func readTranscripts(t testing.TB) []transcript {
 		encoded := encodeSource(t, src)
 		binPath := filepath.Join(sseDir, name+".eventstream")
 		if translatortest.Update() {
-			if err := os.WriteFile(binPath, encoded, 0o644); err != nil {
-				t.Fatal(err)
-			}
+			translatortest.WriteFile(t, binPath, encoded)
 		}
 		stored, err := os.ReadFile(binPath)
 		if err != nil {
@@ -131,9 +129,7 @@ func TestStreamTranscripts(t *testing.T) {
 			}
 			wantPath := filepath.Join(sseDir, tr.name+".unified.txt")
 			if translatortest.Update() {
-				if err := os.WriteFile(wantPath, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
+				translatortest.WriteFile(t, wantPath, got)
 			}
 			want, err := os.ReadFile(wantPath)
 			if err != nil {

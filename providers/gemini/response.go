@@ -184,23 +184,31 @@ type response struct {
 func readResponse(root gjson.Result) response {
 	var r response
 	root.ForEach(func(key, v gjson.Result) bool {
-		switch key.Str {
-		case "responseId":
-			r.responseID = v
-		case "modelVersion":
-			r.modelVersion = v
-		case "candidates":
-			r.candidates = v
-		case "usageMetadata":
-			r.usage = v
-		case "promptFeedback":
-			r.feedback = v
-		case "error":
-			r.err = v
+		if f := r.member(key.Str); f != nil {
+			*f = v
 		}
 		return true
 	})
 	return r
+}
+
+// member is where readResponse keeps the member named key, or nil.
+func (r *response) member(key string) *gjson.Result {
+	switch key {
+	case "responseId":
+		return &r.responseID
+	case "modelVersion":
+		return &r.modelVersion
+	case "candidates":
+		return &r.candidates
+	case "usageMetadata":
+		return &r.usage
+	case "promptFeedback":
+		return &r.feedback
+	case "error":
+		return &r.err
+	}
+	return nil
 }
 
 // readCandidate reads the fields of a candidate the translation uses, in

@@ -174,9 +174,7 @@ func TestStreamTranscripts(t *testing.T) {
 			got := generated(translate(NewStream(""), hub, nil))
 			if translatortest.Update() {
 				data := append(append(hub, translatortest.Separator+"\n"...), got...)
-				if err := os.WriteFile(path, data, 0o644); err != nil {
-					t.Fatal(err)
-				}
+				translatortest.WriteFile(t, path, data)
 				return
 			}
 			if msg := checkMessagesStream(got); msg != "" {

@@ -6,7 +6,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -71,9 +70,7 @@ func TestStreamTranscripts(t *testing.T) {
 			if translatortest.Update() {
 				sep := translatortest.Separator + "\n"
 				data := append(append(append(append(request, "\n"+sep...), hub...), sep...), got...)
-				if err := os.WriteFile(path, data, 0o644); err != nil {
-					t.Fatal(err)
-				}
+				translatortest.WriteFile(t, path, data)
 				return
 			}
 			checkEvents(t, got)

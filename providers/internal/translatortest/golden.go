@@ -42,6 +42,14 @@ func ReadFile(t testing.TB, path string) []byte {
 	return data
 }
 
+// WriteFile writes data to path (under -update) or fails the test.
+func WriteFile(t testing.TB, path string, data []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // ReadOptional returns the contents of path, or nil when it does not exist.
 func ReadOptional(t testing.TB, path string) []byte {
 	t.Helper()
@@ -87,9 +95,7 @@ func Indent(t testing.TB, data []byte) []byte {
 func CheckGolden(t testing.TB, path string, got []byte) {
 	t.Helper()
 	if *update {
-		if err := os.WriteFile(path, Indent(t, got), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		WriteFile(t, path, Indent(t, got))
 		return
 	}
 	want, err := os.ReadFile(path)
@@ -166,4 +172,13 @@ func RequestsJSON(t testing.TB, reqs []providers.Request) []byte {
 		b = append(b, '}')
 	}
 	return append(b, ']')
+}
+
+// SeedFiles adds the contents of every file in dir ending in suffix to
+// f's seed corpus; it fails when there are none.
+func SeedFiles(f *testing.F, dir, suffix string) {
+	f.Helper()
+	for _, name := range GoldenCases(f, dir, suffix) {
+		f.Add(ReadFile(f, filepath.Join(dir, name+suffix)))
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -129,10 +128,7 @@ func (r Replay) Transcripts(t *testing.T, dir string) {
 				t.Fatalf("Event: %v", err)
 			}
 			if *update {
-				data := append(append(upstream, Separator+"\n"...), got...)
-				if err := os.WriteFile(path, data, 0o644); err != nil {
-					t.Fatal(err)
-				}
+				WriteFile(t, path, append(append(upstream, Separator+"\n"...), got...))
 				return
 			}
 			CheckUnifiedStream(t, got, opts)
@@ -298,4 +294,84 @@ func ValidUnifiedStream(out []byte) string {
 func Quote(b []byte) string {
 	q, _ := json.Marshal(string(b))
 	return string(q)
+}
+
+// Bench measures a new translator (with IncludeUsage) translating the
+// whole upstream stream, cut into events by the replay's framing as the
+// gateway cuts them, Close included; ns/op divided by the number of events
+// is the cost of one.
+func (r Replay) Bench(b *testing.B, upstream []byte) {
+	framing := r.Framing
+	if framing == nil {
+		framing = providers.SSE
+	}
+	out := make([]byte, 0, 4*len(upstream))
+	b.SetBytes(int64(len(upstream)))
+	b.ReportAllocs()
+	for b.Loop() {
+		tr := r.New(providers.StreamOptions{IncludeUsage: true})
+		out = out[:0]
+		buf := upstream
+		for {
+			event, rest, ok, err := framing.Cut(buf)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if !ok {
+				break
+			}
+			if out, err = tr.Event(out, event); err != nil {
+				b.Fatal(err)
+			}
+			buf = rest
+		}
+		out = tr.Close(out)
+	}
+}
+
+// BenchEvent measures tr translating event, one event of a stream, again
+// and again, after first (nil: none) has started the stream.
+func BenchEvent(b *testing.B, tr providers.StreamTranslator, first, event []byte) {
+	var out []byte
+	var err error
+	if first != nil {
+		if out, err = tr.Event(nil, first); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.SetBytes(int64(len(event)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if out, err = tr.Event(out[:0], event); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// SeedTranscripts adds the upstream stream of every transcript in dir
+// (*.txt), and whether it is translated with IncludeUsage, to f's seed
+// corpus.
+func SeedTranscripts(f *testing.F, dir string) {
+	f.Helper()
+	for _, path := range Transcripts(f, dir, ".txt") {
+		upstream, _, opts := ReadTranscript(f, path)
+		f.Add(upstream, opts.IncludeUsage)
+	}
+}
+
+// Fuzz feeds arbitrary bytes (and include_usage either way), cut by the
+// replay's framing, through a new translator and checks that what comes
+// out is a well-formed unified stream (see ValidUnifiedStream).
+func (r Replay) Fuzz(f *testing.F) {
+	f.Fuzz(func(t *testing.T, upstream []byte, includeUsage bool) {
+		out, err := r.Translate(providers.StreamOptions{IncludeUsage: includeUsage}, upstream, nil)
+		if err != nil {
+			// The gateway ends the stream with its own error here; what
+			// was written so far must still be well-formed events.
+			out = append(out, "data: {\"error\":{}}\n\n"...)
+		}
+		if msg := ValidUnifiedStream(out); msg != "" {
+			t.Fatalf("%s\nupstream: %q\nunified:\n%s", msg, upstream, out)
+		}
+	})
 }

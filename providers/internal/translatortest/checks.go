@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/modelgate/modelgate/providers"
 )
 
@@ -91,4 +93,48 @@ func CommonRequestErrors(t *testing.T, c providers.Chat, model string) {
 			ChatRequestError(t, c, req+","+tt.extra+"}", model, tt.param, tt.code)
 		})
 	}
+}
+
+// FuzzChatRequest fuzzes request, a translator's ChatRequest for the
+// provider's model, with bodies: every body providers.ValidateChat
+// accepts translates into valid JSON or fails with a 4xx
+// *providers.Error (see CheckFuzzedRequest).
+func FuzzChatRequest(f *testing.F, request func(body []byte) (providers.Request, error)) {
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if _, err := providers.ValidateChat(body); err != nil {
+			return
+		}
+		req, err := request(body)
+		CheckFuzzedRequest(t, body, req, err)
+	})
+}
+
+// CheckFuzzedRequest checks what a translator made of a body
+// providers.ValidateChat accepted: a request whose body is valid JSON, or
+// a 4xx *providers.Error. It reports whether there is a request.
+func CheckFuzzedRequest(t testing.TB, body []byte, req providers.Request, err error) bool {
+	t.Helper()
+	if err != nil {
+		var e *providers.Error
+		if !errors.As(err, &e) || e.Status < 400 || e.Status >= 500 {
+			t.Fatalf("ChatRequest error %v is not a 4xx *providers.Error", err)
+		}
+		return false
+	}
+	if !gjson.ValidBytes(req.Body) || !json.Valid(req.Body) {
+		t.Fatalf("invalid JSON for %s:\n%s", body, req.Body)
+	}
+	return true
+}
+
+// FuzzChatResponse fuzzes response, a translator's ChatResponse: any
+// answer body translates into valid JSON or fails with an error, never a
+// panic.
+func FuzzChatResponse(f *testing.F, response func(body []byte) ([]byte, error)) {
+	f.Fuzz(func(t *testing.T, body []byte) {
+		out, err := response(body)
+		if err == nil && !json.Valid(out) {
+			t.Fatalf("invalid JSON for %s:\n%s", body, out)
+		}
+	})
 }
