@@ -2,6 +2,7 @@ package providers
 
 import (
 	"bytes"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 
@@ -161,6 +162,31 @@ func (c *JSONCompactor) Append(dst []byte, piece string) ([]byte, bool) {
 	return append(dst, piece[start:]...), start > 0
 }
 
+// Compact is Append for a caller that can use piece itself when it holds
+// no whitespace to leave out: only then, it reports false and appends
+// nothing. Otherwise it appends piece without that whitespace to dst and
+// reports true.
+func (c *JSONCompactor) Compact(dst []byte, piece string) ([]byte, bool) {
+	i := c.firstSpace(piece)
+	if i < 0 {
+		return dst, false
+	}
+	dst = slices.Grow(dst, len(piece)-1) // room for all of it at once
+	dst, _ = c.Append(append(dst, piece[:i]...), piece[i+1:])
+	return dst, true
+}
+
+// firstSpace follows s up to its first whitespace outside strings and
+// returns its index, or follows all of s and returns -1.
+func (c *JSONCompactor) firstSpace(s string) int {
+	for i := 0; i < len(s); i++ {
+		if ch := s[i]; c.scan.Outside(ch) && isSpace(ch) {
+			return i
+		}
+	}
+	return -1
+}
+
 // AppendCompactJSON appends raw, which must be valid JSON, to dst without
 // insignificant whitespace.
 func AppendCompactJSON(dst []byte, raw string) []byte {
@@ -174,13 +200,12 @@ func AppendCompactJSON(dst []byte, raw string) []byte {
 // none.
 func CompactJSON(raw string) string {
 	var c JSONCompactor
-	for i := 0; i < len(raw); i++ {
-		if ch := raw[i]; c.scan.Outside(ch) && isSpace(ch) {
-			out, _ := c.Append(append(make([]byte, 0, len(raw)), raw[:i]...), raw[i+1:])
-			return string(out)
-		}
+	i := c.firstSpace(raw)
+	if i < 0 {
+		return raw
 	}
-	return raw
+	out, _ := c.Append(append(make([]byte, 0, len(raw)), raw[:i]...), raw[i+1:])
+	return string(out)
 }
 
 // AppendRawString appends v when it is a JSON string (copying its raw,

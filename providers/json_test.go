@@ -222,6 +222,24 @@ func TestCompactJSON(t *testing.T) {
 			if string(out) != tt.want || changed != (tt.in != tt.want) {
 				t.Fatalf("%q in pieces of %d: %s (changed %v)", tt.in, size, out, changed)
 			}
+			// Compact: a piece without whitespace to leave out stands
+			// for itself.
+			var cc JSONCompactor
+			out = out[:0]
+			for i := 0; i < len(tt.in); i += size {
+				piece := tt.in[i:min(i+size, len(tt.in))]
+				compacted, ch := cc.Compact(nil, piece)
+				if !ch {
+					if len(compacted) != 0 {
+						t.Fatalf("Compact(%q) appended %q without a change", piece, compacted)
+					}
+					compacted = []byte(piece)
+				}
+				out = append(out, compacted...)
+			}
+			if string(out) != tt.want {
+				t.Fatalf("%q in pieces of %d through Compact: %s", tt.in, size, out)
+			}
 		}
 	}
 	// Without whitespace, the same string, not a copy.

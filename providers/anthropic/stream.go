@@ -157,14 +157,13 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 				return dst, nil
 			}
 			var changed bool
-			s.scratch, changed = t.compact.Append(s.scratch[:0], part.Str)
+			if s.scratch, changed = t.compact.Compact(s.scratch[:0], part.Str); !changed {
+				return s.input(dst, t, part.Raw), nil
+			}
 			if len(s.scratch) == 0 {
 				return dst, nil // only whitespace
 			}
-			if changed {
-				return s.input(dst, t, string(providers.AppendString(nil, string(s.scratch)))), nil
-			}
-			return s.input(dst, t, part.Raw), nil
+			return s.input(dst, t, string(providers.AppendString(nil, string(s.scratch)))), nil
 		case "thinking_delta":
 			if t := s.find(v.Get("index").Int()); t != nil && t.kind == blockThinking {
 				return s.thinking(dst, t, delta.Get("thinking")), nil
