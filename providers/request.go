@@ -2,6 +2,19 @@ package providers
 
 import "github.com/tidwall/gjson"
 
+// ReadMembers calls set with each member of the JSON object body, in
+// order, and stops at the first error, which it returns: the one pass
+// over a request in which a translator records the fields it reads and
+// refuses those it cannot express.
+func ReadMembers(body []byte, set func(key string, v gjson.Result) error) error {
+	var err error
+	gjson.ParseBytes(body).ForEach(func(key, v gjson.Result) bool {
+		err = set(key.Str, v)
+		return err == nil
+	})
+	return err
+}
+
 // ChatMessage holds the fields of one unified chat message that the
 // translators read. The zero gjson.Result stands for an absent field.
 type ChatMessage struct {

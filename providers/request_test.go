@@ -1,6 +1,8 @@
 package providers
 
 import (
+	"errors"
+	"slices"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -65,5 +67,27 @@ func TestAppendStops(t *testing.T) {
 		if string(got) != want || (n > 0) != (want != "x") {
 			t.Errorf("AppendStops(%s) = %s, %d; want %s", in, got, n, want)
 		}
+	}
+}
+
+func TestReadMembers(t *testing.T) {
+	var seen []string
+	stop := errors.New("stop")
+	err := ReadMembers([]byte(`{"a":1,"b":"x","a":2,"c":null}`), func(key string, v gjson.Result) error {
+		seen = append(seen, key+"="+v.Raw)
+		if key == "c" {
+			return stop
+		}
+		return nil
+	})
+	if want := []string{"a=1", `b="x"`, "a=2", "c=null"}; err != stop || !slices.Equal(seen, want) {
+		t.Errorf("ReadMembers: %v, saw %q; want %v, %q", err, seen, stop, want)
+	}
+	seen = nil
+	if err := ReadMembers([]byte(`{"a":1,"b":2}`), func(key string, _ gjson.Result) error {
+		seen = append(seen, key)
+		return stop
+	}); err != stop || len(seen) != 1 {
+		t.Errorf("ReadMembers went on after an error: %v, saw %q", err, seen)
 	}
 }

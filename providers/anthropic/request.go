@@ -100,12 +100,7 @@ func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) 
 	}
 
 	var r request
-	var err error
-	gjson.ParseBytes(body).ForEach(func(key, v gjson.Result) bool {
-		err = r.set(key.Str, v)
-		return err == nil
-	})
-	if err != nil {
+	if err := providers.ReadMembers(body, r.set); err != nil {
 		return req, err
 	}
 

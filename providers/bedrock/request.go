@@ -83,11 +83,7 @@ func (r *request) set(key string, v gjson.Result) error {
 func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) {
 	var req providers.Request
 	var r request
-	var err error
-	gjson.ParseBytes(body).ForEach(func(key, v gjson.Result) bool {
-		err = r.set(key.Str, v)
-		return err == nil
-	})
+	err := providers.ReadMembers(body, r.set)
 	if err != nil {
 		return req, err
 	}

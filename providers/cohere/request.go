@@ -107,11 +107,7 @@ func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) 
 	req := providers.Request{Path: Path}
 
 	var r request
-	var err error
-	gjson.ParseBytes(body).ForEach(func(key, v gjson.Result) bool {
-		err = r.set(key.Str, v)
-		return err == nil
-	})
+	err := providers.ReadMembers(body, r.set)
 	if err != nil {
 		return req, err
 	}

@@ -106,11 +106,7 @@ func (r *request) set(key string, v gjson.Result) error {
 // only Anthropic's servers produce, file_id and URL document sources.
 func ToChat(body []byte) ([]byte, error) {
 	var r request
-	var err error
-	gjson.ParseBytes(body).ForEach(func(key, v gjson.Result) bool {
-		err = r.set(key.Str, v)
-		return err == nil
-	})
+	err := providers.ReadMembers(body, r.set)
 	if err != nil {
 		return nil, err
 	}
