@@ -1,6 +1,11 @@
 package providers
 
-import "github.com/modelgate/modelgate/providers/sse"
+import (
+	"strings"
+
+	"github.com/modelgate/modelgate/providers/sse"
+	"github.com/tidwall/gjson"
+)
 
 // Usage is the token counts of a unified "usage" object. The details
 // objects are written only where the provider reported them.
@@ -95,4 +100,43 @@ func AppendStreamIncomplete(dst []byte) []byte {
 		Message: "the provider's stream ended before the answer was complete",
 	}
 	return sse.AppendData(dst, e.JSON())
+}
+
+// TextJoin joins JSON strings into a unified message's content or
+// reasoning_content. While there is one, its raw JSON form is kept (no
+// copy, no escaping again); from the second on, their text is joined.
+type TextJoin struct {
+	first  gjson.Result
+	joined strings.Builder
+	n      int
+}
+
+// Add adds v, a JSON string (any other value counts as "").
+func (j *TextJoin) Add(v gjson.Result) {
+	switch j.n {
+	case 0:
+		j.first = v
+	case 1:
+		j.joined.WriteString(j.first.Str)
+		fallthrough
+	default:
+		j.joined.WriteString(v.Str)
+	}
+	j.n++
+}
+
+// Len is the number of strings added.
+func (j *TextJoin) Len() int { return j.n }
+
+// Append appends the joined text as a JSON string, or null when none was
+// added.
+func (j *TextJoin) Append(dst []byte) []byte {
+	switch j.n {
+	case 0:
+		return append(dst, "null"...)
+	case 1:
+		return AppendRawString(dst, j.first)
+	default:
+		return AppendString(dst, j.joined.String())
+	}
 }

@@ -3,6 +3,8 @@ package providers
 import (
 	"encoding/json"
 	"testing"
+
+	"github.com/tidwall/gjson"
 )
 
 func TestUsageAppend(t *testing.T) {
@@ -62,5 +64,27 @@ func TestAppendStreamIncomplete(t *testing.T) {
 	want := `xdata: {"error":{"message":"the provider's stream ended before the answer was complete","type":"server_error","param":null,"code":"stream_incomplete"}}` + "\n\n"
 	if got != want {
 		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestTextJoin(t *testing.T) {
+	for _, tt := range []struct {
+		in   []string // raw JSON values added
+		want string
+	}{
+		{nil, `null`},
+		{[]string{`"a \u00e9"`}, `"a \u00e9"`}, // one: kept as it was written
+		{[]string{`"a "`, `"b\n"`, `"c"`}, `"a b\nc"`},
+		{[]string{`""`}, `""`},
+		{[]string{`7`}, `""`},
+		{[]string{`"x"`, `null`}, `"x"`},
+	} {
+		var j TextJoin
+		for _, raw := range tt.in {
+			j.Add(gjson.Parse(raw))
+		}
+		if got := string(j.Append([]byte("x:"))); got != "x:"+tt.want || j.Len() != len(tt.in) {
+			t.Errorf("TextJoin of %q = %s (%d), want %s", tt.in, got, j.Len(), tt.want)
+		}
 	}
 }

@@ -60,9 +60,7 @@ func isJSONTool(block gjson.Result) bool {
 // of response_format tool calls, joined in order, or null when it has
 // none.
 func appendText(b []byte, content gjson.Result) []byte {
-	var first gjson.Result
-	var joined []byte
-	n := 0
+	var j providers.TextJoin
 	content.ForEach(func(_, block gjson.Result) bool {
 		var text gjson.Result
 		switch block.Get("type").Str {
@@ -76,26 +74,10 @@ func appendText(b []byte, content gjson.Result) []byte {
 		default:
 			return true
 		}
-		switch n {
-		case 0:
-			first = text
-		case 1:
-			joined = append(joined, first.Str...)
-			fallthrough
-		default:
-			joined = append(joined, text.Str...)
-		}
-		n++
+		j.Add(text)
 		return true
 	})
-	switch {
-	case n == 0:
-		return append(b, "null"...)
-	case n == 1:
-		return providers.AppendRawString(b, first)
-	default:
-		return providers.AppendString(b, string(joined))
-	}
+	return j.Append(b)
 }
 
 // jsonToolText is the input of a response_format tool call as a JSON
@@ -115,23 +97,12 @@ func jsonToolText(block gjson.Result) gjson.Result {
 // thinking_blocks keeps every block with its signature (or data), in
 // order, for the client to send back.
 func appendReasoning(b []byte, content gjson.Result) []byte {
-	var first gjson.Result
-	var joined []byte
-	texts, blocks := 0, 0
+	var texts providers.TextJoin
+	blocks := 0
 	content.ForEach(func(_, block gjson.Result) bool {
 		switch block.Get("type").Str {
 		case "thinking":
-			text := block.Get("thinking")
-			switch texts {
-			case 0:
-				first = text
-			case 1:
-				joined = append(joined, first.Str...)
-				fallthrough
-			default:
-				joined = append(joined, text.Str...)
-			}
-			texts++
+			texts.Add(block.Get("thinking"))
 			blocks++
 		case "redacted_thinking":
 			blocks++
@@ -141,13 +112,9 @@ func appendReasoning(b []byte, content gjson.Result) []byte {
 	if blocks == 0 {
 		return b
 	}
-	if texts > 0 {
+	if texts.Len() > 0 {
 		b = append(b, `,"reasoning_content":`...)
-		if texts == 1 {
-			b = providers.AppendRawString(b, first)
-		} else {
-			b = providers.AppendString(b, string(joined))
-		}
+		b = texts.Append(b)
 	}
 	b = append(b, `,"thinking_blocks":[`...)
 	n := 0
