@@ -112,6 +112,10 @@ type batchRecord struct {
 	Owner string `json:"owner"`
 	// Models limits the lines to these models (CreateParams.Models).
 	Models []string `json:"models,omitempty"`
+	// KeyID and KeyName are the key that created the batch
+	// (CreateParams), which its lines are accounted to.
+	KeyID   string `json:"key_id,omitempty"`
+	KeyName string `json:"key_name,omitempty"`
 	// Window is the completion window in effect, in milliseconds.
 	Window int64 `json:"window_ms"`
 	// Deadline is when the window ends, in Unix milliseconds: expires_at
@@ -148,6 +152,10 @@ type CreateParams struct {
 	// Models, when not empty, limits the batch to these models: those the
 	// creating key may use. Validation refuses lines for others.
 	Models []string
+	// KeyID and KeyName name the creating key, for the executor: its
+	// lines count against that key's budget and are accounted to it.
+	// Opaque to this package.
+	KeyID, KeyName string
 	// Window is how long the batch may run; the caller derives it from
 	// CompletionWindow and its own limit.
 	Window time.Duration
@@ -197,6 +205,8 @@ func (s *Store) CreateBatch(ctx context.Context, owner string, p CreateParams) (
 		},
 		Owner:    owner,
 		Models:   p.Models,
+		KeyID:    p.KeyID,
+		KeyName:  p.KeyName,
 		Window:   p.Window.Milliseconds(),
 		Deadline: now.Add(p.Window).UnixMilli(),
 	}

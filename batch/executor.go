@@ -33,8 +33,11 @@ type Request struct {
 	BatchID  string
 	CustomID string
 	Owner    string
-	Endpoint string
-	Body     []byte
+	// KeyID and KeyName are the key that created the batch
+	// (CreateParams); empty for batches created before they were kept.
+	KeyID, KeyName string
+	Endpoint       string
+	Body           []byte
 }
 
 // Response is the answer to a Request.
@@ -47,6 +50,10 @@ type Response struct {
 	// Body is the JSON answer: the endpoint's, or an error in OpenAI's
 	// shape.
 	Body []byte
+	// Final is set for a failure that trying again cannot mend (the
+	// answer said x-should-retry: false, as a spent budget's 429 does):
+	// the runner does not retry it, whatever its status.
+	Final bool
 }
 
 // Settings are the engine's knobs, read from the live config on every poll,

@@ -225,7 +225,8 @@ func (pr *partRun) release(lv Live, cause error) error {
 // answer; it then runs again later (or is reported as cancelled/expired).
 func (r *Runner) runLine(ctx context.Context, lv Live, log *zap.Logger, rec *batchRecord, idx int, line []byte) (result, bool) {
 	fields := gjson.GetManyBytes(line, "custom_id", "body")
-	req := Request{BatchID: rec.ID, CustomID: fields[0].Str, Owner: rec.Owner, Endpoint: rec.Endpoint, Body: []byte(fields[1].Raw)}
+	req := Request{BatchID: rec.ID, CustomID: fields[0].Str, Owner: rec.Owner, KeyID: rec.KeyID, KeyName: rec.KeyName,
+		Endpoint: rec.Endpoint, Body: []byte(fields[1].Raw)}
 	prov := r.providerLimiter(r.provider(lv, rec.Endpoint, req.Body), lv.Settings.PerProvider)
 
 	var resp Response
@@ -247,7 +248,7 @@ func (r *Runner) runLine(ctx context.Context, lv Live, log *zap.Logger, rec *bat
 		}
 		// An answer is kept even when the part was stopped meanwhile: it
 		// is finished work, and dropping it would send it upstream again.
-		if !retryable(resp.Status) || attempt == lv.Settings.MaxRetries {
+		if resp.Final || !retryable(resp.Status) || attempt == lv.Settings.MaxRetries {
 			break
 		}
 		if ctx.Err() != nil {

@@ -15,23 +15,33 @@ import (
 // written into the access log entry and its placeholders, and handed to
 // the limits, budgets and usage accounting.
 
-// accountant is the app's guard: it admits calls and settles them.
+// accountant is the app's guard: it admits calls (quota.go) and settles
+// them.
 type accountant struct {
 	app *App
 }
 
-// admit admits every call (limits and budgets come with the quota
-// engine) and settles what it used.
-func (ac accountant) admit(_ http.ResponseWriter, _ *http.Request, key *Key, c *call, _ []target) (func(http.ResponseWriter, *http.Request, *meter), bool) {
+// admit admits a call by its key's and owner's limits and budgets (a
+// refusal is answered here) and returns what settles it.
+func (ac accountant) admit(w http.ResponseWriter, r *http.Request, key *Key, c *call, targets []target) (func(http.ResponseWriter, *http.Request, *meter), bool) {
+	ad, ok := ac.app.admitQuota(w, r, key, c, targets)
+	if !ok {
+		return nil, false
+	}
 	return func(w http.ResponseWriter, r *http.Request, m *meter) {
+		var cost pricing.Money
+		var priced bool
 		if m != nil {
-			ac.settle(r, key, c, m)
+			cost, priced = ac.settle(r, key, c, m)
+			ac.app.recordUsage(key, m, ad, cost, priced)
 		}
+		ad.done(r.Context(), m, cost, priced)
 	}, true
 }
 
-// settle prices what a call used and reports it.
-func (ac accountant) settle(r *http.Request, key *Key, c *call, m *meter) {
+// settle prices what a call used and reports it in the metrics, the access
+// log entry and the placeholders.
+func (ac accountant) settle(r *http.Request, key *Key, c *call, m *meter) (pricing.Money, bool) {
 	p := m.provider
 	u := m.usage.pricing()
 	cost, priced := pricing.Money(0), false
@@ -71,6 +81,7 @@ func (ac accountant) settle(r *http.Request, key *Key, c *call, m *meter) {
 	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
 		m.placeholders(func(k string, v any) { repl.Set(k, v) }, costText, priced)
 	}
+	return cost, priced
 }
 
 // pricing is the usage as the price table reads it.

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -14,7 +15,9 @@ import (
 	"github.com/modelgate/modelgate/batch"
 	"github.com/modelgate/modelgate/keys"
 	"github.com/modelgate/modelgate/pricing"
+	"github.com/modelgate/modelgate/quota"
 	"github.com/modelgate/modelgate/state"
+	"github.com/modelgate/modelgate/usage"
 )
 
 func init() {
@@ -103,6 +106,10 @@ type App struct {
 	stopShared  func()
 	health      *health
 
+	quota        *quota.Quota    // limits and budgets, on state
+	standbyQuota *quota.Quota    // on an in-process state, while a shared one is unreachable
+	usage        *usage.Recorder // the usage records, in storage
+
 	ctx    caddy.Context
 	events *caddyevents.App
 }
@@ -163,6 +170,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.provisionState(); err != nil {
 		return err
 	}
+	if err := a.provisionQuota(); err != nil {
+		return err
+	}
 	if err := a.provisionManagedKeys(ctx); err != nil {
 		return err
 	}
@@ -206,12 +216,21 @@ func (a *App) Start() error {
 	a.runner = v.(*batch.Runner)
 	a.startKeyRefresh()
 	a.startShared()
+	a.usage.Start()
 	return nil
 }
 
 // Stop releases this config's reference to the batch runner; the last one
 // stops it, after each running part has written its finished results.
 func (a *App) Stop() error {
+	if a.usage != nil {
+		// What was counted since the last flush is written now.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := a.usage.Stop(ctx); err != nil {
+			a.logger.Error("writing the usage records", zap.Error(err))
+		}
+		cancel()
+	}
 	if a.stopShared != nil {
 		a.stopShared()
 		a.stopShared = nil

@@ -219,7 +219,7 @@ func (a *App) batchEvent(name, owner string, b batch.Batch) {
 // run requests through it as the batch runner does.
 func (a *App) BatchExecutor() batch.Executor {
 	if a.batchExec == nil {
-		a.batchExec = &batchExecutor{dispatch: a.dispatch, log: a.logger.Named("batch"), scan: a.scanExposure}
+		a.batchExec = &batchExecutor{dispatch: a.dispatch, log: a.logger.Named("batch"), scan: a.scanExposure, lineKey: a.batchLineKey}
 	}
 	return a.batchExec
 }
@@ -231,6 +231,25 @@ type batchExecutor struct {
 	dispatch *dispatcher
 	log      *zap.Logger
 	scan     func(where, query string, body []byte, by string)
+	// lineKey is the key a line is accounted to: the batch's creator.
+	lineKey func(req batch.Request) *Key
+}
+
+// batchLineKey is the key a batch line counts against: the key that
+// created the batch, with its limits and budget as they are now (a managed
+// key deleted since keeps only the configured policy), else — for batches
+// from before keys were kept — none, and only the owner counts.
+func (a *App) batchLineKey(req batch.Request) *Key {
+	k := &Key{Name: req.KeyName, ID: req.KeyID, Owner: req.Owner}
+	switch {
+	case req.KeyID != "" && a.managed != nil:
+		if mk, ok := a.managed.LookupID(req.KeyID); ok {
+			k.Limits, k.Budget = mk.Limits, mk.Budget
+		}
+	case req.KeyName == "":
+		k.Name, k.ID = "", ""
+	}
+	return k
 }
 
 // batchEndpoints are the endpoints batches run, by path.
@@ -305,13 +324,22 @@ func (e batchExecutor) Do(ctx context.Context, req batch.Request) (resp batch.Re
 		log.Error("batch request panicked", zap.String("panic", fmt.Sprint(v)))
 		resp = batchError(http.StatusInternalServerError, "server_error", "the gateway failed on this request")
 	}()
+	// The line is its creator's: its usage is accounted to that key and
+	// owner, and it counts against their budgets (not their rate limits:
+	// the batch engine paces itself). Its models were checked when the
+	// batch was created.
+	var key *Key
+	if e.lineKey != nil {
+		key = e.lineKey(req)
+		r = r.WithContext(context.WithValue(r.Context(), batchLineKey{}, true))
+	}
 	switch req.Endpoint {
 	case batch.EndpointChat:
-		e.dispatch.chat(rec, r, req.Body, nil, log)
+		e.dispatch.chat(rec, r, req.Body, key, log)
 	case batch.EndpointEmbeddings:
-		e.dispatch.embeddings(rec, r, req.Body, nil, log)
+		e.dispatch.embeddings(rec, r, req.Body, key, log)
 	default:
-		e.dispatch.rerank(rec, r, req.Body, nil, log)
+		e.dispatch.rerank(rec, r, req.Body, key, log)
 	}
 	if ctx.Err() != nil {
 		return batch.Response{} // stopped: no answer
@@ -321,6 +349,7 @@ func (e batchExecutor) Do(ctx context.Context, req batch.Request) (resp batch.Re
 		RequestID:  rec.header.Get("X-Request-Id"),
 		RetryAfter: retryAfter(rec.header, time.Now()),
 		Body:       rec.buf.Bytes(),
+		Final:      rec.header.Get("X-Should-Retry") == "false",
 	}
 }
 

@@ -97,10 +97,14 @@ func (h *Handler) createBatch(w http.ResponseWriter, r *http.Request, who string
 		return
 	}
 	window = min(window, time.Duration(h.app.Batch.CompletionWindow))
-	b, err := h.app.store.CreateBatch(r.Context(), who, batch.CreateParams{
+	params := batch.CreateParams{
 		InputFileID: in.InputFileID, Endpoint: in.Endpoint, CompletionWindow: in.CompletionWindow,
-		Metadata: in.Metadata, Window: window, Models: requestKey(r).models(),
-	})
+		Metadata: in.Metadata, Window: window,
+	}
+	if k := requestKey(r); k != nil {
+		params.Models, params.KeyID, params.KeyName = k.Models, k.ID, k.Name
+	}
+	b, err := h.app.store.CreateBatch(r.Context(), who, params)
 	if err == nil {
 		h.logger.Info("batch created", zap.String("batch_id", b.ID), zap.String("input_file_id", b.InputFileID))
 		h.app.batchEvent("batch_submitted", who, b)

@@ -7,6 +7,8 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/modelgate/modelgate/keys"
+	"github.com/modelgate/modelgate/pricing"
+	"github.com/modelgate/modelgate/quota"
 )
 
 // LimitsConfig sets the rate limits and budgets of keys and owners
@@ -28,6 +30,51 @@ type LimitsConfig struct {
 
 	// Owners are the policies of owners (teams), by name.
 	Owners map[string]*keys.Policy `json:"owners,omitempty"`
+
+	// AllowUnpriced lets keys and owners with a budget use models the
+	// price table has no price for; their requests then count nothing
+	// against the budget (they are recorded as unpriced). Default: such
+	// requests are refused (403 model_not_priced), since a budget could
+	// not count what they spend.
+	AllowUnpriced bool `json:"allow_unpriced,omitempty"`
+
+	parsed map[keys.Budget]quota.Budget // the configured budgets, parsed
+}
+
+// allowUnpriced reports whether budgeted keys may use unpriced models.
+func (lc *LimitsConfig) allowUnpriced() bool { return lc != nil && lc.AllowUnpriced }
+
+// provision parses the configured budgets once.
+func (lc *LimitsConfig) provision() error {
+	if lc == nil {
+		return nil
+	}
+	lc.parsed = make(map[keys.Budget]quota.Budget)
+	add := func(p *keys.Policy) error {
+		if p == nil || p.Budget == nil {
+			return nil
+		}
+		amount, err := pricing.ParseMoney(p.Budget.USD)
+		if err != nil {
+			return fmt.Errorf("limits: budget %q: %v", p.Budget.USD, err)
+		}
+		lc.parsed[*p.Budget] = quota.Budget{Amount: amount, Period: quota.Period(p.Budget.Period)}
+		return nil
+	}
+	for _, p := range append([]*keys.Policy{lc.Key, lc.Owner}, append(mapValues(lc.Keys), mapValues(lc.Owners)...)...) {
+		if err := add(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func mapValues(m map[string]*keys.Policy) []*keys.Policy {
+	out := make([]*keys.Policy, 0, len(m))
+	for _, p := range m {
+		out = append(out, p)
+	}
+	return out
 }
 
 // keyPolicy is the policy that applies to key: its own (a managed key's),
@@ -105,6 +152,7 @@ func (lc *LimitsConfig) validate() error {
 //	limits {
 //	    key   [<static key name>] [rpm <n>] [tpm <n>] [concurrent <n>] [budget <usd> day|month|total]
 //	    owner [<owner>]           [rpm <n>] [tpm <n>] [concurrent <n>] [budget <usd> day|month|total]
+//	    allow_unpriced
 //	}
 //
 // A line without a name sets the default for keys (or owners). rpm is also
@@ -115,8 +163,15 @@ func (lc *LimitsConfig) unmarshalLimits(d *caddyfile.Dispenser) error {
 	}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		scope := d.Val()
+		if scope == "allow_unpriced" {
+			if d.NextArg() {
+				return d.ArgErr()
+			}
+			lc.AllowUnpriced = true
+			continue
+		}
 		if scope != "key" && scope != "owner" {
-			return d.Errf("limits: %q is not key or owner", scope)
+			return d.Errf("limits: %q is not key, owner or allow_unpriced", scope)
 		}
 		args := d.RemainingArgs()
 		name := ""

@@ -27,7 +27,9 @@ func TestUnmarshalLimits(t *testing.T) {
 			`"owners":{"research":{"limits":{"concurrent_requests":20},"budget":{"usd":"5","period":"day"}}}}`},
 		{name: "budget only", block: "limits {\n key budget 0.5 total\n}", want: `{"key":{"budget":{"usd":"0.5","period":"total"}}}`},
 		{name: "argument after limits", block: "limits x {\n}", err: true, want: "wrong argument count"},
-		{name: "unknown scope", block: "limits {\n team a rpm 1\n}", err: true, want: `"team" is not key or owner`},
+		{name: "unknown scope", block: "limits {\n team a rpm 1\n}", err: true, want: `"team" is not key, owner or allow_unpriced`},
+		{name: "allow_unpriced", block: "limits {\n allow_unpriced\n owner budget 5 day\n}", want: `{"owner":{"budget":{"usd":"5","period":"day"}},"allow_unpriced":true}`},
+		{name: "allow_unpriced with a value", block: "limits {\n allow_unpriced yes\n}", err: true, want: "wrong argument count"},
 		{name: "nothing set", block: "limits {\n key ci\n}", err: true, want: "no limit or budget given"},
 		{name: "unknown setting", block: "limits {\n key ci rpm 1 rps 2\n}", err: true, want: `unknown setting "rps"`},
 		{name: "missing value", block: "limits {\n key rpm\n}", err: true, want: "rpm needs 1 value"},
@@ -36,6 +38,7 @@ func TestUnmarshalLimits(t *testing.T) {
 		{name: "fraction", block: "limits {\n key rpm 1.5\n}", err: true, want: "not a whole number"},
 		{name: "bad amount", block: "limits {\n key budget $5 month\n}", err: true, want: "budget.usd"},
 		{name: "too many places", block: "limits {\n key budget 0.0000001 month\n}", err: true, want: "budget.usd"},
+		{name: "zero budget", block: "limits {\n key budget 0.00 day\n}", err: true, want: "must be more than 0"},
 		{name: "bad period", block: "limits {\n owner budget 5 week\n}", err: true, want: "budget.period"},
 		{name: "default twice", block: "limits {\n key rpm 1\n key tpm 2\n}", err: true, want: "limits key (the default) is given twice"},
 		{name: "name twice", block: "limits {\n owner a rpm 1\n owner a rpm 2\n}", err: true, want: "limits owner a is given twice"},
@@ -122,4 +125,30 @@ func TestLimitsPolicyOrder(t *testing.T) {
 			}
 		})
 	}
+}
+
+func FuzzParsePolicy(f *testing.F) {
+	for _, s := range []string{"rpm 60 tpm 1000", "budget 25 month", "concurrent 2 budget 0.5 total rpm 1", "rpm", "budget 5", "rpm -1", "x 1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, line string) {
+		p, err := parsePolicy(strings.Fields(line))
+		if err != nil {
+			return
+		}
+		// What is accepted is a policy a managed key could hold, and it
+		// converts to a quota budget without loss.
+		if err := keys.ValidatePolicy(p); err != nil {
+			t.Fatalf("%q accepted, but %v", line, err)
+		}
+		if p.Budget != nil {
+			lc := &LimitsConfig{Key: &p}
+			if err := lc.provision(); err != nil {
+				t.Fatalf("%q: %v", line, err)
+			}
+			if b := lc.budget(p.Budget); b.Amount <= 0 {
+				t.Fatalf("%q: budget %+v", line, b)
+			}
+		}
+	})
 }

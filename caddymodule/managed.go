@@ -117,14 +117,6 @@ func (k *Key) allows(model string) bool {
 	return false
 }
 
-// models returns the models the key is limited to; nil: every model.
-func (k *Key) models() []string {
-	if k == nil {
-		return nil
-	}
-	return k.Models
-}
-
 // modelNotAllowed is the 403 for a key limited to other models.
 func modelNotAllowed(model string) *providers.Error {
 	return &providers.Error{

@@ -29,7 +29,7 @@ func TestKeyAllows(t *testing.T) {
 		}
 	}
 	var none *Key
-	if !none.allows("x") || none.models() != nil {
+	if !none.allows("x") {
 		t.Error("a request without a key is not limited here (modelgate_auth refuses it)")
 	}
 }

@@ -57,7 +57,7 @@ var metrics = struct {
 	}, []string{"provider"}),
 	refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "caddy", Subsystem: "modelgate", Name: "limit_refusals_total",
-		Help: "Requests refused by a limit or a budget, by what refused them (requests, tokens, concurrent, budget) and whose limit it was (key, owner).",
+		Help: "Requests refused by a limit or a budget, by what refused them (requests, tokens, concurrent, budget, unpriced: an unpriced model under a budget) and whose limit it was (key, owner).",
 	}, []string{"limit", "scope"}),
 }
 

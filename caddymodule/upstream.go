@@ -225,7 +225,11 @@ func unreachable(name string, err error, tooLarge bool) *providers.Error {
 	return e
 }
 
-// clientHeaders are the provider response headers a client may see.
+// clientHeaders are the provider response headers a client may see. A
+// provider's own rate-limit headers (x-ratelimit-*, anthropic-ratelimit-*)
+// are not among them: they tell of the gateway's account with the
+// provider, shared by every key and only one of the targets, not of the
+// client's limits — those the gateway sets itself (quota.go).
 var clientHeaders = []string{"X-Request-Id", "Openai-Processing-Ms", "Retry-After", "Retry-After-Ms"}
 
 // copyClientHeaders copies the allow-listed provider headers; Anthropic's
@@ -238,11 +242,6 @@ func copyClientHeaders(dst, src http.Header) {
 	}
 	if v := src["Request-Id"]; len(v) > 0 && len(dst["X-Request-Id"]) == 0 {
 		dst["X-Request-Id"] = v
-	}
-	for k, v := range src {
-		if strings.HasPrefix(k, "X-Ratelimit-") {
-			dst[k] = v
-		}
 	}
 }
 

@@ -111,6 +111,16 @@ func (m *Manager) Lookup(digest [32]byte) (Key, bool) {
 	return e.key, true
 }
 
+// LookupID returns the key id from the in-memory index, as Lookup does by
+// digest (expired keys included: a batch its key created runs on).
+func (m *Manager) LookupID(id string) (Key, bool) {
+	e := m.idx.Load().byID[id]
+	if e == nil {
+		return Key{}, false
+	}
+	return e.key, true
+}
+
 // Reload reads the key id from storage into the index at once: added or
 // updated when its record is there, removed when it is gone. Another
 // instance's Changed leads here; Refresh remains the safety net that

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"strings"
 )
 
 // Limits are a key's own rate limits; a zero field is "no limit of this
@@ -51,6 +52,9 @@ func ValidatePolicy(p Policy) error {
 	if b := p.Budget; b != nil {
 		if !usdPattern.MatchString(b.USD) {
 			return &InvalidError{Param: "budget.usd", Message: fmt.Sprintf("budget.usd %q is not an amount of dollars such as 25 or 0.50", b.USD)}
+		}
+		if strings.Trim(b.USD, "0.") == "" {
+			return &InvalidError{Param: "budget.usd", Message: "budget.usd must be more than 0 (to stop a key, delete it)"}
 		}
 		switch b.Period {
 		case "day", "month", "total":

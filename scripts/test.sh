@@ -11,7 +11,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-FUZZTIME=${FUZZTIME:-5s}
 export NO_PROXY=127.0.0.1,localhost,::1 no_proxy=127.0.0.1,localhost,::1
 export GOFLAGS=${GOFLAGS:--buildvcs=false}
 
@@ -38,12 +37,24 @@ fi
 step "go vet"
 go vet ./...
 
-step "fuzz targets, $FUZZTIME each"
+# Every target gets an equal share of FUZZ_BUDGET seconds (at least 2 s), so
+# the step stays within its budget as targets multiply; FUZZTIME, when set,
+# gives each target that long instead.
+targets=()
 for pkg in $(go list ./...); do
 	for target in $(go test -list '^Fuzz' "$pkg" | grep '^Fuzz' || true); do
-		echo "-- $pkg $target"
-		go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$pkg"
+		targets+=("$pkg $target")
 	done
+done
+if [ -z "${FUZZTIME:-}" ]; then
+	per=$(( ${FUZZ_BUDGET:-150} / ${#targets[@]} ))
+	FUZZTIME="$(( per < 2 ? 2 : per ))s"
+fi
+step "fuzz targets: ${#targets[@]}, $FUZZTIME each"
+for t in "${targets[@]}"; do
+	pkg=${t% *} target=${t#* }
+	echo "-- $pkg $target"
+	go test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$pkg"
 done
 
 step "xcaddy build"

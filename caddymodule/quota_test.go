@@ -1,0 +1,113 @@
+package caddymodule
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/modelgate/modelgate/keys"
+	"github.com/modelgate/modelgate/pricing"
+	"github.com/modelgate/modelgate/providers/openai"
+	"github.com/modelgate/modelgate/quota"
+)
+
+func TestEstimateInputTokens(t *testing.T) {
+	png := "data:image/png;base64," + strings.Repeat("iVBORw0KGgo", 200)
+	for _, tc := range []struct {
+		name string
+		body string
+		want int64
+	}{
+		{"text", `{"model":"a-very-long-model-name-that-is-not-counted","messages":[{"role":"user","content":"four"}]}`, 1 + 1}, // "user", "four"
+		{"nothing", `{}`, 0},
+		{"an image counts as one", `{"messages":[{"content":[{"type":"image_url","image_url":{"url":"` + png + `"}}]}]}`, imageTokens + 3}, // and "image_url"
+		{"base64 without spaces", `{"messages":[{"content":[{"type":"image","source":{"type":"base64","data":"` + strings.Repeat("A", 5000) + `"}}]}]}`, imageTokens + 2 + 2}, // and "image", "base64"
+		{"long prose is text", `{"input":"` + strings.Repeat("word ", 1000) + `"}`, 1250},
+		{"numbers and booleans are not", `{"max_tokens":5000,"stream":true}`, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := estimateInputTokens([]byte(tc.body)); got != tc.want {
+				t.Errorf("estimate %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestEstimateCall(t *testing.T) {
+	prices, err := pricing.Load(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &App{prices: prices}
+	oa := &provider{name: "oa", typ: "openai", base: &ProviderBase{}, Endpoints: Endpoints{Chat: openai.Chat{}}}
+	mini := target{provider: oa, model: "gpt-4o-mini"}
+	big := target{provider: oa, model: "gpt-4o"}
+	unpriced := target{provider: oa, model: "my-finetune"}
+	body := []byte(`{"model":"x","max_tokens":100,"messages":[{"role":"user","content":"12345678"}]}`)
+	in := estimateInputTokens(body)
+	cost := func(model string, out int64) pricing.Money {
+		c, _ := prices.Cost("openai", model, pricing.Usage{PromptTokens: in, CompletionTokens: out})
+		return c
+	}
+	for _, tc := range []struct {
+		name    string
+		body    []byte
+		targets []target
+		tokens  int64
+		cost    pricing.Money
+		priced  bool
+	}{
+		{"max_tokens counted", body, []target{mini}, in + 100, cost("gpt-4o-mini", 100), true},
+		{"the dearest target", body, []target{mini, big}, in + 100, cost("gpt-4o", 100), true},
+		{"an unpriced target", body, []target{big, unpriced}, in + 100, cost("gpt-4o", 100), false},
+		{"without max_tokens: the allowance, for cost only", []byte(`{"messages":[{"role":"user","content":"12345678"}]}`), []target{mini},
+			in, cost("gpt-4o-mini", outputAllowance), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := a.estimateCall(&call{endpoint: endpointChat, body: tc.body}, tc.targets)
+			if e.tokens != tc.tokens || e.cost != tc.cost || e.priced != tc.priced {
+				t.Errorf("estimate %+v, want tokens %d cost %v priced %v", e, tc.tokens, tc.cost, tc.priced)
+			}
+		})
+	}
+}
+
+func TestSubjects(t *testing.T) {
+	lc := &LimitsConfig{
+		Key:    &keys.Policy{Limits: &keys.Limits{RequestsPerMinute: 10}},
+		Owners: map[string]*keys.Policy{"team": {Budget: &keys.Budget{USD: "2.5", Period: "day"}}},
+	}
+	if err := lc.provision(); err != nil {
+		t.Fatal(err)
+	}
+	a := &App{Limits: lc}
+	s := a.subjects(&Key{Name: "ci", Owner: "team"})
+	if s.Key.ID != "static:ci" || s.Key.Limits.RequestsPerMinute != 10 || s.Owner.ID != "team" ||
+		s.Owner.Budget != (quota.Budget{Amount: 2_500_000_000, Period: quota.Day}) || !enforced(&s) || !budgeted(&s) {
+		t.Errorf("static key: %+v", s)
+	}
+	own := &Key{Name: "m", ID: "key_1", Owner: "other", Budget: &keys.Budget{USD: "0.000001", Period: "total"}}
+	s = a.subjects(own)
+	if s.Key.ID != "key_1" || s.Key.Budget.Amount != 1000 || s.Owner.Budget.Amount != 0 {
+		t.Errorf("managed key: %+v", s)
+	}
+	if s := (&App{}).subjects(&Key{Name: "x", Owner: "x"}); enforced(&s) {
+		t.Errorf("nothing configured, yet %+v is enforced", s)
+	}
+}
+
+func FuzzEstimateInputTokens(f *testing.F) {
+	for _, s := range []string{`{"messages":[{"content":"hi"}]}`, `[1,"a",{"b":["c"]}]`, `"x"`, `{"a":`, ``} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		n := estimateInputTokens(body)
+		if n < 0 {
+			t.Fatalf("negative estimate %d", n)
+		}
+		if gjson.ValidBytes(body) && len(body) < 1024 && n > int64(len(body)) {
+			t.Fatalf("estimate %d for %d bytes", n, len(body))
+		}
+	})
+}
