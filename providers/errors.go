@@ -65,12 +65,18 @@ func InvalidParam(param, format string, args ...any) *Error {
 
 // Unsupported is a 400 for a field the chosen provider cannot express.
 func Unsupported(param, provider string) *Error {
+	return UnsupportedBecause(param, fmt.Sprintf("%s is not supported by provider type %s", param, provider))
+}
+
+// UnsupportedBecause is Unsupported with a message of its own, one that
+// says why the provider cannot express param or what to do instead.
+func UnsupportedBecause(param, message string) *Error {
 	return &Error{
 		Status:  http.StatusBadRequest,
 		Type:    "invalid_request_error",
 		Code:    "unsupported_parameter",
 		Param:   param,
-		Message: fmt.Sprintf("%s is not supported by provider type %s", param, provider),
+		Message: message,
 	}
 }
 
@@ -89,6 +95,34 @@ func TypeForStatus(status int) string {
 		return "server_error"
 	default:
 		return "invalid_request_error"
+	}
+}
+
+// StatusText names an HTTP status for messages: "502 Bad Gateway", or
+// "status 599" for a status without a name.
+func StatusText(status int) string {
+	if t := http.StatusText(status); t != "" {
+		return strconv.Itoa(status) + " " + t
+	}
+	return "status " + strconv.Itoa(status)
+}
+
+// ErrorTypeMessage reads the type and message of a provider's error body
+// in the shapes Anthropic and Cohere use: {"error":{"type","message"}},
+// {"error":"…"} or {"message":"…"}. A body that is not JSON (an HTML page
+// from a proxy) gives neither.
+func ErrorTypeMessage(body []byte) (typ, message string) {
+	if !ValidJSON(body) {
+		return "", ""
+	}
+	root := gjson.ParseBytes(body)
+	switch e := root.Get("error"); {
+	case e.IsObject():
+		return e.Get("type").Str, e.Get("message").Str
+	case e.Type == gjson.String:
+		return "", e.Str
+	default:
+		return "", root.Get("message").Str
 	}
 }
 

@@ -64,6 +64,19 @@ func TestInvalidParamAndUnsupported(t *testing.T) {
 			Message: "logit_bias is not supported by provider type anthropic"}); got != want {
 		t.Errorf("Unsupported = %+v, want %+v", got, want)
 	}
+	if got, want := *UnsupportedBecause("modalities", "audio output is not supported"),
+		(Error{Status: 400, Type: "invalid_request_error", Code: "unsupported_parameter", Param: "modalities",
+			Message: "audio output is not supported"}); got != want {
+		t.Errorf("UnsupportedBecause = %+v, want %+v", got, want)
+	}
+}
+
+func TestStatusText(t *testing.T) {
+	for status, want := range map[int]string{502: "502 Bad Gateway", 429: "429 Too Many Requests", 599: "status 599", 529: "status 529"} {
+		if got := StatusText(status); got != want {
+			t.Errorf("StatusText(%d) = %q, want %q", status, got, want)
+		}
+	}
 }
 
 func TestTypeForStatus(t *testing.T) {
@@ -126,5 +139,22 @@ func TestErrorFromBodyEdges(t *testing.T) {
 				t.Errorf("got %+v\nwant %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestErrorTypeMessage(t *testing.T) {
+	for body, want := range map[string][2]string{
+		`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`: {"overloaded_error", "Overloaded"},
+		`{"error":{"message":"m"}}`:           {"", "m"},
+		`{"error":"bad thing"}`:               {"", "bad thing"},
+		`{"message":"too many tokens"}`:       {"", "too many tokens"},
+		`{"error":7,"message":"m"}`:           {"", "m"},
+		`<html>502 Bad Gateway</html>`:        {"", ""},
+		`{"message":{"text":"not a string"}}`: {"", ""},
+		``:                                    {"", ""},
+	} {
+		if typ, msg := ErrorTypeMessage([]byte(body)); [2]string{typ, msg} != want {
+			t.Errorf("ErrorTypeMessage(%s) = %q, %q; want %q", body, typ, msg, want)
+		}
 	}
 }

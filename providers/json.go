@@ -2,6 +2,7 @@ package providers
 
 import (
 	"bytes"
+	"slices"
 	"strconv"
 	"unicode/utf8"
 
@@ -107,4 +108,128 @@ func tooDeep(b []byte, limit int) bool {
 		}
 	}
 	return false
+}
+
+// JSONScan follows JSON text byte by byte, as it may arrive in pieces,
+// telling the bytes outside strings from those inside. Its zero value is
+// at the start of the text.
+type JSONScan struct {
+	inString, escaped bool
+}
+
+// Outside reports whether c, the next byte of the text, stands outside
+// every string; a string's quotes count as inside it.
+func (s *JSONScan) Outside(c byte) bool {
+	switch {
+	case s.inString:
+		switch {
+		case s.escaped:
+			s.escaped = false
+		case c == '\\':
+			s.escaped = true
+		case c == '"':
+			s.inString = false
+		}
+		return false
+	case c == '"':
+		s.inString = true
+		return false
+	}
+	return true
+}
+
+// isSpace reports whether c is JSON's insignificant whitespace.
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+// JSONCompactor removes insignificant whitespace from JSON text that may
+// arrive in pieces (a streamed tool input): it carries whether the
+// previous piece ended inside a string. Its zero value is at the start of
+// the text.
+type JSONCompactor struct {
+	scan JSONScan
+}
+
+// Append appends piece to dst without the whitespace outside strings and
+// reports whether it left any out.
+func (c *JSONCompactor) Append(dst []byte, piece string) ([]byte, bool) {
+	start := 0
+	for i := 0; i < len(piece); i++ {
+		if ch := piece[i]; c.scan.Outside(ch) && isSpace(ch) {
+			dst = append(dst, piece[start:i]...)
+			start = i + 1
+		}
+	}
+	return append(dst, piece[start:]...), start > 0
+}
+
+// Compact is Append for a caller that can use piece itself when it holds
+// no whitespace to leave out: only then, it reports false and appends
+// nothing. Otherwise it appends piece without that whitespace to dst and
+// reports true.
+func (c *JSONCompactor) Compact(dst []byte, piece string) ([]byte, bool) {
+	i := c.firstSpace(piece)
+	if i < 0 {
+		return dst, false
+	}
+	dst = slices.Grow(dst, len(piece)-1) // room for all of it at once
+	dst, _ = c.Append(append(dst, piece[:i]...), piece[i+1:])
+	return dst, true
+}
+
+// firstSpace follows s up to its first whitespace outside strings and
+// returns its index, or follows all of s and returns -1.
+func (c *JSONCompactor) firstSpace(s string) int {
+	for i := 0; i < len(s); i++ {
+		if ch := s[i]; c.scan.Outside(ch) && isSpace(ch) {
+			return i
+		}
+	}
+	return -1
+}
+
+// AppendCompactJSON appends raw, which must be valid JSON, to dst without
+// insignificant whitespace.
+func AppendCompactJSON(dst []byte, raw string) []byte {
+	var c JSONCompactor
+	dst, _ = c.Append(dst, raw)
+	return dst
+}
+
+// CompactJSON returns raw, which must be valid JSON, without insignificant
+// whitespace. It returns raw itself, without allocating, when there is
+// none.
+func CompactJSON(raw string) string {
+	var c JSONCompactor
+	i := c.firstSpace(raw)
+	if i < 0 {
+		return raw
+	}
+	out, _ := c.Append(append(make([]byte, 0, len(raw)), raw[:i]...), raw[i+1:])
+	return string(out)
+}
+
+// AppendRawString appends v when it is a JSON string (copying its raw,
+// already escaped form) and "" otherwise.
+func AppendRawString(dst []byte, v gjson.Result) []byte {
+	if v.Type == gjson.String {
+		return append(dst, v.Raw...)
+	}
+	return append(dst, `""`...)
+}
+
+// IsBool reports whether v is a JSON boolean.
+func IsBool(v gjson.Result) bool { return v.Type == gjson.True || v.Type == gjson.False }
+
+// IsInt reports whether v is a JSON number written as an integer: no
+// fraction, no exponent.
+func IsInt(v gjson.Result) bool {
+	if v.Type != gjson.Number {
+		return false
+	}
+	for _, c := range v.Raw {
+		if c == '.' || c == 'e' || c == 'E' {
+			return false
+		}
+	}
+	return true
 }

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+	"unsafe"
+
+	"github.com/tidwall/gjson"
 )
 
 func TestAppendString(t *testing.T) {
@@ -186,6 +189,110 @@ func BenchmarkTooDeep(b *testing.B) {
 	for b.Loop() {
 		if tooDeep(body, MaxDepth) {
 			b.Fatal("too deep")
+		}
+	}
+}
+
+func TestCompactJSON(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{`{}`, `{}`},
+		{` { "a" : [ 1 , 2 ] } `, `{"a":[1,2]}`},
+		{"{\n\t\"a b\": \"c  d\"\r}", `{"a b":"c  d"}`},
+		{`{"q": "say \"hi there\""}`, `{"q":"say \"hi there\""}`},
+		{`{"k\\": " v "}`, `{"k\\":" v "}`},
+		{`{ "a" : [1, 2,  {"b c":"d \" e\\"} ],` + "\n\t" + `"f": "x y" }`, `{"a":[1,2,{"b c":"d \" e\\"}],"f":"x y"}`},
+	}
+	for _, tt := range tests {
+		if got := CompactJSON(tt.in); got != tt.want {
+			t.Errorf("CompactJSON(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+		if got := string(AppendCompactJSON([]byte("x:"), tt.in)); got != "x:"+tt.want {
+			t.Errorf("AppendCompactJSON(%q) = %q, want x:%q", tt.in, got, tt.want)
+		}
+		// The same in pieces of every size.
+		for size := 1; size <= len(tt.in); size++ {
+			var c JSONCompactor
+			var out []byte
+			changed := false
+			for i := 0; i < len(tt.in); i += size {
+				var ch bool
+				out, ch = c.Append(out, tt.in[i:min(i+size, len(tt.in))])
+				changed = changed || ch
+			}
+			if string(out) != tt.want || changed != (tt.in != tt.want) {
+				t.Fatalf("%q in pieces of %d: %s (changed %v)", tt.in, size, out, changed)
+			}
+			// Compact: a piece without whitespace to leave out stands
+			// for itself.
+			var cc JSONCompactor
+			out = out[:0]
+			for i := 0; i < len(tt.in); i += size {
+				piece := tt.in[i:min(i+size, len(tt.in))]
+				compacted, ch := cc.Compact(nil, piece)
+				if !ch {
+					if len(compacted) != 0 {
+						t.Fatalf("Compact(%q) appended %q without a change", piece, compacted)
+					}
+					compacted = []byte(piece)
+				}
+				out = append(out, compacted...)
+			}
+			if string(out) != tt.want {
+				t.Fatalf("%q in pieces of %d through Compact: %s", tt.in, size, out)
+			}
+		}
+	}
+	// Without whitespace, the same string, not a copy.
+	in := `{"a":" b "}`
+	if got := CompactJSON(in); unsafe.StringData(got) != unsafe.StringData(in) {
+		t.Error("CompactJSON copied a compact text")
+	}
+	if n := testing.AllocsPerRun(100, func() { CompactJSON(in) }); n != 0 {
+		t.Errorf("CompactJSON of a compact text allocates %v times", n)
+	}
+}
+
+func TestJSONScan(t *testing.T) {
+	// o: outside every string, i: inside one (its quotes included).
+	tests := []struct{ in, want string }{
+		{`{"a\"{":["}",1],"b\\":{}} `, "oiiiiiiooiiiooooiiiiiooooo"},
+		{`"\\\""`, "iiiiii"},
+		{`[1,"",2]`, "oooiiooo"},
+	}
+	for _, tt := range tests {
+		var s JSONScan
+		var got strings.Builder
+		for i := 0; i < len(tt.in); i++ {
+			if s.Outside(tt.in[i]) {
+				got.WriteByte('o')
+			} else {
+				got.WriteByte('i')
+			}
+		}
+		if got.String() != tt.want {
+			t.Errorf("Outside of %s: %s, want %s", tt.in, got.String(), tt.want)
+		}
+	}
+}
+
+func TestAppendRawString(t *testing.T) {
+	v := gjson.Parse(`{"s":"a \"b\" \u00e9","n":1,"o":{},"z":null}`)
+	for key, want := range map[string]string{"s": `x"a \"b\" \u00e9"`, "n": `x""`, "o": `x""`, "z": `x""`, "missing": `x""`} {
+		if got := string(AppendRawString([]byte("x"), v.Get(key))); got != want {
+			t.Errorf("AppendRawString(%s) = %s, want %s", key, got, want)
+		}
+	}
+}
+
+func TestIsIntIsBool(t *testing.T) {
+	for in, want := range map[string][2]bool{
+		`1`: {true, false}, `-12`: {true, false}, `0`: {true, false},
+		`1.0`: {false, false}, `1e3`: {false, false}, `2E1`: {false, false},
+		`"1"`: {false, false}, `true`: {false, true}, `false`: {false, true}, `null`: {false, false},
+	} {
+		v := gjson.Parse(in)
+		if got := [2]bool{IsInt(v), IsBool(v)}; got != want {
+			t.Errorf("IsInt, IsBool(%s) = %v, want %v", in, got, want)
 		}
 	}
 }

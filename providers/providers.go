@@ -14,6 +14,7 @@ package providers
 import (
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/modelgate/modelgate/providers/sse"
 )
@@ -148,4 +149,13 @@ type Native interface {
 	// model: body with only its model replaced, and the client headers in
 	// header the API needs (anthropic-version, anthropic-beta).
 	NativeRequest(path string, body []byte, model string, header http.Header) (Request, error)
+}
+
+// Now returns now(), or time.Now() when now is nil: the time of a
+// translator whose clock (its Now field, which tests set) is optional.
+func Now(now func() time.Time) time.Time {
+	if now != nil {
+		return now()
+	}
+	return time.Now()
 }

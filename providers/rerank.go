@@ -82,7 +82,7 @@ func ValidateRerank(body []byte) (RerankRequest, error) {
 		return req, InvalidParam("documents", "documents must contain at least one document")
 	}
 	if n := root.Get("top_n"); n.Exists() && n.Type != gjson.Null {
-		if !isInt(n) || n.Int() < 1 {
+		if !IsInt(n) || n.Int() < 1 {
 			return req, InvalidParam("top_n", "top_n must be an integer of at least 1")
 		}
 		req.TopN = int(min(n.Int(), int64(len(req.Documents))))

@@ -73,7 +73,7 @@ func checkChatField(key string, v gjson.Result, info *ChatInfo) error {
 	case "messages":
 		return checkMessages(v)
 	case "stream":
-		if !isBool(v) && v.Type != gjson.Null {
+		if !IsBool(v) && v.Type != gjson.Null {
 			return InvalidParam("stream", "stream must be a boolean")
 		}
 		info.Stream = v.Type == gjson.True
@@ -85,7 +85,7 @@ func checkChatField(key string, v gjson.Result, info *ChatInfo) error {
 			return InvalidParam("stream_options", "stream_options must be an object")
 		}
 		iu := v.Get("include_usage")
-		if iu.Exists() && !isBool(iu) {
+		if iu.Exists() && !IsBool(iu) {
 			return InvalidParam("stream_options.include_usage", "include_usage must be a boolean")
 		}
 		info.IncludeUsage = iu.Type == gjson.True
@@ -97,7 +97,7 @@ func checkChatField(key string, v gjson.Result, info *ChatInfo) error {
 		if v.Type == gjson.Null {
 			return nil
 		}
-		if !isInt(v) {
+		if !IsInt(v) {
 			return InvalidParam(key, "%s must be an integer", key)
 		}
 		switch key {
@@ -162,7 +162,7 @@ func checkChatField(key string, v gjson.Result, info *ChatInfo) error {
 			return InvalidParam("tool_choice", "tool_choice must be a string or an object")
 		}
 	case "parallel_tool_calls", "logprobs", "store":
-		if !isBool(v) && v.Type != gjson.Null {
+		if !IsBool(v) && v.Type != gjson.Null {
 			return InvalidParam(key, "%s must be a boolean", key)
 		}
 	case "response_format":
@@ -298,18 +298,4 @@ func checkContent(p string, c gjson.Result, user bool) error {
 	default:
 		return InvalidParam(p+".content", "content must be a string or an array of content parts")
 	}
-}
-
-func isBool(v gjson.Result) bool { return v.Type == gjson.True || v.Type == gjson.False }
-
-func isInt(v gjson.Result) bool {
-	if v.Type != gjson.Number {
-		return false
-	}
-	for _, c := range v.Raw {
-		if c == '.' || c == 'e' || c == 'E' {
-			return false
-		}
-	}
-	return true
 }

@@ -8,10 +8,7 @@ package anthropic
 
 import (
 	"net/http"
-	"strconv"
 	"time"
-
-	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
 )
@@ -50,31 +47,14 @@ type Chat struct {
 
 var _ providers.Chat = Chat{}
 
-func (c Chat) now() time.Time {
-	if c.Now != nil {
-		return c.Now()
-	}
-	return time.Now()
-}
+func (c Chat) now() time.Time { return providers.Now(c.Now) }
 
 // Error maps an Anthropic error answer, {"type":"error","error":{"type",
 // "message"}}, to the unified error. The status is kept, except that
 // Anthropic's non-standard 529 (overloaded) becomes 503. A body that is not
 // Anthropic's (or any) JSON never reaches the message.
 func (Chat) Error(status int, _ http.Header, body []byte) *providers.Error {
-	var typ, msg string
-	if providers.ValidJSON(body) {
-		root := gjson.ParseBytes(body)
-		switch e := root.Get("error"); {
-		case e.IsObject():
-			typ = e.Get("type").Str
-			msg = e.Get("message").Str
-		case e.Type == gjson.String:
-			msg = e.Str
-		default:
-			msg = root.Get("message").Str
-		}
-	}
+	typ, msg := providers.ErrorTypeMessage(body)
 	if msg == "" {
 		msg = "the provider answered " + statusText(status)
 	}
@@ -132,10 +112,7 @@ func statusText(status int) string {
 	if status == 529 {
 		return "529 Overloaded"
 	}
-	if t := http.StatusText(status); t != "" {
-		return strconv.Itoa(status) + " " + t
-	}
-	return "status " + strconv.Itoa(status)
+	return providers.StatusText(status)
 }
 
 // finishReason maps an Anthropic stop_reason to OpenAI's finish_reason.
@@ -151,82 +128,4 @@ func finishReason(stop string) string {
 	default: // end_turn, stop_sequence, pause_turn, null, new reasons
 		return "stop"
 	}
-}
-
-// appendRawString appends v when it is a JSON string (copying its raw,
-// already escaped form) and "" otherwise.
-func appendRawString(b []byte, v gjson.Result) []byte {
-	if v.Type == gjson.String {
-		return append(b, v.Raw...)
-	}
-	return append(b, `""`...)
-}
-
-// compactJSON returns raw, which must be valid JSON, without insignificant
-// whitespace. It returns raw itself when there is none.
-func compactJSON(raw string) string {
-	var out []byte
-	inString, escaped := false, false
-	for i := 0; i < len(raw); i++ {
-		c := raw[i]
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-			if out == nil {
-				out = append(make([]byte, 0, len(raw)), raw[:i]...)
-			}
-			continue
-		}
-		if out != nil {
-			out = append(out, c)
-		}
-	}
-	if out == nil {
-		return raw
-	}
-	return string(out)
-}
-
-// compactor removes insignificant whitespace from JSON text that arrives
-// in pieces, as compactJSON does for whole text; its zero value is at the
-// start of the text.
-type compactor struct {
-	inString, escaped bool
-}
-
-// append appends piece without insignificant whitespace to dst and
-// reports whether it removed any.
-func (c *compactor) append(dst []byte, piece string) ([]byte, bool) {
-	changed := false
-	for i := 0; i < len(piece); i++ {
-		ch := piece[i]
-		switch {
-		case c.inString:
-			switch {
-			case c.escaped:
-				c.escaped = false
-			case ch == '\\':
-				c.escaped = true
-			case ch == '"':
-				c.inString = false
-			}
-		case ch == '"':
-			c.inString = true
-		case ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r':
-			changed = true
-			continue
-		}
-		dst = append(dst, ch)
-	}
-	return dst, changed
 }

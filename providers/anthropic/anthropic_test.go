@@ -1,24 +1,14 @@
 package anthropic
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
-	"flag"
 	"net/http"
-	"os"
-	"path/filepath"
-	"reflect"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/internal/translatortest"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files from the current output")
 
 const (
 	requestDir  = "../../testdata/providers/anthropic"
@@ -29,96 +19,25 @@ const (
 	testModel = "claude-sonnet-4-5-20250929"
 )
 
-// fixedNow is the clock the tests give Chat.
-func fixedNow() time.Time { return time.Unix(1750000000, 0) }
-
-var testChat = Chat{Now: fixedNow}
-
-// canonical decodes JSON for comparison regardless of layout and key order.
-func canonical(t *testing.T, name string, data []byte) any {
-	t.Helper()
-	var v any
-	d := json.NewDecoder(bytes.NewReader(data))
-	d.UseNumber()
-	if err := d.Decode(&v); err != nil {
-		t.Fatalf("%s: invalid JSON: %v\n%s", name, err, data)
-	}
-	if d.More() {
-		t.Fatalf("%s: trailing data after the JSON value", name)
-	}
-	return v
-}
-
-// indent pretty-prints JSON for golden files and failure messages.
-func indent(t *testing.T, data []byte) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	if err := json.Indent(&buf, data, "", "  "); err != nil {
-		t.Fatalf("invalid JSON: %v\n%s", err, data)
-	}
-	buf.WriteByte('\n')
-	return buf.Bytes()
-}
-
-// checkGolden compares got with the golden file as canonical JSON, or
-// rewrites the file under -update.
-func checkGolden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, indent(t, got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !reflect.DeepEqual(canonical(t, "got", got), canonical(t, path, want)) {
-		t.Errorf("output differs from %s\ngot:\n%s\nwant:\n%s", path, indent(t, got), want)
-	}
-}
-
-// goldenCases lists the case names in dir that have a file ending in suffix.
-func goldenCases(t testing.TB, dir, suffix string) []string {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*"+suffix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) == 0 {
-		t.Fatalf("no %s files in %s", suffix, dir)
-	}
-	names := make([]string, len(files))
-	for i, f := range files {
-		names[i] = strings.TrimSuffix(filepath.Base(f), suffix)
-	}
-	return names
-}
+var testChat = Chat{Now: translatortest.Now}
 
 func TestChatRequestGolden(t *testing.T) {
-	for _, name := range goldenCases(t, requestDir, ".unified.json") {
-		t.Run(name, func(t *testing.T) {
-			in, err := os.ReadFile(filepath.Join(requestDir, name+".unified.json"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := providers.ValidateChat(in); err != nil {
-				t.Fatalf("the input does not pass ValidateChat: %v", err)
-			}
-			req, err := testChat.ChatRequest(in, providerModel(in))
-			if err != nil {
-				t.Fatalf("ChatRequest: %v", err)
-			}
-			if req.Path != "/v1/messages" {
-				t.Errorf("Path = %q, want /v1/messages", req.Path)
-			}
-			if v := req.Header.Get("anthropic-version"); v != "2023-06-01" {
-				t.Errorf("anthropic-version = %q, want 2023-06-01", v)
-			}
-			checkGolden(t, filepath.Join(requestDir, name+".anthropic.json"), req.Body)
-		})
-	}
+	translatortest.Golden(t, requestDir, ".unified.json", ".anthropic.json", func(t *testing.T, _ string, in []byte) []byte {
+		if _, err := providers.ValidateChat(in); err != nil {
+			t.Fatalf("the input does not pass ValidateChat: %v", err)
+		}
+		req, err := testChat.ChatRequest(in, providerModel(in))
+		if err != nil {
+			t.Fatalf("ChatRequest: %v", err)
+		}
+		if req.Path != "/v1/messages" {
+			t.Errorf("Path = %q, want /v1/messages", req.Path)
+		}
+		if v := req.Header.Get("anthropic-version"); v != "2023-06-01" {
+			t.Errorf("anthropic-version = %q, want 2023-06-01", v)
+		}
+		return req.Body
+	})
 }
 
 // providerModel is the provider's model name a golden input is translated
@@ -149,12 +68,6 @@ func TestChatRequestSettings(t *testing.T) {
 func TestChatRequestErrors(t *testing.T) {
 	const user = `{"role":"user","content":"Hi"}`
 	tools := `"tools":[{"type":"function","function":{"name":"f"}}]`
-	call := func(args string) string {
-		b, _ := json.Marshal(args)
-		return `{"model":"m","messages":[` + user + `,{"role":"assistant","content":null,"tool_calls":[` +
-			`{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}},` +
-			`{"id":"b","type":"function","function":{"name":"f","arguments":` + string(b) + `}}]}]}`
-	}
 	tests := []struct {
 		name, body string
 		param      string
@@ -196,56 +109,20 @@ func TestChatRequestErrors(t *testing.T) {
 			"messages[1].thinking_blocks[1]", "invalid_value"},
 		{"thinking block of unknown type", `{"model":"m","messages":[` + user + `,{"role":"assistant","content":"a","thinking_blocks":[{"type":"reasoning","text":"t"}]}]}`,
 			"messages[1].thinking_blocks[0].type", "invalid_value"},
-		{"audio", `{"model":"m","messages":[` + user + `],"audio":{"voice":"alloy","format":"mp3"}}`, "audio", "unsupported_parameter"},
-		{"web_search_options", `{"model":"m","messages":[` + user + `],"web_search_options":{}}`, "web_search_options", "unsupported_parameter"},
-		{"modalities", `{"model":"m","messages":[` + user + `],"modalities":["text","audio"]}`, "modalities", "unsupported_parameter"},
-		{"functions", `{"model":"m","messages":[` + user + `],"functions":[{"name":"f"}]}`, "functions", "unsupported_parameter"},
-		{"custom tool", `{"model":"m","messages":[` + user + `],"tools":[{"type":"function","function":{"name":"f"}},{"type":"custom","custom":{"name":"g"}}]}`,
-			"tools[1].type", "unsupported_parameter"},
 		{"allowed_tools choice", `{"model":"m","messages":[` + user + `],` + tools + `,"tool_choice":{"type":"allowed_tools","allowed_tools":{"mode":"auto","tools":[]}}}`,
 			"tool_choice", "unsupported_parameter"},
-		{"required without tools", `{"model":"m","messages":[` + user + `],"tool_choice":"required"}`, "tool_choice", "invalid_value"},
-		{"function choice without tools", `{"model":"m","messages":[` + user + `],"tool_choice":{"type":"function","function":{"name":"f"}}}`,
-			"tool_choice", "invalid_value"},
-		{"arguments not JSON", call("not json"), "messages[1].tool_calls[1].function.arguments", "invalid_value"},
-		{"arguments truncated", call(`{"city":"Par`), "messages[1].tool_calls[1].function.arguments", "invalid_value"},
-		{"arguments array", call(`[1,2]`), "messages[1].tool_calls[1].function.arguments", "invalid_value"},
-		{"arguments string", call(`"{}"`), "messages[1].tool_calls[1].function.arguments", "invalid_value"},
-		{"arguments null", call(`null`), "messages[1].tool_calls[1].function.arguments", "invalid_value"},
-		{"arguments trailing garbage", call(`{} {}`), "messages[1].tool_calls[1].function.arguments", "invalid_value"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := providers.ValidateChat([]byte(tt.body)); err != nil {
-				t.Fatalf("the input does not pass ValidateChat: %v", err)
-			}
-			_, err := testChat.ChatRequest([]byte(tt.body), gjson.Get(tt.body, "model").Str)
-			var e *providers.Error
-			if !errors.As(err, &e) {
-				t.Fatalf("err = %v, want a *providers.Error", err)
-			}
-			if e.Status != http.StatusBadRequest || e.Type != "invalid_request_error" ||
-				e.Param != tt.param || e.Code != tt.code || e.Message == "" {
-				t.Errorf("got %s (status %d), want status 400, param %q, code %q", e.JSON(), e.Status, tt.param, tt.code)
-			}
+			translatortest.ChatRequestError(t, testChat, tt.body, gjson.Get(tt.body, "model").Str, tt.param, tt.code)
 		})
 	}
+	translatortest.BadToolArguments(t, testChat, "m")
+	translatortest.CommonRequestErrors(t, testChat, "m")
 }
 
 func TestChatResponseGolden(t *testing.T) {
-	for _, name := range goldenCases(t, responseDir, ".anthropic.json") {
-		t.Run(name, func(t *testing.T) {
-			in, err := os.ReadFile(filepath.Join(responseDir, name+".anthropic.json"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := testChat.ChatResponse(in)
-			if err != nil {
-				t.Fatalf("ChatResponse: %v", err)
-			}
-			checkGolden(t, filepath.Join(responseDir, name+".unified.json"), got)
-		})
-	}
+	translatortest.ChatResponseGolden(t, responseDir, ".anthropic.json", testChat.ChatResponse)
 }
 
 func TestChatResponseMalformed(t *testing.T) {
@@ -324,21 +201,6 @@ func TestError(t *testing.T) {
 				t.Errorf("got  %+v\nwant %+v", *got, tt.want)
 			}
 		})
-	}
-}
-
-func TestCompactJSON(t *testing.T) {
-	tests := map[string]string{
-		`{}`:                        `{}`,
-		` { "a" : [ 1 , 2 ] } `:     `{"a":[1,2]}`,
-		"{\n\t\"a b\": \"c  d\"\r}": `{"a b":"c  d"}`,
-		`{"q": "say \"hi there\""}`: `{"q":"say \"hi there\""}`,
-		`{"k\\": " v "}`:            `{"k\\":" v "}`,
-	}
-	for in, want := range tests {
-		if got := compactJSON(in); got != want {
-			t.Errorf("compactJSON(%q) = %q, want %q", in, got, want)
-		}
 	}
 }
 

@@ -7,11 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/openai/openai-go/v3"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/internal/translatortest"
 	"github.com/modelgate/modelgate/providers/providertest"
 )
 
@@ -33,11 +33,11 @@ func exchange(t *testing.T, s *providertest.Server, unified, model string) (stri
 		return "", testChat.Error(res.StatusCode, res.Header, []byte(body))
 	}
 	if gjson.Get(unified, "stream").Bool() {
-		out, err := translate(testChat, providers.StreamOptions{IncludeUsage: true}, []byte(body), nil)
+		out, err := testReplay.Translate(providers.StreamOptions{IncludeUsage: true}, []byte(body), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkUnifiedStream(t, out)
+		translatortest.CheckUnifiedStream(t, out, providers.StreamOptions{IncludeUsage: true})
 		return string(out), nil
 	}
 	out, err := testChat.ChatResponse([]byte(body))
@@ -122,8 +122,8 @@ func TestFakeStructuredOutput(t *testing.T) {
 			}
 			content, finish := gjson.Get(out, "choices.0.message.content").Str, gjson.Get(out, "choices.0.finish_reason").Str
 			if stream {
-				a := accumulate(t, []byte(out))
-				content, finish = a.Content, a.FinishReason
+				a := translatortest.Accumulate(t, []byte(out)).Answer()
+				content, finish = a.Choices[0].Content, a.Choices[0].FinishReason
 			}
 			var ev event
 			if err := json.Unmarshal([]byte(content), &ev); err != nil || ev != tc.want || finish != "stop" {
@@ -158,11 +158,12 @@ func TestFakeStreamMatchesAnswer(t *testing.T) {
 		if e != nil {
 			t.Fatal(e)
 		}
-		a := accumulate(t, []byte(streamed))
-		w := answerFromJSON(t, whole)
+		a := translatortest.Accumulate(t, []byte(streamed)).Answer()
+		w := translatortest.AnswerOf(t, []byte(whole))
 		// The fake numbers its messages and calls: ids differ.
-		for i := range a.ToolCalls {
-			a.ToolCalls[i].ID, w.ToolCalls[i].ID = "", ""
+		a.ID, w.ID = "", ""
+		for i := range a.Choices[0].ToolCalls {
+			a.Choices[0].ToolCalls[i].ID, w.Choices[0].ToolCalls[i].ID = "", ""
 		}
 		if !reflect.DeepEqual(a, w) {
 			t.Errorf("stream and answer differ for %s\nstreamed: %+v\nanswer:   %+v", body, a, w)
@@ -189,14 +190,4 @@ func TestFakeCache(t *testing.T) {
 	if u := gjson.Get(second, "usage"); u.Get("prompt_tokens").Int() != 5 || u.Get("prompt_tokens_details.cached_tokens").Int() != 4 {
 		t.Errorf("second usage %s", u.Raw)
 	}
-}
-
-// answerFromJSON reads a unified chat.completion as a client does.
-func answerFromJSON(t *testing.T, unified string) answer {
-	t.Helper()
-	var cc openai.ChatCompletion
-	if err := json.Unmarshal([]byte(unified), &cc); err != nil {
-		t.Fatal(err)
-	}
-	return answerOf(t, cc, gjson.Get(unified, "choices.0.message"))
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/internal/translatortest"
 )
 
 func TestFeaturesFor(t *testing.T) {
@@ -199,12 +200,12 @@ event: message_stop
 data: {"type":"message_stop"}
 
 `
-	out, err := translate(testChat, providers.StreamOptions{}, []byte(upstream), nil)
+	out, err := testReplay.Translate(providers.StreamOptions{}, []byte(upstream), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkUnifiedStream(t, out)
-	got := accumulate(t, out)
+	translatortest.CheckUnifiedStream(t, out, providers.StreamOptions{})
+	got := translatortest.Accumulate(t, out).Answer().Choices[0]
 	if got.Content != `{"steps":[]}` || len(got.ToolCalls) != 1 || got.ToolCalls[0].ID != "toolu_w" ||
 		got.FinishReason != "tool_calls" {
 		t.Errorf("got %+v", got)

@@ -2,35 +2,24 @@ package anthropic
 
 import (
 	"encoding/json"
-	"errors"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/internal/translatortest"
 )
 
 // FuzzChatRequest checks that every body ValidateChat accepts either
 // translates into valid JSON or fails with a 4xx *providers.Error.
 func FuzzChatRequest(f *testing.F) {
-	for _, name := range goldenCases(f, requestDir, ".unified.json") {
-		data, err := os.ReadFile(filepath.Join(requestDir, name+".unified.json"))
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(data)
-	}
+	translatortest.SeedFiles(f, requestDir, ".unified.json")
 	f.Add([]byte(`{"model":"m","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"a","function":{"name":"f","arguments":"{\"a\":[1,{}]}"}}]}]}`))
 	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,AA"}}]}],"tools":[{"type":"function","function":{"name":"f","parameters":{ }}}],"tool_choice":"required"}`))
 
 	f.Add([]byte(`{"model":"m","reasoning_effort":"high","response_format":{"type":"json_schema","json_schema":{"schema":{"type":"object","properties":{"a":{"oneOf":[{"type":"string","format":"x"}],"minItems":3}},"$defs":{"d":{"$ref":"#"}}}}},"messages":[{"role":"assistant","content":"a","thinking_blocks":[{"type":"thinking","thinking":"t","signature":"s"},{"type":"redacted_thinking","data":"d"}]}]}`))
 
-	f.Fuzz(func(t *testing.T, body []byte) {
-		if _, err := providers.ValidateChat(body); err != nil {
-			return
-		}
+	translatortest.FuzzChatRequest(f, func(body []byte) (providers.Request, error) {
 		// The model the request names picks the features, so both
 		// structured-output paths and both thinking forms are reached.
 		model := "claude-\"x\""
@@ -39,30 +28,14 @@ func FuzzChatRequest(f *testing.F) {
 		} else if len(m)%3 == 2 {
 			model = "claude-opus-4-7"
 		}
-		req, err := Chat{}.ChatRequest(body, model)
-		if err != nil {
-			var e *providers.Error
-			if !errors.As(err, &e) || e.Status < 400 || e.Status >= 500 {
-				t.Fatalf("ChatRequest error %v is not a 4xx *providers.Error", err)
-			}
-			return
-		}
-		if !gjson.ValidBytes(req.Body) || !json.Valid(req.Body) {
-			t.Fatalf("invalid JSON for %s:\n%s", body, req.Body)
-		}
+		return Chat{}.ChatRequest(body, model)
 	})
 }
 
 // FuzzChatResponse checks that any answer either translates into a valid
 // chat.completion object or fails with an error.
 func FuzzChatResponse(f *testing.F) {
-	for _, name := range goldenCases(f, responseDir, ".anthropic.json") {
-		data, err := os.ReadFile(filepath.Join(responseDir, name+".anthropic.json"))
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(data)
-	}
+	translatortest.SeedFiles(f, responseDir, ".anthropic.json")
 	f.Add([]byte(`{"content":[{"type":"thinking","thinking":7,"signature":null},{"type":"tool_use","name":"json_tool_call","input":[1]},{"type":"redacted_thinking"}],"usage":{"output_tokens_details":{"thinking_tokens":"x"}}}`))
 
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -96,25 +69,7 @@ func FuzzError(f *testing.F) {
 // FuzzStream feeds arbitrary bytes, framed by sse.Cut, through a stream
 // translator and checks that what comes out is a well-formed unified stream.
 func FuzzStream(f *testing.F) {
-	files, err := filepath.Glob(filepath.Join(sseDir, "*.txt"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	for _, path := range files {
-		upstream, _, opts := readTranscript(f, path)
-		f.Add(upstream, opts.IncludeUsage)
-	}
+	translatortest.SeedTranscripts(f, sseDir)
 	f.Add([]byte("data: {\"type\":\"content_block_start\",\"index\":-1,\"content_block\":{\"type\":\"tool_use\",\"id\":7,\"name\":null}}\n\n"), false)
-
-	f.Fuzz(func(t *testing.T, upstream []byte, includeUsage bool) {
-		out, err := translate(Chat{}, providers.StreamOptions{IncludeUsage: includeUsage}, upstream, nil)
-		if err != nil {
-			// The gateway ends the stream with its own error here; what
-			// was written so far must still be well-formed events.
-			out = append(out, "data: {\"error\":{}}\n\n"...)
-		}
-		if msg := validUnifiedStream(out); msg != "" {
-			t.Fatalf("%s\nupstream: %q\nunified:\n%s", msg, upstream, out)
-		}
-	})
+	translatortest.Replay{New: Chat{}.ChatStream}.Fuzz(f)
 }

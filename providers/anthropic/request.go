@@ -62,7 +62,7 @@ func (r *request) set(key string, v gjson.Result) error {
 		r.promptCacheRetention = v
 	case "web_search_options":
 		if v.IsObject() {
-			return unsupported("web_search_options", "web_search_options is not supported by provider type "+providerName+
+			return providers.UnsupportedBecause("web_search_options", "web_search_options is not supported by provider type "+providerName+
 				": Anthropic's web search is a server tool whose results and citations this translation does not carry")
 		}
 	case "audio", "functions", "function_call":
@@ -70,23 +70,11 @@ func (r *request) set(key string, v gjson.Result) error {
 			return providers.Unsupported(key, providerName)
 		}
 	case "modalities":
-		audio := false
-		v.ForEach(func(_, m gjson.Result) bool {
-			audio = m.Str == "audio"
-			return !audio
-		})
-		if audio {
-			return unsupported("modalities", "audio output is not supported by provider type "+providerName)
+		if providers.WantsAudio(v) {
+			return providers.UnsupportedBecause("modalities", "audio output is not supported by provider type "+providerName)
 		}
 	}
 	return nil
-}
-
-// unsupported is providers.Unsupported with a more specific message.
-func unsupported(param, msg string) *providers.Error {
-	e := providers.Unsupported(param, providerName)
-	e.Message = msg
-	return e
 }
 
 // ChatRequest translates a unified chat request, already checked by
@@ -112,12 +100,7 @@ func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) 
 	}
 
 	var r request
-	var err error
-	gjson.ParseBytes(body).ForEach(func(key, v gjson.Result) bool {
-		err = r.set(key.Str, v)
-		return err == nil
-	})
-	if err != nil {
+	if err := providers.ReadMembers(body, r.set); err != nil {
 		return req, err
 	}
 
@@ -139,7 +122,7 @@ func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) 
 	b = providers.AppendInt(b, c.maxTokensFor(r, think))
 
 	var stack [16]message
-	msgs := parseMessages(stack[:0], r.messages)
+	msgs := providers.AppendChatMessages(stack[:0], r.messages)
 	if b, err = appendMessages(b, msgs); err != nil {
 		return req, err
 	}
@@ -366,7 +349,7 @@ func formatFor(rf gjson.Result, native bool) (format, error) {
 		}
 		return f, nil
 	default:
-		return format{}, unsupported("response_format",
+		return format{}, providers.UnsupportedBecause("response_format",
 			"response_format of type "+strconv.Quote(typ)+" is not supported by provider type "+providerName)
 	}
 }
@@ -406,47 +389,8 @@ func appendCacheRetention(b []byte, v gjson.Result) ([]byte, error) {
 	return b, providers.InvalidParam("prompt_cache_retention", "prompt_cache_retention must be in_memory or 24h")
 }
 
-// message holds the fields of one unified message that the translation
-// reads.
-type message struct {
-	role                                           string
-	content, toolCalls, toolCallID, thinkingBlocks gjson.Result
-}
-
-// parseMessages appends the messages of the array v to msgs. Like
-// gjson's Get, which ValidateChat uses, it takes the first of duplicate keys.
-func parseMessages(msgs []message, v gjson.Result) []message {
-	v.ForEach(func(_, m gjson.Result) bool {
-		var msg message
-		var role gjson.Result
-		m.ForEach(func(key, v gjson.Result) bool {
-			var field *gjson.Result
-			switch key.Str {
-			case "role":
-				field = &role
-			case "content":
-				field = &msg.content
-			case "tool_calls":
-				field = &msg.toolCalls
-			case "tool_call_id":
-				field = &msg.toolCallID
-			case "thinking_blocks":
-				field = &msg.thinkingBlocks
-			default: // reasoning_content and reasoning among them: Anthropic
-				// takes back only the signed blocks, never the text.
-				return true
-			}
-			if !field.Exists() {
-				*field = v
-			}
-			return true
-		})
-		msg.role = role.Str
-		msgs = append(msgs, msg)
-		return true
-	})
-	return msgs
-}
+// message is a unified message as the translation reads it.
+type message = providers.ChatMessage
 
 // Message kinds: the role a unified message takes in Anthropic's request.
 const (
@@ -473,7 +417,7 @@ func appendMessages(b []byte, msgs []message) ([]byte, error) {
 	b = append(b, `,"messages":[`...)
 	turns := 0
 	for i := 0; i < len(msgs); {
-		kind := kindOf(msgs[i].role)
+		kind := kindOf(msgs[i].Role)
 		if kind == kindSystem {
 			i++
 			continue
@@ -482,7 +426,7 @@ func appendMessages(b []byte, msgs []message) ([]byte, error) {
 		// messages in between are hoisted and do not break it.
 		end, n := i+1, 1
 		for ; end < len(msgs); end++ {
-			k := kindOf(msgs[end].role)
+			k := kindOf(msgs[end].Role)
 			if k == kindSystem {
 				continue
 			}
@@ -516,7 +460,7 @@ func appendMessages(b []byte, msgs []message) ([]byte, error) {
 		blocks := 0
 		for j := i; j < end; j++ {
 			var err error
-			switch m := &msgs[j]; m.role {
+			switch m := &msgs[j]; m.Role {
 			case "assistant":
 				b, err = appendAssistantBlocks(b, m, j, &blocks)
 			case "tool":
@@ -544,19 +488,19 @@ func appendMessages(b []byte, msgs []message) ([]byte, error) {
 // plainContent reports whether a message that forms a turn on its own can
 // keep a plain string as content, and returns that string.
 func plainContent(m *message) (gjson.Result, bool) {
-	content := m.content
+	content := m.Content
 	if content.Type != gjson.String {
 		return content, false
 	}
-	switch m.role {
+	switch m.Role {
 	case "user":
 		return content, true
 	case "tool":
 		return content, false
 	default: // assistant: only without tool calls and thinking blocks
-		tb := m.thinkingBlocks
+		tb := m.ThinkingBlocks
 		noThinking := !tb.Exists() || tb.Type == gjson.Null || tb.IsArray() && !nonEmpty(tb)
-		return content, noThinking && !nonEmpty(m.toolCalls)
+		return content, noThinking && !nonEmpty(m.ToolCalls)
 	}
 }
 
@@ -634,7 +578,7 @@ func appendTextParts(b []byte, content gjson.Result, n *int) []byte {
 
 // appendUserBlocks appends the blocks of user message i.
 func appendUserBlocks(b []byte, m *message, i int, n *int) ([]byte, error) {
-	content := m.content
+	content := m.Content
 	if content.Type == gjson.String {
 		return appendTextBlock(b, content, n), nil
 	}
@@ -645,7 +589,7 @@ func appendUserBlocks(b []byte, m *message, i int, n *int) ([]byte, error) {
 		case "image_url":
 			b, err = appendImage(b, part.Get("image_url.url"), part.Get("cache_control"), i, j, n)
 		case "input_audio", "file":
-			err = unsupported(partParam(i, j)+".type",
+			err = providers.UnsupportedBecause(partParam(i, j)+".type",
 				typ+" content parts are not supported by provider type "+providerName)
 		default: // text, refusal
 			b = appendTextBlockCache(b, partText(part), part.Get("cache_control"), n)
@@ -691,13 +635,13 @@ func appendImage(b []byte, url, cache gjson.Result, i, j int, n *int) ([]byte, e
 // appendAssistantBlocks appends the blocks of assistant message i: its
 // thinking blocks, then its text, then a tool_use block per tool call.
 func appendAssistantBlocks(b []byte, m *message, i int, n *int) ([]byte, error) {
-	b, err := appendThinkingBlocks(b, m.thinkingBlocks, i, n)
+	b, err := appendThinkingBlocks(b, m.ThinkingBlocks, i, n)
 	if err != nil {
 		return b, err
 	}
-	b = appendTextParts(b, m.content, n)
+	b = appendTextParts(b, m.Content, n)
 	j := 0
-	m.toolCalls.ForEach(func(_, call gjson.Result) bool {
+	m.ToolCalls.ForEach(func(_, call gjson.Result) bool {
 		fn := call.Get("function")
 		input := strings.TrimSpace(fn.Get("arguments").Str)
 		if input == "" {
@@ -710,9 +654,9 @@ func appendAssistantBlocks(b []byte, m *message, i int, n *int) ([]byte, error) 
 		}
 		b = sep(b, n)
 		b = append(b, `{"type":"tool_use","id":`...)
-		b = appendRawString(b, call.Get("id"))
+		b = providers.AppendRawString(b, call.Get("id"))
 		b = append(b, `,"name":`...)
-		b = appendRawString(b, fn.Get("name"))
+		b = providers.AppendRawString(b, fn.Get("name"))
 		b = append(b, `,"input":`...)
 		b = append(b, input...)
 		b = append(b, '}')
@@ -775,8 +719,8 @@ func appendThinkingBlocks(b []byte, tb gjson.Result, i int, n *int) ([]byte, err
 func appendToolResult(b []byte, m *message, n *int) []byte {
 	b = sep(b, n)
 	b = append(b, `{"type":"tool_result","tool_use_id":`...)
-	b = appendRawString(b, m.toolCallID)
-	switch content := m.content; {
+	b = providers.AppendRawString(b, m.ToolCallID)
+	switch content := m.Content; {
 	case content.Type == gjson.String:
 		b = append(b, `,"content":`...)
 		b = append(b, content.Raw...)
@@ -801,9 +745,9 @@ func appendSystem(b []byte, msgs []message) []byte {
 	count := 0
 	var sole gjson.Result
 	for i := range msgs {
-		if kindOf(msgs[i].role) == kindSystem {
+		if kindOf(msgs[i].Role) == kindSystem {
 			count++
-			sole = msgs[i].content
+			sole = msgs[i].Content
 		}
 	}
 	if count == 0 {
@@ -817,8 +761,8 @@ func appendSystem(b []byte, msgs []message) []byte {
 	b = append(b, `,"system":[`...)
 	blocks := 0
 	for i := range msgs {
-		if kindOf(msgs[i].role) == kindSystem {
-			b = appendTextParts(b, msgs[i].content, &blocks)
+		if kindOf(msgs[i].Role) == kindSystem {
+			b = appendTextParts(b, msgs[i].Content, &blocks)
 		}
 	}
 	if blocks == 0 {
@@ -830,30 +774,12 @@ func appendSystem(b []byte, msgs []message) []byte {
 // appendStop appends stop_sequences for a stop string or array; empty
 // sequences are left out.
 func appendStop(b []byte, stop gjson.Result) []byte {
-	if stop.Type != gjson.String && !stop.IsArray() {
+	at := len(b)
+	b = append(b, `,"stop_sequences":`...)
+	if b, n := providers.AppendStops(b, stop); n > 0 {
 		return b
 	}
-	at := len(b)
-	b = append(b, `,"stop_sequences":[`...)
-	n := 0
-	add := func(s gjson.Result) {
-		if s.Type == gjson.String && s.Str != "" {
-			b = sep(b, &n)
-			b = append(b, s.Raw...)
-		}
-	}
-	if stop.Type == gjson.String {
-		add(stop)
-	} else {
-		stop.ForEach(func(_, s gjson.Result) bool {
-			add(s)
-			return true
-		})
-	}
-	if n == 0 {
-		return b[:at]
-	}
-	return append(b, ']')
+	return b[:at]
 }
 
 // appendTools appends "tools": the client's function tools, then the tool
@@ -869,7 +795,7 @@ func appendTools(b []byte, tools gjson.Result, f *format, strict bool) ([]byte, 
 	var err error
 	tools.ForEach(func(_, t gjson.Result) bool {
 		if typ := t.Get("type").Str; typ != "function" {
-			err = unsupported("tools["+strconv.Itoa(n)+"].type",
+			err = providers.UnsupportedBecause("tools["+strconv.Itoa(n)+"].type",
 				typ+" tools are not supported by provider type "+providerName)
 			return false
 		}
@@ -882,7 +808,7 @@ func appendTools(b []byte, tools gjson.Result, f *format, strict bool) ([]byte, 
 		}
 		b = sep(b, &n)
 		b = append(b, `{"name":`...)
-		b = appendRawString(b, name)
+		b = providers.AppendRawString(b, name)
 		if d := fn.Get("description"); d.Type == gjson.String && d.Str != "" {
 			b = append(b, `,"description":`...)
 			b = append(b, d.Raw...)
@@ -941,7 +867,7 @@ func appendToolChoice(b []byte, tc gjson.Result, disableParallel, haveTools, jso
 		choice = tc.Str
 	case tc.IsObject():
 		if tc.Get("type").Str != "function" {
-			return b, unsupported("tool_choice",
+			return b, providers.UnsupportedBecause("tool_choice",
 				"tool_choice of type "+strconv.Quote(tc.Get("type").Str)+" is not supported by provider type "+providerName)
 		}
 		choice, name = "function", tc.Get("function.name").Raw

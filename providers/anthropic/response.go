@@ -26,11 +26,11 @@ func (c Chat) ChatResponse(body []byte) ([]byte, error) {
 
 	b := make([]byte, 0, len(body)+256)
 	b = append(b, `{"id":`...)
-	b = appendRawString(b, root.Get("id"))
+	b = providers.AppendRawString(b, root.Get("id"))
 	b = append(b, `,"object":"chat.completion","created":`...)
 	b = providers.AppendInt(b, c.now().Unix())
 	b = append(b, `,"model":`...)
-	b = appendRawString(b, root.Get("model"))
+	b = providers.AppendRawString(b, root.Get("model"))
 	b = append(b, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
 	b = appendText(b, content)
 	b = append(b, `,"refusal":null`...)
@@ -46,7 +46,7 @@ func (c Chat) ChatResponse(body []byte) ([]byte, error) {
 
 	var u usage
 	u.set(root.Get("usage"))
-	b = u.append(b)
+	b = u.unified().Append(b)
 	return append(b, '}'), nil
 }
 
@@ -60,9 +60,7 @@ func isJSONTool(block gjson.Result) bool {
 // of response_format tool calls, joined in order, or null when it has
 // none.
 func appendText(b []byte, content gjson.Result) []byte {
-	var first gjson.Result
-	var joined []byte
-	n := 0
+	var j providers.TextJoin
 	content.ForEach(func(_, block gjson.Result) bool {
 		var text gjson.Result
 		switch block.Get("type").Str {
@@ -76,26 +74,10 @@ func appendText(b []byte, content gjson.Result) []byte {
 		default:
 			return true
 		}
-		switch n {
-		case 0:
-			first = text
-		case 1:
-			joined = append(joined, first.Str...)
-			fallthrough
-		default:
-			joined = append(joined, text.Str...)
-		}
-		n++
+		j.Add(text)
 		return true
 	})
-	switch {
-	case n == 0:
-		return append(b, "null"...)
-	case n == 1:
-		return appendRawString(b, first)
-	default:
-		return providers.AppendString(b, string(joined))
-	}
+	return j.Append(b)
 }
 
 // jsonToolText is the input of a response_format tool call as a JSON
@@ -105,7 +87,7 @@ func jsonToolText(block gjson.Result) gjson.Result {
 	if !input.IsObject() && !input.IsArray() {
 		return gjson.Result{Type: gjson.String, Str: "{}", Raw: `"{}"`}
 	}
-	s := compactJSON(input.Raw)
+	s := providers.CompactJSON(input.Raw)
 	return gjson.Result{Type: gjson.String, Str: s, Raw: string(providers.AppendString(nil, s))}
 }
 
@@ -115,23 +97,12 @@ func jsonToolText(block gjson.Result) gjson.Result {
 // thinking_blocks keeps every block with its signature (or data), in
 // order, for the client to send back.
 func appendReasoning(b []byte, content gjson.Result) []byte {
-	var first gjson.Result
-	var joined []byte
-	texts, blocks := 0, 0
+	var texts providers.TextJoin
+	blocks := 0
 	content.ForEach(func(_, block gjson.Result) bool {
 		switch block.Get("type").Str {
 		case "thinking":
-			text := block.Get("thinking")
-			switch texts {
-			case 0:
-				first = text
-			case 1:
-				joined = append(joined, first.Str...)
-				fallthrough
-			default:
-				joined = append(joined, text.Str...)
-			}
-			texts++
+			texts.Add(block.Get("thinking"))
 			blocks++
 		case "redacted_thinking":
 			blocks++
@@ -141,13 +112,9 @@ func appendReasoning(b []byte, content gjson.Result) []byte {
 	if blocks == 0 {
 		return b
 	}
-	if texts > 0 {
+	if texts.Len() > 0 {
 		b = append(b, `,"reasoning_content":`...)
-		if texts == 1 {
-			b = appendRawString(b, first)
-		} else {
-			b = providers.AppendString(b, string(joined))
-		}
+		b = texts.Append(b)
 	}
 	b = append(b, `,"thinking_blocks":[`...)
 	n := 0
@@ -175,14 +142,14 @@ func appendThinkingBlock(b []byte, text string, signature gjson.Result) []byte {
 	b = append(b, `{"type":"thinking","thinking":`...)
 	b = append(b, text...)
 	b = append(b, `,"signature":`...)
-	b = appendRawString(b, signature)
+	b = providers.AppendRawString(b, signature)
 	return append(b, '}')
 }
 
 // appendRedactedBlock appends a redacted_thinking block of thinking_blocks.
 func appendRedactedBlock(b []byte, data gjson.Result) []byte {
 	b = append(b, `{"type":"redacted_thinking","data":`...)
-	b = appendRawString(b, data)
+	b = providers.AppendRawString(b, data)
 	return append(b, '}')
 }
 
@@ -202,12 +169,12 @@ func appendToolCalls(b []byte, content gjson.Result) ([]byte, int) {
 		}
 		n++
 		b = append(b, `{"id":`...)
-		b = appendRawString(b, block.Get("id"))
+		b = providers.AppendRawString(b, block.Get("id"))
 		b = append(b, `,"type":"function","function":{"name":`...)
-		b = appendRawString(b, block.Get("name"))
+		b = providers.AppendRawString(b, block.Get("name"))
 		b = append(b, `,"arguments":`...)
 		if input := block.Get("input"); input.IsObject() {
-			b = providers.AppendString(b, compactJSON(input.Raw))
+			b = providers.AppendString(b, providers.CompactJSON(input.Raw))
 		} else {
 			b = append(b, `"{}"`...)
 		}
@@ -258,28 +225,16 @@ func (u *usage) set(v gjson.Result) {
 	})
 }
 
-// append appends the unified usage object: prompt tokens are input tokens
-// plus cache reads and writes (Anthropic counts them apart), of which the
-// cache reads are cached_tokens; completion tokens are output tokens,
-// thinking included, of which the thinking tokens are reasoning_tokens
-// where Anthropic reports them.
-func (u *usage) append(b []byte) []byte {
+// unified is the unified usage: prompt tokens are input tokens plus cache
+// reads and writes (Anthropic counts them apart), of which the cache reads
+// are cached_tokens; completion tokens are output tokens, thinking
+// included, of which the thinking tokens are reasoning_tokens where
+// Anthropic reports them.
+func (u *usage) unified() providers.Usage {
 	prompt := u.input + u.cacheRead + u.cacheCreation
-	b = append(b, `{"prompt_tokens":`...)
-	b = providers.AppendInt(b, prompt)
-	b = append(b, `,"completion_tokens":`...)
-	b = providers.AppendInt(b, u.output)
-	b = append(b, `,"total_tokens":`...)
-	b = providers.AppendInt(b, prompt+u.output)
-	if u.cached {
-		b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)
-		b = providers.AppendInt(b, u.cacheRead)
-		b = append(b, '}')
+	return providers.Usage{
+		Prompt: prompt, Completion: u.output, Total: prompt + u.output,
+		Cached: u.cacheRead, HasCached: u.cached,
+		Reasoning: u.thinking, HasReasoning: u.reasoning,
 	}
-	if u.reasoning {
-		b = append(b, `,"completion_tokens_details":{"reasoning_tokens":`...)
-		b = providers.AppendInt(b, u.thinking)
-		b = append(b, '}')
-	}
-	return append(b, '}')
 }

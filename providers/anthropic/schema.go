@@ -191,7 +191,7 @@ func appendDescription(b []byte, description gjson.Result, extras []extra) []byt
 		case gjson.String:
 			sb.WriteString(e.v.Str)
 		case gjson.JSON:
-			sb.WriteString(compactJSON(e.v.Raw))
+			sb.WriteString(providers.CompactJSON(e.v.Raw))
 		default:
 			sb.WriteString(e.v.Raw)
 		}

@@ -2,12 +2,12 @@ package anthropic
 
 import (
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go"
+	"github.com/modelgate/modelgate/providers/internal/translatortest"
 )
 
 // TestRequestsFitSDK checks every translated request golden against the
@@ -16,12 +16,9 @@ import (
 // so every field, block and value the translation sends is one the SDK
 // (and the API it is generated from) knows, in the shape it knows.
 func TestRequestsFitSDK(t *testing.T) {
-	for _, name := range goldenCases(t, requestDir, ".anthropic.json") {
+	for _, name := range translatortest.GoldenCases(t, requestDir, ".anthropic.json") {
 		t.Run(name, func(t *testing.T) {
-			data, err := os.ReadFile(filepath.Join(requestDir, name+".anthropic.json"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			data := translatortest.ReadFile(t, filepath.Join(requestDir, name+".anthropic.json"))
 			var params anthropic.MessageNewParams
 			if err := json.Unmarshal(data, &params); err != nil {
 				t.Fatalf("the SDK cannot read the request: %v", err)
@@ -30,7 +27,7 @@ func TestRequestsFitSDK(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(canonical(t, "sdk", again), sdkForm(canonical(t, name, data))) {
+			if !reflect.DeepEqual(translatortest.Canonical(t, "sdk", again), sdkForm(translatortest.Canonical(t, name, data))) {
 				t.Errorf("the SDK's MessageNewParams does not keep the request as it is\nsent: %s\nsdk:  %s", data, again)
 			}
 		})
@@ -76,11 +73,8 @@ func TestAnswersFitSDK(t *testing.T) {
 		anthropic.StopReasonRefusal, anthropic.StopReasonModelContextWindowExceeded} {
 		known[r] = true
 	}
-	for _, name := range goldenCases(t, responseDir, ".anthropic.json") {
-		data, err := os.ReadFile(filepath.Join(responseDir, name+".anthropic.json"))
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, name := range translatortest.GoldenCases(t, responseDir, ".anthropic.json") {
+		data := translatortest.ReadFile(t, filepath.Join(responseDir, name+".anthropic.json"))
 		var msg anthropic.Message
 		if err := json.Unmarshal(data, &msg); err != nil {
 			t.Errorf("%s: the SDK cannot read the answer: %v", name, err)

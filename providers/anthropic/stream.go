@@ -30,7 +30,7 @@ type block struct {
 	// blockTool, blockJSON: the input's JSON so far is compacted as it
 	// arrives, as ChatResponse compacts the whole input; input says
 	// whether any of it went out.
-	compact compactor
+	compact providers.JSONCompactor
 	input   bool
 
 	// blockThinking: the text and signature so far, and whether the
@@ -121,9 +121,9 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 			dst = append(dst, `{"tool_calls":[{"index":`...)
 			dst = providers.AppendInt(dst, int64(k))
 			dst = append(dst, `,"id":`...)
-			dst = appendRawString(dst, cb.Get("id"))
+			dst = providers.AppendRawString(dst, cb.Get("id"))
 			dst = append(dst, `,"type":"function","function":{"name":`...)
-			dst = appendRawString(dst, cb.Get("name"))
+			dst = providers.AppendRawString(dst, cb.Get("name"))
 			dst = append(dst, `,"arguments":""}}]}`...)
 			return s.closeChunk(dst, ""), nil
 		case "text":
@@ -157,14 +157,13 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 				return dst, nil
 			}
 			var changed bool
-			s.scratch, changed = t.compact.append(s.scratch[:0], part.Str)
+			if s.scratch, changed = t.compact.Compact(s.scratch[:0], part.Str); !changed {
+				return s.input(dst, t, part.Raw), nil
+			}
 			if len(s.scratch) == 0 {
 				return dst, nil // only whitespace
 			}
-			if changed {
-				return s.input(dst, t, string(providers.AppendString(nil, string(s.scratch)))), nil
-			}
-			return s.input(dst, t, part.Raw), nil
+			return s.input(dst, t, string(providers.AppendString(nil, string(s.scratch)))), nil
 		case "thinking_delta":
 			if t := s.find(v.Get("index").Int()); t != nil && t.kind == blockThinking {
 				return s.thinking(dst, t, delta.Get("thinking")), nil
@@ -214,11 +213,7 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 		dst = append(dst, "{}"...)
 		dst = s.closeChunk(dst, finish)
 		if s.includeUsage {
-			dst = append(dst, "data: "...)
-			dst = append(dst, s.head...)
-			dst = append(dst, `"choices":[],"usage":`...)
-			dst = s.usage.append(dst)
-			dst = append(dst, "}\n\n"...)
+			dst = providers.AppendUsageChunk(dst, s.head, s.usage.unified())
 		}
 		return append(dst, sse.Done...), nil
 
@@ -277,23 +272,18 @@ func (s *stream) Close(dst []byte) []byte {
 		return dst
 	}
 	s.done = true
-	e := providers.Error{
-		Type:    "server_error",
-		Code:    "stream_incomplete",
-		Message: "the provider's stream ended before the answer was complete",
-	}
-	return sse.AppendData(dst, e.JSON())
+	return providers.AppendStreamIncomplete(dst)
 }
 
 // start builds the head shared by all chunks.
 func (s *stream) start(id, model gjson.Result) {
 	h := make([]byte, 0, 96+len(id.Raw)+len(model.Raw))
 	h = append(h, `{"id":`...)
-	h = appendRawString(h, id)
+	h = providers.AppendRawString(h, id)
 	h = append(h, `,"object":"chat.completion.chunk","created":`...)
 	h = providers.AppendInt(h, s.chat.now().Unix())
 	h = append(h, `,"model":`...)
-	h = appendRawString(h, model)
+	h = providers.AppendRawString(h, model)
 	s.head = append(h, ',')
 }
 
@@ -310,19 +300,8 @@ func (s *stream) openChunk(dst []byte) []byte {
 // closeChunk appends the rest of a chunk after its delta; finish is its
 // finish_reason, or "" for null.
 func (s *stream) closeChunk(dst []byte, finish string) []byte {
-	dst = append(dst, `,"logprobs":null,"finish_reason":`...)
-	if finish == "" {
-		dst = append(dst, "null"...)
-	} else {
-		dst = append(dst, '"')
-		dst = append(dst, finish...)
-		dst = append(dst, '"')
-	}
-	dst = append(dst, "}]"...)
-	if s.includeUsage {
-		dst = append(dst, `,"usage":null`...)
-	}
-	return append(dst, "}\n\n"...)
+	dst = append(dst, `,"logprobs":null`...)
+	return providers.AppendChunkEnd(dst, finish, s.includeUsage)
 }
 
 // content appends a chunk with a content delta, unless text is empty.

@@ -24,7 +24,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -83,12 +82,7 @@ type Chat struct {
 
 var _ providers.Chat = Chat{}
 
-func (c Chat) now() time.Time {
-	if c.Now != nil {
-		return c.Now()
-	}
-	return time.Now()
-}
+func (c Chat) now() time.Time { return providers.Now(c.Now) }
 
 func (c Chat) newID() string {
 	if c.NewID != nil {
@@ -175,7 +169,7 @@ func (Chat) Error(status int, header http.Header, body []byte) *providers.Error 
 		}
 	}
 	if msg == "" {
-		msg = "the provider answered " + statusText(status)
+		msg = "the provider answered " + providers.StatusText(status)
 	}
 	return mapError(status, sanitizeErrorCode(typ), msg)
 }
@@ -266,14 +260,6 @@ func contextTooLong(msg string) bool {
 	return false
 }
 
-// statusText names an HTTP status for messages.
-func statusText(status int) string {
-	if t := http.StatusText(status); t != "" {
-		return strconv.Itoa(status) + " " + t
-	}
-	return "status " + strconv.Itoa(status)
-}
-
 // finishReason maps a Converse stopReason to OpenAI's finish_reason.
 // Unknown and missing reasons, and the malformed_* reasons (the model's
 // output could not be read; OpenAI has no word for it), become "stop".
@@ -302,52 +288,4 @@ func finalFinish(finish string, calls, jsonCalls int) string {
 		return "stop"
 	}
 	return finish
-}
-
-// appendRawString appends v when it is a JSON string (copying its raw,
-// already escaped form) and "" otherwise.
-func appendRawString(b []byte, v gjson.Result) []byte {
-	if v.Type == gjson.String {
-		return append(b, v.Raw...)
-	}
-	return append(b, `""`...)
-}
-
-// compactJSON appends raw, which must be valid JSON, without insignificant
-// whitespace.
-func compactJSON(b []byte, raw string) []byte {
-	var c compactor
-	return c.append(b, raw)
-}
-
-// compactor removes insignificant whitespace from JSON that may arrive in
-// pieces (a streamed tool input): it carries whether the previous piece
-// ended inside a string.
-type compactor struct {
-	inString, escaped bool
-}
-
-// append appends piece without the whitespace outside strings.
-func (c *compactor) append(b []byte, piece string) []byte {
-	start := 0
-	for i := 0; i < len(piece); i++ {
-		ch := piece[i]
-		switch {
-		case c.inString:
-			switch {
-			case c.escaped:
-				c.escaped = false
-			case ch == '\\':
-				c.escaped = true
-			case ch == '"':
-				c.inString = false
-			}
-		case ch == '"':
-			c.inString = true
-		case ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r':
-			b = append(b, piece[start:i]...)
-			start = i + 1
-		}
-	}
-	return append(b, piece[start:]...)
 }

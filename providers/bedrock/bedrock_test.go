@@ -1,22 +1,17 @@
 package bedrock
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"net/http"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/internal/translatortest"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files and binary transcripts from the current output")
 
 const (
 	requestDir  = "../../testdata/providers/bedrock"
@@ -27,74 +22,9 @@ const (
 	testModel = "us.anthropic.claude-sonnet-4-5-20250929-v1:0"
 )
 
-// fixedNow is the clock the tests give Chat.
-func fixedNow() time.Time { return time.Unix(1750000000, 0) }
-
 func fixedID() string { return "chatcmpl-bedrock0test" }
 
-var testChat = Chat{Now: fixedNow, NewID: fixedID}
-
-// canonical decodes JSON for comparison regardless of layout and key order.
-func canonical(t testing.TB, name string, data []byte) any {
-	t.Helper()
-	var v any
-	d := json.NewDecoder(bytes.NewReader(data))
-	d.UseNumber()
-	if err := d.Decode(&v); err != nil {
-		t.Fatalf("%s: invalid JSON: %v\n%s", name, err, data)
-	}
-	if d.More() {
-		t.Fatalf("%s: trailing data after the JSON value", name)
-	}
-	return v
-}
-
-// indent pretty-prints JSON for golden files and failure messages.
-func indent(t testing.TB, data []byte) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	if err := json.Indent(&buf, data, "", "  "); err != nil {
-		t.Fatalf("invalid JSON: %v\n%s", err, data)
-	}
-	buf.WriteByte('\n')
-	return buf.Bytes()
-}
-
-// checkGolden compares got with the golden file as canonical JSON, or
-// rewrites the file under -update.
-func checkGolden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, indent(t, got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !reflect.DeepEqual(canonical(t, "got", got), canonical(t, path, want)) {
-		t.Errorf("output differs from %s\ngot:\n%s\nwant:\n%s", path, indent(t, got), want)
-	}
-}
-
-// goldenCases lists the case names in dir that have a file ending in suffix.
-func goldenCases(t testing.TB, dir, suffix string) []string {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*"+suffix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) == 0 {
-		t.Fatalf("no %s files in %s", suffix, dir)
-	}
-	names := make([]string, len(files))
-	for i, f := range files {
-		names[i] = strings.TrimSuffix(filepath.Base(f), suffix)
-	}
-	return names
-}
+var testChat = Chat{Now: translatortest.Now, NewID: fixedID}
 
 // caseOptions are a request golden's settings, from <name>.options.json.
 type caseOptions struct {
@@ -126,31 +56,25 @@ func readOptions(t testing.TB, name string) (Chat, string) {
 }
 
 func TestChatRequestGolden(t *testing.T) {
-	for _, name := range goldenCases(t, requestDir, ".unified.json") {
-		t.Run(name, func(t *testing.T) {
-			in, err := os.ReadFile(filepath.Join(requestDir, name+".unified.json"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			info, err := providers.ValidateChat(in)
-			if err != nil {
-				t.Fatalf("the input does not pass ValidateChat: %v", err)
-			}
-			c, model := readOptions(t, name)
-			req, err := c.ChatRequest(in, model)
-			if err != nil {
-				t.Fatalf("ChatRequest: %v", err)
-			}
-			wantPath, _ := Path(model, info.Stream)
-			if req.Path != wantPath {
-				t.Errorf("Path = %q, want %q", req.Path, wantPath)
-			}
-			if info.Stream != (req.Framing == EventStream) {
-				t.Errorf("stream %v but Framing %v", info.Stream, req.Framing)
-			}
-			checkGolden(t, filepath.Join(requestDir, name+".bedrock.json"), req.Body)
-		})
-	}
+	translatortest.Golden(t, requestDir, ".unified.json", ".bedrock.json", func(t *testing.T, name string, in []byte) []byte {
+		info, err := providers.ValidateChat(in)
+		if err != nil {
+			t.Fatalf("the input does not pass ValidateChat: %v", err)
+		}
+		c, model := readOptions(t, name)
+		req, err := c.ChatRequest(in, model)
+		if err != nil {
+			t.Fatalf("ChatRequest: %v", err)
+		}
+		wantPath, _ := Path(model, info.Stream)
+		if req.Path != wantPath {
+			t.Errorf("Path = %q, want %q", req.Path, wantPath)
+		}
+		if info.Stream != (req.Framing == EventStream) {
+			t.Errorf("stream %v but Framing %v", info.Stream, req.Framing)
+		}
+		return req.Body
+	})
 }
 
 func TestPath(t *testing.T) {
@@ -231,12 +155,6 @@ func TestChatRequestHeaders(t *testing.T) {
 func TestChatRequestErrors(t *testing.T) {
 	const user = `{"role":"user","content":"Hi"}`
 	tools := `"tools":[{"type":"function","function":{"name":"f"}}]`
-	call := func(args string) string {
-		b, _ := json.Marshal(args)
-		return `{"model":"m","messages":[` + user + `,{"role":"assistant","content":null,"tool_calls":[` +
-			`{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}},` +
-			`{"id":"b","type":"function","function":{"name":"f","arguments":` + string(b) + `}}]}]}`
-	}
 	image := func(url string) string {
 		return `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"see"},{"type":"image_url","image_url":{"url":"` + url + `"}}]}]}`
 	}
@@ -262,20 +180,10 @@ func TestChatRequestErrors(t *testing.T) {
 			"messages[0].content[0].file", "invalid_value"},
 		{"n", `{"model":"m","messages":[` + user + `],"n":2}`, "n", "unsupported_parameter"},
 		{"logprobs", `{"model":"m","messages":[` + user + `],"logprobs":true}`, "logprobs", "unsupported_parameter"},
-		{"audio", `{"model":"m","messages":[` + user + `],"audio":{"voice":"alloy","format":"mp3"}}`, "audio", "unsupported_parameter"},
-		{"modalities", `{"model":"m","messages":[` + user + `],"modalities":["text","audio"]}`, "modalities", "unsupported_parameter"},
-		{"functions", `{"model":"m","messages":[` + user + `],"functions":[{"name":"f"}]}`, "functions", "unsupported_parameter"},
-		{"function_call", `{"model":"m","messages":[` + user + `],"function_call":"auto"}`, "function_call", "unsupported_parameter"},
-		{"web search", `{"model":"m","messages":[` + user + `],"web_search_options":{}}`, "web_search_options", "unsupported_parameter"},
-		{"custom tool", `{"model":"m","messages":[` + user + `],"tools":[{"type":"function","function":{"name":"f"}},{"type":"custom","custom":{"name":"g"}}]}`,
-			"tools[1].type", "unsupported_parameter"},
 		{"reserved tool name", `{"model":"m","messages":[` + user + `],"tools":[{"type":"function","function":{"name":"json_tool_call"}}]}`,
 			"tools[0].function.name", "invalid_value"},
 		{"allowed_tools choice", `{"model":"m","messages":[` + user + `],` + tools + `,"tool_choice":{"type":"allowed_tools","allowed_tools":{"mode":"auto","tools":[]}}}`,
 			"tool_choice", "unsupported_parameter"},
-		{"required without tools", `{"model":"m","messages":[` + user + `],"tool_choice":"required"}`, "tool_choice", "invalid_value"},
-		{"function choice without tools", `{"model":"m","messages":[` + user + `],"tool_choice":{"type":"function","function":{"name":"f"}}}`,
-			"tool_choice", "invalid_value"},
 		{"response_format type", `{"model":"m","messages":[` + user + `],"response_format":{"type":"xml"}}`, "response_format.type", "unsupported_parameter"},
 		{"json_schema not an object", `{"model":"m","messages":[` + user + `],"response_format":{"type":"json_schema","json_schema":"x"}}`,
 			"response_format.json_schema", "invalid_value"},
@@ -294,31 +202,15 @@ func TestChatRequestErrors(t *testing.T) {
 			"messages[1].thinking_blocks[0].signature", "invalid_value"},
 		{"redacted block data", `{"model":"m","messages":[` + user + `,{"role":"assistant","content":"x","thinking_blocks":[{"type":"redacted_thinking"}]}]}`,
 			"messages[1].thinking_blocks[0].data", "invalid_value"},
-		{"arguments not JSON", call("not json"), "messages[1].tool_calls[1].function.arguments", "invalid_value"},
-		{"arguments truncated", call(`{"city":"Par`), "messages[1].tool_calls[1].function.arguments", "invalid_value"},
-		{"arguments array", call(`[1,2]`), "messages[1].tool_calls[1].function.arguments", "invalid_value"},
-		{"arguments string", call(`"{}"`), "messages[1].tool_calls[1].function.arguments", "invalid_value"},
-		{"arguments null", call(`null`), "messages[1].tool_calls[1].function.arguments", "invalid_value"},
-		{"arguments trailing garbage", call(`{} {}`), "messages[1].tool_calls[1].function.arguments", "invalid_value"},
-		{"arguments too deep", call(strings.Repeat(`{"a":`, 1200) + "1" + strings.Repeat("}", 1200)),
-			"messages[1].tool_calls[1].function.arguments", "invalid_value"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := providers.ValidateChat([]byte(tt.body)); err != nil {
-				t.Fatalf("the input does not pass ValidateChat: %v", err)
-			}
-			_, err := testChat.ChatRequest([]byte(tt.body), testModel)
-			var e *providers.Error
-			if !errors.As(err, &e) {
-				t.Fatalf("err = %v, want a *providers.Error", err)
-			}
-			if e.Status != http.StatusBadRequest || e.Type != "invalid_request_error" ||
-				e.Param != tt.param || e.Code != tt.code || e.Message == "" {
-				t.Errorf("got %s (status %d), want status 400, param %q, code %q", e.JSON(), e.Status, tt.param, tt.code)
-			}
+			translatortest.ChatRequestError(t, testChat, tt.body, testModel, tt.param, tt.code)
 		})
 	}
+	translatortest.BadToolArguments(t, testChat, testModel)
+	translatortest.DeepToolArguments(t, testChat, testModel, 1200)
+	translatortest.CommonRequestErrors(t, testChat, testModel)
 }
 
 // TestHTTPImageMessage checks that the refusal of an http image URL says
@@ -434,19 +326,7 @@ func TestReasoning(t *testing.T) {
 }
 
 func TestChatResponseGolden(t *testing.T) {
-	for _, name := range goldenCases(t, responseDir, ".bedrock.json") {
-		t.Run(name, func(t *testing.T) {
-			in, err := os.ReadFile(filepath.Join(responseDir, name+".bedrock.json"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			out, err := testChat.ChatResponse(in)
-			if err != nil {
-				t.Fatalf("ChatResponse: %v", err)
-			}
-			checkGolden(t, filepath.Join(responseDir, name+".unified.json"), out)
-		})
-	}
+	translatortest.ChatResponseGolden(t, responseDir, ".bedrock.json", testChat.ChatResponse)
 }
 
 func TestChatResponseMalformed(t *testing.T) {
@@ -577,25 +457,6 @@ func TestToolUseID(t *testing.T) {
 	}
 	if toolUseID("a:b") == toolUseID("a;b") {
 		t.Error("different ids map to one")
-	}
-}
-
-func TestCompactor(t *testing.T) {
-	in := `{ "a" : [1, 2,  {"b c":"d \" e\\"} ],` + "\n\t" + `"f": "x y" }`
-	want := `{"a":[1,2,{"b c":"d \" e\\"}],"f":"x y"}`
-	if got := string(compactJSON(nil, in)); got != want {
-		t.Errorf("compactJSON = %s, want %s", got, want)
-	}
-	// The same in pieces of every size.
-	for size := 1; size <= len(in); size++ {
-		var c compactor
-		var out []byte
-		for i := 0; i < len(in); i += size {
-			out = c.append(out, in[i:min(i+size, len(in))])
-		}
-		if string(out) != want {
-			t.Fatalf("pieces of %d: %s", size, out)
-		}
 	}
 }
 

@@ -10,41 +10,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/internal/translatortest"
 )
 
 // benchRequest is a realistic multi-turn request with tools, about 2 KB.
-const benchRequest = `{
-  "model": "my-claude",
-  "messages": [
-    {"role": "system", "content": "You are a travel assistant. Use the tools to look up facts; never guess weather or prices. Keep answers short and cite the tool you used."},
-    {"role": "user", "content": "I'm flying from Paris to Tokyo next Tuesday. What's the weather like in both cities, and what time is it in Tokyo now?"},
-    {"role": "assistant", "content": "Let me check that for you.", "tool_calls": [
-      {"id": "tooluse_01A09q90qw90lq917835lq9", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\", \"unit\": \"celsius\"}"}},
-      {"id": "tooluse_01B19q90qw90lq917835lq9", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Tokyo\", \"unit\": \"celsius\"}"}},
-      {"id": "tooluse_01C29q90qw90lq917835lq9", "type": "function", "function": {"name": "get_time", "arguments": "{\"timezone\": \"Asia/Tokyo\"}"}}
-    ]},
-    {"role": "tool", "tool_call_id": "tooluse_01A09q90qw90lq917835lq9", "content": "{\"temp\": 14, \"conditions\": \"light rain\", \"wind_kph\": 18}"},
-    {"role": "tool", "tool_call_id": "tooluse_01B19q90qw90lq917835lq9", "content": "{\"temp\": 22, \"conditions\": \"sunny\", \"wind_kph\": 6}"},
-    {"role": "tool", "tool_call_id": "tooluse_01C29q90qw90lq917835lq9", "content": "2026-08-14T21:05:00+09:00"},
-    {"role": "assistant", "content": "Paris: 14°C with light rain. Tokyo: 22°C and sunny; it is 21:05 there now."},
-    {"role": "user", "content": [{"type": "text", "text": "Great. Can you also find a flight price for Tuesday, economy, one adult?"}]}
-  ],
-  "tools": [
-    {"type": "function", "function": {"name": "get_weather", "description": "Current weather for a city.",
-      "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "City name"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}, "required": ["city"]}}},
-    {"type": "function", "function": {"name": "get_time", "description": "Current local time in an IANA time zone.",
-      "parameters": {"type": "object", "properties": {"timezone": {"type": "string"}}, "required": ["timezone"]}}},
-    {"type": "function", "function": {"name": "search_flights", "description": "Search flight offers between two airports on a date.",
-      "parameters": {"type": "object", "properties": {"from": {"type": "string", "description": "IATA code"}, "to": {"type": "string", "description": "IATA code"}, "date": {"type": "string", "format": "date"}, "cabin": {"type": "string", "enum": ["economy", "premium", "business", "first"]}, "adults": {"type": "integer", "minimum": 1}}, "required": ["from", "to", "date"]}}}
-  ],
-  "tool_choice": "auto",
-  "parallel_tool_calls": true,
-  "temperature": 0.4,
-  "max_completion_tokens": 1024,
-  "stream": true,
-  "stream_options": {"include_usage": true},
-  "user": "user-1234"
-}`
+var benchRequest = translatortest.TravelRequest{
+	Model:   "my-claude",
+	CallIDs: [3]string{"tooluse_01A09q90qw90lq917835lq9", "tooluse_01B19q90qw90lq917835lq9", "tooluse_01C29q90qw90lq917835lq9"},
+}.Body()
 
 const benchResponse = `{"output":{"message":{"role":"assistant","content":[` +
 	`{"text":"I'll search flights from CDG to HND for Tuesday in economy for one adult, and compare the cheapest options."},` +
@@ -80,59 +53,19 @@ func benchStream(b *testing.B) []byte {
 }
 
 func BenchmarkChatRequest(b *testing.B) {
-	body := []byte(benchRequest)
-	if _, err := providers.ValidateChat(body); err != nil {
-		b.Fatal(err)
-	}
-	c := Chat{}
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := c.ChatRequest(body, testModel); err != nil {
-			b.Fatal(err)
-		}
-	}
+	translatortest.BenchChatRequest(b, benchRequest, func(body []byte) (providers.Request, error) {
+		return Chat{}.ChatRequest(body, testModel)
+	})
 }
 
 func BenchmarkChatResponse(b *testing.B) {
-	body := []byte(benchResponse)
-	c := Chat{}
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := c.ChatResponse(body); err != nil {
-			b.Fatal(err)
-		}
-	}
+	translatortest.BenchBody(b, []byte(benchResponse), Chat{}.ChatResponse)
 }
 
 // BenchmarkStream translates a whole 200-event answer, cutting each event
 // with EventStream as the gateway does.
 func BenchmarkStream(b *testing.B) {
-	upstream := benchStream(b)
-	c := Chat{}
-	out := make([]byte, 0, 4*len(upstream))
-	b.SetBytes(int64(len(upstream)))
-	b.ReportAllocs()
-	for b.Loop() {
-		tr := c.ChatStream(providers.StreamOptions{IncludeUsage: true})
-		out = out[:0]
-		buf := upstream
-		for {
-			event, rest, ok, err := EventStream.Cut(buf)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if !ok {
-				break
-			}
-			if out, err = tr.Event(out, event); err != nil {
-				b.Fatal(err)
-			}
-			buf = rest
-		}
-		out = tr.Close(out)
-	}
+	translatortest.Replay{New: Chat{}.ChatStream, Framing: EventStream}.Bench(b, benchStream(b))
 }
 
 // BenchmarkStreamEvent is one text delta: Cut and Event.

@@ -91,7 +91,7 @@ func (e Embeddings) EmbeddingsRequests(req *providers.EmbeddingsRequest, model s
 				"for an ARN that does not name its model, configure base_model", model)
 	}
 	if req.Tokens != nil {
-		return nil, unsupported("input", "input as token ids is not supported by Bedrock's embeddings models: send text")
+		return nil, providers.UnsupportedBecause("input", "input as token ids is not supported by Bedrock's embeddings models: send text")
 	}
 	path, err := InvokePath(model)
 	if err != nil {
@@ -100,7 +100,7 @@ func (e Embeddings) EmbeddingsRequests(req *providers.EmbeddingsRequest, model s
 	switch kind {
 	case titanG1, cohereV3:
 		if req.Dimensions > 0 {
-			return nil, unsupported("dimensions", "dimensions is not supported by "+model+": its vectors have a fixed length")
+			return nil, providers.UnsupportedBecause("dimensions", "dimensions is not supported by "+model+": its vectors have a fixed length")
 		}
 	case titanV2:
 		if req.Dimensions > 0 && !oneOf(req.Dimensions, titanDims) {

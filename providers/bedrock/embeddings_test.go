@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/internal/translatortest"
 	"github.com/modelgate/modelgate/providers/providertest"
 )
 
@@ -49,46 +49,19 @@ func readEmbedOptions(t testing.TB, name string) Embeddings {
 	return Embeddings{BaseModels: o.BaseModels}
 }
 
-// requestsJSON writes translated requests as the golden files hold them:
-// a list of {"path", "body"}.
-func requestsJSON(t testing.TB, reqs []providers.Request) []byte {
-	t.Helper()
-	b := []byte{'['}
-	for i, r := range reqs {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		if !json.Valid(r.Body) {
-			t.Fatalf("request %d is not JSON: %s", i, r.Body)
-		}
-		b = append(b, `{"path":`...)
-		b = providers.AppendString(b, r.Path)
-		b = append(b, `,"body":`...)
-		b = append(b, r.Body...)
-		b = append(b, '}')
-	}
-	return append(b, ']')
-}
-
 // The unified request's model is the Bedrock model id the translator gets.
 func TestEmbeddingsRequestGolden(t *testing.T) {
-	for _, name := range goldenCases(t, embedDir, ".unified.json") {
-		t.Run(name, func(t *testing.T) {
-			in, err := os.ReadFile(filepath.Join(embedDir, name+".unified.json"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			req, err := providers.ValidateEmbeddings(in)
-			if err != nil {
-				t.Fatalf("the input does not pass ValidateEmbeddings: %v", err)
-			}
-			reqs, err := readEmbedOptions(t, name).EmbeddingsRequests(&req, req.Model)
-			if err != nil {
-				t.Fatalf("EmbeddingsRequests: %v", err)
-			}
-			checkGolden(t, filepath.Join(embedDir, name+".bedrock.json"), requestsJSON(t, reqs))
-		})
-	}
+	translatortest.Golden(t, embedDir, ".unified.json", ".bedrock.json", func(t *testing.T, name string, in []byte) []byte {
+		req, err := providers.ValidateEmbeddings(in)
+		if err != nil {
+			t.Fatalf("the input does not pass ValidateEmbeddings: %v", err)
+		}
+		reqs, err := readEmbedOptions(t, name).EmbeddingsRequests(&req, req.Model)
+		if err != nil {
+			t.Fatalf("EmbeddingsRequests: %v", err)
+		}
+		return translatortest.RequestsJSON(t, reqs)
+	})
 }
 
 // answersCase is a response golden: the unified request and Bedrock's
@@ -131,19 +104,13 @@ func answer(t testing.TB, data []byte) ([]byte, error) {
 }
 
 func TestEmbeddingsResponseGolden(t *testing.T) {
-	for _, name := range goldenCases(t, embedResponseDir, ".bedrock.json") {
-		t.Run(name, func(t *testing.T) {
-			data, err := os.ReadFile(filepath.Join(embedResponseDir, name+".bedrock.json"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			out, err := answer(t, data)
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkGolden(t, filepath.Join(embedResponseDir, name+".unified.json"), out)
-		})
-	}
+	translatortest.Golden(t, embedResponseDir, ".bedrock.json", ".unified.json", func(t *testing.T, _ string, data []byte) []byte {
+		out, err := answer(t, data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	})
 }
 
 func TestEmbeddingsRequests(t *testing.T) {
@@ -326,14 +293,6 @@ func sendSigned(t *testing.T, fake *providertest.Server, r providers.Request) (i
 	if err := v4.NewSigner().SignHTTP(context.Background(), fakeCreds, req, hex.EncodeToString(sum[:]), "bedrock", "us-west-2", time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	body, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, body := providertest.Do(t, req)
 	return res.StatusCode, res.Header, body
 }

@@ -6,9 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,6 +17,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/internal/translatortest"
 	"github.com/modelgate/modelgate/providers/providertest"
 )
 
@@ -66,15 +65,7 @@ func call(t *testing.T, fake *providertest.Server, c Chat, body, model string) e
 	if err := v4.NewSigner().SignHTTP(context.Background(), fakeCreds, req, hex.EncodeToString(sum[:]), "bedrock", "eu-west-1", time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, raw := providertest.Do(t, req)
 	ex := exchange{status: res.StatusCode}
 	switch {
 	case res.StatusCode >= 400:
@@ -94,7 +85,7 @@ func call(t *testing.T, fake *providertest.Server, c Chat, body, model string) e
 			}
 		}
 		ex.stream = tr.Close(out)
-		checkUnifiedStream(t, ex.stream)
+		translatortest.CheckUnifiedStream(t, ex.stream, providers.StreamOptions{IncludeUsage: info.IncludeUsage})
 	default:
 		if ex.answer, err = c.ChatResponse(raw); err != nil {
 			t.Fatalf("ChatResponse: %v\n%s", err, raw)
@@ -111,11 +102,8 @@ func TestGoldenRequestsToFake(t *testing.T) {
 	// The fake signs its own reasoning; a block from elsewhere is refused
 	// as Claude refuses a forged one.
 	refused := map[string]string{"thinking_roundtrip": "Invalid `signature`"}
-	for _, name := range goldenCases(t, requestDir, ".unified.json") {
-		in, err := os.ReadFile(filepath.Join(requestDir, name+".unified.json"))
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, name := range translatortest.GoldenCases(t, requestDir, ".unified.json") {
+		in := translatortest.ReadFile(t, filepath.Join(requestDir, name+".unified.json"))
 		c, model := readOptions(t, name)
 		for _, stream := range []bool{false, true} {
 			body := string(in)
@@ -264,7 +252,7 @@ func TestChatThroughFake(t *testing.T) {
 		}
 		for model, code := range map[string]string{"midstream-error": "model_error", "cutoff": "stream_incomplete"} {
 			ex = call(t, fake, testChat, `{"model":"m","stream":true,"messages":[`+user+`]}`, model)
-			events := streamData(ex.stream)
+			events := translatortest.Data(ex.stream)
 			if last := events[len(events)-1]; gjson.GetBytes(last, "error.code").Str != code {
 				t.Errorf("%s: stream ends with %s", model, last)
 			}

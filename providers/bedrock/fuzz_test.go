@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,17 +13,15 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/internal/translatortest"
 )
 
 // FuzzChatRequest checks that every body ValidateChat accepts either
 // translates into valid JSON and a path that keeps the model in one
 // segment, or fails with a 4xx *providers.Error.
 func FuzzChatRequest(f *testing.F) {
-	for _, name := range goldenCases(f, requestDir, ".unified.json") {
-		data, err := os.ReadFile(filepath.Join(requestDir, name+".unified.json"))
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, name := range translatortest.GoldenCases(f, requestDir, ".unified.json") {
+		data := translatortest.ReadFile(f, filepath.Join(requestDir, name+".unified.json"))
 		f.Add(data, testModel, false)
 	}
 	f.Add([]byte(`{"model":"m","messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"a","function":{"name":"f","arguments":"{\"a\":[1,{}]}"}}]}]}`), "m/../x?y", true)
@@ -39,15 +36,8 @@ func FuzzChatRequest(f *testing.F) {
 			c.StructuredOutput = StructuredTool
 		}
 		req, err := c.ChatRequest(body, model)
-		if err != nil {
-			var e *providers.Error
-			if !errors.As(err, &e) || e.Status < 400 || e.Status >= 500 {
-				t.Fatalf("ChatRequest error %v is not a 4xx *providers.Error", err)
-			}
+		if !translatortest.CheckFuzzedRequest(t, body, req, err) {
 			return
-		}
-		if !gjson.ValidBytes(req.Body) || !json.Valid(req.Body) {
-			t.Fatalf("invalid JSON for %s:\n%s", body, req.Body)
 		}
 		segs := strings.Split(req.Path, "/")
 		if len(segs) != 4 || segs[1] != "model" || segs[2] == "." || segs[2] == ".." || strings.ContainsAny(req.Path, "?#") {
@@ -59,24 +49,9 @@ func FuzzChatRequest(f *testing.F) {
 // FuzzChatResponse checks that any answer body translates into valid JSON
 // or fails with an error.
 func FuzzChatResponse(f *testing.F) {
-	for _, name := range goldenCases(f, responseDir, ".bedrock.json") {
-		data, err := os.ReadFile(filepath.Join(responseDir, name+".bedrock.json"))
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(data)
-	}
+	translatortest.SeedFiles(f, responseDir, ".bedrock.json")
 	f.Add([]byte(`{"output":{"message":{"content":[{"toolUse":{"name":"json_tool_call","input":"x"}},{"reasoningContent":{"reasoningText":{"text":7,"signature":"s"}}}]}}}`))
-
-	f.Fuzz(func(t *testing.T, body []byte) {
-		out, err := Chat{}.ChatResponse(body)
-		if err != nil {
-			return
-		}
-		if !json.Valid(out) {
-			t.Fatalf("invalid JSON for %s:\n%s", body, out)
-		}
-	})
+	translatortest.FuzzChatResponse(f, Chat{}.ChatResponse)
 }
 
 // FuzzError checks that any error answer maps to an error with a status
@@ -136,17 +111,7 @@ func FuzzStream(f *testing.F) {
 	for _, tr := range readTranscripts(f) {
 		f.Add(tr.upstream, tr.opts.IncludeUsage)
 	}
-	f.Fuzz(func(t *testing.T, upstream []byte, includeUsage bool) {
-		out, err := translate(Chat{}, providers.StreamOptions{IncludeUsage: includeUsage}, upstream, nil)
-		if err != nil {
-			// The gateway ends the stream with its own error here; what
-			// was written so far must still be well-formed events.
-			out = append(out, "data: {\"error\":{}}\n\n"...)
-		}
-		if msg := validUnifiedStream(out); msg != "" {
-			t.Fatalf("%s\nupstream: %q\nunified:\n%s", msg, upstream, out)
-		}
-	})
+	translatortest.Replay{New: Chat{}.ChatStream, Framing: EventStream}.Fuzz(f)
 }
 
 // FuzzEvent encodes arbitrary event types and payloads as real
@@ -181,7 +146,7 @@ func FuzzEvent(f *testing.F) {
 		if !failed {
 			out = tr.Close(out)
 		}
-		if msg := validUnifiedStream(out); msg != "" {
+		if msg := translatortest.ValidUnifiedStream(out); msg != "" {
 			t.Fatalf("%s\nevents: %q %q, %q %q\nunified:\n%s", msg, type1, payload1, type2, payload2, out)
 		}
 	})
@@ -191,11 +156,8 @@ func FuzzEvent(f *testing.F) {
 // either translates into requests of valid JSON on the model's invoke path,
 // every input in one of them, or fails with a 4xx *providers.Error.
 func FuzzEmbeddingsRequest(f *testing.F) {
-	for _, name := range goldenCases(f, embedDir, ".unified.json") {
-		data, err := os.ReadFile(filepath.Join(embedDir, name+".unified.json"))
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, name := range translatortest.GoldenCases(f, embedDir, ".unified.json") {
+		data := translatortest.ReadFile(f, filepath.Join(embedDir, name+".unified.json"))
 		f.Add(data, gjson.GetBytes(data, "model").Str)
 	}
 	f.Add([]byte(`{"model":"m","input":[[1,2]],"dimensions":256}`), "cohere.embed-v4:0")
@@ -236,11 +198,8 @@ func FuzzEmbeddingsRequest(f *testing.F) {
 // FuzzEmbeddingsResponse checks that any answer is read or refused, never
 // a panic, and that what it reads makes a valid unified answer.
 func FuzzEmbeddingsResponse(f *testing.F) {
-	for _, name := range goldenCases(f, embedResponseDir, ".bedrock.json") {
-		data, err := os.ReadFile(filepath.Join(embedResponseDir, name+".bedrock.json"))
-		if err != nil {
-			f.Fatal(err)
-		}
+	for _, name := range translatortest.GoldenCases(f, embedResponseDir, ".bedrock.json") {
+		data := translatortest.ReadFile(f, filepath.Join(embedResponseDir, name+".bedrock.json"))
 		for _, a := range gjson.GetBytes(data, "answers").Array() {
 			f.Add([]byte(a.Get("body").Raw), a.Get("header.X-Amzn-Bedrock-Input-Token-Count").Str)
 		}

@@ -62,23 +62,11 @@ func (r *request) set(key string, v gjson.Result) error {
 			return providers.Unsupported(key, providerName)
 		}
 	case "modalities":
-		audio := false
-		v.ForEach(func(_, m gjson.Result) bool {
-			audio = m.Str == "audio"
-			return !audio
-		})
-		if audio {
-			return unsupported("modalities", "audio output is not supported by provider type "+providerName)
+		if providers.WantsAudio(v) {
+			return providers.UnsupportedBecause("modalities", "audio output is not supported by provider type "+providerName)
 		}
 	}
 	return nil
-}
-
-// unsupported is providers.Unsupported with a more specific message.
-func unsupported(param, msg string) *providers.Error {
-	e := providers.Unsupported(param, providerName)
-	e.Message = msg
-	return e
 }
 
 // ChatRequest translates a unified chat request, already checked by
@@ -95,11 +83,7 @@ func unsupported(param, msg string) *providers.Error {
 func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) {
 	var req providers.Request
 	var r request
-	var err error
-	gjson.ParseBytes(body).ForEach(func(key, v gjson.Result) bool {
-		err = r.set(key.Str, v)
-		return err == nil
-	})
+	err := providers.ReadMembers(body, r.set)
 	if err != nil {
 		return req, err
 	}
@@ -135,7 +119,7 @@ func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) 
 	b := make([]byte, 0, len(body)+256)
 	b = append(b, '{')
 	var stack [16]message
-	msgs := parseMessages(stack[:0], r.messages)
+	msgs := providers.AppendChatMessages(stack[:0], r.messages)
 	var hist history
 	// Signed reasoning is Claude's: other families never gave any, so a
 	// thinking block in their history comes from another provider and
@@ -162,46 +146,8 @@ func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) 
 	return req, nil
 }
 
-// message holds the fields of one unified message that the translation
-// reads.
-type message struct {
-	role                                           string
-	content, toolCalls, toolCallID, thinkingBlocks gjson.Result
-}
-
-// parseMessages appends the messages of the array v to msgs. Like gjson's
-// Get, which ValidateChat uses, it takes the first of duplicate keys.
-func parseMessages(msgs []message, v gjson.Result) []message {
-	v.ForEach(func(_, m gjson.Result) bool {
-		var msg message
-		var role gjson.Result
-		m.ForEach(func(key, v gjson.Result) bool {
-			var field *gjson.Result
-			switch key.Str {
-			case "role":
-				field = &role
-			case "content":
-				field = &msg.content
-			case "tool_calls":
-				field = &msg.toolCalls
-			case "tool_call_id":
-				field = &msg.toolCallID
-			case "thinking_blocks":
-				field = &msg.thinkingBlocks
-			default:
-				return true
-			}
-			if !field.Exists() {
-				*field = v
-			}
-			return true
-		})
-		msg.role = role.Str
-		msgs = append(msgs, msg)
-		return true
-	})
-	return msgs
-}
+// message is a unified message as the translation reads it.
+type message = providers.ChatMessage
 
 // isSystem reports whether a unified role goes to the top-level system.
 func isSystem(role string) bool { return role == "system" || role == "developer" }
@@ -267,7 +213,7 @@ func appendMessages(b []byte, msgs []message, keepThinking bool, hist *history) 
 	for i := range msgs {
 		m := &msgs[i]
 		var err error
-		switch m.role {
+		switch m.Role {
 		case "user":
 			err = t.userBlocks(m, i)
 		case "assistant":
@@ -324,13 +270,13 @@ func partParam(i, j int) string {
 
 // userBlocks appends the blocks of user message i.
 func (t *turns) userBlocks(m *message, i int) error {
-	if m.content.Type == gjson.String {
-		t.text("user", m.content)
+	if m.Content.Type == gjson.String {
+		t.text("user", m.Content)
 		return nil
 	}
 	var err error
 	j := 0
-	m.content.ForEach(func(_, part gjson.Result) bool {
+	m.Content.ForEach(func(_, part gjson.Result) bool {
 		switch part.Get("type").Str {
 		case "image_url":
 			err = t.image(part.Get("image_url.url").Str, partParam(i, j)+".image_url.url")
@@ -380,7 +326,7 @@ func (t *turns) image(u, param string) error {
 		t.b = providers.AppendString(t.b, u)
 		t.b = append(t.b, "}}}}"...)
 	case hasPrefixFold(u, "http://"), hasPrefixFold(u, "https://"):
-		return unsupported(param, "image URLs are not supported by provider type "+providerName+
+		return providers.UnsupportedBecause(param, "image URLs are not supported by provider type "+providerName+
 			": Bedrock cannot fetch images; send the image as a data: URL (base64) or an s3:// URL")
 	default:
 		return providers.InvalidParam(param, "an image URL must be a data:, s3:// or http(s) URL")
@@ -429,7 +375,7 @@ var documentFormats = map[string]string{
 // data: URL, or bare base64 whose format the filename's extension gives).
 func (t *turns) document(f gjson.Result, param string) error {
 	if f.Get("file_id").Exists() && !f.Get("file_data").Exists() {
-		return unsupported(param+".file_id", "file ids are not supported by provider type "+providerName+
+		return providers.UnsupportedBecause(param+".file_id", "file ids are not supported by provider type "+providerName+
 			": send the file's content as file_data")
 	}
 	fd := f.Get("file_data")
@@ -593,13 +539,13 @@ func hasPrefixFold(s, prefix string) bool {
 // returned them, for Claude models), its text, then a toolUse block per
 // tool call.
 func (t *turns) assistantBlocks(m *message, i int, hist *history) error {
-	if err := t.reasoning(m.thinkingBlocks, "messages["+strconv.Itoa(i)+"].thinking_blocks"); err != nil {
+	if err := t.reasoning(m.ThinkingBlocks, "messages["+strconv.Itoa(i)+"].thinking_blocks"); err != nil {
 		return err
 	}
-	t.texts("assistant", m.content)
+	t.texts("assistant", m.Content)
 	var err error
 	j := 0
-	m.toolCalls.ForEach(func(_, call gjson.Result) bool {
+	m.ToolCalls.ForEach(func(_, call gjson.Result) bool {
 		fn := call.Get("function")
 		input := strings.TrimSpace(fn.Get("arguments").Str)
 		if input == "" {
@@ -617,9 +563,9 @@ func (t *turns) assistantBlocks(m *message, i int, hist *history) error {
 		t.b = append(t.b, `{"toolUse":{"toolUseId":`...)
 		t.b = providers.AppendString(t.b, toolUseID(call.Get("id").Str))
 		t.b = append(t.b, `,"name":`...)
-		t.b = appendRawString(t.b, name)
+		t.b = providers.AppendRawString(t.b, name)
 		t.b = append(t.b, `,"input":`...)
-		t.b = compactJSON(t.b, input)
+		t.b = providers.AppendCompactJSON(t.b, input)
 		t.b = append(t.b, "}}"...)
 		j++
 		return true
@@ -691,7 +637,7 @@ func (t *turns) toolResult(m *message, hist *history) {
 	hist.toolBlocks = true
 	t.block("user")
 	t.b = append(t.b, `{"toolResult":{"toolUseId":`...)
-	t.b = providers.AppendString(t.b, toolUseID(m.toolCallID.Str))
+	t.b = providers.AppendString(t.b, toolUseID(m.ToolCallID.Str))
 	t.b = append(t.b, `,"content":[`...)
 	n := 0
 	add := func(v gjson.Result) {
@@ -704,17 +650,17 @@ func (t *turns) toolResult(m *message, hist *history) {
 		n++
 		if s := strings.TrimSpace(v.Str); s[0] == '{' && providers.ValidJSON([]byte(s)) {
 			t.b = append(t.b, `{"json":`...)
-			t.b = compactJSON(t.b, s)
+			t.b = providers.AppendCompactJSON(t.b, s)
 		} else {
 			t.b = append(t.b, `{"text":`...)
 			t.b = append(t.b, v.Raw...)
 		}
 		t.b = append(t.b, '}')
 	}
-	if m.content.Type == gjson.String {
-		add(m.content)
+	if m.Content.Type == gjson.String {
+		add(m.Content)
 	} else {
-		m.content.ForEach(func(_, part gjson.Result) bool {
+		m.Content.ForEach(func(_, part gjson.Result) bool {
 			add(partText(part))
 			return true
 		})
@@ -770,10 +716,10 @@ func appendSystem(b []byte, msgs []message) []byte {
 		b = append(b, '}')
 	}
 	for i := range msgs {
-		if !isSystem(msgs[i].role) {
+		if !isSystem(msgs[i].Role) {
 			continue
 		}
-		if c := msgs[i].content; c.Type == gjson.String {
+		if c := msgs[i].Content; c.Type == gjson.String {
 			add(c)
 		} else {
 			c.ForEach(func(_, part gjson.Result) bool {
@@ -823,30 +769,10 @@ func appendInference(b []byte, maxTokens int64, temperature, topP, stop gjson.Re
 	if stop.Type == gjson.String || stop.IsArray() {
 		mark := len(b)
 		field("stopSequences")
-		b = append(b, '[')
-		k := 0
-		add := func(s gjson.Result) {
-			if s.Type == gjson.String && s.Str != "" {
-				if k > 0 {
-					b = append(b, ',')
-				}
-				k++
-				b = append(b, s.Raw...)
-			}
-		}
-		if stop.Type == gjson.String {
-			add(stop)
-		} else {
-			stop.ForEach(func(_, s gjson.Result) bool {
-				add(s)
-				return true
-			})
-		}
-		if k == 0 {
+		var k int
+		if b, k = providers.AppendStops(b, stop); k == 0 {
 			b = b[:mark]
 			n--
-		} else {
-			b = append(b, ']')
 		}
 	}
 	if n == 0 {
@@ -863,12 +789,12 @@ func appendSchema(b []byte, params gjson.Result) []byte {
 		return append(b, `{"type":"object"}`...)
 	}
 	if params.Get("type").Exists() {
-		return compactJSON(b, params.Raw)
+		return providers.AppendCompactJSON(b, params.Raw)
 	}
 	b = append(b, `{"type":"object"`...)
 	if inner := strings.TrimSpace(params.Raw[1 : len(params.Raw)-1]); inner != "" {
 		b = append(b, ',')
-		b = compactJSON(b, inner)
+		b = providers.AppendCompactJSON(b, inner)
 	}
 	return append(b, '}')
 }
@@ -906,7 +832,7 @@ func appendToolConfig(b []byte, tools, tc gjson.Result, format *formatPlan, hist
 		choice = tc.Str
 	case tc.IsObject():
 		if tc.Get("type").Str != "function" {
-			return b, unsupported("tool_choice",
+			return b, providers.UnsupportedBecause("tool_choice",
 				"tool_choice of type "+strconv.Quote(tc.Get("type").Str)+" is not supported by provider type "+providerName)
 		}
 		choice, named = "function", tc.Get("function.name").Str
@@ -917,7 +843,7 @@ func appendToolConfig(b []byte, tools, tc gjson.Result, format *formatPlan, hist
 	var err error
 	tools.ForEach(func(_, t gjson.Result) bool {
 		if typ := t.Get("type").Str; typ != "function" {
-			err = unsupported("tools["+strconv.Itoa(count)+"].type",
+			err = providers.UnsupportedBecause("tools["+strconv.Itoa(count)+"].type",
 				typ+" tools are not supported by provider type "+providerName)
 			return false
 		}
@@ -1038,7 +964,7 @@ func (c Chat) planFormat(rf gjson.Result) (formatPlan, error) {
 				Message: "unknown structured output mode " + strconv.Quote(c.StructuredOutput)}
 		}
 	default:
-		return p, unsupported("response_format.type",
+		return p, providers.UnsupportedBecause("response_format.type",
 			"response_format "+strconv.Quote(typ)+" is not supported by provider type "+providerName)
 	}
 	return p, nil
@@ -1054,7 +980,7 @@ func appendOutputConfig(b []byte, p *formatPlan, effort string) []byte {
 	if p.native {
 		b = append(b, `"textFormat":{"type":"json_schema","structure":{"jsonSchema":{"schema":`...)
 		// Converse takes the schema as a string of JSON.
-		b = providers.AppendString(b, string(compactJSON(nil, p.schema.Raw)))
+		b = providers.AppendString(b, providers.CompactJSON(p.schema.Raw))
 		if p.name.Type == gjson.String && p.name.Str != "" {
 			b = append(b, `,"name":`...)
 			b = append(b, p.name.Raw...)

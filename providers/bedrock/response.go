@@ -44,7 +44,7 @@ func (c Chat) ChatResponse(body []byte) ([]byte, error) {
 
 	var u usage
 	u.set(root.Get("usage"))
-	b = u.append(b)
+	b = u.unified().Append(b)
 	return append(b, '}'), nil
 }
 
@@ -64,7 +64,7 @@ func appendContent(b []byte, content gjson.Result) []byte {
 			if !input.IsObject() {
 				return true
 			}
-			s := string(compactJSON(nil, input.Raw))
+			s := providers.CompactJSON(input.Raw)
 			text = gjson.Result{Type: gjson.String, Str: s}
 		} else {
 			return true
@@ -120,7 +120,7 @@ func appendReasoning(b []byte, content gjson.Result) []byte {
 		case sig.Type == gjson.String && sig.Str != "":
 			b = openBlocks(b, &blocks)
 			b = append(b, `{"type":"thinking","thinking":`...)
-			b = appendRawString(b, rt.Get("text"))
+			b = providers.AppendRawString(b, rt.Get("text"))
 			b = append(b, `,"signature":`...)
 			b = append(b, sig.Raw...)
 			b = append(b, '}')
@@ -171,12 +171,12 @@ func appendToolCalls(b []byte, content gjson.Result) ([]byte, int, int) {
 		}
 		n++
 		b = append(b, `{"id":`...)
-		b = appendRawString(b, tu.Get("toolUseId"))
+		b = providers.AppendRawString(b, tu.Get("toolUseId"))
 		b = append(b, `,"type":"function","function":{"name":`...)
-		b = appendRawString(b, name)
+		b = providers.AppendRawString(b, name)
 		b = append(b, `,"arguments":`...)
 		if input := tu.Get("input"); input.IsObject() {
-			b = providers.AppendString(b, string(compactJSON(nil, input.Raw)))
+			b = providers.AppendString(b, providers.CompactJSON(input.Raw))
 		} else {
 			b = append(b, `"{}"`...)
 		}
@@ -216,22 +216,14 @@ func (u *usage) set(v gjson.Result) {
 	})
 }
 
-// append appends the unified usage object: prompt tokens include cache
-// reads and writes, which Converse counts apart from inputTokens.
-func (u *usage) append(b []byte) []byte {
+// unified is the unified usage: prompt tokens include cache reads and
+// writes, which Converse counts apart from inputTokens.
+func (u *usage) unified() providers.Usage {
 	prompt := u.input + u.cacheRead + u.cacheWrite
-	b = append(b, `{"prompt_tokens":`...)
-	b = providers.AppendInt(b, prompt)
-	b = append(b, `,"completion_tokens":`...)
-	b = providers.AppendInt(b, u.output)
-	b = append(b, `,"total_tokens":`...)
-	b = providers.AppendInt(b, prompt+u.output)
-	if u.cacheReported {
-		b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)
-		b = providers.AppendInt(b, u.cacheRead)
-		b = append(b, '}')
+	return providers.Usage{
+		Prompt: prompt, Completion: u.output, Total: prompt + u.output,
+		Cached: u.cacheRead, HasCached: u.cacheReported,
 	}
-	return append(b, '}')
 }
 
 // decodeBlob decodes a Converse blob (standard base64); invalid data

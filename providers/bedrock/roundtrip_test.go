@@ -2,7 +2,6 @@ package bedrock
 
 import (
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/internal/translatortest"
 )
 
 // TestThinkingToolLoop plays a tool loop with thinking on: Bedrock answers
@@ -24,10 +24,7 @@ import (
 // stream, accumulated as a client accumulates it.
 func TestThinkingToolLoop(t *testing.T) {
 	for _, name := range []string{"reasoning_tool", "redacted"} {
-		body, err := os.ReadFile(filepath.Join(responseDir, name+".bedrock.json"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		body := translatortest.ReadFile(t, filepath.Join(responseDir, name+".bedrock.json"))
 		bedrockTurn := gjson.GetBytes(body, "output.message.content").Raw
 
 		answer, err := testChat.ChatResponse(body)
@@ -41,7 +38,7 @@ func TestThinkingToolLoop(t *testing.T) {
 			if tr.name != name+"_include_usage" {
 				continue
 			}
-			out, err := translate(testChat, tr.opts, tr.upstream, nil)
+			out, err := testReplay.Translate(tr.opts, tr.upstream, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -71,7 +68,7 @@ func TestThinkingToolLoop(t *testing.T) {
 				if sent.Get("role").Str != "assistant" {
 					t.Fatalf("second turn is %s", sent.Raw)
 				}
-				if !reflect.DeepEqual(canonical(t, "sent", []byte(sent.Get("content").Raw)), canonical(t, "bedrock", []byte(bedrockTurn))) {
+				if !reflect.DeepEqual(translatortest.Canonical(t, "sent", []byte(sent.Get("content").Raw)), translatortest.Canonical(t, "bedrock", []byte(bedrockTurn))) {
 					t.Errorf("the assistant turn changed on its way back:\nsent:    %s\nbedrock: %s", sent.Get("content").Raw, bedrockTurn)
 				}
 				// The tool results follow in a user turn and pair with the calls.

@@ -27,8 +27,8 @@ const (
 type block struct {
 	index int64 // Converse's contentBlockIndex
 	kind  int
-	call  int       // blockTool: OpenAI's tool_calls index
-	json  compactor // blockTool, blockJSON: the input's whitespace state
+	call  int                     // blockTool: OpenAI's tool_calls index
+	json  providers.JSONCompactor // blockTool, blockJSON: the input's whitespace state
 
 	// blockReasoning: the text, signature and redacted bytes so far, for
 	// the thinking block sent when the block stops.
@@ -143,9 +143,9 @@ func (s *stream) event(dst []byte, typ string, payload []byte) ([]byte, error) {
 		dst = append(dst, `{"tool_calls":[{"index":`...)
 		dst = providers.AppendInt(dst, int64(k))
 		dst = append(dst, `,"id":`...)
-		dst = appendRawString(dst, tu.Get("toolUseId"))
+		dst = providers.AppendRawString(dst, tu.Get("toolUseId"))
 		dst = append(dst, `,"type":"function","function":{"name":`...)
-		dst = appendRawString(dst, name)
+		dst = providers.AppendRawString(dst, name)
 		dst = append(dst, `,"arguments":""}}]}`...)
 		return s.closeChunk(dst, ""), nil
 
@@ -172,11 +172,7 @@ func (s *stream) event(dst []byte, typ string, payload []byte) ([]byte, error) {
 		}
 		s.done = true
 		if s.includeUsage {
-			dst = append(dst, "data: "...)
-			dst = append(dst, s.head...)
-			dst = append(dst, `"choices":[],"usage":`...)
-			dst = s.usage.append(dst)
-			dst = append(dst, "}\n\n"...)
+			dst = providers.AppendUsageChunk(dst, s.head, s.usage.unified())
 		}
 		return append(dst, sse.Done...), nil
 	}
@@ -212,7 +208,7 @@ func (s *stream) delta(dst []byte, index int64, d gjson.Result) []byte {
 	}
 	// Tool input goes out without insignificant whitespace, so that the
 	// streamed and the non-streamed answer agree byte for byte.
-	frag := bl.json.append(nil, input.Str)
+	frag, _ := bl.json.Append(nil, input.Str)
 	if len(frag) == 0 {
 		return dst
 	}
@@ -296,12 +292,7 @@ func (s *stream) Close(dst []byte) []byte {
 		return dst
 	}
 	s.done = true
-	e := providers.Error{
-		Type:    "server_error",
-		Code:    "stream_incomplete",
-		Message: "the provider's stream ended before the answer was complete",
-	}
-	return sse.AppendData(dst, e.JSON())
+	return providers.AppendStreamIncomplete(dst)
 }
 
 // start builds the head shared by all chunks.
@@ -329,19 +320,8 @@ func (s *stream) openChunk(dst []byte) []byte {
 // closeChunk appends the rest of a chunk after its delta; finish is its
 // finish_reason, or "" for null.
 func (s *stream) closeChunk(dst []byte, finish string) []byte {
-	dst = append(dst, `,"logprobs":null,"finish_reason":`...)
-	if finish == "" {
-		dst = append(dst, "null"...)
-	} else {
-		dst = append(dst, '"')
-		dst = append(dst, finish...)
-		dst = append(dst, '"')
-	}
-	dst = append(dst, "}]"...)
-	if s.includeUsage {
-		dst = append(dst, `,"usage":null`...)
-	}
-	return append(dst, "}\n\n"...)
+	dst = append(dst, `,"logprobs":null`...)
+	return providers.AppendChunkEnd(dst, finish, s.includeUsage)
 }
 
 // content appends a chunk with a content delta whose JSON string is raw,

@@ -10,7 +10,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/internal/translatortest"
 )
 
 // Stream transcripts live in testdata/sse/bedrock as three files each:
@@ -89,16 +89,11 @@ func readTranscripts(t testing.TB) []transcript {
 	var ts []transcript
 	for _, path := range files {
 		name := strings.TrimSuffix(filepath.Base(path), ".json")
-		src, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
+		src := translatortest.ReadFile(t, path)
 		encoded := encodeSource(t, src)
 		binPath := filepath.Join(sseDir, name+".eventstream")
-		if *update {
-			if err := os.WriteFile(binPath, encoded, 0o644); err != nil {
-				t.Fatal(err)
-			}
+		if translatortest.Update() {
+			translatortest.WriteFile(t, binPath, encoded)
 		}
 		stored, err := os.ReadFile(binPath)
 		if err != nil {
@@ -116,62 +111,31 @@ func readTranscripts(t testing.TB) []transcript {
 	return ts
 }
 
-// translate feeds upstream to a new translator in pieces of random sizes
-// (rng nil: all at once), cutting events with EventStream as the gateway
-// does, and returns the unified stream. It stops at the first error.
-func translate(c Chat, opts providers.StreamOptions, upstream []byte, rng *rand.Rand) ([]byte, error) {
-	tr := c.ChatStream(opts)
-	var out, buf []byte
-	for len(upstream) > 0 {
-		n := len(upstream)
-		if rng != nil {
-			n = min(n, 1+rng.IntN(64))
-		}
-		buf = append(buf, upstream[:n]...)
-		upstream = upstream[n:]
-		var err error
-		if out, buf, err = feed(tr, out, buf); err != nil {
-			return out, err
-		}
-	}
-	return tr.Close(out), nil
-}
+// testReplay replays streams through testChat's translator, cutting events
+// with EventStream as the gateway does.
+var testReplay = translatortest.Replay{New: testChat.ChatStream, Framing: EventStream}
 
 // feed translates the whole events in buf and returns the bytes left.
 func feed(tr providers.StreamTranslator, out, buf []byte) ([]byte, []byte, error) {
-	for {
-		event, rest, ok, err := EventStream.Cut(buf)
-		if err != nil {
-			return out, buf, err
-		}
-		if !ok {
-			return out, buf, nil
-		}
-		if out, err = tr.Event(out, event); err != nil {
-			return out, buf, err
-		}
-		buf = rest
-	}
+	return translatortest.Feed(tr, EventStream, out, buf)
 }
 
 func TestStreamTranscripts(t *testing.T) {
 	for _, tr := range readTranscripts(t) {
 		t.Run(tr.name, func(t *testing.T) {
-			got, err := translate(testChat, tr.opts, tr.upstream, nil)
+			got, err := testReplay.Translate(tr.opts, tr.upstream, nil)
 			if err != nil {
 				t.Fatalf("translate: %v", err)
 			}
 			wantPath := filepath.Join(sseDir, tr.name+".unified.txt")
-			if *update {
-				if err := os.WriteFile(wantPath, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
+			if translatortest.Update() {
+				translatortest.WriteFile(t, wantPath, got)
 			}
 			want, err := os.ReadFile(wantPath)
 			if err != nil {
 				t.Fatalf("%v (run with -update to create it)", err)
 			}
-			checkUnifiedStream(t, got)
+			translatortest.CheckUnifiedStream(t, got, tr.opts)
 			if !bytes.Equal(got, want) {
 				t.Fatalf("unified stream differs\ngot:\n%s\nwant:\n%s", got, want)
 			}
@@ -180,7 +144,7 @@ func TestStreamTranscripts(t *testing.T) {
 			// byte at a time, which cuts every message at every byte.
 			rng := rand.New(rand.NewPCG(1, uint64(len(tr.upstream))))
 			for range 30 {
-				if got, err := translate(testChat, tr.opts, tr.upstream, rng); err != nil || !bytes.Equal(got, want) {
+				if got, err := testReplay.Translate(tr.opts, tr.upstream, rng); err != nil || !bytes.Equal(got, want) {
 					t.Fatalf("random pieces changed the output (err %v):\n%s", err, got)
 				}
 			}
@@ -231,84 +195,6 @@ func translateSplit(opts providers.StreamOptions, upstream []byte, i int) ([]byt
 	return tr.Close(out), nil
 }
 
-// checkUnifiedStream checks that out is a sequence of well-formed unified
-// events: single data lines, each a JSON object or [DONE], with [DONE] or an
-// error last, and chunks sharing id and created.
-func checkUnifiedStream(t testing.TB, out []byte) {
-	t.Helper()
-	if err := validUnifiedStream(out); err != "" {
-		t.Fatalf("%s\nstream:\n%s", err, out)
-	}
-	var id, created string
-	for _, data := range streamData(out) {
-		if data[0] != '{' {
-			continue
-		}
-		v := gjson.ParseBytes(data)
-		if v.Get("error").Exists() {
-			continue
-		}
-		if id == "" {
-			id, created = v.Get("id").Raw, v.Get("created").Raw
-		} else if v.Get("id").Raw != id || v.Get("created").Raw != created {
-			t.Errorf("chunks disagree on id or created: %s", data)
-		}
-	}
-}
-
-// streamData returns the data of each event of a unified stream.
-func streamData(out []byte) [][]byte {
-	var ds [][]byte
-	for _, ev := range bytes.SplitAfter(out, []byte("\n\n")) {
-		if d, ok := bytes.CutPrefix(ev, []byte("data: ")); ok {
-			ds = append(ds, bytes.TrimSuffix(d, []byte("\n\n")))
-		}
-	}
-	return ds
-}
-
-// validUnifiedStream describes what is wrong with a unified stream, or
-// returns "".
-func validUnifiedStream(out []byte) string {
-	if len(out) == 0 {
-		return "the stream is empty"
-	}
-	events := bytes.SplitAfter(out, []byte("\n\n"))
-	if len(events[len(events)-1]) == 0 {
-		events = events[:len(events)-1]
-	}
-	for i, ev := range events {
-		if !bytes.HasPrefix(ev, []byte("data: ")) || !bytes.HasSuffix(ev, []byte("\n\n")) {
-			return "malformed event " + quote(ev)
-		}
-		data := ev[len("data: ") : len(ev)-2]
-		if bytes.ContainsAny(data, "\r\n") {
-			return "event spans lines: " + quote(ev)
-		}
-		last := i == len(events)-1
-		switch {
-		case string(data) == "[DONE]":
-			if !last {
-				return "events follow [DONE]"
-			}
-		case !json.Valid(data):
-			return "invalid JSON: " + quote(ev)
-		case bytes.HasPrefix(data, []byte(`{"error":`)):
-			if !last {
-				return "events follow an error"
-			}
-		case last:
-			return "the stream ends without [DONE] or an error"
-		}
-	}
-	return ""
-}
-
-func quote(b []byte) string {
-	q, _ := json.Marshal(string(b))
-	return string(q)
-}
-
 // accumulated is what a client makes of an answer: the OpenAI SDK's view,
 // and the reasoning fields the SDK does not know.
 type accumulated struct {
@@ -321,31 +207,14 @@ type accumulated struct {
 // OpenAI SDK's ChatCompletionAccumulator.
 func accumulateStream(t *testing.T, out []byte) accumulated {
 	t.Helper()
-	var acc openai.ChatCompletionAccumulator
-	var a accumulated
-	done := false
-	for _, data := range streamData(out) {
-		if string(data) == "[DONE]" {
-			done = true
-			break
-		}
-		var chunk openai.ChatCompletionChunk
-		if err := json.Unmarshal(data, &chunk); err != nil {
-			t.Fatalf("chunk %s: %v", data, err)
-		}
-		if !acc.AddChunk(chunk) {
-			t.Fatalf("the accumulator refused %s", data)
-		}
-		delta := gjson.GetBytes(data, "choices.0.delta")
-		a.reasoning += delta.Get("reasoning_content").Str
-		for _, tb := range delta.Get("thinking_blocks").Array() {
-			a.thinking = append(a.thinking, canonical(t, "thinking block", []byte(tb.Raw)))
-		}
-	}
-	if !done {
+	acc := translatortest.Accumulate(t, out)
+	if !acc.Done {
 		t.Fatalf("the stream did not end with [DONE]:\n%s", out)
 	}
-	a.completion = acc.ChatCompletion
+	a := accumulated{completion: acc.ChatCompletion, reasoning: acc.Reasoning[0]}
+	for _, tb := range acc.ThinkingBlocks[0] {
+		a.thinking = append(a.thinking, translatortest.Canonical(t, "thinking block", []byte(tb)))
+	}
 	return a
 }
 
@@ -359,7 +228,7 @@ func readAnswer(t *testing.T, body []byte) accumulated {
 	msg := gjson.GetBytes(body, "choices.0.message")
 	a.reasoning = msg.Get("reasoning_content").Str
 	for _, tb := range msg.Get("thinking_blocks").Array() {
-		a.thinking = append(a.thinking, canonical(t, "thinking block", []byte(tb.Raw)))
+		a.thinking = append(a.thinking, translatortest.Canonical(t, "thinking block", []byte(tb.Raw)))
 	}
 	return a
 }
@@ -369,11 +238,12 @@ func readAnswer(t *testing.T, body []byte) accumulated {
 // OpenAI SDK equals the translated answer: content, reasoning, every tool
 // call's id, name and arguments, finish reason and usage.
 func TestStreamMatchesAnswer(t *testing.T) {
+	opts := providers.StreamOptions{IncludeUsage: true}
 	pairs := 0
 	for _, tr := range readTranscripts(t) {
 		base := strings.TrimSuffix(tr.name, "_include_usage")
-		body, err := os.ReadFile(filepath.Join(responseDir, base+".bedrock.json"))
-		if errors.Is(err, os.ErrNotExist) {
+		body := translatortest.ReadOptional(t, filepath.Join(responseDir, base+".bedrock.json"))
+		if body == nil {
 			continue
 		}
 		pairs++
@@ -382,48 +252,20 @@ func TestStreamMatchesAnswer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out, err := translate(testChat, providers.StreamOptions{IncludeUsage: true}, tr.upstream, nil)
+			out, err := testReplay.Translate(opts, tr.upstream, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			s, a := accumulateStream(t, out), readAnswer(t, answer)
-			sc, ac := s.completion, a.completion
-			if len(sc.Choices) != 1 || len(ac.Choices) != 1 {
-				t.Fatalf("choices: stream %d, answer %d", len(sc.Choices), len(ac.Choices))
-			}
-			sm, am := sc.Choices[0].Message, ac.Choices[0].Message
-			if sm.Content != am.Content {
-				t.Errorf("content: stream %q, answer %q", sm.Content, am.Content)
-			}
-			if sc.Choices[0].FinishReason != ac.Choices[0].FinishReason {
-				t.Errorf("finish_reason: stream %q, answer %q", sc.Choices[0].FinishReason, ac.Choices[0].FinishReason)
-			}
-			if len(sm.ToolCalls) != len(am.ToolCalls) {
-				t.Fatalf("tool calls: stream %d, answer %d", len(sm.ToolCalls), len(am.ToolCalls))
-			}
-			for i := range sm.ToolCalls {
-				st, at := sm.ToolCalls[i], am.ToolCalls[i]
-				if st.ID != at.ID || st.Function.Name != at.Function.Name || st.Function.Arguments != at.Function.Arguments || st.Type != "function" {
-					t.Errorf("tool call %d: stream %s %s %s, answer %s %s %s", i,
-						st.ID, st.Function.Name, st.Function.Arguments, at.ID, at.Function.Name, at.Function.Arguments)
-				}
-			}
-			su, au := sc.Usage, ac.Usage
-			if su.PromptTokens != au.PromptTokens || su.CompletionTokens != au.CompletionTokens || su.TotalTokens != au.TotalTokens ||
-				su.PromptTokensDetails.CachedTokens != au.PromptTokensDetails.CachedTokens || au.TotalTokens == 0 {
-				t.Errorf("usage: stream %+v, answer %+v", su, au)
-			}
-			if s.reasoning != a.reasoning {
-				t.Errorf("reasoning_content: stream %q, answer %q", s.reasoning, a.reasoning)
-			}
-			if !reflect.DeepEqual(s.thinking, a.thinking) {
-				t.Errorf("thinking_blocks: stream %v, answer %v", s.thinking, a.thinking)
+			translatortest.StreamMatchesAnswer(t, out, answer, opts)
+			a := translatortest.AnswerOf(t, answer)
+			if a.Usage.Total == 0 {
+				t.Errorf("the answer has no usage: %s", answer)
 			}
 			// Structured output is content a client parses.
-			if strings.HasPrefix(base, "json_") {
+			if content := a.Choices[0].Content; strings.HasPrefix(base, "json_") {
 				var v map[string]any
-				if err := json.Unmarshal([]byte(sm.Content), &v); err != nil || v["name"] != "Ann" {
-					t.Errorf("structured content %q does not parse: %v", sm.Content, err)
+				if err := json.Unmarshal([]byte(content), &v); err != nil || v["name"] != "Ann" {
+					t.Errorf("structured content %q does not parse: %v", content, err)
 				}
 			}
 		})
@@ -605,7 +447,7 @@ func TestStreamExceptions(t *testing.T) {
 		// Nothing after the error, not even from Close.
 		out, _ = tr.Event(out, event(t, "contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"late"}}`))
 		out = tr.Close(out)
-		checkUnifiedStream(t, out)
+		translatortest.CheckUnifiedStream(t, out, providers.StreamOptions{IncludeUsage: true})
 		var got struct{ Error providers.Error }
 		if err := json.Unmarshal(bytes.TrimPrefix(out[n:], []byte("data: ")), &got); err != nil {
 			t.Fatalf("%s: %v: %q", tt.typ, err, out[n:])
@@ -664,7 +506,7 @@ func TestStreamRedactedFragments(t *testing.T) {
 	}
 	out, _ = tr.Event(out, event(t, "contentBlockStop", `{"contentBlockIndex":3}`))
 	want := base64.StdEncoding.EncodeToString(data)
-	if gjson.GetBytes(streamData(out)[0], "choices.0.delta.thinking_blocks.0.data").Str != want {
+	if gjson.GetBytes(translatortest.Data(out)[0], "choices.0.delta.thinking_blocks.0.data").Str != want {
 		t.Errorf("got %s, want data %s", out, want)
 	}
 }

@@ -53,12 +53,7 @@ type Chat struct {
 
 var _ providers.Chat = Chat{}
 
-func (c Chat) now() time.Time {
-	if c.Now != nil {
-		return c.Now()
-	}
-	return time.Now()
-}
+func (c Chat) now() time.Time { return providers.Now(c.Now) }
 
 // Error maps a Cohere error answer, {"message": "…"} with the status that
 // says what went wrong, into the unified error (the host answers a 401 or
@@ -67,18 +62,7 @@ func (c Chat) now() time.Time {
 // (invalid token), 499 (request cancelled), 500, 501, 503 and 504. A body
 // that is not JSON (an HTML page from a proxy) never reaches the message.
 func (Chat) Error(status int, _ http.Header, body []byte) *providers.Error {
-	var msg string
-	if providers.ValidJSON(body) {
-		root := gjson.ParseBytes(body)
-		switch e := root.Get("error"); {
-		case e.IsObject():
-			msg = e.Get("message").Str
-		case e.Type == gjson.String:
-			msg = e.Str
-		default:
-			msg = root.Get("message").Str
-		}
-	}
+	_, msg := providers.ErrorTypeMessage(body)
 	if msg == "" {
 		msg = "the provider answered " + statusText(status)
 	}
@@ -140,10 +124,7 @@ func statusText(status int) string {
 	case 499:
 		return "499 Client Closed Request"
 	}
-	if t := http.StatusText(status); t != "" {
-		return strconv.Itoa(status) + " " + t
-	}
-	return "status " + strconv.Itoa(status)
+	return providers.StatusText(status)
 }
 
 // finishReason maps a Cohere finish_reason to OpenAI's. ok is false for
@@ -218,29 +199,12 @@ func count(f float64) int64 {
 	return int64(math.Round(f))
 }
 
-// append appends the unified usage object.
-func (u *usage) append(b []byte) []byte {
-	b = append(b, `{"prompt_tokens":`...)
-	b = providers.AppendInt(b, u.input)
-	b = append(b, `,"completion_tokens":`...)
-	b = providers.AppendInt(b, u.output)
-	b = append(b, `,"total_tokens":`...)
-	b = providers.AppendInt(b, u.input+u.output)
-	if u.haveCached {
-		b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)
-		b = providers.AppendInt(b, u.cached)
-		b = append(b, '}')
+// unified is the unified usage.
+func (u *usage) unified() providers.Usage {
+	return providers.Usage{
+		Prompt: u.input, Completion: u.output, Total: u.input + u.output,
+		Cached: u.cached, HasCached: u.haveCached,
 	}
-	return append(b, '}')
-}
-
-// appendRawString appends v when it is a JSON string (copying its raw,
-// already escaped form) and "" otherwise.
-func appendRawString(b []byte, v gjson.Result) []byte {
-	if v.Type == gjson.String {
-		return append(b, v.Raw...)
-	}
-	return append(b, `""`...)
 }
 
 // appendLogprob appends one entry of OpenAI's logprobs.content for a
@@ -262,7 +226,7 @@ func appendLogprob(b []byte, item gjson.Result) []byte {
 		sum = -9999 // OpenAI's floor for a token outside the top 20
 	}
 	b = append(b, `{"token":`...)
-	b = appendRawString(b, text)
+	b = providers.AppendRawString(b, text)
 	b = append(b, `,"logprob":`...)
 	b = strconv.AppendFloat(b, sum, 'g', -1, 64)
 	b = append(b, `,"bytes":[`...)

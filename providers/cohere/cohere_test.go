@@ -1,24 +1,18 @@
 package cohere
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"net/http"
-	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/internal/translatortest"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files from the current output")
 
 const (
 	requestDir  = "../../testdata/providers/cohere"
@@ -29,80 +23,12 @@ const (
 	testModel = "command-a-03-2025"
 )
 
-// fixedNow is the clock the tests give Chat.
-func fixedNow() time.Time { return time.Unix(1750000000, 0) }
-
-var testChat = Chat{Now: fixedNow}
-
-// canonical decodes JSON for comparison regardless of layout and key order.
-func canonical(t testing.TB, name string, data []byte) any {
-	t.Helper()
-	var v any
-	d := json.NewDecoder(bytes.NewReader(data))
-	d.UseNumber()
-	if err := d.Decode(&v); err != nil {
-		t.Fatalf("%s: invalid JSON: %v\n%s", name, err, data)
-	}
-	if d.More() {
-		t.Fatalf("%s: trailing data after the JSON value", name)
-	}
-	return v
-}
-
-// indent pretty-prints JSON for golden files and failure messages.
-func indent(t testing.TB, data []byte) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	if err := json.Indent(&buf, data, "", "  "); err != nil {
-		t.Fatalf("invalid JSON: %v\n%s", err, data)
-	}
-	buf.WriteByte('\n')
-	return buf.Bytes()
-}
-
-// checkGolden compares got with the golden file as canonical JSON, or
-// rewrites the file under -update.
-func checkGolden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, indent(t, got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !reflect.DeepEqual(canonical(t, "got", got), canonical(t, path, want)) {
-		t.Errorf("output differs from %s\ngot:\n%s\nwant:\n%s", path, indent(t, got), want)
-	}
-}
-
-// goldenCases lists the case names in dir that have a file ending in suffix.
-func goldenCases(t testing.TB, dir, suffix string) []string {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*"+suffix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) == 0 {
-		t.Fatalf("no %s files in %s", suffix, dir)
-	}
-	names := make([]string, len(files))
-	for i, f := range files {
-		names[i] = strings.TrimSuffix(filepath.Base(f), suffix)
-	}
-	return names
-}
+var testChat = Chat{Now: translatortest.Now}
 
 // translateGolden translates the unified request of a golden case.
 func translateGolden(t testing.TB, name string) providers.Request {
 	t.Helper()
-	in, err := os.ReadFile(filepath.Join(requestDir, name+".unified.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	in := translatortest.ReadFile(t, filepath.Join(requestDir, name+".unified.json"))
 	if _, err := providers.ValidateChat(in); err != nil {
 		t.Fatalf("the input does not pass ValidateChat: %v", err)
 	}
@@ -114,15 +40,13 @@ func translateGolden(t testing.TB, name string) providers.Request {
 }
 
 func TestChatRequestGolden(t *testing.T) {
-	for _, name := range goldenCases(t, requestDir, ".unified.json") {
-		t.Run(name, func(t *testing.T) {
-			req := translateGolden(t, name)
-			if req.Path != "/v2/chat" || req.Query != "" || req.Framing != nil || len(req.Header) != 0 {
-				t.Errorf("request = %+v, want path /v2/chat and nothing else", req)
-			}
-			checkGolden(t, filepath.Join(requestDir, name+".cohere.json"), req.Body)
-		})
-	}
+	translatortest.Golden(t, requestDir, ".unified.json", ".cohere.json", func(t *testing.T, name string, _ []byte) []byte {
+		req := translateGolden(t, name)
+		if req.Path != "/v2/chat" || req.Query != "" || req.Framing != nil || len(req.Header) != 0 {
+			t.Errorf("request = %+v, want path /v2/chat and nothing else", req)
+		}
+		return req.Body
+	})
 }
 
 // TestChatRequestMapping states the points of the mapping one by one, so
@@ -241,21 +165,11 @@ func TestChatRequestErrors(t *testing.T) {
 		{"top_k fraction", `{"model":"m","messages":[` + user + `],"top_k":1.5}`, "top_k", "invalid_value"},
 		{"top_k too large", `{"model":"m","messages":[` + user + `],"top_k":501}`, "top_k", "invalid_value"},
 		{"top_k string", `{"model":"m","messages":[` + user + `],"top_k":"5"}`, "top_k", "invalid_value"},
-		{"audio", `{"model":"m","messages":[` + user + `],"audio":{"voice":"alloy","format":"mp3"}}`, "audio", "unsupported_parameter"},
-		{"modalities", `{"model":"m","messages":[` + user + `],"modalities":["text","audio"]}`, "modalities", "unsupported_parameter"},
-		{"functions", `{"model":"m","messages":[` + user + `],"functions":[{"name":"f"}]}`, "functions", "unsupported_parameter"},
-		{"function_call", `{"model":"m","messages":[` + user + `],"function_call":"auto"}`, "function_call", "unsupported_parameter"},
-		{"web search", `{"model":"m","messages":[` + user + `],"web_search_options":{}}`, "web_search_options", "unsupported_parameter"},
-		{"custom tool", `{"model":"m","messages":[` + user + `],"tools":[{"type":"function","function":{"name":"f"}},{"type":"custom","custom":{"name":"g"}}]}`,
-			"tools[1].type", "unsupported_parameter"},
 		{"custom choice", `{"model":"m","messages":[` + user + `],` + tools + `,"tool_choice":{"type":"custom","custom":{"name":"g"}}}`,
 			"tool_choice", "unsupported_parameter"},
 		{"allowed_tools bad mode", `{"model":"m","messages":[` + user + `],` + tools + `,"tool_choice":{"type":"allowed_tools","allowed_tools":{"mode":"maybe","tools":[]}}}`,
 			"tool_choice.allowed_tools.mode", "invalid_value"},
 		{"named tool missing", `{"model":"m","messages":[` + user + `],` + tools + `,"tool_choice":{"type":"function","function":{"name":"g"}}}`,
-			"tool_choice", "invalid_value"},
-		{"required without tools", `{"model":"m","messages":[` + user + `],"tool_choice":"required"}`, "tool_choice", "invalid_value"},
-		{"function choice without tools", `{"model":"m","messages":[` + user + `],"tool_choice":{"type":"function","function":{"name":"f"}}}`,
 			"tool_choice", "invalid_value"},
 		{"response_format grammar", `{"model":"m","messages":[` + user + `],"response_format":{"type":"grammar","grammar":"x"}}`,
 			"response_format", "unsupported_parameter"},
@@ -263,20 +177,10 @@ func TestChatRequestErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := providers.ValidateChat([]byte(tt.body)); err != nil {
-				t.Fatalf("the input does not pass ValidateChat: %v", err)
-			}
-			_, err := testChat.ChatRequest([]byte(tt.body), testModel)
-			var e *providers.Error
-			if !errors.As(err, &e) {
-				t.Fatalf("err = %v, want a *providers.Error", err)
-			}
-			if e.Status != http.StatusBadRequest || e.Type != "invalid_request_error" ||
-				e.Param != tt.param || e.Code != tt.code || e.Message == "" {
-				t.Errorf("got %s (status %d), want status 400, param %q, code %q", e.JSON(), e.Status, tt.param, tt.code)
-			}
+			translatortest.ChatRequestError(t, testChat, tt.body, testModel, tt.param, tt.code)
 		})
 	}
+	translatortest.CommonRequestErrors(t, testChat, testModel)
 }
 
 // TestChatRequestDuplicateKeys checks that a message's duplicate keys are
@@ -297,19 +201,7 @@ func TestChatRequestDuplicateKeys(t *testing.T) {
 }
 
 func TestChatResponseGolden(t *testing.T) {
-	for _, name := range goldenCases(t, responseDir, ".cohere.json") {
-		t.Run(name, func(t *testing.T) {
-			in, err := os.ReadFile(filepath.Join(responseDir, name+".cohere.json"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := testChat.ChatResponse(in)
-			if err != nil {
-				t.Fatalf("ChatResponse: %v", err)
-			}
-			checkGolden(t, filepath.Join(responseDir, name+".unified.json"), got)
-		})
-	}
+	translatortest.ChatResponseGolden(t, responseDir, ".cohere.json", testChat.ChatResponse)
 }
 
 // TestChatResponseMapping states the answer's mapping point by point.

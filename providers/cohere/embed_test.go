@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strconv"
@@ -17,6 +16,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/internal/translatortest"
 	"github.com/modelgate/modelgate/providers/providertest"
 )
 
@@ -43,40 +43,25 @@ func translateEmbed(t testing.TB, body string) (providers.EmbeddingsRequest, []p
 // testdata/providers/cohere/embed and compares the requests, as a JSON
 // array of {path, body}, with the golden file.
 func TestEmbedRequestGolden(t *testing.T) {
-	for _, name := range goldenCases(t, embedDir, ".unified.json") {
-		t.Run(name, func(t *testing.T) {
-			in, err := os.ReadFile(filepath.Join(embedDir, name+".unified.json"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, reqs, err := translateEmbed(t, string(in))
-			if err != nil {
-				t.Fatalf("EmbeddingsRequests: %v", err)
-			}
-			checkGolden(t, filepath.Join(embedDir, name+".cohere.json"), requestsJSON(t, reqs))
-		})
-	}
+	translatortest.Golden(t, embedDir, ".unified.json", ".cohere.json", func(t *testing.T, _ string, in []byte) []byte {
+		_, reqs, err := translateEmbed(t, string(in))
+		if err != nil {
+			t.Fatalf("EmbeddingsRequests: %v", err)
+		}
+		return requestsJSON(t, reqs)
+	})
 }
 
 // requestsJSON writes requests as a JSON array of {path, body}; anything
 // else set on a request fails t.
 func requestsJSON(t testing.TB, reqs []providers.Request) []byte {
 	t.Helper()
-	b := []byte{'['}
 	for i, r := range reqs {
 		if r.Query != "" || r.Framing != nil || len(r.Header) != 0 {
 			t.Errorf("request %d sets more than a path and a body: %+v", i, r)
 		}
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"path":`...)
-		b = providers.AppendString(b, r.Path)
-		b = append(b, `,"body":`...)
-		b = append(b, r.Body...)
-		b = append(b, '}')
 	}
-	return append(b, ']')
+	return translatortest.RequestsJSON(t, reqs)
 }
 
 // TestEmbedRequestMapping states the points of the mapping one by one.
@@ -187,19 +172,16 @@ func TestEmbedRequestSplits(t *testing.T) {
 // SDK does not know is lost on the way, and input_type (which the SDK
 // always writes) must be there.
 func TestEmbedRequestMatchesSDK(t *testing.T) {
-	for _, name := range goldenCases(t, embedDir, ".unified.json") {
+	for _, name := range translatortest.GoldenCases(t, embedDir, ".unified.json") {
 		t.Run(name, func(t *testing.T) {
-			in, err := os.ReadFile(filepath.Join(embedDir, name+".unified.json"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			in := translatortest.ReadFile(t, filepath.Join(embedDir, name+".unified.json"))
 			_, reqs, err := translateEmbed(t, string(in))
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, r := range reqs {
 				if err := embedSDKRoundTrip(r.Body); err != nil {
-					t.Errorf("%v\ntranslated:\n%s", err, indent(t, r.Body))
+					t.Errorf("%v\ntranslated:\n%s", err, translatortest.Indent(t, r.Body))
 				}
 			}
 		})
@@ -255,32 +237,23 @@ func embedAnswer(t testing.TB, n int, bodies ...[]byte) ([]byte, providers.Embed
 // TestEmbedResponseGolden translates every recorded Cohere embed answer
 // into the unified answer (numbers, model "my-embed").
 func TestEmbedResponseGolden(t *testing.T) {
-	for _, name := range goldenCases(t, embedResponseDir, ".cohere.json") {
-		t.Run(name, func(t *testing.T) {
-			body, err := os.ReadFile(filepath.Join(embedResponseDir, name+".cohere.json"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			n := len(gjson.GetBytes(body, "texts").Array())
-			out, _, err := embedAnswer(t, n, body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkGolden(t, filepath.Join(embedResponseDir, name+".unified.json"), out)
-		})
-	}
+	translatortest.Golden(t, embedResponseDir, ".cohere.json", ".unified.json", func(t *testing.T, _ string, body []byte) []byte {
+		n := len(gjson.GetBytes(body, "texts").Array())
+		out, _, err := embedAnswer(t, n, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	})
 }
 
 // TestEmbedResponsesDecodeWithSDK checks that every answer fixture is what
 // cohere-go reads: EmbedByTypeResponse (v2), or v1's EmbedResponse union
 // for an embeddings_floats answer, with no field the SDK does not know.
 func TestEmbedResponsesDecodeWithSDK(t *testing.T) {
-	for _, name := range goldenCases(t, embedResponseDir, ".cohere.json") {
+	for _, name := range translatortest.GoldenCases(t, embedResponseDir, ".cohere.json") {
 		t.Run(name, func(t *testing.T) {
-			body, err := os.ReadFile(filepath.Join(embedResponseDir, name+".cohere.json"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			body := translatortest.ReadFile(t, filepath.Join(embedResponseDir, name+".cohere.json"))
 			var extras []map[string]any
 			var meta *cohere.ApiMeta
 			if gjson.GetBytes(body, "response_type").Exists() {

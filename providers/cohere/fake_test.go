@@ -11,6 +11,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/internal/translatortest"
 	"github.com/modelgate/modelgate/providers/providertest"
 	"github.com/modelgate/modelgate/providers/sse"
 )
@@ -48,11 +49,11 @@ func exchange(t *testing.T, fake *providertest.Server, unified string) (int, []b
 	if !providers.SSE.IsStream(res.Header.Get("Content-Type")) {
 		t.Fatalf("not a stream: %s", res.Header.Get("Content-Type"))
 	}
-	out, err := translate(testChat, providers.StreamOptions{IncludeUsage: info.IncludeUsage}, []byte(body), nil)
+	out, err := testReplay.Translate(providers.StreamOptions{IncludeUsage: info.IncludeUsage}, []byte(body), nil)
 	if err != nil {
 		t.Fatalf("Event: %v\n%s", err, body)
 	}
-	checkUnifiedStream(t, out, info.IncludeUsage)
+	translatortest.CheckUnifiedStream(t, out, providers.StreamOptions{IncludeUsage: info.IncludeUsage})
 	return res.StatusCode, out
 }
 
@@ -108,7 +109,7 @@ func TestFakeToolLoop(t *testing.T) {
 		status, out := exchange(t, fake, first)
 		var c openai.ChatCompletion
 		if stream {
-			acc, _ := accumulate(t, out)
+			acc := translatortest.Accumulate(t, out)
 			c = acc.ChatCompletion
 		} else {
 			c = answer(t, status, out)
@@ -155,8 +156,8 @@ func TestFakeReasoning(t *testing.T) {
 		t.Errorf("%s", out)
 	}
 	_, streamed := exchange(t, fake, `{"model":"command-a-reasoning","stream":true,"reasoning_effort":"minimal","messages":[{"role":"user","content":"why so"}]}`)
-	if acc, r := accumulate(t, streamed); r != reasoning || acc.Choices[0].Message.Content != "echo: why so" {
-		t.Errorf("streamed %q %q", r, acc.Choices[0].Message.Content)
+	if acc := translatortest.Accumulate(t, streamed); acc.Reasoning[0] != reasoning || acc.Choices[0].Message.Content != "echo: why so" {
+		t.Errorf("streamed %q %q", acc.Reasoning[0], acc.Choices[0].Message.Content)
 	}
 	_, out = exchange(t, fake, `{"model":"command-a-reasoning","reasoning_effort":"none","messages":[{"role":"user","content":"why so"},`+
 		`{"role":"assistant","content":"echo: why so","reasoning_content":"`+reasoning+`"},{"role":"user","content":"and?"}]}`)
@@ -180,7 +181,7 @@ func TestFakeStructuredOutput(t *testing.T) {
 			`"messages":[{"role":"user","content":"Alice is 31"}]}`)
 		var content string
 		if stream {
-			acc, _ := accumulate(t, out)
+			acc := translatortest.Accumulate(t, out)
 			content = acc.Choices[0].Message.Content
 		} else {
 			content = answer(t, status, out).Choices[0].Message.Content
@@ -216,8 +217,8 @@ func TestFakeStreamMatchesAnswer(t *testing.T) {
 		_, out := exchange(t, fake, `{`+model+body+`}`)
 		want := answer(t, 200, out)
 		_, streamed := exchange(t, fake, `{`+model+`"stream":true,"stream_options":{"include_usage":true},`+body+`}`)
-		acc, reasoning := accumulate(t, streamed)
-		got := acc.ChatCompletion
+		acc := translatortest.Accumulate(t, streamed)
+		got, reasoning := acc.ChatCompletion, acc.Reasoning[0]
 		g, w := got.Choices[0], want.Choices[0]
 		if g.Message.Content != w.Message.Content || g.FinishReason != w.FinishReason || reasoning != gjson.GetBytes(out, "choices.0.message.reasoning_content").Str ||
 			got.Usage.TotalTokens != want.Usage.TotalTokens || len(g.Message.ToolCalls) != len(w.Message.ToolCalls) ||

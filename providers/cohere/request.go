@@ -78,33 +78,21 @@ func (r *request) set(key string, v gjson.Result) error {
 		field = &r.reasoningEffort
 	case "n":
 		if v.Type == gjson.Number && v.Int() > 1 {
-			return unsupported("n", "n > 1 is not supported by provider type "+providerName+": it returns one choice")
+			return providers.UnsupportedBecause("n", "n > 1 is not supported by provider type "+providerName+": it returns one choice")
 		}
 	case "audio", "functions", "function_call", "web_search_options":
 		if v.Exists() && v.Type != gjson.Null {
 			return providers.Unsupported(key, providerName)
 		}
 	case "modalities":
-		audio := false
-		v.ForEach(func(_, m gjson.Result) bool {
-			audio = m.Str == "audio"
-			return !audio
-		})
-		if audio {
-			return unsupported("modalities", "audio output is not supported by provider type "+providerName)
+		if providers.WantsAudio(v) {
+			return providers.UnsupportedBecause("modalities", "audio output is not supported by provider type "+providerName)
 		}
 	}
 	if field != nil && !field.Exists() {
 		*field = v
 	}
 	return nil
-}
-
-// unsupported is providers.Unsupported with a more specific message.
-func unsupported(param, msg string) *providers.Error {
-	e := providers.Unsupported(param, providerName)
-	e.Message = msg
-	return e
 }
 
 // ChatRequest translates a unified chat request, already checked by
@@ -119,11 +107,7 @@ func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) 
 	req := providers.Request{Path: Path}
 
 	var r request
-	var err error
-	gjson.ParseBytes(body).ForEach(func(key, v gjson.Result) bool {
-		err = r.set(key.Str, v)
-		return err == nil
-	})
+	err := providers.ReadMembers(body, r.set)
 	if err != nil {
 		return req, err
 	}
@@ -176,7 +160,7 @@ func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) 
 	b = appendPenalty(b, "frequency_penalty", r.frequencyPenalty)
 	b = appendPenalty(b, "presence_penalty", r.presencePenalty)
 	if r.topLogprobs.Type == gjson.Number && r.topLogprobs.Int() > 0 {
-		return req, unsupported("top_logprobs",
+		return req, providers.UnsupportedBecause("top_logprobs",
 			"top_logprobs is not supported by provider type "+providerName+": it reports no alternative tokens")
 	}
 	if r.logprobs.Type == gjson.True {
@@ -217,69 +201,16 @@ func appendPenalty(b []byte, name string, v gjson.Result) []byte {
 // appendStop appends stop_sequences for a stop string or array; empty
 // sequences are left out.
 func appendStop(b []byte, stop gjson.Result) []byte {
-	if stop.Type != gjson.String && !stop.IsArray() {
+	at := len(b)
+	b = append(b, `,"stop_sequences":`...)
+	if b, n := providers.AppendStops(b, stop); n > 0 {
 		return b
 	}
-	at := len(b)
-	b = append(b, `,"stop_sequences":[`...)
-	n := 0
-	add := func(s gjson.Result) {
-		if s.Type == gjson.String && s.Str != "" {
-			if n > 0 {
-				b = append(b, ',')
-			}
-			n++
-			b = append(b, s.Raw...)
-		}
-	}
-	if stop.Type == gjson.String {
-		add(stop)
-	} else {
-		stop.ForEach(func(_, s gjson.Result) bool {
-			add(s)
-			return true
-		})
-	}
-	if n == 0 {
-		return b[:at]
-	}
-	return append(b, ']')
+	return b[:at]
 }
 
-// message holds the fields of one unified message that the translation
-// reads. Of duplicate keys the first counts, as with gjson's Get, which
-// ValidateChat uses.
-type message struct {
-	role, content, toolCalls, toolCallID, reasoningContent, reasoning gjson.Result
-}
-
-func parseMessage(m gjson.Result) message {
-	var msg message
-	m.ForEach(func(key, v gjson.Result) bool {
-		var field *gjson.Result
-		switch key.Str {
-		case "role":
-			field = &msg.role
-		case "content":
-			field = &msg.content
-		case "tool_calls":
-			field = &msg.toolCalls
-		case "tool_call_id":
-			field = &msg.toolCallID
-		case "reasoning_content":
-			field = &msg.reasoningContent
-		case "reasoning":
-			field = &msg.reasoning
-		default:
-			return true
-		}
-		if !field.Exists() {
-			*field = v
-		}
-		return true
-	})
-	return msg
-}
+// message is a unified message as the translation reads it.
+type message = providers.ChatMessage
 
 // appendMessages appends "messages", one Cohere message per unified one.
 func appendMessages(b []byte, messages gjson.Result) ([]byte, error) {
@@ -290,11 +221,11 @@ func appendMessages(b []byte, messages gjson.Result) ([]byte, error) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		m := parseMessage(v)
-		switch m.role.Str {
+		m := providers.ReadChatMessage(v)
+		switch m.Role {
 		case "system", "developer":
 			b = append(b, `{"role":"system","content":`...)
-			b = appendTextContent(b, m.content)
+			b = appendTextContent(b, m.Content)
 			b = append(b, '}')
 		case "user":
 			b, err = appendUser(b, &m, i)
@@ -302,9 +233,9 @@ func appendMessages(b []byte, messages gjson.Result) ([]byte, error) {
 			b = appendAssistant(b, &m)
 		case "tool":
 			b = append(b, `{"role":"tool","tool_call_id":`...)
-			b = appendRawString(b, m.toolCallID)
+			b = providers.AppendRawString(b, m.ToolCallID)
 			b = append(b, `,"content":`...)
-			b = appendTextContent(b, m.content)
+			b = appendTextContent(b, m.Content)
 			b = append(b, '}')
 		}
 		i++
@@ -337,7 +268,7 @@ func appendTextContent(b []byte, content gjson.Result) []byte {
 		}
 		n++
 		b = append(b, `{"type":"text","text":`...)
-		b = appendRawString(b, partText(part))
+		b = providers.AppendRawString(b, partText(part))
 		b = append(b, '}')
 		return true
 	})
@@ -355,7 +286,7 @@ func partParam(i, j int) string {
 // content items; audio and file parts are rejected.
 func appendUser(b []byte, m *message, i int) ([]byte, error) {
 	b = append(b, `{"role":"user","content":`...)
-	content := m.content
+	content := m.Content
 	if content.Type == gjson.String {
 		b = append(b, content.Raw...)
 		return append(b, '}'), nil
@@ -371,11 +302,11 @@ func appendUser(b []byte, m *message, i int) ([]byte, error) {
 		case "image_url":
 			b, err = appendImage(b, part.Get("image_url"), i, j)
 		case "input_audio", "file":
-			err = unsupported(partParam(i, j)+".type",
+			err = providers.UnsupportedBecause(partParam(i, j)+".type",
 				typ+" content parts are not supported by provider type "+providerName)
 		default: // text
 			b = append(b, `{"type":"text","text":`...)
-			b = appendRawString(b, partText(part))
+			b = providers.AppendRawString(b, partText(part))
 			b = append(b, '}')
 		}
 		j++
@@ -432,13 +363,13 @@ func hasPrefixFold(s, prefix string) bool {
 // ahead of any text, where Cohere's own answer had it.
 func appendAssistant(b []byte, m *message) []byte {
 	b = append(b, `{"role":"assistant"`...)
-	calls := m.toolCalls.IsArray() && m.toolCalls.Get("0").Exists()
-	thinking := m.reasoningContent
+	calls := m.ToolCalls.IsArray() && m.ToolCalls.Get("0").Exists()
+	thinking := m.ReasoningContent
 	if thinking.Type != gjson.String || thinking.Str == "" {
-		thinking = m.reasoning
+		thinking = m.Reasoning
 	}
 	haveThinking := thinking.Type == gjson.String && thinking.Str != ""
-	content := m.content
+	content := m.Content
 
 	if calls {
 		if plan := joinedText(content); plan != "" {
@@ -452,16 +383,16 @@ func appendAssistant(b []byte, m *message) []byte {
 		}
 		b = append(b, `,"tool_calls":[`...)
 		n := 0
-		m.toolCalls.ForEach(func(_, call gjson.Result) bool {
+		m.ToolCalls.ForEach(func(_, call gjson.Result) bool {
 			if n > 0 {
 				b = append(b, ',')
 			}
 			n++
 			fn := call.Get("function")
 			b = append(b, `{"id":`...)
-			b = appendRawString(b, call.Get("id"))
+			b = providers.AppendRawString(b, call.Get("id"))
 			b = append(b, `,"type":"function","function":{"name":`...)
-			b = appendRawString(b, fn.Get("name"))
+			b = providers.AppendRawString(b, fn.Get("name"))
 			b = append(b, `,"arguments":`...)
 			if a := fn.Get("arguments"); a.Type == gjson.String && strings.TrimSpace(a.Str) != "" {
 				b = append(b, a.Raw...)
@@ -497,7 +428,7 @@ func appendAssistant(b []byte, m *message) []byte {
 	} else {
 		content.ForEach(func(_, part gjson.Result) bool {
 			b = append(b, `,{"type":"text","text":`...)
-			b = appendRawString(b, partText(part))
+			b = providers.AppendRawString(b, partText(part))
 			b = append(b, '}')
 			return true
 		})
@@ -550,7 +481,7 @@ func appendTools(b []byte, tools, choice gjson.Result) ([]byte, error) {
 				return true
 			})
 		default:
-			return b, unsupported("tool_choice",
+			return b, providers.UnsupportedBecause("tool_choice",
 				"tool_choice of type "+strconv.Quote(typ)+" is not supported by provider type "+providerName)
 		}
 	}
@@ -564,7 +495,7 @@ func appendTools(b []byte, tools, choice gjson.Result) ([]byte, error) {
 	tools.ForEach(func(_, t gjson.Result) bool {
 		defer func() { i++ }()
 		if typ := t.Get("type").Str; typ != "function" {
-			err = unsupported("tools["+strconv.Itoa(i)+"].type",
+			err = providers.UnsupportedBecause("tools["+strconv.Itoa(i)+"].type",
 				typ+" tools are not supported by provider type "+providerName)
 			return false
 		}
@@ -582,7 +513,7 @@ func appendTools(b []byte, tools, choice gjson.Result) ([]byte, error) {
 		}
 		n++
 		b = append(b, `{"type":"function","function":{"name":`...)
-		b = appendRawString(b, name)
+		b = providers.AppendRawString(b, name)
 		if d := fn.Get("description"); d.Type == gjson.String && d.Str != "" {
 			b = append(b, `,"description":`...)
 			b = append(b, d.Raw...)
@@ -664,7 +595,7 @@ func appendResponseFormat(b []byte, rf gjson.Result) ([]byte, error) {
 		}
 		return append(b, '}'), nil
 	default:
-		return b, unsupported("response_format",
+		return b, providers.UnsupportedBecause("response_format",
 			"response_format of type "+strconv.Quote(typ)+" is not supported by provider type "+providerName)
 	}
 }

@@ -2,7 +2,6 @@ package cohere
 
 import (
 	"errors"
-	"strings"
 
 	"github.com/tidwall/gjson"
 
@@ -35,7 +34,7 @@ func (c Chat) ChatResponse(body []byte) ([]byte, error) {
 
 	b := make([]byte, 0, len(body)+256)
 	b = append(b, `{"id":`...)
-	b = appendRawString(b, root.Get("id"))
+	b = providers.AppendRawString(b, root.Get("id"))
 	b = append(b, `,"object":"chat.completion","created":`...)
 	b = providers.AppendInt(b, c.now().Unix())
 	// Cohere's answer does not name the model.
@@ -43,9 +42,9 @@ func (c Chat) ChatResponse(body []byte) ([]byte, error) {
 
 	content := msg.Get("content")
 	b = appendText(b, msg.Get("tool_plan"), content)
-	if r := joined(content, "thinking"); r.n > 0 {
+	if r := joined(new(providers.TextJoin), content, "thinking"); r.Len() > 0 {
 		b = append(b, `,"reasoning_content":`...)
-		b = r.append(b)
+		b = r.Append(b)
 	}
 	b = append(b, `,"refusal":null`...)
 	b = appendToolCalls(b, msg.Get("tool_calls"))
@@ -57,52 +56,19 @@ func (c Chat) ChatResponse(body []byte) ([]byte, error) {
 
 	var u usage
 	u.set(root.Get("usage"))
-	b = u.append(b)
+	b = u.unified().Append(b)
 	return append(b, '}'), nil
 }
 
-// text is the joined text of some content items: the first item's raw JSON
-// string while there is only one, a builder after.
-type text struct {
-	first  gjson.Result
-	joined strings.Builder
-	n      int
-}
-
-func (t *text) add(v gjson.Result) {
-	if v.Type != gjson.String || v.Str == "" {
-		return
-	}
-	switch t.n {
-	case 0:
-		t.first = v
-	case 1:
-		t.joined.WriteString(t.first.Str)
-		fallthrough
-	default:
-		t.joined.WriteString(v.Str)
-	}
-	t.n++
-}
-
-func (t *text) append(b []byte) []byte {
-	switch t.n {
-	case 0:
-		return append(b, "null"...)
-	case 1:
-		return append(b, t.first.Raw...)
-	default:
-		return providers.AppendString(b, t.joined.String())
-	}
-}
-
-// joined collects the items of content of the given type ("text" or
-// "thinking"), whose string is under the key of the same name.
-func joined(content gjson.Result, typ string) *text {
-	t := new(text)
+// joined adds to t the non-empty strings of the items of content of the
+// given type ("text" or "thinking"), under the key of the same name.
+func joined(t *providers.TextJoin, content gjson.Result, typ string) *providers.TextJoin {
 	content.ForEach(func(_, item gjson.Result) bool {
-		if item.Get("type").Str == typ {
-			t.add(item.Get(typ))
+		if item.Get("type").Str != typ {
+			return true
+		}
+		if v := item.Get(typ); v.Type == gjson.String && v.Str != "" {
+			t.Add(v)
 		}
 		return true
 	})
@@ -112,18 +78,11 @@ func joined(content gjson.Result, typ string) *text {
 // appendText appends the message content: the tool plan, then the text
 // items, joined; null when there is none of either.
 func appendText(b []byte, plan, content gjson.Result) []byte {
-	t := joined(content, "text")
+	var t providers.TextJoin
 	if plan.Type == gjson.String && plan.Str != "" {
-		all := new(text)
-		all.add(plan)
-		if t.n == 1 {
-			all.add(t.first)
-		} else if t.n > 1 {
-			all.add(gjson.Result{Type: gjson.String, Str: t.joined.String()})
-		}
-		t = all
+		t.Add(plan)
 	}
-	return t.append(b)
+	return joined(&t, content, "text").Append(b)
 }
 
 // appendToolCalls appends ,"tool_calls":[…] for Cohere's tool calls, and
@@ -145,7 +104,7 @@ func appendToolCalls(b []byte, calls gjson.Result) []byte {
 			b = appendCallID(b)
 		}
 		b = append(b, `,"type":"function","function":{"name":`...)
-		b = appendRawString(b, fn.Get("name"))
+		b = providers.AppendRawString(b, fn.Get("name"))
 		b = append(b, `,"arguments":`...)
 		if a := fn.Get("arguments"); a.Type == gjson.String && a.Str != "" {
 			b = append(b, a.Raw...)

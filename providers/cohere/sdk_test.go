@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	cohereoption "github.com/cohere-ai/cohere-go/v2/option"
 	"github.com/tidwall/gjson"
 
+	"github.com/modelgate/modelgate/providers/internal/translatortest"
 	"github.com/modelgate/modelgate/providers/sse"
 )
 
@@ -32,7 +32,7 @@ import (
 // field of another API) is lost on the way and fails the test, and so is a
 // value of the wrong shape.
 func TestRequestMatchesSDK(t *testing.T) {
-	for _, name := range goldenCases(t, requestDir, ".unified.json") {
+	for _, name := range translatortest.GoldenCases(t, requestDir, ".unified.json") {
 		t.Run(name, func(t *testing.T) {
 			body := translateGolden(t, name).Body
 			checkSDKRoundTrip(t, body)
@@ -44,7 +44,7 @@ func TestRequestMatchesSDK(t *testing.T) {
 func checkSDKRoundTrip(t *testing.T, body []byte) {
 	t.Helper()
 	if err := sdkRoundTrip(body); err != nil {
-		t.Errorf("%v\ntranslated:\n%s", err, indent(t, body))
+		t.Errorf("%v\ntranslated:\n%s", err, translatortest.Indent(t, body))
 	}
 }
 
@@ -106,12 +106,9 @@ func TestSDKRoundTripCatchesTypos(t *testing.T) {
 // TestResponsesDecodeWithSDK checks that every answer fixture is a
 // V2ChatResponse as cohere-go reads it, field for field.
 func TestResponsesDecodeWithSDK(t *testing.T) {
-	for _, name := range goldenCases(t, responseDir, ".cohere.json") {
+	for _, name := range translatortest.GoldenCases(t, responseDir, ".cohere.json") {
 		t.Run(name, func(t *testing.T) {
-			body, err := os.ReadFile(filepath.Join(responseDir, name+".cohere.json"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			body := translatortest.ReadFile(t, filepath.Join(responseDir, name+".cohere.json"))
 			var res cohere.V2ChatResponse
 			if err := json.Unmarshal(body, &res); err != nil {
 				t.Fatalf("cohere-go cannot decode the answer: %v", err)
@@ -160,8 +157,8 @@ func TestResponsesDecodeWithSDK(t *testing.T) {
 // v2.16 hands that line to its JSON decoder and fails, so a consumer (and
 // this test) stops reading at message-end.
 func TestTranscriptsReadBySDK(t *testing.T) {
-	for _, path := range transcripts(t) {
-		upstream, _, _ := readTranscript(t, path)
+	for _, path := range translatortest.Transcripts(t, sseDir, ".txt") {
+		upstream, _, _ := translatortest.ReadTranscript(t, path)
 		if strings.Contains(filepath.Base(path), "error_object") {
 			continue // not a chat event: what Cohere's stream carries on failure
 		}

@@ -126,7 +126,7 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 			dst = appendCallID(dst)
 		}
 		dst = append(dst, `,"type":"function","function":{"name":`...)
-		dst = appendRawString(dst, fn.Get("name"))
+		dst = providers.AppendRawString(dst, fn.Get("name"))
 		dst = append(dst, `,"arguments":""}}]}`...)
 		dst = s.closeChunk(dst, "", gjson.Result{})
 		return s.arguments(dst, k, fn.Get("arguments")), nil
@@ -165,11 +165,7 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 		dst = append(dst, "{}"...)
 		dst = s.closeChunk(dst, finish, gjson.Result{})
 		if s.includeUsage {
-			dst = append(dst, "data: "...)
-			dst = append(dst, s.head...)
-			dst = append(dst, `"choices":[],"usage":`...)
-			dst = s.usage.append(dst)
-			dst = append(dst, "}\n\n"...)
+			dst = providers.AppendUsageChunk(dst, s.head, s.usage.unified())
 		}
 		return append(dst, sse.Done...), nil
 
@@ -206,12 +202,7 @@ func (s *stream) Close(dst []byte) []byte {
 		return dst
 	}
 	s.done = true
-	e := providers.Error{
-		Type:    "server_error",
-		Code:    "stream_incomplete",
-		Message: "the provider's stream ended before the answer was complete",
-	}
-	return sse.AppendData(dst, e.JSON())
+	return providers.AppendStreamIncomplete(dst)
 }
 
 // start builds the head shared by all chunks. Cohere's stream does not
@@ -219,7 +210,7 @@ func (s *stream) Close(dst []byte) []byte {
 func (s *stream) start(id gjson.Result) {
 	h := make([]byte, 0, 96+len(id.Raw))
 	h = append(h, `{"id":`...)
-	h = appendRawString(h, id)
+	h = providers.AppendRawString(h, id)
 	h = append(h, `,"object":"chat.completion.chunk","created":`...)
 	h = providers.AppendInt(h, s.chat.now().Unix())
 	h = append(h, `,"model":"",`...)
@@ -243,22 +234,11 @@ func (s *stream) closeChunk(dst []byte, finish string, logprob gjson.Result) []b
 	if logprob.IsObject() {
 		dst = append(dst, `,"logprobs":{"content":[`...)
 		dst = appendLogprob(dst, logprob)
-		dst = append(dst, `],"refusal":null},"finish_reason":`...)
+		dst = append(dst, `],"refusal":null}`...)
 	} else {
-		dst = append(dst, `,"logprobs":null,"finish_reason":`...)
+		dst = append(dst, `,"logprobs":null`...)
 	}
-	if finish == "" {
-		dst = append(dst, "null"...)
-	} else {
-		dst = append(dst, '"')
-		dst = append(dst, finish...)
-		dst = append(dst, '"')
-	}
-	dst = append(dst, "}]"...)
-	if s.includeUsage {
-		dst = append(dst, `,"usage":null`...)
-	}
-	return append(dst, "}\n\n"...)
+	return providers.AppendChunkEnd(dst, finish, s.includeUsage)
 }
 
 // text appends a chunk whose delta sets key (content or reasoning_content)
@@ -271,7 +251,7 @@ func (s *stream) text(dst []byte, key string, v, logprob gjson.Result) []byte {
 	dst = append(dst, `{"`...)
 	dst = append(dst, key...)
 	dst = append(dst, `":`...)
-	dst = appendRawString(dst, v)
+	dst = providers.AppendRawString(dst, v)
 	dst = append(dst, '}')
 	return s.closeChunk(dst, "", logprob)
 }

@@ -5,43 +5,18 @@ import (
 	"testing"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/internal/translatortest"
 )
 
 // benchRequest is a realistic multi-turn request with tools and thinking,
 // about 2.5 KB, with signed tool calls in its history.
-const benchRequest = `{
-  "model": "my-gemini",
-  "messages": [
-    {"role": "system", "content": "You are a travel assistant. Use the tools to look up facts; never guess weather or prices. Keep answers short and cite the tool you used."},
-    {"role": "user", "content": "I'm flying from Paris to Tokyo next Tuesday. What's the weather like in both cities, and what time is it in Tokyo now?"},
-    {"role": "assistant", "content": "Let me check that for you.", "tool_calls": [
-      {"id": "call_A09q90qw90lq917835lq9Abc__thought__CiQBf3b-_Yp1Q2kzY3cxMjM0NTY3ODkwYWJjZGVmZ2hpams", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\", \"unit\": \"celsius\"}"}},
-      {"id": "call_B19q90qw90lq917835lq9Abc", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Tokyo\", \"unit\": \"celsius\"}"}},
-      {"id": "call_C29q90qw90lq917835lq9Abc", "type": "function", "function": {"name": "get_time", "arguments": "{\"timezone\": \"Asia/Tokyo\"}"}}
-    ]},
-    {"role": "tool", "tool_call_id": "call_A09q90qw90lq917835lq9Abc__thought__CiQBf3b-_Yp1Q2kzY3cxMjM0NTY3ODkwYWJjZGVmZ2hpams", "content": "{\"temp\": 14, \"conditions\": \"light rain\", \"wind_kph\": 18}"},
-    {"role": "tool", "tool_call_id": "call_B19q90qw90lq917835lq9Abc", "content": "{\"temp\": 22, \"conditions\": \"sunny\", \"wind_kph\": 6}"},
-    {"role": "tool", "tool_call_id": "call_C29q90qw90lq917835lq9Abc", "content": "2026-08-14T21:05:00+09:00"},
-    {"role": "assistant", "content": "Paris: 14°C with light rain. Tokyo: 22°C and sunny; it is 21:05 there now.", "thinking_blocks": [{"type": "thinking", "thinking": "", "signature": "Ei8KLQFd1c+WZm9vYmFy"}]},
-    {"role": "user", "content": [{"type": "text", "text": "Great. Can you also find a flight price for Tuesday, economy, one adult?"}]}
-  ],
-  "tools": [
-    {"type": "function", "function": {"name": "get_weather", "description": "Current weather for a city.",
-      "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "City name"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}, "required": ["city"]}}},
-    {"type": "function", "function": {"name": "get_time", "description": "Current local time in an IANA time zone.",
-      "parameters": {"type": "object", "properties": {"timezone": {"type": "string"}}, "required": ["timezone"]}}},
-    {"type": "function", "function": {"name": "search_flights", "description": "Search flight offers between two airports on a date.",
-      "parameters": {"type": "object", "properties": {"from": {"type": "string", "description": "IATA code"}, "to": {"type": "string", "description": "IATA code"}, "date": {"type": "string", "format": "date"}, "cabin": {"type": "string", "enum": ["economy", "premium", "business", "first"]}, "adults": {"type": "integer", "minimum": 1}}, "required": ["from", "to", "date"]}}}
-  ],
-  "tool_choice": "auto",
-  "parallel_tool_calls": true,
-  "temperature": 0.4,
-  "max_completion_tokens": 1024,
-  "reasoning_effort": "low",
-  "stream": true,
-  "stream_options": {"include_usage": true},
-  "user": "user-1234"
-}`
+var benchRequest = translatortest.TravelRequest{
+	Model: "my-gemini",
+	CallIDs: [3]string{"call_A09q90qw90lq917835lq9Abc__thought__CiQBf3b-_Yp1Q2kzY3cxMjM0NTY3ODkwYWJjZGVmZ2hpams",
+		"call_B19q90qw90lq917835lq9Abc", "call_C29q90qw90lq917835lq9Abc"},
+	Assistant: `, "thinking_blocks": [{"type": "thinking", "thinking": "", "signature": "Ei8KLQFd1c+WZm9vYmFy"}]`,
+	Params:    "  \"reasoning_effort\": \"low\",\n",
+}.Body()
 
 const benchResponse = `{"candidates":[{"content":{"role":"model","parts":[` +
 	`{"text":"The user wants a flight search; I have all the fields.","thought":true},` +
@@ -67,75 +42,24 @@ func benchStream() []byte {
 }
 
 func BenchmarkChatRequest(b *testing.B) {
-	body := []byte(benchRequest)
-	if _, err := providers.ValidateChat(body); err != nil {
-		b.Fatal(err)
-	}
-	c := Chat{}
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := c.ChatRequest(body, "gemini-3-flash-preview"); err != nil {
-			b.Fatal(err)
-		}
-	}
+	translatortest.BenchChatRequest(b, benchRequest, func(body []byte) (providers.Request, error) {
+		return Chat{}.ChatRequest(body, "gemini-3-flash-preview")
+	})
 }
 
 func BenchmarkChatResponse(b *testing.B) {
-	body := []byte(benchResponse)
-	c := Chat{}
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := c.ChatResponse(body); err != nil {
-			b.Fatal(err)
-		}
-	}
+	translatortest.BenchBody(b, []byte(benchResponse), Chat{}.ChatResponse)
 }
 
 // BenchmarkStream translates a 200-event stream; per event, divide by 200.
 func BenchmarkStream(b *testing.B) {
-	upstream := benchStream()
-	c := Chat{}
-	out := make([]byte, 0, 4*len(upstream))
-	b.SetBytes(int64(len(upstream)))
-	b.ReportAllocs()
-	for b.Loop() {
-		tr := c.ChatStream(providers.StreamOptions{IncludeUsage: true})
-		out = out[:0]
-		buf := upstream
-		for {
-			event, rest, ok, err := Framing.Cut(buf)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if !ok {
-				break
-			}
-			if out, err = tr.Event(out, event); err != nil {
-				b.Fatal(err)
-			}
-			buf = rest
-		}
-		out = tr.Close(out)
-	}
+	translatortest.Replay{New: Chat{}.ChatStream, Framing: Framing}.Bench(b, benchStream())
 }
 
 // BenchmarkStreamEvent translates one event of a stream.
 func BenchmarkStreamEvent(b *testing.B) {
 	event := []byte(`data: {"candidates":[{"content":{"parts":[{"text":"word 17 and a few more"}],"role":"model"},"index":0}],"usageMetadata":{"promptTokenCount":25,"candidatesTokenCount":51,"totalTokenCount":76},"modelVersion":"gemini-2.5-flash","responseId":"qjBbaOvHA7-Wz7IPl5CYuQ4"}`)
-	tr := Chat{}.ChatStream(providers.StreamOptions{IncludeUsage: true})
-	out, err := tr.Event(nil, event)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.SetBytes(int64(len(event)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if out, err = tr.Event(out[:0], event); err != nil {
-			b.Fatal(err)
-		}
-	}
+	translatortest.BenchEvent(b, Chat{}.ChatStream(providers.StreamOptions{IncludeUsage: true}), event, event)
 }
 
 // benchEmbeddings is the gateway's own work for one embeddings request of

@@ -74,7 +74,7 @@ func (c Chat) appendTools(b []byte, r *request) ([]byte, error) {
 		}
 		n++
 		b = append(b, `{"name":`...)
-		b = appendRawString(b, name)
+		b = providers.AppendRawString(b, name)
 		if d := fn.Get("description"); d.Type == gjson.String && d.Str != "" {
 			b = append(b, `,"description":`...)
 			b = append(b, d.Raw...)
@@ -226,30 +226,11 @@ func (c Chat) appendGenerationConfig(b []byte, r *request, fam family) ([]byte, 
 // appendStop appends stopSequences for a stop string or array; empty
 // sequences are left out.
 func (g *generationConfig) appendStop(stop gjson.Result) {
-	n := 0
-	add := func(s gjson.Result) {
-		if s.Type != gjson.String || s.Str == "" {
-			return
-		}
-		if n == 0 {
-			g.field("stopSequences")
-			g.b = append(g.b, '[')
-		} else {
-			g.b = append(g.b, ',')
-		}
-		n++
-		g.b = append(g.b, s.Raw...)
-	}
-	if stop.Type == gjson.String {
-		add(stop)
-	} else {
-		stop.ForEach(func(_, s gjson.Result) bool {
-			add(s)
-			return true
-		})
-	}
-	if n > 0 {
-		g.b = append(g.b, ']')
+	at, n, start := len(g.b), g.n, g.start
+	g.field("stopSequences")
+	var k int
+	if g.b, k = providers.AppendStops(g.b, stop); k == 0 {
+		g.b, g.n, g.start = g.b[:at], n, start
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/internal/translatortest"
 	"github.com/modelgate/modelgate/providers/providertest"
 )
 
@@ -42,10 +43,10 @@ func embeddingsService(t testing.TB, name string) Embeddings {
 // {path, body}); the provider's answers to them, <case>.answers.json,
 // become the client's answer, <case>.answer.json.
 func TestEmbeddingsGolden(t *testing.T) {
-	for _, name := range goldenCases(t, embeddingsDir, ".unified.json") {
+	for _, name := range translatortest.GoldenCases(t, embeddingsDir, ".unified.json") {
 		t.Run(name, func(t *testing.T) {
 			e := embeddingsService(t, name)
-			req, err := providers.ValidateEmbeddings(readFile(t, filepath.Join(embeddingsDir, name+".unified.json")))
+			req, err := providers.ValidateEmbeddings(translatortest.ReadFile(t, filepath.Join(embeddingsDir, name+".unified.json")))
 			if err != nil {
 				t.Fatalf("the input does not pass ValidateEmbeddings: %v", err)
 			}
@@ -67,13 +68,13 @@ func TestEmbeddingsGolden(t *testing.T) {
 				out = append(out, r.Body...)
 				out = append(out, '}')
 			}
-			checkGolden(t, filepath.Join(embeddingsDir, name+".requests.json"), append(out, ']'))
+			translatortest.CheckGolden(t, filepath.Join(embeddingsDir, name+".requests.json"), append(out, ']'))
 
 			answers, err := filepath.Glob(filepath.Join(embeddingsDir, name+".answers.json"))
 			if err != nil || len(answers) == 0 {
 				return
 			}
-			list := gjson.ParseBytes(readFile(t, answers[0])).Array()
+			list := gjson.ParseBytes(translatortest.ReadFile(t, answers[0])).Array()
 			if len(list) != len(reqs) {
 				t.Fatalf("%d answers for %d requests", len(list), len(reqs))
 			}
@@ -87,7 +88,7 @@ func TestEmbeddingsGolden(t *testing.T) {
 			if !ok {
 				t.Fatalf("the answers do not fit the request: %+v", res)
 			}
-			checkGolden(t, filepath.Join(embeddingsDir, name+".answer.json"), answer)
+			translatortest.CheckGolden(t, filepath.Join(embeddingsDir, name+".answer.json"), answer)
 		})
 	}
 }
@@ -245,8 +246,8 @@ func TestEmbeddingsErrors(t *testing.T) {
 // accepts translates, on every service, into valid JSON bodies holding
 // every input once, or fails with a 4xx *providers.Error.
 func FuzzEmbeddingsRequest(f *testing.F) {
-	for _, name := range goldenCases(f, embeddingsDir, ".unified.json") {
-		f.Add(readFile(f, filepath.Join(embeddingsDir, name+".unified.json")), "gemini-embedding-001")
+	for _, name := range translatortest.GoldenCases(f, embeddingsDir, ".unified.json") {
+		f.Add(translatortest.ReadFile(f, filepath.Join(embeddingsDir, name+".unified.json")), "gemini-embedding-001")
 	}
 	f.Add([]byte(`{"model":"m","input":[[1,2],[3]]}`), "text-embedding-005")
 	f.Add([]byte(`{"model":"m","input":["a\u0000\"","\ud800"],"dimensions":3,"input_type":"\"x"}`), "publishers/google/models/gemini-embedding-2")
@@ -287,7 +288,7 @@ func FuzzEmbeddingsRequest(f *testing.F) {
 func FuzzEmbeddingsResponse(f *testing.F) {
 	files, _ := filepath.Glob(filepath.Join(embeddingsDir, "*.answers.json"))
 	for _, file := range files {
-		for _, a := range gjson.ParseBytes(readFile(f, file)).Array() {
+		for _, a := range gjson.ParseBytes(translatortest.ReadFile(f, file)).Array() {
 			f.Add([]byte(a.Raw))
 		}
 	}

@@ -67,11 +67,7 @@ func mapError(status int, e gjson.Result) *providers.Error {
 	}
 	out := &providers.Error{Status: status, Message: msg}
 	if out.Message == "" {
-		if t := http.StatusText(status); t != "" {
-			out.Message = "the provider answered " + strconv.Itoa(status) + " " + t
-		} else {
-			out.Message = "the provider answered status " + strconv.Itoa(status)
-		}
+		out.Message = "the provider answered " + providers.StatusText(status)
 	}
 
 	switch code {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"golang.org/x/oauth2/google"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/internal/translatortest"
 	"github.com/modelgate/modelgate/providers/providertest"
 )
 
@@ -60,15 +60,7 @@ func (u upstream) do(t *testing.T, body []byte, model string) result {
 	}
 	hr.Header.Set("Content-Type", "application/json")
 	u.auth(hr)
-	res, err := http.DefaultClient.Do(hr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, raw := providertest.Do(t, hr)
 	if res.StatusCode >= 400 {
 		e := u.chat.Error(res.StatusCode, res.Header, raw)
 		return result{status: e.Status, body: e.JSON(), err: e}
@@ -106,7 +98,7 @@ func (u upstream) do(t *testing.T, body []byte, model string) result {
 // and returns it with the stream's error event, if it ended with one.
 func accumulateStream(t *testing.T, out []byte) (openai.ChatCompletionAccumulator, gjson.Result) {
 	t.Helper()
-	checkUnifiedStream(t, out)
+	translatortest.CheckStreamShape(t, out)
 	var acc openai.ChatCompletionAccumulator
 	var errEvent gjson.Result
 	for _, ev := range bytes.SplitAfter(out, []byte("\n\n")) {

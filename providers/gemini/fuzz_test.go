@@ -2,21 +2,19 @@ package gemini
 
 import (
 	"encoding/json"
-	"errors"
 	"path/filepath"
 	"testing"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/internal/translatortest"
 )
 
 // FuzzChatRequest checks that every body ValidateChat accepts either
 // translates into valid JSON, on both services, or fails with a 4xx
 // *providers.Error.
 func FuzzChatRequest(f *testing.F) {
-	for _, name := range goldenCases(f, requestDir, ".unified.json") {
-		f.Add(readFile(f, filepath.Join(requestDir, name+".unified.json")), "gemini-3-flash-preview")
+	for _, name := range translatortest.GoldenCases(f, requestDir, ".unified.json") {
+		f.Add(translatortest.ReadFile(f, filepath.Join(requestDir, name+".unified.json")), "gemini-3-flash-preview")
 	}
 	f.Add([]byte(`{"model":"m","messages":[{"role":"assistant","content":null,"thinking_blocks":[{"type":"thinking","thinking":"","signature":"\"x"}],"tool_calls":[{"id":"a__thought__-_","function":{"name":"f","arguments":"{\"a\":[1,{}]}"}}]},{"role":"tool","tool_call_id":"a__thought__-_","content":"[1"}]}`), "gemini-2.5-pro")
 	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://x/a.png"}},{"type":"file","file":{"file_data":"data:application/pdf;base64,AA"}}]}],"tools":[{"type":"function","function":{"name":"f","parameters":{ }}}],"tool_choice":"required","reasoning_effort":"minimal","n":2,"seed":-1}`), "models/gemini-3-pro")
@@ -27,15 +25,8 @@ func FuzzChatRequest(f *testing.F) {
 		}
 		for _, c := range []Chat{{}, {Vertex: true, Project: "p", Location: "us-central1"}} {
 			req, err := c.ChatRequest(body, model)
-			if err != nil {
-				var e *providers.Error
-				if !errors.As(err, &e) || e.Status < 400 || e.Status >= 500 {
-					t.Fatalf("ChatRequest error %v is not a 4xx *providers.Error", err)
-				}
+			if !translatortest.CheckFuzzedRequest(t, body, req, err) {
 				continue
-			}
-			if !gjson.ValidBytes(req.Body) || !json.Valid(req.Body) {
-				t.Fatalf("invalid JSON for %s:\n%s", body, req.Body)
 			}
 			if !validSegment(model) && !json.Valid([]byte(`"`+req.Path+`"`)) {
 				t.Fatalf("path %q", req.Path)
@@ -47,39 +38,19 @@ func FuzzChatRequest(f *testing.F) {
 // FuzzChatResponse checks that any answer body translates into valid JSON
 // or an error.
 func FuzzChatResponse(f *testing.F) {
-	for _, name := range goldenCases(f, responseDir, ".gemini.json") {
-		f.Add(readFile(f, filepath.Join(responseDir, name+".gemini.json")))
-	}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		out, err := Chat{}.ChatResponse(body)
-		if err == nil && !json.Valid(out) {
-			t.Fatalf("invalid JSON for %s:\n%s", body, out)
-		}
-	})
+	translatortest.SeedFiles(f, responseDir, ".gemini.json")
+	translatortest.FuzzChatResponse(f, Chat{}.ChatResponse)
 }
 
 // FuzzStream feeds arbitrary bytes, cut by Gemini's framing, through a
 // stream translator and checks that what comes out is a well-formed unified
 // stream.
 func FuzzStream(f *testing.F) {
-	for _, path := range transcripts(f) {
-		upstream, _, opts := readTranscript(f, path)
-		f.Add(upstream, opts.IncludeUsage)
-	}
+	translatortest.SeedTranscripts(f, sseDir)
 	f.Add([]byte("data: {\"candidates\":[{\"index\":-1,\"content\":{\"parts\":[{\"functionCall\":{\"name\":7,\"args\":[]},\"thoughtSignature\":\"\\\"\"}]}},{\"index\":99999999999}]}\n\n"), false)
 	f.Add([]byte("{\"error\":{\"code\":\"x\"}}\n[1,{]"), true)
 
-	f.Fuzz(func(t *testing.T, upstream []byte, includeUsage bool) {
-		out, err := translate(Chat{}, providers.StreamOptions{IncludeUsage: includeUsage}, upstream, nil)
-		if err != nil {
-			// The gateway ends the stream with its own error here; what
-			// was written so far must still be well-formed events.
-			out = append(out, "data: {\"error\":{}}\n\n"...)
-		}
-		if msg := validUnifiedStream(out); msg != "" {
-			t.Fatalf("%s\nupstream: %q\nunified:\n%s", msg, upstream, out)
-		}
-	})
+	translatortest.Replay{New: Chat{}.ChatStream, Framing: Framing}.Fuzz(f)
 }
 
 // FuzzError checks that any error answer maps to a 4xx or 5xx error whose

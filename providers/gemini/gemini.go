@@ -81,12 +81,7 @@ type Chat struct {
 
 var _ providers.Chat = Chat{}
 
-func (c Chat) now() time.Time {
-	if c.Now != nil {
-		return c.Now()
-	}
-	return time.Now()
-}
+func (c Chat) now() time.Time { return providers.Now(c.Now) }
 
 func (c Chat) id() string {
 	if c.newID != nil {

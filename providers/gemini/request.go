@@ -72,12 +72,7 @@ func (c Chat) set(r *request, key string, v gjson.Result) error {
 			return providers.Unsupported(strings.Clone(key), c.name())
 		}
 	case "modalities":
-		audio := false
-		v.ForEach(func(_, m gjson.Result) bool {
-			audio = m.Str == "audio"
-			return !audio
-		})
-		if audio {
+		if providers.WantsAudio(v) {
 			return c.unsupported("modalities", "audio output is not supported")
 		}
 	}
@@ -118,7 +113,7 @@ func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) 
 	fam := familyOf(model)
 
 	var stack [16]message
-	msgs := parseMessages(stack[:0], r.messages)
+	msgs := providers.AppendChatMessages(stack[:0], r.messages)
 
 	w := contents{b: make([]byte, 0, len(body)+256)}
 	w.b = append(w.b, `{"contents":[`...)
@@ -145,46 +140,8 @@ func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) 
 	return req, nil
 }
 
-// message holds the fields of one unified message that the translation
-// reads.
-type message struct {
-	role                                           string
-	content, toolCalls, toolCallID, thinkingBlocks gjson.Result
-}
-
-// parseMessages appends the messages of the array v to msgs. Like
-// gjson's Get, which ValidateChat uses, it takes the first of duplicate keys.
-func parseMessages(msgs []message, v gjson.Result) []message {
-	v.ForEach(func(_, m gjson.Result) bool {
-		var msg message
-		var role gjson.Result
-		m.ForEach(func(key, v gjson.Result) bool {
-			var field *gjson.Result
-			switch key.Str {
-			case "role":
-				field = &role
-			case "content":
-				field = &msg.content
-			case "tool_calls":
-				field = &msg.toolCalls
-			case "tool_call_id":
-				field = &msg.toolCallID
-			case "thinking_blocks":
-				field = &msg.thinkingBlocks
-			default:
-				return true
-			}
-			if !field.Exists() {
-				*field = v
-			}
-			return true
-		})
-		msg.role = role.Str
-		msgs = append(msgs, msg)
-		return true
-	})
-	return msgs
-}
+// message is a unified message as the translation reads it.
+type message = providers.ChatMessage
 
 // contents writes the contents array, opening a content when the first
 // part of a new role comes, so that runs of one role share a content and
@@ -250,7 +207,7 @@ func (c Chat) appendContents(w *contents, msgs []message, fam family) error {
 	// contents after the last user message with content of its own.
 	lastUser := -1
 	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].role == "user" && hasContent(msgs[i].content) {
+		if msgs[i].Role == "user" && hasContent(msgs[i].Content) {
 			lastUser = i
 			break
 		}
@@ -259,12 +216,12 @@ func (c Chat) appendContents(w *contents, msgs []message, fam family) error {
 	for i := range msgs {
 		m := &msgs[i]
 		var err error
-		switch m.role {
+		switch m.Role {
 		case "user":
 			err = c.userParts(w, m, i)
 		case "assistant":
 			err = c.modelParts(w, m, i, fam.levels && i > lastUser)
-			m.toolCalls.ForEach(func(_, call gjson.Result) bool {
+			m.ToolCalls.ForEach(func(_, call gjson.Result) bool {
 				if names == nil {
 					names = make(map[string]gjson.Result)
 				}
@@ -313,13 +270,13 @@ func partParam(i, j int) string {
 
 // userParts appends the parts of user message i.
 func (c Chat) userParts(w *contents, m *message, i int) error {
-	if m.content.Type == gjson.String {
-		w.text("user", m.content, false, "")
+	if m.Content.Type == gjson.String {
+		w.text("user", m.Content, false, "")
 		return nil
 	}
 	var err error
 	j := 0
-	m.content.ForEach(func(_, part gjson.Result) bool {
+	m.Content.ForEach(func(_, part gjson.Result) bool {
 		switch part.Get("type").Str {
 		case "image_url":
 			err = c.image(w, part.Get("image_url.url"), partParam(i, j)+".image_url.url")
@@ -505,7 +462,7 @@ func (c Chat) file(w *contents, f gjson.Result, param string) error {
 // each model content that lost its signature gets Google's dummy one.
 func (c Chat) modelParts(w *contents, m *message, i int, current bool) error {
 	var textSig string
-	m.thinkingBlocks.ForEach(func(_, blk gjson.Result) bool {
+	m.ThinkingBlocks.ForEach(func(_, blk gjson.Result) bool {
 		sig := blk.Get("signature")
 		if blk.Get("type").Str != "thinking" || sig.Type != gjson.String || sig.Str == "" {
 			return true
@@ -518,12 +475,12 @@ func (c Chat) modelParts(w *contents, m *message, i int, current bool) error {
 		return true
 	})
 
-	if m.content.Type == gjson.String {
-		w.text("model", m.content, false, textSig)
+	if m.Content.Type == gjson.String {
+		w.text("model", m.Content, false, textSig)
 	} else {
 		last := -1
 		k := 0
-		m.content.ForEach(func(_, part gjson.Result) bool {
+		m.Content.ForEach(func(_, part gjson.Result) bool {
 			if partText(part).Str != "" {
 				last = k
 			}
@@ -531,7 +488,7 @@ func (c Chat) modelParts(w *contents, m *message, i int, current bool) error {
 			return true
 		})
 		k = 0
-		m.content.ForEach(func(_, part gjson.Result) bool {
+		m.Content.ForEach(func(_, part gjson.Result) bool {
 			if k == last {
 				w.text("model", partText(part), false, textSig)
 			} else {
@@ -547,7 +504,7 @@ func (c Chat) modelParts(w *contents, m *message, i int, current bool) error {
 
 	var err error
 	j := 0
-	m.toolCalls.ForEach(func(_, call gjson.Result) bool {
+	m.ToolCalls.ForEach(func(_, call gjson.Result) bool {
 		fn := call.Get("function")
 		args := strings.TrimSpace(fn.Get("arguments").Str)
 		if args == "" {
@@ -571,7 +528,7 @@ func (c Chat) modelParts(w *contents, m *message, i int, current bool) error {
 			w.b = append(w.b, ',')
 		}
 		w.b = append(w.b, `"name":`...)
-		w.b = appendRawString(w.b, fn.Get("name"))
+		w.b = providers.AppendRawString(w.b, fn.Get("name"))
 		w.b = append(w.b, `,"args":`...)
 		w.b = append(w.b, args...)
 		w.b = append(w.b, '}')
@@ -589,7 +546,7 @@ func (c Chat) modelParts(w *contents, m *message, i int, current bool) error {
 // toolResult appends the functionResponse part of tool message i, named
 // after the function of the assistant tool call it answers.
 func toolResult(w *contents, m *message, i int, names map[string]gjson.Result) error {
-	full := m.toolCallID.Str
+	full := m.ToolCallID.Str
 	name, ok := names[full]
 	if !ok || name.Type != gjson.String {
 		return providers.InvalidParam("messages["+strconv.Itoa(i)+"].tool_call_id",
@@ -606,7 +563,7 @@ func toolResult(w *contents, m *message, i int, names map[string]gjson.Result) e
 	w.b = append(w.b, `"name":`...)
 	w.b = append(w.b, name.Raw...)
 	w.b = append(w.b, `,"response":`...)
-	w.b = appendResponse(w.b, m.content)
+	w.b = appendResponse(w.b, m.Content)
 	w.b = append(w.b, "}}"...)
 	return nil
 }
@@ -662,10 +619,10 @@ func appendSystem(b []byte, msgs []message) []byte {
 		b = append(b, '}')
 	}
 	for i := range msgs {
-		if msgs[i].role != "system" && msgs[i].role != "developer" {
+		if msgs[i].Role != "system" && msgs[i].Role != "developer" {
 			continue
 		}
-		if c := msgs[i].content; c.Type == gjson.String {
+		if c := msgs[i].Content; c.Type == gjson.String {
 			add(c)
 		} else {
 			c.ForEach(func(_, part gjson.Result) bool {
@@ -685,12 +642,3 @@ func appendSystem(b []byte, msgs []message) []byte {
 // call (everything they write is copied into a new buffer), so the caller
 // may reuse b afterwards.
 func inPlace(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
-
-// appendRawString appends v when it is a JSON string (copying its raw,
-// already escaped form) and "" otherwise.
-func appendRawString(b []byte, v gjson.Result) []byte {
-	if v.Type == gjson.String {
-		return append(b, v.Raw...)
-	}
-	return append(b, `""`...)
-}

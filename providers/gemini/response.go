@@ -34,38 +34,23 @@ func (c Chat) ChatResponse(body []byte) ([]byte, error) {
 	if !root.IsObject() {
 		return nil, errNotResponse
 	}
-	var responseID, modelVersion, candidates, usageMeta, feedback gjson.Result
-	root.ForEach(func(key, v gjson.Result) bool {
-		switch key.Str {
-		case "responseId":
-			responseID = v
-		case "modelVersion":
-			modelVersion = v
-		case "candidates":
-			candidates = v
-		case "usageMetadata":
-			usageMeta = v
-		case "promptFeedback":
-			feedback = v
-		}
-		return true
-	})
-	blocked := feedback.Get("blockReason")
+	r := readResponse(root)
+	blocked := r.feedback.Get("blockReason")
 	some := false
-	candidates.ForEach(func(_, _ gjson.Result) bool {
+	r.candidates.ForEach(func(_, _ gjson.Result) bool {
 		some = true
 		return false
 	})
-	if !candidates.IsArray() && candidates.Exists() || !some && blocked.Type != gjson.String {
+	if !r.candidates.IsArray() && r.candidates.Exists() || !some && blocked.Type != gjson.String {
 		// Neither an answer nor a blocked prompt: nothing a client can use.
 		return nil, errNotResponse
 	}
 
 	b := make([]byte, 0, len(body)+256)
-	b = c.appendHead(b, responseID, modelVersion, "chat.completion")
+	b = c.appendHead(b, r.responseID, r.modelVersion, "chat.completion")
 	b = append(b, `"choices":[`...)
 	n := 0
-	candidates.ForEach(func(_, cand gjson.Result) bool {
+	r.candidates.ForEach(func(_, cand gjson.Result) bool {
 		if n > 0 {
 			b = append(b, ',')
 		}
@@ -75,14 +60,14 @@ func (c Chat) ChatResponse(body []byte) ([]byte, error) {
 	})
 	if n == 0 && blocked.Type == gjson.String {
 		b = append(b, `{"index":0,"message":{"role":"assistant","content":null,"refusal":`...)
-		b = providers.AppendString(b, blockedMessage(feedback))
+		b = providers.AppendString(b, blockedMessage(r.feedback))
 		b = append(b, `},"logprobs":null,"finish_reason":"content_filter"}`...)
 	}
 	b = append(b, `],"usage":`...)
 	var u usage
-	u.set(usageMeta)
-	b = u.append(b)
-	switch usageMeta.Get("serviceTier").Str {
+	u.set(r.usage)
+	b = u.unified().Append(b)
+	switch r.usage.Get("serviceTier").Str {
 	case "standard":
 		b = append(b, `,"service_tier":"default"`...)
 	case "flex":
@@ -119,7 +104,7 @@ func (c Chat) appendHead(b []byte, responseID, modelVersion gjson.Result, object
 	b = append(b, `","created":`...)
 	b = providers.AppendInt(b, c.now().Unix())
 	b = append(b, `,"model":`...)
-	b = appendRawString(b, modelVersion)
+	b = providers.AppendRawString(b, modelVersion)
 	return append(b, ',')
 }
 
@@ -188,9 +173,47 @@ func (a *answer) add(p part) {
 	}
 }
 
-// appendChoice appends the choice of candidate cand, the n-th in the answer.
-func (c Chat) appendChoice(b []byte, cand gjson.Result, n int) []byte {
-	var content, finish, logprobs, index gjson.Result
+// response holds the fields of a GenerateContentResponse (or of one
+// event of a stream) that the translation reads.
+type response struct {
+	responseID, modelVersion, candidates, usage, feedback, err gjson.Result
+}
+
+// readResponse reads a GenerateContentResponse in one pass; of duplicate
+// keys the last counts.
+func readResponse(root gjson.Result) response {
+	var r response
+	root.ForEach(func(key, v gjson.Result) bool {
+		if f := r.member(key.Str); f != nil {
+			*f = v
+		}
+		return true
+	})
+	return r
+}
+
+// member is where readResponse keeps the member named key, or nil.
+func (r *response) member(key string) *gjson.Result {
+	switch key {
+	case "responseId":
+		return &r.responseID
+	case "modelVersion":
+		return &r.modelVersion
+	case "candidates":
+		return &r.candidates
+	case "usageMetadata":
+		return &r.usage
+	case "promptFeedback":
+		return &r.feedback
+	case "error":
+		return &r.err
+	}
+	return nil
+}
+
+// readCandidate reads the fields of a candidate the translation uses, in
+// one pass; of duplicate keys the last counts.
+func readCandidate(cand gjson.Result) (content, finish, logprobs, index gjson.Result) {
 	cand.ForEach(func(key, v gjson.Result) bool {
 		switch key.Str {
 		case "content":
@@ -204,6 +227,12 @@ func (c Chat) appendChoice(b []byte, cand gjson.Result, n int) []byte {
 		}
 		return true
 	})
+	return content, finish, logprobs, index
+}
+
+// appendChoice appends the choice of candidate cand, the n-th in the answer.
+func (c Chat) appendChoice(b []byte, cand gjson.Result, n int) []byte {
+	content, finish, logprobs, index := readCandidate(cand)
 	var a answer
 	content.Get("parts").ForEach(func(_, v gjson.Result) bool {
 		a.add(readPart(v))
@@ -279,7 +308,7 @@ func (c Chat) appendToolCall(b []byte, p part, index int) []byte {
 	b = append(b, `"id":`...)
 	b = appendCallID(b, fc.Get("id").Str, p.signature.Str, c.id)
 	b = append(b, `,"type":"function","function":{"name":`...)
-	b = appendRawString(b, fc.Get("name"))
+	b = providers.AppendRawString(b, fc.Get("name"))
 	b = append(b, `,"arguments":`...)
 	if index >= 0 {
 		b = append(b, `""`...) // the arguments follow in their own delta
@@ -295,7 +324,7 @@ func appendArguments(b []byte, args gjson.Result) []byte {
 	if !args.IsObject() {
 		return append(b, `"{}"`...)
 	}
-	return providers.AppendString(b, compactJSON(args.Raw))
+	return providers.AppendString(b, providers.CompactJSON(args.Raw))
 }
 
 // appendJoined appends the JSON strings parts joined into one.
@@ -409,64 +438,20 @@ func (u *usage) set(v gjson.Result) {
 	})
 }
 
-// append appends the unified usage object: the prompt counts tool-use
-// prompts (results of Gemini's own tools) too, the completion counts
-// thoughts, of which cached and reasoning tokens are the details.
-func (u *usage) append(b []byte) []byte {
+// unified is the unified usage: the prompt counts tool-use prompts
+// (results of Gemini's own tools) too, the completion counts thoughts, of
+// which cached and reasoning tokens are the details.
+func (u *usage) unified() providers.Usage {
 	prompt := u.prompt + u.toolUse
 	completion := u.candidates + u.thoughts
 	total := u.total
 	if total == 0 {
 		total = prompt + completion
 	}
-	b = append(b, `{"prompt_tokens":`...)
-	b = providers.AppendInt(b, prompt)
-	b = append(b, `,"completion_tokens":`...)
-	b = providers.AppendInt(b, completion)
-	b = append(b, `,"total_tokens":`...)
-	b = providers.AppendInt(b, total)
-	b = append(b, `,"prompt_tokens_details":{"cached_tokens":`...)
-	b = providers.AppendInt(b, u.cached)
-	if u.audioSeen {
-		b = append(b, `,"audio_tokens":`...)
-		b = providers.AppendInt(b, u.audio)
+	return providers.Usage{
+		Prompt: prompt, Completion: completion, Total: total,
+		Cached: u.cached, HasCached: true,
+		Audio: u.audio, HasAudio: u.audioSeen,
+		Reasoning: u.thoughts, HasReasoning: true,
 	}
-	b = append(b, `},"completion_tokens_details":{"reasoning_tokens":`...)
-	b = providers.AppendInt(b, u.thoughts)
-	return append(b, "}}"...)
-}
-
-// compactJSON returns raw, which must be valid JSON, without insignificant
-// whitespace. It returns raw itself when there is none.
-func compactJSON(raw string) string {
-	var out []byte
-	inString, escaped := false, false
-	for i := 0; i < len(raw); i++ {
-		c := raw[i]
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-			if out == nil {
-				out = append(make([]byte, 0, len(raw)), raw[:i]...)
-			}
-			continue
-		}
-		if out != nil {
-			out = append(out, c)
-		}
-	}
-	if out == nil {
-		return raw
-	}
-	return string(out)
 }

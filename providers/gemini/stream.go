@@ -67,45 +67,28 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 	if !v.IsObject() {
 		return dst, errMalformed
 	}
-	var responseID, modelVersion, candidates, usageMeta, feedback, errObj gjson.Result
-	v.ForEach(func(key, v gjson.Result) bool {
-		switch key.Str {
-		case "responseId":
-			responseID = v
-		case "modelVersion":
-			modelVersion = v
-		case "candidates":
-			candidates = v
-		case "usageMetadata":
-			usageMeta = v
-		case "promptFeedback":
-			feedback = v
-		case "error":
-			errObj = v
-		}
-		return true
-	})
-	if errObj.Exists() {
+	r := readResponse(v)
+	if r.err.Exists() {
 		s.done = true
-		return sse.AppendData(dst, mapError(0, errObj).JSON()), nil
+		return sse.AppendData(dst, mapError(0, r.err).JSON()), nil
 	}
 	if s.head == nil {
-		s.head = s.chat.appendHead(make([]byte, 0, 128), responseID, modelVersion, "chat.completion.chunk")
+		s.head = s.chat.appendHead(make([]byte, 0, 128), r.responseID, r.modelVersion, "chat.completion.chunk")
 	}
-	s.usage.set(usageMeta)
+	s.usage.set(r.usage)
 
 	n := 0
-	candidates.ForEach(func(_, cand gjson.Result) bool {
+	r.candidates.ForEach(func(_, cand gjson.Result) bool {
 		dst = s.candidate(dst, cand, n)
 		n++
 		return true
 	})
-	if blocked := feedback.Get("blockReason"); n == 0 && blocked.Type == gjson.String && len(s.cands) == 0 {
+	if blocked := r.feedback.Get("blockReason"); n == 0 && blocked.Type == gjson.String && len(s.cands) == 0 {
 		st := s.state(0)
 		st.started, st.finished = true, true
 		dst = s.openChunk(dst, 0)
 		dst = append(dst, `{"role":"assistant","content":null,"refusal":`...)
-		dst = providers.AppendString(dst, blockedMessage(feedback))
+		dst = providers.AppendString(dst, blockedMessage(r.feedback))
 		dst = append(dst, '}')
 		dst = s.closeChunk(dst, "content_filter", "")
 	}
@@ -122,20 +105,7 @@ func (s *stream) state(i int) *candidateState {
 
 // candidate translates one candidate of an event, the n-th in it.
 func (s *stream) candidate(dst []byte, cand gjson.Result, n int) []byte {
-	var content, finish, logprobs, index gjson.Result
-	cand.ForEach(func(key, v gjson.Result) bool {
-		switch key.Str {
-		case "content":
-			content = v
-		case "finishReason":
-			finish = v
-		case "logprobsResult":
-			logprobs = v
-		case "index":
-			index = v
-		}
-		return true
-	})
+	content, finish, logprobs, index := readCandidate(cand)
 	i := n
 	if index.Type == gjson.Number {
 		i = int(index.Int())
@@ -241,19 +211,10 @@ func (s *stream) Close(dst []byte) []byte {
 		}
 	}
 	if !complete {
-		e := providers.Error{
-			Type:    "server_error",
-			Code:    "stream_incomplete",
-			Message: "the provider's stream ended before the answer was complete",
-		}
-		return sse.AppendData(dst, e.JSON())
+		return providers.AppendStreamIncomplete(dst)
 	}
 	if s.includeUsage {
-		dst = append(dst, "data: "...)
-		dst = append(dst, s.head...)
-		dst = append(dst, `"choices":[],"usage":`...)
-		dst = s.usage.append(dst)
-		dst = append(dst, "}\n\n"...)
+		dst = providers.AppendUsageChunk(dst, s.head, s.usage.unified())
 	}
 	return append(dst, sse.Done...)
 }
@@ -277,19 +238,7 @@ func (s *stream) closeChunk(dst []byte, finish, logprobs string) []byte {
 	} else {
 		dst = append(dst, logprobs...)
 	}
-	dst = append(dst, `,"finish_reason":`...)
-	if finish == "" {
-		dst = append(dst, "null"...)
-	} else {
-		dst = append(dst, '"')
-		dst = append(dst, finish...)
-		dst = append(dst, '"')
-	}
-	dst = append(dst, "}]"...)
-	if s.includeUsage {
-		dst = append(dst, `,"usage":null`...)
-	}
-	return append(dst, "}\n\n"...)
+	return providers.AppendChunkEnd(dst, finish, s.includeUsage)
 }
 
 // Framing is how Gemini's streams are cut into events: server-sent events,
@@ -332,24 +281,15 @@ var errBareJSON = errors.New("gemini: the stream holds an unterminated JSON valu
 // counting brackets outside strings.
 func jsonEnd(b []byte) (int, bool) {
 	depth := 0
-	inString, escaped := false, false
+	var s providers.JSONScan
 	for i := 0; i < len(b); i++ {
-		c := b[i]
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '{' || c == '[':
+		if !s.Outside(b[i]) {
+			continue
+		}
+		switch b[i] {
+		case '{', '[':
 			depth++
-		case c == '}' || c == ']':
+		case '}', ']':
 			if depth--; depth == 0 {
 				return i + 1, true
 			}

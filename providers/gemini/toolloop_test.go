@@ -11,6 +11,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/internal/translatortest"
 )
 
 // The answers of a Gemini 3 model in a two-step function-calling turn
@@ -74,7 +75,7 @@ func answerMessage(t *testing.T, c Chat, answer string, stream bool) (openai.Cha
 		}
 		return res.Choices[0].Message, json.RawMessage(gjson.GetBytes(out, "choices.0.message").Raw)
 	}
-	out, err := translate(c, providers.StreamOptions{}, asStream(t, answer), nil)
+	out, err := translatortest.Translate(c.ChatStream(providers.StreamOptions{}), Framing, asStream(t, answer), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +149,7 @@ func TestToolLoopWithThinking(t *testing.T) {
 }
 
 func runToolLoop(t *testing.T, stream, viaSDK bool) {
-	c := Chat{Now: fixedNow} // real random ids, as in production
+	c := Chat{Now: translatortest.Now} // real random ids, as in production
 	const model = "gemini-3-pro-preview"
 	tools := []openai.ChatCompletionToolUnionParam{
 		openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{Name: "get_weather",
@@ -254,7 +255,7 @@ func checkContents(t *testing.T, req gjson.Result, want ...string) {
 	t.Helper()
 	got := req.Get("contents").Raw
 	w := "[" + strings.Join(want, ",") + "]"
-	if !reflect.DeepEqual(canonical(t, "got", []byte(got)), canonical(t, "want", []byte(w))) {
+	if !reflect.DeepEqual(translatortest.Canonical(t, "got", []byte(got)), translatortest.Canonical(t, "want", []byte(w))) {
 		t.Errorf("contents\ngot:  %s\nwant: %s", got, w)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/internal/translatortest"
 )
 
 func TestPath(t *testing.T) {
@@ -147,12 +147,6 @@ func TestThinking(t *testing.T) {
 func TestChatRequestErrors(t *testing.T) {
 	const user = `{"role":"user","content":"Hi"}`
 	tools := `"tools":[{"type":"function","function":{"name":"f"}}]`
-	call := func(args string) string {
-		b, _ := json.Marshal(args)
-		return `{"model":"m","messages":[` + user + `,{"role":"assistant","content":null,"tool_calls":[` +
-			`{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}},` +
-			`{"id":"b","type":"function","function":{"name":"f","arguments":` + string(b) + `}}]}]}`
-	}
 	image := func(url string) string {
 		return `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"` + url + `"}}]}]}`
 	}
@@ -175,46 +169,22 @@ func TestChatRequestErrors(t *testing.T) {
 		{"file data without type", `{"model":"m","messages":[{"role":"user","content":[{"type":"file","file":{"file_data":"AAAA","filename":"x.bin"}}]}]}`,
 			"messages[0].content[0].file.file_data", "invalid_value"},
 		{"json response format unknown", `{"model":"m","messages":[` + user + `],"response_format":{"type":"grammar"}}`, "response_format", "unsupported_parameter"},
-		{"audio", `{"model":"m","messages":[` + user + `],"audio":{"voice":"alloy","format":"mp3"}}`, "audio", "unsupported_parameter"},
-		{"modalities", `{"model":"m","messages":[` + user + `],"modalities":["text","audio"]}`, "modalities", "unsupported_parameter"},
-		{"functions", `{"model":"m","messages":[` + user + `],"functions":[{"name":"f"}]}`, "functions", "unsupported_parameter"},
-		{"web search", `{"model":"m","messages":[` + user + `],"web_search_options":{}}`, "web_search_options", "unsupported_parameter"},
 		{"reasoning effort", `{"model":"m","messages":[` + user + `],"reasoning_effort":"max"}`, "reasoning_effort", "invalid_value"},
-		{"custom tool", `{"model":"m","messages":[` + user + `],"tools":[{"type":"function","function":{"name":"f"}},{"type":"custom","custom":{"name":"g"}}]}`,
-			"tools[1].type", "unsupported_parameter"},
 		{"custom choice", `{"model":"m","messages":[` + user + `],` + tools + `,"tool_choice":{"type":"custom","custom":{"name":"g"}}}`,
 			"tool_choice", "unsupported_parameter"},
 		{"allowed_tools mode", `{"model":"m","messages":[` + user + `],` + tools + `,"tool_choice":{"type":"allowed_tools","allowed_tools":{"mode":"none","tools":[]}}}`,
 			"tool_choice.allowed_tools.mode", "invalid_value"},
 		{"allowed_tools none found", `{"model":"m","messages":[` + user + `],` + tools + `,"tool_choice":{"type":"allowed_tools","allowed_tools":{"mode":"required","tools":[{"type":"function","function":{"name":"zz"}}]}}}`,
 			"tool_choice.allowed_tools.tools", "invalid_value"},
-		{"required without tools", `{"model":"m","messages":[` + user + `],"tool_choice":"required"}`, "tool_choice", "invalid_value"},
-		{"function choice without tools", `{"model":"m","messages":[` + user + `],"tool_choice":{"type":"function","function":{"name":"f"}}}`,
-			"tool_choice", "invalid_value"},
 		{"function choice not a tool", `{"model":"m","messages":[` + user + `],` + tools + `,"tool_choice":{"type":"function","function":{"name":"g"}}}`,
 			"tool_choice.function.name", "invalid_value"},
-		{"arguments not JSON", call("not json"), "messages[1].tool_calls[1].function.arguments", "invalid_value"},
-		{"arguments truncated", call(`{"city":"Par`), "messages[1].tool_calls[1].function.arguments", "invalid_value"},
-		{"arguments array", call(`[1,2]`), "messages[1].tool_calls[1].function.arguments", "invalid_value"},
-		{"arguments too deep", call(strings.Repeat(`{"a":`, 2000) + "1" + strings.Repeat("}", 2000)), "messages[1].tool_calls[1].function.arguments", "invalid_value"},
 		{"tool result without its call", `{"model":"m","messages":[` + user + `,{"role":"tool","tool_call_id":"nope","content":"x"}]}`,
 			"messages[1].tool_call_id", "invalid_value"},
 		{"system only", `{"model":"m","messages":[{"role":"system","content":"x"},{"role":"user","content":""}]}`, "messages", "invalid_value"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := providers.ValidateChat([]byte(tt.body)); err != nil {
-				t.Fatalf("the input does not pass ValidateChat: %v", err)
-			}
-			_, err := testChat().ChatRequest([]byte(tt.body), testModel)
-			var e *providers.Error
-			if !errors.As(err, &e) {
-				t.Fatalf("err = %v, want a *providers.Error", err)
-			}
-			if e.Status != http.StatusBadRequest || e.Type != "invalid_request_error" ||
-				e.Param != tt.param || e.Code != tt.code || e.Message == "" {
-				t.Errorf("got %s (status %d), want status 400, param %q, code %q", e.JSON(), e.Status, tt.param, tt.code)
-			}
+			translatortest.ChatRequestError(t, testChat(), tt.body, testModel, tt.param, tt.code)
 		})
 	}
 	// The Vertex translator names its own provider type.
@@ -222,6 +192,9 @@ func TestChatRequestErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "vertex") {
 		t.Errorf("vertex: %v", err)
 	}
+	translatortest.BadToolArguments(t, testChat(), testModel)
+	translatortest.DeepToolArguments(t, testChat(), testModel, 2000)
+	translatortest.CommonRequestErrors(t, testChat(), testModel)
 }
 
 // TestToolCallIDs: a signature carried in a tool call id comes back as the
@@ -350,36 +323,11 @@ func TestFraming(t *testing.T) {
 }
 
 func TestStreamMalformedEvent(t *testing.T) {
-	for _, ev := range []string{
-		`data: {"candidates":[`,
-		"data: 42",
-		`data: "text"`,
-		`{"error":`,
-	} {
-		tr := testChat().ChatStream(providers.StreamOptions{})
-		if out, err := tr.Event(nil, []byte(ev)); err == nil {
-			t.Errorf("Event(%q) = %q, want an error", ev, out)
-		}
-	}
+	testReplay.Refuses(t, `data: {"candidates":[`, "data: 42", `data: "text"`, `{"error":`)
 }
 
 func TestStreamEmptyEvents(t *testing.T) {
-	tr := testChat().ChatStream(providers.StreamOptions{})
-	for _, ev := range []string{"", ": comment", "event: ping", "id: 7\nretry: 100", "data: [DONE]"} {
-		out, err := tr.Event(nil, []byte(ev))
-		if err != nil || len(out) != 0 {
-			t.Errorf("Event(%q) = %q, %v; want nothing", ev, out, err)
-		}
-	}
-	// Nothing came: the answer is incomplete.
-	out := tr.Close(nil)
-	want := `data: {"error":{"message":"the provider's stream ended before the answer was complete","type":"server_error","param":null,"code":"stream_incomplete"}}` + "\n\n"
-	if string(out) != want {
-		t.Errorf("Close = %q, want %q", out, want)
-	}
-	if out := tr.Close(nil); len(out) != 0 {
-		t.Errorf("a second Close = %q", out)
-	}
+	testReplay.Ignores(t, "", ": comment", "event: ping", "id: 7\nretry: 100", "data: [DONE]")
 }
 
 // TestStreamAfterError: after an error event, nothing more comes out.

@@ -7,6 +7,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers/bedrock"
+	"github.com/modelgate/modelgate/providers/internal/translatortest"
 )
 
 // TestThinkingReachesBedrock follows a thinking round trip through the hub
@@ -16,7 +17,7 @@ import (
 // the tool call; the unsigned thinking of a later turn does not pose as
 // signed.
 func TestThinkingReachesBedrock(t *testing.T) {
-	body := readFile(t, filepath.Join(requestDir, "thinking_roundtrip.messages.json"))
+	body := translatortest.ReadFile(t, filepath.Join(requestDir, "thinking_roundtrip.messages.json"))
 	req, err := Chat{Inner: bedrock.Chat{}}.ChatRequest(body, "anthropic.claude-sonnet-4-5-20250929-v1:0")
 	if err != nil {
 		t.Fatalf("ChatRequest: %v", err)

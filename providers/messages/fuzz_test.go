@@ -3,21 +3,19 @@ package messages
 import (
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/internal/translatortest"
 )
 
 // FuzzToChat checks that every body Validate accepts either translates
 // into a hub request that the hub's validation accepts, or fails with a
 // 400 *providers.Error; and that CountTokens never panics on it.
 func FuzzToChat(f *testing.F) {
-	for _, name := range goldenCases(f, requestDir, ".messages.json") {
-		f.Add(readFile(f, filepath.Join(requestDir, name+".messages.json")))
-	}
+	translatortest.SeedFiles(f, requestDir, ".messages.json")
 	f.Add([]byte(`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","is_error":true,"content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"A\u0041"}},{"type":"document","source":{"type":"text","data":"x"}}]}]}]}`))
 	f.Add([]byte(`{"model":"m","max_tokens":1,"messages":[{"role":"system","content":[{"type":"text","text":"s"}]},{"role":"assistant","content":[{"type":"thinking","thinking":"","signature":""}]}]}`))
 
@@ -50,9 +48,7 @@ func FuzzToChat(f *testing.F) {
 // FuzzFromChat checks that any provider answer either translates into a
 // Message that anthropic-sdk-go decodes or is refused with an error.
 func FuzzFromChat(f *testing.F) {
-	for _, name := range goldenCases(f, responseDir, ".chat.json") {
-		f.Add(readFile(f, filepath.Join(responseDir, name+".chat.json")))
-	}
+	translatortest.SeedFiles(f, responseDir, ".chat.json")
 	f.Add([]byte(`{"choices":[{"message":{"content":[{"type":"refusal","refusal":"no"}],"tool_calls":[{"function":{"arguments":"{\"a\":1} "}},{"type":"custom"}]},"stop_reason":"\n"}],"usage":{"prompt_tokens":1,"prompt_tokens_details":{"cached_tokens":5}}}`))
 
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -71,12 +67,8 @@ func FuzzFromChat(f *testing.F) {
 // translator and checks that what comes out is a well-formed Messages
 // stream, complete or ended by an error event.
 func FuzzStream(f *testing.F) {
-	files, err := filepath.Glob(filepath.Join(sseDir, "*.txt"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	for _, path := range files {
-		hub, _ := readTranscript(f, path)
+	for _, path := range translatortest.Transcripts(f, sseDir, ".txt") {
+		hub, _, _ := translatortest.ReadTranscript(f, path)
 		f.Add(hub)
 	}
 	f.Add([]byte("data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":3,\"function\":{\"arguments\":\"x\"}},{\"index\":-1,\"id\":7}],\"thinking_blocks\":[{\"type\":\"thinking\",\"thinking\":\"\\u00e9\"}]}}]}\n\ndata: {\"choices\":[{\"delta\":{\"reasoning\":\"ab\",\"thinking_blocks\":[{\"type\":\"thinking\",\"thinking\":\"a\\u00e9\",\"signature\":\"s\"}]}}]}\n\n"))

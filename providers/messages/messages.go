@@ -113,7 +113,7 @@ func validate(body []byte, create bool) (Info, error) {
 		if !maxTokens.Exists() {
 			return info, invalid("max_tokens", "Field required")
 		}
-		if !isInt(maxTokens) || maxTokens.Int() < 0 {
+		if !providers.IsInt(maxTokens) || maxTokens.Int() < 0 {
 			return info, invalid("max_tokens", "max_tokens must be a non-negative integer")
 		}
 	}
@@ -194,16 +194,4 @@ func unsupported(param, format string, args ...any) *providers.Error {
 	e := invalid(param, format, args...)
 	e.Code = "unsupported_parameter"
 	return e
-}
-
-func isInt(v gjson.Result) bool {
-	if v.Type != gjson.Number {
-		return false
-	}
-	for _, c := range v.Raw {
-		if c == '.' || c == 'e' || c == 'E' {
-			return false
-		}
-	}
-	return true
 }

@@ -1,99 +1,22 @@
 package messages
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
-	"os"
-	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/internal/translatortest"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files from the current output")
 
 const (
 	requestDir  = "../../testdata/providers/messages/request"
 	responseDir = "../../testdata/providers/messages/response"
 	sseDir      = "../../testdata/sse/messages"
 )
-
-// canonical decodes JSON for comparison regardless of layout and key order.
-func canonical(t testing.TB, name string, data []byte) any {
-	t.Helper()
-	var v any
-	d := json.NewDecoder(bytes.NewReader(data))
-	d.UseNumber()
-	if err := d.Decode(&v); err != nil {
-		t.Fatalf("%s: invalid JSON: %v\n%s", name, err, data)
-	}
-	if d.More() {
-		t.Fatalf("%s: trailing data after the JSON value", name)
-	}
-	return v
-}
-
-// indent pretty-prints JSON for golden files and failure messages.
-func indent(t testing.TB, data []byte) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	if err := json.Indent(&buf, data, "", "  "); err != nil {
-		t.Fatalf("invalid JSON: %v\n%s", err, data)
-	}
-	buf.WriteByte('\n')
-	return buf.Bytes()
-}
-
-// checkGolden compares got with the golden file as canonical JSON, or
-// rewrites the file under -update.
-func checkGolden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, indent(t, got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !reflect.DeepEqual(canonical(t, "got", got), canonical(t, path, want)) {
-		t.Errorf("output differs from %s\ngot:\n%s\nwant:\n%s", path, indent(t, got), want)
-	}
-}
-
-// goldenCases lists the case names in dir that have a file ending in suffix.
-func goldenCases(t testing.TB, dir, suffix string) []string {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*"+suffix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) == 0 {
-		t.Fatalf("no %s files in %s", suffix, dir)
-	}
-	names := make([]string, len(files))
-	for i, f := range files {
-		names[i] = strings.TrimSuffix(filepath.Base(f), suffix)
-	}
-	return names
-}
-
-func readFile(t testing.TB, path string) []byte {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
-}
 
 // asError returns err as a *providers.Error or fails.
 func asError(t *testing.T, err error) *providers.Error {
@@ -111,44 +34,41 @@ func asError(t *testing.T, err error) *providers.Error {
 // BetaMessageCountTokensParams) accepts, and each output passes the hub's
 // own validation, as a provider's translator requires.
 func TestToChatGolden(t *testing.T) {
-	for _, name := range goldenCases(t, requestDir, ".messages.json") {
-		t.Run(name, func(t *testing.T) {
-			in := readFile(t, filepath.Join(requestDir, name+".messages.json"))
-			count := strings.HasPrefix(name, "count_tokens")
-			if count {
-				var p anthropic.BetaMessageCountTokensParams
-				if err := json.Unmarshal(in, &p); err != nil {
-					t.Fatalf("the fixture is not a count_tokens request: %v", err)
-				}
-				if _, err := ValidateCountTokens(in); err != nil {
-					t.Fatalf("ValidateCountTokens: %v", err)
-				}
-			} else {
-				var p anthropic.BetaMessageNewParams
-				if err := json.Unmarshal(in, &p); err != nil {
-					t.Fatalf("the fixture is not a Messages request: %v", err)
-				}
-				if _, err := Validate(in); err != nil {
-					t.Fatalf("Validate: %v", err)
-				}
+	translatortest.Golden(t, requestDir, ".messages.json", ".chat.json", func(t *testing.T, name string, in []byte) []byte {
+		count := strings.HasPrefix(name, "count_tokens")
+		if count {
+			var p anthropic.BetaMessageCountTokensParams
+			if err := json.Unmarshal(in, &p); err != nil {
+				t.Fatalf("the fixture is not a count_tokens request: %v", err)
 			}
-			got, err := ToChat(in)
-			if err != nil {
-				t.Fatalf("ToChat: %v", err)
+			if _, err := ValidateCountTokens(in); err != nil {
+				t.Fatalf("ValidateCountTokens: %v", err)
 			}
-			info, err := providers.ValidateChat(got)
-			if err != nil {
-				t.Fatalf("the hub request does not pass ValidateChat: %v\n%s", err, indent(t, got))
+		} else {
+			var p anthropic.BetaMessageNewParams
+			if err := json.Unmarshal(in, &p); err != nil {
+				t.Fatalf("the fixture is not a Messages request: %v", err)
 			}
-			if info.Stream && !info.IncludeUsage {
-				t.Errorf("a streamed hub request must ask for usage")
+			if _, err := Validate(in); err != nil {
+				t.Fatalf("Validate: %v", err)
 			}
-			if strings.Contains(string(got), "cache_control") {
-				t.Errorf("cache_control reached the hub request:\n%s", indent(t, got))
-			}
-			checkGolden(t, filepath.Join(requestDir, name+".chat.json"), got)
-		})
-	}
+		}
+		got, err := ToChat(in)
+		if err != nil {
+			t.Fatalf("ToChat: %v", err)
+		}
+		info, err := providers.ValidateChat(got)
+		if err != nil {
+			t.Fatalf("the hub request does not pass ValidateChat: %v\n%s", err, translatortest.Indent(t, got))
+		}
+		if info.Stream && !info.IncludeUsage {
+			t.Errorf("a streamed hub request must ask for usage")
+		}
+		if strings.Contains(string(got), "cache_control") {
+			t.Errorf("cache_control reached the hub request:\n%s", translatortest.Indent(t, got))
+		}
+		return got
+	})
 }
 
 func TestValidate(t *testing.T) {

@@ -106,18 +106,14 @@ func (r *request) set(key string, v gjson.Result) error {
 // only Anthropic's servers produce, file_id and URL document sources.
 func ToChat(body []byte) ([]byte, error) {
 	var r request
-	var err error
-	gjson.ParseBytes(body).ForEach(func(key, v gjson.Result) bool {
-		err = r.set(key.Str, v)
-		return err == nil
-	})
+	err := providers.ReadMembers(body, r.set)
 	if err != nil {
 		return nil, err
 	}
 
 	b := make([]byte, 0, len(body)+len(body)/8+128)
 	b = append(b, `{"model":`...)
-	b = appendRawString(b, r.model)
+	b = providers.AppendRawString(b, r.model)
 	b = append(b, `,"messages":[`...)
 	n := 0
 	var tr translator
@@ -184,15 +180,6 @@ func ToChat(body []byte) ([]byte, error) {
 		b = append(b, u.Raw...)
 	}
 	return append(b, '}'), nil
-}
-
-// appendRawString appends v when it is a JSON string (copying its raw,
-// already escaped form) and "" otherwise.
-func appendRawString(b []byte, v gjson.Result) []byte {
-	if v.Type == gjson.String {
-		return append(b, v.Raw...)
-	}
-	return append(b, `""`...)
 }
 
 // msgSep appends the comma before a message after the first.
@@ -795,7 +782,7 @@ func appendToolCall(b []byte, p string, block gjson.Result, n *int) ([]byte, err
 	b = append(b, name.Raw...)
 	b = append(b, `,"arguments":`...)
 	if input.Exists() {
-		b = providers.AppendString(b, compactJSON(input.Raw))
+		b = providers.AppendString(b, providers.CompactJSON(input.Raw))
 	} else {
 		b = append(b, `"{}"`...)
 	}
@@ -985,7 +972,7 @@ func reasoningEffort(thinking, outputConfig gjson.Result) (string, error) {
 		return "", nil
 	}
 	budget := thinking.Get("budget_tokens")
-	if !isInt(budget) {
+	if !providers.IsInt(budget) {
 		return "", invalid("thinking.budget_tokens", "Field required")
 	}
 	switch n := budget.Int(); {
@@ -1024,39 +1011,4 @@ func appendResponseFormat(b []byte, outputConfig, outputFormat gjson.Result) ([]
 	b = append(b, `,"response_format":{"type":"json_schema","json_schema":{"name":"output","schema":`...)
 	b = append(b, schema.Raw...)
 	return append(b, "}}"...), nil
-}
-
-// compactJSON returns raw, which must be valid JSON, without insignificant
-// whitespace. It returns raw itself when there is none.
-func compactJSON(raw string) string {
-	var out []byte
-	inString, escaped := false, false
-	for i := 0; i < len(raw); i++ {
-		c := raw[i]
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-			if out == nil {
-				out = append(make([]byte, 0, len(raw)), raw[:i]...)
-			}
-			continue
-		}
-		if out != nil {
-			out = append(out, c)
-		}
-	}
-	if out == nil {
-		return raw
-	}
-	return string(out)
 }

@@ -41,7 +41,7 @@ func FromChat(body []byte) ([]byte, error) {
 	b = append(b, `{"id":`...)
 	b = appendMessageID(b, root.Get("id"))
 	b = append(b, `,"type":"message","role":"assistant","model":`...)
-	b = appendRawString(b, root.Get("model"))
+	b = providers.AppendRawString(b, root.Get("model"))
 	b = append(b, `,"content":[`...)
 	n := 0
 	b = appendThinking(b, msg, &n)
@@ -61,7 +61,7 @@ func FromChat(body []byte) ([]byte, error) {
 		b = append(b, `{"type":"tool_use","id":`...)
 		b = appendToolID(b, call.Get("id"))
 		b = append(b, `,"name":`...)
-		b = appendRawString(b, fn.Get("name"))
+		b = providers.AppendRawString(b, fn.Get("name"))
 		b = append(b, `,"input":`...)
 		b = appendInput(b, fn.Get("arguments"))
 		b = append(b, '}')
@@ -119,14 +119,14 @@ func appendThinkingBlock(b []byte, tb gjson.Result, n *int) ([]byte, bool) {
 	case "thinking":
 		b = sepN(b, n)
 		b = append(b, `{"type":"thinking","thinking":`...)
-		b = appendRawString(b, tb.Get("thinking"))
+		b = providers.AppendRawString(b, tb.Get("thinking"))
 		b = append(b, `,"signature":`...)
-		b = appendRawString(b, tb.Get("signature"))
+		b = providers.AppendRawString(b, tb.Get("signature"))
 		return append(b, '}'), true
 	case "redacted_thinking":
 		b = sepN(b, n)
 		b = append(b, `{"type":"redacted_thinking","data":`...)
-		b = appendRawString(b, tb.Get("data"))
+		b = providers.AppendRawString(b, tb.Get("data"))
 		return append(b, '}'), true
 	}
 	return b, false
@@ -189,7 +189,7 @@ func appendInput(b []byte, args gjson.Result) []byte {
 	if s == "" || s[0] != '{' || !providers.ValidJSON([]byte(s)) {
 		return append(b, "{}"...)
 	}
-	return append(b, compactJSON(s)...)
+	return append(b, providers.CompactJSON(s)...)
 }
 
 // mapStop maps the hub's finish_reason to Anthropic's stop_reason, and

@@ -2,12 +2,12 @@ package messages
 
 import (
 	"encoding/json"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go"
+	"github.com/modelgate/modelgate/providers/internal/translatortest"
 	"github.com/tidwall/gjson"
 )
 
@@ -37,16 +37,14 @@ func decodeMessage(t testing.TB, data []byte) anthropic.Message {
 }
 
 func TestFromChatGolden(t *testing.T) {
-	for _, name := range goldenCases(t, responseDir, ".chat.json") {
-		t.Run(name, func(t *testing.T) {
-			got, err := FromChat(readFile(t, filepath.Join(responseDir, name+".chat.json")))
-			if err != nil {
-				t.Fatalf("FromChat: %v", err)
-			}
-			decodeMessage(t, got)
-			checkGolden(t, filepath.Join(responseDir, name+".messages.json"), got)
-		})
-	}
+	translatortest.Golden(t, responseDir, ".chat.json", ".messages.json", func(t *testing.T, _ string, in []byte) []byte {
+		got, err := FromChat(in)
+		if err != nil {
+			t.Fatalf("FromChat: %v", err)
+		}
+		decodeMessage(t, got)
+		return got
+	})
 }
 
 func TestFromChatGeneratedIDs(t *testing.T) {

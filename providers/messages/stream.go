@@ -333,7 +333,7 @@ func (s *Stream) thinkingBlock(dst []byte, tb gjson.Result) []byte {
 	case "redacted_thinking":
 		b := make([]byte, 0, 48+len(tb.Get("data").Raw))
 		b = append(b, `{"type":"redacted_thinking","data":`...)
-		b = appendRawString(b, tb.Get("data"))
+		b = providers.AppendRawString(b, tb.Get("data"))
 		b = append(b, '}')
 		dst = s.openBlock(dst, blockThinking, string(b))
 		return s.closeBlock(dst)
@@ -379,7 +379,7 @@ func (s *Stream) toolCall(dst []byte, call int64, tc gjson.Result) []byte {
 		b = append(b, `{"type":"tool_use","id":`...)
 		b = appendToolID(b, tc.Get("id"))
 		b = append(b, `,"name":`...)
-		b = appendRawString(b, fn.Get("name"))
+		b = providers.AppendRawString(b, fn.Get("name"))
 		b = append(b, `,"input":{}}`...)
 		dst = s.openBlock(dst, blockTool, string(b))
 		block = s.openAt
@@ -446,7 +446,7 @@ func (s *Stream) start(dst []byte, id, model gjson.Result) []byte {
 	if (model.Type != gjson.String || model.Str == "") && s.Model != "" {
 		s.model = providers.AppendString(s.model[:0], s.Model)
 	} else {
-		s.model = appendRawString(s.model[:0], model)
+		s.model = providers.AppendRawString(s.model[:0], model)
 	}
 	dst = s.eventHead(dst, "message_start")
 	dst = append(dst, `,"message":{"id":`...)

@@ -21,54 +21,27 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/internal/translatortest"
 	"github.com/modelgate/modelgate/providers/sse"
 )
 
-// separator divides a transcript's hub stream from the expected Messages
-// stream.
-const separator = "----------"
-
-// readTranscript splits testdata/sse/messages/<name>.txt.
+// readTranscript splits testdata/sse/messages/<name>.txt into the hub
+// stream and the Messages stream wanted of it.
 func readTranscript(t testing.TB, path string) (hub, want []byte) {
 	t.Helper()
-	data := readFile(t, path)
-	i := bytes.Index(data, []byte("\n"+separator+"\n"))
-	if i < 0 {
-		t.Fatalf("%s: no %q line", path, separator)
-	}
-	return data[:i+1], data[i+len(separator)+2:]
+	hub, want, _ = translatortest.ReadTranscript(t, path)
+	return hub, want
 }
 
 // translate feeds the hub stream to tr in pieces of random sizes (rng
 // nil: all at once), framing events with sse.Cut as the gateway does, and
 // returns the Messages stream.
 func translate(tr providers.StreamTranslator, hub []byte, rng *rand.Rand) []byte {
-	var out, buf []byte
-	for len(hub) > 0 {
-		n := len(hub)
-		if rng != nil {
-			n = min(n, 1+rng.IntN(64))
-		}
-		buf = append(buf, hub[:n]...)
-		hub = hub[n:]
-		for {
-			event, rest, ok := sse.Cut(buf)
-			if !ok {
-				break
-			}
-			var err error
-			if out, err = tr.Event(out, event); err != nil {
-				panic(fmt.Sprintf("Event returned an error: %v", err))
-			}
-			buf = rest
-		}
+	out, err := translatortest.Translate(tr, nil, hub, rng)
+	if err != nil {
+		panic(fmt.Sprintf("Event returned an error: %v", err))
 	}
-	if bytes.HasSuffix(buf, []byte("\r")) {
-		if event, _, ok := sse.Cut(append(buf, '\n')); ok {
-			out, _ = tr.Event(out, event)
-		}
-	}
-	return tr.Close(out)
+	return out
 }
 
 // accumulate decodes a Messages stream with anthropic-sdk-go's SSE decoder
@@ -195,19 +168,13 @@ func checkStream(stream []byte, lateArgs bool) string {
 }
 
 func TestStreamTranscripts(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join(sseDir, "*.txt"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no transcripts in %s (%v)", sseDir, err)
-	}
-	for _, path := range files {
+	for _, path := range translatortest.Transcripts(t, sseDir, ".txt") {
 		t.Run(strings.TrimSuffix(filepath.Base(path), ".txt"), func(t *testing.T) {
 			hub, want := readTranscript(t, path)
 			got := generated(translate(NewStream(""), hub, nil))
-			if *update {
-				data := append(append(hub, separator+"\n"...), got...)
-				if err := os.WriteFile(path, data, 0o644); err != nil {
-					t.Fatal(err)
-				}
+			if translatortest.Update() {
+				data := append(append(hub, translatortest.Separator+"\n"...), got...)
+				translatortest.WriteFile(t, path, data)
 				return
 			}
 			if msg := checkMessagesStream(got); msg != "" {
@@ -240,7 +207,7 @@ func TestStreamTranscripts(t *testing.T) {
 // thinking, tool_use ids, names and inputs), stop reason and sequence, and
 // usage.
 func TestStreamEqualsAnswer(t *testing.T) {
-	for _, name := range goldenCases(t, responseDir, ".chat.json") {
+	for _, name := range translatortest.GoldenCases(t, responseDir, ".chat.json") {
 		path := filepath.Join(sseDir, name+".txt")
 		if _, err := os.Stat(path); err != nil {
 			continue // an answer without a stream
@@ -254,7 +221,7 @@ func TestStreamEqualsAnswer(t *testing.T) {
 			if events < 3 {
 				t.Fatalf("only %d events", events)
 			}
-			answer, err := FromChat(readFile(t, filepath.Join(responseDir, name+".chat.json")))
+			answer, err := FromChat(translatortest.ReadFile(t, filepath.Join(responseDir, name+".chat.json")))
 			if err != nil {
 				t.Fatal(err)
 			}

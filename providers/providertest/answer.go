@@ -223,3 +223,23 @@ func schemaInstance(b []byte, root, s gjson.Result, text string, depth int) []by
 	})
 	return append(b, '}')
 }
+
+// chatConversation reads msgs, messages of OpenAI's shape ({role,
+// content}, tool results in role "tool"), for decide: the prompt's word
+// count, the text of the last user message, whether the conversation ends
+// with it, and the tool results that end it. text gives a content's text.
+func chatConversation(msgs []gjson.Result, text func(gjson.Result) string) (promptWords int, userText string, userLast bool, results []string) {
+	for _, m := range msgs {
+		t := text(m.Get("content"))
+		promptWords += countWords(t)
+		switch m.Get("role").Str {
+		case "user":
+			userText, userLast, results = t, true, results[:0]
+		case "tool":
+			userLast, results = false, append(results, t)
+		default:
+			userLast, results = false, results[:0]
+		}
+	}
+	return promptWords, userText, userLast, results
+}

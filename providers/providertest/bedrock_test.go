@@ -61,15 +61,7 @@ func signed(t *testing.T, s *Server, path, body string, creds aws.Credentials, a
 // do sends a request and reads the answer.
 func do(t *testing.T, req *http.Request) (*http.Response, string) {
 	t.Helper()
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, b := Do(t, req)
 	return res, string(b)
 }
 

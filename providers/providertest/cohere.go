@@ -409,21 +409,7 @@ func (cohereChatFormat) serve(c *call) {
 		return
 	}
 
-	promptWords := 0
-	userText, userLast := "", false
-	var results []string // the tool results that end the conversation
-	for _, m := range q.msgs {
-		text := cohereText(m.Get("content"))
-		promptWords += countWords(text)
-		switch m.Get("role").Str {
-		case "user":
-			userText, userLast, results = text, true, results[:0]
-		case "tool":
-			userLast, results = false, append(results, text)
-		default:
-			userLast, results = false, results[:0]
-		}
-	}
+	promptWords, userText, userLast, results := chatConversation(q.msgs, cohereText)
 	var tools []string
 	for _, t := range q.tools.Array() {
 		tools = append(tools, t.Get("function.name").Str)

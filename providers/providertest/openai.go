@@ -71,21 +71,7 @@ func (openAIFormat) serve(c *call) {
 	}
 	msgs, model := q.msgs, q.model
 
-	promptWords := 0
-	userText, userLast := "", false
-	var results []string // the tool results that end the conversation
-	for _, m := range msgs {
-		text := contentText(m.Get("content"))
-		promptWords += countWords(text)
-		switch m.Get("role").Str {
-		case "user":
-			userText, userLast, results = text, true, results[:0]
-		case "tool":
-			userLast, results = false, append(results, text)
-		default:
-			userLast, results = false, results[:0]
-		}
-	}
+	promptWords, userText, userLast, results := chatConversation(msgs, contentText)
 	var tools []string
 	for _, t := range q.tools.Array() {
 		if t.Get("type").Str == "function" {
@@ -435,22 +421,8 @@ func streamOpenAI(c *call, a *answer, includeUsage bool) {
 	ended := func() bool { return c.afterFirstWord(openAIStreamError) }
 	chunk(`{"role":"assistant","content":"","refusal":null}`, "null")
 
-	if a.tool != "" {
-		first := appendString([]byte(`{"tool_calls":[{"index":0,"id":"call_`+id+`","type":"function","function":{"name":`), a.tool)
-		chunk(string(first)+`,"arguments":""}}]}`, "null")
-		for i, f := range a.argFragments() {
-			chunk(string(appendString([]byte(`{"tool_calls":[{"index":0,"function":{"arguments":`), f))+`}}]}`, "null")
-			if i == 0 && ended() {
-				return
-			}
-		}
-	} else {
-		for i := range a.words {
-			chunk(string(appendString([]byte(`{"content":`), a.chunkWord(i)))+`}`, "null")
-			if i == 0 && ended() {
-				return
-			}
-		}
+	if !openAIDeltas(a, id, chunk, ended) {
+		return
 	}
 	chunk(`{}`, openAIFinish(a))
 	if includeUsage {
@@ -462,6 +434,30 @@ func streamOpenAI(c *call, a *answer, includeUsage bool) {
 		_, _ = c.w.Write(b)
 	}
 	c.send([]byte("data: [DONE]\n\n"))
+}
+
+// openAIDeltas streams a's tool call (id call_<id>) or its words as chunk
+// deltas, with ended checked after the first; it reports false when the
+// stream ended there.
+func openAIDeltas(a *answer, id string, chunk func(delta, finish string), ended func() bool) bool {
+	if a.tool != "" {
+		first := appendString([]byte(`{"tool_calls":[{"index":0,"id":"call_`+id+`","type":"function","function":{"name":`), a.tool)
+		chunk(string(first)+`,"arguments":""}}]}`, "null")
+		for i, f := range a.argFragments() {
+			chunk(string(appendString([]byte(`{"tool_calls":[{"index":0,"function":{"arguments":`), f))+`}}]}`, "null")
+			if i == 0 && ended() {
+				return false
+			}
+		}
+		return true
+	}
+	for i := range a.words {
+		chunk(string(appendString([]byte(`{"content":`), a.chunkWord(i)))+`}`, "null")
+		if i == 0 && ended() {
+			return false
+		}
+	}
+	return true
 }
 
 // openAIParamError writes an invalid_request_error naming the offending

@@ -340,7 +340,15 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // application/json.
 func Send(tb testing.TB, method, url, body string, header ...string) (*http.Response, string) {
 	tb.Helper()
-	res, err := http.DefaultClient.Do(NewRequest(tb, method, url, body, header...))
+	res, b := Do(tb, NewRequest(tb, method, url, body, header...))
+	return res, string(b)
+}
+
+// Do sends req for a test and reads the whole answer, failing tb when
+// either fails.
+func Do(tb testing.TB, req *http.Request) (*http.Response, []byte) {
+	tb.Helper()
+	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -349,7 +357,7 @@ func Send(tb testing.TB, method, url, body string, header ...string) (*http.Resp
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return res, string(b)
+	return res, b
 }
 
 // NewRequest is the request Send makes.

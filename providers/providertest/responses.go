@@ -182,22 +182,10 @@ func (responsesFormat) serve(c *call) {
 		return c.afterFirstWord(errEvent)
 	}
 	if a.tool != "" {
-		first := appendString([]byte(`{"tool_calls":[{"index":0,"id":"call_`+c.id+`","type":"function","function":{"name":`), a.tool)
-		chunk(string(first)+`,"arguments":""}}]}`, "null")
 		a.toolArgs = []byte(args)
-		for i, f := range a.argFragments() {
-			chunk(string(appendString([]byte(`{"tool_calls":[{"index":0,"function":{"arguments":`), f))+`}}]}`, "null")
-			if i == 0 && ended() {
-				return
-			}
-		}
-	} else {
-		for i := range a.words {
-			chunk(string(appendString([]byte(`{"content":`), a.chunkWord(i)))+`}`, "null")
-			if i == 0 && ended() {
-				return
-			}
-		}
+	}
+	if !openAIDeltas(a, c.id, chunk, ended) {
+		return
 	}
 	chunk(`{}`, openAIFinish(a))
 	b := []byte(`data: {"id":"chatcmpl-` + c.id + `","object":"chat.completion.chunk","choices":[],"usage":`)

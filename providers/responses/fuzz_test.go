@@ -9,14 +9,15 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/internal/translatortest"
 )
 
 // FuzzRequest checks that every body either translates into a hub request
 // that the hub's validation accepts, or fails with a *providers.Error; and
 // that Validate and New agree.
 func FuzzRequest(f *testing.F) {
-	for _, name := range goldenCases(f, requestDir, ".responses.json") {
-		f.Add(readFile(f, filepath.Join(requestDir, name+".responses.json")), readOptional(f, filepath.Join(requestDir, name+".history.json")))
+	for _, name := range translatortest.GoldenCases(f, requestDir, ".responses.json") {
+		f.Add(translatortest.ReadFile(f, filepath.Join(requestDir, name+".responses.json")), translatortest.ReadOptional(f, filepath.Join(requestDir, name+".history.json")))
 	}
 	f.Add([]byte(`{"model":"m","input":[{"type":"item_reference","id":"a"},{"type":"reasoning","id":"a","summary":[]}]}`), []byte(nil))
 	f.Add([]byte(`{"model":"m","previous_response_id":"r","input":[{"type":"item_reference","id":"x"}]}`), []byte(`[{"id":"x","type":"item_reference"}]`))
@@ -52,8 +53,8 @@ var fuzzRequests = []string{
 // FuzzResponse checks that any answer either translates into a Response
 // that openai-go decodes with every required field, or fails.
 func FuzzResponse(f *testing.F) {
-	for _, name := range goldenCases(f, responseDir, ".in.json") {
-		f.Add([]byte(gjson.GetBytes(readFile(f, filepath.Join(responseDir, name+".in.json")), "chat").Raw), true)
+	for _, name := range translatortest.GoldenCases(f, responseDir, ".in.json") {
+		f.Add([]byte(gjson.GetBytes(translatortest.ReadFile(f, filepath.Join(responseDir, name+".in.json")), "chat").Raw), true)
 	}
 	f.Fuzz(func(t *testing.T, chat []byte, tools bool) {
 		req := fuzzRequests[0]

@@ -1,7 +1,6 @@
 package responses
 
 import (
-	"bytes"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/anthropic"
+	"github.com/modelgate/modelgate/providers/internal/translatortest"
 	"github.com/modelgate/modelgate/providers/sse"
 )
 
@@ -21,21 +21,13 @@ import (
 // sending those items back gives the Anthropic translator the same
 // thinking blocks, signatures and all.
 func TestThroughAnthropic(t *testing.T) {
-	files, err := filepath.Glob("../../testdata/sse/anthropic/*.txt")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no Anthropic transcripts (%v)", err)
-	}
+	files := translatortest.Transcripts(t, "../../testdata/sse/anthropic", ".txt")
 	body := `{"model":"claude","input":"hi","stream":true,"include":["reasoning.encrypted_content"],` +
 		`"tools":[{"type":"function","name":"get_weather","parameters":{"type":"object"}},{"type":"function","name":"get_time","parameters":{"type":"object"}}]}`
 	thinking := 0
 	for _, path := range files {
 		t.Run(strings.TrimSuffix(filepath.Base(path), ".txt"), func(t *testing.T) {
-			data := readFile(t, path)
-			i := bytes.Index(data, []byte("\n"+separator+"\n"))
-			if i < 0 {
-				t.Fatal("no separator")
-			}
-			upstream := data[:i+1]
+			upstream, _, _ := translatortest.ReadTranscript(t, path)
 
 			// Anthropic's stream → hub chunks → Responses events.
 			x := newExchange(t, []byte(body))
@@ -48,6 +40,7 @@ func TestThroughAnthropic(t *testing.T) {
 					break
 				}
 				buf = rest
+				var err error
 				if chunks, err = hub.Event(chunks[:0], event); err != nil {
 					out = s.Fail(out, &providers.Error{Type: "server_error", Message: err.Error()})
 					break

@@ -54,7 +54,7 @@ func decodeEncrypted(s string) ([]byte, bool) {
 		if len(out) > 0 {
 			out = append(out, ',')
 		}
-		out = appendCompact(out, block.Raw)
+		out = providers.AppendCompactJSON(out, block.Raw)
 		return true
 	})
 	return out, ok && len(out) > 0

@@ -130,7 +130,7 @@ func (x *Exchange) buildChat(history []byte) error {
 			c.store = append(c.store, `{"id":`...)
 			c.store = providers.AppendString(c.store, x.t.newID("msg_"))
 			c.store = append(c.store, `,"type":"message","role":"user","status":"completed","content":[{"type":"input_text","text":`...)
-			c.store = appendCompact(c.store, in.Raw)
+			c.store = providers.AppendCompactJSON(c.store, in.Raw)
 			c.store = append(c.store, "}]}"...)
 		}
 	case in.IsArray():
@@ -165,7 +165,7 @@ func (x *Exchange) buildChat(history []byte) error {
 			b = append(b, f.Get("name").Raw...)
 			b = append(b, `,"schema":`...)
 			b = append(b, f.Get("schema").Raw...)
-			if s := f.Get("strict"); isBool(s) {
+			if s := f.Get("strict"); providers.IsBool(s) {
 				b = append(b, `,"strict":`...)
 				b = append(b, s.Raw...)
 			}
@@ -274,7 +274,7 @@ func (x *Exchange) appendTools(b []byte) []byte {
 			b = append(b, `,"parameters":`...)
 			b = append(b, p.Raw...)
 		}
-		if s := t.strict; isBool(s) {
+		if s := t.strict; providers.IsBool(s) {
 			b = append(b, `,"strict":`...)
 			b = append(b, s.Raw...)
 		}
@@ -288,7 +288,7 @@ func (x *Exchange) appendTools(b []byte) []byte {
 		b = append(b, `,"tool_choice":`...)
 		b = append(b, r.choice...)
 	}
-	if isBool(r.parallelToolCalls) {
+	if providers.IsBool(r.parallelToolCalls) {
 		b = append(b, `,"parallel_tool_calls":`...)
 		b = append(b, r.parallelToolCalls.Raw...)
 	}
@@ -387,7 +387,7 @@ func (c *chatBuilder) item(p string, it gjson.Result, fromHistory bool) error {
 	if c.storing {
 		c.storeSep()
 		if fromHistory {
-			c.store = appendCompact(c.store, it.Raw)
+			c.store = providers.AppendCompactJSON(c.store, it.Raw)
 		} else {
 			c.store = c.x.appendNormalized(c.store, it, typ)
 		}

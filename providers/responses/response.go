@@ -288,7 +288,7 @@ func (x *Exchange) buildEcho() {
 	c = appendRawOr(c, r.temperature, "1")
 	c = append(c, `,"text":{"format":`...)
 	if f := r.text.Get("format"); f.IsObject() {
-		c = appendCompact(c, f.Raw)
+		c = providers.AppendCompactJSON(c, f.Raw)
 	} else {
 		c = append(c, `{"type":"text"}`...)
 	}
@@ -296,7 +296,7 @@ func (x *Exchange) buildEcho() {
 	c = appendRawOr(c, r.text.Get("verbosity"), `"medium"`)
 	c = append(c, `},"tool_choice":`...)
 	if tc := r.toolChoice; tc.Type == gjson.String || tc.IsObject() {
-		c = appendCompact(c, tc.Raw)
+		c = providers.AppendCompactJSON(c, tc.Raw)
 	} else {
 		c = append(c, `"auto"`...)
 	}
@@ -307,7 +307,7 @@ func (x *Exchange) buildEcho() {
 		}
 		t := &r.toolList[i]
 		if t.custom {
-			c = appendCompact(c, t.v.Raw)
+			c = providers.AppendCompactJSON(c, t.v.Raw)
 			continue
 		}
 		c = append(c, `{"type":"function","name":`...)
@@ -343,7 +343,7 @@ func appendRawOr(b []byte, v gjson.Result, def string) []byte {
 	if !v.Exists() || v.Type == gjson.Null {
 		return append(b, def...)
 	}
-	return appendCompact(b, v.Raw)
+	return providers.AppendCompactJSON(b, v.Raw)
 }
 
 var errNotCompletion = errors.New("responses: the answer is not a chat.completion with a message")
@@ -400,7 +400,7 @@ func (x *Exchange) outputOf(msg, logprobs gjson.Result) []*outItem {
 			if len(thinking) > 0 {
 				thinking = append(thinking, ',')
 			}
-			thinking = appendCompact(thinking, block.Raw)
+			thinking = providers.AppendCompactJSON(thinking, block.Raw)
 		}
 		return true
 	})

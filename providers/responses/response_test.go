@@ -2,10 +2,10 @@ package responses
 
 import (
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/modelgate/modelgate/providers/internal/translatortest"
 	"github.com/tidwall/gjson"
 )
 
@@ -14,33 +14,31 @@ import (
 // <name>.response.json, which openai-go's responses.Response must decode
 // with every required field.
 func TestResponseGolden(t *testing.T) {
-	for _, name := range goldenCases(t, responseDir, ".in.json") {
-		t.Run(name, func(t *testing.T) {
-			in := gjson.ParseBytes(readFile(t, filepath.Join(responseDir, name+".in.json")))
-			x, err := newX(testTranslator(), []byte(in.Get("request").Raw), nil)
-			if err != nil {
-				t.Fatalf("New: %v", err)
-			}
-			got, err := x.Response([]byte(in.Get("chat").Raw))
-			if err != nil {
-				t.Fatalf("Response: %v", err)
-			}
-			r := decodeResponse(t, got)
-			if r.ID != x.ID() || !strings.HasPrefix(r.ID, "resp_") {
-				t.Errorf("id = %q, want the exchange's %q", r.ID, x.ID())
-			}
-			// encrypted_content only when include asks for it, and
-			// always in the record.
-			wantEnc := strings.Contains(in.Get("request.include").Raw, "reasoning.encrypted_content")
-			if has := strings.Contains(string(got), `"encrypted_content"`); has != wantEnc && strings.Contains(string(x.final), `"encrypted_content"`) {
-				t.Errorf("encrypted_content in the Response: %v, want %v", has, wantEnc)
-			}
-			if rec := x.Record(); (rec != nil) != x.Info().Store {
-				t.Errorf("Record() = %s with store %v", rec, x.Info().Store)
-			}
-			checkGolden(t, filepath.Join(responseDir, name+".response.json"), got)
-		})
-	}
+	translatortest.Golden(t, responseDir, ".in.json", ".response.json", func(t *testing.T, _ string, data []byte) []byte {
+		in := gjson.ParseBytes(data)
+		x, err := newX(testTranslator(), []byte(in.Get("request").Raw), nil)
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		got, err := x.Response([]byte(in.Get("chat").Raw))
+		if err != nil {
+			t.Fatalf("Response: %v", err)
+		}
+		r := decodeResponse(t, got)
+		if r.ID != x.ID() || !strings.HasPrefix(r.ID, "resp_") {
+			t.Errorf("id = %q, want the exchange's %q", r.ID, x.ID())
+		}
+		// encrypted_content only when include asks for it, and
+		// always in the record.
+		wantEnc := strings.Contains(in.Get("request.include").Raw, "reasoning.encrypted_content")
+		if has := strings.Contains(string(got), `"encrypted_content"`); has != wantEnc && strings.Contains(string(x.final), `"encrypted_content"`) {
+			t.Errorf("encrypted_content in the Response: %v, want %v", has, wantEnc)
+		}
+		if rec := x.Record(); (rec != nil) != x.Info().Store {
+			t.Errorf("Record() = %s with store %v", rec, x.Info().Store)
+		}
+		return got
+	})
 }
 
 func TestResponseNotACompletion(t *testing.T) {

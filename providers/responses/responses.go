@@ -58,12 +58,7 @@ type Translator struct {
 	NewID func(prefix string) string
 }
 
-func (t Translator) now() time.Time {
-	if t.Now != nil {
-		return t.Now()
-	}
-	return time.Now()
-}
+func (t Translator) now() time.Time { return providers.Now(t.Now) }
 
 func (t Translator) newID(prefix string) string {
 	if t.NewID != nil {
@@ -163,37 +158,4 @@ func NotFound(id string) *providers.Error {
 func invalid(param, msg string) *providers.Error {
 	return &providers.Error{Status: http.StatusBadRequest, Type: "invalid_request_error",
 		Code: "invalid_value", Param: param, Message: msg}
-}
-
-// unsupported is a 400 unsupported_parameter about param.
-func unsupported(param, msg string) *providers.Error {
-	return &providers.Error{Status: http.StatusBadRequest, Type: "invalid_request_error",
-		Code: "unsupported_parameter", Param: param, Message: msg}
-}
-
-// appendCompact appends raw, which must be valid JSON, without insignificant
-// whitespace: raw values copied into server-sent events must not hold line
-// breaks.
-func appendCompact(dst []byte, raw string) []byte {
-	start, inString := 0, false
-	for i := 0; i < len(raw); i++ {
-		c := raw[i]
-		if inString {
-			switch c {
-			case '\\':
-				i++
-			case '"':
-				inString = false
-			}
-			continue
-		}
-		switch c {
-		case '"':
-			inString = true
-		case ' ', '\t', '\n', '\r':
-			dst = append(dst, raw[start:i]...)
-			start = i + 1
-		}
-	}
-	return append(dst, raw[start:]...)
 }

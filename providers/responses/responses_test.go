@@ -1,24 +1,17 @@
 package responses
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"os"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/internal/translatortest"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files from the current output")
 
 const (
 	requestDir  = "../../testdata/providers/responses/request"
@@ -31,7 +24,7 @@ const (
 func testTranslator() Translator {
 	n := map[string]int{}
 	return Translator{
-		Now: func() time.Time { return time.Unix(1750000000, 0) },
+		Now: translatortest.Now,
 		NewID: func(prefix string) string {
 			n[prefix]++
 			return fmt.Sprintf("%s%04d", prefix, n[prefix])
@@ -48,121 +41,34 @@ func newX(tr Translator, body, history []byte) (*Exchange, error) {
 	return tr.New(r, history)
 }
 
-// canonical decodes JSON for comparison regardless of layout and key order.
-func canonical(t testing.TB, name string, data []byte) any {
-	t.Helper()
-	var v any
-	d := json.NewDecoder(bytes.NewReader(data))
-	d.UseNumber()
-	if err := d.Decode(&v); err != nil {
-		t.Fatalf("%s: invalid JSON: %v\n%s", name, err, data)
-	}
-	if d.More() {
-		t.Fatalf("%s: trailing data after the JSON value", name)
-	}
-	return v
-}
-
-// indent pretty-prints JSON for golden files and failure messages.
-func indent(t testing.TB, data []byte) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	if err := json.Indent(&buf, data, "", "  "); err != nil {
-		t.Fatalf("invalid JSON: %v\n%s", err, data)
-	}
-	buf.WriteByte('\n')
-	return buf.Bytes()
-}
-
-// checkGolden compares got with the golden file as canonical JSON, or
-// rewrites the file under -update.
-func checkGolden(t testing.TB, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, indent(t, got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if !reflect.DeepEqual(canonical(t, "got", got), canonical(t, path, want)) {
-		t.Errorf("output differs from %s\ngot:\n%s\nwant:\n%s", path, indent(t, got), want)
-	}
-}
-
-// goldenCases lists the case names in dir that have a file ending in suffix.
-func goldenCases(t testing.TB, dir, suffix string) []string {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*"+suffix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(files) == 0 {
-		t.Fatalf("no %s files in %s", suffix, dir)
-	}
-	names := make([]string, len(files))
-	for i, f := range files {
-		names[i] = strings.TrimSuffix(filepath.Base(f), suffix)
-	}
-	return names
-}
-
-func readFile(t testing.TB, path string) []byte {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
-}
-
-// readOptional reads path, or returns nil when it does not exist.
-func readOptional(t testing.TB, path string) []byte {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
-}
-
 // TestRequestGolden translates each <name>.responses.json (continuing the
 // conversation in <name>.history.json, if there is one) into the hub
 // request <name>.chat.json, which must pass the hub's own validation.
 func TestRequestGolden(t *testing.T) {
-	for _, name := range goldenCases(t, requestDir, ".responses.json") {
-		t.Run(name, func(t *testing.T) {
-			body := readFile(t, filepath.Join(requestDir, name+".responses.json"))
-			history := readOptional(t, filepath.Join(requestDir, name+".history.json"))
-			info, err := Validate(body)
-			if err != nil {
-				t.Fatalf("Validate: %v", err)
-			}
-			if (info.PreviousResponseID != "") != (history != nil) {
-				t.Fatalf("previous_response_id %q, but history file present: %v", info.PreviousResponseID, history != nil)
-			}
-			x, err := newX(testTranslator(), body, history)
-			if err != nil {
-				t.Fatalf("New: %v", err)
-			}
-			chat := x.ChatBody()
-			hub, err := providers.ValidateChat(chat)
-			if err != nil {
-				t.Fatalf("the hub request does not pass ValidateChat: %v\n%s", err, indent(t, chat))
-			}
-			if hub.Model != info.Model || hub.Stream != info.Stream || hub.IncludeUsage != info.Stream {
-				t.Errorf("hub model/stream/include_usage = %q/%v/%v, want %q/%v/%v",
-					hub.Model, hub.Stream, hub.IncludeUsage, info.Model, info.Stream, info.Stream)
-			}
-			checkGolden(t, filepath.Join(requestDir, name+".chat.json"), chat)
-		})
-	}
+	translatortest.Golden(t, requestDir, ".responses.json", ".chat.json", func(t *testing.T, name string, body []byte) []byte {
+		history := translatortest.ReadOptional(t, filepath.Join(requestDir, name+".history.json"))
+		info, err := Validate(body)
+		if err != nil {
+			t.Fatalf("Validate: %v", err)
+		}
+		if (info.PreviousResponseID != "") != (history != nil) {
+			t.Fatalf("previous_response_id %q, but history file present: %v", info.PreviousResponseID, history != nil)
+		}
+		x, err := newX(testTranslator(), body, history)
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		chat := x.ChatBody()
+		hub, err := providers.ValidateChat(chat)
+		if err != nil {
+			t.Fatalf("the hub request does not pass ValidateChat: %v\n%s", err, translatortest.Indent(t, chat))
+		}
+		if hub.Model != info.Model || hub.Stream != info.Stream || hub.IncludeUsage != info.Stream {
+			t.Errorf("hub model/stream/include_usage = %q/%v/%v, want %q/%v/%v",
+				hub.Model, hub.Stream, hub.IncludeUsage, info.Model, info.Stream, info.Stream)
+		}
+		return chat
+	})
 }
 
 func TestValidateInfo(t *testing.T) {

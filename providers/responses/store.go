@@ -33,7 +33,7 @@ func History(record []byte) ([]byte, error) {
 				b = append(b, ',')
 			}
 			n++
-			b = appendCompact(b, it.Raw)
+			b = providers.AppendCompactJSON(b, it.Raw)
 			return true
 		})
 	}
@@ -116,7 +116,7 @@ func appendFiltered(b []byte, it gjson.Result, encrypted, images bool) []byte {
 			return true
 		})
 	}
-	return appendCompact(b, raw)
+	return providers.AppendCompactJSON(b, raw)
 }
 
 // ListParams are the query parameters of GET /v1/responses/{id}/input_items.
@@ -249,7 +249,7 @@ func (x *Exchange) appendNormalized(b []byte, it gjson.Result, typ string) []byt
 		content := it.Get("content")
 		if content.Type == gjson.String {
 			b = append(b, textType...)
-			b = appendCompact(b, content.Raw)
+			b = providers.AppendCompactJSON(b, content.Raw)
 			b = append(b, '}')
 		} else {
 			i := 0
@@ -261,7 +261,7 @@ func (x *Exchange) appendNormalized(b []byte, it gjson.Result, typ string) []byt
 				switch part.Get("type").Str {
 				case "input_text", "output_text":
 					b = append(b, textType...)
-					b = appendCompact(b, part.Get("text").Raw)
+					b = providers.AppendCompactJSON(b, part.Get("text").Raw)
 					b = append(b, '}')
 				case "input_image":
 					b = append(b, `{"type":"input_image","detail":`...)
@@ -271,10 +271,10 @@ func (x *Exchange) appendNormalized(b []byte, it gjson.Result, typ string) []byt
 						b = append(b, `"auto"`...)
 					}
 					b = append(b, `,"image_url":`...)
-					b = appendCompact(b, part.Get("image_url").Raw)
+					b = providers.AppendCompactJSON(b, part.Get("image_url").Raw)
 					b = append(b, '}')
 				default: // input_file, refusal
-					b = appendCompact(b, part.Raw)
+					b = providers.AppendCompactJSON(b, part.Raw)
 				}
 				return true
 			})
@@ -287,22 +287,22 @@ func (x *Exchange) appendNormalized(b []byte, it gjson.Result, typ string) []byt
 		b = append(b, it.Get("name").Raw...)
 		if typ == "function_call" {
 			b = append(b, `,"arguments":`...)
-			b = appendCompact(b, it.Get("arguments").Raw)
+			b = providers.AppendCompactJSON(b, it.Get("arguments").Raw)
 		} else {
 			b = append(b, `,"input":`...)
-			b = appendCompact(b, it.Get("input").Raw)
+			b = providers.AppendCompactJSON(b, it.Get("input").Raw)
 		}
 	case "function_call_output", "custom_tool_call_output":
 		b = append(b, `,"status":"completed","call_id":`...)
 		b = append(b, it.Get("call_id").Raw...)
 		b = append(b, `,"output":`...)
-		b = appendCompact(b, it.Get("output").Raw)
+		b = providers.AppendCompactJSON(b, it.Get("output").Raw)
 	case "reasoning":
 		b = append(b, `,"summary":`...)
-		b = appendCompact(b, it.Get("summary").Raw)
+		b = providers.AppendCompactJSON(b, it.Get("summary").Raw)
 		if c := it.Get("content"); c.IsArray() {
 			b = append(b, `,"content":`...)
-			b = appendCompact(b, c.Raw)
+			b = providers.AppendCompactJSON(b, c.Raw)
 		}
 		if e := it.Get("encrypted_content"); e.Type == gjson.String {
 			b = append(b, `,"encrypted_content":`...)

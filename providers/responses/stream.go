@@ -373,7 +373,7 @@ func (s *Stream) thinking(dst []byte, blocks gjson.Result) []byte {
 		if len(it.thinking) > 0 {
 			it.thinking = append(it.thinking, ',')
 		}
-		it.thinking = appendCompact(it.thinking, block.Raw)
+		it.thinking = providers.AppendCompactJSON(it.thinking, block.Raw)
 		return true
 	})
 	return dst

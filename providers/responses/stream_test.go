@@ -6,7 +6,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -18,61 +17,36 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/internal/translatortest"
 	"github.com/modelgate/modelgate/providers/sse"
 )
 
-// separator divides a transcript's request, hub stream and Responses
-// stream.
-const separator = "----------"
-
 // readTranscript splits testdata/sse/responses/<name>.txt into the
-// CreateResponse body, the hub's stream and the expected Responses stream.
+// CreateResponse body, the hub's stream and the expected Responses stream,
+// divided by translatortest.Separator lines.
 func readTranscript(t testing.TB, path string) (request, hub, want []byte) {
 	t.Helper()
-	data := readFile(t, path)
-	sep := []byte("\n" + separator + "\n")
+	data := translatortest.ReadFile(t, path)
+	sep := []byte("\n" + translatortest.Separator + "\n")
 	i := bytes.Index(data, sep)
 	j := bytes.Index(data[i+1:], sep)
 	if i < 0 || j < 0 {
-		t.Fatalf("%s: want three parts divided by %q lines", path, separator)
+		t.Fatalf("%s: want three parts divided by %q lines", path, translatortest.Separator)
 	}
 	j += i + 1
 	// The hub stream keeps its last line break: it ends with a blank line.
 	return data[:i], data[i+len(sep) : j+1], data[j+len(sep):]
 }
 
-func transcripts(t testing.TB) []string {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join(sseDir, "*.txt"))
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no transcripts in %s (%v)", sseDir, err)
-	}
-	return files
-}
+// transcripts lists the stream transcripts.
+func transcripts(t testing.TB) []string { return translatortest.Transcripts(t, sseDir, ".txt") }
 
 // translateStream feeds the hub stream to the exchange's Stream in pieces
 // of random sizes (rng nil: all at once), framing events with sse.Cut as
 // the gateway does, and returns the Responses stream.
 func translateStream(x *Exchange, hub []byte, rng *rand.Rand) []byte {
-	s := x.Stream()
-	var out, buf []byte
-	for len(hub) > 0 {
-		n := len(hub)
-		if rng != nil {
-			n = min(n, 1+rng.IntN(64))
-		}
-		buf = append(buf, hub[:n]...)
-		hub = hub[n:]
-		for {
-			event, rest, ok := sse.Cut(buf)
-			if !ok {
-				break
-			}
-			out, _ = s.Event(out, event)
-			buf = rest
-		}
-	}
-	return s.Close(out)
+	out, _ := translatortest.Translate(x.Stream(), nil, hub, rng) // Stream.Event never fails
+	return out
 }
 
 func newExchange(t testing.TB, request []byte) *Exchange {
@@ -93,11 +67,10 @@ func TestStreamTranscripts(t *testing.T) {
 		t.Run(strings.TrimSuffix(filepath.Base(path), ".txt"), func(t *testing.T) {
 			request, hub, want := readTranscript(t, path)
 			got := translateStream(newExchange(t, request), hub, nil)
-			if *update {
-				data := append(append(append(append(request, "\n"+separator+"\n"...), hub...), separator+"\n"...), got...)
-				if err := os.WriteFile(path, data, 0o644); err != nil {
-					t.Fatal(err)
-				}
+			if translatortest.Update() {
+				sep := translatortest.Separator + "\n"
+				data := append(append(append(append(request, "\n"+sep...), hub...), sep...), got...)
+				translatortest.WriteFile(t, path, data)
 				return
 			}
 			checkEvents(t, got)
@@ -213,8 +186,8 @@ func TestStreamMatchesAnswer(t *testing.T) {
 				t.Fatalf("Response: %v\n%s", err, chat)
 			}
 			streamed := []byte(gjson.GetBytes(last.data, "response").Raw)
-			if !reflect.DeepEqual(canonical(t, "streamed", streamed), canonical(t, "whole", whole)) {
-				t.Errorf("the streamed and the whole Response differ\nstreamed:\n%s\nwhole:\n%s", indent(t, streamed), indent(t, whole))
+			if !reflect.DeepEqual(translatortest.Canonical(t, "streamed", streamed), translatortest.Canonical(t, "whole", whole)) {
+				t.Errorf("the streamed and the whole Response differ\nstreamed:\n%s\nwhole:\n%s", translatortest.Indent(t, streamed), translatortest.Indent(t, whole))
 			}
 		})
 	}

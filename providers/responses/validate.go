@@ -148,7 +148,7 @@ func (r *Request) set(key string, v gjson.Result) error {
 		}
 		r.toolChoice = v
 	case "parallel_tool_calls", "store", "stream":
-		if !null && !isBool(v) {
+		if !null && !providers.IsBool(v) {
 			return invalid(key, key+" must be a boolean")
 		}
 		switch key {
@@ -160,23 +160,23 @@ func (r *Request) set(key string, v gjson.Result) error {
 			r.stream = v
 		}
 	case "background":
-		if !null && !isBool(v) {
+		if !null && !providers.IsBool(v) {
 			return invalid(key, key+" must be a boolean")
 		}
 		if v.Type == gjson.True {
-			return unsupported("background", "background responses are not supported: the gateway answers every request while the connection is open; send it without background (streaming keeps a long answer's connection busy)")
+			return providers.UnsupportedBecause("background", "background responses are not supported: the gateway answers every request while the connection is open; send it without background (streaming keeps a long answer's connection busy)")
 		}
 	case "text":
 		return r.setText(v)
 	case "reasoning":
 		return r.setReasoning(v)
 	case "max_output_tokens":
-		if !null && (!isInt(v) || v.Int() < 16) {
+		if !null && (!providers.IsInt(v) || v.Int() < 16) {
 			return invalid(key, "max_output_tokens must be an integer of at least 16")
 		}
 		r.maxOutputTokens = v
 	case "max_tool_calls":
-		if !null && (!isInt(v) || v.Int() < 0) {
+		if !null && (!providers.IsInt(v) || v.Int() < 0) {
 			return invalid(key, "max_tool_calls must be a non-negative integer")
 		}
 		r.maxToolCalls = v // limits built-in tool calls, of which there are none
@@ -190,7 +190,7 @@ func (r *Request) set(key string, v gjson.Result) error {
 			r.topP = v
 		}
 	case "top_logprobs":
-		if !null && (!isInt(v) || v.Int() < 0 || v.Int() > 20) {
+		if !null && (!providers.IsInt(v) || v.Int() < 0 || v.Int() > 20) {
 			return invalid(key, "top_logprobs must be an integer from 0 to 20")
 		}
 		r.topLogprobs = v
@@ -203,7 +203,7 @@ func (r *Request) set(key string, v gjson.Result) error {
 		if !null && !v.IsObject() {
 			return invalid(key, "stream_options must be an object")
 		}
-		if o := v.Get("include_obfuscation"); o.Exists() && !isBool(o) && o.Type != gjson.Null {
+		if o := v.Get("include_obfuscation"); o.Exists() && !providers.IsBool(o) && o.Type != gjson.Null {
 			return invalid("stream_options.include_obfuscation", "include_obfuscation must be a boolean")
 		}
 	case "include":
@@ -230,25 +230,25 @@ func (r *Request) set(key string, v gjson.Result) error {
 		switch {
 		case null, v.Str == "disabled":
 		case v.Str == "auto":
-			return unsupported("truncation", "truncation auto is not supported: the gateway does not drop input items to fit a model's context; an input too long for the model is refused with context_length_exceeded, as with truncation disabled")
+			return providers.UnsupportedBecause("truncation", "truncation auto is not supported: the gateway does not drop input items to fit a model's context; an input too long for the model is refused with context_length_exceeded, as with truncation disabled")
 		default:
 			return invalid("truncation", "truncation must be auto or disabled")
 		}
 	case "conversation":
 		if !null {
-			return unsupported("conversation", "conversations are not supported by this gateway; use previous_response_id (with store) or send the whole input")
+			return providers.UnsupportedBecause("conversation", "conversations are not supported by this gateway; use previous_response_id (with store) or send the whole input")
 		}
 	case "prompt":
 		if !null {
-			return unsupported("prompt", "prompt templates are stored at OpenAI and cannot be used through this gateway; send instructions and input instead")
+			return providers.UnsupportedBecause("prompt", "prompt templates are stored at OpenAI and cannot be used through this gateway; send instructions and input instead")
 		}
 	case "context_management":
 		if !null && !(v.IsArray() && !v.Get("0").Exists()) {
-			return unsupported("context_management", "server-side compaction (context_management) is not supported by this gateway")
+			return providers.UnsupportedBecause("context_management", "server-side compaction (context_management) is not supported by this gateway")
 		}
 	case "moderation":
 		if !null {
-			return unsupported("moderation", "moderated responses are not supported by this gateway")
+			return providers.UnsupportedBecause("moderation", "moderated responses are not supported by this gateway")
 		}
 	}
 	return nil
@@ -275,7 +275,7 @@ func (r *Request) setText(v gjson.Result) error {
 			if !f.Get("schema").IsObject() {
 				return invalid("text.format.schema", "a json_schema format needs a schema object")
 			}
-			if s := f.Get("strict"); s.Exists() && !isBool(s) && s.Type != gjson.Null {
+			if s := f.Get("strict"); s.Exists() && !providers.IsBool(s) && s.Type != gjson.Null {
 				return invalid("text.format.strict", "text.format.strict must be a boolean")
 			}
 			if d := f.Get("description"); d.Exists() && d.Type != gjson.String && d.Type != gjson.Null {
@@ -431,7 +431,7 @@ func (r *Request) addTool(p string, v gjson.Result) error {
 		if ps := t.parameters; ps.Exists() && !ps.IsObject() && ps.Type != gjson.Null {
 			return invalid(p+".parameters", "parameters must be a JSON Schema object")
 		}
-		if s := t.strict; s.Exists() && !isBool(s) && s.Type != gjson.Null {
+		if s := t.strict; s.Exists() && !providers.IsBool(s) && s.Type != gjson.Null {
 			return invalid(p+".strict", "strict must be a boolean")
 		}
 	case "custom":
@@ -453,9 +453,9 @@ func (r *Request) addTool(p string, v gjson.Result) error {
 		}
 	default:
 		if hostedTools[typ.Str] {
-			return unsupported(p+".type", "the built-in tool "+typ.Str+" is not supported: it runs at OpenAI, and this model's provider cannot run it; use function or custom tools")
+			return providers.UnsupportedBecause(p+".type", "the built-in tool "+typ.Str+" is not supported: it runs at OpenAI, and this model's provider cannot run it; use function or custom tools")
 		}
-		return unsupported(p+".type", "tools of type "+strconv.Quote(typ.Str)+" are not supported; use function or custom tools")
+		return providers.UnsupportedBecause(p+".type", "tools of type "+strconv.Quote(typ.Str)+" are not supported; use function or custom tools")
 	}
 	if t.nameV.Type != gjson.String || t.nameV.Str == "" {
 		return invalid(p+".name", "a "+typ.Str+" tool needs a name")
@@ -528,7 +528,7 @@ func (r *Request) parseToolChoice() error {
 			j++
 			tt := t.Get("type").Str
 			if tt != "function" && tt != "custom" {
-				err = unsupported(p+".type", "allowed_tools may only list function and custom tools")
+				err = providers.UnsupportedBecause(p+".type", "allowed_tools may only list function and custom tools")
 				return false
 			}
 			name := t.Get("name").Str
@@ -554,7 +554,7 @@ func (r *Request) parseToolChoice() error {
 	case "":
 		return invalid("tool_choice.type", "tool_choice needs a type")
 	default:
-		return unsupported("tool_choice.type", "tool_choice "+strconv.Quote(typ)+" is not supported: it names a built-in tool, which this model's provider cannot run")
+		return providers.UnsupportedBecause("tool_choice.type", "tool_choice "+strconv.Quote(typ)+" is not supported: it names a built-in tool, which this model's provider cannot run")
 	}
 	return nil
 }
@@ -653,7 +653,7 @@ func checkItem(p string, it gjson.Result) error {
 	case "":
 		return invalid(p+".type", "each input item needs a type (or a role, for a message)")
 	default:
-		return unsupported(p+".type", "input items of type "+strconv.Quote(typ)+" are not supported: they belong to built-in tools or server features this model's provider does not have")
+		return providers.UnsupportedBecause(p+".type", "input items of type "+strconv.Quote(typ)+" are not supported: they belong to built-in tools or server features this model's provider does not have")
 	}
 	return nil
 }
@@ -708,7 +708,7 @@ func checkPart(pp, role string, part gjson.Result) error {
 			return invalid(pp+".type", "input_image parts are only allowed in user messages and tool outputs")
 		}
 		if f := part.Get("file_id"); f.Type == gjson.String && f.Str != "" {
-			return unsupported(pp+".file_id", "images by file_id are not supported: the gateway's files are batch inputs; send the image as a data: URL or an https URL in image_url")
+			return providers.UnsupportedBecause(pp+".file_id", "images by file_id are not supported: the gateway's files are batch inputs; send the image as a data: URL or an https URL in image_url")
 		}
 		if u := part.Get("image_url"); u.Type != gjson.String || u.Str == "" {
 			return invalid(pp+".image_url", "an input_image part needs image_url")
@@ -721,10 +721,10 @@ func checkPart(pp, role string, part gjson.Result) error {
 			return invalid(pp+".type", "input_file parts are only allowed in user messages and tool outputs")
 		}
 		if f := part.Get("file_id"); f.Type == gjson.String && f.Str != "" {
-			return unsupported(pp+".file_id", "files by file_id are not supported: the gateway's files are batch inputs; send the file's content in file_data")
+			return providers.UnsupportedBecause(pp+".file_id", "files by file_id are not supported: the gateway's files are batch inputs; send the file's content in file_data")
 		}
 		if f := part.Get("file_url"); f.Type == gjson.String && f.Str != "" {
-			return unsupported(pp+".file_url", "files by file_url are not supported; send the file's content in file_data")
+			return providers.UnsupportedBecause(pp+".file_url", "files by file_url are not supported; send the file's content in file_data")
 		}
 		if f := part.Get("file_data"); f.Type != gjson.String || f.Str == "" {
 			return invalid(pp+".file_data", "an input_file part needs file_data")
@@ -736,18 +736,4 @@ func checkPart(pp, role string, part gjson.Result) error {
 		return invalid(pp+".type", "unknown content part type "+strconv.Quote(typ))
 	}
 	return nil
-}
-
-func isBool(v gjson.Result) bool { return v.Type == gjson.True || v.Type == gjson.False }
-
-func isInt(v gjson.Result) bool {
-	if v.Type != gjson.Number {
-		return false
-	}
-	for _, c := range v.Raw {
-		if c == '.' || c == 'e' || c == 'E' {
-			return false
-		}
-	}
-	return true
 }

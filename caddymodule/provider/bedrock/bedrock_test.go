@@ -22,16 +22,17 @@ import (
 	_ "github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy" // http.handlers.reverse_proxy
 
 	"github.com/modelgate/modelgate/caddymodule"
+	"github.com/modelgate/modelgate/caddymodule/provider/internal/caddyfiletest"
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/bedrock"
 	"github.com/modelgate/modelgate/providers/providertest"
 )
 
+// TestUnmarshalCaddyfile unmarshals Caddyfile blocks into the provider's
+// JSON, or fails with an error of which the case gives a substring after
+// "error: ".
 func TestUnmarshalCaddyfile(t *testing.T) {
-	for _, tc := range []struct {
-		name, in string
-		want     string // JSON of the provider, or an error substring after "error: "
-	}{
+	caddyfiletest.Run(t, func() caddyfile.Unmarshaler { return new(Provider) }, []struct{ Name, In, Want string }{
 		{"static keys", `bedrock {
 			region us-east-1
 			access_key_id {env.K}
@@ -107,25 +108,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		{"unknown option", `bedrock {
 			aws_region us-east-1
 		}`, `error: unrecognized option "aws_region"`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var p Provider
-			err := p.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tc.in))
-			if want, ok := strings.CutPrefix(tc.want, "error: "); ok {
-				if err == nil || !strings.Contains(err.Error(), want) {
-					t.Fatalf("error %v, want %q", err, want)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, _ := json.Marshal(p)
-			if string(got) != tc.want {
-				t.Errorf("got  %s\nwant %s", got, tc.want)
-			}
-		})
-	}
+	})
 }
 
 // cleanAWSEnv empties the environment the AWS chain reads and points HOME

@@ -1,7 +1,6 @@
 package cohere
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
@@ -9,15 +8,16 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/modelgate/modelgate/caddymodule"
+	"github.com/modelgate/modelgate/caddymodule/provider/internal/caddyfiletest"
 	"github.com/modelgate/modelgate/providers/cohere"
 	"github.com/modelgate/modelgate/providers/rerank"
 )
 
+// TestUnmarshalCaddyfile unmarshals Caddyfile blocks into the provider's
+// JSON, or fails with an error of which the case gives a substring after
+// "error: ".
 func TestUnmarshalCaddyfile(t *testing.T) {
-	for _, tc := range []struct {
-		name, in string
-		want     string // JSON of the provider, or an error substring after "error: "
-	}{
+	caddyfiletest.Run(t, func() caddyfile.Unmarshaler { return new(Provider) }, []struct{ Name, In, Want string }{
 		{"key only", `cohere {
 			api_key {env.COHERE_API_KEY}
 		}`, `{"api_key":"{env.COHERE_API_KEY}"}`},
@@ -39,25 +39,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		{"an argument", `cohere extra {
 			api_key k
 		}`, "error: wrong argument count"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var p Provider
-			err := p.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tc.in))
-			if want, ok := strings.CutPrefix(tc.want, "error: "); ok {
-				if err == nil || !strings.Contains(err.Error(), want) {
-					t.Fatalf("error %v, want %q", err, want)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, _ := json.Marshal(p)
-			if string(got) != tc.want {
-				t.Errorf("got  %s\nwant %s", got, tc.want)
-			}
-		})
-	}
+	})
 }
 
 // TestModule: the registered module serves chat, rerank and embeddings

@@ -1,18 +1,18 @@
 package gemini
 
 import (
-	"encoding/json"
-	"strings"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/modelgate/modelgate/caddymodule/provider/internal/caddyfiletest"
 )
 
+// TestUnmarshalCaddyfile unmarshals Caddyfile blocks into the provider's
+// JSON, or fails with an error of which the case gives a substring after
+// "error: ".
 func TestUnmarshalCaddyfile(t *testing.T) {
-	for _, tc := range []struct {
-		name, in string
-		want     string // JSON of the provider, or an error substring after "error: "
-	}{
+	caddyfiletest.Run(t, func() caddyfile.Unmarshaler { return new(Provider) }, []struct{ Name, In, Want string }{
 		{"key", `gemini {
 			api_key {env.GEMINI_API_KEY}
 		}`, `{"api_key":"{env.GEMINI_API_KEY}"}`},
@@ -29,23 +29,5 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 			api_key k
 			project p
 		}`, `error: unrecognized option "project" for provider type gemini`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var p Provider
-			err := p.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tc.in))
-			if want, ok := strings.CutPrefix(tc.want, "error: "); ok {
-				if err == nil || !strings.Contains(err.Error(), want) {
-					t.Fatalf("error %v, want %q", err, want)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, _ := json.Marshal(p)
-			if string(got) != tc.want {
-				t.Errorf("got  %s\nwant %s", got, tc.want)
-			}
-		})
-	}
+	})
 }

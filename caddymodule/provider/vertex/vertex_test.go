@@ -15,14 +15,15 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/modelgate/modelgate/caddymodule"
+	"github.com/modelgate/modelgate/caddymodule/provider/internal/caddyfiletest"
 	"github.com/modelgate/modelgate/providers/providertest"
 )
 
+// TestUnmarshalCaddyfile unmarshals Caddyfile blocks into the provider's
+// JSON, or fails with an error of which the case gives a substring after
+// "error: ".
 func TestUnmarshalCaddyfile(t *testing.T) {
-	for _, tc := range []struct {
-		name, in string
-		want     string // JSON of the provider, or an error substring after "error: "
-	}{
+	caddyfiletest.Run(t, func() caddyfile.Unmarshaler { return new(Provider) }, []struct{ Name, In, Want string }{
 		{"service account file", `vertex {
 			project my-proj
 			location europe-west4
@@ -67,25 +68,7 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		{"an Azure option", `vertex {
 			api_version 2024-10-21
 		}`, `error: unrecognized option "api_version" for provider type vertex`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var p Provider
-			err := p.UnmarshalCaddyfile(caddyfile.NewTestDispenser(tc.in))
-			if want, ok := strings.CutPrefix(tc.want, "error: "); ok {
-				if err == nil || !strings.Contains(err.Error(), want) {
-					t.Fatalf("error %v, want %q", err, want)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, _ := json.Marshal(p)
-			if string(got) != tc.want {
-				t.Errorf("got  %s\nwant %s", got, tc.want)
-			}
-		})
-	}
+	})
 }
 
 // writeFile writes data to a file in a temporary directory.

@@ -1,0 +1,120 @@
+package providers
+
+import "github.com/tidwall/gjson"
+
+// ReadMembers calls set with each member of the JSON object body, in
+// order, and stops at the first error, which it returns: the one pass
+// over a request in which a translator records the fields it reads and
+// refuses those it cannot express.
+func ReadMembers(body []byte, set func(key string, v gjson.Result) error) error {
+	var err error
+	gjson.ParseBytes(body).ForEach(func(key, v gjson.Result) bool {
+		err = set(key.Str, v)
+		return err == nil
+	})
+	return err
+}
+
+// ChatMessage holds the fields of one unified chat message that the
+// translators read. The zero gjson.Result stands for an absent field.
+type ChatMessage struct {
+	Role                                           string
+	Content, ToolCalls, ToolCallID, ThinkingBlocks gjson.Result
+
+	// ReasoningContent and Reasoning are the reasoning text a client
+	// sends back on an assistant message, which few providers take.
+	ReasoningContent, Reasoning gjson.Result
+}
+
+// ReadChatMessage reads the unified message m. Like gjson's Get, which
+// ValidateChat uses, it takes the first of duplicate keys.
+func ReadChatMessage(m gjson.Result) ChatMessage {
+	var msg ChatMessage
+	var role gjson.Result
+	m.ForEach(func(key, v gjson.Result) bool {
+		if f := msg.member(key.Str, &role); f != nil && !f.Exists() {
+			*f = v
+		}
+		return true
+	})
+	msg.Role = role.Str
+	return msg
+}
+
+// member is where ReadChatMessage keeps the member named key (role, which
+// the message keeps as a string, in role), or nil for a member it leaves
+// out.
+func (msg *ChatMessage) member(key string, role *gjson.Result) *gjson.Result {
+	switch key {
+	case "role":
+		return role
+	case "content":
+		return &msg.Content
+	case "tool_calls":
+		return &msg.ToolCalls
+	case "tool_call_id":
+		return &msg.ToolCallID
+	case "thinking_blocks":
+		return &msg.ThinkingBlocks
+	case "reasoning_content":
+		return &msg.ReasoningContent
+	case "reasoning":
+		return &msg.Reasoning
+	}
+	return nil
+}
+
+// AppendChatMessages appends the messages of the array v, a unified
+// request's "messages", to msgs (see ReadChatMessage).
+func AppendChatMessages(msgs []ChatMessage, v gjson.Result) []ChatMessage {
+	v.ForEach(func(_, m gjson.Result) bool {
+		msgs = append(msgs, ReadChatMessage(m))
+		return true
+	})
+	return msgs
+}
+
+// WantsAudio reports whether modalities, a request's "modalities", asks
+// for audio output.
+func WantsAudio(modalities gjson.Result) bool {
+	audio := false
+	modalities.ForEach(func(_, m gjson.Result) bool {
+		audio = m.Str == "audio"
+		return !audio
+	})
+	return audio
+}
+
+// AppendStops appends the JSON array of the non-empty strings of stop, a
+// unified request's "stop" (a string or an array of strings), as the
+// request wrote them, and returns how many there are. When there are none
+// it appends nothing.
+func AppendStops(dst []byte, stop gjson.Result) ([]byte, int) {
+	if stop.Type != gjson.String && !stop.IsArray() {
+		return dst, 0
+	}
+	at := len(dst)
+	dst = append(dst, '[')
+	n := 0
+	add := func(s gjson.Result) {
+		if s.Type == gjson.String && s.Str != "" {
+			if n > 0 {
+				dst = append(dst, ',')
+			}
+			n++
+			dst = append(dst, s.Raw...)
+		}
+	}
+	if stop.Type == gjson.String {
+		add(stop)
+	} else {
+		stop.ForEach(func(_, s gjson.Result) bool {
+			add(s)
+			return true
+		})
+	}
+	if n == 0 {
+		return dst[:at], 0
+	}
+	return append(dst, ']'), n
+}

@@ -1,0 +1,93 @@
+package providers
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+func TestAppendChatMessages(t *testing.T) {
+	v := gjson.Parse(`[
+		{"role":"user","content":"a","role":"tool","content":[],"name":"n"},
+		{"role":"assistant","content":null,"reasoning_content":"r","reasoning":"s","thinking_blocks":[{"type":"thinking"}],
+		 "tool_calls":[{"id":"c"}]},
+		{"role":"tool","tool_call_id":"c","tool_call_id":"d","content":"x"},
+		{}
+	]`)
+	var stack [2]ChatMessage
+	msgs := AppendChatMessages(stack[:1], v)
+	if len(msgs) != 5 || msgs[0].Role != "" || msgs[0].Content.Exists() {
+		t.Fatalf("appended %d messages after the first", len(msgs)-1)
+	}
+	type want struct{ role, content, toolCalls, toolCallID, thinkingBlocks, reasoningContent, reasoning string }
+	for i, w := range []want{
+		{"user", `"a"`, "", "", "", "", ""}, // of duplicate keys the first counts
+		{"assistant", "null", `[{"id":"c"}]`, "", `[{"type":"thinking"}]`, `"r"`, `"s"`},
+		{"tool", `"x"`, "", `"c"`, "", "", ""},
+		{"", "", "", "", "", "", ""},
+	} {
+		m := msgs[i+1]
+		got := want{m.Role, m.Content.Raw, m.ToolCalls.Raw, m.ToolCallID.Raw, m.ThinkingBlocks.Raw, m.ReasoningContent.Raw, m.Reasoning.Raw}
+		if got != w {
+			t.Errorf("message %d = %+v, want %+v", i, got, w)
+		}
+	}
+}
+
+func TestWantsAudio(t *testing.T) {
+	for in, want := range map[string]bool{
+		`["text","audio"]`: true,
+		`["audio"]`:        true,
+		`["text"]`:         false,
+		`[]`:               false,
+		`null`:             false,
+		`"audio"`:          true, // a bare value counts as a list of one
+		`["AUDIO"]`:        false,
+	} {
+		if got := WantsAudio(gjson.Parse(in)); got != want {
+			t.Errorf("WantsAudio(%s) = %v, want %v", in, got, want)
+		}
+	}
+}
+
+func TestAppendStops(t *testing.T) {
+	for in, want := range map[string]string{
+		`"END"`:              `x["END"]`,
+		`["a","","b \"c\""]`: `x["a","b \"c\""]`,
+		`["\u00e9"]`:         `x["\u00e9"]`,
+		`""`:                 `x`,
+		`["",""]`:            `x`,
+		`[]`:                 `x`,
+		`null`:               `x`,
+		`{"a":"b"}`:          `x`,
+	} {
+		got, n := AppendStops([]byte("x"), gjson.Parse(in))
+		if string(got) != want || (n > 0) != (want != "x") {
+			t.Errorf("AppendStops(%s) = %s, %d; want %s", in, got, n, want)
+		}
+	}
+}
+
+func TestReadMembers(t *testing.T) {
+	var seen []string
+	stop := errors.New("stop")
+	err := ReadMembers([]byte(`{"a":1,"b":"x","a":2,"c":null}`), func(key string, v gjson.Result) error {
+		seen = append(seen, key+"="+v.Raw)
+		if key == "c" {
+			return stop
+		}
+		return nil
+	})
+	if want := []string{"a=1", `b="x"`, "a=2", "c=null"}; err != stop || !slices.Equal(seen, want) {
+		t.Errorf("ReadMembers: %v, saw %q; want %v, %q", err, seen, stop, want)
+	}
+	seen = nil
+	if err := ReadMembers([]byte(`{"a":1,"b":2}`), func(key string, _ gjson.Result) error {
+		seen = append(seen, key)
+		return stop
+	}); err != stop || len(seen) != 1 {
+		t.Errorf("ReadMembers went on after an error: %v, saw %q", err, seen)
+	}
+}
