@@ -217,15 +217,23 @@ func (r *Runner) writeResults(ctx context.Context, lv Live, rec *batchRecord, c 
 		zap.Int("completed", counts.Completed), zap.Int("failed", counts.Failed))
 	lv.finished(rec)
 
-	// Clean up: the work parts and checkpoints are in the files now.
-	_ = s.storage.Delete(ctx, s.activeKey(rec.ID))
+	s.cleanUp(ctx, rec)
+	return nil
+}
+
+// cleanUp removes what a finished batch no longer needs: its work parts and
+// checkpoints are in the result files now. It runs after the terminal status
+// is stored, and again when a runner meets a finished batch still marked
+// active (an instance that stopped in between).
+func (s *Store) cleanUp(ctx context.Context, rec *batchRecord) {
+	dir := s.batchDir(rec.Owner, rec.ID)
 	for _, k := range []string{"input", "results"} {
 		_ = s.files.Delete(ctx, path.Join(dir, k))
 	}
 	for _, k := range []string{"claims.json", "cancel"} {
 		_ = s.storage.Delete(ctx, path.Join(dir, k))
 	}
-	return nil
+	_ = s.storage.Delete(ctx, s.activeKey(rec.ID))
 }
 
 // lineUsage reads the usage of a chat answer in an output line.

@@ -200,7 +200,8 @@ func (r *Runner) step(lv Live, id string) error {
 		return err
 	}
 	if rec.terminal() {
-		return r.store.storage.Delete(ctx, r.store.activeKey(id))
+		r.store.cleanUp(ctx, rec)
+		return nil
 	}
 	now := r.store.now()
 	_, cancelAsked := r.store.cancelAsked(ctx, rec)
