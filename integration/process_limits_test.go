@@ -55,16 +55,17 @@ func (t tally) String() string {
 
 // shot is one request of a burst and its answer.
 type shot struct {
-	in     int // the index of the instance it went to
-	status int
-	body   string
-	header http.Header
-	err    error
+	in, key int // the indexes of the instance and the key it went with
+	status  int
+	body    string
+	header  http.Header
+	err     error
 }
 
-// burst sends n chat requests with secret at once, the i-th to
-// ins[i%len(ins)] with the body body(i), and returns the answers.
-func burst(ins []*instance, secret string, n int, body func(i int) string) []shot {
+// burst sends n chat requests at once, the i-th to ins[i%len(ins)] with
+// the key secrets[i/len(ins)%len(secrets)] and the body body(i), so that
+// every key goes to every instance, and returns the answers.
+func burst(ins []*instance, secrets []string, n int, body func(i int) string) []shot {
 	out := make([]shot, n)
 	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: n}}
 	defer client.CloseIdleConnections()
@@ -73,9 +74,9 @@ func burst(ins []*instance, secret string, n int, body func(i int) string) []sho
 	for i := range n {
 		wg.Go(func() {
 			s := &out[i]
-			s.in = i % len(ins)
+			s.in, s.key = i%len(ins), i/len(ins)%len(secrets)
 			req, _ := http.NewRequest(http.MethodPost, ins[s.in].httpURL+"/v1/chat/completions", strings.NewReader(body(i)))
-			req.Header.Set("Authorization", "Bearer "+secret)
+			req.Header.Set("Authorization", "Bearer "+secrets[s.key])
 			req.Header.Set("Content-Type", "application/json")
 			<-start
 			res, err := client.Do(req)
@@ -93,12 +94,12 @@ func burst(ins []*instance, secret string, n int, body func(i int) string) []sho
 	return out
 }
 
-// limitedKey creates a managed key with policy (JSON members such as
-// `"limits":{…}`) on the first instance, and waits until every instance
-// accepts it.
-func limitedKey(t *testing.T, c *redisCluster, name, policy string) (secret, id string) {
+// limitedKey creates a managed key of owner with policy (JSON members
+// such as `,"limits":{…}`, or "") on the first instance, and waits until
+// every instance accepts it.
+func limitedKey(t *testing.T, c *redisCluster, name, owner, policy string) (secret, id string) {
 	t.Helper()
-	status, body, err := adminRequest(http.MethodPost, c.ins[0].adminURL+"/modelgate/keys", `{"name":"`+name+`","owner":"team",`+policy+`}`)
+	status, body, err := adminRequest(http.MethodPost, c.ins[0].adminURL+"/modelgate/keys", `{"name":"`+name+`","owner":"`+owner+`"`+policy+`}`)
 	if err != nil || status != http.StatusCreated {
 		t.Fatalf("creating key %s: %d %s %v", name, status, body, err)
 	}
@@ -195,26 +196,52 @@ func waitUsage(t *testing.T, ins []*instance, want map[string]*tally, limit time
 	}
 }
 
-// TestProcessRedisLimits: two instances on one redis-server share every
-// key's limits and budget, and its usage, as README "Tolerances across
-// instances" states. Requests are fired at both at once:
+// limitCase is a limit shared by keys: a key's own (one key), or an
+// owner's (two keys of it).
+type limitCase struct {
+	name   string
+	key    string // the keys' name, followed by -0, -1 …
+	owner  string
+	policy string // the keys' own, as limitedKey takes it
+	keys   int
+	who    string // whose limit a refusal names
+	scope  string // "key" or "owner": where the key's status shows it
+}
+
+// create creates the keys of lc and their tallies in want.
+func (lc limitCase) create(t *testing.T, c *redisCluster, want map[string]*tally) (secrets, ids []string) {
+	t.Helper()
+	for i := range lc.keys {
+		secret, id := limitedKey(t, c, fmt.Sprintf("%s-%d", lc.key, i), lc.owner, lc.policy)
+		secrets, ids = append(secrets, secret), append(ids, id)
+		want[id] = new(tally)
+	}
+	return secrets, ids
+}
+
+// TestProcessRedisLimits: two instances on one redis-server share the
+// limits and budgets of keys and of owners, and the usage, as README
+// "Tolerances across instances" states. Requests are fired at both at
+// once (with two keys of one owner for an owner's limit):
 //
-//   - requests per minute: a key with 20 sends 60 in one burst, half to
-//     each instance; exactly 20 are admitted (each told a different number
-//     remaining, 19 down to 0: every check-and-count was atomic across
-//     both) and reach the providers, the 40 others are 429
-//     rate_limit_exceeded with retry-after and the x-ratelimit-* headers.
+//   - requests per minute, of a key and of an owner (instance.Caddyfile's
+//     team-rpm): with 20, 60 requests in one burst; exactly 20 are
+//     admitted (each told a different number remaining, 19 down to 0:
+//     every check-and-count was atomic across both instances) and reach
+//     the providers; the 40 others are 429 rate_limit_exceeded naming the
+//     key or the owner, with retry-after and the x-ratelimit-* headers.
 //   - concurrent requests: a key with 3 sends 12 slow requests at once;
 //     exactly 3 are admitted; once they are done, 3 more are.
-//   - a budget: a burst of 40 at a nearly spent budget of a key: the spend
-//     stays within the budget (every estimate here is at least its
-//     request's cost, so the README allows no overshoot at all), and
-//     nothing stays reserved once they are settled.
+//   - budgets, of a key and of an owner (team-budget): a burst of 40 at a
+//     nearly spent $0.001: the spend stays within it (every estimate here
+//     is at least its request's cost, so the README allows no overshoot
+//     at all), and once they are settled both instances show that spend
+//     and nothing reserved.
 //   - usage: GET /modelgate/usage on either instance counts every admitted
 //     request of those keys exactly once — requests, tokens and cost as
 //     the answers said, refused requests not at all — and still does
 //     after further flushes and after one instance is stopped (SIGTERM)
-//     and started again on its data directory.
+//     and started again on its data directory, which then counts on.
 func TestProcessRedisLimits(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the caddy binary and redis-server")
@@ -224,65 +251,70 @@ func TestProcessRedisLimits(t *testing.T) {
 	want := map[string]*tally{}   // by key id: what its usage must be
 	var concSecret, concID string // the concurrent key, used again at the end
 
-	t.Run("requests per minute", func(t *testing.T) {
-		const limit, n = 20, 60
-		secret, id := limitedKey(t, c, "rpm", `"limits":{"requests_per_minute":20}`)
-		want[id] = new(tally)
-		oneMinute(15 * time.Second)
-		before := c.sent()
-		shots := burst(c.ins, secret, n, func(i int) string { return chatBody(pricedModel, fmt.Sprintf("request %d", i), 10) })
-		var admitted, refused [2]int
-		remaining := map[string]int{}
-		for i, s := range shots {
-			h := s.header
-			switch {
-			case s.err != nil:
-				t.Errorf("request %d: %v", i, s.err)
-			case s.status == 200:
-				admitted[s.in]++
-				want[id].add(pricedModel, s.body)
-				remaining[h.Get("X-Ratelimit-Remaining-Requests")]++
-				if h.Get("X-Ratelimit-Limit-Requests") != strconv.Itoa(limit) {
-					t.Errorf("an admitted request's x-ratelimit-limit-requests: %q", h.Get("X-Ratelimit-Limit-Requests"))
+	for _, lc := range []limitCase{
+		{name: "a key's requests per minute", key: "rpm", owner: "team", policy: `,"limits":{"requests_per_minute":20}`, keys: 1, who: `key "rpm-0"`},
+		{name: "an owner's requests per minute", key: "team-rpm", owner: "team-rpm", keys: 2, who: `owner "team-rpm"`},
+	} {
+		t.Run(lc.name, func(t *testing.T) {
+			const limit, n = 20, 60
+			secrets, ids := lc.create(t, c, want)
+			oneMinute(15 * time.Second)
+			before := c.sent()
+			shots := burst(c.ins, secrets, n, func(i int) string { return chatBody(pricedModel, fmt.Sprintf("request %d", i), 10) })
+			var admitted, refused [2]int
+			remaining := map[string]int{}
+			for i, s := range shots {
+				h := s.header
+				switch {
+				case s.err != nil:
+					t.Errorf("request %d: %v", i, s.err)
+				case s.status == 200:
+					admitted[s.in]++
+					want[ids[s.key]].add(pricedModel, s.body)
+					remaining[h.Get("X-Ratelimit-Remaining-Requests")]++
+					if h.Get("X-Ratelimit-Limit-Requests") != strconv.Itoa(limit) {
+						t.Errorf("an admitted request's x-ratelimit-limit-requests: %q", h.Get("X-Ratelimit-Limit-Requests"))
+					}
+				case s.status == 429:
+					refused[s.in]++
+					ra, _ := strconv.Atoi(h.Get("Retry-After"))
+					reset, err := time.ParseDuration(h.Get("X-Ratelimit-Reset-Requests"))
+					if gjson.Get(s.body, "error.code").Str != "rate_limit_exceeded" || gjson.Get(s.body, "error.type").Str != "rate_limit_error" ||
+						!strings.Contains(gjson.Get(s.body, "error.message").Str, lc.who) ||
+						ra < 1 || ra > 60 || h.Get("X-Ratelimit-Limit-Requests") != strconv.Itoa(limit) ||
+						h.Get("X-Ratelimit-Remaining-Requests") != "0" || err != nil || reset <= 0 || reset > 2*time.Minute {
+						t.Errorf("a refusal on %s: %s %v", c.ins[s.in].name, s.body, h)
+					}
+				default:
+					t.Errorf("request %d on %s: %d %s", i, c.ins[s.in].name, s.status, s.body)
 				}
-			case s.status == 429:
-				refused[s.in]++
-				ra, _ := strconv.Atoi(h.Get("Retry-After"))
-				reset, err := time.ParseDuration(h.Get("X-Ratelimit-Reset-Requests"))
-				if gjson.Get(s.body, "error.code").Str != "rate_limit_exceeded" || gjson.Get(s.body, "error.type").Str != "rate_limit_error" ||
-					ra < 1 || ra > 60 || h.Get("X-Ratelimit-Limit-Requests") != strconv.Itoa(limit) ||
-					h.Get("X-Ratelimit-Remaining-Requests") != "0" || err != nil || reset <= 0 || reset > 2*time.Minute {
-					t.Errorf("a refusal on %s: %s %v", c.ins[s.in].name, s.body, h)
+			}
+			got := admitted[0] + admitted[1]
+			t.Logf("rpm %d, %d requests at once with %d key(s): admitted %d (a %d, b %d), refused %d (a %d, b %d)",
+				limit, n, lc.keys, got, admitted[0], admitted[1], refused[0]+refused[1], refused[0], refused[1])
+			if got != limit || refused[0]+refused[1] != n-limit {
+				t.Errorf("admitted %d of %d requests with a limit of %d per minute, refused %d", got, n, limit, refused[0]+refused[1])
+			}
+			for r := range limit {
+				if k := remaining[strconv.Itoa(r)]; k != 1 {
+					t.Errorf("%d admitted requests were told %d remaining, want one: %v", k, r, remaining)
+					break
 				}
-			default:
-				t.Errorf("request %d on %s: %d %s", i, c.ins[s.in].name, s.status, s.body)
 			}
-		}
-		got := admitted[0] + admitted[1]
-		t.Logf("rpm %d, %d requests at once: admitted %d (a %d, b %d), refused %d (a %d, b %d)",
-			limit, n, got, admitted[0], admitted[1], refused[0]+refused[1], refused[0], refused[1])
-		if got != limit || refused[0]+refused[1] != n-limit {
-			t.Errorf("admitted %d of %d requests with a limit of %d per minute, refused %d", got, n, limit, refused[0]+refused[1])
-		}
-		for r := range limit {
-			if k := remaining[strconv.Itoa(r)]; k != 1 {
-				t.Errorf("%d admitted requests were told %d remaining, want one: %v", k, r, remaining)
-				break
+			if sent := c.sent() - before; sent != got {
+				t.Errorf("the providers received %d requests for %d admitted", sent, got)
 			}
-		}
-		if sent := c.sent() - before; sent != got {
-			t.Errorf("the providers received %d requests for %d admitted", sent, got)
-		}
-	})
+		})
+	}
 
-	t.Run("concurrent requests", func(t *testing.T) {
+	t.Run("a key's concurrent requests", func(t *testing.T) {
 		const limit, n = 3, 12
-		secret, id := limitedKey(t, c, "conc", `"limits":{"concurrent_requests":3}`)
+		secret, id := limitedKey(t, c, "conc", "team", `,"limits":{"concurrent_requests":3}`)
 		want[id] = new(tally)
 		concSecret, concID = secret, id
 		const slow = "oa/slow-2000ms" // unpriced: counted as such
 		start := time.Now()
-		shots := burst(c.ins, secret, n, func(i int) string { return chatBody(slow, "hold a slot", 10) })
+		shots := burst(c.ins, []string{secret}, n, func(i int) string { return chatBody(slow, "hold a slot", 10) })
 		took := time.Since(start)
 		var admitted [2]int
 		for i, s := range shots {
@@ -294,7 +326,7 @@ func TestProcessRedisLimits(t *testing.T) {
 				want[id].add(slow, s.body)
 			case s.status == 429:
 				if s.header.Get("Retry-After") != "1" || gjson.Get(s.body, "error.type").Str != "rate_limit_error" ||
-					!strings.Contains(gjson.Get(s.body, "error.message").Str, "concurrent") {
+					!strings.Contains(gjson.Get(s.body, "error.message").Str, `concurrent requests on key "conc"`) {
 					t.Errorf("a refusal on %s: %s %v", c.ins[s.in].name, s.body, s.header)
 				}
 			default:
@@ -308,7 +340,7 @@ func TestProcessRedisLimits(t *testing.T) {
 			t.Errorf("admitted %d of %d requests at once with %d concurrent allowed", got, n, limit)
 		}
 		// The slots were freed on both instances.
-		for i, s := range burst(c.ins, secret, limit, func(int) string { return chatBody(pricedModel, "my turn", 10) }) {
+		for i, s := range burst(c.ins, []string{secret}, limit, func(int) string { return chatBody(pricedModel, "my turn", 10) }) {
 			if s.err != nil || s.status != 200 {
 				t.Errorf("request %d after the others ended: %d %s %v", i, s.status, s.body, s.err)
 				continue
@@ -317,57 +349,63 @@ func TestProcessRedisLimits(t *testing.T) {
 		}
 	})
 
-	t.Run("a burst at a nearly spent budget", func(t *testing.T) {
-		const budget = pricing.Cent / 10 // $0.001 a day
-		secret, id := limitedKey(t, c, "budget", `"budget":{"usd":"0.001","period":"day"}`)
-		want[id] = new(tally)
-		for i := range 4 {
-			in := c.ins[i%2]
-			status, body, _ := request(t, http.MethodPost, in.httpURL+"/v1/chat/completions", chatBody(pricedModel, "warm up", 20),
-				"Authorization", "Bearer "+secret)
-			if status != 200 {
-				t.Fatalf("warming up on %s: %d %s", in.name, status, body)
+	for _, lc := range []limitCase{
+		{name: "a key's budget", key: "budget", owner: "team", policy: `,"budget":{"usd":"0.001","period":"day"}`, keys: 1, scope: "key"},
+		{name: "an owner's budget", key: "team-budget", owner: "team-budget", keys: 2, scope: "owner"},
+	} {
+		t.Run(lc.name+", a burst when nearly spent", func(t *testing.T) {
+			const budget = pricing.Cent / 10 // $0.001 a day
+			secrets, ids := lc.create(t, c, want)
+			var spent pricing.Money
+			for i := range 4 {
+				in, k := c.ins[i%2], i/2%len(secrets)
+				status, body, _ := request(t, http.MethodPost, in.httpURL+"/v1/chat/completions", chatBody(pricedModel, "warm up", 20),
+					"Authorization", "Bearer "+secrets[k])
+				if status != 200 {
+					t.Fatalf("warming up on %s: %d %s", in.name, status, body)
+				}
+				want[ids[k]].add(pricedModel, body)
+				spent += pricedCost(body)
 			}
-			want[id].add(pricedModel, body)
-		}
-		warm := want[id].cost
-		const n = 40
-		shots := burst(c.ins, secret, n, func(i int) string { return chatBody(pricedModel, "a burst of requests", 20) })
-		var admitted, refused [2]int
-		for i, s := range shots {
-			switch {
-			case s.err != nil:
-				t.Errorf("request %d: %v", i, s.err)
-			case s.status == 200:
-				admitted[s.in]++
-				want[id].add(pricedModel, s.body)
-			case s.status == 429 && gjson.Get(s.body, "error.code").Str == "insufficient_quota" && s.header.Get("X-Should-Retry") == "false":
-				refused[s.in]++
-			default:
-				t.Errorf("request %d on %s: %d %s %v", i, c.ins[s.in].name, s.status, s.body, s.header)
+			warm := spent
+			const n = 40
+			shots := burst(c.ins, secrets, n, func(i int) string { return chatBody(pricedModel, "a burst of requests", 20) })
+			var admitted, refused [2]int
+			for i, s := range shots {
+				switch {
+				case s.err != nil:
+					t.Errorf("request %d: %v", i, s.err)
+				case s.status == 200:
+					admitted[s.in]++
+					want[ids[s.key]].add(pricedModel, s.body)
+					spent += pricedCost(s.body)
+				case s.status == 429 && gjson.Get(s.body, "error.code").Str == "insufficient_quota" && s.header.Get("X-Should-Retry") == "false":
+					refused[s.in]++
+				default:
+					t.Errorf("request %d on %s: %d %s %v", i, c.ins[s.in].name, s.status, s.body, s.header)
+				}
 			}
-		}
-		spent := want[id].cost
-		t.Logf("budget $%s a day, $%s spent before the burst; %d requests at once: admitted %d (a %d, b %d), refused %d; spent $%s, $%s left",
-			budget, warm, n, admitted[0]+admitted[1], admitted[0], admitted[1], refused[0]+refused[1], spent, budget-spent)
-		if admitted[0]+admitted[1] == 0 || refused[0]+refused[1] == 0 {
-			t.Errorf("admitted %d, refused %d: the budget should admit some and refuse the rest", admitted[0]+admitted[1], refused[0]+refused[1])
-		}
-		// Every estimate (the prompt, and max_tokens at the model's
-		// price) is at least the request's cost: no overshoot at all.
-		if spent > budget {
-			t.Errorf("spent $%s of a $%s budget", spent, budget)
-		}
-		// Both instances see the spend settled: nothing reserved.
-		for _, in := range c.ins {
-			status, body, err := adminRequest(http.MethodGet, in.adminURL+"/modelgate/keys/"+id+"/usage?days=1", "")
-			st := gjson.Get(body, "status.key.budget")
-			got, perr := pricing.ParseMoney(st.Get("spent_usd").Str)
-			if err != nil || status != 200 || perr != nil || got != spent || st.Get("reserved_usd").Str != "0" {
-				t.Errorf("the budget's status on %s: %d %s %v; want $%s spent, nothing reserved", in.name, status, st.Raw, err, spent)
+			t.Logf("budget $%s a day, $%s spent before the burst; %d requests at once with %d key(s): admitted %d (a %d, b %d), refused %d; spent $%s, $%s left",
+				budget, warm, n, lc.keys, admitted[0]+admitted[1], admitted[0], admitted[1], refused[0]+refused[1], spent, budget-spent)
+			if admitted[0]+admitted[1] == 0 || refused[0]+refused[1] == 0 {
+				t.Errorf("admitted %d, refused %d: the budget should admit some and refuse the rest", admitted[0]+admitted[1], refused[0]+refused[1])
 			}
-		}
-	})
+			// Every estimate (the prompt, and max_tokens at the model's
+			// price) is at least the request's cost: no overshoot at all.
+			if spent > budget {
+				t.Errorf("spent $%s of a $%s budget", spent, budget)
+			}
+			// Both instances see the spend settled: nothing reserved.
+			for _, in := range c.ins {
+				status, body, err := adminRequest(http.MethodGet, in.adminURL+"/modelgate/keys/"+ids[0]+"/usage?days=1", "")
+				st := gjson.Get(body, "status."+lc.scope+".budget")
+				got, perr := pricing.ParseMoney(st.Get("spent_usd").Str)
+				if err != nil || status != 200 || perr != nil || got != spent || st.Get("reserved_usd").Str != "0" {
+					t.Errorf("the budget's status on %s: %d %s %v; want $%s spent, nothing reserved", in.name, status, body, err, spent)
+				}
+			}
+		})
+	}
 
 	t.Run("usage counted once across instances and restarts", func(t *testing.T) {
 		for id, w := range want {
@@ -392,7 +430,7 @@ func TestProcessRedisLimits(t *testing.T) {
 		if concID == "" {
 			t.Fatal("no key of the concurrent test to send more with")
 		}
-		for i, s := range burst(c.ins, concSecret, 3, func(int) string { return chatBody(pricedModel, "after the restart", 10) }) {
+		for i, s := range burst(c.ins, []string{concSecret}, 3, func(int) string { return chatBody(pricedModel, "after the restart", 10) }) {
 			if s.err != nil || s.status != 200 {
 				t.Fatalf("request %d after the restart: %d %s %v", i, s.status, s.body, s.err)
 			}
