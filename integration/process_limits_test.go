@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,6 +25,10 @@ import (
 // pricedModel is the fake's model instance.Caddyfile prices: $2.50 and $10
 // per million input and output tokens.
 const pricedModel = "oa/slow-400ms"
+
+// estimatedAt finds a budget refusal's estimate of the request in its
+// message.
+var estimatedAt = regexp.MustCompile(`estimated at \$([0-9.]+)\.`)
 
 // pricedCost is what an answer of pricedModel costs, exactly.
 func pricedCost(body string) pricing.Money {
@@ -237,6 +242,11 @@ func (lc limitCase) create(t *testing.T, c *redisCluster, want map[string]*tally
 //     is at least its request's cost, so the README allows no overshoot
 //     at all), and once they are settled both instances show that spend
 //     and nothing reserved.
+//   - a budget's overshoot: 20 requests at once whose answers cost more
+//     than their estimates (a prompt the estimator counts at half the
+//     fake's count) take a $0.005 budget past its amount by no more than
+//     the README's bound, the sum of (actual cost − estimate) of the
+//     requests in flight; the next request is refused on either instance.
 //   - usage: GET /modelgate/usage on either instance counts every admitted
 //     request of those keys exactly once — requests, tokens and cost as
 //     the answers said, refused requests not at all — and still does
@@ -406,6 +416,68 @@ func TestProcessRedisLimits(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("a budget passed by answers costlier than their estimates, within the stated bound", func(t *testing.T) {
+		// 400 one-letter words: estimated at 200 tokens (a token per 4
+		// ASCII characters), counted by the fake as 400. Each request in
+		// flight can take the budget past its amount by (actual cost −
+		// estimate), and by no more: README "Budgets", overshoot bound.
+		const budget = pricing.Cent / 2 // $0.005 a day
+		secret, id := limitedKey(t, c, "costly", "team", `,"budget":{"usd":"0.005","period":"day"}`)
+		want[id] = new(tally)
+		prompt := strings.TrimSpace(strings.Repeat("a ", 400))
+		const n = 20
+		shots := burst(c.ins, []string{secret}, n, func(int) string { return chatBody(pricedModel, prompt, 20) })
+		var spent pricing.Money
+		var actual []pricing.Money
+		estimated := pricing.Money(-1)
+		for i, s := range shots {
+			switch {
+			case s.err != nil:
+				t.Errorf("request %d: %v", i, s.err)
+			case s.status == 200:
+				want[id].add(pricedModel, s.body)
+				actual = append(actual, pricedCost(s.body))
+				spent += pricedCost(s.body)
+			case s.status == 429 && gjson.Get(s.body, "error.code").Str == "insufficient_quota":
+				m := estimatedAt.FindStringSubmatch(gjson.Get(s.body, "error.message").Str)
+				if m == nil {
+					t.Fatalf("a refusal without the request's estimate: %s", s.body)
+				}
+				e, err := pricing.ParseMoney(m[1])
+				if err != nil || estimated >= 0 && e != estimated {
+					t.Fatalf("a refusal's estimate %q (%v), another's $%s", m[1], err, estimated)
+				}
+				estimated = e
+			default:
+				t.Errorf("request %d on %s: %d %s %v", i, c.ins[s.in].name, s.status, s.body, s.header)
+			}
+		}
+		if len(actual) == 0 || estimated < 0 {
+			t.Fatalf("admitted %d of %d: the budget should admit some and refuse the rest", len(actual), n)
+		}
+		var bound pricing.Money
+		for _, a := range actual {
+			if a <= estimated {
+				t.Fatalf("an answer cost $%s, not more than its estimate $%s: the test's premise does not hold", a, estimated)
+			}
+			bound += a - estimated
+		}
+		over := spent - budget
+		t.Logf("budget $%s a day; %d requests at once, each estimated at $%s and costing $%s: admitted %d, spent $%s, over by $%s; the stated bound $%s",
+			budget, n, estimated, actual[0], len(actual), spent, over, bound)
+		if over > bound {
+			t.Errorf("spent $%s of a $%s budget: over by $%s, more than the stated bound $%s", spent, budget, over, bound)
+		}
+		// Spent, the budget refuses the next request on either instance.
+		for _, in := range c.ins {
+			status, body, _ := request(t, http.MethodPost, in.httpURL+"/v1/chat/completions", chatBody(pricedModel, "one more", 5),
+				"Authorization", "Bearer "+secret)
+			if status != 429 || gjson.Get(body, "error.code").Str != "insufficient_quota" {
+				t.Errorf("a request on %s after the budget was passed: %d %s", in.name, status, body)
+			}
+		}
+	})
 
 	t.Run("usage counted once across instances and restarts", func(t *testing.T) {
 		for id, w := range want {
