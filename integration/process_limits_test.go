@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -235,6 +236,9 @@ func (lc limitCase) create(t *testing.T, c *redisCluster, want map[string]*tally
 //     every check-and-count was atomic across both instances) and reach
 //     the providers; the 40 others are 429 rate_limit_exceeded naming the
 //     key or the owner, with retry-after and the x-ratelimit-* headers.
+//   - tokens per minute: a key with 400 sends 12 requests at once, each
+//     estimated at about 100 tokens; exactly as many as fit are
+//     admitted, told what is left in equal steps.
 //   - concurrent requests: a key with 3 sends 12 slow requests at once;
 //     exactly 3 are admitted; once they are done, 3 more are.
 //   - budgets, of a key and of an owner (team-budget): a burst of 40 at a
@@ -316,6 +320,58 @@ func TestProcessRedisLimits(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("a key's tokens per minute", func(t *testing.T) {
+		// Each request is counted at its estimate when admitted (its text
+		// and max_tokens 100); the answers, which correct it, come 400 ms
+		// later, after the burst is decided.
+		const limit, n = 400, 12
+		secret, id := limitedKey(t, c, "tpm", "team", `,"limits":{"tokens_per_minute":400}`)
+		want[id] = new(tally)
+		oneMinute(15 * time.Second)
+		shots := burst(c.ins, []string{secret}, n, func(int) string { return chatBody(pricedModel, "count my tokens", 100) })
+		var admitted [2]int
+		var remaining []int
+		for i, s := range shots {
+			switch {
+			case s.err != nil:
+				t.Errorf("request %d: %v", i, s.err)
+			case s.status == 200:
+				admitted[s.in]++
+				want[id].add(pricedModel, s.body)
+				r, err := strconv.Atoi(s.header.Get("X-Ratelimit-Remaining-Tokens"))
+				if err != nil || s.header.Get("X-Ratelimit-Limit-Tokens") != strconv.Itoa(limit) {
+					t.Errorf("an admitted request's headers: %v", s.header)
+				}
+				remaining = append(remaining, r)
+			case s.status == 429:
+				if gjson.Get(s.body, "error.code").Str != "rate_limit_exceeded" || s.header.Get("Retry-After") == "" ||
+					!strings.Contains(gjson.Get(s.body, "error.message").Str, `tokens per minute on key "tpm"`) {
+					t.Errorf("a refusal on %s: %s %v", c.ins[s.in].name, s.body, s.header)
+				}
+			default:
+				t.Errorf("request %d on %s: %d %s", i, c.ins[s.in].name, s.status, s.body)
+			}
+		}
+		if len(remaining) == 0 {
+			t.Fatal("no request admitted")
+		}
+		// The first admitted was told limit − estimate, the k-th
+		// limit − k × estimate, and as many were admitted as fit.
+		slices.Sort(remaining)
+		est := limit - remaining[len(remaining)-1]
+		t.Logf("tpm %d, %d requests at once, each estimated at %d tokens: admitted %d (a %d, b %d), told remaining %v",
+			limit, n, est, len(remaining), admitted[0], admitted[1], remaining)
+		if est <= 0 || len(remaining) != limit/est {
+			t.Errorf("admitted %d requests of %d tokens each with a limit of %d per minute", len(remaining), est, limit)
+		}
+		for k, r := range remaining {
+			if r != limit-(len(remaining)-k)*est {
+				t.Errorf("remaining tokens %v, want steps of %d", remaining, est)
+				break
+			}
+		}
+	})
 
 	t.Run("a key's concurrent requests", func(t *testing.T) {
 		const limit, n = 3, 12
