@@ -323,13 +323,14 @@ func TestProcessRedisLimits(t *testing.T) {
 
 	t.Run("a key's tokens per minute", func(t *testing.T) {
 		// Each request is counted at its estimate when admitted (its text
-		// and max_tokens 100); the answers, which correct it, come 400 ms
+		// and max_tokens 100); the answers, which correct it, come 2 s
 		// later, after the burst is decided.
 		const limit, n = 400, 12
+		const slow = "oa/slow-2000ms"
 		secret, id := limitedKey(t, c, "tpm", "team", `,"limits":{"tokens_per_minute":400}`)
 		want[id] = new(tally)
 		oneMinute(15 * time.Second)
-		shots := burst(c.ins, []string{secret}, n, func(int) string { return chatBody(pricedModel, "count my tokens", 100) })
+		shots := burst(c.ins, []string{secret}, n, func(int) string { return chatBody(slow, "count my tokens", 100) })
 		var admitted [2]int
 		var remaining []int
 		for i, s := range shots {
@@ -338,7 +339,7 @@ func TestProcessRedisLimits(t *testing.T) {
 				t.Errorf("request %d: %v", i, s.err)
 			case s.status == 200:
 				admitted[s.in]++
-				want[id].add(pricedModel, s.body)
+				want[id].add(slow, s.body)
 				r, err := strconv.Atoi(s.header.Get("X-Ratelimit-Remaining-Tokens"))
 				if err != nil || s.header.Get("X-Ratelimit-Limit-Tokens") != strconv.Itoa(limit) {
 					t.Errorf("an admitted request's headers: %v", s.header)
