@@ -269,6 +269,22 @@ func (c *redisCluster) sentTimes() map[string]int {
 	return out
 }
 
+// sentTwice counts the lines the fakes received twice, failing t for any
+// received more often.
+func (c *redisCluster) sentTwice(t *testing.T) int {
+	t.Helper()
+	twice := 0
+	for id, k := range c.sentTimes() {
+		if k > 2 {
+			t.Errorf("%s sent %d times", id, k)
+		}
+		if k == 2 {
+			twice++
+		}
+	}
+	return twice
+}
+
 // waitAllWork waits until every fake has received at least n requests.
 func (c *redisCluster) waitAllWork(t *testing.T, n int) {
 	t.Helper()
@@ -333,15 +349,7 @@ func TestProcessRedisBatchKill(t *testing.T) {
 					window++
 				}
 			}
-			twice := 0
-			for id, k := range c.sentTimes() {
-				if k > 2 {
-					t.Errorf("%s sent %d times", id, k)
-				}
-				if k == 2 {
-					twice++
-				}
-			}
+			twice := c.sentTwice(t)
 			t.Logf("%s: a sent %d, b %d before it was killed, c %d; the batch completed %v after the kill; sent twice %d (b received %d in its last interval)",
 				kind, len(c.fakes[0].Requests()), sentByB, len(c.fakes[2].Requests()), took.Round(time.Millisecond), twice, window)
 			if twice > window {
@@ -524,15 +532,7 @@ func testRedisRestart(t *testing.T, down time.Duration) {
 			}
 		}
 	}
-	twice := 0
-	for id, k := range c.sentTimes() {
-		if k > 2 {
-			t.Errorf("%s sent %d times", id, k)
-		}
-		if k == 2 {
-			twice++
-		}
-	}
+	twice := c.sentTwice(t)
 	t.Logf("redis-server down %v; %d requests before the kill; the batch completed %v after it (reading it failed %d times meanwhile); sent twice %d (bound %d)",
 		downFor.Round(time.Millisecond), before, took.Round(time.Millisecond), failures, twice, window)
 	if twice > window {
