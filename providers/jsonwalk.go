@@ -1,0 +1,170 @@
+package providers
+
+import (
+	"bytes"
+
+	"github.com/tidwall/gjson"
+)
+
+// Members and Elements walk the top level of a large JSON object or
+// array, such as an embeddings answer of 64 vectors of 1,536 values, in
+// one pass: every string is skipped with bytes.IndexByte, many bytes at a
+// time, where gjson's ValidBytes, Get and Array read strings byte by byte
+// (several times over for nested paths). They check the structure they
+// walk — the brackets, commas, colons and keys — and find where each
+// value ends, but not what is inside a value: the caller checks the
+// values it reads (ValidJSON on the small ones, its own strict parser on
+// the large ones). They never panic, whatever the input.
+
+// Members calls fn with each member of obj, exactly one JSON object
+// (surrounding whitespace allowed): its key, unescaped, and its value's
+// raw bytes, a slice of obj. fn returns false to stop. ok is false when
+// obj is not an object.
+func Members(obj []byte, fn func(key, value []byte) bool) (ok bool) {
+	i := skipSpace(obj, 0)
+	if i == len(obj) || obj[i] != '{' {
+		return false
+	}
+	i = skipSpace(obj, i+1)
+	if i < len(obj) && obj[i] == '}' {
+		return skipSpace(obj, i+1) == len(obj)
+	}
+	for i < len(obj) && obj[i] == '"' {
+		end := skipString(obj, i)
+		if end < 0 {
+			return false
+		}
+		key := obj[i+1 : end-1]
+		if !validString(obj[i:end]) {
+			return false
+		}
+		if bytes.IndexByte(key, '\\') >= 0 {
+			key = []byte(gjson.ParseBytes(obj[i:end]).Str)
+		}
+		if i = skipSpace(obj, end); i == len(obj) || obj[i] != ':' {
+			return false
+		}
+		start := skipSpace(obj, i+1)
+		end = skipValue(obj, start)
+		if end < 0 {
+			return false
+		}
+		if !fn(key, obj[start:end]) {
+			return true
+		}
+		if i = skipSpace(obj, end); i == len(obj) {
+			return false
+		}
+		switch obj[i] {
+		case ',':
+			i = skipSpace(obj, i+1)
+		case '}':
+			return skipSpace(obj, i+1) == len(obj)
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// Elements calls fn with the raw bytes of each element of arr, exactly one
+// JSON array (surrounding whitespace allowed), slices of arr. fn returns false
+// to stop. ok is false when arr is not an array.
+func Elements(arr []byte, fn func(value []byte) bool) (ok bool) {
+	i := skipSpace(arr, 0)
+	if i == len(arr) || arr[i] != '[' {
+		return false
+	}
+	i = skipSpace(arr, i+1)
+	if i < len(arr) && arr[i] == ']' {
+		return skipSpace(arr, i+1) == len(arr)
+	}
+	for i < len(arr) {
+		end := skipValue(arr, i)
+		if end < 0 {
+			return false
+		}
+		if !fn(arr[i:end]) {
+			return true
+		}
+		if i = skipSpace(arr, end); i == len(arr) {
+			return false
+		}
+		switch arr[i] {
+		case ',':
+			i = skipSpace(arr, i+1)
+		case ']':
+			return skipSpace(arr, i+1) == len(arr)
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// skipValue returns the index just past the JSON value that starts at
+// b[i], or -1 when there is none.
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			switch b[i] {
+			case '"':
+				if i = skipString(b, i); i < 0 {
+					return -1
+				}
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return -1
+	}
+	// A number, true, false or null: up to the next delimiter.
+	start := i
+	for i < len(b) && b[i] != ',' && b[i] != '}' && b[i] != ']' && !isSpace(b[i]) {
+		i++
+	}
+	if i == start {
+		return -1
+	}
+	return i
+}
+
+// skipString returns the index just past the JSON string that starts at
+// b[i] (a '"'), or -1 when it does not end.
+func skipString(b []byte, i int) int {
+	for j := i + 1; j < len(b); {
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
+			return -1
+		}
+		q := j + k
+		// The quote ends the string unless an odd number of backslashes
+		// escapes it.
+		n := 0
+		for p := q - 1; p > i && b[p] == '\\'; p-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q + 1
+		}
+		j = q + 1
+	}
+	return -1
+}
+
+// validString reports whether s, a short quoted string such as a key, is
+// a valid JSON string.
+func validString(s []byte) bool { return gjson.ValidBytes(s) }
