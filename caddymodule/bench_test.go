@@ -197,7 +197,8 @@ func newBenchGateway(b *testing.B) *benchGateway {
 		keys: map[[32]byte]*Key{keys.Digest(benchStaticKey): {Name: "bench", Owner: "bench"}},
 		// Caddy's default storage, where a passed-through response's
 		// pointer goes.
-		storage: &certmagic.FileStorage{Path: b.TempDir()}}
+		storage: &certmagic.FileStorage{Path: b.TempDir()}, responseWrites: new(sync.WaitGroup)}
+	b.Cleanup(func() { a.waitResponseWrites(time.Minute) }) // before TempDir's removal
 	if a.dispatch, err = newDispatcher(provs, nil, ""); err != nil {
 		b.Fatal(err)
 	}
