@@ -114,6 +114,14 @@ func skipValue(b []byte, i int) int {
 	case '{', '[':
 		depth := 0
 		for i < len(b) {
+			// Numbers, commas and spaces make up most of a long array
+			// of numbers: passed over a table lookup at a time.
+			for i < len(b) && !structural[b[i]] {
+				i++
+			}
+			if i == len(b) {
+				break
+			}
 			switch b[i] {
 			case '"':
 				if i = skipString(b, i); i < 0 {
@@ -141,6 +149,9 @@ func skipValue(b []byte, i int) int {
 	}
 	return i
 }
+
+// structural marks the bytes skipValue stops at inside an array or object.
+var structural = [256]bool{'"': true, '{': true, '}': true, '[': true, ']': true}
 
 // skipString returns the index just past the JSON string that starts at
 // b[i] (a '"'), or -1 when it does not end.
