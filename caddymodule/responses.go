@@ -110,11 +110,14 @@ func (rs responseStore) delete(ctx context.Context, owner, id string) error {
 	return rs.s.Delete(ctx, key)
 }
 
-// maxPendingWrites bounds the records waiting for the storage, in
-// memory; storageWriters is how many are written at once (each write to a
-// storage on disk holds a thread while it syncs).
+// maxPendingWrites bounds the records waiting for the storage, in memory,
+// and with them how long a record can take to reach the storage (where
+// the other instances of a cluster read it): a few hundred writes, a
+// fraction of a second even on a slow disk. storageWriters is how many
+// are written at once (each write to a storage on disk holds a thread
+// while it syncs).
 const (
-	maxPendingWrites = 4096
+	maxPendingWrites = 256
 	storageWriters   = 8
 )
 
