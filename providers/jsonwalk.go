@@ -21,15 +21,8 @@ import (
 // raw bytes, a slice of obj. fn returns false to stop. ok is false when
 // obj is not an object.
 func Members(obj []byte, fn func(key, value []byte) bool) (ok bool) {
-	i := skipSpace(obj, 0)
-	if i == len(obj) || obj[i] != '{' {
-		return false
-	}
-	i = skipSpace(obj, i+1)
-	if i < len(obj) && obj[i] == '}' {
-		return skipSpace(obj, i+1) == len(obj)
-	}
-	for i < len(obj) && obj[i] == '"' {
+	i, more, ok := open(obj, '{', '}')
+	for more && i < len(obj) && obj[i] == '"' {
 		end := skipString(obj, i)
 		if end < 0 {
 			return false
@@ -52,34 +45,17 @@ func Members(obj []byte, fn func(key, value []byte) bool) (ok bool) {
 		if !fn(key, obj[start:end]) {
 			return true
 		}
-		if i = skipSpace(obj, end); i == len(obj) {
-			return false
-		}
-		switch obj[i] {
-		case ',':
-			i = skipSpace(obj, i+1)
-		case '}':
-			return skipSpace(obj, i+1) == len(obj)
-		default:
-			return false
-		}
+		i, more, ok = next(obj, end, '}')
 	}
-	return false
+	return ok && !more
 }
 
 // Elements calls fn with the raw bytes of each element of arr, exactly one
 // JSON array (surrounding whitespace allowed), slices of arr. fn returns false
 // to stop. ok is false when arr is not an array.
 func Elements(arr []byte, fn func(value []byte) bool) (ok bool) {
-	i := skipSpace(arr, 0)
-	if i == len(arr) || arr[i] != '[' {
-		return false
-	}
-	i = skipSpace(arr, i+1)
-	if i < len(arr) && arr[i] == ']' {
-		return skipSpace(arr, i+1) == len(arr)
-	}
-	for i < len(arr) {
+	i, more, ok := open(arr, '[', ']')
+	for more {
 		end := skipValue(arr, i)
 		if end < 0 {
 			return false
@@ -87,19 +63,42 @@ func Elements(arr []byte, fn func(value []byte) bool) (ok bool) {
 		if !fn(arr[i:end]) {
 			return true
 		}
-		if i = skipSpace(arr, end); i == len(arr) {
-			return false
-		}
-		switch arr[i] {
-		case ',':
-			i = skipSpace(arr, i+1)
-		case ']':
-			return skipSpace(arr, i+1) == len(arr)
-		default:
-			return false
-		}
+		i, more, ok = next(arr, end, ']')
 	}
-	return false
+	return ok
+}
+
+// open reads the opening bracket of the object or array b must be: more
+// says that a member or element starts at i; !more and ok, that b is the
+// empty object or array.
+func open(b []byte, opening, closing byte) (i int, more, ok bool) {
+	i = skipSpace(b, 0)
+	if i == len(b) || b[i] != opening {
+		return 0, false, false
+	}
+	if i = skipSpace(b, i+1); i == len(b) {
+		return 0, false, false
+	}
+	if b[i] == closing {
+		return 0, false, skipSpace(b, i+1) == len(b)
+	}
+	return i, true, true
+}
+
+// next reads what follows the member or element that ends at end: a comma
+// (more: the next one starts at i), or the closing bracket, which must end
+// b (!more, ok).
+func next(b []byte, end int, closing byte) (i int, more, ok bool) {
+	if i = skipSpace(b, end); i == len(b) {
+		return 0, false, false
+	}
+	switch b[i] {
+	case ',':
+		return skipSpace(b, i+1), true, true
+	case closing:
+		return 0, false, skipSpace(b, i+1) == len(b)
+	}
+	return 0, false, false
 }
 
 // skipValue returns the index just past the JSON value that starts at
