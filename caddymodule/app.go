@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -112,6 +113,9 @@ type App struct {
 
 	ctx    caddy.Context
 	events *caddyevents.App
+
+	responseWrites *sync.WaitGroup // stored responses and pointers still being written (responses.go)
+	responsesID    string          // storageIdentity(storage), for responseStore
 }
 
 // CaddyModule returns the Caddy module information.
@@ -287,10 +291,13 @@ func (a *App) provisionPrices() error {
 
 // responseStore is where the Responses API keeps stored responses: the
 // app's storage.
-func (a *App) responseStore() responseStore { return responseStore{s: a.storage} }
+func (a *App) responseStore() responseStore {
+	return responseStore{s: a.storage, id: a.responsesID, writes: a.responseWrites}
+}
 
 // Cleanup releases the state Provision took.
 func (a *App) Cleanup() error {
+	a.waitResponseWrites(10 * time.Second)
 	a.cleanupState()
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -91,6 +92,7 @@ func (a *App) provisionStorage(ctx caddy.Context) error {
 		}
 	}
 	a.storageID = storageIdentity(a.storage)
+	a.responsesID, a.responseWrites = a.storageID, new(sync.WaitGroup)
 	if a.FileStorageRaw != nil {
 		mod, err := ctx.LoadModule(a, "FileStorageRaw")
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
+	"github.com/caddyserver/certmagic"
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
@@ -23,8 +24,10 @@ import (
 	"github.com/modelgate/modelgate/keys"
 	"github.com/modelgate/modelgate/pricing"
 	"github.com/modelgate/modelgate/providers/anthropic"
+	"github.com/modelgate/modelgate/providers/embeddings"
 	"github.com/modelgate/modelgate/providers/openai"
 	"github.com/modelgate/modelgate/providers/providertest"
+	"github.com/modelgate/modelgate/providers/rerank"
 )
 
 // These benchmarks measure the gateway's work per request (issue 15 point
@@ -36,8 +39,8 @@ import (
 // same paths over real connections, in separate processes.
 
 // memUpstream is a provider in memory: the fake provider's answer to the
-// first request of each path and stream flag, replayed to every later
-// one. A stream's body is read one event per Read, as a provider sends
+// first request of each path, stream flag and encoding_format, replayed
+// to every later one. A stream's body is read one event per Read, as a provider sends
 // them, so reverse_proxy flushes each on its own.
 type memUpstream struct {
 	fake    http.Handler
@@ -60,7 +63,8 @@ func (u *memUpstream) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	key := req.URL.Path + gjson.GetBytes(body, "stream").Raw
+	head := gjson.GetManyBytes(body, "stream", "encoding_format")
+	key := req.URL.Path + "\x00" + head[0].Raw + "\x00" + head[1].Str
 	u.mu.Lock()
 	a := u.answers[key]
 	if a == nil {
@@ -180,15 +184,21 @@ func newBenchGateway(b *testing.B) *benchGateway {
 		return pb
 	}
 	provs := map[string]*provider{
-		"oa":     {name: "oa", typ: "openai", base: base("http://upstream.invalid/v1"), Endpoints: Endpoints{Chat: openai.Chat{}}},
+		"oa": {name: "oa", typ: "openai", base: base("http://upstream.invalid/v1"),
+			Endpoints: Endpoints{Chat: openai.Chat{}, Embeddings: embeddings.OpenAI, Responses: openai.Native{}}},
 		"claude": {name: "claude", typ: "anthropic", base: base("http://upstream.invalid"), Endpoints: Endpoints{Chat: &anthropic.Chat{Version: "2023-06-01"}, Messages: anthropic.Native{Version: "2023-06-01"}}},
+		"co":     {name: "co", typ: "cohere", base: base("http://upstream.invalid/cohere"), Endpoints: Endpoints{Rerank: rerank.Cohere}},
 	}
 	prices, err := pricing.Load(nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	a := &App{logger: zap.NewNop(), prices: prices, knownModels: map[string]struct{}{}, providers: provs,
-		keys: map[[32]byte]*Key{keys.Digest(benchStaticKey): {Name: "bench", Owner: "bench"}}}
+		keys: map[[32]byte]*Key{keys.Digest(benchStaticKey): {Name: "bench", Owner: "bench"}},
+		// Caddy's default storage, where a passed-through response's
+		// pointer goes.
+		storage: &certmagic.FileStorage{Path: b.TempDir()}, responseWrites: new(sync.WaitGroup)}
+	b.Cleanup(func() { a.waitResponseWrites(time.Minute) }) // before TempDir's removal
 	if a.dispatch, err = newDispatcher(provs, nil, ""); err != nil {
 		b.Fatal(err)
 	}
@@ -248,6 +258,36 @@ func benchChatBody(model string, words int, stream bool) []byte {
 	return []byte(s + "}")
 }
 
+// benchEmbeddingsBody is the harness's embeddings request: 64 inputs of
+// ~30 words, 1,536 dimensions, in format ("float" or "base64").
+func benchEmbeddingsBody(model, format string) []byte {
+	b := []byte(`{"model":"` + model + `","dimensions":1536,"encoding_format":"` + format + `","input":[`)
+	for i := range 64 {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = fmt.Appendf(b, `"input %d: %s"`, i, strings.Repeat("word ", 30))
+	}
+	return append(b, "]}"...)
+}
+
+func benchResponsesBody(model string) []byte {
+	return []byte(`{"model":"` + model + `","max_output_tokens":256,"instructions":"You are a terse assistant.","input":"Summarise the plot of Hamlet in one sentence please"}`)
+}
+
+// benchRerankBody is the harness's rerank request: 100 documents of ~60
+// words, top 10.
+func benchRerankBody(model string) []byte {
+	b := []byte(`{"model":"` + model + `","query":"which document talks about word7 and word42","top_n":10,"documents":[`)
+	for i := range 100 {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = fmt.Appendf(b, `"document %d mentions word%d and word%d; %s"`, i, i%50, (i*7)%60, strings.Repeat("word ", 55))
+	}
+	return append(b, "]}"...)
+}
+
 // BenchmarkPerRequest sends one request per iteration through the whole
 // gateway — modelgate_auth, the modelgate handler, the dispatcher, the
 // provider's reverse_proxy, translation, metering and settling — or through
@@ -278,6 +318,17 @@ func BenchmarkPerRequest(b *testing.B) {
 		{name: "openai_stream", path: "/v1/chat/completions", body: benchChatBody("oa/gpt-4o-mini", 45, true), header: static, events: 50, expect: `[DONE]`},
 		{name: "anthropic_stream", path: "/v1/chat/completions", body: benchChatBody("claude/claude-sonnet-4-5", 45, true), header: static, events: 50, expect: `[DONE]`},
 		{name: "messages_passthrough", path: "/v1/messages", body: []byte(`{"model":"claude/claude-sonnet-4-5","max_tokens":256,"messages":[{"role":"user","content":"Summarise the plot of Hamlet in one sentence please"}]}`), header: anthropicHdr, expect: `"echo: Summarise`},
+		// The harness's other scenarios (cmd/loadbench): embeddings of 64
+		// inputs of 1,536 dimensions in base64 (the OpenAI SDKs' default)
+		// and in numbers, a Responses request passed through (store on:
+		// the gateway keeps a pointer), rerank of 100 documents.
+		{name: "reverse_proxy_embeddings_base64", plain: true, path: "/v1/embeddings", body: benchEmbeddingsBody("text-embedding-3-small", "base64"), expect: `"embedding"`},
+		{name: "embeddings_base64", path: "/v1/embeddings", body: benchEmbeddingsBody("oa/text-embedding-3-small", "base64"), header: static, expect: `"embedding"`},
+		{name: "embeddings_float", path: "/v1/embeddings", body: benchEmbeddingsBody("oa/text-embedding-3-small", "float"), header: static, expect: `"embedding"`},
+		{name: "reverse_proxy_responses", plain: true, path: "/v1/responses", body: benchResponsesBody("gpt-4o-mini"), expect: `echo: Summarise`},
+		{name: "responses_passthrough", path: "/v1/responses", body: benchResponsesBody("oa/gpt-4o-mini"), header: static, expect: `echo: Summarise`},
+		{name: "reverse_proxy_rerank", plain: true, path: "/cohere/v2/rerank", body: benchRerankBody("rerank-v3.5"), expect: `relevance_score`},
+		{name: "rerank", path: "/v1/rerank", body: benchRerankBody("co/rerank-v3.5"), header: static, expect: `relevance_score`},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			serve := g.serveModelgate

@@ -328,7 +328,8 @@ func (d *dispatcher) rerank(w http.ResponseWriter, r *http.Request, body []byte,
 var errBadEmbeddings = errors.New("the provider's embeddings do not fit the request (count or dimensions)")
 
 // embeddings serves POST /v1/embeddings: the provider is asked for
-// numbers, and the answer carries them as the client asked, numbers or the
+// numbers, or base64 where the client asked for it and the provider takes
+// it, and the answer carries them as the client asked, numbers or the
 // base64 of little-endian float32s, whatever the provider sent.
 func (d *dispatcher) embeddings(w http.ResponseWriter, r *http.Request, body []byte, key *Key, log *zap.Logger) {
 	req, err := providers.ValidateEmbeddings(body)
@@ -349,7 +350,7 @@ func (d *dispatcher) embeddings(w http.ResponseWriter, r *http.Request, body []b
 			return reqs[0], exchange{
 				more: reqs[1:],
 				collect: func(headers []http.Header, bodies [][]byte) ([]byte, error) {
-					res := providers.EmbeddingsResult{Vectors: make([][]float32, 0, req.Inputs())}
+					res := providers.EmbeddingsResult{Vectors: make([][]float32, 0, req.Inputs()), KeepBase64: req.Base64}
 					for i := range bodies {
 						if err := tr.EmbeddingsResponse(i, headers[i], bodies[i], &res); err != nil {
 							return nil, err

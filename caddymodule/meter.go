@@ -74,11 +74,18 @@ func readChatUsage(v gjson.Result, u *usageInfo) {
 	u.Reasoning = v.Get("completion_tokens_details.reasoning_tokens").Int()
 }
 
-// embeddingsUsage is read from an embeddings list.
+// embeddingsUsage is read from an embeddings list, whose vectors take
+// most of its bytes: providers.Members skips them many bytes at a time.
 var embeddingsUsage = usageParser{answer: func(b []byte, u *usageInfo) {
-	if v := gjson.GetBytes(b, "usage.prompt_tokens"); v.Exists() {
-		u.Known, u.Embedding = true, v.Int()
-	}
+	providers.Members(b, func(k, v []byte) bool {
+		if string(k) != "usage" {
+			return true
+		}
+		if t := gjson.GetBytes(v, "prompt_tokens"); t.Exists() {
+			u.Known, u.Embedding = true, t.Int()
+		}
+		return false
+	})
 }}
 
 // rerankUsage is read from a rerank answer's meta: the searches the

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"path"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -59,22 +60,173 @@ func init() { endpointResponses.api = responsesAPI }
 // modelgate/o/<owner hash>/responses/<id>.json, a record of the translated
 // conversation (providers/responses' record), or a pointer to the provider
 // that stores a passed-through one: {"provider": "<name>"}.
-type responseStore struct{ s storage.Storage }
+//
+// Records are written off the request path (saveLater): a storage on disk
+// syncs each write, milliseconds that every Responses request would
+// otherwise wait, and that no client needs until it names the response in
+// a later request. Until a record is in the storage, this process's
+// requests find it among the pending writes.
+type responseStore struct {
+	s      storage.Storage
+	id     string          // the storage's identity: pending writes are per storage and key
+	writes *sync.WaitGroup // the app's writes in flight, which its Cleanup waits for
+}
 
 func (rs responseStore) key(owner, id string) string {
 	return path.Join(storage.OwnerDir("modelgate", owner), "responses", id+".json")
 }
 
 func (rs responseStore) load(ctx context.Context, owner, id string) ([]byte, error) {
-	return rs.s.Load(ctx, rs.key(owner, id))
+	key := rs.key(owner, id)
+	if w := pendingWrites.get(rs.id, key); w != nil {
+		return w.record, nil
+	}
+	return rs.s.Load(ctx, key)
 }
 
-func (rs responseStore) save(ctx context.Context, owner, id string, record []byte) error {
-	return rs.s.Store(ctx, rs.key(owner, id), record)
+// saveLater stores record as owner's response id without waiting for the
+// storage; a failure is logged. When too many writes are already waiting
+// (the storage is not keeping up), it waits for its own.
+func (rs responseStore) saveLater(ctx context.Context, owner, id string, record []byte, log *zap.Logger) {
+	key := rs.key(owner, id)
+	w := &pendingWrite{s: rs.s, storageID: rs.id, key: key, id: id, record: record, stored: make(chan struct{}),
+		ctx: context.WithoutCancel(ctx), wg: rs.writes, log: log}
+	if !pendingWrites.add(w) {
+		w.write()
+	}
 }
 
+// delete forgets owner's response id, once a write of it still pending has
+// landed (else that write would bring it back).
 func (rs responseStore) delete(ctx context.Context, owner, id string) error {
-	return rs.s.Delete(ctx, rs.key(owner, id))
+	key := rs.key(owner, id)
+	if p := pendingWrites.get(rs.id, key); p != nil {
+		select {
+		case <-p.stored:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return rs.s.Delete(ctx, key)
+}
+
+// maxPendingWrites bounds the records waiting for the storage, in memory,
+// and with them how long a record can take to reach the storage (where
+// the other instances of a cluster read it): a few hundred writes, a
+// fraction of a second even on a slow disk. storageWriters is how many
+// are written at once (each write to a storage on disk holds a thread
+// while it syncs).
+const (
+	maxPendingWrites = 256
+	storageWriters   = 8
+)
+
+// pendingWrites are the records on their way to a storage, by the
+// storage's identity and key: one table for the process, so that the
+// config a reload brings finds what the previous one was writing.
+var pendingWrites = &pendingTable{m: make(map[string]*pendingWrite), queue: make(chan *pendingWrite, maxPendingWrites)}
+
+type pendingTable struct {
+	mu    sync.Mutex
+	m     map[string]*pendingWrite
+	queue chan *pendingWrite
+	start sync.Once
+}
+
+// pendingWrite is one record on its way to a storage.
+type pendingWrite struct {
+	s         storage.Storage
+	storageID string
+	key       string
+	id        string // the response's, for the log
+	record    []byte
+	stored    chan struct{} // closed once the storage has answered
+	ctx       context.Context
+	wg        *sync.WaitGroup // the app's writes, or nil
+	log       *zap.Logger
+	queued    bool // for the writers (else written by the request itself)
+}
+
+// add queues w for the writers, or reports false when the queue is full.
+func (t *pendingTable) add(w *pendingWrite) bool {
+	t.start.Do(func() {
+		for range storageWriters {
+			go func() {
+				for w := range t.queue {
+					w.write()
+				}
+			}()
+		}
+	})
+	w.queued = true
+	if w.wg != nil {
+		w.wg.Add(1)
+	}
+	k := w.storageID + "\x00" + w.key
+	t.mu.Lock()
+	prev := t.m[k]
+	t.m[k] = w // a later write of the key is the one read
+	select {
+	case t.queue <- w:
+		t.mu.Unlock()
+		return true
+	default:
+		if prev != nil {
+			t.m[k] = prev
+		} else {
+			delete(t.m, k)
+		}
+		t.mu.Unlock()
+		w.queued = false
+		if w.wg != nil {
+			w.wg.Done()
+		}
+		return false
+	}
+}
+
+func (t *pendingTable) get(storageID, key string) *pendingWrite {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.m[storageID+"\x00"+key]
+}
+
+// write stores the record and ends the write; the table keeps a later
+// write of the same key.
+func (w *pendingWrite) write() {
+	err := w.s.Store(w.ctx, w.key, w.record)
+	k := w.storageID + "\x00" + w.key
+	t := pendingWrites
+	t.mu.Lock()
+	if t.m[k] == w {
+		delete(t.m, k)
+	}
+	t.mu.Unlock()
+	close(w.stored)
+	if err != nil {
+		w.log.Error("storing a response", zap.String("response_id", w.id), zap.Error(err))
+	}
+	if w.queued && w.wg != nil {
+		w.wg.Done()
+	}
+}
+
+// waitResponseWrites waits, at most timeout, for the app's records still
+// on their way to the storage.
+func (a *App) waitResponseWrites(timeout time.Duration) {
+	if a.responseWrites == nil {
+		return // not provisioned
+	}
+	done := make(chan struct{})
+	go func() {
+		a.responseWrites.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		a.logger.Warn("stored responses still being written at shutdown", zap.Duration("waited", timeout))
+	}
 }
 
 // pointer is the record of a response a provider stores itself.
@@ -200,9 +352,7 @@ func translateResponses(ctx context.Context, p *provider, req *responses.Request
 	preq, err := p.Chat.ChatRequest(x.ChatBody(), model)
 	saveRecord := func() {
 		if rec := x.Record(); rec != nil && owner != "" {
-			if err := store.save(context.WithoutCancel(ctx), owner, x.ID(), rec); err != nil {
-				log.Error("storing a response", zap.String("response_id", x.ID()), zap.Error(err))
-			}
+			store.saveLater(ctx, owner, x.ID(), rec, log)
 		}
 	}
 	ex := exchange{stream: info.Stream, mapError: p.Chat.Error,
@@ -251,9 +401,7 @@ func savePointer(ctx context.Context, store responseStore, owner, id, provider s
 		return
 	}
 	b, _ := json.Marshal(pointer{Provider: provider})
-	if err := store.save(context.WithoutCancel(ctx), owner, id, b); err != nil {
-		log.Error("storing a response pointer", zap.String("response_id", id), zap.Error(err))
-	}
+	store.saveLater(ctx, owner, id, b, log)
 }
 
 // hubChain is a translated Responses stream: the provider's chat stream

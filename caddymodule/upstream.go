@@ -322,6 +322,14 @@ func (w *upstreamWriter) Write(p []byte) (int, error) {
 			w.tooLarge = true
 			return len(p), nil
 		}
+		if w.buf == nil {
+			// One allocation for an answer whose length is known (a
+			// large embeddings answer would otherwise be copied a dozen
+			// times as the buffer grows).
+			if n, err := strconv.Atoi(w.header.Get("Content-Length")); err == nil && n > len(p) && n <= maxUpstreamBody {
+				w.buf = make([]byte, 0, n)
+			}
+		}
 		w.buf = append(w.buf, p...)
 		return len(p), nil
 	case w.failed:

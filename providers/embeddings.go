@@ -6,7 +6,9 @@ import (
 	"errors"
 	"math"
 	"net/http"
+	"slices"
 	"strconv"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 )
@@ -32,7 +34,9 @@ type EmbeddingsRequest struct {
 
 	// Base64 is true when the client asked for encoding_format base64:
 	// the answer then carries each vector as the base64 of its
-	// little-endian float32 bytes. Providers are always asked for numbers.
+	// little-endian float32 bytes. Providers are asked for numbers, or for
+	// base64 where they take it (whatever they send, the answer holds
+	// the exact float32 values).
 	Base64 bool
 
 	// User is the client's end-user id, passed on where a provider takes
@@ -202,14 +206,28 @@ type Embeddings interface {
 
 // EmbeddingsResult collects a provider's answers to one request.
 type EmbeddingsResult struct {
-	// Vectors hold one vector per input, in input order.
+	// Vectors hold one vector per input, in input order; nil where
+	// Encoded holds the vector.
 	Vectors [][]float32
+	// Encoded, when not nil, runs beside Vectors: a non-empty Encoded[i]
+	// is vector i as the provider sent it, the standard base64 of its
+	// little-endian float32 bytes, checked and kept as text because the
+	// answer is base64 too (KeepBase64). It may be a slice of the
+	// provider's answer, which must then outlive the result.
+	Encoded [][]byte
+	// KeepBase64 is set by the host when the client asked for base64:
+	// AppendBase64Vector then keeps a provider's base64 as it is, rather
+	// than decoding it to encode it again, when it is exactly what the
+	// answer would carry.
+	KeepBase64 bool
 	// PromptTokens is the tokens the provider counted; Counted says
 	// whether it reported any (Gemini reports none: the answer then
 	// carries the request's EstimateTokens, so it is accounted and priced
 	// rather than free).
 	PromptTokens int64
 	Counted      bool
+
+	scratch []byte // base64 decoding, reused
 }
 
 var errBadVector = errors.New("a vector holds something other than numbers")
@@ -217,47 +235,165 @@ var errBadVector = errors.New("a vector holds something other than numbers")
 // AppendVector reads v, a JSON array of numbers, as float32 values onto
 // res.Vectors. A provider's decimal numbers convert to the float32 it
 // computed: the nearest float32 to a decimal printed from a float32 is
-// that float32.
+// that float32 (ParseFloat32).
 func (res *EmbeddingsResult) AppendVector(v gjson.Result) error {
 	if !v.IsArray() {
 		return errBadVector
 	}
-	vec := make([]float32, 0, 1024)
-	var err error
-	v.ForEach(func(_, x gjson.Result) bool {
-		if x.Type != gjson.Number {
-			err = errBadVector
-			return false
+	// One value per comma and one more: the vector's exact length, for
+	// one allocation (a comma inside anything but numbers fails below).
+	return appendVector(res, v.Raw)
+}
+
+// AppendVectorJSON reads raw, a JSON array of numbers, as AppendVector
+// does.
+func (res *EmbeddingsResult) AppendVectorJSON(raw []byte) error { return appendVector(res, raw) }
+
+func appendVector[T text](res *EmbeddingsResult, raw T) error {
+	// One value per comma and one more: the vector's exact length, for
+	// one allocation (a comma inside anything but numbers fails below).
+	n := 1
+	for i := range len(raw) {
+		if raw[i] == ',' {
+			n++
 		}
-		f, perr := strconv.ParseFloat(x.Raw, 32)
-		if perr != nil {
-			err = errBadVector
-			return false
-		}
-		vec = append(vec, float32(f))
-		return true
-	})
-	if err != nil {
-		return err
 	}
-	res.Vectors = append(res.Vectors, vec)
+	vec, ok := AppendFloat32s(make([]float32, 0, n), raw)
+	if !ok {
+		return errBadVector
+	}
+	res.add(vec, nil)
 	return nil
 }
 
 // AppendBase64Vector reads a base64 string of little-endian float32 bytes
-// onto res.Vectors.
+// onto res.Vectors, or, when res.KeepBase64 and s is the canonical
+// standard base64 of whole float32s (what EmbeddingsAnswer would write of
+// them), onto res.Encoded as it is.
 func (res *EmbeddingsResult) AppendBase64Vector(s string) error {
-	b, err := base64.StdEncoding.DecodeString(s)
-	if err != nil || len(b)%4 != 0 {
+	// s is only read, and kept only as it is: no copy of the text.
+	return res.AppendBase64Bytes(unsafe.Slice(unsafe.StringData(s), len(s)))
+}
+
+// AppendBase64Bytes is AppendBase64Vector of s's bytes, which res.Encoded
+// keeps (without copying them) when it keeps the vector as it is.
+func (res *EmbeddingsResult) AppendBase64Bytes(s []byte) error {
+	if res.KeepBase64 && canonicalBase64(s) {
+		res.add(nil, s)
+		return nil
+	}
+	// Anything else base64 decodes to (line breaks, bits beyond the
+	// data) is read as its values, which the answer encodes anew.
+	n := base64.StdEncoding.DecodedLen(len(s))
+	if cap(res.scratch) < n {
+		res.scratch = make([]byte, n)
+	}
+	n, err := base64.StdEncoding.Decode(res.scratch[:n], s)
+	if err != nil || n%4 != 0 {
 		return errBadVector
 	}
+	b := res.scratch[:n]
 	vec := make([]float32, len(b)/4)
 	for i := range vec {
 		vec[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
 	}
-	res.Vectors = append(res.Vectors, vec)
+	res.add(vec, nil)
 	return nil
 }
+
+// base64Len is how many bytes base64 text s of a length divisible by 4
+// holds.
+func base64Len(s []byte) int {
+	n := len(s) / 4 * 3
+	for i := len(s) - 1; i >= len(s)-2 && i >= 0 && s[i] == '='; i-- {
+		n--
+	}
+	return n
+}
+
+// base64Alphabet marks the bytes of standard base64's alphabet.
+var base64Alphabet = func() (t [256]bool) {
+	for _, c := range "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/" {
+		t[c] = true
+	}
+	return t
+}()
+
+// canonicalBase64 reports whether s is exactly what
+// base64.StdEncoding.EncodeToString writes of a whole number of float32s:
+// the alphabet's bytes only, padded to a multiple of 4 with at most two
+// '=', no bits set beyond the data, 4·n bytes. It checks, without
+// decoding, what a strict decode would, a few times faster.
+func canonicalBase64(s []byte) bool {
+	if len(s) == 0 || len(s)%4 != 0 || base64Len(s)%4 != 0 {
+		return false
+	}
+	// The last quantum, with its padding, is decoded strictly: that
+	// checks the padding and the bits beyond the data.
+	last := s[len(s)-4:]
+	var tail [3]byte
+	if _, err := base64.StdEncoding.Strict().Decode(tail[:], last); err != nil {
+		return false
+	}
+	body := s[:len(s)-4]
+	ok := true
+	for len(body) >= 8 {
+		ok = ok && base64Alphabet[body[0]] && base64Alphabet[body[1]] && base64Alphabet[body[2]] && base64Alphabet[body[3]] &&
+			base64Alphabet[body[4]] && base64Alphabet[body[5]] && base64Alphabet[body[6]] && base64Alphabet[body[7]]
+		body = body[8:]
+	}
+	for _, c := range body {
+		ok = ok && base64Alphabet[c]
+	}
+	return ok
+}
+
+// add appends one vector: its values, or its base64 text.
+func (res *EmbeddingsResult) add(vec []float32, encoded []byte) {
+	if encoded != nil && res.Encoded == nil {
+		res.Encoded = make([][]byte, len(res.Vectors), cap(res.Vectors))
+	}
+	res.Vectors = append(res.Vectors, vec)
+	if res.Encoded != nil {
+		res.Encoded = append(res.Encoded, encoded)
+	}
+}
+
+// Grow adds n empty positions for Place to fill and returns the first.
+func (res *EmbeddingsResult) Grow(n int) (start int) {
+	start = len(res.Vectors)
+	res.Vectors = append(res.Vectors, make([][]float32, n)...)
+	if res.Encoded != nil {
+		res.Encoded = append(res.Encoded, make([][]byte, n)...)
+	}
+	return start
+}
+
+// Place puts the one vector of one, which AppendVector or
+// AppendBase64Vector read, at res's position i (for providers that number
+// their vectors; Grow made the position). ok is false when position i
+// does not exist or already holds a vector.
+func (res *EmbeddingsResult) Place(i int, one *EmbeddingsResult) (ok bool) {
+	if i < 0 || i >= len(res.Vectors) || res.has(i) || len(one.Vectors) != 1 {
+		return false
+	}
+	res.Vectors[i] = one.Vectors[0]
+	if one.Encoded != nil && one.Encoded[0] != nil {
+		if res.Encoded == nil {
+			res.Encoded = make([][]byte, len(res.Vectors))
+		}
+		res.Encoded[i] = one.Encoded[0]
+	}
+	return true
+}
+
+// has reports whether position i holds a vector.
+func (res *EmbeddingsResult) has(i int) bool {
+	return res.Vectors[i] != nil || res.Encoded != nil && res.Encoded[i] != nil
+}
+
+// encodedLen is how many float32 values base64 text s holds.
+func encodedLen(s []byte) int { return base64Len(s) / 4 }
 
 // EmbeddingsAnswer writes the unified answer for req from res: OpenAI's
 // list of embeddings, each vector as numbers or, when req.Base64, as the
@@ -269,11 +405,32 @@ func EmbeddingsAnswer(dst []byte, req *EmbeddingsRequest, res *EmbeddingsResult)
 	if len(res.Vectors) != req.Inputs() {
 		return dst, false
 	}
+	dims := 0
+	for i := range res.Vectors {
+		n := len(res.Vectors[i])
+		if res.Encoded != nil && res.Encoded[i] != nil {
+			n = encodedLen(res.Encoded[i])
+		} else if res.Vectors[i] == nil {
+			return dst, false // a position no vector filled
+		}
+		if req.Dimensions > 0 && n != req.Dimensions {
+			return dst, false
+		}
+		dims += n
+	}
+	// One allocation for the whole answer: base64 takes 4 bytes for 3, a
+	// float32 in decimal at most 15.
+	if req.Base64 {
+		dst = slices.Grow(dst, 128+len(req.Model)+64*len(res.Vectors)+dims*16/3)
+	} else {
+		dst = slices.Grow(dst, 128+len(req.Model)+64*len(res.Vectors)+dims*16)
+	}
 	dst = append(dst, `{"object":"list","data":[`...)
 	var raw []byte
 	for i, vec := range res.Vectors {
-		if req.Dimensions > 0 && len(vec) != req.Dimensions {
-			return dst, false
+		var encoded []byte
+		if res.Encoded != nil {
+			encoded = res.Encoded[i]
 		}
 		if i > 0 {
 			dst = append(dst, ',')
@@ -281,7 +438,23 @@ func EmbeddingsAnswer(dst []byte, req *EmbeddingsRequest, res *EmbeddingsResult)
 		dst = append(dst, `{"object":"embedding","index":`...)
 		dst = strconv.AppendInt(dst, int64(i), 10)
 		dst = append(dst, `,"embedding":`...)
-		if req.Base64 {
+		if encoded != nil && !req.Base64 {
+			// Kept as base64 for an answer in numbers: not what the host
+			// asks for, but read right all the same.
+			var one EmbeddingsResult
+			if one.AppendBase64Bytes(encoded) != nil {
+				return dst, false
+			}
+			vec, encoded = one.Vectors[0], nil
+		}
+		switch {
+		case encoded != nil:
+			// Checked canonical base64 (AppendBase64Vector): its bytes
+			// need no JSON escaping.
+			dst = append(dst, '"')
+			dst = append(dst, encoded...)
+			dst = append(dst, '"')
+		case req.Base64:
 			raw = raw[:0]
 			for _, f := range vec {
 				raw = binary.LittleEndian.AppendUint32(raw, math.Float32bits(f))
@@ -289,7 +462,7 @@ func EmbeddingsAnswer(dst []byte, req *EmbeddingsRequest, res *EmbeddingsResult)
 			dst = append(dst, '"')
 			dst = base64.StdEncoding.AppendEncode(dst, raw)
 			dst = append(dst, '"')
-		} else {
+		default:
 			dst = append(dst, '[')
 			for j, f := range vec {
 				if j > 0 {

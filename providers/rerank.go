@@ -28,50 +28,76 @@ type RerankRequest struct {
 // documents written as YAML. Errors are 400s naming the field.
 func ValidateRerank(body []byte) (RerankRequest, error) {
 	var req RerankRequest
-	if !ValidJSON(body) || !gjson.ParseBytes(body).IsObject() {
+	if !ValidJSON(body) {
 		return req, &Error{Status: 400, Type: "invalid_request_error", Code: "invalid_json",
 			Message: "the request body must be a JSON object"}
 	}
+	// One pass over the members (the documents take most of the body):
+	// the first of each name counts, as gjson's Get would find it.
 	root := gjson.ParseBytes(body)
-	if m := root.Get("model"); m.Type != gjson.String || m.Str == "" {
+	if !root.IsObject() {
+		return req, &Error{Status: 400, Type: "invalid_request_error", Code: "invalid_json",
+			Message: "the request body must be a JSON object"}
+	}
+	var model, query, docs, topN gjson.Result
+	root.ForEach(func(k, v gjson.Result) bool {
+		var dst *gjson.Result
+		switch k.Str {
+		case "model":
+			dst = &model
+		case "query":
+			dst = &query
+		case "documents":
+			dst = &docs
+		case "top_n":
+			dst = &topN
+		default:
+			return true
+		}
+		if !dst.Exists() {
+			*dst = v
+		}
+		return true
+	})
+	if m := model; m.Type != gjson.String || m.Str == "" {
 		return req, InvalidParam("model", "model must be a non-empty string")
 	} else {
 		req.Model = m.Str
 	}
-	if q := root.Get("query"); q.Type != gjson.String || q.Str == "" {
+	if q := query; q.Type != gjson.String || q.Str == "" {
 		return req, InvalidParam("query", "query must be a non-empty string")
 	} else {
 		req.Query = q.Str
 	}
-	docs := root.Get("documents")
 	if !docs.IsArray() {
 		return req, InvalidParam("documents", "documents must be an array of strings or objects")
 	}
 	var err error
 	docs.ForEach(func(_, d gjson.Result) bool {
-		p := "documents[" + strconv.Itoa(len(req.Documents)) + "]"
+		// The document's path, for an error only.
+		p := func() string { return "documents[" + strconv.Itoa(len(req.Documents)) + "]" }
 		switch {
 		case d.Type == gjson.String && d.Str != "":
 			req.Documents = append(req.Documents, d.Str)
 		case d.Type == gjson.String:
-			err = InvalidParam(p, "documents must not be empty")
+			err = InvalidParam(p(), "documents must not be empty")
 		case d.IsObject():
 			fields := 0
 			d.ForEach(func(k, v gjson.Result) bool {
 				if v.Type != gjson.String {
-					err = InvalidParam(p+"."+k.Str, "the fields of an object document must be strings")
+					err = InvalidParam(p()+"."+k.Str, "the fields of an object document must be strings")
 				}
 				fields++
 				return err == nil
 			})
 			if err == nil && fields == 0 {
-				err = InvalidParam(p, "documents must not be empty")
+				err = InvalidParam(p(), "documents must not be empty")
 			}
 			if err == nil {
 				req.Documents = append(req.Documents, string(AppendYAMLDocument(nil, d)))
 			}
 		default:
-			err = InvalidParam(p, "each document must be a string or an object of strings")
+			err = InvalidParam(p(), "each document must be a string or an object of strings")
 		}
 		return err == nil
 	})
@@ -81,7 +107,7 @@ func ValidateRerank(body []byte) (RerankRequest, error) {
 	if len(req.Documents) == 0 {
 		return req, InvalidParam("documents", "documents must contain at least one document")
 	}
-	if n := root.Get("top_n"); n.Exists() && n.Type != gjson.Null {
+	if n := topN; n.Exists() && n.Type != gjson.Null {
 		if !IsInt(n) || n.Int() < 1 {
 			return req, InvalidParam("top_n", "top_n must be an integer of at least 1")
 		}

@@ -3,6 +3,7 @@ package providers
 import (
 	"errors"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -109,6 +110,26 @@ func TestRerankResult(t *testing.T) {
 	for _, bad := range [][]Scored{{{5, 1}}, {{-1, 1}}, {{0, 1}, {0, 0.5}}, {{0, math.NaN()}}, {{0, math.Inf(1)}}} {
 		if _, ok := RerankResult(nil, RerankAnswer{ID: "x", Scored: bad}, 2, 0); ok {
 			t.Errorf("%v accepted", bad)
+		}
+	}
+}
+
+// BenchmarkValidateRerank checks the harness's rerank request: 100
+// documents of ~60 words, top 10.
+func BenchmarkValidateRerank(b *testing.B) {
+	body := []byte(`{"model":"co/rerank-v3.5","query":"which document talks about word7 and word42","top_n":10,"documents":[`)
+	for i := range 100 {
+		if i > 0 {
+			body = append(body, ',')
+		}
+		body = AppendString(body, "document "+strconv.Itoa(i)+" mentions word7 and word42; "+strings.Repeat("word ", 55))
+	}
+	body = append(body, "]}"...)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if req, err := ValidateRerank(body); err != nil || len(req.Documents) != 100 || req.TopN != 10 {
+			b.Fatal(req, err)
 		}
 	}
 }

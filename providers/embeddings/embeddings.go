@@ -6,12 +6,15 @@
 // whether they take token ids, so one translator parameterised by a Format
 // serves them all (WIRE_FORMATS.md §F.2).
 //
-// Providers are always asked for numbers (encoding_format float, which
-// every one of them takes); the host writes the client's encoding, base64
-// included, from the float32 values.
+// Providers are asked for numbers (encoding_format float, which every one
+// of them takes), or, when the client asked for base64 and the provider
+// takes encoding_format base64 (Format.Base64), for base64: the host then
+// copies the provider's vectors as they are once checked, and otherwise
+// writes the client's encoding from the float32 values.
 package embeddings
 
 import (
+	"bytes"
 	"errors"
 	"net/http"
 	"strconv"
@@ -47,17 +50,22 @@ type Format struct {
 
 	// SendsUser says whether the body may carry user.
 	SendsUser bool
+
+	// Base64 says whether the API takes encoding_format "base64" and
+	// answers with each vector as the base64 of its little-endian float32
+	// bytes, as OpenAI does.
+	Base64 bool
 }
 
 // The formats of the supported providers.
 var (
-	OpenAI  = Format{Name: "openai", Path: "/embeddings", DimensionsField: "dimensions", Tokens: true, SendsUser: true}
-	VLLM    = Format{Name: "vllm", Path: "/embeddings", DimensionsField: "dimensions", Tokens: true, SendsUser: true}
-	Ollama  = Format{Name: "ollama", Path: "/embeddings", DimensionsField: "dimensions"}
-	TEI     = Format{Name: "tei", Path: "/v1/embeddings"}
-	Mistral = Format{Name: "mistral", Path: "/embeddings", DimensionsField: "output_dimension"}
+	OpenAI  = Format{Name: "openai", Path: "/embeddings", DimensionsField: "dimensions", Tokens: true, SendsUser: true, Base64: true}
+	VLLM    = Format{Name: "vllm", Path: "/embeddings", DimensionsField: "dimensions", Tokens: true, SendsUser: true, Base64: true}
+	Ollama  = Format{Name: "ollama", Path: "/embeddings", DimensionsField: "dimensions", Base64: true}
+	TEI     = Format{Name: "tei", Path: "/v1/embeddings", Base64: true}
+	Mistral = Format{Name: "mistral", Path: "/embeddings", DimensionsField: "output_dimension", Base64: true}
 	Voyage  = Format{Name: "voyage", Path: "/embeddings", DimensionsField: "output_dimension", InputTypeField: "input_type",
-		InputTypes: map[string]string{"query": "query", "document": "document"}}
+		InputTypes: map[string]string{"query": "query", "document": "document"}, Base64: true}
 	Jina = Format{Name: "jina", Path: "/embeddings", DimensionsField: "dimensions", InputTypeField: "task",
 		InputTypes: map[string]string{"query": "retrieval.query", "document": "retrieval.passage"}}
 	// Infinity, Together, DeepInfra and Fireworks take OpenAI's request
@@ -67,7 +75,8 @@ var (
 )
 
 // EmbeddingsRequests writes the provider's request: OpenAI's body with the
-// provider's field names, asking for float numbers.
+// provider's field names, asking for float numbers, or for base64 when the
+// client did and the provider takes it.
 func (f Format) EmbeddingsRequests(req *providers.EmbeddingsRequest, model string) ([]providers.Request, error) {
 	if req.Tokens != nil && !f.Tokens {
 		return nil, providers.Unsupported("input (token ids)", f.Name)
@@ -80,7 +89,11 @@ func (f Format) EmbeddingsRequests(req *providers.EmbeddingsRequest, model strin
 	b = providers.AppendString(b, model)
 	b = append(b, `,"input":`...)
 	b = AppendInput(b, req)
-	b = append(b, `,"encoding_format":"float"`...)
+	if req.Base64 && f.Base64 {
+		b = append(b, `,"encoding_format":"base64"`...)
+	} else {
+		b = append(b, `,"encoding_format":"float"`...)
+	}
 	if req.Dimensions > 0 {
 		b = append(b, ',', '"')
 		b = append(b, f.DimensionsField...)
@@ -152,37 +165,66 @@ var errMalformed = errors.New("malformed embeddings answer")
 // base64 from a server that sends it regardless) and the usage:
 // prompt_tokens, else total_tokens (Voyage and Jina report only that).
 func (f Format) EmbeddingsResponse(_ int, _ http.Header, body []byte, res *providers.EmbeddingsResult) error {
-	if !providers.ValidJSON(body) {
-		return errMalformed
-	}
-	root := gjson.ParseBytes(body)
-	data := root.Get("data").Array()
-	if len(data) == 0 {
-		return errMalformed
-	}
-	start := len(res.Vectors)
-	res.Vectors = append(res.Vectors, make([][]float32, len(data))...)
-	for pos, d := range data {
-		i := pos
-		if idx := d.Get("index"); idx.Exists() {
-			i = int(idx.Int())
+	// An answer of many vectors is long: it is walked once, its strings
+	// (base64 vectors) skipped many bytes at a time, rather than checked
+	// and read with gjson path by path. Every value but the vectors is
+	// checked as JSON; the vectors are checked by their parsers, which
+	// take nothing but numbers or strict base64.
+	var data, usage []byte
+	valid := true
+	if !providers.Members(body, func(k, v []byte) bool {
+		switch {
+		case string(k) == "data" && data == nil:
+			data = v
+			return true
+		case string(k) == "usage" && usage == nil:
+			usage = v
 		}
-		if i < 0 || i >= len(data) || res.Vectors[start+i] != nil {
+		valid = providers.ValidJSON(v)
+		return valid
+	}) || !valid {
+		return errMalformed
+	}
+	var items [][]byte
+	if !providers.Elements(data, func(v []byte) bool { items = append(items, v); return true }) || len(items) == 0 {
+		return errMalformed
+	}
+	start := res.Grow(len(items))
+	one := providers.EmbeddingsResult{KeepBase64: res.KeepBase64}
+	for pos, item := range items {
+		i, indexed := pos, false
+		var embedding []byte
+		var err error
+		if !providers.Members(item, func(k, v []byte) bool {
+			if string(k) == "embedding" && embedding == nil {
+				embedding = v
+				return true
+			}
+			if string(k) == "index" && !indexed {
+				i, indexed = int(gjson.ParseBytes(v).Int()), true
+			}
+			valid = providers.ValidJSON(v)
+			return valid
+		}) || !valid || i < 0 || i >= len(items) {
 			return errMalformed
 		}
-		var one providers.EmbeddingsResult
-		var err error
-		if e := d.Get("embedding"); e.Type == gjson.String {
-			err = one.AppendBase64Vector(e.Str)
-		} else {
-			err = one.AppendVector(e)
+		one.Vectors, one.Encoded = one.Vectors[:0], one.Encoded[:0]
+		switch {
+		case len(embedding) >= 2 && embedding[0] == '"' && bytes.IndexByte(embedding, '\\') < 0:
+			err = one.AppendBase64Bytes(embedding[1 : len(embedding)-1])
+		case len(embedding) > 0 && embedding[0] == '"':
+			err = one.AppendBase64Vector(gjson.ParseBytes(embedding).Str)
+		default:
+			err = one.AppendVectorJSON(embedding)
 		}
 		if err != nil {
 			return err
 		}
-		res.Vectors[start+i] = one.Vectors[0]
+		if !res.Place(start+i, &one) {
+			return errMalformed
+		}
 	}
-	u := root.Get("usage")
+	u := gjson.ParseBytes(usage)
 	t := u.Get("prompt_tokens")
 	if !t.Exists() {
 		t = u.Get("total_tokens")

@@ -19,9 +19,13 @@ func TestEmbeddingsRequests(t *testing.T) {
 		req  *providers.EmbeddingsRequest
 		want string // the body, or "error: <param>"
 	}{
-		{"openai", OpenAI, texts, `{"model":"m","input":["red fox","é\"x"],"encoding_format":"float","dimensions":256,"user":"u-1"}`},
+		{"openai", OpenAI, texts, `{"model":"m","input":["red fox","é\"x"],"encoding_format":"base64","dimensions":256,"user":"u-1"}`},
+		{"openai float", OpenAI, &providers.EmbeddingsRequest{Texts: []string{"a"}}, `{"model":"m","input":["a"],"encoding_format":"float"}`},
 		{"openai tokens", OpenAI, tokens, `{"model":"m","input":[[1,2],[3]],"encoding_format":"float"}`},
-		{"voyage", Voyage, texts, `{"model":"m","input":["red fox","é\"x"],"encoding_format":"float","output_dimension":256,"input_type":"query"}`},
+		{"voyage", Voyage, texts, `{"model":"m","input":["red fox","é\"x"],"encoding_format":"base64","output_dimension":256,"input_type":"query"}`},
+		// Providers that do not take encoding_format base64 are asked for
+		// numbers, which the host encodes.
+		{"together asked for base64", Together, &providers.EmbeddingsRequest{Texts: []string{"a"}, Base64: true}, `{"model":"m","input":["a"],"encoding_format":"float"}`},
 		{"jina", Jina, texts, `{"model":"m","input":["red fox","é\"x"],"encoding_format":"float","dimensions":256,"task":"retrieval.query"}`},
 		{"jina own task", Jina, &providers.EmbeddingsRequest{Texts: []string{"a"}, InputType: "code.query"}, `{"model":"m","input":["a"],"encoding_format":"float","task":"code.query"}`},
 		{"mistral", Mistral, &providers.EmbeddingsRequest{Texts: []string{"a"}, Dimensions: 8}, `{"model":"m","input":["a"],"encoding_format":"float","output_dimension":8}`},
@@ -99,11 +103,60 @@ func TestEmbeddingsResponse(t *testing.T) {
 	}
 }
 
+// TestKeepBase64: a provider's base64 kept as it is (the client asked for
+// base64 too) makes exactly the answer that decoding it and encoding it
+// again makes, in both encodings; base64 that is not what the gateway
+// would write (line breaks, bits beyond the data) is read as values and
+// written anew.
+func TestKeepBase64(t *testing.T) {
+	for _, body := range []string{
+		`{"object":"list","data":[{"object":"embedding","index":1,"embedding":"AAAAPwAAgL8="},{"index":0,"embedding":"AQAAAP//f38="}],"model":"m","usage":{"prompt_tokens":4,"total_tokens":4}}`,
+		`{"data":[{"index":0,"embedding":"AAAA\nPw=="}]}`,
+		`{"data":[{"index":0,"embedding":"AAAAPx=="}]}`,
+		`{"data":[{"index":0,"embedding":"AAAAPw\u003d="}]}`,
+		`{"data":[{"index":0,"embedding":""}]}`,
+		`{"data":[{"index":0,"embedding":[0.5,-1]},{"index":1,"embedding":"AAAAPw=="}]}`,
+	} {
+		kept, decoded := readBoth(t, []byte(body))
+		if kept == nil {
+			t.Fatalf("%s not read", body)
+		}
+		for _, b64 := range []bool{true, false} {
+			req := providers.EmbeddingsRequest{Model: "c", Texts: make([]string, len(kept.Vectors)), Base64: b64}
+			a, okA := providers.EmbeddingsAnswer(nil, &req, kept)
+			b, okB := providers.EmbeddingsAnswer(nil, &req, decoded)
+			if !okA || !okB || string(a) != string(b) {
+				t.Errorf("%s, base64 %v:\nkept    %s\ndecoded %s", body, b64, a, b)
+			}
+		}
+	}
+	kept, _ := readBoth(t, []byte(`{"data":[{"index":0,"embedding":"AAAAPwAAgL8="}]}`))
+	if kept.Encoded == nil || string(kept.Encoded[0]) != "AAAAPwAAgL8=" {
+		t.Errorf("canonical base64 not kept: %+v", kept)
+	}
+}
+
+// readBoth reads body with and without KeepBase64; nil when it is refused
+// (by both, or the test fails).
+func readBoth(t *testing.T, body []byte) (kept, decoded *providers.EmbeddingsResult) {
+	kept, decoded = &providers.EmbeddingsResult{KeepBase64: true}, &providers.EmbeddingsResult{}
+	errA := OpenAI.EmbeddingsResponse(0, nil, body, kept)
+	errB := OpenAI.EmbeddingsResponse(0, nil, body, decoded)
+	if (errA == nil) != (errB == nil) {
+		t.Fatalf("%s: kept %v, decoded %v", body, errA, errB)
+	}
+	if errA != nil {
+		return nil, nil
+	}
+	return kept, decoded
+}
+
 func FuzzEmbeddingsResponse(f *testing.F) {
 	f.Add([]byte(`{"data":[{"index":1,"embedding":[2,3]},{"index":0,"embedding":"AAAAPw=="}],"usage":{"total_tokens":9}}`))
+	f.Add([]byte(`{"data":[{"index":0,"embedding":"AAAA\nPw=="}],"usage":{"prompt_tokens":1}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		var res providers.EmbeddingsResult
-		if err := OpenAI.EmbeddingsResponse(0, nil, body, &res); err != nil {
+		kept, res := readBoth(t, body)
+		if res == nil {
 			return
 		}
 		for i, v := range res.Vectors {
@@ -112,8 +165,12 @@ func FuzzEmbeddingsResponse(f *testing.F) {
 			}
 		}
 		req := providers.EmbeddingsRequest{Texts: make([]string, len(res.Vectors)), Base64: len(body)%2 == 0}
-		if out, ok := providers.EmbeddingsAnswer(nil, &req, &res); !ok || !gjson.ValidBytes(out) {
+		out, ok := providers.EmbeddingsAnswer(nil, &req, res)
+		if !ok || !gjson.ValidBytes(out) {
 			t.Fatalf("%s", out)
+		}
+		if again, ok := providers.EmbeddingsAnswer(nil, &req, kept); !ok || string(again) != string(out) {
+			t.Fatalf("kept base64 answers\n%s\nnot\n%s", again, out)
 		}
 	})
 }

@@ -1,0 +1,104 @@
+package caddymodule
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/modelgate/modelgate/internal/storage"
+	"github.com/modelgate/modelgate/internal/storagetest"
+)
+
+// gatedStorage holds every Store until release is closed.
+type gatedStorage struct {
+	*storagetest.Memory
+	release chan struct{}
+	fail    error
+}
+
+func (g *gatedStorage) Store(ctx context.Context, key string, value []byte) error {
+	<-g.release
+	if g.fail != nil {
+		return g.fail
+	}
+	return g.Memory.Store(ctx, key, value)
+}
+
+// TestResponseStoreWritesLater: a stored response (or a pointer) is
+// readable at once while the storage is still writing it, is in the
+// storage once written, and a delete waits for the write (else the write
+// would bring the response back); the app's Cleanup waits for its writes.
+func TestResponseStoreWritesLater(t *testing.T) {
+	ctx := context.Background()
+	g := &gatedStorage{Memory: storagetest.NewMemory(), release: make(chan struct{})}
+	var wg sync.WaitGroup
+	rs := responseStore{s: g, id: t.Name(), writes: &wg}
+
+	rs.saveLater(ctx, "alice", "resp_1", []byte(`{"provider":"oa"}`), zap.NewNop())
+	if rec, err := rs.load(ctx, "alice", "resp_1"); err != nil || string(rec) != `{"provider":"oa"}` {
+		t.Fatalf("pending write not found: %s %v", rec, err)
+	}
+	if _, err := rs.load(ctx, "bob", "resp_1"); !storage.IsNotExist(err) {
+		t.Fatalf("another owner reads it: %v", err)
+	}
+	if _, err := g.Memory.Load(ctx, rs.key("alice", "resp_1")); !storage.IsNotExist(err) {
+		t.Fatalf("written before the storage let it: %v", err)
+	}
+
+	deleted := make(chan error, 1)
+	go func() { deleted <- rs.delete(ctx, "alice", "resp_1") }()
+	select {
+	case err := <-deleted:
+		t.Fatalf("delete did not wait for the write: %v", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(g.release)
+	if err := <-deleted; err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	if _, err := rs.load(ctx, "alice", "resp_1"); !storage.IsNotExist(err) {
+		t.Fatalf("deleted response still there: %v", err)
+	}
+
+	// Written: in the storage, and no longer pending.
+	rs.saveLater(ctx, "alice", "resp_2", []byte(`{"provider":"oa"}`), zap.NewNop())
+	wg.Wait()
+	if pendingWrites.get(rs.id, rs.key("alice", "resp_2")) != nil {
+		t.Error("a finished write is still pending")
+	}
+	if rec, err := g.Memory.Load(ctx, rs.key("alice", "resp_2")); err != nil || string(rec) != `{"provider":"oa"}` {
+		t.Errorf("not in the storage: %s %v", rec, err)
+	}
+
+	// A failed write is forgotten (and logged), as a failed synchronous
+	// write was.
+	g.fail = errors.New("disk full")
+	rs.saveLater(ctx, "alice", "resp_3", []byte(`{}`), zap.NewNop())
+	wg.Wait()
+	if _, err := rs.load(ctx, "alice", "resp_3"); !storage.IsNotExist(err) {
+		t.Errorf("a failed write is readable: %v", err)
+	}
+
+	// Cleanup waits for the app's writes.
+	gate := &gatedStorage{Memory: storagetest.NewMemory(), release: make(chan struct{})}
+	a := &App{logger: zap.NewNop(), storage: nil, responseWrites: new(sync.WaitGroup), responsesID: t.Name() + "/app"}
+	rs = responseStore{s: gate, id: a.responsesID, writes: a.responseWrites}
+	rs.saveLater(ctx, "alice", "resp_4", []byte(`{}`), zap.NewNop())
+	cleaned := make(chan struct{})
+	go func() { a.waitResponseWrites(10 * time.Second); close(cleaned) }()
+	select {
+	case <-cleaned:
+		t.Fatal("Cleanup did not wait for a write")
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(gate.release)
+	<-cleaned
+	if _, err := gate.Memory.Load(ctx, rs.key("alice", "resp_4")); err != nil {
+		t.Errorf("write lost at shutdown: %v", err)
+	}
+}

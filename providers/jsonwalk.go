@@ -1,0 +1,180 @@
+package providers
+
+import (
+	"bytes"
+
+	"github.com/tidwall/gjson"
+)
+
+// Members and Elements walk the top level of a large JSON object or
+// array, such as an embeddings answer of 64 vectors of 1,536 values, in
+// one pass: every string is skipped with bytes.IndexByte, many bytes at a
+// time, where gjson's ValidBytes, Get and Array read strings byte by byte
+// (several times over for nested paths). They check the structure they
+// walk — the brackets, commas, colons and keys — and find where each
+// value ends, but not what is inside a value: the caller checks the
+// values it reads (ValidJSON on the small ones, its own strict parser on
+// the large ones). They never panic, whatever the input.
+
+// Members calls fn with each member of obj, exactly one JSON object
+// (surrounding whitespace allowed): its key, unescaped, and its value's
+// raw bytes, a slice of obj. fn returns false to stop. ok is false when
+// obj is not an object.
+func Members(obj []byte, fn func(key, value []byte) bool) (ok bool) {
+	i, more, ok := open(obj, '{', '}')
+	for more && i < len(obj) && obj[i] == '"' {
+		end := skipString(obj, i)
+		if end < 0 {
+			return false
+		}
+		key := obj[i+1 : end-1]
+		if !validString(obj[i:end]) {
+			return false
+		}
+		if bytes.IndexByte(key, '\\') >= 0 {
+			key = []byte(gjson.ParseBytes(obj[i:end]).Str)
+		}
+		if i = skipSpace(obj, end); i == len(obj) || obj[i] != ':' {
+			return false
+		}
+		start := skipSpace(obj, i+1)
+		end = skipValue(obj, start)
+		if end < 0 {
+			return false
+		}
+		if !fn(key, obj[start:end]) {
+			return true
+		}
+		i, more, ok = next(obj, end, '}')
+	}
+	return ok && !more
+}
+
+// Elements calls fn with the raw bytes of each element of arr, exactly one
+// JSON array (surrounding whitespace allowed), slices of arr. fn returns false
+// to stop. ok is false when arr is not an array.
+func Elements(arr []byte, fn func(value []byte) bool) (ok bool) {
+	i, more, ok := open(arr, '[', ']')
+	for more {
+		end := skipValue(arr, i)
+		if end < 0 {
+			return false
+		}
+		if !fn(arr[i:end]) {
+			return true
+		}
+		i, more, ok = next(arr, end, ']')
+	}
+	return ok
+}
+
+// open reads the opening bracket of the object or array b must be: more
+// says that a member or element starts at i; !more and ok, that b is the
+// empty object or array.
+func open(b []byte, opening, closing byte) (i int, more, ok bool) {
+	i = skipSpace(b, 0)
+	if i == len(b) || b[i] != opening {
+		return 0, false, false
+	}
+	if i = skipSpace(b, i+1); i == len(b) {
+		return 0, false, false
+	}
+	if b[i] == closing {
+		return 0, false, skipSpace(b, i+1) == len(b)
+	}
+	return i, true, true
+}
+
+// next reads what follows the member or element that ends at end: a comma
+// (more: the next one starts at i), or the closing bracket, which must end
+// b (!more, ok).
+func next(b []byte, end int, closing byte) (i int, more, ok bool) {
+	if i = skipSpace(b, end); i == len(b) {
+		return 0, false, false
+	}
+	switch b[i] {
+	case ',':
+		return skipSpace(b, i+1), true, true
+	case closing:
+		return 0, false, skipSpace(b, i+1) == len(b)
+	}
+	return 0, false, false
+}
+
+// skipValue returns the index just past the JSON value that starts at
+// b[i], or -1 when there is none.
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			// Numbers, commas and spaces make up most of a long array
+			// of numbers: passed over a table lookup at a time.
+			for i < len(b) && !structural[b[i]] {
+				i++
+			}
+			if i == len(b) {
+				break
+			}
+			switch b[i] {
+			case '"':
+				if i = skipString(b, i); i < 0 {
+					return -1
+				}
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return -1
+	}
+	// A number, true, false or null: up to the next delimiter.
+	start := i
+	for i < len(b) && b[i] != ',' && b[i] != '}' && b[i] != ']' && !isSpace(b[i]) {
+		i++
+	}
+	if i == start {
+		return -1
+	}
+	return i
+}
+
+// structural marks the bytes skipValue stops at inside an array or object.
+var structural = [256]bool{'"': true, '{': true, '}': true, '[': true, ']': true}
+
+// skipString returns the index just past the JSON string that starts at
+// b[i] (a '"'), or -1 when it does not end.
+func skipString(b []byte, i int) int {
+	for j := i + 1; j < len(b); {
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
+			return -1
+		}
+		q := j + k
+		// The quote ends the string unless an odd number of backslashes
+		// escapes it.
+		n := 0
+		for p := q - 1; p > i && b[p] == '\\'; p-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q + 1
+		}
+		j = q + 1
+	}
+	return -1
+}
+
+// validString reports whether s, a short quoted string such as a key, is
+// a valid JSON string.
+func validString(s []byte) bool { return gjson.ValidBytes(s) }

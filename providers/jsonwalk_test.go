@@ -1,0 +1,75 @@
+package providers
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+// walk lists what Members or Elements gives of s: "key=value" pairs, or
+// values.
+func walk(s string) (got []string, ok bool) {
+	b := []byte(s)
+	if t := strings.TrimLeft(s, " \t\r\n"); strings.HasPrefix(t, "[") {
+		ok = Elements(b, func(v []byte) bool { got = append(got, string(v)); return true })
+	} else {
+		ok = Members(b, func(k, v []byte) bool { got = append(got, string(k)+"="+string(v)); return true })
+	}
+	return got, ok
+}
+
+// gjsonWalk is the same from gjson, the reference.
+func gjsonWalk(s string) (got []string) {
+	root := gjson.Parse(s)
+	root.ForEach(func(k, v gjson.Result) bool {
+		if root.IsArray() {
+			got = append(got, v.Raw)
+		} else {
+			got = append(got, k.Str+"="+v.Raw)
+		}
+		return true
+	})
+	return got
+}
+
+func TestMembersElements(t *testing.T) {
+	for _, s := range []string{
+		`{}`, ` { } `, `[]`, `[ ]`,
+		`{"a":1,"b":"x\"y\\","c":[1,{"d":"]}"}],"e":{"f":null},"g":true}`,
+		`{"k\u0065y":"v","":""}`,
+		`[1,"two",[3],{"four":4},null,false,-5.5e3]`,
+		"\n{\t\"data\" : [ {\"index\":0,\"embedding\":\"AAAAPw==\"} ] , \"usage\":{\"prompt_tokens\":3}}\n",
+	} {
+		got, ok := walk(s)
+		want := gjsonWalk(s)
+		if !ok || strings.Join(got, "\x00") != strings.Join(want, "\x00") {
+			t.Errorf("%s:\n got %q %v\nwant %q", s, got, ok, want)
+		}
+	}
+	for _, s := range []string{
+		``, `x`, `{`, `{"a"}`, `{"a":}`, `{"a":1,}`, `{"a":1 "b":2}`, `{"a":1}}`, `{"a":1} x`, `{a:1}`,
+		`{"a":"unterminated}`, `{"a":[1,2}`, `{"a":"\"}`, "{\"a\x01\":1}", `[1,]`, `[,]`, `[1 2]`, `[1]]`, `["x\\"]x"]`,
+	} {
+		if got, ok := walk(s); ok {
+			t.Errorf("%q accepted: %q", s, got)
+		}
+	}
+}
+
+// FuzzMembersElements: on any valid JSON object or array, the walk gives
+// gjson's members or elements; on anything, it does not panic.
+func FuzzMembersElements(f *testing.F) {
+	f.Add(`{"a":1,"b":"x\"y\\","c":[1,{"d":"]}"}]}`)
+	f.Add(`[1,"two",[3],{"four":4}]`)
+	f.Fuzz(func(t *testing.T, s string) {
+		got, ok := walk(s)
+		root := gjson.Parse(s)
+		if !ValidJSON([]byte(s)) || !root.IsObject() && !root.IsArray() {
+			return
+		}
+		if want := gjsonWalk(s); !ok || strings.Join(got, "\x00") != strings.Join(want, "\x00") {
+			t.Fatalf("%s:\n got %q %v\nwant %q", s, got, ok, want)
+		}
+	})
+}
