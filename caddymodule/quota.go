@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/tidwall/gjson"
@@ -169,14 +170,7 @@ const outputAllowance = 1000
 // estimateInputTokens), its output by the maximum it asks for, priced at
 // the most expensive of the targets that may serve it.
 func (a *App) estimateCall(c *call, targets []target) estimate {
-	in := estimateInputTokens(c.body)
-	maxOut := int64(0)
-	for _, f := range [...]string{"max_completion_tokens", "max_tokens", "max_output_tokens"} {
-		if v := gjson.GetBytes(c.body, f); v.Type == gjson.Number && v.Int() > 0 {
-			maxOut = v.Int()
-			break
-		}
-	}
+	in, maxOut := estimateBody(c.body)
 	e := estimate{tokens: in + maxOut, priced: true}
 	var u pricing.Usage
 	switch c.endpoint.label {
@@ -204,29 +198,69 @@ func (a *App) estimateCall(c *call, targets []target) estimate {
 	return e
 }
 
+// maxOutputFields are the fields a request asks for its maximum output
+// with, the first present (and a positive number) winning.
+var maxOutputFields = [...]string{"max_completion_tokens", "max_tokens", "max_output_tokens"}
+
+// estimateBody reads in one pass what estimateCall needs of a request
+// body: its input tokens (estimateInputTokens) and the maximum output it
+// asks for (the first of maxOutputFields at its top level that is a
+// positive number; 0 for none).
+func estimateBody(body []byte) (in, maxOut int64) {
+	// Read in place: nothing read outlives the call, and the body does
+	// not change while it runs.
+	root := gjson.Parse(unsafe.String(unsafe.SliceData(body), len(body)))
+	if !root.IsObject() {
+		return valueTokens(root), 0
+	}
+	var outs [len(maxOutputFields)]gjson.Result // the first of each field
+	root.ForEach(func(k, v gjson.Result) bool {
+		if k.Str == "model" {
+			return true
+		}
+		for i, f := range maxOutputFields {
+			if k.Str == f && !outs[i].Exists() {
+				outs[i] = v
+			}
+		}
+		in += valueTokens(v)
+		return true
+	})
+	for _, v := range outs {
+		if v.Type == gjson.Number && v.Int() > 0 {
+			return in, v.Int()
+		}
+	}
+	return in, 0
+}
+
 // estimateInputTokens estimates the input tokens of a request body of any
 // of the APIs: every string value by providers.EstimateTextTokens, except
 // what is binary (a data: URL, base64) — an image or a document, counted
-// as imageTokens — and the names of fields. It is meant for limits, not
-// bills: it errs high on JSON-heavy bodies such as tool schemas.
+// as imageTokens — and the names of fields and the values of "model". It
+// is meant for limits, not bills: it errs high on JSON-heavy bodies such
+// as tool schemas.
 func estimateInputTokens(body []byte) int64 {
-	var n int64
-	var walk func(v gjson.Result)
-	walk = func(v gjson.Result) {
-		switch {
-		case v.Type == gjson.String:
-			n += stringTokens(v.Str)
-		case v.IsObject() || v.IsArray():
-			v.ForEach(func(k, x gjson.Result) bool {
-				if k.Str != "model" {
-					walk(x)
-				}
-				return true
-			})
-		}
+	in, _ := estimateBody(body)
+	return in
+}
+
+// valueTokens is estimateInputTokens of a JSON value.
+func valueTokens(v gjson.Result) int64 {
+	switch {
+	case v.Type == gjson.String:
+		return stringTokens(v.Str)
+	case v.IsObject() || v.IsArray():
+		var n int64
+		v.ForEach(func(k, x gjson.Result) bool {
+			if k.Str != "model" {
+				n += valueTokens(x)
+			}
+			return true
+		})
+		return n
 	}
-	walk(gjson.ParseBytes(body))
-	return n
+	return 0
 }
 
 // imageTokens is what an image or a document in a request is counted as:

@@ -101,13 +101,49 @@ func FuzzEstimateInputTokens(f *testing.F) {
 	for _, s := range []string{`{"messages":[{"content":"hi"}]}`, `[1,"a",{"b":["c"]}]`, `"x"`, `{"a":`, ``} {
 		f.Add([]byte(s))
 	}
+	for _, s := range []string{`{"model":"m","max_tokens":"9","max_completion_tokens":0,"max_output_tokens":7,"max_tokens":8}`,
+		`{"max_tokens":5,"max_completion_tokens":-1,"x":{"model":"not counted","max_tokens":3}}`, `{"max_output_tokens":2.5}`} {
+		f.Add([]byte(s))
+	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		n := estimateInputTokens(body)
+		n, maxOut := estimateBody(body)
 		if n < 0 {
 			t.Fatalf("negative estimate %d", n)
 		}
 		if gjson.ValidBytes(body) && len(body) < 1024 && n > int64(len(body)) {
 			t.Fatalf("estimate %d for %d bytes", n, len(body))
 		}
+		// Every API's body is checked to be JSON before it is estimated
+		// (gjson's lookups and walks read broken JSON each its own way).
+		if wantIn, wantOut := estimateReference(body); gjson.ValidBytes(body) && (n != wantIn || maxOut != wantOut) {
+			t.Fatalf("estimate %d, max output %d; the plain walk and lookups give %d, %d", n, maxOut, wantIn, wantOut)
+		}
 	})
+}
+
+// estimateReference is what estimateBody does in one pass, done the plain
+// way: a walk of the whole body, then a lookup of each field of the
+// maximum output.
+func estimateReference(body []byte) (in, maxOut int64) {
+	var walk func(v gjson.Result)
+	walk = func(v gjson.Result) {
+		switch {
+		case v.Type == gjson.String:
+			in += stringTokens(v.Str)
+		case v.IsObject() || v.IsArray():
+			v.ForEach(func(k, x gjson.Result) bool {
+				if k.Str != "model" {
+					walk(x)
+				}
+				return true
+			})
+		}
+	}
+	walk(gjson.ParseBytes(body))
+	for _, f := range maxOutputFields {
+		if v := gjson.GetBytes(body, f); v.Type == gjson.Number && v.Int() > 0 {
+			return in, v.Int()
+		}
+	}
+	return in, 0
 }
