@@ -124,7 +124,12 @@ func (l *Local) counter(key scopedKey, now time.Time) *localCounter {
 }
 
 func (l *Local) add(key scopedKey, delta int64, ttl time.Duration, now time.Time) *localCounter {
-	c := l.counter(key, now)
+	return l.addTo(l.counter(key, now), key, delta, ttl, now)
+}
+
+// addTo is add, given c = l.counter(key, now) (the caller has looked it
+// up already; a map lookup is most of an op's cost).
+func (l *Local) addTo(c *localCounter, key scopedKey, delta int64, ttl time.Duration, now time.Time) *localCounter {
 	if c == nil {
 		c = &localCounter{}
 		if ttl > 0 {
@@ -176,7 +181,7 @@ func (l *Local) Reserve(_ context.Context, key string, n, limit int64, ttl time.
 	if v+n > limit {
 		return Count{Value: v, TTL: c.ttl(now)}, false, nil
 	}
-	c = l.add(k, n, ttl, now)
+	c = l.addTo(c, k, n, ttl, now)
 	return Count{Value: c.value, TTL: c.ttl(now)}, true, nil
 }
 

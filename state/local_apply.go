@@ -116,11 +116,11 @@ func (l *Local) applyOp(scope string, op *Op, now time.Time, undo []localUndo) (
 				break
 			}
 			undo = saveCounter(undo, k, c)
-			c = l.add(k, op.N, op.TTL, now)
+			c = l.addTo(c, k, op.N, op.TTL, now)
 		case OpInit:
 			if c == nil {
 				undo = saveCounter(undo, k, c)
-				c = l.add(k, op.N, op.TTL, now)
+				c = l.addTo(c, k, op.N, op.TTL, now)
 				r.Missing = true
 			}
 		case OpExists:
@@ -137,7 +137,7 @@ func (l *Local) applyOp(scope string, op *Op, now time.Time, undo []localUndo) (
 				r.OK = total+op.N <= op.Limit
 				if r.OK {
 					undo = saveCounter(undo, k, c)
-					c = l.add(k, op.N, op.TTL, now)
+					c = l.addTo(c, k, op.N, op.TTL, now)
 					total += op.N
 				}
 			}
