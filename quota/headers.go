@@ -41,10 +41,7 @@ func (l RateLimits) SetOpenAI(h http.Header) {
 			continue
 		}
 		names := &openAINames[i]
-		b = strconv.AppendInt(b, r.Limit, 10)
-		v.add(names[0], len(b))
-		b = strconv.AppendInt(b, r.Remaining, 10)
-		v.add(names[1], len(b))
+		b = v.limitAndRemaining(b, names, r)
 		// String does not escape: append copies it from the stack.
 		b = append(b, r.Reset.Round(time.Millisecond).String()...)
 		v.add(names[2], len(b))
@@ -64,10 +61,7 @@ func (l RateLimits) SetAnthropic(h http.Header, now time.Time) {
 			continue
 		}
 		names := &anthropicNames[i]
-		b = strconv.AppendInt(b, r.Limit, 10)
-		v.add(names[0], len(b))
-		b = strconv.AppendInt(b, r.Remaining, 10)
-		v.add(names[1], len(b))
+		b = v.limitAndRemaining(b, names, r)
 		// In whole seconds, rounded up: a reset must not come early.
 		at := now.Add(r.Reset).UTC()
 		if t := at.Truncate(time.Second); t.Before(at) {
@@ -107,6 +101,16 @@ type headerValues struct {
 func (v *headerValues) add(name string, end int) {
 	v.names[v.n], v.ends[v.n] = name, end
 	v.n++
+}
+
+// limitAndRemaining appends r's limit and what remains of it to b, as the
+// values of names[0] and names[1].
+func (v *headerValues) limitAndRemaining(b []byte, names *[3]string, r RateLimit) []byte {
+	b = strconv.AppendInt(b, r.Limit, 10)
+	v.add(names[0], len(b))
+	b = strconv.AppendInt(b, r.Remaining, 10)
+	v.add(names[1], len(b))
+	return b
 }
 
 // set sets the headers to their values in b, replacing any they had.
