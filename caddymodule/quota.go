@@ -149,7 +149,7 @@ func budgeted(s *quota.Subjects) bool { return s.Key.Budget.Amount > 0 || s.Owne
 type batchLineKey struct{}
 
 // admission is a request's admission by the quota engine: done is called
-// once, when it ends.
+// once, when it ends. The zero admission admits without counting.
 type admission struct {
 	adm *quota.Admission
 	est estimate
@@ -287,10 +287,12 @@ func containsSpace(s string) bool {
 }
 
 // admitQuota admits a request of key (live, or a batch line) or refuses
-// it, answering the client. It returns nil and true when nothing applies.
-func (a *App) admitQuota(w http.ResponseWriter, r *http.Request, key *Key, c *call, targets []target) (*admission, bool) {
+// it, answering the client. It returns the zero admission and true when
+// nothing applies. (An admission is a value: it travels in the settling
+// closure without an allocation of its own.)
+func (a *App) admitQuota(w http.ResponseWriter, r *http.Request, key *Key, c *call, targets []target) (admission, bool) {
 	if key == nil || a.quota == nil || c.endpoint.free {
-		return nil, true
+		return admission{}, true
 	}
 	s := a.subjects(key)
 	batchLine := r.Context().Value(batchLineKey{}) != nil
@@ -298,12 +300,12 @@ func (a *App) admitQuota(w http.ResponseWriter, r *http.Request, key *Key, c *ca
 		s.Key.Limits, s.Owner.Limits = quota.Limits{}, quota.Limits{}
 	}
 	if !enforced(&s) {
-		return nil, true
+		return admission{}, true
 	}
 	est := a.estimateCall(c, targets)
 	if !est.priced && budgeted(&s) && !a.Limits.allowUnpriced() {
 		refuseUnpriced(w, c, key, s)
-		return nil, false
+		return admission{}, false
 	}
 	ask := quota.Ask{EstimatedTokens: est.tokens, EstimatedCost: est.cost, Rate: !batchLine}
 	q := a.quota
@@ -326,11 +328,11 @@ func (a *App) admitQuota(w http.ResponseWriter, r *http.Request, key *Key, c *ca
 		// Nothing can count (the state and the usage records are
 		// unreachable): the request is served, and the log says so.
 		a.warnQuota(err)
-		return nil, true
+		return admission{}, true
 	}
 	if ref != nil {
 		a.refuse(w, c, ref)
-		return nil, false
+		return admission{}, false
 	}
 	if !batchLine {
 		if c.endpoint.apiOf() == messagesAPI {
@@ -339,7 +341,7 @@ func (a *App) admitQuota(w http.ResponseWriter, r *http.Request, key *Key, c *ca
 			adm.Headers().SetOpenAI(w.Header())
 		}
 	}
-	return &admission{adm: adm, est: est}, true
+	return admission{adm: adm, est: est}, true
 }
 
 // refuse answers a request over a limit or a budget: 429 in the shape of
@@ -388,8 +390,8 @@ func (a *App) warnQuota(err error) {
 // done settles an admission with what the request used: its actual tokens
 // and cost (the estimate when the answer said nothing, so a budget is not
 // passed by answers without usage). m is nil when no provider answered.
-func (ad *admission) done(ctx context.Context, m *meter, cost pricing.Money, priced bool) {
-	if ad == nil {
+func (ad admission) done(ctx context.Context, m *meter, cost pricing.Money, priced bool) {
+	if ad.adm == nil {
 		return
 	}
 	actual := quota.Actual{}
@@ -406,12 +408,12 @@ func (ad *admission) done(ctx context.Context, m *meter, cost pricing.Money, pri
 
 // recordUsage counts a request a provider answered in the usage records,
 // under the day it was admitted on.
-func (a *App) recordUsage(key *Key, m *meter, ad *admission, cost pricing.Money, priced bool) {
+func (a *App) recordUsage(key *Key, m *meter, ad admission, cost pricing.Money, priced bool) {
 	if a.usage == nil || key == nil || m == nil {
 		return
 	}
 	at := m.start
-	if ad != nil {
+	if ad.adm != nil {
 		at = ad.adm.At()
 	}
 	id := key.ID

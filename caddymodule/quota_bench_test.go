@@ -124,7 +124,7 @@ func BenchmarkAdmitQuota(b *testing.B) {
 		for b.Loop() {
 			clear(w.header)
 			ad, ok := a.admitQuota(w, r, key, c, targets)
-			if !ok || ad == nil {
+			if !ok || ad.adm == nil {
 				b.Fatalf("refused: %d", w.status)
 			}
 			a.recordUsage(key, m, ad, cost, priced)
@@ -176,7 +176,7 @@ func BenchmarkAdmitQuota(b *testing.B) {
 		}
 	})
 	b.Run("record_usage", func(b *testing.B) {
-		ad := &admission{adm: adm, est: est}
+		ad := admission{adm: adm, est: est}
 		b.ReportAllocs()
 		for b.Loop() {
 			a.recordUsage(key, m, ad, cost, priced)
