@@ -1,11 +1,13 @@
 package caddymodule
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -206,32 +208,140 @@ var maxOutputFields = [...]string{"max_completion_tokens", "max_tokens", "max_ou
 // body: its input tokens (estimateInputTokens) and the maximum output it
 // asks for (the first of maxOutputFields at its top level that is a
 // positive number; 0 for none).
+//
+// It scans the bytes once, keeping only which containers it is in: a walk
+// with gjson's ForEach reads every nested value once per level above it,
+// and request bodies nest (messages, content parts, tool calls). The body
+// has been checked to be JSON; on a broken one it returns some estimate,
+// never panics, and never reads past the end.
 func estimateBody(body []byte) (in, maxOut int64) {
-	// Read in place: nothing read outlives the call, and the body does
-	// not change while it runs.
-	root := gjson.Parse(unsafe.String(unsafe.SliceData(body), len(body)))
-	if !root.IsObject() {
-		return valueTokens(root), 0
-	}
-	var outs [len(maxOutputFields)]gjson.Result // the first of each field
-	root.ForEach(func(k, v gjson.Result) bool {
-		if k.Str == "model" {
-			return true
+	var (
+		objects   []bool // the containers we are in: true for an object
+		stack     [16]bool
+		expectKey bool // in an object, before a key
+		skip      int  // > 0: inside the value of a "model" field, this deep
+		skipNext  bool // the next value is a "model" field's
+		outNext   = -1 // the next value is this maxOutputFields' one
+		outs      [len(maxOutputFields)]string
+		seen      [len(maxOutputFields)]bool
+	)
+	objects = stack[:0]
+	// value notes a value read (raw: a number's text, else ""), ending a
+	// field.
+	value := func(raw string) {
+		skipNext = false
+		if outNext >= 0 && !seen[outNext] {
+			seen[outNext], outs[outNext] = true, raw
 		}
-		for i, f := range maxOutputFields {
-			if k.Str == f && !outs[i].Exists() {
-				outs[i] = v
+		outNext = -1
+	}
+	for i := 0; i < len(body); i++ {
+		switch c := body[i]; c {
+		case '"':
+			start := i + 1
+			if i = stringEnd(body, start); i < 0 {
+				return in, maxOutOf(outs)
+			}
+			if skip > 0 {
+				break
+			}
+			str := inPlace(body[start:i])
+			if bytes.IndexByte(body[start:i], '\\') >= 0 {
+				str = gjson.Parse(inPlace(body[start-1 : i+1])).Str
+			}
+			switch {
+			case expectKey:
+				expectKey = false
+				skipNext = str == "model"
+				if len(objects) == 1 {
+					for j, f := range maxOutputFields {
+						if str == f {
+							outNext = j
+						}
+					}
+				}
+			default:
+				if !skipNext {
+					in += stringTokens(str)
+				}
+				value("")
+			}
+		case '{', '[':
+			switch {
+			case skip > 0:
+				skip++
+			case skipNext:
+				value("")
+				skip = 1
+			default:
+				value("")
+				objects = append(objects, c == '{')
+				expectKey = c == '{'
+			}
+		case '}', ']':
+			switch {
+			case skip > 0:
+				skip--
+			case len(objects) > 0:
+				objects = objects[:len(objects)-1]
+				expectKey = false
+			}
+		case ',':
+			if skip == 0 && len(objects) > 0 {
+				expectKey = objects[len(objects)-1]
+			}
+		case ':', ' ', '\t', '\n', '\r':
+		default: // a number, true, false or null
+			start := i
+			for i+1 < len(body) && !strings.ContainsRune(",:]} \t\n\r\"{[", rune(body[i+1])) {
+				i++
+			}
+			if skip == 0 {
+				if c == '-' || c >= '0' && c <= '9' {
+					value(inPlace(body[start : i+1]))
+				} else {
+					value("")
+				}
 			}
 		}
-		in += valueTokens(v)
-		return true
-	})
-	for _, v := range outs {
-		if v.Type == gjson.Number && v.Int() > 0 {
-			return in, v.Int()
+	}
+	return in, maxOutOf(outs)
+}
+
+// stringEnd returns the index of the quote ending the JSON string whose
+// text starts at start (the first quote not escaped), or -1.
+func stringEnd(b []byte, start int) int {
+	for i := start; ; i++ {
+		q := bytes.IndexByte(b[i:], '"')
+		if q < 0 {
+			return -1
+		}
+		i += q
+		backslashes := 0
+		for j := i - 1; j >= start && b[j] == '\\'; j-- {
+			backslashes++
+		}
+		if backslashes%2 == 0 {
+			return i
 		}
 	}
-	return in, 0
+}
+
+// inPlace is b as a string without a copy, for estimateBody: nothing it
+// reads outlives the call, and the body does not change while it runs.
+func inPlace(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+// maxOutOf is the maximum output of a request whose maxOutputFields'
+// values are outs (the numbers' texts; "" for none or another type).
+func maxOutOf(outs [len(maxOutputFields)]string) int64 {
+	for _, raw := range outs {
+		if raw != "" {
+			if v := gjson.Parse(raw); v.Type == gjson.Number && v.Int() > 0 {
+				return v.Int()
+			}
+		}
+	}
+	return 0
 }
 
 // estimateInputTokens estimates the input tokens of a request body of any
@@ -243,24 +353,6 @@ func estimateBody(body []byte) (in, maxOut int64) {
 func estimateInputTokens(body []byte) int64 {
 	in, _ := estimateBody(body)
 	return in
-}
-
-// valueTokens is estimateInputTokens of a JSON value.
-func valueTokens(v gjson.Result) int64 {
-	switch {
-	case v.Type == gjson.String:
-		return stringTokens(v.Str)
-	case v.IsObject() || v.IsArray():
-		var n int64
-		v.ForEach(func(k, x gjson.Result) bool {
-			if k.Str != "model" {
-				n += valueTokens(x)
-			}
-			return true
-		})
-		return n
-	}
-	return 0
 }
 
 // imageTokens is what an image or a document in a request is counted as:

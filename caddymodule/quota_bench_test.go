@@ -3,6 +3,8 @@ package caddymodule
 import (
 	"context"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -182,4 +184,42 @@ func BenchmarkAdmitQuota(b *testing.B) {
 			a.recordUsage(key, m, ad, cost, priced)
 		}
 	})
+}
+
+// BenchmarkEstimateBody is a request's token estimate (estimateCall's
+// reading of the body) for the harness's chat body and for a longer
+// conversation: 40 messages, tool calls and their results, and a tool
+// schema, about 16 KiB.
+func BenchmarkEstimateBody(b *testing.B) {
+	var long strings.Builder
+	long.WriteString(`{"model":"oa/gpt-4o-mini","max_completion_tokens":512,"tools":[{"type":"function","function":{"name":"lookup","description":"Looks a word up","parameters":{"type":"object","properties":{"word":{"type":"string","description":"the word"}},"required":["word"]}}}],"messages":[{"role":"system","content":"You are a terse assistant."}`)
+	for i := range 40 {
+		switch i % 3 {
+		case 0:
+			long.WriteString(`,{"role":"user","content":[{"type":"text","text":"` + strings.Repeat("What does the word mean in this sentence, please? ", 6) + `"}]}`)
+		case 1:
+			long.WriteString(`,{"role":"assistant","content":null,"tool_calls":[{"id":"call_` + strconv.Itoa(i) + `","type":"function","function":{"name":"lookup","arguments":"{\"word\":\"gateway\"}"}}]}`)
+		default:
+			long.WriteString(`,{"role":"tool","tool_call_id":"call_` + strconv.Itoa(i-1) + `","content":"` + strings.Repeat("A gateway is a way in. ", 12) + `"}`)
+		}
+	}
+	long.WriteString(`]}`)
+	for _, bc := range []struct {
+		name string
+		body []byte
+	}{
+		{"chat", benchChatBody("oa/gpt-4o-mini", 0, false)},
+		{"long_chat", []byte(long.String())},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			if in, out := estimateBody(bc.body); in == 0 || out == 0 {
+				b.Fatalf("estimate %d, max output %d", in, out)
+			}
+			b.SetBytes(int64(len(bc.body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				estimateBody(bc.body)
+			}
+		})
+	}
 }
