@@ -1,13 +1,16 @@
 package caddymodule
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/tidwall/gjson"
@@ -148,7 +151,7 @@ func budgeted(s *quota.Subjects) bool { return s.Key.Budget.Amount > 0 || s.Owne
 type batchLineKey struct{}
 
 // admission is a request's admission by the quota engine: done is called
-// once, when it ends.
+// once, when it ends. The zero admission admits without counting.
 type admission struct {
 	adm *quota.Admission
 	est estimate
@@ -169,14 +172,7 @@ const outputAllowance = 1000
 // estimateInputTokens), its output by the maximum it asks for, priced at
 // the most expensive of the targets that may serve it.
 func (a *App) estimateCall(c *call, targets []target) estimate {
-	in := estimateInputTokens(c.body)
-	maxOut := int64(0)
-	for _, f := range [...]string{"max_completion_tokens", "max_tokens", "max_output_tokens"} {
-		if v := gjson.GetBytes(c.body, f); v.Type == gjson.Number && v.Int() > 0 {
-			maxOut = v.Int()
-			break
-		}
-	}
+	in, maxOut := estimateBody(c.body)
 	e := estimate{tokens: in + maxOut, priced: true}
 	var u pricing.Usage
 	switch c.endpoint.label {
@@ -204,29 +200,159 @@ func (a *App) estimateCall(c *call, targets []target) estimate {
 	return e
 }
 
+// maxOutputFields are the fields a request asks for its maximum output
+// with, the first present (and a positive number) winning.
+var maxOutputFields = [...]string{"max_completion_tokens", "max_tokens", "max_output_tokens"}
+
+// estimateBody reads in one pass what estimateCall needs of a request
+// body: its input tokens (estimateInputTokens) and the maximum output it
+// asks for (the first of maxOutputFields at its top level that is a
+// positive number; 0 for none).
+//
+// It scans the bytes once, keeping only which containers it is in: a walk
+// with gjson's ForEach reads every nested value once per level above it,
+// and request bodies nest (messages, content parts, tool calls). The body
+// has been checked to be JSON; on a broken one it returns some estimate,
+// never panics, and never reads past the end.
+func estimateBody(body []byte) (in, maxOut int64) {
+	var (
+		objects   []bool // the containers we are in: true for an object
+		stack     [16]bool
+		expectKey bool // in an object, before a key
+		skip      int  // > 0: inside the value of a "model" field, this deep
+		skipNext  bool // the next value is a "model" field's
+		outNext   = -1 // the next value is this maxOutputFields' one
+		outs      [len(maxOutputFields)]string
+		seen      [len(maxOutputFields)]bool
+	)
+	objects = stack[:0]
+	// value notes a value read (raw: a number's text, else ""), ending a
+	// field.
+	value := func(raw string) {
+		skipNext = false
+		if outNext >= 0 && !seen[outNext] {
+			seen[outNext], outs[outNext] = true, raw
+		}
+		outNext = -1
+	}
+	for i := 0; i < len(body); i++ {
+		switch c := body[i]; c {
+		case '"':
+			start := i + 1
+			if i = stringEnd(body, start); i < 0 {
+				return in, maxOutOf(outs)
+			}
+			if skip > 0 {
+				break
+			}
+			str := inPlace(body[start:i])
+			if bytes.IndexByte(body[start:i], '\\') >= 0 {
+				str = gjson.Parse(inPlace(body[start-1 : i+1])).Str
+			}
+			switch {
+			case expectKey:
+				expectKey = false
+				skipNext = str == "model"
+				if len(objects) == 1 {
+					for j, f := range maxOutputFields {
+						if str == f {
+							outNext = j
+						}
+					}
+				}
+			default:
+				if !skipNext {
+					in += stringTokens(str)
+				}
+				value("")
+			}
+		case '{', '[':
+			switch {
+			case skip > 0:
+				skip++
+			case skipNext:
+				value("")
+				skip = 1
+			default:
+				value("")
+				objects = append(objects, c == '{')
+				expectKey = c == '{'
+			}
+		case '}', ']':
+			switch {
+			case skip > 0:
+				skip--
+			case len(objects) > 0:
+				objects = objects[:len(objects)-1]
+				expectKey = false
+			}
+		case ',':
+			if skip == 0 && len(objects) > 0 {
+				expectKey = objects[len(objects)-1]
+			}
+		case ':', ' ', '\t', '\n', '\r':
+		default: // a number, true, false or null
+			start := i
+			for i+1 < len(body) && !strings.ContainsRune(",:]} \t\n\r\"{[", rune(body[i+1])) {
+				i++
+			}
+			if skip == 0 {
+				if c == '-' || c >= '0' && c <= '9' {
+					value(inPlace(body[start : i+1]))
+				} else {
+					value("")
+				}
+			}
+		}
+	}
+	return in, maxOutOf(outs)
+}
+
+// stringEnd returns the index of the quote ending the JSON string whose
+// text starts at start (the first quote not escaped), or -1.
+func stringEnd(b []byte, start int) int {
+	for i := start; ; i++ {
+		q := bytes.IndexByte(b[i:], '"')
+		if q < 0 {
+			return -1
+		}
+		i += q
+		backslashes := 0
+		for j := i - 1; j >= start && b[j] == '\\'; j-- {
+			backslashes++
+		}
+		if backslashes%2 == 0 {
+			return i
+		}
+	}
+}
+
+// inPlace is b as a string without a copy, for estimateBody: nothing it
+// reads outlives the call, and the body does not change while it runs.
+func inPlace(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+// maxOutOf is the maximum output of a request whose maxOutputFields'
+// values are outs (the numbers' texts; "" for none or another type).
+func maxOutOf(outs [len(maxOutputFields)]string) int64 {
+	for _, raw := range outs {
+		if raw != "" {
+			if v := gjson.Parse(raw); v.Type == gjson.Number && v.Int() > 0 {
+				return v.Int()
+			}
+		}
+	}
+	return 0
+}
+
 // estimateInputTokens estimates the input tokens of a request body of any
 // of the APIs: every string value by providers.EstimateTextTokens, except
 // what is binary (a data: URL, base64) — an image or a document, counted
-// as imageTokens — and the names of fields. It is meant for limits, not
-// bills: it errs high on JSON-heavy bodies such as tool schemas.
+// as imageTokens — and the names of fields and the values of "model". It
+// is meant for limits, not bills: it errs high on JSON-heavy bodies such
+// as tool schemas.
 func estimateInputTokens(body []byte) int64 {
-	var n int64
-	var walk func(v gjson.Result)
-	walk = func(v gjson.Result) {
-		switch {
-		case v.Type == gjson.String:
-			n += stringTokens(v.Str)
-		case v.IsObject() || v.IsArray():
-			v.ForEach(func(k, x gjson.Result) bool {
-				if k.Str != "model" {
-					walk(x)
-				}
-				return true
-			})
-		}
-	}
-	walk(gjson.ParseBytes(body))
-	return n
+	in, _ := estimateBody(body)
+	return in
 }
 
 // imageTokens is what an image or a document in a request is counted as:
@@ -253,10 +379,12 @@ func containsSpace(s string) bool {
 }
 
 // admitQuota admits a request of key (live, or a batch line) or refuses
-// it, answering the client. It returns nil and true when nothing applies.
-func (a *App) admitQuota(w http.ResponseWriter, r *http.Request, key *Key, c *call, targets []target) (*admission, bool) {
+// it, answering the client. It returns the zero admission and true when
+// nothing applies. (An admission is a value: it travels in the settling
+// closure without an allocation of its own.)
+func (a *App) admitQuota(w http.ResponseWriter, r *http.Request, key *Key, c *call, targets []target) (admission, bool) {
 	if key == nil || a.quota == nil || c.endpoint.free {
-		return nil, true
+		return admission{}, true
 	}
 	s := a.subjects(key)
 	batchLine := r.Context().Value(batchLineKey{}) != nil
@@ -264,12 +392,12 @@ func (a *App) admitQuota(w http.ResponseWriter, r *http.Request, key *Key, c *ca
 		s.Key.Limits, s.Owner.Limits = quota.Limits{}, quota.Limits{}
 	}
 	if !enforced(&s) {
-		return nil, true
+		return admission{}, true
 	}
 	est := a.estimateCall(c, targets)
 	if !est.priced && budgeted(&s) && !a.Limits.allowUnpriced() {
 		refuseUnpriced(w, c, key, s)
-		return nil, false
+		return admission{}, false
 	}
 	ask := quota.Ask{EstimatedTokens: est.tokens, EstimatedCost: est.cost, Rate: !batchLine}
 	q := a.quota
@@ -292,11 +420,11 @@ func (a *App) admitQuota(w http.ResponseWriter, r *http.Request, key *Key, c *ca
 		// Nothing can count (the state and the usage records are
 		// unreachable): the request is served, and the log says so.
 		a.warnQuota(err)
-		return nil, true
+		return admission{}, true
 	}
 	if ref != nil {
 		a.refuse(w, c, ref)
-		return nil, false
+		return admission{}, false
 	}
 	if !batchLine {
 		if c.endpoint.apiOf() == messagesAPI {
@@ -305,7 +433,7 @@ func (a *App) admitQuota(w http.ResponseWriter, r *http.Request, key *Key, c *ca
 			adm.Headers().SetOpenAI(w.Header())
 		}
 	}
-	return &admission{adm: adm, est: est}, true
+	return admission{adm: adm, est: est}, true
 }
 
 // refuse answers a request over a limit or a budget: 429 in the shape of
@@ -354,8 +482,8 @@ func (a *App) warnQuota(err error) {
 // done settles an admission with what the request used: its actual tokens
 // and cost (the estimate when the answer said nothing, so a budget is not
 // passed by answers without usage). m is nil when no provider answered.
-func (ad *admission) done(ctx context.Context, m *meter, cost pricing.Money, priced bool) {
-	if ad == nil {
+func (ad admission) done(ctx context.Context, m *meter, cost pricing.Money, priced bool) {
+	if ad.adm == nil {
 		return
 	}
 	actual := quota.Actual{}
@@ -372,12 +500,12 @@ func (ad *admission) done(ctx context.Context, m *meter, cost pricing.Money, pri
 
 // recordUsage counts a request a provider answered in the usage records,
 // under the day it was admitted on.
-func (a *App) recordUsage(key *Key, m *meter, ad *admission, cost pricing.Money, priced bool) {
+func (a *App) recordUsage(key *Key, m *meter, ad admission, cost pricing.Money, priced bool) {
 	if a.usage == nil || key == nil || m == nil {
 		return
 	}
 	at := m.start
-	if ad != nil {
+	if ad.adm != nil {
 		at = ad.adm.At()
 	}
 	id := key.ID

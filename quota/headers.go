@@ -33,37 +33,99 @@ type RateLimits struct {
 // same for tokens; resets as Go durations such as "1s" or "6m0s") for the
 // limits there are.
 func (l RateLimits) SetOpenAI(h http.Header) {
-	set := func(what string, r RateLimit) {
+	var v headerValues
+	var buf [192]byte
+	b := buf[:0]
+	for i, r := range [2]RateLimit{l.Requests, l.Tokens} {
 		if r.Limit <= 0 {
-			return
+			continue
 		}
-		h.Set("x-ratelimit-limit-"+what, strconv.FormatInt(r.Limit, 10))
-		h.Set("x-ratelimit-remaining-"+what, strconv.FormatInt(r.Remaining, 10))
-		h.Set("x-ratelimit-reset-"+what, r.Reset.Round(time.Millisecond).String())
+		names := &openAINames[i]
+		b = v.limitAndRemaining(b, names, r)
+		// String does not escape: append copies it from the stack.
+		b = append(b, r.Reset.Round(time.Millisecond).String()...)
+		v.add(names[2], len(b))
 	}
-	set("requests", l.Requests)
-	set("tokens", l.Tokens)
+	v.set(h, b)
 }
 
 // SetAnthropic sets Anthropic's headers (anthropic-ratelimit-requests-limit,
 // -remaining, -reset and the same for tokens; resets as RFC 3339 times
 // from now) for the limits there are.
 func (l RateLimits) SetAnthropic(h http.Header, now time.Time) {
-	set := func(what string, r RateLimit) {
+	var v headerValues
+	var buf [192]byte
+	b := buf[:0]
+	for i, r := range [2]RateLimit{l.Requests, l.Tokens} {
 		if r.Limit <= 0 {
-			return
+			continue
 		}
-		h.Set("anthropic-ratelimit-"+what+"-limit", strconv.FormatInt(r.Limit, 10))
-		h.Set("anthropic-ratelimit-"+what+"-remaining", strconv.FormatInt(r.Remaining, 10))
+		names := &anthropicNames[i]
+		b = v.limitAndRemaining(b, names, r)
 		// In whole seconds, rounded up: a reset must not come early.
 		at := now.Add(r.Reset).UTC()
 		if t := at.Truncate(time.Second); t.Before(at) {
 			at = t.Add(time.Second)
 		}
-		h.Set("anthropic-ratelimit-"+what+"-reset", at.Format(time.RFC3339))
+		b = at.AppendFormat(b, time.RFC3339)
+		v.add(names[2], len(b))
 	}
-	set("requests", l.Requests)
-	set("tokens", l.Tokens)
+	v.set(h, b)
+}
+
+// The names of the rate-limit headers, for requests and for tokens:
+// limit, remaining, reset; in the canonical form http.Header.Set would
+// give them.
+var (
+	openAINames = [2][3]string{
+		{"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests"},
+		{"X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens"},
+	}
+	anthropicNames = [2][3]string{
+		{"Anthropic-Ratelimit-Requests-Limit", "Anthropic-Ratelimit-Requests-Remaining", "Anthropic-Ratelimit-Requests-Reset"},
+		{"Anthropic-Ratelimit-Tokens-Limit", "Anthropic-Ratelimit-Tokens-Remaining", "Anthropic-Ratelimit-Tokens-Reset"},
+	}
+)
+
+// headerValues sets up to six headers whose values were appended one
+// after the other to one buffer, with two allocations (one string holding
+// every value, one array holding every []string) where http.Header.Set
+// makes four per header: these headers go on every admitted request.
+type headerValues struct {
+	names [6]string
+	ends  [6]int // where each value ends in the buffer
+	n     int
+}
+
+// add notes that the value of the header name ends at end.
+func (v *headerValues) add(name string, end int) {
+	v.names[v.n], v.ends[v.n] = name, end
+	v.n++
+}
+
+// limitAndRemaining appends r's limit and what remains of it to b, as the
+// values of names[0] and names[1].
+func (v *headerValues) limitAndRemaining(b []byte, names *[3]string, r RateLimit) []byte {
+	b = strconv.AppendInt(b, r.Limit, 10)
+	v.add(names[0], len(b))
+	b = strconv.AppendInt(b, r.Remaining, 10)
+	v.add(names[1], len(b))
+	return b
+}
+
+// set sets the headers to their values in b, replacing any they had.
+func (v *headerValues) set(h http.Header, b []byte) {
+	if v.n == 0 {
+		return
+	}
+	all := string(b)
+	vals := make([]string, v.n)
+	start := 0
+	for i := range v.n {
+		vals[i] = all[start:v.ends[i]]
+		start = v.ends[i]
+		h[v.names[i]] = vals[i : i+1 : i+1]
+	}
 }
 
 // rateLimits picks, for requests and for tokens, the limit with the fewest

@@ -19,7 +19,7 @@ type Local struct {
 	windows  map[windowID]*localCounter
 	leases   map[string]*localLease
 	fence    int64
-	slots    map[scopedKey]map[string]time.Time // name → holder → expiry
+	slots    map[scopedKey]*slotSet
 	subs     map[string]map[*localSub]struct{}
 	ops      int // operations since the last sweep of expired entries
 	sweepAt  int
@@ -54,7 +54,7 @@ func newLocal(now func() time.Time) *Local {
 		counters: make(map[scopedKey]*localCounter),
 		windows:  make(map[windowID]*localCounter),
 		leases:   make(map[string]*localLease),
-		slots:    make(map[scopedKey]map[string]time.Time),
+		slots:    make(map[scopedKey]*slotSet),
 		subs:     make(map[string]map[*localSub]struct{}),
 		sweepAt:  1024,
 	}
@@ -92,13 +92,9 @@ func (l *Local) sweep(now time.Time) {
 			delete(l.leases, k)
 		}
 	}
-	for name, holders := range l.slots {
-		for h, exp := range holders {
-			if !exp.After(now) {
-				delete(holders, h)
-			}
-		}
-		if len(holders) == 0 {
+	for name, set := range l.slots {
+		set.expire(now)
+		if len(set.holders) == 0 {
 			delete(l.slots, name)
 		}
 	}
@@ -128,7 +124,12 @@ func (l *Local) counter(key scopedKey, now time.Time) *localCounter {
 }
 
 func (l *Local) add(key scopedKey, delta int64, ttl time.Duration, now time.Time) *localCounter {
-	c := l.counter(key, now)
+	return l.addTo(l.counter(key, now), key, delta, ttl, now)
+}
+
+// addTo is add, given c = l.counter(key, now) (the caller has looked it
+// up already; a map lookup is most of an op's cost).
+func (l *Local) addTo(c *localCounter, key scopedKey, delta int64, ttl time.Duration, now time.Time) *localCounter {
 	if c == nil {
 		c = &localCounter{}
 		if ttl > 0 {
@@ -180,7 +181,7 @@ func (l *Local) Reserve(_ context.Context, key string, n, limit int64, ttl time.
 	if v+n > limit {
 		return Count{Value: v, TTL: c.ttl(now)}, false, nil
 	}
-	c = l.add(k, n, ttl, now)
+	c = l.addTo(c, k, n, ttl, now)
 	return Count{Value: c.value, TTL: c.ttl(now)}, true, nil
 }
 
@@ -309,22 +310,18 @@ func (l *Local) AcquireSlot(_ context.Context, name, holder string, limit int64,
 	}
 	defer l.mu.Unlock()
 	k := scopedKey{"", name}
-	holders := l.slots[k]
-	for h, exp := range holders {
-		if !exp.After(now) {
-			delete(holders, h)
-		}
+	set := l.slots[k]
+	set.expire(now)
+	_, has := set.get(holder)
+	if !has && set.len() >= limit {
+		return set.len(), false, nil
 	}
-	_, has := holders[holder]
-	if !has && int64(len(holders)) >= limit {
-		return int64(len(holders)), false, nil
+	if set == nil {
+		set = newSlotSet()
+		l.slots[k] = set
 	}
-	if holders == nil {
-		holders = make(map[string]time.Time)
-		l.slots[k] = holders
-	}
-	holders[holder] = now.Add(ttl)
-	return int64(len(holders)), true, nil
+	set.put(holder, now.Add(ttl))
+	return set.len(), true, nil
 }
 
 // ReleaseSlot implements Slots.
@@ -334,13 +331,66 @@ func (l *Local) ReleaseSlot(_ context.Context, name, holder string) error {
 	}
 	defer l.mu.Unlock()
 	k := scopedKey{"", name}
-	if holders := l.slots[k]; holders != nil {
-		delete(holders, holder)
-		if len(holders) == 0 {
+	if set := l.slots[k]; set != nil {
+		delete(set.holders, holder)
+		if len(set.holders) == 0 {
 			delete(l.slots, k)
 		}
 	}
 	return nil
+}
+
+// slotSet is the holders of the slots of one name, with their expiries.
+// soonest is no later than the earliest of them: until then none has
+// expired, and counting the live holders needs no scan of them all (with
+// many requests in flight, every acquire and release would otherwise pay
+// one).
+type slotSet struct {
+	holders map[string]time.Time
+	soonest time.Time
+}
+
+func newSlotSet() *slotSet { return &slotSet{holders: make(map[string]time.Time)} }
+
+// expire drops the holders expired at now. A nil set has none.
+func (s *slotSet) expire(now time.Time) {
+	if s == nil || now.Before(s.soonest) {
+		return
+	}
+	s.soonest = time.Time{}
+	for h, exp := range s.holders {
+		switch {
+		case !exp.After(now):
+			delete(s.holders, h)
+		case s.soonest.IsZero() || exp.Before(s.soonest):
+			s.soonest = exp
+		}
+	}
+}
+
+// put sets the expiry of holder.
+func (s *slotSet) put(holder string, exp time.Time) {
+	if len(s.holders) == 0 || exp.Before(s.soonest) {
+		s.soonest = exp
+	}
+	s.holders[holder] = exp
+}
+
+// get returns holder's expiry. A nil set has no holders.
+func (s *slotSet) get(holder string) (time.Time, bool) {
+	if s == nil {
+		return time.Time{}, false
+	}
+	exp, ok := s.holders[holder]
+	return exp, ok
+}
+
+// len is how many holders s has (expire first to count the live ones).
+func (s *slotSet) len() int64 {
+	if s == nil {
+		return 0
+	}
+	return int64(len(s.holders))
 }
 
 // Publish implements PubSub.

@@ -69,17 +69,17 @@ func (l *Local) undo(u *localUndo) {
 			l.windows[u.window] = &c
 		}
 	case undoSlot:
-		holders := l.slots[u.counter]
+		set := l.slots[u.counter]
 		switch {
 		case u.had:
-			if holders == nil {
-				holders = make(map[string]time.Time)
-				l.slots[u.counter] = holders
+			if set == nil {
+				set = newSlotSet()
+				l.slots[u.counter] = set
 			}
-			holders[u.holder] = u.prevExp
-		case holders != nil:
-			delete(holders, u.holder)
-			if len(holders) == 0 {
+			set.put(u.holder, u.prevExp)
+		case set != nil:
+			delete(set.holders, u.holder)
+			if len(set.holders) == 0 {
 				delete(l.slots, u.counter)
 			}
 		}
@@ -116,11 +116,11 @@ func (l *Local) applyOp(scope string, op *Op, now time.Time, undo []localUndo) (
 				break
 			}
 			undo = saveCounter(undo, k, c)
-			c = l.add(k, op.N, op.TTL, now)
+			c = l.addTo(c, k, op.N, op.TTL, now)
 		case OpInit:
 			if c == nil {
 				undo = saveCounter(undo, k, c)
-				c = l.add(k, op.N, op.TTL, now)
+				c = l.addTo(c, k, op.N, op.TTL, now)
 				r.Missing = true
 			}
 		case OpExists:
@@ -137,7 +137,7 @@ func (l *Local) applyOp(scope string, op *Op, now time.Time, undo []localUndo) (
 				r.OK = total+op.N <= op.Limit
 				if r.OK {
 					undo = saveCounter(undo, k, c)
-					c = l.add(k, op.N, op.TTL, now)
+					c = l.addTo(c, k, op.N, op.TTL, now)
 					total += op.N
 				}
 			}
@@ -182,30 +182,26 @@ func (l *Local) applyOp(scope string, op *Op, now time.Time, undo []localUndo) (
 		}
 		r.Taken = NewTaken(op.Window, r.OK, cur, prev, op.N, op.Limit, op.At)
 	case OpAcquireSlot, OpReleaseSlot:
-		holders := l.slots[k]
-		for h, exp := range holders {
-			if !exp.After(now) {
-				delete(holders, h)
-			}
-		}
-		exp, has := holders[op.Holder]
+		set := l.slots[k]
+		set.expire(now)
+		exp, has := set.get(op.Holder)
 		if op.Kind == OpAcquireSlot {
-			r.OK = has || int64(len(holders)) < op.Limit
+			r.OK = has || set.len() < op.Limit
 			if r.OK {
 				undo = append(undo, localUndo{kind: undoSlot, counter: k, holder: op.Holder, had: has, prevExp: exp})
-				if holders == nil {
-					holders = make(map[string]time.Time)
-					l.slots[k] = holders
+				if set == nil {
+					set = newSlotSet()
+					l.slots[k] = set
 				}
-				holders[op.Holder] = now.Add(op.TTL)
+				set.put(op.Holder, now.Add(op.TTL))
 			}
 		} else if has {
 			undo = append(undo, localUndo{kind: undoSlot, counter: k, holder: op.Holder, had: true, prevExp: exp})
-			delete(holders, op.Holder)
+			delete(set.holders, op.Holder)
 		}
 		// An emptied set is kept for the next request (the sweep drops
 		// it if none comes).
-		r.Slots = int64(len(holders))
+		r.Slots = set.len()
 	}
 	return r, undo
 }

@@ -1,0 +1,225 @@
+package caddymodule
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelgate/modelgate/internal/storagetest"
+	"github.com/modelgate/modelgate/keys"
+	"github.com/modelgate/modelgate/quota"
+	"github.com/modelgate/modelgate/state"
+	"github.com/modelgate/modelgate/usage"
+)
+
+// These benchmarks measure what limits, budgets and usage accounting add
+// to a request (issue 15: every feature on costs at most 3%), as
+// cmd/loadbench's modelgate_full variant runs them: a managed key whose
+// owner is itself, requests and tokens per minute and a monthly budget on
+// the key and on the owner, concurrency on the key, usage recorded.
+
+// fullLimits is modelgate_full's limits block: high enough never to refuse.
+func fullLimits() *LimitsConfig {
+	return &LimitsConfig{
+		Key: &keys.Policy{Limits: &keys.Limits{RequestsPerMinute: 100_000_000, TokensPerMinute: 100_000_000_000, ConcurrentRequests: 100_000},
+			Budget: &keys.Budget{USD: "1000000", Period: "month"}},
+		Owner: &keys.Policy{Limits: &keys.Limits{RequestsPerMinute: 100_000_000, TokensPerMinute: 100_000_000_000},
+			Budget: &keys.Budget{USD: "1000000", Period: "month"}},
+	}
+}
+
+// withFullFeatures turns limits, budgets and usage accounting on in g's
+// app, on an in-process state, as Provision does without a shared one.
+func withFullFeatures(tb testing.TB, g *benchGateway) {
+	tb.Helper()
+	a := g.app
+	a.Limits = fullLimits()
+	if err := a.Limits.validate(); err != nil {
+		tb.Fatal(err)
+	}
+	if err := a.Limits.provision(); err != nil {
+		tb.Fatal(err)
+	}
+	var err error
+	if a.usage, err = usage.New(storagetest.NewMemory(), usage.Options{Instance: "bench", Prefix: usagePrefix}); err != nil {
+		tb.Fatal(err)
+	}
+	if a.quota, err = quota.New(quota.Config{State: state.NewLocal(), Spender: a.usage}); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// BenchmarkPerRequestFull is BenchmarkPerRequest's chat pass-through as
+// cmd/loadbench's modelgate variant runs it (a static key, no limits) and
+// with a managed key, without and with every feature on: the difference
+// between the last two rows is what the features cost per request, the
+// difference between the first and the last what modelgate_full adds to
+// modelgate.
+func BenchmarkPerRequestFull(b *testing.B) {
+	body := benchChatBody("oa/gpt-4o-mini", 0, false)
+	for _, bc := range []struct {
+		name          string
+		managed, full bool
+	}{
+		{"openai_static_key", false, false},
+		{"openai_managed_key", true, false},
+		{"openai_managed_key_full", true, true},
+	} {
+		full := bc.full
+		b.Run(bc.name, func(b *testing.B) {
+			g := newBenchGateway(b)
+			if full {
+				withFullFeatures(b, g)
+			}
+			header := []string{"Authorization", "Bearer " + benchStaticKey}
+			if bc.managed {
+				header[1] = "Bearer " + g.managedKey
+			}
+			w := &sink{header: make(http.Header), keep: true}
+			if err := g.serveModelgate(w, g.request(w, "/v1/chat/completions", body, header...)); err != nil || w.status != 200 {
+				b.Fatalf("status %d, error %v: %.400s", w.status, err, w.body.Bytes())
+			}
+			if full && w.header.Get("X-Ratelimit-Remaining-Requests") == "" {
+				b.Fatalf("no rate-limit headers: %v", w.header)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				w := &sink{header: make(http.Header)}
+				if err := g.serveModelgate(w, g.request(w, "/v1/chat/completions", body, header...)); err != nil || w.status != 200 {
+					b.Fatalf("status %d, error %v", w.status, err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkAdmitQuota is the accounting of one chat request of the
+// managed key and its pieces: the admission (subjects, estimate, the
+// quota engine, the rate-limit headers) with its settling and the usage
+// record ("request"), and each piece on its own.
+func BenchmarkAdmitQuota(b *testing.B) {
+	g := newBenchGateway(b)
+	withFullFeatures(b, g)
+	a := g.app
+	k, ok := a.managed.Lookup(keys.Digest(g.managedKey))
+	if !ok {
+		b.Fatal("no managed key")
+	}
+	key := &Key{Name: k.Name, Owner: k.Owner, ID: k.ID, Models: k.Models, Limits: k.Limits, Budget: k.Budget}
+	body := benchChatBody("oa/gpt-4o-mini", 0, false)
+	c := &call{endpoint: endpointChat, model: "oa/gpt-4o-mini", body: body}
+	targets := a.dispatch.resolve(c.model)
+	w := &sink{header: make(http.Header)}
+	r := g.request(w, "/v1/chat/completions", body)
+	m := &meter{start: time.Now(), provider: a.providers["oa"], model: "gpt-4o-mini",
+		usage: usageInfo{Prompt: 14, Completion: 10, Known: true}}
+	cost, priced := a.prices.Cost("openai", "gpt-4o-mini", m.usage.pricing())
+	if !priced {
+		b.Fatal("gpt-4o-mini has no price")
+	}
+
+	b.Run("request", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			clear(w.header)
+			ad, ok := a.admitQuota(w, r, key, c, targets)
+			if !ok || ad.adm == nil {
+				b.Fatalf("refused: %d", w.status)
+			}
+			a.recordUsage(key, m, ad, cost, priced)
+			ad.done(r.Context(), m, cost, priced)
+		}
+	})
+	b.Run("subjects", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if s := a.subjects(key); !enforced(&s) {
+				b.Fatal("nothing enforced")
+			}
+		}
+	})
+	b.Run("estimate", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if e := a.estimateCall(c, targets); !e.priced {
+				b.Fatal("unpriced")
+			}
+		}
+	})
+	s := a.subjects(key)
+	est := a.estimateCall(c, targets)
+	ask := quota.Ask{EstimatedTokens: est.tokens, EstimatedCost: est.cost, Rate: true}
+	ctx := context.Background()
+	b.Run("admit_done", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			adm, ref, err := a.quota.Admit(ctx, s, ask)
+			if err != nil || ref != nil {
+				b.Fatal(ref, err)
+			}
+			if err := adm.Done(ctx, quota.Actual{Tokens: 24, Cost: cost, Priced: true}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	adm, _, err := a.quota.Admit(ctx, s, ask)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("headers", func(b *testing.B) {
+		h := make(http.Header)
+		b.ReportAllocs()
+		for b.Loop() {
+			clear(h)
+			adm.Headers().SetOpenAI(h)
+		}
+	})
+	b.Run("record_usage", func(b *testing.B) {
+		ad := admission{adm: adm, est: est}
+		b.ReportAllocs()
+		for b.Loop() {
+			a.recordUsage(key, m, ad, cost, priced)
+		}
+	})
+}
+
+// BenchmarkEstimateBody is a request's token estimate (estimateCall's
+// reading of the body) for the harness's chat body and for a longer
+// conversation: 40 messages, tool calls and their results, and a tool
+// schema, about 16 KiB.
+func BenchmarkEstimateBody(b *testing.B) {
+	var long strings.Builder
+	long.WriteString(`{"model":"oa/gpt-4o-mini","max_completion_tokens":512,"tools":[{"type":"function","function":{"name":"lookup","description":"Looks a word up","parameters":{"type":"object","properties":{"word":{"type":"string","description":"the word"}},"required":["word"]}}}],"messages":[{"role":"system","content":"You are a terse assistant."}`)
+	for i := range 40 {
+		switch i % 3 {
+		case 0:
+			long.WriteString(`,{"role":"user","content":[{"type":"text","text":"` + strings.Repeat("What does the word mean in this sentence, please? ", 6) + `"}]}`)
+		case 1:
+			long.WriteString(`,{"role":"assistant","content":null,"tool_calls":[{"id":"call_` + strconv.Itoa(i) + `","type":"function","function":{"name":"lookup","arguments":"{\"word\":\"gateway\"}"}}]}`)
+		default:
+			long.WriteString(`,{"role":"tool","tool_call_id":"call_` + strconv.Itoa(i-1) + `","content":"` + strings.Repeat("A gateway is a way in. ", 12) + `"}`)
+		}
+	}
+	long.WriteString(`]}`)
+	for _, bc := range []struct {
+		name string
+		body []byte
+	}{
+		{"chat", benchChatBody("oa/gpt-4o-mini", 0, false)},
+		{"long_chat", []byte(long.String())},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			if in, out := estimateBody(bc.body); in == 0 || out == 0 {
+				b.Fatalf("estimate %d, max output %d", in, out)
+			}
+			b.SetBytes(int64(len(bc.body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				estimateBody(bc.body)
+			}
+		})
+	}
+}
