@@ -292,7 +292,7 @@ func (a *App) provisionPrices() error {
 // responseStore is where the Responses API keeps stored responses: the
 // app's storage.
 func (a *App) responseStore() responseStore {
-	return responseStore{s: a.storage, id: a.responsesID, writes: a.responseWrites}
+	return responseStore{s: a.storage, id: a.responsesID, writes: a.responseWrites, now: a.stateShared}
 }
 
 // Cleanup releases the state Provision took.

@@ -61,15 +61,19 @@ func init() { endpointResponses.api = responsesAPI }
 // conversation (providers/responses' record), or a pointer to the provider
 // that stores a passed-through one: {"provider": "<name>"}.
 //
-// Records are written off the request path (saveLater): a storage on disk
-// syncs each write, milliseconds that every Responses request would
-// otherwise wait, and that no client needs until it names the response in
-// a later request. Until a record is in the storage, this process's
-// requests find it among the pending writes.
+// With a local state (one instance), records are written off the request
+// path (saveLater): a storage on disk syncs each write, milliseconds that
+// every Responses request would otherwise wait, and that no client needs
+// until it names the response in a later request. Until a record is in the
+// storage, this process's requests find it among the pending writes. With
+// a shared state (a cluster on Redis) the request writes its own record,
+// so that the next request finds it on any instance; a Redis write takes
+// tens of microseconds.
 type responseStore struct {
 	s      storage.Storage
 	id     string          // the storage's identity: pending writes are per storage and key
 	writes *sync.WaitGroup // the app's writes in flight, which its Cleanup waits for
+	now    bool            // write on the request path (a shared state)
 }
 
 func (rs responseStore) key(owner, id string) string {
@@ -86,12 +90,13 @@ func (rs responseStore) load(ctx context.Context, owner, id string) ([]byte, err
 
 // saveLater stores record as owner's response id without waiting for the
 // storage; a failure is logged. When too many writes are already waiting
-// (the storage is not keeping up), it waits for its own.
+// (the storage is not keeping up), or when the state is shared, it waits
+// for its own.
 func (rs responseStore) saveLater(ctx context.Context, owner, id string, record []byte, log *zap.Logger) {
 	key := rs.key(owner, id)
 	w := &pendingWrite{s: rs.s, storageID: rs.id, key: key, id: id, record: record, stored: make(chan struct{}),
 		ctx: context.WithoutCancel(ctx), wg: rs.writes, log: log}
-	if !pendingWrites.add(w) {
+	if rs.now || !pendingWrites.add(w) {
 		w.write()
 	}
 }

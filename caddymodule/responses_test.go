@@ -102,3 +102,30 @@ func TestResponseStoreWritesLater(t *testing.T) {
 		t.Errorf("write lost at shutdown: %v", err)
 	}
 }
+
+// TestResponseStoreWritesNowWhenShared: with a shared state (a cluster),
+// a record is in the storage when saveLater returns, where the other
+// instances read it.
+func TestResponseStoreWritesNowWhenShared(t *testing.T) {
+	ctx := context.Background()
+	g := &gatedStorage{Memory: storagetest.NewMemory(), release: make(chan struct{})}
+	rs := responseStore{s: g, id: t.Name(), writes: new(sync.WaitGroup), now: true}
+	saved := make(chan struct{})
+	go func() {
+		rs.saveLater(ctx, "alice", "resp_1", []byte(`{"provider":"oa"}`), zap.NewNop())
+		close(saved)
+	}()
+	select {
+	case <-saved:
+		t.Fatal("saveLater returned before the storage had the record")
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(g.release)
+	<-saved
+	if rec, err := g.Memory.Load(ctx, rs.key("alice", "resp_1")); err != nil || string(rec) != `{"provider":"oa"}` {
+		t.Errorf("not in the storage: %s %v", rec, err)
+	}
+	if pendingWrites.get(rs.id, rs.key("alice", "resp_1")) != nil {
+		t.Error("a write made on the request path is left pending")
+	}
+}
