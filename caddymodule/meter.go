@@ -8,6 +8,8 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/modelgate/modelgate/pricing"
+
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/sse"
 )
@@ -43,6 +45,11 @@ type meter struct {
 	model     string    // that provider's name of the model
 	tried     []string  // every target tried, "<provider>/<model>", in order
 	usage     usageInfo
+
+	// Set when the request is settled, for its access log entry.
+	key    *Key // nil: no key called (a batch line)
+	cost   pricing.Money
+	priced bool
 }
 
 // usageParser reads usage from an answer, and from each event of a

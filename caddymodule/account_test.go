@@ -1,0 +1,93 @@
+package caddymodule
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/modelgate/modelgate/pricing"
+)
+
+// TestSettleReports checks what settling an answered request tells the
+// access log and the placeholders, for a priced stream that fell back
+// once and for an unpriced answer to a batch line (no key).
+func TestSettleReports(t *testing.T) {
+	prices, err := pricing.Load(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oa := &provider{name: "oa", typ: "openai", base: &ProviderBase{}}
+	down := &provider{name: "down", typ: "openai", base: &ProviderBase{}}
+	app := &App{logger: zap.NewNop(), prices: prices, knownModels: map[string]struct{}{}, providers: map[string]*provider{"oa": oa, "down": down}}
+	ac := accountant{app: app}
+	start := time.Now()
+
+	for _, tc := range []struct {
+		name      string
+		key       *Key
+		m         *meter
+		log       string
+		wantPlace map[string]string // placeholders; "" must be unset
+	}{{
+		name: "priced stream after a fallback",
+		key:  &Key{Name: "alice-key", Owner: "alice"},
+		m: &meter{start: start, firstByte: start.Add(42 * time.Millisecond), stream: true, provider: oa, model: "gpt-4o-mini",
+			tried: []string{"down/gpt-4o", "oa/gpt-4o-mini"},
+			usage: usageInfo{Prompt: 1200, Cached: 200, Completion: 300, Known: true}},
+		log: `{"msg":"handled request","modelgate_provider":"oa","modelgate_model":"gpt-4o-mini","modelgate_tokens_in":1200,` +
+			`"modelgate_tokens_out":300,"modelgate_tokens_cached":200,"modelgate_fallback":["down/gpt-4o","oa/gpt-4o-mini"],` +
+			`"modelgate_cost":"0.000345","modelgate_key":"alice-key","modelgate_owner":"alice","modelgate_ttft_ms":42}`,
+		wantPlace: map[string]string{"http.modelgate.tokens_in": "1200", "http.modelgate.tokens_out": "300",
+			"http.modelgate.tokens_cached": "200", "http.modelgate.cost": "0.000345",
+			"http.modelgate.fallback": "down/gpt-4o > oa/gpt-4o-mini", "http.modelgate.ttft_ms": "42"},
+	}, {
+		name: "unpriced, no key",
+		m: &meter{start: start, provider: oa, model: "no-such-model", tried: []string{"oa/no-such-model"},
+			usage: usageInfo{Prompt: 7, Completion: 3, Known: true}},
+		log: `{"msg":"handled request","modelgate_provider":"oa","modelgate_model":"no-such-model","modelgate_tokens_in":7,` +
+			`"modelgate_tokens_out":3,"modelgate_tokens_cached":0,"modelgate_fallback":["oa/no-such-model"],"modelgate_cost":"unpriced"}`,
+		wantPlace: map[string]string{"http.modelgate.tokens_in": "7", "http.modelgate.tokens_out": "3",
+			"http.modelgate.tokens_cached": "0", "http.modelgate.cost": "unpriced",
+			"http.modelgate.fallback": "oa/no-such-model", "http.modelgate.ttft_ms": ""},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			repl := caddy.NewReplacer()
+			extra := new(caddyhttp.ExtraLogFields)
+			ctx := context.WithValue(context.Background(), caddy.ReplacerCtxKey, repl)
+			ctx = context.WithValue(ctx, caddyhttp.ExtraLogFieldsCtxKey, extra)
+			r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions", nil)
+			ac.settle(r, tc.key, &call{endpoint: endpointChat}, tc.m)
+
+			// The access log entry, as Caddy's server writes it: the
+			// extra fields after its own. (ExtraLogFields keeps them
+			// unexported; TestIntegrationLogs reads a real access log.)
+			var out bytes.Buffer
+			core := zapcore.NewCore(zapcore.NewJSONEncoder(zapcore.EncoderConfig{MessageKey: "msg"}), zapcore.AddSync(&out), zapcore.InfoLevel)
+			zap.New(core).Info("handled request", zap.Field{Key: "modelgate", Type: zapcore.InlineMarshalerType, Interface: (*accessLogFields)(tc.m)})
+			if got := string(bytes.TrimSpace(out.Bytes())); got != tc.log {
+				t.Errorf("access log entry\n got %s\nwant %s", got, tc.log)
+			}
+			for k, want := range tc.wantPlace {
+				got, ok := repl.GetString(k)
+				if want == "" {
+					if ok {
+						t.Errorf("{%s} = %q, want unset", k, got)
+					}
+					continue
+				}
+				if got != want {
+					t.Errorf("{%s} = %q (set %v), want %q", k, got, ok, want)
+				}
+			}
+		})
+	}
+}
+
