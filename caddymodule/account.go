@@ -3,7 +3,6 @@ package caddymodule
 import (
 	"net/http"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -55,16 +54,11 @@ func (ac accountant) settle(r *http.Request, key *Key, c *call, m *meter) (prici
 	label := ac.app.modelLabel(p, m.model)
 	observeUsage(p.name, label, m, cost, priced)
 
-	m.key, m.cost, m.priced = key, cost, priced
+	// The access log entry and the placeholders (meter.placeholder) read
+	// the settled meter when they are written.
+	m.settled, m.key, m.cost, m.priced = true, key, cost, priced
 	if extra, ok := r.Context().Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
 		extra.Set(zap.Field{Key: "modelgate", Type: zapcore.InlineMarshalerType, Interface: (*accessLogFields)(m)})
-	}
-	costText := "unpriced"
-	if priced {
-		costText = cost.String()
-	}
-	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
-		m.placeholders(func(k string, v any) { repl.Set(k, v) }, costText, priced)
 	}
 	return cost, priced
 }
@@ -90,17 +84,13 @@ func (f *accessLogFields) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	enc.AddInt64("modelgate_tokens_cached", u.Cached)
 	if err := enc.AddArray("modelgate_fallback", zapcore.ArrayMarshalerFunc(func(a zapcore.ArrayEncoder) error {
 		for _, t := range m.tried {
-			a.AppendString(t)
+			a.AppendString(t.String())
 		}
 		return nil
 	})); err != nil {
 		return err
 	}
-	if m.priced {
-		enc.AddString("modelgate_cost", m.cost.String())
-	} else {
-		enc.AddString("modelgate_cost", "unpriced")
-	}
+	enc.AddString("modelgate_cost", m.costText())
 	if m.key != nil {
 		enc.AddString("modelgate_key", m.key.Name)
 		enc.AddString("modelgate_owner", m.key.Owner)

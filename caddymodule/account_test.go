@@ -40,21 +40,21 @@ func TestSettleReports(t *testing.T) {
 		name: "priced stream after a fallback",
 		key:  &Key{Name: "alice-key", Owner: "alice"},
 		m: &meter{start: start, firstByte: start.Add(42 * time.Millisecond), stream: true, provider: oa, model: "gpt-4o-mini",
-			tried: []string{"down/gpt-4o", "oa/gpt-4o-mini"},
+			tried: []target{{provider: down, model: "gpt-4o"}, {provider: oa, model: "gpt-4o-mini"}},
 			usage: usageInfo{Prompt: 1200, Cached: 200, Completion: 300, Known: true}},
 		log: `{"msg":"handled request","modelgate_provider":"oa","modelgate_model":"gpt-4o-mini","modelgate_tokens_in":1200,` +
 			`"modelgate_tokens_out":300,"modelgate_tokens_cached":200,"modelgate_fallback":["down/gpt-4o","oa/gpt-4o-mini"],` +
 			`"modelgate_cost":"0.000345","modelgate_key":"alice-key","modelgate_owner":"alice","modelgate_ttft_ms":42}`,
-		wantPlace: map[string]string{"http.modelgate.tokens_in": "1200", "http.modelgate.tokens_out": "300",
+		wantPlace: map[string]string{"http.modelgate.provider": "oa", "http.modelgate.model": "gpt-4o-mini", "http.modelgate.tokens_in": "1200", "http.modelgate.tokens_out": "300",
 			"http.modelgate.tokens_cached": "200", "http.modelgate.cost": "0.000345",
 			"http.modelgate.fallback": "down/gpt-4o > oa/gpt-4o-mini", "http.modelgate.ttft_ms": "42"},
 	}, {
 		name: "unpriced, no key",
-		m: &meter{start: start, provider: oa, model: "no-such-model", tried: []string{"oa/no-such-model"},
+		m: &meter{start: start, provider: oa, model: "no-such-model", tried: []target{{provider: oa, model: "no-such-model"}},
 			usage: usageInfo{Prompt: 7, Completion: 3, Known: true}},
 		log: `{"msg":"handled request","modelgate_provider":"oa","modelgate_model":"no-such-model","modelgate_tokens_in":7,` +
 			`"modelgate_tokens_out":3,"modelgate_tokens_cached":0,"modelgate_fallback":["oa/no-such-model"],"modelgate_cost":"unpriced"}`,
-		wantPlace: map[string]string{"http.modelgate.tokens_in": "7", "http.modelgate.tokens_out": "3",
+		wantPlace: map[string]string{"http.modelgate.provider": "oa", "http.modelgate.model": "no-such-model", "http.modelgate.tokens_in": "7", "http.modelgate.tokens_out": "3",
 			"http.modelgate.tokens_cached": "0", "http.modelgate.cost": "unpriced",
 			"http.modelgate.fallback": "oa/no-such-model", "http.modelgate.ttft_ms": ""},
 	}} {
@@ -64,6 +64,10 @@ func TestSettleReports(t *testing.T) {
 			ctx := context.WithValue(context.Background(), caddy.ReplacerCtxKey, repl)
 			ctx = context.WithValue(ctx, caddyhttp.ExtraLogFieldsCtxKey, extra)
 			r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions", nil)
+			repl.Map(tc.m.placeholder) // as dispatcher.serve does
+			if v, ok := repl.GetString("http.modelgate.tokens_in"); ok {
+				t.Errorf("{http.modelgate.tokens_in} = %q before the request is settled", v)
+			}
 			ac.settle(r, tc.key, &call{endpoint: endpointChat}, tc.m)
 
 			// The access log entry, as Caddy's server writes it: the
@@ -85,6 +89,49 @@ func TestSettleReports(t *testing.T) {
 				}
 				if got != want {
 					t.Errorf("{%s} = %q (set %v), want %q", k, got, ok, want)
+				}
+			}
+		})
+	}
+}
+
+// TestRequestPlaceholders sends requests through the gateway and reads the
+// placeholders a later handler (or the access log's log_append) sees.
+func TestRequestPlaceholders(t *testing.T) {
+	g := newBenchGateway(t)
+	for _, tc := range []struct {
+		name string
+		body []byte
+		want map[string]string // "": unset; "*": set to anything
+	}{
+		{"answered", benchChatBody("oa/gpt-4o-mini", 0, false), map[string]string{
+			"http.modelgate.key": "bench", "http.auth.user.id": "bench",
+			"http.modelgate.provider": "oa", "http.modelgate.model": "gpt-4o-mini",
+			"http.modelgate.tokens_in": "14", "http.modelgate.tokens_out": "10", "http.modelgate.tokens_cached": "0",
+			"http.modelgate.cost": "0.0000081", "http.modelgate.fallback": "oa/gpt-4o-mini", "http.modelgate.ttft_ms": ""}},
+		{"streamed", benchChatBody("claude/claude-sonnet-4-5", 0, true), map[string]string{
+			"http.modelgate.provider": "claude", "http.modelgate.model": "claude-sonnet-4-5",
+			"http.modelgate.fallback": "claude/claude-sonnet-4-5", "http.modelgate.ttft_ms": "*"}},
+		{"refused by the provider's translator", []byte(`{"model":"claude/claude-sonnet-4-5","messages":[{"role":"user","content":"hi"}],"n":3}`), map[string]string{
+			"http.modelgate.provider": "claude", "http.modelgate.model": "claude-sonnet-4-5",
+			"http.modelgate.tokens_in": "", "http.modelgate.cost": "", "http.modelgate.fallback": ""}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &sink{header: make(http.Header), keep: true}
+			r := g.request(w, "/v1/chat/completions", tc.body, "Authorization", "Bearer "+benchStaticKey)
+			if err := g.serveModelgate(w, r); err != nil {
+				t.Fatal(err)
+			}
+			repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+			for k, want := range tc.want {
+				got, ok := repl.GetString(k)
+				switch {
+				case want == "" && ok:
+					t.Errorf("{%s} = %q, want unset (status %d: %.200s)", k, got, w.status, w.body.Bytes())
+				case want == "*" && !ok:
+					t.Errorf("{%s} unset (status %d: %.200s)", k, w.status, w.body.Bytes())
+				case want != "" && want != "*" && got != want:
+					t.Errorf("{%s} = %q (set %v), want %q (status %d: %.200s)", k, got, ok, want, w.status, w.body.Bytes())
 				}
 			}
 		})

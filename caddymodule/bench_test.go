@@ -164,7 +164,7 @@ type benchGateway struct {
 
 const benchStaticKey = "sk-bench-static"
 
-func newBenchGateway(b *testing.B) *benchGateway {
+func newBenchGateway(b testing.TB) *benchGateway {
 	b.Helper()
 	ctx, err := caddy.ProvisionContext(&caddy.Config{})
 	if err != nil {
@@ -427,7 +427,7 @@ func BenchmarkSettle(b *testing.B) {
 	r = r.WithContext(context.WithValue(r.Context(), caddyhttp.ExtraLogFieldsCtxKey, extra))
 	key := &Key{Name: "bench", Owner: "bench"}
 	c := &call{endpoint: endpointChat, model: "oa/gpt-4o-mini"}
-	m := &meter{start: time.Now(), provider: p, model: "gpt-4o-mini", tried: []string{"oa/gpt-4o-mini"},
+	m := &meter{start: time.Now(), provider: p, model: "gpt-4o-mini", tried: []target{{provider: p, model: "gpt-4o-mini"}},
 		usage: usageInfo{Prompt: 1200, Cached: 200, Completion: 300, Known: true}}
 	ac := accountant{app: g.app}
 	b.ReportAllocs()

@@ -43,13 +43,15 @@ type meter struct {
 	stream    bool
 	provider  *provider // the provider that answered
 	model     string    // that provider's name of the model
-	tried     []string  // every target tried, "<provider>/<model>", in order
+	tried     []target  // every target tried, in order: a prefix of the call's targets
 	usage     usageInfo
 
-	// Set when the request is settled, for its access log entry.
-	key    *Key // nil: no key called (a batch line)
-	cost   pricing.Money
-	priced bool
+	// Set when the request is settled, for its access log entry and its
+	// placeholders.
+	settled bool
+	key     *Key // nil: no key called (a batch line)
+	cost    pricing.Money
+	priced  bool
 }
 
 // usageParser reads usage from an answer, and from each event of a
@@ -243,19 +245,64 @@ func usageOnlyChunk(ev []byte) bool {
 	return bytes.Contains(data, []byte(`"usage":{`)) && len(gjson.GetBytes(data, "choices").Array()) == 0
 }
 
-// setPlaceholders puts what the request used where the access log (and
-// any other handler after this one) can read it.
-func (m *meter) placeholders(set func(key string, v any), cost string, priced bool) {
-	set("http.modelgate.tokens_in", strconv.FormatInt(m.usage.Prompt+m.usage.Embedding, 10))
-	set("http.modelgate.tokens_out", strconv.FormatInt(m.usage.Completion, 10))
-	set("http.modelgate.tokens_cached", strconv.FormatInt(m.usage.Cached, 10))
-	if priced {
-		set("http.modelgate.cost", cost)
-	} else {
-		set("http.modelgate.cost", "unpriced")
+// placeholder is the request's replacer's source of the placeholders the
+// dispatcher sets (dispatcher.serve maps it): {http.modelgate.provider} and
+// {http.modelgate.model}, the target being tried (after a fallback, the
+// last one tried), and once the request is settled what it used:
+// {http.modelgate.tokens_in}, {http.modelgate.tokens_out},
+// {http.modelgate.tokens_cached}, {http.modelgate.cost} (dollars, or
+// "unpriced"), {http.modelgate.fallback} (the targets tried, joined by
+// " > ") and, for a stream, {http.modelgate.ttft_ms}. Each is formatted when
+// something reads it — an access log's log_append, a header, a later
+// handler — rather than stored for every request whether read or not.
+func (m *meter) placeholder(key string) (any, bool) {
+	name, ok := strings.CutPrefix(key, "http.modelgate.")
+	if !ok {
+		return nil, false
 	}
-	set("http.modelgate.fallback", strings.Join(m.tried, " > "))
-	if !m.firstByte.IsZero() {
-		set("http.modelgate.ttft_ms", strconv.FormatInt(m.firstByte.Sub(m.start).Milliseconds(), 10))
+	if name == "provider" || name == "model" {
+		if len(m.tried) == 0 {
+			return nil, false
+		}
+		t := m.tried[len(m.tried)-1]
+		if name == "provider" {
+			return t.provider.name, true
+		}
+		return t.model, true
 	}
+	if !m.settled {
+		return nil, false
+	}
+	switch name {
+	case "tokens_in":
+		return strconv.FormatInt(m.usage.Prompt+m.usage.Embedding, 10), true
+	case "tokens_out":
+		return strconv.FormatInt(m.usage.Completion, 10), true
+	case "tokens_cached":
+		return strconv.FormatInt(m.usage.Cached, 10), true
+	case "cost":
+		return m.costText(), true
+	case "fallback":
+		var b strings.Builder
+		for i, t := range m.tried {
+			if i > 0 {
+				b.WriteString(" > ")
+			}
+			b.WriteString(t.String())
+		}
+		return b.String(), true
+	case "ttft_ms":
+		if !m.firstByte.IsZero() {
+			return strconv.FormatInt(m.firstByte.Sub(m.start).Milliseconds(), 10), true
+		}
+	}
+	return nil, false
+}
+
+// costText is what a settled request cost, in dollars, or "unpriced".
+func (m *meter) costText() string {
+	if !m.priced {
+		return "unpriced"
+	}
+	return m.cost.String()
 }
