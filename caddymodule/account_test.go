@@ -138,3 +138,32 @@ func TestRequestPlaceholders(t *testing.T) {
 	}
 }
 
+// TestChatUsage reads usage from chat answers and stream chunks.
+func TestChatUsage(t *testing.T) {
+	for _, tc := range []struct {
+		name, usage string
+		want        usageInfo
+	}{
+		{"every count", `{"prompt_tokens":1200,"completion_tokens":300,"total_tokens":1500,"prompt_tokens_details":{"cached_tokens":200,"audio_tokens":0,"cache_write_tokens":100},"completion_tokens_details":{"reasoning_tokens":120,"audio_tokens":0}}`,
+			usageInfo{Prompt: 1200, Completion: 300, Cached: 200, CacheWrite: 100, Reasoning: 120, Known: true}},
+		{"no details", `{"prompt_tokens":14,"completion_tokens":10,"total_tokens":24}`, usageInfo{Prompt: 14, Completion: 10, Known: true}},
+		{"details null", `{"prompt_tokens":14,"completion_tokens":10,"prompt_tokens_details":null,"completion_tokens_details":null}`, usageInfo{Prompt: 14, Completion: 10, Known: true}},
+		{"a key given twice: the first counts", `{"prompt_tokens":5,"prompt_tokens":7,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":2},"prompt_tokens_details":{"cached_tokens":3}}`,
+			usageInfo{Prompt: 5, Completion: 1, Cached: 2, Known: true}},
+		{"empty", `{}`, usageInfo{Known: true}},
+		{"null", `null`, usageInfo{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got usageInfo
+			chatUsage.answer([]byte(`{"id":"chatcmpl-1","choices":[],"usage":`+tc.usage+`}`), &got)
+			if got != tc.want {
+				t.Errorf("answer: %+v, want %+v", got, tc.want)
+			}
+			got = usageInfo{}
+			chatUsage.event([]byte(`data: {"id":"chatcmpl-1","choices":[],"usage":`+tc.usage+`}`), &got)
+			if got != tc.want {
+				t.Errorf("event: %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}

@@ -71,16 +71,57 @@ var chatUsage = usageParser{
 	},
 }
 
+// readChatUsage reads a chat usage object in one pass over it (it is read
+// for every answer; five lookups by path each scanned it from the start).
+// A count the object lacks is 0; of a key given twice the first counts, as
+// a lookup by path reads it.
 func readChatUsage(v gjson.Result, u *usageInfo) {
 	if !v.IsObject() {
 		return
 	}
+	var prompt, completion, cached, cacheWrite, reasoning usageCount
+	var promptDetails, completionDetails bool
+	v.ForEach(func(k, x gjson.Result) bool {
+		switch k.Str {
+		case "prompt_tokens":
+			prompt.set(x)
+		case "completion_tokens":
+			completion.set(x)
+		case "prompt_tokens_details":
+			if !promptDetails {
+				promptDetails = true
+				x.ForEach(func(k, x gjson.Result) bool {
+					switch k.Str {
+					case "cached_tokens":
+						cached.set(x)
+					case "cache_write_tokens":
+						cacheWrite.set(x)
+					}
+					return true
+				})
+			}
+		case "completion_tokens_details":
+			if !completionDetails {
+				completionDetails = true
+				reasoning.set(x.Get("reasoning_tokens"))
+			}
+		}
+		return true
+	})
 	u.Known = true
-	u.Prompt = v.Get("prompt_tokens").Int()
-	u.Completion = v.Get("completion_tokens").Int()
-	u.Cached = v.Get("prompt_tokens_details.cached_tokens").Int()
-	u.CacheWrite = v.Get("prompt_tokens_details.cache_write_tokens").Int()
-	u.Reasoning = v.Get("completion_tokens_details.reasoning_tokens").Int()
+	u.Prompt, u.Completion, u.Cached, u.CacheWrite, u.Reasoning = prompt.n, completion.n, cached.n, cacheWrite.n, reasoning.n
+}
+
+// usageCount is a count read from a usage object, once.
+type usageCount struct {
+	n    int64
+	seen bool
+}
+
+func (c *usageCount) set(x gjson.Result) {
+	if !c.seen && x.Exists() {
+		c.n, c.seen = x.Int(), true
+	}
 }
 
 // embeddingsUsage is read from an embeddings list.
