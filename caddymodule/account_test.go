@@ -5,6 +5,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -165,5 +166,55 @@ func TestChatUsage(t *testing.T) {
 				t.Errorf("event: %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestTapStreamStrip reads a chat stream's usage on its way to the client
+// and, when the gateway asked for the usage and the client did not, takes
+// out the usage chunk and the "usage":null fields, whatever the events'
+// line ends and however the stream is cut into segments.
+func TestTapStreamStrip(t *testing.T) {
+	chunk := func(content string) string {
+		return `data: {"id":"c","choices":[{"index":0,"delta":{"content":"` + content + `"},"finish_reason":null}],"usage":null}`
+	}
+	usage := `data: {"id":"c","choices":[],"usage":{"prompt_tokens":14,"completion_tokens":3,"total_tokens":17}}`
+	events := []string{chunk("a"), ": keep-alive", chunk("b"), `data: {"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}`, usage, "data: [DONE]"}
+	stripped := []string{`data: {"id":"c","choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}`, ": keep-alive",
+		`data: {"id":"c","choices":[{"index":0,"delta":{"content":"b"},"finish_reason":null}]}`,
+		`data: {"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`, "data: [DONE]"}
+	for _, sep := range []string{"\n\n", "\r\n\r\n"} {
+		for _, strip := range []bool{false, true} {
+			for per := 1; per <= len(events); per++ {
+				if sep != "\n\n" && per < len(events) {
+					// A segment without usage in it passes as it is,
+					// line ends and all: CRLF events are checked in one
+					// segment.
+					continue
+				}
+				m := &meter{}
+				tap := &tapStream{m: m, parse: chatUsage.event, strip: strip}
+				var got []byte
+				// A segment of per events at a time, as a translator
+				// writes several at once; the tap sees them after what
+				// the client already has.
+				for i := 0; i < len(events); i += per {
+					start := len(got)
+					for _, ev := range events[i:min(i+per, len(events))] {
+						got = append(got, ev+sep...)
+					}
+					got = tap.read(got, start)
+				}
+				want := strings.Join(events, sep) + sep
+				if strip {
+					want = strings.Join(stripped, "\n\n") + "\n\n"
+				}
+				if string(got) != want {
+					t.Errorf("strip %v, %d events a segment, %q:\n got %q\nwant %q", strip, per, sep, got, want)
+				}
+				if m.usage != (usageInfo{Prompt: 14, Completion: 3, Known: true}) {
+					t.Errorf("strip %v, %d a segment: usage %+v", strip, per, m.usage)
+				}
+			}
+		}
 	}
 }

@@ -256,12 +256,14 @@ func (t *tapStream) read(out []byte, start int) []byte {
 		}
 		return out
 	}
-	// Rewrite the segment without what the client did not ask for.
-	kept := make([]byte, 0, len(seg))
+	// Rewrite the segment without what the client did not ask for, in
+	// place: what is kept of each event is never longer than the event
+	// and its blank line, so w never passes the bytes still to be read.
+	w := start
 	for rest := seg; ; {
 		ev, r, ok := sse.Cut(rest)
 		if !ok {
-			kept = append(kept, rest...)
+			w += copy(out[w:], rest)
 			break
 		}
 		rest = r
@@ -270,13 +272,14 @@ func (t *tapStream) read(out []byte, start int) []byte {
 			continue
 		}
 		if i := bytes.Index(ev, []byte(`,"usage":null`)); i >= 0 {
-			kept = append(append(kept, ev[:i]...), ev[i+len(`,"usage":null`):]...)
+			w += copy(out[w:], ev[:i])
+			w += copy(out[w:], ev[i+len(`,"usage":null`):])
 		} else {
-			kept = append(kept, ev...)
+			w += copy(out[w:], ev)
 		}
-		kept = append(kept, "\n\n"...)
+		w += copy(out[w:], "\n\n")
 	}
-	return append(out[:start], kept...)
+	return out[:w]
 }
 
 // usageOnlyChunk reports whether a chunk is the one that carries only the
