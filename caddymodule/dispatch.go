@@ -286,7 +286,7 @@ func (d *dispatcher) chat(w http.ResponseWriter, r *http.Request, body []byte, k
 // the model it went to: some providers' answers do not name it (Bedrock's
 // Converse, Cohere's chat).
 func withModel(answer []byte, model string) []byte {
-	if m := gjson.GetBytes(answer, "model"); m.Type != gjson.String || m.Str != "" {
+	if m := lookup(answer, "model"); m.Type != gjson.String || m.Str != "" {
 		return answer
 	}
 	if out, err := sjson.SetBytes(answer, "model", model); err == nil {

@@ -5,11 +5,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/pricing"
-
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/sse"
 )
@@ -61,12 +61,20 @@ type usageParser struct {
 	event  func(event []byte, u *usageInfo)
 }
 
+// lookup is gjson.GetBytes without its copy of the result (an answer's
+// whole usage object, say): every caller here reads numbers, or compares
+// a string, at once and keeps nothing of the result, so it may point into
+// b.
+func lookup(b []byte, path string) gjson.Result {
+	return gjson.Get(unsafe.String(unsafe.SliceData(b), len(b)), path)
+}
+
 // chatUsage is read from chat completions and their chunks.
 var chatUsage = usageParser{
-	answer: func(b []byte, u *usageInfo) { readChatUsage(gjson.GetBytes(b, "usage"), u) },
+	answer: func(b []byte, u *usageInfo) { readChatUsage(lookup(b, "usage"), u) },
 	event: func(ev []byte, u *usageInfo) {
 		if _, data := sse.Fields(ev); bytes.Contains(data, []byte(`"usage":{`)) {
-			readChatUsage(gjson.GetBytes(data, "usage"), u)
+			readChatUsage(lookup(data, "usage"), u)
 		}
 	},
 }
@@ -126,7 +134,7 @@ func (c *usageCount) set(x gjson.Result) {
 
 // embeddingsUsage is read from an embeddings list.
 var embeddingsUsage = usageParser{answer: func(b []byte, u *usageInfo) {
-	if v := gjson.GetBytes(b, "usage.prompt_tokens"); v.Exists() {
+	if v := lookup(b, "usage.prompt_tokens"); v.Exists() {
 		u.Known, u.Embedding = true, v.Int()
 	}
 }}
@@ -136,7 +144,7 @@ var embeddingsUsage = usageParser{answer: func(b []byte, u *usageInfo) {
 // tokens it reported.
 var rerankUsage = usageParser{answer: func(b []byte, u *usageInfo) {
 	u.Known = true
-	bu := gjson.GetBytes(b, "meta.billed_units")
+	bu := lookup(b, "meta.billed_units")
 	u.Searches = max(bu.Get("search_units").Int(), 1)
 	u.Prompt = bu.Get("input_tokens").Int()
 }}
@@ -144,14 +152,14 @@ var rerankUsage = usageParser{answer: func(b []byte, u *usageInfo) {
 // messagesUsage is read from a Message and from message_start and
 // message_delta events: input_tokens excludes the cache's tokens there.
 var messagesUsage = usageParser{
-	answer: func(b []byte, u *usageInfo) { readMessagesUsage(gjson.GetBytes(b, "usage"), u) },
+	answer: func(b []byte, u *usageInfo) { readMessagesUsage(lookup(b, "usage"), u) },
 	event: func(ev []byte, u *usageInfo) {
 		name, data := sse.Fields(ev)
 		switch string(name) {
 		case "message_start":
-			readMessagesUsage(gjson.GetBytes(data, "message.usage"), u)
+			readMessagesUsage(lookup(data, "message.usage"), u)
 		case "message_delta":
-			readMessagesUsage(gjson.GetBytes(data, "usage"), u)
+			readMessagesUsage(lookup(data, "usage"), u)
 		}
 	},
 }
@@ -182,10 +190,10 @@ func readMessagesUsage(v gjson.Result, u *usageInfo) {
 // responsesUsage is read from a Response and from its response.completed
 // (or .incomplete or .failed) event.
 var responsesUsage = usageParser{
-	answer: func(b []byte, u *usageInfo) { readResponsesUsage(gjson.GetBytes(b, "usage"), u) },
+	answer: func(b []byte, u *usageInfo) { readResponsesUsage(lookup(b, "usage"), u) },
 	event: func(ev []byte, u *usageInfo) {
 		if _, data := sse.Fields(ev); bytes.Contains(data, []byte(`"usage":{`)) {
-			readResponsesUsage(gjson.GetBytes(data, "response.usage"), u)
+			readResponsesUsage(lookup(data, "response.usage"), u)
 		}
 	},
 }
@@ -286,7 +294,7 @@ func (t *tapStream) read(out []byte, start int) []byte {
 // usage: no choices.
 func usageOnlyChunk(ev []byte) bool {
 	_, data := sse.Fields(ev)
-	return bytes.Contains(data, []byte(`"usage":{`)) && len(gjson.GetBytes(data, "choices").Array()) == 0
+	return bytes.Contains(data, []byte(`"usage":{`)) && len(lookup(data, "choices").Array()) == 0
 }
 
 // placeholder is the request's replacer's source of the placeholders the
