@@ -3,9 +3,9 @@ package caddymodule
 import (
 	"net/http"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/modelgate/modelgate/pricing"
 )
@@ -54,34 +54,51 @@ func (ac accountant) settle(r *http.Request, key *Key, c *call, m *meter) (prici
 	label := ac.app.modelLabel(p, m.model)
 	observeUsage(p.name, label, m, cost, priced)
 
-	fields := []zap.Field{
-		zap.String("modelgate_provider", p.name),
-		zap.String("modelgate_model", m.model),
-		zap.Int64("modelgate_tokens_in", u.PromptTokens+u.EmbeddingTokens),
-		zap.Int64("modelgate_tokens_out", u.CompletionTokens),
-		zap.Int64("modelgate_tokens_cached", u.CachedTokens),
-		zap.Strings("modelgate_fallback", m.tried),
-	}
-	costText := "unpriced"
-	if priced {
-		costText = cost.String()
-	}
-	fields = append(fields, zap.String("modelgate_cost", costText))
-	if key != nil {
-		fields = append(fields, zap.String("modelgate_key", key.Name), zap.String("modelgate_owner", key.Owner))
-	}
-	if !m.firstByte.IsZero() {
-		fields = append(fields, zap.Int64("modelgate_ttft_ms", m.firstByte.Sub(m.start).Milliseconds()))
-	}
+	// The access log entry and the placeholders (meter.placeholder) read
+	// the settled meter when they are written.
+	m.settled, m.key, m.cost, m.priced = true, key, cost, priced
 	if extra, ok := r.Context().Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
-		for _, f := range fields {
-			extra.Set(f)
-		}
-	}
-	if repl, ok := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer); ok {
-		m.placeholders(func(k string, v any) { repl.Set(k, v) }, costText, priced)
+		extra.Set(zap.Field{Key: "modelgate", Type: zapcore.InlineMarshalerType, Interface: (*accessLogFields)(m)})
 	}
 	return cost, priced
+}
+
+// accessLogFields is a settled request's part of its access log entry:
+// modelgate_provider, modelgate_model, modelgate_tokens_in, _out and
+// _cached, modelgate_fallback (the targets tried), modelgate_cost (dollars,
+// or "unpriced"), modelgate_key and modelgate_owner (when a key called) and
+// modelgate_ttft_ms (streams). It is one field that zap writes inline,
+// named "modelgate" only so that setting it again replaces it: Caddy's
+// ExtraLogFields clears a cache on every Set, so one Set rather than ten,
+// and nothing is formatted unless an access log writes the entry (after the
+// request, when the meter no longer changes).
+type accessLogFields meter
+
+func (f *accessLogFields) MarshalLogObject(enc zapcore.ObjectEncoder) error {
+	m := (*meter)(f)
+	u := m.usage
+	enc.AddString("modelgate_provider", m.provider.name)
+	enc.AddString("modelgate_model", m.model)
+	enc.AddInt64("modelgate_tokens_in", u.Prompt+u.Embedding)
+	enc.AddInt64("modelgate_tokens_out", u.Completion)
+	enc.AddInt64("modelgate_tokens_cached", u.Cached)
+	if err := enc.AddArray("modelgate_fallback", zapcore.ArrayMarshalerFunc(func(a zapcore.ArrayEncoder) error {
+		for _, t := range m.tried {
+			a.AppendString(t.String())
+		}
+		return nil
+	})); err != nil {
+		return err
+	}
+	enc.AddString("modelgate_cost", m.costText())
+	if m.key != nil {
+		enc.AddString("modelgate_key", m.key.Name)
+		enc.AddString("modelgate_owner", m.key.Owner)
+	}
+	if !m.firstByte.IsZero() {
+		enc.AddInt64("modelgate_ttft_ms", m.firstByte.Sub(m.start).Milliseconds())
+	}
+	return nil
 }
 
 // pricing is the usage as the price table reads it.

@@ -52,6 +52,9 @@ type target struct {
 	model    string
 }
 
+// String is the target as logs name it: "<provider>/<model>".
+func (t target) String() string { return t.provider.name + "/" + t.model }
+
 // resolve turns a request's model into the targets to try, in order, per
 // the routing rules: "<provider>/<model>" when <provider> is configured,
 // else a bare name resolved by alias, by a provider's models list, then by
@@ -172,12 +175,11 @@ func (d *dispatcher) serve(w http.ResponseWriter, r *http.Request, key *Key, c *
 	if !ok {
 		return // refused (a limit or a budget): the guard answered
 	}
-	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	// The request's placeholders come from its meter, when read.
+	r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer).Map(m.placeholder)
 	var last *failure
 	for i, t := range targets {
-		repl.Set("http.modelgate.provider", t.provider.name)
-		repl.Set("http.modelgate.model", t.model)
-		m.tried = append(m.tried, t.provider.name+"/"+t.model)
+		m.tried = targets[:i+1]
 		if !c.endpoint.serves(t.provider) {
 			last = &failure{err: &providers.Error{
 				Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "unsupported_endpoint",
@@ -284,7 +286,7 @@ func (d *dispatcher) chat(w http.ResponseWriter, r *http.Request, body []byte, k
 // the model it went to: some providers' answers do not name it (Bedrock's
 // Converse, Cohere's chat).
 func withModel(answer []byte, model string) []byte {
-	if m := gjson.GetBytes(answer, "model"); m.Type != gjson.String || m.Str != "" {
+	if m := lookup(answer, "model"); m.Type != gjson.String || m.Str != "" {
 		return answer
 	}
 	if out, err := sjson.SetBytes(answer, "model", model); err == nil {

@@ -5,9 +5,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 
+	"github.com/modelgate/modelgate/pricing"
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/sse"
 )
@@ -41,8 +43,15 @@ type meter struct {
 	stream    bool
 	provider  *provider // the provider that answered
 	model     string    // that provider's name of the model
-	tried     []string  // every target tried, "<provider>/<model>", in order
+	tried     []target  // every target tried, in order: a prefix of the call's targets
 	usage     usageInfo
+
+	// Set when the request is settled, for its access log entry and its
+	// placeholders.
+	settled bool
+	key     *Key // nil: no key called (a batch line)
+	cost    pricing.Money
+	priced  bool
 }
 
 // usageParser reads usage from an answer, and from each event of a
@@ -52,26 +61,75 @@ type usageParser struct {
 	event  func(event []byte, u *usageInfo)
 }
 
+// lookup is gjson.GetBytes without its copy of the result (an answer's
+// whole usage object, say): every caller here reads numbers, or compares
+// a string, at once and keeps nothing of the result, so it may point into
+// b.
+func lookup(b []byte, path string) gjson.Result {
+	return gjson.Get(unsafe.String(unsafe.SliceData(b), len(b)), path)
+}
+
 // chatUsage is read from chat completions and their chunks.
 var chatUsage = usageParser{
-	answer: func(b []byte, u *usageInfo) { readChatUsage(gjson.GetBytes(b, "usage"), u) },
+	answer: func(b []byte, u *usageInfo) { readChatUsage(lookup(b, "usage"), u) },
 	event: func(ev []byte, u *usageInfo) {
 		if _, data := sse.Fields(ev); bytes.Contains(data, []byte(`"usage":{`)) {
-			readChatUsage(gjson.GetBytes(data, "usage"), u)
+			readChatUsage(lookup(data, "usage"), u)
 		}
 	},
 }
 
+// readChatUsage reads a chat usage object in one pass over it (it is read
+// for every answer; five lookups by path each scanned it from the start).
+// A count the object lacks is 0; of a key given twice the first counts, as
+// a lookup by path reads it.
 func readChatUsage(v gjson.Result, u *usageInfo) {
 	if !v.IsObject() {
 		return
 	}
+	var prompt, completion, cached, cacheWrite, reasoning usageCount
+	var promptDetails, completionDetails bool
+	v.ForEach(func(k, x gjson.Result) bool {
+		switch k.Str {
+		case "prompt_tokens":
+			prompt.set(x)
+		case "completion_tokens":
+			completion.set(x)
+		case "prompt_tokens_details":
+			if !promptDetails {
+				promptDetails = true
+				x.ForEach(func(k, x gjson.Result) bool {
+					switch k.Str {
+					case "cached_tokens":
+						cached.set(x)
+					case "cache_write_tokens":
+						cacheWrite.set(x)
+					}
+					return true
+				})
+			}
+		case "completion_tokens_details":
+			if !completionDetails {
+				completionDetails = true
+				reasoning.set(x.Get("reasoning_tokens"))
+			}
+		}
+		return true
+	})
 	u.Known = true
-	u.Prompt = v.Get("prompt_tokens").Int()
-	u.Completion = v.Get("completion_tokens").Int()
-	u.Cached = v.Get("prompt_tokens_details.cached_tokens").Int()
-	u.CacheWrite = v.Get("prompt_tokens_details.cache_write_tokens").Int()
-	u.Reasoning = v.Get("completion_tokens_details.reasoning_tokens").Int()
+	u.Prompt, u.Completion, u.Cached, u.CacheWrite, u.Reasoning = prompt.n, completion.n, cached.n, cacheWrite.n, reasoning.n
+}
+
+// usageCount is a count read from a usage object, once.
+type usageCount struct {
+	n    int64
+	seen bool
+}
+
+func (c *usageCount) set(x gjson.Result) {
+	if !c.seen && x.Exists() {
+		c.n, c.seen = x.Int(), true
+	}
 }
 
 // embeddingsUsage is read from an embeddings list, whose vectors take
@@ -93,7 +151,7 @@ var embeddingsUsage = usageParser{answer: func(b []byte, u *usageInfo) {
 // tokens it reported.
 var rerankUsage = usageParser{answer: func(b []byte, u *usageInfo) {
 	u.Known = true
-	bu := gjson.GetBytes(b, "meta.billed_units")
+	bu := lookup(b, "meta.billed_units")
 	u.Searches = max(bu.Get("search_units").Int(), 1)
 	u.Prompt = bu.Get("input_tokens").Int()
 }}
@@ -101,14 +159,14 @@ var rerankUsage = usageParser{answer: func(b []byte, u *usageInfo) {
 // messagesUsage is read from a Message and from message_start and
 // message_delta events: input_tokens excludes the cache's tokens there.
 var messagesUsage = usageParser{
-	answer: func(b []byte, u *usageInfo) { readMessagesUsage(gjson.GetBytes(b, "usage"), u) },
+	answer: func(b []byte, u *usageInfo) { readMessagesUsage(lookup(b, "usage"), u) },
 	event: func(ev []byte, u *usageInfo) {
 		name, data := sse.Fields(ev)
 		switch string(name) {
 		case "message_start":
-			readMessagesUsage(gjson.GetBytes(data, "message.usage"), u)
+			readMessagesUsage(lookup(data, "message.usage"), u)
 		case "message_delta":
-			readMessagesUsage(gjson.GetBytes(data, "usage"), u)
+			readMessagesUsage(lookup(data, "usage"), u)
 		}
 	},
 }
@@ -139,10 +197,10 @@ func readMessagesUsage(v gjson.Result, u *usageInfo) {
 // responsesUsage is read from a Response and from its response.completed
 // (or .incomplete or .failed) event.
 var responsesUsage = usageParser{
-	answer: func(b []byte, u *usageInfo) { readResponsesUsage(gjson.GetBytes(b, "usage"), u) },
+	answer: func(b []byte, u *usageInfo) { readResponsesUsage(lookup(b, "usage"), u) },
 	event: func(ev []byte, u *usageInfo) {
 		if _, data := sse.Fields(ev); bytes.Contains(data, []byte(`"usage":{`)) {
-			readResponsesUsage(gjson.GetBytes(data, "response.usage"), u)
+			readResponsesUsage(lookup(data, "response.usage"), u)
 		}
 	},
 }
@@ -213,12 +271,14 @@ func (t *tapStream) read(out []byte, start int) []byte {
 		}
 		return out
 	}
-	// Rewrite the segment without what the client did not ask for.
-	kept := make([]byte, 0, len(seg))
+	// Rewrite the segment without what the client did not ask for, in
+	// place: what is kept of each event is never longer than the event
+	// and its blank line, so w never passes the bytes still to be read.
+	w := start
 	for rest := seg; ; {
 		ev, r, ok := sse.Cut(rest)
 		if !ok {
-			kept = append(kept, rest...)
+			w += copy(out[w:], rest)
 			break
 		}
 		rest = r
@@ -227,35 +287,81 @@ func (t *tapStream) read(out []byte, start int) []byte {
 			continue
 		}
 		if i := bytes.Index(ev, []byte(`,"usage":null`)); i >= 0 {
-			kept = append(append(kept, ev[:i]...), ev[i+len(`,"usage":null`):]...)
+			w += copy(out[w:], ev[:i])
+			w += copy(out[w:], ev[i+len(`,"usage":null`):])
 		} else {
-			kept = append(kept, ev...)
+			w += copy(out[w:], ev)
 		}
-		kept = append(kept, "\n\n"...)
+		w += copy(out[w:], "\n\n")
 	}
-	return append(out[:start], kept...)
+	return out[:w]
 }
 
 // usageOnlyChunk reports whether a chunk is the one that carries only the
 // usage: no choices.
 func usageOnlyChunk(ev []byte) bool {
 	_, data := sse.Fields(ev)
-	return bytes.Contains(data, []byte(`"usage":{`)) && len(gjson.GetBytes(data, "choices").Array()) == 0
+	return bytes.Contains(data, []byte(`"usage":{`)) && len(lookup(data, "choices").Array()) == 0
 }
 
-// setPlaceholders puts what the request used where the access log (and
-// any other handler after this one) can read it.
-func (m *meter) placeholders(set func(key string, v any), cost string, priced bool) {
-	set("http.modelgate.tokens_in", strconv.FormatInt(m.usage.Prompt+m.usage.Embedding, 10))
-	set("http.modelgate.tokens_out", strconv.FormatInt(m.usage.Completion, 10))
-	set("http.modelgate.tokens_cached", strconv.FormatInt(m.usage.Cached, 10))
-	if priced {
-		set("http.modelgate.cost", cost)
-	} else {
-		set("http.modelgate.cost", "unpriced")
+// placeholder is the request's replacer's source of the placeholders the
+// dispatcher sets (dispatcher.serve maps it): {http.modelgate.provider} and
+// {http.modelgate.model}, the target being tried (after a fallback, the
+// last one tried), and once the request is settled what it used:
+// {http.modelgate.tokens_in}, {http.modelgate.tokens_out},
+// {http.modelgate.tokens_cached}, {http.modelgate.cost} (dollars, or
+// "unpriced"), {http.modelgate.fallback} (the targets tried, joined by
+// " > ") and, for a stream, {http.modelgate.ttft_ms}. Each is formatted when
+// something reads it — an access log's log_append, a header, a later
+// handler — rather than stored for every request whether read or not.
+func (m *meter) placeholder(key string) (any, bool) {
+	name, ok := strings.CutPrefix(key, "http.modelgate.")
+	if !ok {
+		return nil, false
 	}
-	set("http.modelgate.fallback", strings.Join(m.tried, " > "))
-	if !m.firstByte.IsZero() {
-		set("http.modelgate.ttft_ms", strconv.FormatInt(m.firstByte.Sub(m.start).Milliseconds(), 10))
+	if name == "provider" || name == "model" {
+		if len(m.tried) == 0 {
+			return nil, false
+		}
+		t := m.tried[len(m.tried)-1]
+		if name == "provider" {
+			return t.provider.name, true
+		}
+		return t.model, true
 	}
+	if !m.settled {
+		return nil, false
+	}
+	switch name {
+	case "tokens_in":
+		return strconv.FormatInt(m.usage.Prompt+m.usage.Embedding, 10), true
+	case "tokens_out":
+		return strconv.FormatInt(m.usage.Completion, 10), true
+	case "tokens_cached":
+		return strconv.FormatInt(m.usage.Cached, 10), true
+	case "cost":
+		return m.costText(), true
+	case "fallback":
+		var b strings.Builder
+		for i, t := range m.tried {
+			if i > 0 {
+				b.WriteString(" > ")
+			}
+			b.WriteString(t.String())
+		}
+		return b.String(), true
+	case "ttft_ms":
+		if !m.firstByte.IsZero() {
+			return strconv.FormatInt(m.firstByte.Sub(m.start).Milliseconds(), 10), true
+		}
+	}
+	return nil, false
+}
+
+// costText is what a settled request cost, in dollars, or "unpriced".
+func (m *meter) costText() string {
+	if !m.priced {
+		return "unpriced"
+	}
+	return m.cost.String()
 }

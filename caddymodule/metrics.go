@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"errors"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -75,18 +76,78 @@ func registerMetrics(reg prometheus.Registerer) error {
 	return nil
 }
 
+// The collectors' children are looked up by their label values on every
+// request: WithLabelValues checks and hashes each value and takes the
+// vec's lock, and the status code is formatted first. The children are
+// cached here by the values themselves (bounded as the labels are:
+// configured names, known models or "other", status codes).
+var (
+	upstreamChildren children[struct {
+		provider string
+		status   int
+	}, prometheus.Observer]
+	requestChildren children[struct {
+		endpoint, provider string
+		status             int
+	}, prometheus.Counter]
+	tokenChildren children[struct{ provider, model, kind string }, prometheus.Counter]
+	costChildren  children[struct {
+		provider, model string
+		priced          bool
+	}, prometheus.Counter]
+	ttftChildren children[string, prometheus.Observer]
+)
+
+// children is a cache of a vec's children by their label values.
+type children[K comparable, C any] struct {
+	mu sync.RWMutex
+	m  map[K]C
+}
+
+// get returns the child for k, made by child the first time.
+func (c *children[K, C]) get(k K, child func() C) C {
+	c.mu.RLock()
+	v, ok := c.m[k]
+	c.mu.RUnlock()
+	if ok {
+		return v
+	}
+	v = child()
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = make(map[K]C)
+	}
+	c.m[k] = v
+	c.mu.Unlock()
+	return v
+}
+
+// statusLabel is a status code as the metrics label it; 0: "error".
+func statusLabel(status int) string {
+	if status > 0 {
+		return strconv.Itoa(status)
+	}
+	return "error"
+}
+
 // observeUpstream records one provider call; status 0 means no answer.
 func observeUpstream(provider string, status int, start time.Time) {
-	code := "error"
-	if status > 0 {
-		code = strconv.Itoa(status)
-	}
-	metrics.upstream.WithLabelValues(provider, code).Observe(time.Since(start).Seconds())
+	upstreamChildren.get(struct {
+		provider string
+		status   int
+	}{provider, status}, func() prometheus.Observer {
+		return metrics.upstream.WithLabelValues(provider, statusLabel(status))
+	}).Observe(time.Since(start).Seconds())
 }
 
 // observeRequest records one answered request.
 func observeRequest(endpoint, provider string, status int) {
-	metrics.requests.WithLabelValues(endpoint, provider, strconv.Itoa(status)).Inc()
+	requestChildren.get(struct {
+		endpoint, provider string
+		status             int
+	}{endpoint, provider, status}, func() prometheus.Counter {
+		return metrics.requests.WithLabelValues(endpoint, provider, strconv.Itoa(status))
+	}).Inc()
 }
 
 // observeUsage counts what one answered request used and cost.
@@ -94,7 +155,9 @@ func observeUsage(provider, model string, m *meter, cost pricing.Money, priced b
 	u := m.usage
 	add := func(kind string, n int64) {
 		if n > 0 {
-			metrics.tokens.WithLabelValues(provider, model, kind).Add(float64(n))
+			tokenChildren.get(struct{ provider, model, kind string }{provider, model, kind}, func() prometheus.Counter {
+				return metrics.tokens.WithLabelValues(provider, model, kind)
+			}).Add(float64(n))
 		}
 	}
 	add("input", u.Prompt)
@@ -102,12 +165,24 @@ func observeUsage(provider, model string, m *meter, cost pricing.Money, priced b
 	add("output", u.Completion)
 	add("reasoning", u.Reasoning)
 	add("embedding", u.Embedding)
+	// Priced requests add their cost; unpriced ones are counted apart.
+	c := costChildren.get(struct {
+		provider, model string
+		priced          bool
+	}{provider, model, priced}, func() prometheus.Counter {
+		if priced {
+			return metrics.cost.WithLabelValues(provider, model)
+		}
+		return metrics.unpriced.WithLabelValues(provider, model)
+	})
 	if priced {
-		metrics.cost.WithLabelValues(provider, model).Add(cost.Dollars())
+		c.Add(cost.Dollars())
 	} else {
-		metrics.unpriced.WithLabelValues(provider, model).Inc()
+		c.Inc()
 	}
 	if m.stream && !m.firstByte.IsZero() {
-		metrics.ttft.WithLabelValues(provider).Observe(m.firstByte.Sub(m.start).Seconds())
+		ttftChildren.get(provider, func() prometheus.Observer {
+			return metrics.ttft.WithLabelValues(provider)
+		}).Observe(m.firstByte.Sub(m.start).Seconds())
 	}
 }

@@ -125,19 +125,35 @@ func (t *authTransport) Provision(ctx caddy.Context) error {
 	return t.HTTPTransport.Provision(ctx)
 }
 
-// RoundTrip sends an authenticated copy of req.
+// RoundTrip sends an authenticated copy of req, its body read from the
+// bytes upstreamRequest left in the context.
+//
+// reverse_proxy wraps the body it forwards (to keep it open across retries
+// and to pass trailers on), so net/http no longer sees bytes in memory: it
+// flushes the headers in a write of their own before it copies the body,
+// and the provider gets every request in two packets. The bytes themselves
+// — the translated body, which is also what the Authenticator signs — go
+// out in one write with the headers (net/http recognises a bytes.Reader),
+// on every attempt. A body that is not those bytes (a proxy block's rewrite
+// changed it) is sent as it is.
 func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	body, _ := req.Context().Value(bodyKey{}).([]byte)
+	inMemory := len(body) > 0 && req.Body != nil && req.ContentLength == int64(len(body))
+	if t.auth == nil && !inMemory {
+		return t.HTTPTransport.RoundTrip(req)
+	}
+	r2 := new(http.Request)
+	*r2 = *req
+	if inMemory {
+		r2.Body = newBytesBody(body)
+	}
 	if t.auth != nil {
-		r2 := new(http.Request)
-		*r2 = *req
 		r2.Header = req.Header.Clone()
-		body, _ := req.Context().Value(bodyKey{}).([]byte)
 		if err := t.auth.Authenticate(r2, body); err != nil {
 			return nil, authError{err}
 		}
-		req = r2
 	}
-	return t.HTTPTransport.RoundTrip(req)
+	return t.HTTPTransport.RoundTrip(r2)
 }
 
 // Interface guards

@@ -407,8 +407,18 @@ var noNext = caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) erro
 // gateway key above all) reaches the provider except the translated body.
 // The provider's credentials are added by the transport.
 func (b *ProviderBase) upstreamRequest(r *http.Request, preq providers.Request, stream bool) *http.Request {
-	r2 := new(http.Request)
-	*r2 = *r
+	body := preq.Body
+	// Each provider call gets its own copy of the request variables:
+	// reverse_proxy writes into them before it sends, while a connection an
+	// earlier call (a fallback's first target) began to dial may still read
+	// them in net/http's dial goroutine. The body goes down to the
+	// transport's Authenticator beside the request.
+	ctx := withBody(r.Context(), body)
+	if vars, ok := r.Context().Value(caddyhttp.VarsCtxKey).(map[string]any); ok {
+		ctx = context.WithValue(ctx, caddyhttp.VarsCtxKey, maps.Clone(vars))
+	}
+	r2 := r.WithContext(ctx) // a shallow copy, whose fields are replaced below
+
 	u := *r.URL
 	u.RawPath = b.basePath + preq.Path // escaped, as the translator wrote it
 	if p, err := url.PathUnescape(u.RawPath); err == nil {
@@ -427,38 +437,30 @@ func (b *ProviderBase) upstreamRequest(r *http.Request, preq providers.Request, 
 	}
 	r2.RequestURI = ""
 
-	h := make(http.Header, 6+len(preq.Header))
-	h["Content-Type"] = []string{"application/json"}
+	accept := "application/json"
 	if stream {
-		h["Accept"] = []string{"text/event-stream"}
-	} else {
-		h["Accept"] = []string{"application/json"}
+		accept = "text/event-stream"
 	}
-	h["Accept-Encoding"] = []string{"identity"} // translators need plain bytes
-	h["User-Agent"] = []string{"modelgate"}
+	// The values share one array, each header its own full slice of it
+	// (an append to one cannot write into another).
+	v := []string{"application/json", accept, "identity", "modelgate"}
+	h := make(http.Header, 6+len(preq.Header))
+	h["Content-Type"] = v[0:1:1]
+	h["Accept"] = v[1:2:2]
+	h["Accept-Encoding"] = v[2:3:3] // translators need plain bytes
+	h["User-Agent"] = v[3:4:4]
 	for k, v := range preq.Header {
 		h[k] = v
 	}
 	r2.Header = h
 	r2.Trailer = nil
 
-	body := preq.Body
 	r2.Body = newBytesBody(body)
 	r2.ContentLength = int64(len(body))
 	r2.GetBody = func() (io.ReadCloser, error) { return newBytesBody(body), nil }
 	r2.TransferEncoding = nil
 	r2.Close = false
-
-	// Each provider call gets its own copy of the request variables:
-	// reverse_proxy writes into them before it sends, while a connection an
-	// earlier call (a fallback's first target) began to dial may still read
-	// them in net/http's dial goroutine. The body goes down to the
-	// transport's Authenticator beside the request.
-	ctx := withBody(r.Context(), body)
-	if vars, ok := r.Context().Value(caddyhttp.VarsCtxKey).(map[string]any); ok {
-		ctx = context.WithValue(ctx, caddyhttp.VarsCtxKey, maps.Clone(vars))
-	}
-	return r2.WithContext(ctx)
+	return r2
 }
 
 func newBytesBody(b []byte) io.ReadCloser { return io.NopCloser(bytes.NewReader(b)) }

@@ -9,12 +9,9 @@ import "bytes"
 // the rest of buf after it. ok is false when buf holds no complete event
 // yet. Line ends may be "\n", "\r\n" or "\r", as the SSE specification allows.
 func Cut(buf []byte) (event, rest []byte, ok bool) {
-	for i := 0; i < len(buf); i++ {
+	for i := lineEnd(buf, 0); i >= 0; i = lineEnd(buf, i) {
+		// buf[i] ends a line; see whether the next line is empty.
 		c := buf[i]
-		if c != '\n' && c != '\r' {
-			continue
-		}
-		// c ends a line; see whether the next line is empty.
 		j := i + 1
 		if c == '\r' && j < len(buf) && buf[j] == '\n' {
 			j++
@@ -35,9 +32,29 @@ func Cut(buf []byte) (event, rest []byte, ok bool) {
 			}
 			return buf[:i], buf[j+1:], true
 		}
-		i = j - 1
+		i = j // the next line starts there
 	}
 	return nil, buf, false
+}
+
+// lineEnd returns the index of the first '\r' or '\n' in buf at or after
+// from, or -1. It looks for '\n' and then for a '\r' before it, two
+// vectorised scans of the line, rather than testing each byte for both (a
+// stream is read through Cut and Fields on every event, most of its bytes
+// in long data lines).
+func lineEnd(buf []byte, from int) int {
+	end := len(buf)
+	lf := bytes.IndexByte(buf[from:], '\n')
+	if lf >= 0 {
+		end = from + lf
+	}
+	if cr := bytes.IndexByte(buf[from:end], '\r'); cr >= 0 {
+		return from + cr
+	}
+	if lf < 0 {
+		return -1
+	}
+	return end
 }
 
 // Fields returns the event's name (the "event:" field) and its data: the
@@ -47,7 +64,7 @@ func Fields(event []byte) (name, data []byte) {
 	multi := false
 	for len(event) > 0 {
 		var line []byte
-		if i := bytes.IndexAny(event, "\r\n"); i >= 0 {
+		if i := lineEnd(event, 0); i >= 0 {
 			line = event[:i]
 			if event[i] == '\r' && i+1 < len(event) && event[i+1] == '\n' {
 				i++

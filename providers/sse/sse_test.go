@@ -222,3 +222,67 @@ func BenchmarkCutFields(b *testing.B) {
 		}
 	}
 }
+
+// cutByByte is Cut as first written, testing each byte for a line end;
+// FuzzCutSame holds the vectorised one to it.
+func cutByByte(buf []byte) (event, rest []byte, ok bool) {
+	for i := 0; i < len(buf); i++ {
+		c := buf[i]
+		if c != '\n' && c != '\r' {
+			continue
+		}
+		j := i + 1
+		if c == '\r' && j < len(buf) && buf[j] == '\n' {
+			j++
+		}
+		if j >= len(buf) {
+			return nil, buf, false
+		}
+		switch buf[j] {
+		case '\n':
+			return buf[:i], buf[j+1:], true
+		case '\r':
+			if j+1 < len(buf) && buf[j+1] == '\n' {
+				return buf[:i], buf[j+2:], true
+			}
+			if j+1 == len(buf) {
+				return nil, buf, false
+			}
+			return buf[:i], buf[j+1:], true
+		}
+		i = j - 1
+	}
+	return nil, buf, false
+}
+
+// FuzzCutSame checks that Cut cuts every input as the byte-by-byte version
+// does, and that lineEnd finds what bytes.IndexAny(…, "\r\n") finds (Fields
+// used that before lineEnd).
+func FuzzCutSame(f *testing.F) {
+	for _, s := range []string{"event: a\ndata: 1\n\ndata: 2\ndata: 3\n\n: c\n\n", "data: a\r\n\r\ndata: b\r\rdata: c\n\r\ndata: d\r\r\ndata: e\r",
+		"data: a\r\r\ndata: b\n\r\rdata: c\r\n\n", "\r\n\r\n\r\r\n\n\r", "data: x\rdata: y\n\n", "event: e\r\ndata\r\ndata: z\n\r"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, buf []byte) {
+		for i := 0; i <= len(buf); i++ {
+			want := bytes.IndexAny(buf[i:], "\r\n")
+			if want >= 0 {
+				want += i
+			}
+			if got := lineEnd(buf, i); got != want {
+				t.Fatalf("lineEnd(%q, %d) = %d, want %d", buf, i, got, want)
+			}
+		}
+		for rest := buf; ; {
+			ev, r, ok := Cut(rest)
+			wev, wr, wok := cutByByte(rest)
+			if ok != wok || !bytes.Equal(ev, wev) || !bytes.Equal(r, wr) {
+				t.Fatalf("Cut(%q) = %q, %q, %v; byte by byte %q, %q, %v", rest, ev, r, ok, wev, wr, wok)
+			}
+			if !ok {
+				break
+			}
+			rest = r
+		}
+	})
+}

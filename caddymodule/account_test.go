@@ -1,0 +1,220 @@
+package caddymodule
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/modelgate/modelgate/pricing"
+)
+
+// TestSettleReports checks what settling an answered request tells the
+// access log and the placeholders, for a priced stream that fell back
+// once and for an unpriced answer to a batch line (no key).
+func TestSettleReports(t *testing.T) {
+	prices, err := pricing.Load(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oa := &provider{name: "oa", typ: "openai", base: &ProviderBase{}}
+	down := &provider{name: "down", typ: "openai", base: &ProviderBase{}}
+	app := &App{logger: zap.NewNop(), prices: prices, knownModels: map[string]struct{}{}, providers: map[string]*provider{"oa": oa, "down": down}}
+	ac := accountant{app: app}
+	start := time.Now()
+
+	for _, tc := range []struct {
+		name      string
+		key       *Key
+		m         *meter
+		log       string
+		wantPlace map[string]string // placeholders; "" must be unset
+	}{{
+		name: "priced stream after a fallback",
+		key:  &Key{Name: "alice-key", Owner: "alice"},
+		m: &meter{start: start, firstByte: start.Add(42 * time.Millisecond), stream: true, provider: oa, model: "gpt-4o-mini",
+			tried: []target{{provider: down, model: "gpt-4o"}, {provider: oa, model: "gpt-4o-mini"}},
+			usage: usageInfo{Prompt: 1200, Cached: 200, Completion: 300, Known: true}},
+		log: `{"msg":"handled request","modelgate_provider":"oa","modelgate_model":"gpt-4o-mini","modelgate_tokens_in":1200,` +
+			`"modelgate_tokens_out":300,"modelgate_tokens_cached":200,"modelgate_fallback":["down/gpt-4o","oa/gpt-4o-mini"],` +
+			`"modelgate_cost":"0.000345","modelgate_key":"alice-key","modelgate_owner":"alice","modelgate_ttft_ms":42}`,
+		wantPlace: map[string]string{"http.modelgate.provider": "oa", "http.modelgate.model": "gpt-4o-mini", "http.modelgate.tokens_in": "1200", "http.modelgate.tokens_out": "300",
+			"http.modelgate.tokens_cached": "200", "http.modelgate.cost": "0.000345",
+			"http.modelgate.fallback": "down/gpt-4o > oa/gpt-4o-mini", "http.modelgate.ttft_ms": "42"},
+	}, {
+		name: "unpriced, no key",
+		m: &meter{start: start, provider: oa, model: "no-such-model", tried: []target{{provider: oa, model: "no-such-model"}},
+			usage: usageInfo{Prompt: 7, Completion: 3, Known: true}},
+		log: `{"msg":"handled request","modelgate_provider":"oa","modelgate_model":"no-such-model","modelgate_tokens_in":7,` +
+			`"modelgate_tokens_out":3,"modelgate_tokens_cached":0,"modelgate_fallback":["oa/no-such-model"],"modelgate_cost":"unpriced"}`,
+		wantPlace: map[string]string{"http.modelgate.provider": "oa", "http.modelgate.model": "no-such-model", "http.modelgate.tokens_in": "7", "http.modelgate.tokens_out": "3",
+			"http.modelgate.tokens_cached": "0", "http.modelgate.cost": "unpriced",
+			"http.modelgate.fallback": "oa/no-such-model", "http.modelgate.ttft_ms": ""},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			repl := caddy.NewReplacer()
+			extra := new(caddyhttp.ExtraLogFields)
+			ctx := context.WithValue(context.Background(), caddy.ReplacerCtxKey, repl)
+			ctx = context.WithValue(ctx, caddyhttp.ExtraLogFieldsCtxKey, extra)
+			r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions", nil)
+			repl.Map(tc.m.placeholder) // as dispatcher.serve does
+			if v, ok := repl.GetString("http.modelgate.tokens_in"); ok {
+				t.Errorf("{http.modelgate.tokens_in} = %q before the request is settled", v)
+			}
+			ac.settle(r, tc.key, &call{endpoint: endpointChat}, tc.m)
+
+			// The access log entry, as Caddy's server writes it: the
+			// extra fields after its own. (ExtraLogFields keeps them
+			// unexported; TestIntegrationLogs reads a real access log.)
+			var out bytes.Buffer
+			core := zapcore.NewCore(zapcore.NewJSONEncoder(zapcore.EncoderConfig{MessageKey: "msg"}), zapcore.AddSync(&out), zapcore.InfoLevel)
+			zap.New(core).Info("handled request", zap.Field{Key: "modelgate", Type: zapcore.InlineMarshalerType, Interface: (*accessLogFields)(tc.m)})
+			if got := string(bytes.TrimSpace(out.Bytes())); got != tc.log {
+				t.Errorf("access log entry\n got %s\nwant %s", got, tc.log)
+			}
+			for k, want := range tc.wantPlace {
+				got, ok := repl.GetString(k)
+				if want == "" {
+					if ok {
+						t.Errorf("{%s} = %q, want unset", k, got)
+					}
+					continue
+				}
+				if got != want {
+					t.Errorf("{%s} = %q (set %v), want %q", k, got, ok, want)
+				}
+			}
+		})
+	}
+}
+
+// TestRequestPlaceholders sends requests through the gateway and reads the
+// placeholders a later handler (or the access log's log_append) sees.
+func TestRequestPlaceholders(t *testing.T) {
+	g := newBenchGateway(t)
+	for _, tc := range []struct {
+		name string
+		body []byte
+		want map[string]string // "": unset; "*": set to anything
+	}{
+		{"answered", benchChatBody("oa/gpt-4o-mini", 0, false), map[string]string{
+			"http.modelgate.key": "bench", "http.auth.user.id": "bench",
+			"http.modelgate.provider": "oa", "http.modelgate.model": "gpt-4o-mini",
+			"http.modelgate.tokens_in": "14", "http.modelgate.tokens_out": "10", "http.modelgate.tokens_cached": "0",
+			"http.modelgate.cost": "0.0000081", "http.modelgate.fallback": "oa/gpt-4o-mini", "http.modelgate.ttft_ms": ""}},
+		{"streamed", benchChatBody("claude/claude-sonnet-4-5", 0, true), map[string]string{
+			"http.modelgate.provider": "claude", "http.modelgate.model": "claude-sonnet-4-5",
+			"http.modelgate.fallback": "claude/claude-sonnet-4-5", "http.modelgate.ttft_ms": "*"}},
+		{"refused by the provider's translator", []byte(`{"model":"claude/claude-sonnet-4-5","messages":[{"role":"user","content":"hi"}],"n":3}`), map[string]string{
+			"http.modelgate.provider": "claude", "http.modelgate.model": "claude-sonnet-4-5",
+			"http.modelgate.tokens_in": "", "http.modelgate.cost": "", "http.modelgate.fallback": ""}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &sink{header: make(http.Header), keep: true}
+			r := g.request(w, "/v1/chat/completions", tc.body, "Authorization", "Bearer "+benchStaticKey)
+			if err := g.serveModelgate(w, r); err != nil {
+				t.Fatal(err)
+			}
+			repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+			for k, want := range tc.want {
+				got, ok := repl.GetString(k)
+				switch {
+				case want == "" && ok:
+					t.Errorf("{%s} = %q, want unset (status %d: %.200s)", k, got, w.status, w.body.Bytes())
+				case want == "*" && !ok:
+					t.Errorf("{%s} unset (status %d: %.200s)", k, w.status, w.body.Bytes())
+				case want != "" && want != "*" && got != want:
+					t.Errorf("{%s} = %q (set %v), want %q (status %d: %.200s)", k, got, ok, want, w.status, w.body.Bytes())
+				}
+			}
+		})
+	}
+}
+
+// TestChatUsage reads usage from chat answers and stream chunks.
+func TestChatUsage(t *testing.T) {
+	for _, tc := range []struct {
+		name, usage string
+		want        usageInfo
+	}{
+		{"every count", `{"prompt_tokens":1200,"completion_tokens":300,"total_tokens":1500,"prompt_tokens_details":{"cached_tokens":200,"audio_tokens":0,"cache_write_tokens":100},"completion_tokens_details":{"reasoning_tokens":120,"audio_tokens":0}}`,
+			usageInfo{Prompt: 1200, Completion: 300, Cached: 200, CacheWrite: 100, Reasoning: 120, Known: true}},
+		{"no details", `{"prompt_tokens":14,"completion_tokens":10,"total_tokens":24}`, usageInfo{Prompt: 14, Completion: 10, Known: true}},
+		{"details null", `{"prompt_tokens":14,"completion_tokens":10,"prompt_tokens_details":null,"completion_tokens_details":null}`, usageInfo{Prompt: 14, Completion: 10, Known: true}},
+		{"a key given twice: the first counts", `{"prompt_tokens":5,"prompt_tokens":7,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":2},"prompt_tokens_details":{"cached_tokens":3}}`,
+			usageInfo{Prompt: 5, Completion: 1, Cached: 2, Known: true}},
+		{"empty", `{}`, usageInfo{Known: true}},
+		{"null", `null`, usageInfo{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got usageInfo
+			chatUsage.answer([]byte(`{"id":"chatcmpl-1","choices":[],"usage":`+tc.usage+`}`), &got)
+			if got != tc.want {
+				t.Errorf("answer: %+v, want %+v", got, tc.want)
+			}
+			got = usageInfo{}
+			chatUsage.event([]byte(`data: {"id":"chatcmpl-1","choices":[],"usage":`+tc.usage+`}`), &got)
+			if got != tc.want {
+				t.Errorf("event: %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestTapStreamStrip reads a chat stream's usage on its way to the client
+// and, when the gateway asked for the usage and the client did not, takes
+// out the usage chunk and the "usage":null fields, whatever the events'
+// line ends and however the stream is cut into segments.
+func TestTapStreamStrip(t *testing.T) {
+	chunk := func(content string) string {
+		return `data: {"id":"c","choices":[{"index":0,"delta":{"content":"` + content + `"},"finish_reason":null}],"usage":null}`
+	}
+	usage := `data: {"id":"c","choices":[],"usage":{"prompt_tokens":14,"completion_tokens":3,"total_tokens":17}}`
+	events := []string{chunk("a"), ": keep-alive", chunk("b"), `data: {"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}`, usage, "data: [DONE]"}
+	stripped := []string{`data: {"id":"c","choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}`, ": keep-alive",
+		`data: {"id":"c","choices":[{"index":0,"delta":{"content":"b"},"finish_reason":null}]}`,
+		`data: {"id":"c","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`, "data: [DONE]"}
+	for _, sep := range []string{"\n\n", "\r\n\r\n"} {
+		for _, strip := range []bool{false, true} {
+			for per := 1; per <= len(events); per++ {
+				if sep != "\n\n" && per < len(events) {
+					// A segment without usage in it passes as it is,
+					// line ends and all: CRLF events are checked in one
+					// segment.
+					continue
+				}
+				m := &meter{}
+				tap := &tapStream{m: m, parse: chatUsage.event, strip: strip}
+				var got []byte
+				// A segment of per events at a time, as a translator
+				// writes several at once; the tap sees them after what
+				// the client already has.
+				for i := 0; i < len(events); i += per {
+					start := len(got)
+					for _, ev := range events[i:min(i+per, len(events))] {
+						got = append(got, ev+sep...)
+					}
+					got = tap.read(got, start)
+				}
+				want := strings.Join(events, sep) + sep
+				if strip {
+					want = strings.Join(stripped, "\n\n") + "\n\n"
+				}
+				if string(got) != want {
+					t.Errorf("strip %v, %d events a segment, %q:\n got %q\nwant %q", strip, per, sep, got, want)
+				}
+				if m.usage != (usageInfo{Prompt: 14, Completion: 3, Known: true}) {
+					t.Errorf("strip %v, %d a segment: usage %+v", strip, per, m.usage)
+				}
+			}
+		}
+	}
+}
