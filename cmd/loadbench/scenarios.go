@@ -185,7 +185,7 @@ func scenarios() []*scenario {
 			plain:   rerankPlain, expect: `relevance_score`, upstream: []request{rerankPlain},
 		},
 		{
-			name: "embeddings", what: "embeddings of 64 inputs, 1536 dimensions, base64 (the OpenAI SDKs' default; the gateway asks the provider for floats)",
+			name: "embeddings", what: "embeddings of 64 inputs, 1536 dimensions, base64 (the OpenAI SDKs' default; the gateway asks the provider for base64 and checks it)",
 			gateway: request{"/v1/embeddings", bearerGateway, embeddingsBody("oa/text-embedding-3-small", 64, "base64")},
 			plain:   embPlain, expect: `"embedding"`, upstream: []request{embPlain, embUpstream},
 		},
