@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unsafe"
 
 	"github.com/tidwall/gjson"
 
@@ -66,7 +65,7 @@ type usageParser struct {
 // a string, at once and keeps nothing of the result, so it may point into
 // b.
 func lookup(b []byte, path string) gjson.Result {
-	return gjson.Get(unsafe.String(unsafe.SliceData(b), len(b)), path)
+	return gjson.Get(providers.InPlace(b), path)
 }
 
 // chatUsage is read from chat completions and their chunks.

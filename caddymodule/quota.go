@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/tidwall/gjson"
@@ -245,9 +244,9 @@ func estimateBody(body []byte) (in, maxOut int64) {
 			if skip > 0 {
 				break
 			}
-			str := inPlace(body[start:i])
+			str := providers.InPlace(body[start:i])
 			if bytes.IndexByte(body[start:i], '\\') >= 0 {
-				str = gjson.Parse(inPlace(body[start-1 : i+1])).Str
+				str = gjson.Parse(providers.InPlace(body[start-1 : i+1])).Str
 			}
 			switch {
 			case expectKey:
@@ -298,7 +297,7 @@ func estimateBody(body []byte) (in, maxOut int64) {
 			}
 			if skip == 0 {
 				if c == '-' || c >= '0' && c <= '9' {
-					value(inPlace(body[start : i+1]))
+					value(providers.InPlace(body[start : i+1]))
 				} else {
 					value("")
 				}
@@ -326,10 +325,6 @@ func stringEnd(b []byte, start int) int {
 		}
 	}
 }
-
-// inPlace is b as a string without a copy, for estimateBody: nothing it
-// reads outlives the call, and the body does not change while it runs.
-func inPlace(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // maxOutOf is the maximum output of a request whose maxOutputFields'
 // values are outs (the numbers' texts; "" for none or another type).

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/tidwall/gjson"
 )
@@ -233,3 +234,8 @@ func IsInt(v gjson.Result) bool {
 	}
 	return true
 }
+
+// InPlace reads b as a string without copying it, for gjson to parse in
+// place: the caller keeps none of the strings gjson hands out beyond its
+// use of b, and does not change b meanwhile.
+func InPlace(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }

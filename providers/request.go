@@ -118,3 +118,43 @@ func AppendStops(dst []byte, stop gjson.Result) ([]byte, int) {
 	}
 	return append(dst, ']'), n
 }
+
+// PartText is the text of a text or refusal content part.
+func PartText(part gjson.Result) gjson.Result {
+	if part.Get("type").Str == "refusal" {
+		return part.Get("refusal")
+	}
+	return part.Get("text")
+}
+
+// AppendSystemTexts appends {"text":…} objects, comma-separated, one for
+// every non-empty text of the system and developer messages of msgs, in
+// order (content a string, or text and refusal parts); n is how many.
+func AppendSystemTexts(b []byte, msgs []ChatMessage) (_ []byte, n int) {
+	add := func(text gjson.Result) {
+		if text.Type != gjson.String || text.Str == "" {
+			return
+		}
+		if n > 0 {
+			b = append(b, ',')
+		}
+		n++
+		b = append(b, `{"text":`...)
+		b = append(b, text.Raw...)
+		b = append(b, '}')
+	}
+	for i := range msgs {
+		if msgs[i].Role != "system" && msgs[i].Role != "developer" {
+			continue
+		}
+		if c := msgs[i].Content; c.Type == gjson.String {
+			add(c)
+		} else {
+			c.ForEach(func(_, part gjson.Result) bool {
+				add(PartText(part))
+				return true
+			})
+		}
+	}
+	return b, n
+}

@@ -555,14 +555,6 @@ func appendCacheControl(b []byte, cache gjson.Result) []byte {
 	return append(b, cache.Raw...)
 }
 
-// partText is the text of a text or refusal content part.
-func partText(part gjson.Result) gjson.Result {
-	if part.Get("type").Str == "refusal" {
-		return part.Get("refusal")
-	}
-	return part.Get("text")
-}
-
 // appendTextParts appends text blocks for content that is a string or an
 // array of text (or refusal) parts.
 func appendTextParts(b []byte, content gjson.Result, n *int) []byte {
@@ -570,7 +562,7 @@ func appendTextParts(b []byte, content gjson.Result, n *int) []byte {
 		return appendTextBlock(b, content, n)
 	}
 	content.ForEach(func(_, part gjson.Result) bool {
-		b = appendTextBlockCache(b, partText(part), part.Get("cache_control"), n)
+		b = appendTextBlockCache(b, providers.PartText(part), part.Get("cache_control"), n)
 		return true
 	})
 	return b
@@ -592,7 +584,7 @@ func appendUserBlocks(b []byte, m *message, i int, n *int) ([]byte, error) {
 			err = providers.UnsupportedBecause(partParam(i, j)+".type",
 				typ+" content parts are not supported by provider type "+providerName)
 		default: // text, refusal
-			b = appendTextBlockCache(b, partText(part), part.Get("cache_control"), n)
+			b = appendTextBlockCache(b, providers.PartText(part), part.Get("cache_control"), n)
 		}
 		j++
 		return err == nil

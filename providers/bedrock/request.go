@@ -149,9 +149,6 @@ func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) 
 // message is a unified message as the translation reads it.
 type message = providers.ChatMessage
 
-// isSystem reports whether a unified role goes to the top-level system.
-func isSystem(role string) bool { return role == "system" || role == "developer" }
-
 // history is what the messages tell the tool configuration: whether they
 // hold toolUse or toolResult blocks (Converse then requires a toolConfig)
 // and the names of the tools called.
@@ -243,14 +240,6 @@ func (t *turns) text(role string, v gjson.Result) {
 	t.b = append(t.b, '}')
 }
 
-// partText is the text of a text or refusal content part.
-func partText(part gjson.Result) gjson.Result {
-	if part.Get("type").Str == "refusal" {
-		return part.Get("refusal")
-	}
-	return part.Get("text")
-}
-
 // texts appends text blocks for content that is a string or an array of
 // text (or refusal) parts.
 func (t *turns) texts(role string, content gjson.Result) {
@@ -259,7 +248,7 @@ func (t *turns) texts(role string, content gjson.Result) {
 		return
 	}
 	content.ForEach(func(_, part gjson.Result) bool {
-		t.text(role, partText(part))
+		t.text(role, providers.PartText(part))
 		return true
 	})
 }
@@ -285,7 +274,7 @@ func (t *turns) userBlocks(m *message, i int) error {
 		case "file":
 			err = t.document(part.Get("file"), partParam(i, j)+".file")
 		default: // text, refusal
-			t.text("user", partText(part))
+			t.text("user", providers.PartText(part))
 		}
 		j++
 		return err == nil
@@ -661,7 +650,7 @@ func (t *turns) toolResult(m *message, hist *history) {
 		add(m.Content)
 	} else {
 		m.Content.ForEach(func(_, part gjson.Result) bool {
-			add(partText(part))
+			add(providers.PartText(part))
 			return true
 		})
 	}
@@ -701,33 +690,7 @@ func toolUseID(id string) string {
 // and developer messages, in order.
 func appendSystem(b []byte, msgs []message) []byte {
 	at := len(b)
-	b = append(b, `,"system":[`...)
-	n := 0
-	add := func(v gjson.Result) {
-		if v.Type != gjson.String || v.Str == "" {
-			return
-		}
-		if n > 0 {
-			b = append(b, ',')
-		}
-		n++
-		b = append(b, `{"text":`...)
-		b = append(b, v.Raw...)
-		b = append(b, '}')
-	}
-	for i := range msgs {
-		if !isSystem(msgs[i].Role) {
-			continue
-		}
-		if c := msgs[i].Content; c.Type == gjson.String {
-			add(c)
-		} else {
-			c.ForEach(func(_, part gjson.Result) bool {
-				add(partText(part))
-				return true
-			})
-		}
-	}
+	b, n := providers.AppendSystemTexts(append(b, `,"system":[`...), msgs)
 	if n == 0 {
 		return b[:at]
 	}

@@ -244,14 +244,6 @@ func appendMessages(b []byte, messages gjson.Result) ([]byte, error) {
 	return append(b, ']'), err
 }
 
-// partText is the text of a text or refusal content part.
-func partText(part gjson.Result) gjson.Result {
-	if part.Get("type").Str == "refusal" {
-		return part.Get("refusal")
-	}
-	return part.Get("text")
-}
-
 // appendTextContent appends content that is a string (as it is) or an array
 // of text (or refusal) parts, as Cohere's text content items. An empty
 // array becomes "".
@@ -268,7 +260,7 @@ func appendTextContent(b []byte, content gjson.Result) []byte {
 		}
 		n++
 		b = append(b, `{"type":"text","text":`...)
-		b = providers.AppendRawString(b, partText(part))
+		b = providers.AppendRawString(b, providers.PartText(part))
 		b = append(b, '}')
 		return true
 	})
@@ -306,7 +298,7 @@ func appendUser(b []byte, m *message, i int) ([]byte, error) {
 				typ+" content parts are not supported by provider type "+providerName)
 		default: // text
 			b = append(b, `{"type":"text","text":`...)
-			b = providers.AppendRawString(b, partText(part))
+			b = providers.AppendRawString(b, providers.PartText(part))
 			b = append(b, '}')
 		}
 		j++
@@ -428,7 +420,7 @@ func appendAssistant(b []byte, m *message) []byte {
 	} else {
 		content.ForEach(func(_, part gjson.Result) bool {
 			b = append(b, `,{"type":"text","text":`...)
-			b = providers.AppendRawString(b, partText(part))
+			b = providers.AppendRawString(b, providers.PartText(part))
 			b = append(b, '}')
 			return true
 		})
@@ -444,7 +436,7 @@ func joinedText(content gjson.Result) string {
 	}
 	var s strings.Builder
 	content.ForEach(func(_, part gjson.Result) bool {
-		s.WriteString(partText(part).Str)
+		s.WriteString(providers.PartText(part).Str)
 		return true
 	})
 	return s.String()

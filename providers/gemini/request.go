@@ -68,7 +68,7 @@ func (c Chat) set(r *request, key string, v gjson.Result) error {
 		r.serviceTier = v
 	case "audio", "functions", "function_call", "web_search_options":
 		if v.Exists() && v.Type != gjson.Null {
-			// key points into the body (inPlace); the error outlives it.
+			// key points into the body (providers.InPlace); the error outlives it.
 			return providers.Unsupported(strings.Clone(key), c.name())
 		}
 	case "modalities":
@@ -93,7 +93,7 @@ func (c Chat) set(r *request, key string, v gjson.Result) error {
 func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) {
 	var r request
 	var err error
-	gjson.Parse(inPlace(body)).ForEach(func(key, v gjson.Result) bool {
+	gjson.Parse(providers.InPlace(body)).ForEach(func(key, v gjson.Result) bool {
 		err = c.set(&r, key.Str, v)
 		return err == nil
 	})
@@ -250,18 +250,10 @@ func hasContent(content gjson.Result) bool {
 	found := false
 	content.ForEach(func(_, part gjson.Result) bool {
 		t := part.Get("type").Str
-		found = t != "text" && t != "refusal" || partText(part).Str != ""
+		found = t != "text" && t != "refusal" || providers.PartText(part).Str != ""
 		return !found
 	})
 	return found
-}
-
-// partText is the text of a text or refusal content part.
-func partText(part gjson.Result) gjson.Result {
-	if part.Get("type").Str == "refusal" {
-		return part.Get("refusal")
-	}
-	return part.Get("text")
 }
 
 func partParam(i, j int) string {
@@ -285,7 +277,7 @@ func (c Chat) userParts(w *contents, m *message, i int) error {
 		case "file":
 			err = c.file(w, part.Get("file"), partParam(i, j)+".file")
 		default: // text, refusal
-			w.text("user", partText(part), false, "")
+			w.text("user", providers.PartText(part), false, "")
 		}
 		j++
 		return err == nil
@@ -481,7 +473,7 @@ func (c Chat) modelParts(w *contents, m *message, i int, current bool) error {
 		last := -1
 		k := 0
 		m.Content.ForEach(func(_, part gjson.Result) bool {
-			if partText(part).Str != "" {
+			if providers.PartText(part).Str != "" {
 				last = k
 			}
 			k++
@@ -490,9 +482,9 @@ func (c Chat) modelParts(w *contents, m *message, i int, current bool) error {
 		k = 0
 		m.Content.ForEach(func(_, part gjson.Result) bool {
 			if k == last {
-				w.text("model", partText(part), false, textSig)
+				w.text("model", providers.PartText(part), false, textSig)
 			} else {
-				w.text("model", partText(part), false, "")
+				w.text("model", providers.PartText(part), false, "")
 			}
 			k++
 			return true
@@ -577,7 +569,7 @@ func appendResponse(b []byte, content gjson.Result) []byte {
 	if content.IsArray() {
 		var sb strings.Builder
 		content.ForEach(func(_, part gjson.Result) bool {
-			sb.WriteString(partText(part).Str)
+			sb.WriteString(providers.PartText(part).Str)
 			return true
 		})
 		text, raw = sb.String(), ""
@@ -604,41 +596,9 @@ func appendResponse(b []byte, content gjson.Result) []byte {
 // developer message's text, in order; nothing when there is none.
 func appendSystem(b []byte, msgs []message) []byte {
 	at := len(b)
-	b = append(b, `,"systemInstruction":{"parts":[`...)
-	n := 0
-	add := func(text gjson.Result) {
-		if text.Type != gjson.String || text.Str == "" {
-			return
-		}
-		if n > 0 {
-			b = append(b, ',')
-		}
-		n++
-		b = append(b, `{"text":`...)
-		b = append(b, text.Raw...)
-		b = append(b, '}')
-	}
-	for i := range msgs {
-		if msgs[i].Role != "system" && msgs[i].Role != "developer" {
-			continue
-		}
-		if c := msgs[i].Content; c.Type == gjson.String {
-			add(c)
-		} else {
-			c.ForEach(func(_, part gjson.Result) bool {
-				add(partText(part))
-				return true
-			})
-		}
-	}
+	b, n := providers.AppendSystemTexts(append(b, `,"systemInstruction":{"parts":[`...), msgs)
 	if n == 0 {
 		return b[:at]
 	}
 	return append(b, "]}"...)
 }
-
-// inPlace reads b as a string without copying it. The translators parse
-// bodies with it: they keep none of the strings gjson hands out beyond the
-// call (everything they write is copied into a new buffer), so the caller
-// may reuse b afterwards.
-func inPlace(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }

@@ -30,7 +30,7 @@ func (c Chat) ChatResponse(body []byte) ([]byte, error) {
 	if !providers.ValidJSON(body) {
 		return nil, errNotResponse
 	}
-	root := gjson.Parse(inPlace(body))
+	root := gjson.Parse(providers.InPlace(body))
 	if !root.IsObject() {
 		return nil, errNotResponse
 	}

@@ -60,7 +60,7 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 	if !providers.ValidJSON(data) {
 		return dst, errMalformed
 	}
-	v := gjson.Parse(inPlace(data))
+	v := gjson.Parse(providers.InPlace(data))
 	if v.IsArray() {
 		v = v.Get("0")
 	}

@@ -8,7 +8,6 @@ package openai
 
 import (
 	"net/http"
-	"unsafe"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -24,7 +23,7 @@ func (Chat) ChatRequest(body []byte, model string) (providers.Request, error) {
 	req := providers.Request{Path: "/chat/completions", Body: body}
 	// gjson.GetBytes would copy the model it finds; reading body as a string
 	// in place costs nothing, and the result is dropped before we return.
-	if gjson.Get(unsafe.String(unsafe.SliceData(body), len(body)), "model").Str != model {
+	if gjson.Get(providers.InPlace(body), "model").Str != model {
 		b, err := sjson.SetBytes(body, "model", model)
 		if err != nil {
 			return req, err
