@@ -1,6 +1,10 @@
 package providers
 
-import "github.com/tidwall/gjson"
+import (
+	"strings"
+
+	"github.com/tidwall/gjson"
+)
 
 // ReadMembers calls set with each member of the JSON object body, in
 // order, and stops at the first error, which it returns: the one pass
@@ -83,6 +87,25 @@ func WantsAudio(modalities gjson.Result) bool {
 		return !audio
 	})
 	return audio
+}
+
+// NoEquivalent refuses, with a 400 naming the field, the top-level fields
+// of a unified chat request that no translated provider can express: audio
+// output (audio; modalities asking for audio), web search, and the
+// deprecated functions and function_call. Any other field gets nil. key
+// may point into the request body: the error keeps a copy.
+func NoEquivalent(key string, v gjson.Result, provider string) error {
+	switch key {
+	case "audio", "functions", "function_call", "web_search_options":
+		if v.Exists() && v.Type != gjson.Null {
+			return Unsupported(strings.Clone(key), provider)
+		}
+	case "modalities":
+		if WantsAudio(v) {
+			return UnsupportedBecause("modalities", "audio output is not supported by provider type "+provider)
+		}
+	}
+	return nil
 }
 
 // AppendStops appends the JSON array of the non-empty strings of stop, a

@@ -91,3 +91,34 @@ func TestReadMembers(t *testing.T) {
 		t.Errorf("ReadMembers went on after an error: %v, saw %q", err, seen)
 	}
 }
+
+// TestNoEquivalent: the fields no translated provider expresses are refused
+// naming the field; the same fields absent or null, and every other field,
+// are not.
+func TestNoEquivalent(t *testing.T) {
+	for _, tt := range []struct {
+		key, value string
+		refused    bool
+	}{
+		{"audio", `{"voice":"alloy","format":"mp3"}`, true},
+		{"audio", `null`, false},
+		{"functions", `[{"name":"f"}]`, true},
+		{"function_call", `"auto"`, true},
+		{"web_search_options", `{}`, true},
+		{"modalities", `["text","audio"]`, true},
+		{"modalities", `["text"]`, false},
+		{"temperature", `0.5`, false},
+	} {
+		err := NoEquivalent(tt.key, gjson.Parse(tt.value), "toy")
+		if !tt.refused {
+			if err != nil {
+				t.Errorf("%s %s: %v, want nil", tt.key, tt.value, err)
+			}
+			continue
+		}
+		var e *Error
+		if !errors.As(err, &e) || e.Status != 400 || e.Param != tt.key || e.Code != "unsupported_parameter" {
+			t.Errorf("%s %s: %#v, want a 400 unsupported_parameter naming it", tt.key, tt.value, err)
+		}
+	}
+}

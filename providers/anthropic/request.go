@@ -65,14 +65,8 @@ func (r *request) set(key string, v gjson.Result) error {
 			return providers.UnsupportedBecause("web_search_options", "web_search_options is not supported by provider type "+providerName+
 				": Anthropic's web search is a server tool whose results and citations this translation does not carry")
 		}
-	case "audio", "functions", "function_call":
-		if v.Exists() && v.Type != gjson.Null {
-			return providers.Unsupported(key, providerName)
-		}
-	case "modalities":
-		if providers.WantsAudio(v) {
-			return providers.UnsupportedBecause("modalities", "audio output is not supported by provider type "+providerName)
-		}
+	default:
+		return providers.NoEquivalent(key, v, providerName)
 	}
 	return nil
 }

@@ -57,14 +57,8 @@ func (r *request) set(key string, v gjson.Result) error {
 		if v.Type == gjson.True {
 			return providers.Unsupported("logprobs", providerName)
 		}
-	case "audio", "functions", "function_call", "web_search_options":
-		if v.Exists() && v.Type != gjson.Null {
-			return providers.Unsupported(key, providerName)
-		}
-	case "modalities":
-		if providers.WantsAudio(v) {
-			return providers.UnsupportedBecause("modalities", "audio output is not supported by provider type "+providerName)
-		}
+	default:
+		return providers.NoEquivalent(key, v, providerName)
 	}
 	return nil
 }

@@ -80,14 +80,8 @@ func (r *request) set(key string, v gjson.Result) error {
 		if v.Type == gjson.Number && v.Int() > 1 {
 			return providers.UnsupportedBecause("n", "n > 1 is not supported by provider type "+providerName+": it returns one choice")
 		}
-	case "audio", "functions", "function_call", "web_search_options":
-		if v.Exists() && v.Type != gjson.Null {
-			return providers.Unsupported(key, providerName)
-		}
-	case "modalities":
-		if providers.WantsAudio(v) {
-			return providers.UnsupportedBecause("modalities", "audio output is not supported by provider type "+providerName)
-		}
+	default:
+		return providers.NoEquivalent(key, v, providerName)
 	}
 	if field != nil && !field.Exists() {
 		*field = v

@@ -66,15 +66,12 @@ func (c Chat) set(r *request, key string, v gjson.Result) error {
 		r.stream = v
 	case "service_tier":
 		r.serviceTier = v
-	case "audio", "functions", "function_call", "web_search_options":
-		if v.Exists() && v.Type != gjson.Null {
-			// key points into the body (providers.InPlace); the error outlives it.
-			return providers.Unsupported(strings.Clone(key), c.name())
-		}
 	case "modalities":
 		if providers.WantsAudio(v) {
 			return c.unsupported("modalities", "audio output is not supported")
 		}
+	default:
+		return providers.NoEquivalent(key, v, c.name())
 	}
 	return nil
 }
