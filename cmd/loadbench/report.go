@@ -128,24 +128,17 @@ func order(v string) int {
 // ratios are a variant's per-round ratios against its reference in the
 // same round: f(variant)/f(reference).
 func (g *grid) ratios(c, v string, f func(*run) float64) []float64 {
-	vc := g.cells[[2]string{c, v}]
-	rc := g.cells[[2]string{c, refOf(v)}]
-	if vc == nil || rc == nil {
-		return nil
-	}
-	var out []float64
-	for _, a := range vc.runs {
-		for _, b := range rc.runs {
-			if a.Round == b.Round && f(b) > 0 {
-				out = append(out, f(a)/f(b))
-			}
-		}
-	}
-	return out
+	return g.paired(c, v, func(a, ref *run) (float64, bool) { return f(a) / f(ref), f(ref) > 0 })
 }
 
 // diffs are per-round differences f(variant) − f(reference).
 func (g *grid) diffs(c, v string, f func(*run) float64) []float64 {
+	return g.paired(c, v, func(a, ref *run) (float64, bool) { return f(a) - f(ref), true })
+}
+
+// paired is cmp of each of variant v's runs of case c with its reference's
+// run of the same round, where cmp says the pair counts.
+func (g *grid) paired(c, v string, cmp func(a, ref *run) (float64, bool)) []float64 {
 	vc := g.cells[[2]string{c, v}]
 	rc := g.cells[[2]string{c, refOf(v)}]
 	if vc == nil || rc == nil {
@@ -154,8 +147,11 @@ func (g *grid) diffs(c, v string, f func(*run) float64) []float64 {
 	var out []float64
 	for _, a := range vc.runs {
 		for _, b := range rc.runs {
-			if a.Round == b.Round {
-				out = append(out, f(a)-f(b))
+			if a.Round != b.Round {
+				continue
+			}
+			if x, ok := cmp(a, b); ok {
+				out = append(out, x)
 			}
 		}
 	}
