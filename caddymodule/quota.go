@@ -88,18 +88,20 @@ func (s standbySpender) Spent(ctx context.Context, by usage.Dimension, id string
 	return s.a.usage.Spent(ctx, by, id, from, to)
 }
 
-// staticKeyID is the id a static key is counted under in the usage
-// records and the limits: managed key ids never hold a colon.
-func staticKeyID(name string) string { return "static:" + name }
+// countedAs is the id key is counted under in the usage records and the
+// limits: a managed key's id, or "static:<name>" for a static key (managed
+// key ids never hold a colon).
+func (k *Key) countedAs() string {
+	if k.ID != "" {
+		return k.ID
+	}
+	return "static:" + k.Name
+}
 
 // subjects are what key's requests count against: the key, under its own
 // policy or the configured one, and its owner.
 func (a *App) subjects(key *Key) quota.Subjects {
-	id := key.ID
-	if id == "" {
-		id = staticKeyID(key.Name)
-	}
-	s := quota.Subjects{Key: quota.Subject{ID: id, Name: key.Name}}
+	s := quota.Subjects{Key: quota.Subject{ID: key.countedAs(), Name: key.Name}}
 	lc := a.Limits
 	kp := lc.keyPolicy(key)
 	s.Key.Limits, s.Key.Budget = quotaLimits(kp.Limits), lc.budget(kp.Budget)
@@ -503,10 +505,6 @@ func (a *App) recordUsage(key *Key, m *meter, ad admission, cost pricing.Money, 
 	if ad.adm != nil {
 		at = ad.adm.At()
 	}
-	id := key.ID
-	if id == "" {
-		id = staticKeyID(key.Name)
-	}
 	u := m.usage
 	c := usage.Counts{Requests: 1, InputTokens: u.Prompt, CachedTokens: u.Cached, CacheWriteTokens: u.CacheWrite,
 		OutputTokens: u.Completion, ReasoningTokens: u.Reasoning, Searches: u.Searches, EmbeddingTokens: u.Embedding}
@@ -515,7 +513,7 @@ func (a *App) recordUsage(key *Key, m *meter, ad admission, cost pricing.Money, 
 	} else {
 		c.Unpriced = 1
 	}
-	a.usage.Add(usage.Bucket{KeyID: id, KeyName: key.Name, Owner: key.Owner, Model: m.model,
+	a.usage.Add(usage.Bucket{KeyID: key.countedAs(), KeyName: key.Name, Owner: key.Owner, Model: m.model,
 		Provider: m.provider.name, ProviderType: m.provider.typ, Day: usage.DayOf(at)}, c)
 }
 
