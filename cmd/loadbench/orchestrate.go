@@ -498,6 +498,8 @@ type run struct {
 	UpstreamCPU time.Duration `json:"upstream_cpu_ns"`
 	LoadCPU     time.Duration `json:"load_cpu_ns"`
 	PeakRSSKiB  int64         `json:"peak_rss_kib"` // gateway VmHWM in the window
+	// Read and write system calls of the gateway process in the window.
+	GatewaySyscalls int64 `json:"gateway_syscalls"`
 }
 
 func (r *run) rps() float64 { return float64(r.Load.Requests) / r.Load.Seconds }
@@ -537,6 +539,7 @@ func (b *bench) measure(suite, label string, s *scenario, p *proc, up *proc, con
 	defer lg.stop()
 	r := &run{Suite: suite, Case: label, Scenario: s.name, Variant: p.v.name, Round: round, Conns: conns}
 	var g0, u0, l0 time.Duration
+	var sc0 int64
 	timeout := b.opt.warmup + b.opt.duration + time.Minute
 	for {
 		line, err := b.readLine(lg, timeout)
@@ -549,11 +552,15 @@ func (b *bench) measure(suite, label string, s *scenario, p *proc, up *proc, con
 			g0, _ = cpuTime(p.pid())
 			u0, _ = cpuTime(up.pid())
 			l0, _ = cpuTime(lg.pid())
+			sc0, _ = syscalls(p.pid())
 		case line == "window ended":
 			g1, _ := cpuTime(p.pid())
 			u1, _ := cpuTime(up.pid())
 			l1, _ := cpuTime(lg.pid())
 			r.GatewayCPU, r.UpstreamCPU, r.LoadCPU = g1-g0, u1-u0, l1-l0
+			if sc1, err := syscalls(p.pid()); err == nil {
+				r.GatewaySyscalls = sc1 - sc0
+			}
 			_, r.PeakRSSKiB, _ = memory(p.pid())
 		case strings.HasPrefix(line, "{"):
 			if err := json.Unmarshal([]byte(line), &r.Load); err != nil {

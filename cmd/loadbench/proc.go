@@ -42,6 +42,29 @@ func cpuTime(pid int) (time.Duration, error) {
 	return time.Duration(ut+st) * clockTick, nil
 }
 
+// syscalls is the number of read and write system calls a process has
+// made so far (syscr and syscw in /proc/<pid>/io): what a request costs in
+// the kernel, which no in-process benchmark sees.
+func syscalls(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for line := range strings.SplitSeq(string(b), "\n") {
+		for _, name := range []string{"syscr:", "syscw:"} {
+			if v, ok := strings.CutPrefix(line, name); ok {
+				x, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+				if err != nil {
+					return 0, fmt.Errorf("/proc/%d/io: unexpected format", pid)
+				}
+				n += x
+			}
+		}
+	}
+	return n, nil
+}
+
 // memory returns a process's resident set size now and its peak since
 // start or the last resetPeak, in KiB.
 func memory(pid int) (rss, hwm int64, err error) {

@@ -186,15 +186,15 @@ func (r *report) writeRuns(b *strings.Builder, suite, title string) {
 		return
 	}
 	fmt.Fprintf(b, "\n## %s\n\n", title)
-	fmt.Fprintf(b, "Medians over %s; [min–max] over the rounds. Ratio: the variant's rate over its reference's (tuned reverse_proxy, or for the HTTPS variants tuned_tls_h1) in the same round. Rate: events/s for streams, else req/s. CPU/req: the gateway process's user+system CPU per request (upstream's after the slash). core0: how busy the gateway's CPU was (gateway + upstream CPU over the window; 100%% = saturated). Peak RSS: the gateway process's VmHWM in the window.\n",
+	fmt.Fprintf(b, "Medians over %s; [min–max] over the rounds. Ratio: the variant's rate over its reference's (tuned reverse_proxy, or for the HTTPS variants tuned_tls_h1) in the same round. Rate: events/s for streams, else req/s. CPU/req: the gateway process's user+system CPU per request (upstream's after the slash). Syscalls/req: the gateway process's read and write system calls per request (/proc/<pid>/io). core0: how busy the gateway's CPU was (gateway + upstream CPU over the window; 100%% = saturated). Peak RSS: the gateway process's VmHWM in the window.\n",
 		roundsText(g))
 	for _, c := range g.cases {
 		fmt.Fprintf(b, "\n### %s\n\n", caseTitle(c, g))
 		stream := g.isStream(c)
 		if stream {
-			b.WriteString("| variant | events/s [min–max] | ratio [min–max] | streams/s | p50 | p99 | first event p50 | added vs ref | CPU/req (gw/up) | core0 | peak RSS |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+			b.WriteString("| variant | events/s [min–max] | ratio [min–max] | streams/s | p50 | p99 | first event p50 | added vs ref | CPU/req (gw/up) | syscalls/req | core0 | peak RSS |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		} else {
-			b.WriteString("| variant | req/s [min–max] | ratio [min–max] | p50 | p99 | CPU/req (gw/up) | core0 | peak RSS |\n|---|---|---|---|---|---|---|---|\n")
+			b.WriteString("| variant | req/s [min–max] | ratio [min–max] | p50 | p99 | CPU/req (gw/up) | syscalls/req | core0 | peak RSS |\n|---|---|---|---|---|---|---|---|---|\n")
 		}
 		for _, v := range g.variants {
 			cl := g.cells[[2]string{c, v}]
@@ -209,16 +209,18 @@ func (r *report) writeRuns(b *strings.Builder, suite, title string) {
 				ratio = fmt.Sprintf("%.2f [%.2f–%.2f]", median(rs), rlo, rhi)
 			}
 			var gw, up, win time.Duration
-			var reqs int64
+			var reqs, sys int64
 			var peak int64
 			for _, run := range cl.runs {
 				gw += run.GatewayCPU
 				up += run.UpstreamCPU
 				reqs += run.Load.Requests
+				sys += run.GatewaySyscalls
 				win += time.Duration(run.Load.Seconds * float64(time.Second))
 				peak = max(peak, run.PeakRSSKiB)
 			}
 			cpu := fmt.Sprintf("%.0f/%.0f µs", us(gw, reqs), us(up, reqs))
+			sc := fmt.Sprintf("%.1f", float64(sys)/float64(max(reqs, 1)))
 			busy := fmt.Sprintf("%.0f%%", 100*float64(gw+up)/float64(max(win, 1)))
 			p50, p99 := cl.median(func(r *run) float64 { return r.Load.P50 }), cl.median(func(r *run) float64 { return r.Load.P99 })
 			if stream {
@@ -229,12 +231,12 @@ func (r *report) writeRuns(b *strings.Builder, suite, title string) {
 					dlo, dhi := minMax(d)
 					added = fmt.Sprintf("%+.0f µs [%+.0f–%+.0f]", median(d), dlo, dhi)
 				}
-				fmt.Fprintf(b, "| %s | %.0f [%.0f–%.0f] | %s | %.0f | %s | %s | %s | %s | %s | %s | %.0f MiB |\n", v,
+				fmt.Fprintf(b, "| %s | %.0f [%.0f–%.0f] | %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %.0f MiB |\n", v,
 					cl.median(rate), lo, hi, ratio, cl.median(func(r *run) float64 { return r.rps() }),
-					ms(p50), ms(p99), ms(ttft), added, cpu, busy, float64(peak)/1024)
+					ms(p50), ms(p99), ms(ttft), added, cpu, sc, busy, float64(peak)/1024)
 			} else {
-				fmt.Fprintf(b, "| %s | %.0f [%.0f–%.0f] | %s | %s | %s | %s | %s | %.0f MiB |\n", v,
-					cl.median(rate), lo, hi, ratio, ms(p50), ms(p99), cpu, busy, float64(peak)/1024)
+				fmt.Fprintf(b, "| %s | %.0f [%.0f–%.0f] | %s | %s | %s | %s | %s | %s | %.0f MiB |\n", v,
+					cl.median(rate), lo, hi, ratio, ms(p50), ms(p99), cpu, sc, busy, float64(peak)/1024)
 			}
 		}
 	}
