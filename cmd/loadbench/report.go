@@ -41,7 +41,7 @@ func (r *report) write(w io.Writer, dir string) error {
 	r.writeSummary(&b)
 	r.writeStreams(&b)
 	r.writeBatch(&b)
-	r.writeRuns(&b, "pool", "Provider pool (what modelgate's provider defaults are chosen from)")
+	r.writeRuns(&b, "pool", "Provider connections (what modelgate's provider defaults are chosen from)")
 	r.writeProfiles(&b)
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return err

@@ -151,7 +151,8 @@ func (b *bench) live() error {
 	return nil
 }
 
-// pool is the provider pool experiment (issue 15 point 5).
+// pool is the provider connection experiment (issue 15 point 2): the idle
+// pool's size, the connections' buffers, HTTP/1.1 against HTTP/2.
 func (b *bench) pool() error {
 	cases, err := b.cases("chat", "stream", "embeddings")
 	if err != nil {
@@ -159,7 +160,7 @@ func (b *bench) pool() error {
 	}
 	wide := liveCase{label: "chat @400", s: cases[0].s, conns: 400}
 	cases = append(cases[:1], append([]liveCase{wide}, cases[1:]...)...)
-	procs, err := b.startVariants([]string{"tuned", "mg_pool32", "modelgate", "mg_pool256",
+	procs, err := b.startVariants([]string{"tuned", "mg_pool32", "modelgate", "mg_pool256", "mg_buf64k",
 		"tuned_tls_h1", "tuned_tls_h2", "mg_tls_h1", "mg_tls_h2"}, "-pool")
 	if err != nil {
 		return err

@@ -75,6 +75,10 @@ var variants = map[string]*variant{
 		name: "mg_pool256", what: "modelgate, providers with keepalive_idle_conns_per_host 256",
 		gateway: true, proxy: "transport http {\nkeepalive_idle_conns_per_host 256\n}",
 	},
+	"mg_buf64k": {
+		name: "mg_buf64k", what: "modelgate, providers with 64 KiB connection buffers (read_buffer, write_buffer; Caddy's default is 4 KiB)",
+		gateway: true, proxy: "transport http {\nread_buffer 64KiB\nwrite_buffer 64KiB\n}",
+	},
 	"tuned_tls_h1": {
 		name: "tuned_tls_h1", ref: "tuned_tls_h1", what: "tuned reverse_proxy to the HTTPS upstream, HTTP/1.1",
 		tls:  true,
