@@ -214,6 +214,8 @@ type Admission struct {
 	holder  string // of the concurrency slots
 	subj    [2]admitted
 	done    atomic.Bool
+	// detached is the context Done settles with.
+	detached detached
 }
 
 // admitted is what one subject counted for an admission: tokens in its
@@ -463,8 +465,8 @@ func (q *Quota) keepSeeds(ctx context.Context, scope string, plans []plan, sc *s
 // Done settles the request: its tokens replace the estimate in the
 // window it was counted in, the budgets' reservations give way to the
 // actual cost, and its concurrency slots are freed. Calling it again does
-// nothing. It goes on when ctx is cancelled (the client went away): pass
-// the request's context.
+// nothing. It goes on when ctx is cancelled or past its deadline (the
+// client went away): pass the request's context.
 func (a *Admission) Done(ctx context.Context, actual Actual) error {
 	if a == nil || !a.done.CompareAndSwap(false, true) {
 		return nil
@@ -502,8 +504,22 @@ func (a *Admission) Done(ctx context.Context, actual Actual) error {
 		return nil
 	}
 	if ctx.Done() != nil {
-		ctx = context.WithoutCancel(ctx)
+		a.detached.Context = ctx
+		ctx = &a.detached
 	}
 	_, err := q.st.Apply(ctx, a.scope, ops, sc.res[:len(ops)])
 	return err
 }
+
+// detached is a context without the cancellation and the deadline of its
+// parent, as context.WithoutCancel makes, kept in the Admission so that
+// Done allocates none (settling runs on every request). A context
+// derived from it is never cancelled by the parent either: its Done is
+// nil, which makes context.WithCancel and the like leave the parent
+// alone. (Unlike WithoutCancel's, context.Cause of it may tell the
+// parent's cause, while its Err is nil; the states read neither.)
+type detached struct{ context.Context }
+
+func (detached) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (detached) Done() <-chan struct{}       { return nil }
+func (detached) Err() error                  { return nil }
