@@ -126,7 +126,7 @@ func (e *localEntry) sweep(now time.Time) bool {
 	clear(e.windows[len(ws):])
 	e.windows = ws
 	e.slots.expire(now)
-	e.with = [2]*localEntry{}
+	e.with = [2]*localEntry{} // which this sweep may drop
 	return e.hasCounter || len(ws) > 0 || len(e.slots.holders) > 0
 }
 
@@ -241,6 +241,9 @@ func (e *localEntry) windowValue(sliding bool, size, index int64, now time.Time)
 
 // withEntry returns the entry of the j-th of the names op.With, remembered
 // on e (the entry of op.Name, nil when it has none) for the next time.
+// With e, a name without an entry gets an empty one, remembered too: a
+// budget's previous reservation bucket is usually empty, and is read on
+// every request. The sweep drops it if it stays empty.
 func (l *Local) withEntry(e *localEntry, j int, scope, name string) *localEntry {
 	if e == nil || j >= len(e.with) {
 		return l.entries[scopedKey{scope, name}]
@@ -249,6 +252,9 @@ func (l *Local) withEntry(e *localEntry, j int, scope, name string) *localEntry 
 		return w
 	}
 	w := l.entries[scopedKey{scope, name}]
+	if w == nil {
+		w = l.newEntry(scope, name, nil)
+	}
 	e.with[j] = w
 	return w
 }

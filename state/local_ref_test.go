@@ -41,6 +41,17 @@ func TestLocalRefAfterSweep(t *testing.T) {
 	if r := apply(Op{Kind: OpGet, Name: "held", With: []string{"x"}, Ref: heldRef}); r[0].Total != 6 {
 		t.Fatalf("held with x after the sweep: %d, want 6", r[0].Total)
 	}
+	// A With name read while missing, then made, is read made.
+	if r := apply(Op{Kind: OpGet, Name: "held", With: []string{"x", "later"}, Ref: heldRef}); r[0].Total != 6 {
+		t.Fatalf("held with x and a missing name: %d, want 6", r[0].Total)
+	}
+	apply(Op{Kind: OpAdd, Name: "later", N: 4})
+	if r := apply(Op{Kind: OpGet, Name: "held", With: []string{"x", "later"}, Ref: heldRef}); r[0].Total != 10 {
+		t.Fatalf("held with x and later: %d, want 10", r[0].Total)
+	}
+	if r := apply(Op{Kind: OpExists, Name: "never", With: []string{"x"}}); !r[0].Missing {
+		t.Fatalf("a name only read exists: %+v", r[0])
+	}
 	// A Ref used on another Local finds that one's entries.
 	other := newLocal(func() time.Time { return now })
 	res := make([]Result, 1)
