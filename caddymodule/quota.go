@@ -492,7 +492,7 @@ func (ad admission) done(ctx context.Context, m *meter, cost pricing.Money, pric
 	default:
 		actual = quota.Actual{Tokens: ad.est.tokens, Cost: ad.est.cost, Priced: ad.est.priced}
 	}
-	_ = ad.adm.Done(context.WithoutCancel(ctx), actual)
+	_ = ad.adm.Done(ctx, actual) // which goes on when ctx is cancelled
 }
 
 // recordUsage counts a request a provider answered in the usage records,

@@ -57,7 +57,8 @@ func withFullFeatures(tb testing.TB, g *benchGateway) {
 // with a managed key, without and with every feature on: the difference
 // between the last two rows is what the features cost per request, the
 // difference between the first and the last what modelgate_full adds to
-// modelgate.
+// modelgate. cpu-ns/op is the process's CPU time per request, as in
+// BenchmarkPerRequest: steadier than ns/op on a shared machine.
 func BenchmarkPerRequestFull(b *testing.B) {
 	body := benchChatBody("oa/gpt-4o-mini", 0, false)
 	for _, bc := range []struct {
@@ -86,11 +87,15 @@ func BenchmarkPerRequestFull(b *testing.B) {
 				b.Fatalf("no rate-limit headers: %v", w.header)
 			}
 			b.ReportAllocs()
+			cpuBefore, cpuOK := processCPU()
 			for b.Loop() {
 				w := &sink{header: make(http.Header)}
 				if err := g.serveModelgate(w, g.request(w, "/v1/chat/completions", body, header...)); err != nil || w.status != 200 {
 					b.Fatalf("status %d, error %v", w.status, err)
 				}
+			}
+			if cpuAfter, ok := processCPU(); ok && cpuOK {
+				b.ReportMetric(float64(cpuAfter-cpuBefore)/float64(b.N), "cpu-ns/op")
 			}
 		})
 	}

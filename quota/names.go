@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/modelgate/modelgate/pricing"
+	"github.com/modelgate/modelgate/state"
 )
 
 // The state of a subject, in the state's Apply scope of the key's owner
@@ -35,10 +36,13 @@ type subjectKey struct {
 
 // names are the state names of a subject, made once and kept. scope is
 // the Apply scope of the requests whose owner (or ownerless key) it is.
+// The Refs let the state find the counters of a name again without a
+// lookup.
 type names struct {
-	scope                  string
-	prefix, rpm, tpm, conc string
-	budget                 atomic.Pointer[budgetNames]
+	scope                   string
+	prefix, rpm, tpm, conc  string
+	rpmRef, tpmRef, concRef state.Ref
+	budget                  atomic.Pointer[budgetNames]
 }
 
 // budgetNames are the names of a subject's budget counters at a time: its
@@ -51,6 +55,8 @@ type budgetNames struct {
 	spent      string
 	held       string    // the current bucket's reservations
 	with       [2]string // spent and the previous bucket's reservations
+	spentRef   state.Ref
+	heldRef    state.Ref
 }
 
 // nameCache keeps the names of the subjects seen, so that a request

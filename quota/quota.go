@@ -211,19 +211,22 @@ type Admission struct {
 	scope   string
 	at      time.Time
 	headers RateLimits
+	holder  string // of the concurrency slots
 	subj    [2]admitted
 	done    atomic.Bool
+	// detached is the context Done settles with.
+	detached detached
 }
 
-// admitted is what one subject counted for an admission.
+// admitted is what one subject counted for an admission: tokens in its
+// tpm window (0: none), a reservation from its budget b (nil: none), a
+// concurrency slot.
 type admitted struct {
-	tpm      string // the window tokens were counted in, or ""
+	n        *names
+	b        *budgetNames
 	tokens   int64
-	held     string // the reservation bucket, or ""
-	spent    string
 	reserved int64
-	conc     string // the slot set, or ""
-	holder   string
+	conc     bool
 }
 
 // At is when the request was admitted: the time its windows and budget
@@ -291,14 +294,15 @@ func (q *Quota) Admit(ctx context.Context, s Subjects, a Ask) (*Admission, *Refu
 			for i := range plans {
 				p := &plans[i]
 				d := &adm.subj[i]
+				d.n = p.n
 				if p.tpm >= 0 {
-					d.tpm, d.tokens = p.n.tpm, p.tokens
+					d.tokens = p.tokens
 				}
 				if p.rs >= 0 {
-					d.held, d.spent, d.reserved = p.b.held, p.b.spent, p.reserve
+					d.b, d.reserved = p.b, p.reserve
 				}
 				if p.conc >= 0 {
-					d.conc, d.holder = p.n.conc, p.holder
+					d.conc, adm.holder = true, p.holder
 				}
 			}
 			adm.headers = rateLimits(plans, sc.res[:], false)
@@ -386,21 +390,21 @@ func (q *Quota) build(sc *scratch, plans []plan, a Ask, at time.Time) []state.Op
 		p.rpm, p.tpm, p.conc, p.spent, p.rs = -1, -1, -1, -1, -1
 		l := &p.s.Limits
 		if a.Rate && l.RequestsPerMinute > 0 {
-			p.rpm = add(state.Op{Kind: state.OpTake, Name: p.n.rpm, N: 1, Limit: l.RequestsPerMinute, Window: window, At: at})
+			p.rpm = add(state.Op{Kind: state.OpTake, Name: p.n.rpm, Ref: &p.n.rpmRef, N: 1, Limit: l.RequestsPerMinute, Window: window, At: at})
 		}
 		if a.Rate && l.TokensPerMinute > 0 {
-			p.tpm = add(state.Op{Kind: state.OpTake, Name: p.n.tpm, N: p.tokens, Limit: l.TokensPerMinute, Window: window, At: at})
+			p.tpm = add(state.Op{Kind: state.OpTake, Name: p.n.tpm, Ref: &p.n.tpmRef, N: p.tokens, Limit: l.TokensPerMinute, Window: window, At: at})
 		}
 		if p.holder != "" {
-			p.conc = add(state.Op{Kind: state.OpAcquireSlot, Name: p.n.conc, Holder: p.holder, Limit: l.Concurrent, TTL: q.hold})
+			p.conc = add(state.Op{Kind: state.OpAcquireSlot, Name: p.n.conc, Ref: &p.n.concRef, Holder: p.holder, Limit: l.Concurrent, TTL: q.hold})
 		}
 		if p.b != nil {
 			if p.seeded {
-				p.spent = add(state.Op{Kind: state.OpInit, Name: p.b.spent, N: int64(p.seed), TTL: q.spentTTL(p.b, at)})
+				p.spent = add(state.Op{Kind: state.OpInit, Name: p.b.spent, Ref: &p.b.spentRef, N: int64(p.seed), TTL: q.spentTTL(p.b, at)})
 			} else {
-				p.spent = add(state.Op{Kind: state.OpExists, Name: p.b.spent})
+				p.spent = add(state.Op{Kind: state.OpExists, Name: p.b.spent, Ref: &p.b.spentRef})
 			}
-			p.rs = add(state.Op{Kind: state.OpReserve, Name: p.b.held, N: p.reserve, Limit: int64(p.s.Budget.Amount),
+			p.rs = add(state.Op{Kind: state.OpReserve, Name: p.b.held, Ref: &p.b.heldRef, N: p.reserve, Limit: int64(p.s.Budget.Amount),
 				With: p.b.with[:], TTL: q.heldTTL(p.b, at)})
 		}
 	}
@@ -461,8 +465,8 @@ func (q *Quota) keepSeeds(ctx context.Context, scope string, plans []plan, sc *s
 // Done settles the request: its tokens replace the estimate in the
 // window it was counted in, the budgets' reservations give way to the
 // actual cost, and its concurrency slots are freed. Calling it again does
-// nothing. It goes on when ctx is cancelled (the client went away): pass
-// the request's context.
+// nothing. It goes on when ctx is cancelled or past its deadline (the
+// client went away): pass the request's context.
 func (a *Admission) Done(ctx context.Context, actual Actual) error {
 	if a == nil || !a.done.CompareAndSwap(false, true) {
 		return nil
@@ -481,27 +485,41 @@ func (a *Admission) Done(ctx context.Context, actual Actual) error {
 	}
 	for i := range a.subj {
 		d := &a.subj[i]
-		if d.tpm != "" && windowLive {
+		if d.tokens > 0 && windowLive {
 			if delta := max(actual.Tokens, 0) - d.tokens; delta != 0 {
-				ops = append(ops, state.Op{Kind: state.OpTake, Name: d.tpm, N: delta, Limit: -1, Window: window, At: a.at})
+				ops = append(ops, state.Op{Kind: state.OpTake, Name: d.n.tpm, Ref: &d.n.tpmRef, N: delta, Limit: -1, Window: window, At: a.at})
 			}
 		}
-		if d.held != "" {
-			ops = append(ops, state.Op{Kind: state.OpAdd, Name: d.held, N: -d.reserved, IfExists: true})
+		if b := d.b; b != nil {
+			ops = append(ops, state.Op{Kind: state.OpAdd, Name: b.held, Ref: &b.heldRef, N: -d.reserved, IfExists: true})
 			if cost != 0 {
-				ops = append(ops, state.Op{Kind: state.OpAdd, Name: d.spent, N: cost, IfExists: true})
+				ops = append(ops, state.Op{Kind: state.OpAdd, Name: b.spent, Ref: &b.spentRef, N: cost, IfExists: true})
 			}
 		}
-		if d.conc != "" {
-			ops = append(ops, state.Op{Kind: state.OpReleaseSlot, Name: d.conc, Holder: d.holder})
+		if d.conc {
+			ops = append(ops, state.Op{Kind: state.OpReleaseSlot, Name: d.n.conc, Ref: &d.n.concRef, Holder: a.holder})
 		}
 	}
 	if len(ops) == 0 {
 		return nil
 	}
 	if ctx.Done() != nil {
-		ctx = context.WithoutCancel(ctx)
+		a.detached.Context = ctx
+		ctx = &a.detached
 	}
 	_, err := q.st.Apply(ctx, a.scope, ops, sc.res[:len(ops)])
 	return err
 }
+
+// detached is a context without the cancellation and the deadline of its
+// parent, as context.WithoutCancel makes, kept in the Admission so that
+// Done allocates none (settling runs on every request). A context
+// derived from it is never cancelled by the parent either: its Done is
+// nil, which makes context.WithCancel and the like leave the parent
+// alone. (Unlike WithoutCancel's, context.Cause of it may tell the
+// parent's cause, while its Err is nil; the states read neither.)
+type detached struct{ context.Context }
+
+func (detached) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (detached) Done() <-chan struct{}       { return nil }
+func (detached) Err() error                  { return nil }

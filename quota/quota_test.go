@@ -1,6 +1,7 @@
 package quota_test
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"sync"
@@ -391,6 +392,66 @@ func TestDoneOnceAndUnpriced(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// Done settles with a context the client's departure cancelled, or past
+// its deadline: the state is given one that is neither, and keeps the
+// values of the request's.
+func TestDoneAfterCancel(t *testing.T) {
+	bothStates(t, func(t *testing.T, open opener) {
+		seen := &ctxSeen{Atomic: open(t, 1)[0]}
+		q, err := quota.New(quota.Config{State: seen})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := quota.Subjects{Key: withLimits(withBudget(key("k"), dollar, quota.Month), quota.Limits{Concurrent: 1})}
+		type ctxKey struct{}
+		for _, cancelled := range []func() context.Context{
+			func() context.Context {
+				ctx, cancel := context.WithCancel(context.WithValue(bg, ctxKey{}, "v"))
+				cancel()
+				return ctx
+			},
+			func() context.Context {
+				ctx, cancel := context.WithDeadline(context.WithValue(bg, ctxKey{}, "v"), time.Now().Add(-time.Second))
+				t.Cleanup(cancel)
+				return ctx
+			},
+		} {
+			adm, ref := admit(t, q, s, quota.Ask{Rate: true, EstimatedCost: 10 * pricing.Cent})
+			if ref != nil {
+				t.Fatalf("refused: %+v", ref)
+			}
+			if err := adm.Done(cancelled(), quota.Actual{Cost: 20 * pricing.Cent, Priced: true}); err != nil {
+				t.Fatal(err)
+			}
+			if err, v := seen.ctx.Err(), seen.ctx.Value(ctxKey{}); err != nil || seen.ctx.Done() != nil || v != "v" {
+				t.Fatalf("Done gave the state a context with error %v, value %v", err, v)
+			}
+			if _, ok := seen.ctx.Deadline(); ok {
+				t.Fatal("Done gave the state a context with a deadline")
+			}
+		}
+		if b := status(t, q, s).Key.Budget; b.Spent != 40*pricing.Cent || b.Reserved != 0 {
+			t.Fatalf("after two requests settled with cancelled contexts: %+v", b)
+		}
+		if adm, ref := admit(t, q, s, quota.Ask{Rate: true}); ref != nil { // the slot was freed
+			t.Fatalf("refused: %+v", ref)
+		} else {
+			done(t, adm, quota.Actual{})
+		}
+	})
+}
+
+// ctxSeen is a state that notes the context of the last Apply.
+type ctxSeen struct {
+	state.Atomic
+	ctx context.Context
+}
+
+func (c *ctxSeen) Apply(ctx context.Context, scope string, ops []state.Op, res []state.Result) (bool, error) {
+	c.ctx = ctx
+	return c.Atomic.Apply(ctx, scope, ops, res)
 }
 
 // Batch lines (Rate false) count against budgets, not rate limits.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -105,6 +106,22 @@ type Op struct {
 	At     time.Time
 	// Holder is the holder of a slot.
 	Holder string
+	// Ref, when not nil, is where the state may remember what Name
+	// resolved to, for the next op with the same Ref (see Ref).
+	Ref *Ref
+}
+
+// Ref lets a state find the counter, rate windows and slots of a name
+// again without looking the name up: the in-process state (Local) keeps
+// in it where they are, which saves a map lookup per op for a caller that
+// keeps one Ref per name it applies ops on again and again (the quota
+// engine, one per limit of a key); Redis ignores it. An op names the same
+// counters with a Ref or without: a Ref last used with another name,
+// scope or state is looked up again, as without one. A Ref may be used by
+// concurrent Applies. The zero Ref is ready to use; it must not be copied
+// after first use.
+type Ref struct {
+	e atomic.Pointer[localEntry]
 }
 
 // Result is what one op of Apply found.

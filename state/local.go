@@ -13,16 +13,40 @@ import (
 type Local struct {
 	now func() time.Time
 
-	mu       sync.Mutex
-	closed   bool
-	counters map[scopedKey]*localCounter
-	windows  map[windowID]*localCounter
-	leases   map[string]*localLease
-	fence    int64
-	slots    map[scopedKey]*slotSet
-	subs     map[string]map[*localSub]struct{}
-	ops      int // operations since the last sweep of expired entries
-	sweepAt  int
+	mu      sync.Mutex
+	closed  bool
+	entries map[scopedKey]*localEntry
+	leases  map[string]*localLease
+	fence   int64
+	subs    map[string]map[*localSub]struct{}
+	ops     int // operations since the last sweep of expired entries
+	sweepAt int
+}
+
+// scopedKey names a counter, the rate windows and a slot set: scope is ""
+// for those of the methods of Counters and Slots, the scope of Apply for
+// its own.
+type scopedKey struct{ scope, key string }
+
+// localEntry is everything under one scoped name, each part apart from
+// the others: a counter, rate windows, a slot set. One entry per name
+// makes one lookup per op (a map lookup is most of an op's cost), and a
+// Ref can keep it for the next op on the name. An entry is dropped by the
+// sweep once nothing in it is live; live says it is still the one in
+// Local's map (a Ref holding a dropped entry looks the name up again).
+type localEntry struct {
+	scopedKey
+	l    *Local // the owner, which a Ref is checked against
+	live bool
+
+	hasCounter bool
+	counter    localCounter
+	windows    []localWindow
+	slots      slotSet
+
+	// with are the entries OpReserve's and OpGet's With named last time
+	// on this entry, which they most likely name again.
+	with [2]*localEntry
 }
 
 type localCounter struct {
@@ -30,15 +54,15 @@ type localCounter struct {
 	expires time.Time // zero: never
 }
 
-// scopedKey names a counter or a slot set: scope is "" for those of the
-// methods of Counters and Slots, the scope of Apply for its own.
-type scopedKey struct{ scope, key string }
-
-type windowID struct {
-	scope, key  string
+// localWindow is the count of one rate window. It is unused once it
+// expired; a window always has an expiry.
+type localWindow struct {
 	sliding     bool
 	size, index int64
+	localCounter
 }
+
+func (w *localWindow) live(now time.Time) bool { return w.expires.After(now) }
 
 type localLease struct {
 	Lease
@@ -50,13 +74,11 @@ func NewLocal() *Local { return newLocal(time.Now) }
 
 func newLocal(now func() time.Time) *Local {
 	return &Local{
-		now:      now,
-		counters: make(map[scopedKey]*localCounter),
-		windows:  make(map[windowID]*localCounter),
-		leases:   make(map[string]*localLease),
-		slots:    make(map[scopedKey]*slotSet),
-		subs:     make(map[string]map[*localSub]struct{}),
-		sweepAt:  1024,
+		now:     now,
+		entries: make(map[scopedKey]*localEntry),
+		leases:  make(map[string]*localLease),
+		subs:    make(map[string]map[*localSub]struct{}),
+		sweepAt: 1024,
 	}
 }
 
@@ -77,14 +99,10 @@ func (l *Local) lock() (time.Time, error) {
 }
 
 func (l *Local) sweep(now time.Time) {
-	for k, c := range l.counters {
-		if c.expired(now) {
-			delete(l.counters, k)
-		}
-	}
-	for k, c := range l.windows {
-		if c.expired(now) {
-			delete(l.windows, k)
+	for k, e := range l.entries {
+		if !e.sweep(now) {
+			e.live = false
+			delete(l.entries, k)
 		}
 	}
 	for k, ls := range l.leases {
@@ -92,14 +110,24 @@ func (l *Local) sweep(now time.Time) {
 			delete(l.leases, k)
 		}
 	}
-	for name, set := range l.slots {
-		set.expire(now)
-		if len(set.holders) == 0 {
-			delete(l.slots, name)
+	l.ops = 0
+	l.sweepAt = max(1024, len(l.entries)+len(l.leases))
+}
+
+// sweep drops what expired in e and reports whether anything is left.
+func (e *localEntry) sweep(now time.Time) bool {
+	e.liveCounter(now)
+	ws := e.windows[:0]
+	for _, w := range e.windows {
+		if w.live(now) {
+			ws = append(ws, w)
 		}
 	}
-	l.ops = 0
-	l.sweepAt = max(1024, len(l.counters)+len(l.windows)+len(l.leases)+len(l.slots))
+	clear(e.windows[len(ws):])
+	e.windows = ws
+	e.slots.expire(now)
+	e.with = [2]*localEntry{} // which this sweep may drop
+	return e.hasCounter || len(ws) > 0 || len(e.slots.holders) > 0
 }
 
 func (c *localCounter) expired(now time.Time) bool {
@@ -113,32 +141,122 @@ func (c *localCounter) ttl(now time.Time) time.Duration {
 	return c.expires.Sub(now)
 }
 
-// counter returns the live counter key, or nil.
-func (l *Local) counter(key scopedKey, now time.Time) *localCounter {
-	c := l.counters[key]
-	if c != nil && c.expired(now) {
-		delete(l.counters, key)
+// entry returns the entry of (scope, name), through ref when ref holds it
+// (ref may be nil), or nil when there is none.
+func (l *Local) entry(scope, name string, ref *Ref) *localEntry {
+	if ref != nil {
+		// The owner first: the other fields belong to its mutex.
+		if e := ref.e.Load(); e != nil && e.l == l && e.live && e.key == name && e.scope == scope {
+			return e
+		}
+	}
+	e := l.entries[scopedKey{scope, name}]
+	if e != nil && ref != nil {
+		ref.e.Store(e)
+	}
+	return e
+}
+
+// newEntry makes the entry of (scope, name), which has none.
+func (l *Local) newEntry(scope, name string, ref *Ref) *localEntry {
+	e := &localEntry{scopedKey: scopedKey{scope, name}, l: l, live: true}
+	l.entries[e.scopedKey] = e
+	if ref != nil {
+		ref.e.Store(e)
+	}
+	return e
+}
+
+// liveCounter returns e's counter, or nil when it has none (or it
+// expired). A nil entry has none.
+func (e *localEntry) liveCounter(now time.Time) *localCounter {
+	if e == nil || !e.hasCounter {
 		return nil
 	}
-	return c
-}
-
-func (l *Local) add(key scopedKey, delta int64, ttl time.Duration, now time.Time) *localCounter {
-	return l.addTo(l.counter(key, now), key, delta, ttl, now)
-}
-
-// addTo is add, given c = l.counter(key, now) (the caller has looked it
-// up already; a map lookup is most of an op's cost).
-func (l *Local) addTo(c *localCounter, key scopedKey, delta int64, ttl time.Duration, now time.Time) *localCounter {
-	if c == nil {
-		c = &localCounter{}
-		if ttl > 0 {
-			c.expires = now.Add(ttl)
-		}
-		l.counters[key] = c
+	if e.counter.expired(now) {
+		e.hasCounter = false
+		return nil
 	}
-	c.value += delta
-	return c
+	return &e.counter
+}
+
+// value is the value of e's counter, 0 when it has none.
+func (e *localEntry) value(now time.Time) int64 {
+	if c := e.liveCounter(now); c != nil {
+		return c.value
+	}
+	return 0
+}
+
+// add adds delta to e's counter, making it (expiring ttl from now, or
+// never) when e has none.
+func (e *localEntry) add(delta int64, ttl time.Duration, now time.Time) *localCounter {
+	if e.liveCounter(now) == nil {
+		e.hasCounter, e.counter = true, localCounter{}
+		if ttl > 0 {
+			e.counter.expires = now.Add(ttl)
+		}
+	}
+	e.counter.value += delta
+	return &e.counter
+}
+
+// window returns the index in e.windows of the live window (sliding, size,
+// index), or -1.
+func (e *localEntry) window(sliding bool, size, index int64, now time.Time) int {
+	if e == nil {
+		return -1
+	}
+	for i := range e.windows {
+		w := &e.windows[i]
+		if w.index == index && w.size == size && w.sliding == sliding && w.live(now) {
+			return i
+		}
+	}
+	return -1
+}
+
+// newWindow makes the window (sliding, size, index), which e does not
+// have live, in the place of an expired one if there is one.
+func (e *localEntry) newWindow(sliding bool, size, index int64, now time.Time) int {
+	w := localWindow{sliding: sliding, size: size, index: index}
+	for i := range e.windows {
+		if !e.windows[i].live(now) {
+			e.windows[i] = w
+			return i
+		}
+	}
+	e.windows = append(e.windows, w)
+	return len(e.windows) - 1
+}
+
+// windowValue is the count of the window (sliding, size, index) of e, 0
+// when it has none.
+func (e *localEntry) windowValue(sliding bool, size, index int64, now time.Time) int64 {
+	if i := e.window(sliding, size, index, now); i >= 0 {
+		return e.windows[i].value
+	}
+	return 0
+}
+
+// withEntry returns the entry of the j-th of the names op.With, remembered
+// on e (the entry of op.Name, nil when it has none) for the next time.
+// With e, a name without an entry gets an empty one, remembered too: a
+// budget's previous reservation bucket is usually empty, and is read on
+// every request. The sweep drops it if it stays empty.
+func (l *Local) withEntry(e *localEntry, j int, scope, name string) *localEntry {
+	if e == nil || j >= len(e.with) {
+		return l.entries[scopedKey{scope, name}]
+	}
+	if w := e.with[j]; w != nil && w.live && w.key == name && w.scope == scope {
+		return w
+	}
+	w := l.entries[scopedKey{scope, name}]
+	if w == nil {
+		w = l.newEntry(scope, name, nil)
+	}
+	e.with[j] = w
+	return w
 }
 
 // Add implements Counters.
@@ -148,7 +266,11 @@ func (l *Local) Add(_ context.Context, key string, delta int64, ttl time.Duratio
 		return 0, err
 	}
 	defer l.mu.Unlock()
-	return l.add(scopedKey{"", key}, delta, ttl, now).value, nil
+	e := l.entry("", key, nil)
+	if e == nil {
+		e = l.newEntry("", key, nil)
+	}
+	return e.add(delta, ttl, now).value, nil
 }
 
 // Get implements Counters.
@@ -158,7 +280,7 @@ func (l *Local) Get(_ context.Context, key string) (Count, error) {
 		return Count{}, err
 	}
 	defer l.mu.Unlock()
-	c := l.counter(scopedKey{"", key}, now)
+	c := l.entry("", key, nil).liveCounter(now)
 	if c == nil {
 		return Count{}, nil
 	}
@@ -172,8 +294,8 @@ func (l *Local) Reserve(_ context.Context, key string, n, limit int64, ttl time.
 		return Count{}, false, err
 	}
 	defer l.mu.Unlock()
-	k := scopedKey{"", key}
-	c := l.counter(k, now)
+	e := l.entry("", key, nil)
+	c := e.liveCounter(now)
 	var v int64
 	if c != nil {
 		v = c.value
@@ -181,7 +303,10 @@ func (l *Local) Reserve(_ context.Context, key string, n, limit int64, ttl time.
 	if v+n > limit {
 		return Count{Value: v, TTL: c.ttl(now)}, false, nil
 	}
-	c = l.addTo(c, k, n, ttl, now)
+	if e == nil {
+		e = l.newEntry("", key, nil)
+	}
+	c = e.add(n, ttl, now)
 	return Count{Value: c.value, TTL: c.ttl(now)}, true, nil
 }
 
@@ -191,7 +316,9 @@ func (l *Local) Reset(_ context.Context, key string) error {
 		return err
 	}
 	defer l.mu.Unlock()
-	delete(l.counters, scopedKey{"", key})
+	if e := l.entry("", key, nil); e != nil {
+		e.hasCounter = false
+	}
 	return nil
 }
 
@@ -206,27 +333,9 @@ func (l *Local) Take(_ context.Context, key string, n, limit int64, w Window, at
 		return Taken{}, err
 	}
 	defer l.mu.Unlock()
-	get := func(id windowID) int64 {
-		c := l.windows[id]
-		if c == nil || c.expired(now) {
-			return 0
-		}
-		return c.value
-	}
-	curID := windowID{"", key, w.Sliding, size, index}
-	cur, prev := get(curID), int64(0)
-	if w.Sliding {
-		prev = get(windowID{"", key, true, size, index - 1})
-	}
-	ok := Fits(w, cur, prev, n, limit, size, elapsed)
-	if ok && n != 0 {
-		cur += n
-		// As Redis does: the expiry counts from the real now, the
-		// window from the time given.
-		l.windows[curID] = &localCounter{value: cur,
-			expires: now.Add(time.Duration(WindowTTL(w, size, elapsed)) * time.Millisecond)}
-	}
-	return NewTaken(w, ok, cur, prev, n, limit, at), nil
+	var buf [1]localUndo // nothing to undo: Take is one op
+	t, _ := l.take(l.entry("", key, nil), "", key, nil, n, limit, w, index, size, elapsed, now, buf[:0])
+	return t, nil
 }
 
 // AcquireLease implements Leases.
@@ -309,19 +418,21 @@ func (l *Local) AcquireSlot(_ context.Context, name, holder string, limit int64,
 		return 0, false, err
 	}
 	defer l.mu.Unlock()
-	k := scopedKey{"", name}
-	set := l.slots[k]
+	e := l.entry("", name, nil)
+	var set *slotSet
+	if e != nil {
+		set = &e.slots
+	}
 	set.expire(now)
 	_, has := set.get(holder)
 	if !has && set.len() >= limit {
 		return set.len(), false, nil
 	}
-	if set == nil {
-		set = newSlotSet()
-		l.slots[k] = set
+	if e == nil {
+		e = l.newEntry("", name, nil)
 	}
-	set.put(holder, now.Add(ttl))
-	return set.len(), true, nil
+	e.slots.put(holder, now.Add(ttl))
+	return e.slots.len(), true, nil
 }
 
 // ReleaseSlot implements Slots.
@@ -330,12 +441,8 @@ func (l *Local) ReleaseSlot(_ context.Context, name, holder string) error {
 		return err
 	}
 	defer l.mu.Unlock()
-	k := scopedKey{"", name}
-	if set := l.slots[k]; set != nil {
-		delete(set.holders, holder)
-		if len(set.holders) == 0 {
-			delete(l.slots, k)
-		}
+	if e := l.entry("", name, nil); e != nil {
+		delete(e.slots.holders, holder)
 	}
 	return nil
 }
@@ -349,8 +456,6 @@ type slotSet struct {
 	holders map[string]time.Time
 	soonest time.Time
 }
-
-func newSlotSet() *slotSet { return &slotSet{holders: make(map[string]time.Time)} }
 
 // expire drops the holders expired at now. A nil set has none.
 func (s *slotSet) expire(now time.Time) {
@@ -372,6 +477,9 @@ func (s *slotSet) expire(now time.Time) {
 func (s *slotSet) put(holder string, exp time.Time) {
 	if len(s.holders) == 0 || exp.Before(s.soonest) {
 		s.soonest = exp
+	}
+	if s.holders == nil {
+		s.holders = make(map[string]time.Time)
 	}
 	s.holders[holder] = exp
 }

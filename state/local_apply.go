@@ -21,29 +21,26 @@ func (l *Local) Apply(_ context.Context, scope string, ops []Op, results []Resul
 	undo := buf[:0]
 	ok := true
 	for i := range ops {
-		var r Result
-		r, undo = l.applyOp(scope, &ops[i], now, undo)
-		results[i] = r
-		ok = ok && r.OK
+		undo = l.applyOp(scope, &ops[i], now, &results[i], undo)
+		ok = ok && results[i].OK
 	}
 	if !ok {
 		for i := len(undo) - 1; i >= 0; i-- {
-			l.undo(&undo[i])
+			undo[i].undo()
 		}
 	}
 	return ok, nil
 }
 
-// localUndo is what one op changed: the counter, window or slot holder as
-// it was before.
+// localUndo is what one op changed: the counter, a window or a slot
+// holder of an entry as it was before.
 type localUndo struct {
-	kind    uint8 // undoCounter, undoWindow, undoSlot
-	counter scopedKey
-	window  windowID
-	holder  string
-	had     bool
-	prev    localCounter // a counter's or window's value and expiry
-	prevExp time.Time    // a slot holder's expiry
+	e      *localEntry
+	kind   uint8 // undoCounter, undoWindow, undoSlot
+	had    bool
+	window int // the index of the window in e.windows
+	holder string
+	prev   localCounter // the counter's or the window's value and expiry; a slot holder's expiry
 }
 
 const (
@@ -52,75 +49,61 @@ const (
 	undoSlot
 )
 
-func (l *Local) undo(u *localUndo) {
+func (u *localUndo) undo() {
+	e := u.e
 	switch u.kind {
 	case undoCounter:
-		if !u.had {
-			delete(l.counters, u.counter)
-		} else {
-			c := u.prev
-			l.counters[u.counter] = &c
-		}
+		e.hasCounter, e.counter = u.had, u.prev
 	case undoWindow:
-		if !u.had {
-			delete(l.windows, u.window)
+		if u.had {
+			e.windows[u.window].localCounter = u.prev
 		} else {
-			c := u.prev
-			l.windows[u.window] = &c
+			e.windows[u.window] = localWindow{} // unused: no expiry
 		}
 	case undoSlot:
-		set := l.slots[u.counter]
-		switch {
-		case u.had:
-			if set == nil {
-				set = newSlotSet()
-				l.slots[u.counter] = set
-			}
-			set.put(u.holder, u.prevExp)
-		case set != nil:
-			delete(set.holders, u.holder)
-			if len(set.holders) == 0 {
-				delete(l.slots, u.counter)
-			}
+		if u.had {
+			e.slots.put(u.holder, u.prev.expires)
+		} else {
+			delete(e.slots.holders, u.holder)
 		}
 	}
 }
 
-// saveCounter writes down the counter k as it is (c, nil when missing)
+// saveCounter writes down e's counter as it is (c, nil when missing)
 // before an op changes it.
-func saveCounter(undo []localUndo, k scopedKey, c *localCounter) []localUndo {
-	u := localUndo{kind: undoCounter, counter: k, had: c != nil}
+func saveCounter(undo []localUndo, e *localEntry, c *localCounter) []localUndo {
+	u := localUndo{e: e, kind: undoCounter, had: c != nil}
 	if c != nil {
 		u.prev = *c
 	}
 	return append(undo, u)
 }
 
-func (l *Local) value(k scopedKey, now time.Time) int64 {
-	if c := l.counter(k, now); c != nil {
-		return c.value
-	}
-	return 0
-}
-
-func (l *Local) applyOp(scope string, op *Op, now time.Time, undo []localUndo) (Result, []localUndo) {
-	k := scopedKey{scope, op.Name}
-	r := Result{OK: true}
+// applyOp applies op, writing what it found into r, and returns undo with
+// what it changed.
+func (l *Local) applyOp(scope string, op *Op, now time.Time, r *Result, undo []localUndo) []localUndo {
+	e := l.entry(scope, op.Name, op.Ref)
+	*r = Result{OK: true}
 	switch op.Kind {
 	case OpAdd, OpInit, OpExists, OpGet, OpReserve:
-		c := l.counter(k, now)
+		c := e.liveCounter(now)
+		add := func() {
+			if e == nil {
+				e = l.newEntry(scope, op.Name, op.Ref)
+			}
+			undo = saveCounter(undo, e, c)
+			c = e.add(op.N, op.TTL, now)
+		}
 		switch op.Kind {
 		case OpAdd:
 			if c == nil && op.IfExists {
 				r.Missing = true
 				break
 			}
-			undo = saveCounter(undo, k, c)
-			c = l.addTo(c, k, op.N, op.TTL, now)
+			add()
 		case OpInit:
 			if c == nil {
-				undo = saveCounter(undo, k, c)
-				c = l.addTo(c, k, op.N, op.TTL, now)
+				add()
 				r.Missing = true
 			}
 		case OpExists:
@@ -130,14 +113,13 @@ func (l *Local) applyOp(scope string, op *Op, now time.Time, undo []localUndo) (
 			if c != nil {
 				total = c.value
 			}
-			for _, w := range op.With {
-				total += l.value(scopedKey{scope, w}, now)
+			for j, w := range op.With {
+				total += l.withEntry(e, j, scope, w).value(now)
 			}
 			if op.Kind == OpReserve {
 				r.OK = total+op.N <= op.Limit
 				if r.OK {
-					undo = saveCounter(undo, k, c)
-					c = l.addTo(c, k, op.N, op.TTL, now)
+					add()
 					total += op.N
 				}
 			}
@@ -148,62 +130,67 @@ func (l *Local) applyOp(scope string, op *Op, now time.Time, undo []localUndo) (
 		}
 	case OpTake:
 		index, size, elapsed, _ := WindowSpan(op.Window, op.At)
-		curID := windowID{scope, op.Name, op.Window.Sliding, size, index}
-		get := func(id windowID) *localCounter {
-			c := l.windows[id]
-			if c == nil || c.expired(now) {
-				return nil
-			}
-			return c
-		}
-		curC := get(curID)
-		var cur, prev int64
-		if curC != nil {
-			cur = curC.value
-		}
-		if op.Window.Sliding {
-			if p := get(windowID{scope, op.Name, true, size, index - 1}); p != nil {
-				prev = p.value
-			}
-		}
-		r.OK = Fits(op.Window, cur, prev, op.N, op.Limit, size, elapsed)
-		if r.OK && op.N != 0 {
-			u := localUndo{kind: undoWindow, window: curID, had: curC != nil}
-			if curC != nil {
-				u.prev = *curC
-			} else {
-				curC = &localCounter{}
-				l.windows[curID] = curC
-			}
-			undo = append(undo, u)
-			cur += op.N
-			curC.value = cur
-			curC.expires = now.Add(time.Duration(WindowTTL(op.Window, size, elapsed)) * time.Millisecond)
-		}
-		r.Taken = NewTaken(op.Window, r.OK, cur, prev, op.N, op.Limit, op.At)
+		r.Taken, undo = l.take(e, scope, op.Name, op.Ref, op.N, op.Limit, op.Window, index, size, elapsed, now, undo)
+		r.OK = r.Taken.OK
 	case OpAcquireSlot, OpReleaseSlot:
-		set := l.slots[k]
+		var set *slotSet
+		if e != nil {
+			set = &e.slots
+		}
 		set.expire(now)
 		exp, has := set.get(op.Holder)
 		if op.Kind == OpAcquireSlot {
 			r.OK = has || set.len() < op.Limit
 			if r.OK {
-				undo = append(undo, localUndo{kind: undoSlot, counter: k, holder: op.Holder, had: has, prevExp: exp})
-				if set == nil {
-					set = newSlotSet()
-					l.slots[k] = set
+				if e == nil {
+					e = l.newEntry(scope, op.Name, op.Ref)
+					set = &e.slots
 				}
+				undo = append(undo, localUndo{e: e, kind: undoSlot, holder: op.Holder, had: has, prev: localCounter{expires: exp}})
 				set.put(op.Holder, now.Add(op.TTL))
 			}
 		} else if has {
-			undo = append(undo, localUndo{kind: undoSlot, counter: k, holder: op.Holder, had: true, prevExp: exp})
+			undo = append(undo, localUndo{e: e, kind: undoSlot, holder: op.Holder, had: true, prev: localCounter{expires: exp}})
 			delete(set.holders, op.Holder)
 		}
 		// An emptied set is kept for the next request (the sweep drops
 		// it if none comes).
 		r.Slots = set.len()
 	}
-	return r, undo
+	return undo
+}
+
+// take counts n against limit in the window w of e, the entry of (scope,
+// name) or nil when it has none, at the time whose span WindowSpan gave,
+// as Counters.Take and OpTake do, and appends what it changed to undo.
+// The window's expiry counts from the real now, as on Redis.
+func (l *Local) take(e *localEntry, scope, name string, ref *Ref, n, limit int64, w Window,
+	index, size, elapsed int64, now time.Time, undo []localUndo) (Taken, []localUndo) {
+	i := e.window(w.Sliding, size, index, now)
+	var cur, prev int64
+	if i >= 0 {
+		cur = e.windows[i].value
+	}
+	if w.Sliding {
+		prev = e.windowValue(true, size, index-1, now)
+	}
+	ok := Fits(w, cur, prev, n, limit, size, elapsed)
+	if ok && n != 0 {
+		if e == nil {
+			e = l.newEntry(scope, name, ref)
+		}
+		if i >= 0 {
+			undo = append(undo, localUndo{e: e, kind: undoWindow, had: true, window: i, prev: e.windows[i].localCounter})
+		} else {
+			i = e.newWindow(w.Sliding, size, index, now)
+			undo = append(undo, localUndo{e: e, kind: undoWindow, window: i})
+		}
+		cur += n
+		win := &e.windows[i]
+		win.value = cur
+		win.expires = now.Add(time.Duration(WindowTTL(w, size, elapsed)) * time.Millisecond)
+	}
+	return newTaken(w, ok, cur, prev, n, limit, index, size, elapsed), undo
 }
 
 var _ Atomic = (*Local)(nil)

@@ -61,6 +61,11 @@ func Fits(w Window, cur, prev, n, limit, size, elapsed int64) bool {
 // includes n when ok.
 func NewTaken(w Window, ok bool, cur, prev, n, limit int64, now time.Time) Taken {
 	index, size, elapsed, _ := WindowSpan(w, now)
+	return newTaken(w, ok, cur, prev, n, limit, index, size, elapsed)
+}
+
+// newTaken is NewTaken given the span of now, WindowSpan's answer.
+func newTaken(w Window, ok bool, cur, prev, n, limit, index, size, elapsed int64) Taken {
 	count := cur
 	if w.Sliding {
 		count += Weighted(prev, size, elapsed)

@@ -3,6 +3,8 @@ package statetest
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -303,5 +305,75 @@ func testApplyConcurrent(t *testing.T, open Instances) {
 	}
 	if applied.Load() < rpm-1 && amounts.Load() < budget-7 {
 		t.Fatalf("only %d applied with room left", applied.Load())
+	}
+}
+
+// Ops with Refs count what the same ops without count, however the Refs
+// are shared: the same ops are applied to the names of one scope without
+// Refs and to those of another with three Refs handed out at random, one
+// Ref serving many names of both scopes, and every result is the same.
+func testApplyRefs(t *testing.T, open Instances) {
+	ss := open(t, 2)
+	rng := rand.New(rand.NewPCG(15, 2))
+	names := []string{"a", "b", "c", "d"}
+	refs := []*state.Ref{new(state.Ref), new(state.Ref), new(state.Ref)}
+	windows := []state.Window{{Size: time.Minute, Sliding: true}, {Size: time.Minute}, {Size: 10 * time.Second, Sliding: true}}
+	randomOp := func(step int) state.Op {
+		op := state.Op{Name: names[rng.IntN(len(names))], N: int64(rng.IntN(9) - 2), TTL: time.Hour}
+		switch rng.IntN(8) {
+		case 0:
+			op.Kind, op.IfExists = state.OpAdd, rng.IntN(2) == 0
+		case 1:
+			op.Kind = state.OpInit
+		case 2:
+			op.Kind = state.OpExists
+		case 3, 4:
+			op.Kind, op.Limit = state.OpReserve, int64(rng.IntN(40))
+			if rng.IntN(4) == 0 {
+				op.Kind = state.OpGet
+			}
+			for range rng.IntN(3) {
+				op.With = append(op.With, names[rng.IntN(len(names))])
+			}
+		case 5, 6:
+			op.Kind, op.Limit = state.OpTake, int64(rng.IntN(20)-1)
+			op.Window, op.At = windows[rng.IntN(len(windows))], base.Add(time.Duration(step)*7*time.Second)
+		default:
+			op.Kind, op.Holder, op.Limit = state.OpAcquireSlot, fmt.Sprint("h", rng.IntN(4)), int64(rng.IntN(4))
+			if rng.IntN(3) == 0 {
+				op.Kind = state.OpReleaseSlot
+			}
+		}
+		return op
+	}
+	// The counters With names are those named now, whatever an op on the
+	// same name counted with before.
+	s := ss[0]
+	apply(t, s, "with", state.Op{Kind: state.OpAdd, Name: "x", N: 10}, state.Op{Kind: state.OpAdd, Name: "y", N: 20},
+		state.Op{Kind: state.OpAdd, Name: "h", N: 1})
+	for _, tc := range []struct {
+		with []string
+		want int64
+	}{{[]string{"x"}, 11}, {[]string{"y"}, 21}, {[]string{"y", "x"}, 31}, {nil, 1}, {[]string{"x", "missing"}, 11}, {[]string{"missing", "y"}, 21}} {
+		for _, ref := range []*state.Ref{nil, refs[0]} {
+			if _, r := apply(t, ss[1], "with", state.Op{Kind: state.OpGet, Name: "h", With: tc.with, Ref: ref}); r[0].Total != tc.want {
+				t.Fatalf("get h with %q: %d, want %d", tc.with, r[0].Total, tc.want)
+			}
+		}
+	}
+	for step := range 300 {
+		ops := make([]state.Op, 1+rng.IntN(4))
+		withRefs := make([]state.Op, len(ops))
+		for i := range ops {
+			ops[i] = randomOp(step)
+			withRefs[i] = ops[i]
+			withRefs[i].Ref = refs[rng.IntN(len(refs))]
+		}
+		s := ss[step%len(ss)]
+		ok, want := apply(t, s, "plain", ops...)
+		okRef, got := apply(t, s, "refs", withRefs...)
+		if ok != okRef || !reflect.DeepEqual(got, want) {
+			t.Fatalf("step %d: %+v\napplied %v with Refs: %+v\napplied %v without: %+v", step, ops, okRef, got, ok, want)
+		}
 	}
 }

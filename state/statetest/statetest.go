@@ -49,6 +49,7 @@ func Run(t *testing.T, open Instances) {
 		{"ApplyTake", testApplyTake},
 		{"ApplySlotsExpire", testApplySlotsExpire},
 		{"ApplyConcurrent", testApplyConcurrent},
+		{"ApplyRefs", testApplyRefs},
 		{"Lease", testLease},
 		{"LeaseExpiryFences", testLeaseExpiry},
 		{"LeaseRenewKeepsIt", testLeaseRenew},
