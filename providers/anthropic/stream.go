@@ -81,10 +81,13 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 	if len(data) == 0 {
 		return dst, nil // a comment, or an event without data
 	}
-	if !providers.ValidJSON(data) {
+	if !validData(data) {
 		return dst, errMalformed
 	}
-	v := gjson.ParseBytes(data)
+	// Read in place: nothing read from data outlives this call (what the
+	// stream keeps, its head and a thinking block's text and signature,
+	// is copied).
+	v := gjson.Parse(providers.InPlace(data))
 	if !v.IsObject() {
 		return dst, errMalformed
 	}
@@ -228,6 +231,17 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 	}
 	// ping, and event types this code does not know.
 	return dst, nil
+}
+
+// validData is providers.ValidJSON for one event's data, without its count
+// of the nesting depth where data is too short to nest deeper than
+// providers.MaxDepth (each level takes a byte): an event is a few hundred
+// bytes, and the count took a fifth of the time of checking it.
+func validData(data []byte) bool {
+	if len(data) <= providers.MaxDepth {
+		return gjson.ValidBytes(data)
+	}
+	return providers.ValidJSON(data)
 }
 
 // input appends a chunk with a piece of tool input, a JSON string: an

@@ -7,6 +7,7 @@ import (
 
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/internal/translatortest"
+	"github.com/modelgate/modelgate/providers/sse"
 )
 
 const sseDir = "../../testdata/sse/anthropic"
@@ -75,5 +76,38 @@ func TestStreamNoMessageStart(t *testing.T) {
 		"data: [DONE]\n\n"
 	if string(out) != want {
 		t.Errorf("got:\n%s\nwant:\n%s", out, want)
+	}
+}
+
+// TestStreamKeepsNoEventBytes feeds each transcript's events from one
+// buffer that is overwritten after every event, as the gateway reuses its
+// buffer of the provider's bytes: the translator reads events in place,
+// and what it keeps of one for later (the head, a thinking block's text
+// and signature, a tool call's state) must be its own copy.
+func TestStreamKeepsNoEventBytes(t *testing.T) {
+	for _, path := range translatortest.Transcripts(t, sseDir, ".txt") {
+		upstream, _, opts := translatortest.ReadTranscript(t, path)
+		want, err := testReplay.Translate(opts, upstream, nil)
+		tr := testChat.ChatStream(opts)
+		var got, scratch []byte
+		var gotErr error
+		for rest := upstream; gotErr == nil; {
+			ev, r, ok := sse.Cut(rest)
+			if !ok {
+				break
+			}
+			rest = r
+			scratch = append(scratch[:0], ev...)
+			got, gotErr = tr.Event(got, scratch)
+			for i := range scratch {
+				scratch[i] = 'x'
+			}
+		}
+		if gotErr == nil {
+			got = tr.Close(got)
+		}
+		if !bytes.Equal(got, want) || (err == nil) != (gotErr == nil) {
+			t.Errorf("%s: events from a reused buffer:\n got %q (%v)\nwant %q (%v)", path, got, gotErr, want, err)
+		}
 	}
 }
