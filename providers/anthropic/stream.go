@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"bytes"
 	"errors"
 
 	"github.com/tidwall/gjson"
@@ -80,6 +81,9 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 	name, data := sse.Fields(event)
 	if len(data) == 0 {
 		return dst, nil // a comment, or an event without data
+	}
+	if text, ok := textDelta(data); ok {
+		return s.content(dst, text), nil
 	}
 	if !validData(data) {
 		return dst, errMalformed
@@ -231,6 +235,46 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 	}
 	// ping, and event types this code does not know.
 	return dst, nil
+}
+
+// The form of a text delta as Anthropic writes it, its keys in this order:
+// textDeltaHead, the block's index, textDeltaText, the text (a JSON
+// string), "}}".
+const (
+	textDeltaHead = `{"type":"content_block_delta","index":`
+	textDeltaText = `,"delta":{"type":"text_delta","text":`
+)
+
+// textDelta returns the text of a text delta in the form Anthropic writes,
+// nearly every event of a stream, read by that form rather than looked up
+// key by key (which took half the time of translating one); ok is false
+// for any other event, and for a text delta written otherwise, which Event
+// reads in the general way to the same chunk. The text is checked as
+// ValidJSON would check it in data; the rest of data is the form itself.
+func textDelta(data []byte) (text gjson.Result, ok bool) {
+	rest, ok := bytes.CutPrefix(data, []byte(textDeltaHead))
+	if !ok {
+		return text, false
+	}
+	// The index: a JSON number without sign, fraction or exponent, which
+	// a text delta does not use.
+	digits := 0
+	for digits < len(rest) && '0' <= rest[digits] && rest[digits] <= '9' {
+		digits++
+	}
+	if digits == 0 || (rest[0] == '0' && digits > 1) {
+		return text, false
+	}
+	rest, ok = bytes.CutPrefix(rest[digits:], []byte(textDeltaText))
+	if !ok {
+		return text, false
+	}
+	raw, ok := bytes.CutSuffix(rest, []byte("}}"))
+	// One valid JSON string, and nothing else before the "}}".
+	if !ok || len(raw) < 2 || raw[0] != '"' || !gjson.ValidBytes(raw) {
+		return text, false
+	}
+	return gjson.Parse(providers.InPlace(raw)), true
 }
 
 // validData is providers.ValidJSON for one event's data, without its count
