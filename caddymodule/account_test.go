@@ -218,3 +218,97 @@ func TestTapStreamStrip(t *testing.T) {
 		}
 	}
 }
+
+// TestTapStreamRead is one segment on its way to the client, as the tap
+// gets it from the translator (or the pass-through), read for usage and,
+// when stripping, without the "usage":null fields and the usage chunk.
+func TestTapStreamRead(t *testing.T) {
+	const (
+		head  = `data: {"id":"c","object":"chat.completion.chunk","choices":[`
+		delta = `{"index":0,"delta":{"content":"a"},"finish_reason":null}]`
+		usage = `{"prompt_tokens":14,"completion_tokens":3,"total_tokens":17}`
+	)
+	read := usageInfo{Prompt: 14, Completion: 3, Known: true}
+	for _, tc := range []struct {
+		name, seg, stripped string
+		usage               usageInfo
+	}{
+		{name: "no usage", seg: head + delta + "}\n\n", stripped: head + delta + "}\n\n"},
+		{name: "a comment and [DONE]", seg: ": keep-alive\n\ndata: [DONE]\n\n", stripped: ": keep-alive\n\ndata: [DONE]\n\n"},
+		{name: "usage null", seg: head + delta + `,"usage":null}` + "\n\n", stripped: head + delta + "}\n\n"},
+		{name: "two chunks with usage null",
+			seg:      head + delta + `,"usage":null}` + "\n\n" + head + delta + `,"usage":null}` + "\n\n",
+			stripped: head + delta + "}\n\n" + head + delta + "}\n\n"},
+		// A JSON string cannot hold an unescaped quote: "usage":null in
+		// content is \"usage\":null, and stays.
+		{name: `"usage":null in content`,
+			seg:      head + `{"index":0,"delta":{"content":"x,\"usage\":null \"usage\":{\"prompt_tokens\":9}"},"finish_reason":null}],"usage":null}` + "\n\n",
+			stripped: head + `{"index":0,"delta":{"content":"x,\"usage\":null \"usage\":{\"prompt_tokens\":9}"},"finish_reason":null}]}` + "\n\n"},
+		{name: `content "usage"`,
+			seg:      head + `{"index":0,"delta":{"content":"usage"},"finish_reason":null}],"usage":null}` + "\n\n",
+			stripped: head + `{"index":0,"delta":{"content":"usage"},"finish_reason":null}]}` + "\n\n"},
+		{name: "usage chunk", seg: head + `],"usage":` + usage + "}\n\n", stripped: "", usage: read},
+		{name: "finish, usage chunk and [DONE], as a translator writes them at the end",
+			seg:      head + `{"index":0,"delta":{},"finish_reason":"stop"}],"usage":null}` + "\n\n" + head + `],"usage":` + usage + "}\n\n" + "data: [DONE]\n\n",
+			stripped: head + `{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n" + "data: [DONE]\n\n", usage: read},
+		{name: "usage on a chunk with choices is kept",
+			seg:      head + delta + `,"usage":` + usage + "}\n\n",
+			stripped: head + delta + `,"usage":` + usage + "}\n\n", usage: read},
+		{name: "usage first in the chunk",
+			seg:      `data: {"usage":null,"id":"c","choices":[` + delta + "}\n\n",
+			stripped: `data: {"usage":null,"id":"c","choices":[` + delta + "}\n\n"},
+	} {
+		for _, strip := range []bool{false, true} {
+			m := &meter{}
+			tap := &tapStream{m: m, parse: chatUsage.event, strip: strip}
+			prefix := "data: earlier\n\n" // what the client already has
+			got := tap.read([]byte(prefix+tc.seg), len(prefix))
+			want := prefix + tc.seg
+			if strip {
+				want = prefix + tc.stripped
+			}
+			if string(got) != want {
+				t.Errorf("%s, strip %v:\n got %q\nwant %q", tc.name, strip, got, want)
+			}
+			if m.usage != tc.usage {
+				t.Errorf("%s, strip %v: usage %+v, want %+v", tc.name, strip, m.usage, tc.usage)
+			}
+			if m.firstByte.IsZero() {
+				t.Errorf("%s: first byte not timed", tc.name)
+			}
+		}
+	}
+}
+
+// FuzzTapStreamRead checks the tap's one scan against its event-by-event
+// read, for segments of events as translators and the pass-through write
+// them (each ending in a blank line "\n\n"): the same bytes to the client,
+// the same usage read.
+func FuzzTapStreamRead(f *testing.F) {
+	for _, s := range []string{
+		`{"choices":[{"delta":{"content":"a"}}],"usage":null}`,
+		`{"choices":[],"usage":{"prompt_tokens":14,"completion_tokens":3}}`,
+		`{"choices":[{"delta":{"content":"\"usage\":null"}}],"usage":null}`,
+		`{"usage":null,"choices":[],"usage":null}`,
+		`{"choices":[{"delta":{"content":"usage"}}],"usage":null,"x":{"usage":null}}`,
+		`[DONE]`,
+	} {
+		f.Add(s, s, true)
+	}
+	// Two fields in the second event: only its first goes.
+	f.Add(`{"choices":[],"usage":null}`, `{"choices":[],"usage":null,"x":{},"usage":null}`, true)
+	f.Fuzz(func(t *testing.T, a, b string, strip bool) {
+		var seg []byte
+		for _, data := range []string{a, b} {
+			// Any data, as one event: no blank line inside it.
+			data = strings.NewReplacer("\r", " ", "\n", " ").Replace(data)
+			seg = append(append(append(seg, "data: "...), data...), "\n\n"...)
+		}
+		fast, slow := &meter{}, &meter{}
+		got := (&tapStream{m: fast, parse: chatUsage.event, strip: strip}).read(bytes.Clone(seg), 0)
+		want := (&tapStream{m: slow, parse: chatUsage.event, strip: strip}).readEvents(bytes.Clone(seg), 0)
+		if !bytes.Equal(got, want) || fast.usage != slow.usage {
+			t.Errorf("segment %q, strip %v:\n got %q %+v\nwant %q %+v", seg, strip, got, fast.usage, want, slow.usage)
+		}
+	})
+}

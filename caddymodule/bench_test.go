@@ -319,6 +319,9 @@ func BenchmarkPerRequest(b *testing.B) {
 		{name: "anthropic", path: "/v1/chat/completions", body: benchChatBody("claude/claude-sonnet-4-5", 0, false), header: static, expect: `"echo: Summarise`},
 		{name: "reverse_proxy_stream", plain: true, path: "/v1/chat/completions", body: benchChatBody("gpt-4o-mini", 45, true), events: 50, expect: `[DONE]`},
 		{name: "openai_stream", path: "/v1/chat/completions", body: benchChatBody("oa/gpt-4o-mini", 45, true), header: static, events: 50, expect: `[DONE]`},
+		// The client did not ask for usage: the gateway asks for it and
+		// strips it from every chunk.
+		{name: "openai_stream_no_usage", path: "/v1/chat/completions", body: bytes.Replace(benchChatBody("oa/gpt-4o-mini", 45, true), []byte(`,"stream_options":{"include_usage":true}`), nil, 1), header: static, events: 49, expect: `[DONE]`},
 		{name: "anthropic_stream", path: "/v1/chat/completions", body: benchChatBody("claude/claude-sonnet-4-5", 45, true), header: static, events: 50, expect: `[DONE]`},
 		{name: "messages_passthrough", path: "/v1/messages", body: []byte(`{"model":"claude/claude-sonnet-4-5","max_tokens":256,"messages":[{"role":"user","content":"Summarise the plot of Hamlet in one sentence please"}]}`), header: anthropicHdr, expect: `"echo: Summarise`},
 		// The harness's other scenarios (cmd/loadbench): embeddings of 64

@@ -256,9 +256,27 @@ func (t *tapStream) read(out []byte, start int) []byte {
 	if t.m.firstByte.IsZero() {
 		t.m.firstByte = time.Now()
 	}
-	if t.parse == nil || !bytes.Contains(seg, []byte(`"usage"`)) {
+	if t.parse == nil {
 		return out
 	}
+	// Every chunk of a chat stream the gateway asked usage for carries
+	// "usage":null, and usage is only ever in an object: a segment whose
+	// every "usage" is such a field has nothing to read, and stripping it
+	// is dropping those fields. One scan tells; only a segment with more
+	// in it (the usage chunk, once a stream) is cut into events and read.
+	if n, plain := nullUsages(seg); plain {
+		if t.strip && n > 0 {
+			return stripNullUsages(out, start, n)
+		}
+		return out
+	}
+	return t.readEvents(out, start)
+}
+
+// readEvents reads out[start:] event by event, each parsed, and when
+// stripping rewrites it without the usage chunk and the nullUsage fields.
+func (t *tapStream) readEvents(out []byte, start int) []byte {
+	seg := out[start:]
 	if !t.strip {
 		for rest := seg; ; {
 			ev, r, ok := sse.Cut(rest)
@@ -285,15 +303,72 @@ func (t *tapStream) read(out []byte, start int) []byte {
 		if usageOnlyChunk(ev) {
 			continue
 		}
-		if i := bytes.Index(ev, []byte(`,"usage":null`)); i >= 0 {
+		if i := bytes.Index(ev, []byte(nullUsage)); i >= 0 {
 			w += copy(out[w:], ev[:i])
-			w += copy(out[w:], ev[i+len(`,"usage":null`):])
+			w += copy(out[w:], ev[i+len(nullUsage):])
 		} else {
 			w += copy(out[w:], ev)
 		}
 		w += copy(out[w:], "\n\n")
 	}
 	return out[:w]
+}
+
+// nullUsage is the field every chunk of a chat stream that includes usage
+// carries, but the last.
+const nullUsage = `,"usage":null`
+
+// nullUsages counts the "usage" keys in seg and reports whether each is a
+// nullUsage field, no two in one event (a blank line between them): then
+// seg holds no usage to read, and stripping it is dropping those n fields,
+// as the event-by-event rewrite would. A "usage" inside a JSON string
+// cannot match: its quotes are escaped there.
+func nullUsages(seg []byte) (n int, plain bool) {
+	prev := 0
+	for from := 0; ; n++ {
+		i := indexUsageKey(seg[from:])
+		if i < 0 {
+			return n, true
+		}
+		at := from + i - 1 // where nullUsage would start
+		if at < 0 || !bytes.HasPrefix(seg[at:], []byte(nullUsage)) ||
+			(n > 0 && !bytes.Contains(seg[prev:at], []byte("\n\n"))) {
+			return n, false
+		}
+		from = at + len(nullUsage)
+		prev = from
+	}
+}
+
+// stripNullUsages drops the n nullUsage fields from out[start:], moving
+// what follows each back over it.
+func stripNullUsages(out []byte, start, n int) []byte {
+	w, r := start, start
+	for range n {
+		i := r + indexUsageKey(out[r:]) - 1 // every "usage" is a nullUsage
+		w += copy(out[w:], out[r:i])
+		r = i + len(nullUsage)
+	}
+	w += copy(out[w:], out[r:])
+	return out[:w]
+}
+
+// indexUsageKey returns the index of the first "usage" (quotes included)
+// in b, or -1. It looks for the key's 'g', rare in a chunk, where
+// bytes.Index would stop at every quote, every few bytes of JSON.
+func indexUsageKey(b []byte) int {
+	const key, g = `"usage"`, 4 // the 'g' is key[g]
+	for from := 0; ; {
+		i := bytes.IndexByte(b[from:], 'g')
+		if i < 0 {
+			return -1
+		}
+		at := from + i - g
+		if at >= 0 && at+len(key) <= len(b) && string(b[at:at+len(key)]) == key {
+			return at
+		}
+		from += i + 1
+	}
 }
 
 // usageOnlyChunk reports whether a chunk is the one that carries only the

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
@@ -271,7 +272,20 @@ type upstreamWriter struct {
 	tooLarge    bool
 	buf         []byte // buffered body, or pending partial SSE event
 	out         []byte // translated events, reused
+	bufs        *streamBuffers
 }
+
+// streamBuffers are a translated stream's buffers (upstreamWriter's buf and
+// out: the part of an event still to come, the events for the client), a
+// few hundred bytes to a few KiB each, passed from one stream to the next
+// instead of grown from nothing for every stream.
+type streamBuffers struct{ pending, out []byte }
+
+var streamBufferPool = sync.Pool{New: func() any { return new(streamBuffers) }}
+
+// maxPooledBuffer is the largest buffer that goes back to the pool: a
+// stream with an exceptionally large event does not keep its memory.
+const maxPooledBuffer = 64 << 10
 
 // serve runs the proxy, turning its abort panic (a provider that breaks off
 // its body) into an error.
@@ -309,6 +323,10 @@ func (w *upstreamWriter) WriteHeader(status int) {
 	h.Set("Cache-Control", "no-cache")
 	h.Del("Content-Length")
 	w.client.WriteHeader(http.StatusOK)
+	if w.tr != nil {
+		w.bufs = streamBufferPool.Get().(*streamBuffers)
+		w.buf, w.out = w.bufs.pending[:0], w.bufs.out[:0]
+	}
 }
 
 // Write buffers, passes through or translates the provider's bytes.
@@ -337,9 +355,14 @@ func (w *upstreamWriter) Write(p []byte) (int, error) {
 	case w.tr == nil:
 		return w.client.Write(p)
 	}
-	w.buf = append(w.buf, p...)
+	// While no part of an event is pending, events are cut from p itself;
+	// only what is left of one is kept (p is reverse_proxy's, reused).
+	pending := p
+	if len(w.buf) > 0 {
+		w.buf = append(w.buf, p...)
+		pending = w.buf
+	}
 	out := w.out[:0]
-	pending := w.buf
 	for {
 		ev, rest, ok, err := w.framing.Cut(pending)
 		if err == nil && !ok {
@@ -392,6 +415,23 @@ func (w *upstreamWriter) finishStream(aborted bool) {
 		_, _ = w.client.Write(out)
 	}
 	_ = http.NewResponseController(w.client).Flush()
+	w.releaseBuffers()
+}
+
+// releaseBuffers returns a finished stream's buffers to the pool.
+func (w *upstreamWriter) releaseBuffers() {
+	if w.bufs == nil {
+		return
+	}
+	w.bufs.pending, w.bufs.out = nil, nil
+	if cap(w.buf) <= maxPooledBuffer {
+		w.bufs.pending = w.buf[:0]
+	}
+	if cap(w.out) <= maxPooledBuffer {
+		w.bufs.out = w.out[:0]
+	}
+	streamBufferPool.Put(w.bufs)
+	w.bufs, w.buf, w.out = nil, nil, nil
 }
 
 func isEventStream(contentType string) bool {

@@ -72,6 +72,29 @@ func TestUpstreamWriter(t *testing.T) {
 		}
 	})
 
+	t.Run("passthrough stream stripped of usage, cut anywhere", func(t *testing.T) {
+		// The gateway asked for usage and the client did not: the
+		// "usage":null fields and the usage chunk are dropped however the
+		// provider's writes cut them (the framing holds back a partial
+		// event), and the usage is read.
+		chunk := `data: {"id":"c","choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}],"usage":null}` + "\n\n"
+		stream := chunk + chunk + `data: {"id":"c","choices":[],"usage":{"prompt_tokens":14,"completion_tokens":3,"total_tokens":17}}` + "\n\ndata: [DONE]\n\n"
+		want := strings.Repeat(`data: {"id":"c","choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}`+"\n\n", 2) + "data: [DONE]\n\n"
+		for cut := range len(stream) {
+			rec := httptest.NewRecorder()
+			m := &meter{}
+			w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, api: openAIAPI, wantStream: true,
+				tr: &tapStream{m: m, parse: chatUsage.event, strip: true}}
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = w.Write([]byte(stream[:cut]))
+			_, _ = w.Write([]byte(stream[cut:]))
+			w.finishStream(false)
+			if rec.Body.String() != want || m.usage != (usageInfo{Prompt: 14, Completion: 3, Known: true}) {
+				t.Fatalf("cut at %d: %q, usage %+v", cut, rec.Body, m.usage)
+			}
+		}
+	})
+
 	t.Run("passthrough stream aborted by the proxy", func(t *testing.T) {
 		rec := httptest.NewRecorder()
 		w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, api: openAIAPI, wantStream: true}

@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"bytes"
 	"errors"
 
 	"github.com/tidwall/gjson"
@@ -81,10 +82,16 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 	if len(data) == 0 {
 		return dst, nil // a comment, or an event without data
 	}
-	if !providers.ValidJSON(data) {
+	if text, ok := textDelta(data); ok {
+		return s.content(dst, providers.InPlace(text)), nil
+	}
+	if !validData(data) {
 		return dst, errMalformed
 	}
-	v := gjson.ParseBytes(data)
+	// Read in place: nothing read from data outlives this call (what the
+	// stream keeps, its head and a thinking block's text and signature,
+	// is copied).
+	v := gjson.Parse(providers.InPlace(data))
 	if !v.IsObject() {
 		return dst, errMalformed
 	}
@@ -127,7 +134,7 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 			dst = append(dst, `,"arguments":""}}]}`...)
 			return s.closeChunk(dst, ""), nil
 		case "text":
-			return s.content(dst, cb.Get("text")), nil
+			return s.content(dst, stringLiteral(cb.Get("text"))), nil
 		case "thinking":
 			s.blocks = append(s.blocks, block{index: index, kind: blockThinking})
 			t := &s.blocks[len(s.blocks)-1]
@@ -146,7 +153,7 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 		delta := v.Get("delta")
 		switch delta.Get("type").Str {
 		case "text_delta":
-			return s.content(dst, delta.Get("text")), nil
+			return s.content(dst, stringLiteral(delta.Get("text"))), nil
 		case "input_json_delta":
 			part := delta.Get("partial_json")
 			if part.Type != gjson.String || part.Str == "" {
@@ -230,6 +237,67 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 	return dst, nil
 }
 
+// The form of a text delta as Anthropic writes it, its keys in this order:
+// textDeltaHead, the block's index, textDeltaText, the text (a JSON
+// string), "}}".
+const (
+	textDeltaHead = `{"type":"content_block_delta","index":`
+	textDeltaText = `,"delta":{"type":"text_delta","text":`
+)
+
+// textDelta returns the text (a JSON string literal, a slice of data) of a
+// text delta in the form Anthropic writes,
+// nearly every event of a stream, read by that form rather than looked up
+// key by key (which took half the time of translating one); ok is false
+// for any other event, and for a text delta written otherwise, which Event
+// reads in the general way to the same chunk. The text is checked as
+// ValidJSON would check it in data; the rest of data is the form itself.
+func textDelta(data []byte) (text []byte, ok bool) {
+	rest, ok := bytes.CutPrefix(data, []byte(textDeltaHead))
+	if !ok {
+		return text, false
+	}
+	// The index: a JSON number without sign, fraction or exponent, which
+	// a text delta does not use.
+	digits := 0
+	for digits < len(rest) && '0' <= rest[digits] && rest[digits] <= '9' {
+		digits++
+	}
+	if digits == 0 || (rest[0] == '0' && digits > 1) {
+		return text, false
+	}
+	rest, ok = bytes.CutPrefix(rest[digits:], []byte(textDeltaText))
+	if !ok {
+		return text, false
+	}
+	raw, ok := bytes.CutSuffix(rest, []byte("}}"))
+	// One valid JSON string, and nothing else before the "}}".
+	if !ok || len(raw) < 2 || raw[0] != '"' || !gjson.ValidBytes(raw) {
+		return text, false
+	}
+	return raw, true
+}
+
+// stringLiteral is v's JSON text if v is a string, else "" (which content
+// leaves out, as it does an empty string).
+func stringLiteral(v gjson.Result) string {
+	if v.Type != gjson.String {
+		return `""`
+	}
+	return v.Raw
+}
+
+// validData is providers.ValidJSON for one event's data, without its count
+// of the nesting depth where data is too short to nest deeper than
+// providers.MaxDepth (each level takes a byte): an event is a few hundred
+// bytes, and the count took a fifth of the time of checking it.
+func validData(data []byte) bool {
+	if len(data) <= providers.MaxDepth {
+		return gjson.ValidBytes(data)
+	}
+	return providers.ValidJSON(data)
+}
+
 // input appends a chunk with a piece of tool input, a JSON string: an
 // arguments delta of a tool call, or a content delta for the
 // response_format tool.
@@ -304,14 +372,15 @@ func (s *stream) closeChunk(dst []byte, finish string) []byte {
 	return providers.AppendChunkEnd(dst, finish, s.includeUsage)
 }
 
-// content appends a chunk with a content delta, unless text is empty.
-func (s *stream) content(dst []byte, text gjson.Result) []byte {
-	if text.Type != gjson.String || text.Str == "" {
+// content appends a chunk with a content delta, text (a JSON string
+// literal), unless it is empty.
+func (s *stream) content(dst []byte, text string) []byte {
+	if text == `""` {
 		return dst
 	}
 	dst = s.openChunk(dst)
 	dst = append(dst, `{"content":`...)
-	dst = append(dst, text.Raw...)
+	dst = append(dst, text...)
 	dst = append(dst, '}')
 	return s.closeChunk(dst, "")
 }
