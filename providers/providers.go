@@ -127,7 +127,9 @@ type StreamTranslator interface {
 	// Event translates one complete upstream event, as the request's
 	// Framing cut it (for SSE: its lines without the blank line that ends
 	// it), and appends the resulting unified events, each ending in a blank
-	// line, to dst.
+	// line, to dst. The event's bytes are the caller's, valid only during the
+	// call (they may be reverse_proxy's read buffer): a translator that keeps
+	// anything of an event for later copies it.
 	Event(dst, event []byte) ([]byte, error)
 
 	// Close is called once when the upstream body has ended and appends
