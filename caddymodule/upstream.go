@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"maps"
@@ -413,9 +412,9 @@ func (b *ProviderBase) upstreamRequest(r *http.Request, preq providers.Request, 
 	// earlier call (a fallback's first target) began to dial may still read
 	// them in net/http's dial goroutine. The body goes down to the
 	// transport's Authenticator beside the request.
-	ctx := withBody(r.Context(), body)
+	ctx := &upstreamCtx{Context: r.Context(), body: body}
 	if vars, ok := r.Context().Value(caddyhttp.VarsCtxKey).(map[string]any); ok {
-		ctx = context.WithValue(ctx, caddyhttp.VarsCtxKey, maps.Clone(vars))
+		ctx.vars = maps.Clone(vars)
 	}
 	r2 := r.WithContext(ctx) // a shallow copy, whose fields are replaced below
 
@@ -455,7 +454,7 @@ func (b *ProviderBase) upstreamRequest(r *http.Request, preq providers.Request, 
 	r2.Header = h
 	r2.Trailer = nil
 
-	r2.Body = newBytesBody(body)
+	r2.Body = newMemBody(body)
 	r2.ContentLength = int64(len(body))
 	r2.GetBody = func() (io.ReadCloser, error) { return newBytesBody(body), nil }
 	r2.TransferEncoding = nil
