@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -129,17 +130,21 @@ func requestBody(ctx context.Context) []byte {
 	return nil
 }
 
-// memBody reads a provider request's bytes: one allocation, where
-// io.NopCloser(bytes.NewReader(b)) takes two. net/http does not know it
-// for bytes in memory as it knows those two, and need not: reverse_proxy
-// wraps the body it forwards, and RoundTrip sends the bytes themselves.
-type memBody struct{ bytes.Reader }
-
-func newMemBody(b []byte) *memBody {
-	m := new(memBody)
-	m.Reset(b)
-	return m
+// upstreamCall is what upstreamRequest allocates for a provider request,
+// in one allocation: its context, its URL, its body's reader and the values
+// of the headers it sets.
+type upstreamCall struct {
+	upstreamCtx
+	url    url.URL
+	reader memBody
+	values [4]string
 }
+
+// memBody reads a provider request's bytes: a bytes.Reader with a Close.
+// net/http does not know it for bytes in memory as it knows
+// io.NopCloser(bytes.NewReader(b)), and need not: reverse_proxy wraps the
+// body it forwards, and RoundTrip sends the bytes themselves.
+type memBody struct{ bytes.Reader }
 
 // Close does nothing: the bytes stay the caller's.
 func (*memBody) Close() error { return nil }
