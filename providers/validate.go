@@ -87,14 +87,27 @@ func ValidateChat(body []byte) (ChatInfo, error) {
 	return info, nil
 }
 
-// eachMember calls fn with each member of obj, a valid JSON object, its
-// value read in place; fn returns false to stop.
-func eachMember(obj []byte, fn func(key string, v gjson.Result) bool) {
-	members(obj, func(k, v []byte) bool { return fn(InPlace(k), value(v, true)) })
+// EachMember calls fn with each member of obj, a JSON object that
+// ValidJSON accepted, in order: its key, unescaped, and its value, read in
+// place (a string's Str unescaped), as gjson's ForEach would, in one walk
+// that checks nothing again and passes over strings quickly. fn returns
+// false to stop. The results are views of obj: the caller keeps none of
+// their strings beyond its use of obj.
+func EachMember(obj string, fn func(key string, v gjson.Result) bool) {
+	members(bytesOf(obj), func(k, v []byte) bool { return fn(InPlace(k), value(v, true)) })
 }
 
+// EachElement is EachMember for the elements of arr, a JSON array that
+// ValidJSON accepted (or the Raw of such an array within it).
+func EachElement(arr string, fn func(v gjson.Result) bool) {
+	elements(bytesOf(arr), func(_ int, v []byte) bool { return fn(value(v, true)) })
+}
+
+// eachMember is EachMember.
+func eachMember(obj []byte, fn func(key string, v gjson.Result) bool) { EachMember(InPlace(obj), fn) }
+
 // eachElement calls fn with each element of arr, a valid JSON array, read
-// in place; fn returns false to stop.
+// in place, and its index; fn returns false to stop.
 func eachElement(arr string, fn func(i int, v gjson.Result) bool) {
 	elements(bytesOf(arr), func(i int, v []byte) bool { return fn(i, value(v, true)) })
 }

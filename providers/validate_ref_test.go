@@ -3,6 +3,7 @@ package providers
 import (
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -331,6 +332,55 @@ func FuzzValidateChat(f *testing.F) {
 		errors.As(wantErr, &we)
 		if (e == nil) != (we == nil) || e != nil && *e != *we {
 			t.Fatalf("%s: error %+v, want %+v", body, e, we)
+		}
+	})
+}
+
+// FuzzEachMember holds EachMember and EachElement to gjson's ForEach on
+// any JSON that ValidJSON accepts: the same keys and values (type, raw
+// text without surrounding space, string value), in order.
+func FuzzEachMember(f *testing.F) {
+	for _, s := range []string{
+		`{}`, `[]`, ` { "a" : 1 , "b":[1,{"c":"d"}] ,"e":"x\"y\\","f":null,"g":true,"h":false,"i":-1.5e3 } `,
+		`{"k\u0065y":"v\u00e9","":{"":[]}}`, `[1,"two",{"three":3},[4],null,true]`, `["\\\\\"",  "a\/b"]`,
+	} {
+		f.Add([]byte(s))
+	}
+	type member struct {
+		key, raw, str string
+		typ           gjson.Type
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !ValidJSON(b) {
+			return
+		}
+		root := gjson.ParseBytes(b)
+		var want, got []member
+		root.ForEach(func(k, v gjson.Result) bool {
+			want = append(want, member{k.Str, strings.TrimSpace(v.Raw), v.Str, v.Type})
+			return true
+		})
+		switch {
+		case root.IsObject():
+			EachMember(string(b), func(k string, v gjson.Result) bool {
+				got = append(got, member{k, v.Raw, v.Str, v.Type})
+				return true
+			})
+		case root.IsArray():
+			EachElement(string(b), func(v gjson.Result) bool {
+				got = append(got, member{"", v.Raw, v.Str, v.Type})
+				return true
+			})
+		default:
+			return
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d members, want %d: %v, want %v", b, len(got), len(want), got, want)
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("%s: member %d is %+v, want %+v", b, i, got[i], want[i])
+			}
 		}
 	})
 }

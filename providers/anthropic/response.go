@@ -22,10 +22,13 @@ func (c Chat) ChatResponse(body []byte) ([]byte, error) {
 	// answer needs (the first of duplicates, as gjson's Get takes); the
 	// body is read in place, and the answer copies what it keeps.
 	root := gjson.Parse(providers.InPlace(body))
+	if !root.IsObject() {
+		return nil, errors.New("anthropic: the answer is not a message with content")
+	}
 	var id, model, content, stopReason, usageObj gjson.Result
-	root.ForEach(func(key, v gjson.Result) bool {
+	providers.EachMember(root.Raw, func(key string, v gjson.Result) bool {
 		var f *gjson.Result
-		switch key.Str {
+		switch key {
 		case "id":
 			f = &id
 		case "model":
@@ -42,7 +45,7 @@ func (c Chat) ChatResponse(body []byte) ([]byte, error) {
 		}
 		return true
 	})
-	if !root.IsObject() || !content.IsArray() {
+	if !content.IsArray() {
 		return nil, errors.New("anthropic: the answer is not a message with content")
 	}
 	var stack [4]contentBlock
@@ -83,11 +86,15 @@ type contentBlock struct {
 // readBlocks appends the blocks of content, an array, to dst, each read in
 // one walk.
 func readBlocks(dst []contentBlock, content gjson.Result) []contentBlock {
-	content.ForEach(func(_, v gjson.Result) bool {
+	providers.EachElement(content.Raw, func(v gjson.Result) bool {
 		var blk contentBlock
-		v.ForEach(func(key, x gjson.Result) bool {
+		if !v.IsObject() {
+			dst = append(dst, blk) // a block of no type, skipped
+			return true
+		}
+		providers.EachMember(v.Raw, func(key string, x gjson.Result) bool {
 			var f *gjson.Result
-			switch key.Str {
+			switch key {
 			case "type":
 				f = &blk.typ
 			case "text":
