@@ -36,6 +36,9 @@ type dispatcher struct {
 func newDispatcher(provs map[string]*provider, aliases map[string][]string, defaultProvider string) (*dispatcher, error) {
 	d := &dispatcher{guard: noGuard{}, providers: provs, aliases: aliases, bare: make(map[string]string), defaultProvider: defaultProvider}
 	for _, name := range sortedKeys(provs) {
+		if p := provs[name]; p.Chat != nil {
+			p.chatError = p.Chat.Error
+		}
 		for _, m := range provs[name].base.Models {
 			if other, dup := d.bare[m]; dup {
 				return nil, fmt.Errorf("model %q is listed by providers %q and %q: add a model alias to say which serves the bare name", m, other, name)
@@ -267,7 +270,7 @@ func (d *dispatcher) chat(w http.ResponseWriter, r *http.Request, body []byte, k
 	d.serve(w, r, key, &call{endpoint: endpointChat, model: info.Model, log: log, body: body,
 		prepare: func(p *provider, model string) (providers.Request, exchange, error) {
 			preq, err := p.Chat.ChatRequest(body, model)
-			ex := exchange{stream: info.Stream, stripUsage: strip, mapError: p.Chat.Error,
+			ex := exchange{stream: info.Stream, stripUsage: strip, mapError: p.chatErrorMapper(),
 				translate: func(answer []byte) ([]byte, error) {
 					out, err := p.Chat.ChatResponse(answer)
 					if err == nil {
