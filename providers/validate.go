@@ -241,8 +241,8 @@ func skipVal(b []byte, i int) int {
 
 // skipStr returns the index just past the valid JSON string at b[i]. The
 // first bytes are looked at one by one (keys, roles and types are short);
-// the rest of a longer string is searched for its quotes with
-// bytes.IndexByte.
+// the rest of a longer string is left to skipString, which searches for
+// its quotes with bytes.IndexByte.
 func skipStr(b []byte, i int) int {
 	j := i + 1
 	for n := min(len(b), j+16); j < n; j++ {
@@ -253,23 +253,10 @@ func skipStr(b []byte, i int) int {
 			j++
 		}
 	}
-	for j < len(b) {
-		k := bytes.IndexByte(b[j:], '"')
-		if k < 0 {
-			return len(b)
-		}
-		q := j + k
-		// The quote ends the string unless an odd number of backslashes
-		// escapes it (the first bytes, read one by one, held none that
-		// could escape it unless they come right before it).
-		n := 0
-		for p := q - 1; p > i && b[p] == '\\'; p-- {
-			n++
-		}
-		if n%2 == 0 {
-			return q + 1
-		}
-		j = q + 1
+	// Every escape before j was read: skipString, told the string starts
+	// at j-1, counts only the backslashes from j on.
+	if end := skipString(b, j-1); end >= 0 {
+		return end
 	}
 	return len(b)
 }

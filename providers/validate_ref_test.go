@@ -384,3 +384,22 @@ func FuzzEachMember(f *testing.F) {
 		}
 	})
 }
+
+// TestSkipStr checks skipStr against skipString on strings with escapes
+// at every position around the end of its byte-by-byte start.
+func TestSkipStr(t *testing.T) {
+	for _, esc := range []string{`\\`, `\"`, `\\\"`, `\\\\`, `\u0022`, `\n`} {
+		for n := range 40 {
+			for _, tail := range []string{``, `a`, `\\`, `\"b`} {
+				s := `"` + strings.Repeat("x", n) + esc + tail + `"`
+				b := []byte(s + `,"next":1`)
+				if !ValidJSON([]byte(s)) {
+					t.Fatalf("%s is not a JSON string", s)
+				}
+				if got, want := skipStr(b, 0), skipString(b, 0); got != want || got != len(s) {
+					t.Errorf("%s: skipStr %d, skipString %d, want %d", s, got, want, len(s))
+				}
+			}
+		}
+	}
+}
