@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net/http"
@@ -36,6 +37,9 @@ type dispatcher struct {
 func newDispatcher(provs map[string]*provider, aliases map[string][]string, defaultProvider string) (*dispatcher, error) {
 	d := &dispatcher{guard: noGuard{}, providers: provs, aliases: aliases, bare: make(map[string]string), defaultProvider: defaultProvider}
 	for _, name := range sortedKeys(provs) {
+		if p := provs[name]; p.Chat != nil {
+			p.chatError = p.Chat.Error
+		}
 		for _, m := range provs[name].base.Models {
 			if other, dup := d.bare[m]; dup {
 				return nil, fmt.Errorf("model %q is listed by providers %q and %q: add a model alias to say which serves the bare name", m, other, name)
@@ -260,14 +264,12 @@ func (d *dispatcher) chat(w http.ResponseWriter, r *http.Request, body []byte, k
 	// for its usage, which a client that did not ask does not see.
 	strip := info.Stream && !info.IncludeUsage
 	if strip {
-		if b, err := sjson.SetBytes(body, "stream_options.include_usage", true); err == nil {
-			body = b
-		}
+		body = askUsage(body)
 	}
 	d.serve(w, r, key, &call{endpoint: endpointChat, model: info.Model, log: log, body: body,
 		prepare: func(p *provider, model string) (providers.Request, exchange, error) {
 			preq, err := p.Chat.ChatRequest(body, model)
-			ex := exchange{stream: info.Stream, stripUsage: strip, mapError: p.Chat.Error,
+			ex := exchange{stream: info.Stream, stripUsage: strip, mapError: p.chatErrorMapper(),
 				translate: func(answer []byte) ([]byte, error) {
 					out, err := p.Chat.ChatResponse(answer)
 					if err == nil {
@@ -280,6 +282,31 @@ func (d *dispatcher) chat(w http.ResponseWriter, r *http.Request, body []byte, k
 			}
 			return preq, ex, err
 		}})
+}
+
+// askUsage returns the chat request body, which ValidateChat accepted,
+// with stream_options.include_usage set, as sjson.SetBytes sets it. Most
+// streamed requests have no stream_options: then, found by one walk of
+// the top level (gjson's Get reads every value to find a key that is not
+// there), it is added before the closing brace in one copy of the body,
+// the bytes sjson writes. Otherwise sjson sets it.
+func askUsage(body []byte) []byte {
+	members, has := 0, false
+	providers.EachMember(providers.InPlace(body), func(key string, _ gjson.Result) bool {
+		members++
+		has = key == "stream_options"
+		return !has
+	})
+	// (Like sjson, the copy ends at the closing brace; sjson also drops
+	// what precedes the opening one: such a body goes to sjson.)
+	if i := bytes.LastIndexByte(body, '}'); !has && members > 0 && body[0] == '{' {
+		const field = `,"stream_options":{"include_usage":true}}`
+		return append(append(make([]byte, 0, i+len(field)), body[:i]...), field...)
+	}
+	if b, err := sjson.SetBytes(body, "stream_options.include_usage", true); err == nil {
+		return b
+	}
+	return body
 }
 
 // withModel fills an answer's empty "model" with the provider's name of

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"net/url"
 	"strings"
 
@@ -369,4 +370,16 @@ type provider struct {
 	typ  string // the provider type, as modelgate.providers.<typ>: the price table's key
 	base *ProviderBase
 	Endpoints
+
+	// chatError is Chat.Error, bound once (by newDispatcher) rather than
+	// for every request: a method value of an interface is an allocation.
+	chatError func(status int, header http.Header, body []byte) *providers.Error
+}
+
+// chatErrorMapper returns Chat.Error, bound once where newDispatcher did.
+func (p *provider) chatErrorMapper() func(status int, header http.Header, body []byte) *providers.Error {
+	if p.chatError != nil {
+		return p.chatError
+	}
+	return p.Chat.Error
 }

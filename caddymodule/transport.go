@@ -1,12 +1,15 @@
 package caddymodule
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"golang.org/x/oauth2"
 )
@@ -89,9 +92,62 @@ func (e authError) Unwrap() error { return e.err }
 // bytes are handed down beside it).
 type bodyKey struct{}
 
-func withBody(ctx context.Context, body []byte) context.Context {
-	return context.WithValue(ctx, bodyKey{}, body)
+// upstreamCtx is the context of a request to a provider: the client
+// request's, the body for the transport and, where the request has
+// variables, the provider call's own copy of them (see upstreamRequest).
+// One allocation, where context.WithValue took three: a context for each
+// value and the body's slice boxed in an interface.
+type upstreamCtx struct {
+	context.Context
+	body []byte
+	vars map[string]any // nil: the parent's
 }
+
+func withBody(ctx context.Context, body []byte) context.Context {
+	return &upstreamCtx{Context: ctx, body: body}
+}
+
+// Value serves the body (as the *upstreamCtx: a pointer, which an
+// interface holds without an allocation) and the variables; other keys
+// are the parent's.
+func (c *upstreamCtx) Value(key any) any {
+	switch key {
+	case bodyKey{}:
+		return c
+	case caddyhttp.VarsCtxKey:
+		if c.vars != nil {
+			return c.vars
+		}
+	}
+	return c.Context.Value(key)
+}
+
+// requestBody is the body upstreamRequest left in ctx, nil when none.
+func requestBody(ctx context.Context) []byte {
+	if c, ok := ctx.Value(bodyKey{}).(*upstreamCtx); ok {
+		return c.body
+	}
+	return nil
+}
+
+// upstreamCall is what upstreamRequest allocates for a provider request,
+// in one allocation: its context, its URL, its body's reader and the values
+// of the headers it sets.
+type upstreamCall struct {
+	upstreamCtx
+	url    url.URL
+	reader memBody
+	values [4]string
+}
+
+// memBody reads a provider request's bytes: a bytes.Reader with a Close.
+// net/http does not know it for bytes in memory as it knows
+// io.NopCloser(bytes.NewReader(b)), and need not: reverse_proxy wraps the
+// body it forwards, and RoundTrip sends the bytes themselves.
+type memBody struct{ bytes.Reader }
+
+// Close does nothing: the bytes stay the caller's.
+func (*memBody) Close() error { return nil }
 
 // authTransport is Caddy's HTTP transport plus the provider's
 // Authenticator. It is modelgate-internal: providers configure it for their
@@ -137,7 +193,7 @@ func (t *authTransport) Provision(ctx caddy.Context) error {
 // on every attempt. A body that is not those bytes (a proxy block's rewrite
 // changed it) is sent as it is.
 func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	body, _ := req.Context().Value(bodyKey{}).([]byte)
+	body := requestBody(req.Context())
 	inMemory := len(body) > 0 && req.Body != nil && req.ContentLength == int64(len(body))
 	if t.auth == nil && !inMemory {
 		return t.HTTPTransport.RoundTrip(req)

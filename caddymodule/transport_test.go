@@ -12,6 +12,9 @@ import (
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+
+	"github.com/modelgate/modelgate/providers"
 )
 
 // countingConn counts the writes on a connection to the provider.
@@ -90,5 +93,55 @@ func TestAuthTransportBody(t *testing.T) {
 			}
 		}
 		_ = tr.Cleanup()
+	}
+}
+
+// TestUpstreamRequestContext checks the context upstreamRequest gives a
+// provider call: the body for the transport, its own copy of the request
+// variables (reverse_proxy writes into them while an earlier call's dial
+// may still read them), and everything else from the client's request.
+func TestUpstreamRequestContext(t *testing.T) {
+	type otherKey struct{}
+	vars := map[string]any{"a": 1}
+	ctx := context.WithValue(context.Background(), caddyhttp.VarsCtxKey, vars)
+	ctx = context.WithValue(ctx, otherKey{}, "other")
+	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil).WithContext(ctx)
+	b := &ProviderBase{basePath: "/v1"}
+	body := []byte(`{"model":"m"}`)
+	r2 := b.upstreamRequest(r, providers.Request{Path: "/chat/completions", Body: body}, false)
+
+	if got := requestBody(r2.Context()); !bytes.Equal(got, body) {
+		t.Errorf("body %q, want %q", got, body)
+	}
+	if requestBody(r.Context()) != nil {
+		t.Error("the client's request has a provider body")
+	}
+	v2, _ := r2.Context().Value(caddyhttp.VarsCtxKey).(map[string]any)
+	if v2 == nil || v2["a"] != 1 {
+		t.Fatalf("the call's variables are %v, want a copy of %v", v2, vars)
+	}
+	v2["b"] = 2
+	if _, ok := vars["b"]; ok {
+		t.Error("the call's variables are the request's own map")
+	}
+	if r2.Context().Value(otherKey{}) != "other" {
+		t.Error("another value of the request's context is lost")
+	}
+	if got, _ := io.ReadAll(r2.Body); !bytes.Equal(got, body) || r2.ContentLength != int64(len(body)) {
+		t.Errorf("the request's body reads %q (length %d), want %q", got, r2.ContentLength, body)
+	}
+	if rc, err := r2.GetBody(); err != nil {
+		t.Fatal(err)
+	} else if got, _ := io.ReadAll(rc); !bytes.Equal(got, body) {
+		t.Errorf("GetBody reads %q, want %q", got, body)
+	}
+	if r2.URL.Path != "/v1/chat/completions" {
+		t.Errorf("path %q", r2.URL.Path)
+	}
+
+	// Without variables, none appear.
+	r3 := b.upstreamRequest(httptest.NewRequest(http.MethodPost, "/", nil), providers.Request{Path: "/x", Body: body}, false)
+	if v, ok := r3.Context().Value(caddyhttp.VarsCtxKey).(map[string]any); ok {
+		t.Errorf("variables %v appeared", v)
 	}
 }

@@ -2,7 +2,6 @@ package caddymodule
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"maps"
@@ -453,13 +452,14 @@ func (b *ProviderBase) upstreamRequest(r *http.Request, preq providers.Request, 
 	// earlier call (a fallback's first target) began to dial may still read
 	// them in net/http's dial goroutine. The body goes down to the
 	// transport's Authenticator beside the request.
-	ctx := withBody(r.Context(), body)
+	call := &upstreamCall{upstreamCtx: upstreamCtx{Context: r.Context(), body: body}}
 	if vars, ok := r.Context().Value(caddyhttp.VarsCtxKey).(map[string]any); ok {
-		ctx = context.WithValue(ctx, caddyhttp.VarsCtxKey, maps.Clone(vars))
+		call.vars = maps.Clone(vars)
 	}
-	r2 := r.WithContext(ctx) // a shallow copy, whose fields are replaced below
+	r2 := r.WithContext(&call.upstreamCtx) // a shallow copy, whose fields are replaced below
 
-	u := *r.URL
+	u := &call.url
+	*u = *r.URL
 	u.RawPath = b.basePath + preq.Path // escaped, as the translator wrote it
 	if p, err := url.PathUnescape(u.RawPath); err == nil {
 		u.Path = p
@@ -470,7 +470,7 @@ func (b *ProviderBase) upstreamRequest(r *http.Request, preq providers.Request, 
 		u.RawPath = "" // the path needs no other escaping than Go's own
 	}
 	u.RawQuery = preq.Query
-	r2.URL = &u
+	r2.URL = u
 	r2.Method = http.MethodPost
 	if preq.Method != "" {
 		r2.Method = preq.Method
@@ -483,7 +483,8 @@ func (b *ProviderBase) upstreamRequest(r *http.Request, preq providers.Request, 
 	}
 	// The values share one array, each header its own full slice of it
 	// (an append to one cannot write into another).
-	v := []string{"application/json", accept, "identity", "modelgate"}
+	v := &call.values
+	*v = [4]string{"application/json", accept, "identity", "modelgate"}
 	h := make(http.Header, 6+len(preq.Header))
 	h["Content-Type"] = v[0:1:1]
 	h["Accept"] = v[1:2:2]
@@ -495,7 +496,8 @@ func (b *ProviderBase) upstreamRequest(r *http.Request, preq providers.Request, 
 	r2.Header = h
 	r2.Trailer = nil
 
-	r2.Body = newBytesBody(body)
+	call.reader.Reset(body)
+	r2.Body = &call.reader
 	r2.ContentLength = int64(len(body))
 	r2.GetBody = func() (io.ReadCloser, error) { return newBytesBody(body), nil }
 	r2.TransferEncoding = nil

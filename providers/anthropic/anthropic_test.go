@@ -2,6 +2,7 @@ package anthropic
 
 import (
 	"net/http"
+	"strconv"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -218,5 +219,25 @@ func TestChatRequestDuplicateKeys(t *testing.T) {
 	want := `{"model":"claude","max_tokens":4096,"messages":[{"role":"user","content":"a"}]}`
 	if string(req.Body) != want {
 		t.Errorf("body = %s, want %s", req.Body, want)
+	}
+}
+
+// TestChatResponseDuplicateKeys checks that an answer's duplicate keys,
+// in the message and in its blocks, are read as gjson's Get reads them:
+// the first one counts.
+func TestChatResponseDuplicateKeys(t *testing.T) {
+	in := []byte(`{"id":"msg_1","model":"claude-x","id":"msg_2","stop_reason":"tool_use","stop_reason":"end_turn",` +
+		`"content":[{"type":"text","text":"a","type":"thinking","text":"b"},{"type":"tool_use","id":"t1","name":"f","input":{"x":1},"name":"g","input":{}}],` +
+		`"content":[],"usage":{"input_tokens":3,"output_tokens":2},"usage":{"input_tokens":9}}`)
+	got, err := testChat.ChatResponse(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"id":"msg_1","object":"chat.completion","created":` + strconv.FormatInt(testChat.now().Unix(), 10) + `,"model":"claude-x",` +
+		`"choices":[{"index":0,"message":{"role":"assistant","content":"a","refusal":null,` +
+		`"tool_calls":[{"id":"t1","type":"function","function":{"name":"f","arguments":"{\"x\":1}"}}]},"logprobs":null,"finish_reason":"tool_calls"}],` +
+		`"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`
+	if string(got) != want {
+		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }

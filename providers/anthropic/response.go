@@ -18,26 +18,53 @@ func (c Chat) ChatResponse(body []byte) ([]byte, error) {
 	if !providers.ValidJSON(body) {
 		return nil, errors.New("anthropic: the message is not valid JSON")
 	}
-	root := gjson.ParseBytes(body)
-	content := root.Get("content")
-	if !root.IsObject() || !content.IsArray() {
+	// One walk of the message and one of its content read every field the
+	// answer needs (the first of duplicates, as gjson's Get takes); the
+	// body is read in place, and the answer copies what it keeps.
+	root := gjson.Parse(providers.InPlace(body))
+	if !root.IsObject() {
 		return nil, errors.New("anthropic: the answer is not a message with content")
 	}
+	var id, model, content, stopReason, usageObj gjson.Result
+	providers.EachMember(root.Raw, func(key string, v gjson.Result) bool {
+		var f *gjson.Result
+		switch key {
+		case "id":
+			f = &id
+		case "model":
+			f = &model
+		case "content":
+			f = &content
+		case "stop_reason":
+			f = &stopReason
+		case "usage":
+			f = &usageObj
+		}
+		if f != nil && !f.Exists() {
+			*f = v
+		}
+		return true
+	})
+	if !content.IsArray() {
+		return nil, errors.New("anthropic: the answer is not a message with content")
+	}
+	var stack [4]contentBlock
+	blocks := readBlocks(stack[:0], content)
 
 	b := make([]byte, 0, len(body)+256)
 	b = append(b, `{"id":`...)
-	b = providers.AppendRawString(b, root.Get("id"))
+	b = providers.AppendRawString(b, id)
 	b = append(b, `,"object":"chat.completion","created":`...)
 	b = providers.AppendInt(b, c.now().Unix())
 	b = append(b, `,"model":`...)
-	b = providers.AppendRawString(b, root.Get("model"))
+	b = providers.AppendRawString(b, model)
 	b = append(b, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
-	b = appendText(b, content)
+	b = appendText(b, blocks)
 	b = append(b, `,"refusal":null`...)
-	b = appendReasoning(b, content)
-	b, calls := appendToolCalls(b, content)
+	b = appendReasoning(b, blocks)
+	b, calls := appendToolCalls(b, blocks)
 	b = append(b, `},"logprobs":null,"finish_reason":"`...)
-	finish := finishReason(root.Get("stop_reason").Str)
+	finish := finishReason(stopReason.Str)
 	if finish == "tool_calls" && calls == 0 {
 		finish = "stop" // only the response_format tool was called
 	}
@@ -45,9 +72,55 @@ func (c Chat) ChatResponse(body []byte) ([]byte, error) {
 	b = append(b, `"}],"usage":`...)
 
 	var u usage
-	u.set(root.Get("usage"))
+	u.set(usageObj)
 	b = u.unified().Append(b)
 	return append(b, '}'), nil
+}
+
+// contentBlock holds the fields of a content block that the answer reads;
+// the zero gjson.Result stands for an absent one.
+type contentBlock struct {
+	typ, text, id, name, input, thinking, signature, data gjson.Result
+}
+
+// readBlocks appends the blocks of content, an array, to dst, each read in
+// one walk.
+func readBlocks(dst []contentBlock, content gjson.Result) []contentBlock {
+	providers.EachElement(content.Raw, func(v gjson.Result) bool {
+		var blk contentBlock
+		if !v.IsObject() {
+			dst = append(dst, blk) // a block of no type, skipped
+			return true
+		}
+		providers.EachMember(v.Raw, func(key string, x gjson.Result) bool {
+			var f *gjson.Result
+			switch key {
+			case "type":
+				f = &blk.typ
+			case "text":
+				f = &blk.text
+			case "id":
+				f = &blk.id
+			case "name":
+				f = &blk.name
+			case "input":
+				f = &blk.input
+			case "thinking":
+				f = &blk.thinking
+			case "signature":
+				f = &blk.signature
+			case "data":
+				f = &blk.data
+			}
+			if f != nil && !f.Exists() {
+				*f = x
+			}
+			return true
+		})
+		dst = append(dst, blk)
+		return true
+	})
+	return dst
 }
 
 // isJSONTool reports whether a tool_use block is a call of the tool that
@@ -56,34 +129,31 @@ func isJSONTool(block gjson.Result) bool {
 	return block.Get("name").Str == jsonToolName
 }
 
+// isJSONTool is isJSONTool for a block read.
+func (blk *contentBlock) isJSONTool() bool { return blk.name.Str == jsonToolName }
+
 // appendText appends the message's content: its text blocks and the input
 // of response_format tool calls, joined in order, or null when it has
 // none.
-func appendText(b []byte, content gjson.Result) []byte {
+func appendText(b []byte, blocks []contentBlock) []byte {
 	var j providers.TextJoin
-	content.ForEach(func(_, block gjson.Result) bool {
-		var text gjson.Result
-		switch block.Get("type").Str {
+	for i := range blocks {
+		blk := &blocks[i]
+		switch blk.typ.Str {
 		case "text":
-			text = block.Get("text")
+			j.Add(blk.text)
 		case "tool_use":
-			if !isJSONTool(block) {
-				return true
+			if blk.isJSONTool() {
+				j.Add(jsonToolText(blk.input))
 			}
-			text = jsonToolText(block)
-		default:
-			return true
 		}
-		j.Add(text)
-		return true
-	})
+	}
 	return j.Append(b)
 }
 
 // jsonToolText is the input of a response_format tool call as a JSON
 // string result: the input's JSON text, compacted.
-func jsonToolText(block gjson.Result) gjson.Result {
-	input := block.Get("input")
+func jsonToolText(input gjson.Result) gjson.Result {
 	if !input.IsObject() && !input.IsArray() {
 		return gjson.Result{Type: gjson.String, Str: "{}", Raw: `"{}"`}
 	}
@@ -96,20 +166,19 @@ func jsonToolText(block gjson.Result) gjson.Result {
 // when it has none. reasoning_content joins the thinking text;
 // thinking_blocks keeps every block with its signature (or data), in
 // order, for the client to send back.
-func appendReasoning(b []byte, content gjson.Result) []byte {
+func appendReasoning(b []byte, blocks []contentBlock) []byte {
 	var texts providers.TextJoin
-	blocks := 0
-	content.ForEach(func(_, block gjson.Result) bool {
-		switch block.Get("type").Str {
+	n := 0
+	for i := range blocks {
+		switch blocks[i].typ.Str {
 		case "thinking":
-			texts.Add(block.Get("thinking"))
-			blocks++
+			texts.Add(blocks[i].thinking)
+			n++
 		case "redacted_thinking":
-			blocks++
+			n++
 		}
-		return true
-	})
-	if blocks == 0 {
+	}
+	if n == 0 {
 		return b
 	}
 	if texts.Len() > 0 {
@@ -117,22 +186,22 @@ func appendReasoning(b []byte, content gjson.Result) []byte {
 		b = texts.Append(b)
 	}
 	b = append(b, `,"thinking_blocks":[`...)
-	n := 0
-	content.ForEach(func(_, block gjson.Result) bool {
-		switch block.Get("type").Str {
+	n = 0
+	for i := range blocks {
+		blk := &blocks[i]
+		switch blk.typ.Str {
 		case "thinking":
 			b = sep(b, &n)
-			text := block.Get("thinking")
+			text := blk.thinking
 			if text.Type != gjson.String {
 				text = gjson.Result{Type: gjson.String, Raw: `""`}
 			}
-			b = appendThinkingBlock(b, text.Raw, block.Get("signature"))
+			b = appendThinkingBlock(b, text.Raw, blk.signature)
 		case "redacted_thinking":
 			b = sep(b, &n)
-			b = appendRedactedBlock(b, block.Get("data"))
+			b = appendRedactedBlock(b, blk.data)
 		}
-		return true
-	})
+	}
 	return append(b, ']')
 }
 
@@ -156,11 +225,12 @@ func appendRedactedBlock(b []byte, data gjson.Result) []byte {
 // appendToolCalls appends ,"tool_calls":[…] for the message's tool_use
 // blocks other than response_format tool calls, and nothing when there are
 // none. It returns how many it appended.
-func appendToolCalls(b []byte, content gjson.Result) ([]byte, int) {
+func appendToolCalls(b []byte, blocks []contentBlock) ([]byte, int) {
 	n := 0
-	content.ForEach(func(_, block gjson.Result) bool {
-		if block.Get("type").Str != "tool_use" || isJSONTool(block) {
-			return true
+	for i := range blocks {
+		blk := &blocks[i]
+		if blk.typ.Str != "tool_use" || blk.isJSONTool() {
+			continue
 		}
 		if n == 0 {
 			b = append(b, `,"tool_calls":[`...)
@@ -169,18 +239,17 @@ func appendToolCalls(b []byte, content gjson.Result) ([]byte, int) {
 		}
 		n++
 		b = append(b, `{"id":`...)
-		b = providers.AppendRawString(b, block.Get("id"))
+		b = providers.AppendRawString(b, blk.id)
 		b = append(b, `,"type":"function","function":{"name":`...)
-		b = providers.AppendRawString(b, block.Get("name"))
+		b = providers.AppendRawString(b, blk.name)
 		b = append(b, `,"arguments":`...)
-		if input := block.Get("input"); input.IsObject() {
-			b = providers.AppendString(b, providers.CompactJSON(input.Raw))
+		if blk.input.IsObject() {
+			b = providers.AppendString(b, providers.CompactJSON(blk.input.Raw))
 		} else {
 			b = append(b, `"{}"`...)
 		}
 		b = append(b, "}}"...)
-		return true
-	})
+	}
 	if n > 0 {
 		b = append(b, ']')
 	}

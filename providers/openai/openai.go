@@ -23,7 +23,20 @@ func (Chat) ChatRequest(body []byte, model string) (providers.Request, error) {
 	req := providers.Request{Path: "/chat/completions", Body: body}
 	// gjson.GetBytes would copy the model it finds; reading body as a string
 	// in place costs nothing, and the result is dropped before we return.
-	if gjson.Get(providers.InPlace(body), "model").Str != model {
+	m := gjson.Get(providers.InPlace(body), "model")
+	switch {
+	case m.Str == model:
+	case m.Type == gjson.String && m.Index > 0 && plain(model):
+		// The model's string, found once, is replaced where it stands:
+		// the bytes sjson.SetBytes writes (which finds it again, and
+		// allocates more), in one copy of the body.
+		b := make([]byte, 0, len(body)-len(m.Raw)+len(model)+2)
+		b = append(b, body[:m.Index]...)
+		b = append(b, '"')
+		b = append(b, model...)
+		b = append(b, '"')
+		req.Body = append(b, body[m.Index+len(m.Raw):]...)
+	default:
 		b, err := sjson.SetBytes(body, "model", model)
 		if err != nil {
 			return req, err
@@ -31,6 +44,17 @@ func (Chat) ChatRequest(body []byte, model string) (providers.Request, error) {
 		req.Body = b
 	}
 	return req, nil
+}
+
+// plain reports whether s is written in a JSON string as it is, by every
+// encoder: printable ASCII without a quote or a backslash.
+func plain(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // ChatResponse returns the body unchanged: it is already unified.

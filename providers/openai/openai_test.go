@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 
 	"github.com/modelgate/modelgate/providers"
 )
@@ -341,6 +342,45 @@ func BenchmarkValidateChat(b *testing.B) {
 	for b.Loop() {
 		if _, err := providers.ValidateChat(body); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestChatRequestAsSjson checks that the model replaced in place gives
+// the bytes sjson.SetBytes gives, which ChatRequest wrote before.
+func TestChatRequestAsSjson(t *testing.T) {
+	long, err := os.ReadFile(testdata + "long.unified.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, body := range []string{
+		string(long),
+		`{"model":"a","messages":[]}`,
+		`{"messages":[],"model":"a"}`,
+		` { "model" : "oa/gpt-4o" , "messages" : [ ] } `,
+		`{"model":"oa\/gpt\u002d4o","messages":[]}`,
+		`{"mod\u0065l":"a","model":"b"}`,
+		`{"model":"a","messages":[],"model":"b"}`,
+		`{"x":{"model":"inner"},"model":"outer"}`,
+		`{"model":"","messages":[]}`,
+		`{"messages":[]}`,
+		`{"model":1}`,
+	} {
+		for _, model := range []string{"gpt-4o-mini", "b", "a/b c", "é", `b"c`, "a<b>&", "", "x\u2028"} {
+			want, err := sjson.SetBytes([]byte(body), "model", model)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if gjson.Get(body, "model").Str == model {
+				want = []byte(body)
+			}
+			req, err := Chat{}.ChatRequest([]byte(body), model)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(req.Body, want) {
+				t.Errorf("model %q in %s:\n got %s\nwant %s", model, body, req.Body, want)
+			}
 		}
 	}
 }
