@@ -80,6 +80,11 @@ func ValidJSON(b []byte) bool { return !tooDeep(b, MaxDepth) && gjson.ValidBytes
 // deep. It does not validate b; up to the first byte that makes b invalid it
 // counts the levels as a JSON parser would.
 func tooDeep(b []byte, limit int) bool {
+	if len(b) <= limit {
+		// Each level takes at least a byte: most bodies, and nearly every
+		// stream event, are too short to need the count.
+		return false
+	}
 	depth := 0
 	for i := 0; i < len(b); i++ {
 		switch b[i] {

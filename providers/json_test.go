@@ -296,3 +296,21 @@ func TestIsIntIsBool(t *testing.T) {
 		}
 	}
 }
+
+// TestTooDeepAtItsLength checks the count's shortcut: an input no longer
+// than the limit is never counted, one byte more is.
+func TestTooDeepAtItsLength(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want bool
+	}{
+		{strings.Repeat("[", MaxDepth), false},
+		{strings.Repeat("[", MaxDepth+1), true},
+		{strings.Repeat("{", MaxDepth+1), true},
+		{`"` + strings.Repeat("[", MaxDepth) + `"`, false},
+	} {
+		if got := tooDeep([]byte(tc.in), MaxDepth); got != tc.want {
+			t.Errorf("tooDeep(%d bytes starting %.8q) = %v, want %v", len(tc.in), tc.in, got, tc.want)
+		}
+	}
+}

@@ -29,9 +29,7 @@ type ChatInfo struct {
 // (messages[2].role) written only for an error.
 func ValidateChat(body []byte) (ChatInfo, error) {
 	var info ChatInfo
-	// Nesting more than MaxDepth levels takes more than MaxDepth bytes: a
-	// shorter body, as most chat requests are, need not be counted.
-	if len(body) > MaxDepth && tooDeep(body, MaxDepth) {
+	if tooDeep(body, MaxDepth) {
 		return info, &Error{Status: 400, Type: "invalid_request_error", Code: "invalid_json",
 			Message: "the request body nests more than " + strconv.Itoa(MaxDepth) + " levels deep"}
 	}

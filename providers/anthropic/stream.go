@@ -85,7 +85,7 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 	if text, ok := textDelta(data); ok {
 		return s.content(dst, providers.InPlace(text)), nil
 	}
-	if !validData(data) {
+	if !providers.ValidJSON(data) {
 		return dst, errMalformed
 	}
 	// Read in place: nothing read from data outlives this call (what the
@@ -285,17 +285,6 @@ func stringLiteral(v gjson.Result) string {
 		return `""`
 	}
 	return v.Raw
-}
-
-// validData is providers.ValidJSON for one event's data, without its count
-// of the nesting depth where data is too short to nest deeper than
-// providers.MaxDepth (each level takes a byte): an event is a few hundred
-// bytes, and the count took a fifth of the time of checking it.
-func validData(data []byte) bool {
-	if len(data) <= providers.MaxDepth {
-		return gjson.ValidBytes(data)
-	}
-	return providers.ValidJSON(data)
 }
 
 // input appends a chunk with a piece of tool input, a JSON string: an
