@@ -10,8 +10,14 @@ import "unicode"
 // finer) / 2, and one token per Han, Hiragana, Katakana or Hangul
 // character, each rounded up.
 func EstimateTextTokens(s string) int {
-	ascii, other, cjk := 0, 0, 0
-	for _, r := range s {
+	// Most text is ASCII: count it a byte at a time, and decode runes
+	// only from the first byte that is not.
+	i := 0
+	for i < len(s) && s[i] < 0x80 {
+		i++
+	}
+	ascii, other, cjk := i, 0, 0
+	for _, r := range s[i:] {
 		switch {
 		case r < 0x80:
 			ascii++
