@@ -57,3 +57,12 @@ func BenchmarkChatRequestStructured(b *testing.B) {
 		return Chat{}.ChatRequest(body, "claude-opus-4-7")
 	})
 }
+
+// BenchmarkChatRequestShort translates a short chat, a system and a user
+// message: what most requests are, and the load harness's.
+func BenchmarkChatRequestShort(b *testing.B) {
+	body := []byte(`{"model":"claude","messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Say hello in one word."}],"max_tokens":64}`)
+	translatortest.BenchChatRequest(b, body, func(body []byte) (providers.Request, error) {
+		return Chat{}.ChatRequest(body, "claude-sonnet-4-5-20250929")
+	})
+}
