@@ -239,10 +239,12 @@ func estimateBody(body []byte) (in, maxOut int64) {
 	for i := 0; i < len(body); i++ {
 		switch c := body[i]; c {
 		case '"':
-			start := i + 1
-			if i = stringEnd(body, start); i < 0 {
+			end := providers.SkipString(body, i)
+			if end < 0 {
 				return in, maxOutOf(outs)
 			}
+			start := i + 1
+			i = end - 1 // the closing quote
 			if skip > 0 {
 				break
 			}
@@ -307,25 +309,6 @@ func estimateBody(body []byte) (in, maxOut int64) {
 		}
 	}
 	return in, maxOutOf(outs)
-}
-
-// stringEnd returns the index of the quote ending the JSON string whose
-// text starts at start (the first quote not escaped), or -1.
-func stringEnd(b []byte, start int) int {
-	for i := start; ; i++ {
-		q := bytes.IndexByte(b[i:], '"')
-		if q < 0 {
-			return -1
-		}
-		i += q
-		backslashes := 0
-		for j := i - 1; j >= start && b[j] == '\\'; j-- {
-			backslashes++
-		}
-		if backslashes%2 == 0 {
-			return i
-		}
-	}
 }
 
 // maxOutOf is the maximum output of a request whose maxOutputFields'

@@ -1,7 +1,6 @@
 package providers
 
 import (
-	"bytes"
 	"slices"
 	"strconv"
 	"unicode/utf8"
@@ -89,22 +88,11 @@ func tooDeep(b []byte, limit int) bool {
 	for i := 0; i < len(b); i++ {
 		switch b[i] {
 		case '"':
-			// Skip the string: it ends at the next quote that an even
-			// number of backslashes precedes.
-			for {
-				k := bytes.IndexByte(b[i+1:], '"')
-				if k < 0 {
-					return false // unterminated: not JSON anyway
-				}
-				i += 1 + k
-				n := 0
-				for b[i-1-n] == '\\' {
-					n++
-				}
-				if n%2 == 0 {
-					break
-				}
+			end := SkipString(b, i)
+			if end < 0 {
+				return false // unterminated: not JSON anyway
 			}
+			i = end - 1
 		case '[', '{':
 			if depth++; depth > limit {
 				return true

@@ -23,7 +23,7 @@ import (
 func Members(obj []byte, fn func(key, value []byte) bool) (ok bool) {
 	i, more, ok := open(obj, '{', '}')
 	for more && i < len(obj) && obj[i] == '"' {
-		end := skipString(obj, i)
+		end := SkipString(obj, i)
 		if end < 0 {
 			return false
 		}
@@ -109,7 +109,7 @@ func skipValue(b []byte, i int) int {
 	}
 	switch b[i] {
 	case '"':
-		return skipString(b, i)
+		return SkipString(b, i)
 	case '{', '[':
 		depth := 0
 		for i < len(b) {
@@ -123,7 +123,7 @@ func skipValue(b []byte, i int) int {
 			}
 			switch b[i] {
 			case '"':
-				if i = skipString(b, i); i < 0 {
+				if i = SkipString(b, i); i < 0 {
 					return -1
 				}
 				continue
@@ -152,9 +152,9 @@ func skipValue(b []byte, i int) int {
 // structural marks the bytes skipValue stops at inside an array or object.
 var structural = [256]bool{'"': true, '{': true, '}': true, '[': true, ']': true}
 
-// skipString returns the index just past the JSON string that starts at
+// SkipString returns the index just past the JSON string that starts at
 // b[i] (a '"'), or -1 when it does not end.
-func skipString(b []byte, i int) int {
+func SkipString(b []byte, i int) int {
 	for j := i + 1; j < len(b); {
 		k := bytes.IndexByte(b[j:], '"')
 		if k < 0 {

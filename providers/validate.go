@@ -241,7 +241,7 @@ func skipVal(b []byte, i int) int {
 
 // skipStr returns the index just past the valid JSON string at b[i]. The
 // first bytes are looked at one by one (keys, roles and types are short);
-// the rest of a longer string is left to skipString, which searches for
+// the rest of a longer string is left to SkipString, which searches for
 // its quotes with bytes.IndexByte.
 func skipStr(b []byte, i int) int {
 	j := i + 1
@@ -253,9 +253,9 @@ func skipStr(b []byte, i int) int {
 			j++
 		}
 	}
-	// Every escape before j was read: skipString, told the string starts
+	// Every escape before j was read: SkipString, told the string starts
 	// at j-1, counts only the backslashes from j on.
-	if end := skipString(b, j-1); end >= 0 {
+	if end := SkipString(b, j-1); end >= 0 {
 		return end
 	}
 	return len(b)

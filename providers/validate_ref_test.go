@@ -385,7 +385,7 @@ func FuzzEachMember(f *testing.F) {
 	})
 }
 
-// TestSkipStr checks skipStr against skipString on strings with escapes
+// TestSkipStr checks skipStr against SkipString on strings with escapes
 // at every position around the end of its byte-by-byte start.
 func TestSkipStr(t *testing.T) {
 	for _, esc := range []string{`\\`, `\"`, `\\\"`, `\\\\`, `\u0022`, `\n`} {
@@ -396,8 +396,8 @@ func TestSkipStr(t *testing.T) {
 				if !ValidJSON([]byte(s)) {
 					t.Fatalf("%s is not a JSON string", s)
 				}
-				if got, want := skipStr(b, 0), skipString(b, 0); got != want || got != len(s) {
-					t.Errorf("%s: skipStr %d, skipString %d, want %d", s, got, want, len(s))
+				if got, want := skipStr(b, 0), SkipString(b, 0); got != want || got != len(s) {
+					t.Errorf("%s: skipStr %d, SkipString %d, want %d", s, got, want, len(s))
 				}
 			}
 		}
