@@ -194,11 +194,10 @@ func AppendCompactJSON(dst []byte, raw string) []byte {
 // none.
 func CompactJSON(raw string) string {
 	var c JSONCompactor
-	i := c.firstSpace(raw)
-	if i < 0 {
+	out, changed := c.Compact(nil, raw)
+	if !changed {
 		return raw
 	}
-	out, _ := c.Append(append(make([]byte, 0, len(raw)), raw[:i]...), raw[i+1:])
 	return string(out)
 }
 
