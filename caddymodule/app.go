@@ -153,7 +153,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 		if !p.Base().provisioned() {
 			return fmt.Errorf("provider %q: module %T did not call ProvisionBase in its Provision", name, m)
 		}
-		a.providers[name] = &provider{name: name, typ: string(p.CaddyModule().ID.Name()), base: p.Base(), Endpoints: p.Endpoints()}
+		a.providers[name] = newProvider(name, string(p.CaddyModule().ID.Name()), p.Base(), p.Endpoints())
 	}
 	if a.dispatch, err = newDispatcher(a.providers, a.Models, a.DefaultProvider); err != nil {
 		return err

@@ -37,9 +37,6 @@ type dispatcher struct {
 func newDispatcher(provs map[string]*provider, aliases map[string][]string, defaultProvider string) (*dispatcher, error) {
 	d := &dispatcher{guard: noGuard{}, providers: provs, aliases: aliases, bare: make(map[string]string), defaultProvider: defaultProvider}
 	for _, name := range sortedKeys(provs) {
-		if p := provs[name]; p.Chat != nil {
-			p.chatError = p.Chat.Error
-		}
 		for _, m := range provs[name].base.Models {
 			if other, dup := d.bare[m]; dup {
 				return nil, fmt.Errorf("model %q is listed by providers %q and %q: add a model alias to say which serves the bare name", m, other, name)

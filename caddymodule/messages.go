@@ -114,7 +114,7 @@ func passThrough(answer []byte) ([]byte, error) { return answer, nil }
 // error shape, else as OpenAI-shaped bodies are read.
 func nativeError(p *provider) func(int, http.Header, []byte) *providers.Error {
 	if p.Chat != nil {
-		return p.Chat.Error
+		return p.chatErrorMapper()
 	}
 	return func(status int, _ http.Header, body []byte) *providers.Error {
 		return providers.ErrorFromBody(status, body)

@@ -371,12 +371,22 @@ type provider struct {
 	base *ProviderBase
 	Endpoints
 
-	// chatError is Chat.Error, bound once (by newDispatcher) rather than
+	// chatError is Chat.Error, bound once (by newProvider) rather than
 	// for every request: a method value of an interface is an allocation.
 	chatError func(status int, header http.Header, body []byte) *providers.Error
 }
 
-// chatErrorMapper returns Chat.Error, bound once where newDispatcher did.
+// newProvider is the provider name of type typ, as the dispatcher uses it.
+func newProvider(name, typ string, base *ProviderBase, e Endpoints) *provider {
+	p := &provider{name: name, typ: typ, base: base, Endpoints: e}
+	if e.Chat != nil {
+		p.chatError = e.Chat.Error
+	}
+	return p
+}
+
+// chatErrorMapper returns Chat.Error, bound once by newProvider (a
+// provider a test put together itself gets it bound here).
 func (p *provider) chatErrorMapper() func(status int, header http.Header, body []byte) *providers.Error {
 	if p.chatError != nil {
 		return p.chatError

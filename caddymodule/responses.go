@@ -360,7 +360,7 @@ func translateResponses(ctx context.Context, p *provider, req *responses.Request
 			store.saveLater(ctx, owner, x.ID(), rec, log)
 		}
 	}
-	ex := exchange{stream: info.Stream, mapError: p.Chat.Error,
+	ex := exchange{stream: info.Stream, mapError: p.chatErrorMapper(),
 		translate: func(answer []byte) ([]byte, error) {
 			hub, err := p.Chat.ChatResponse(answer)
 			if err != nil {

@@ -103,10 +103,6 @@ type upstreamCtx struct {
 	vars map[string]any // nil: the parent's
 }
 
-func withBody(ctx context.Context, body []byte) context.Context {
-	return &upstreamCtx{Context: ctx, body: body}
-}
-
 // Value serves the body (as the *upstreamCtx: a pointer, which an
 // interface holds without an allocation) and the variables; other keys
 // are the parent's.

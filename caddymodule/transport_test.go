@@ -70,7 +70,7 @@ func TestAuthTransportBody(t *testing.T) {
 			{name: "the translated bytes", ctxBody: `{"model":"m"}`, sent: `{"model":"m"}`, want: `{"model":"m"}`, writes: 1},
 			{name: "a body that is not them", ctxBody: `{"model":"m"}`, sent: `{"other":true}`, want: `{"other":true}`, writes: 2},
 		} {
-			req, err := http.NewRequestWithContext(withBody(context.Background(), []byte(tc.ctxBody)), http.MethodPost, up.URL+"/v1/chat/completions", nil)
+			req, err := http.NewRequestWithContext(&upstreamCtx{Context: context.Background(), body: []byte(tc.ctxBody)}, http.MethodPost, up.URL+"/v1/chat/completions", nil)
 			if err != nil {
 				t.Fatal(err)
 			}
