@@ -92,6 +92,7 @@ func (a *App) provisionStorage(ctx caddy.Context) error {
 		}
 	}
 	a.storageID = storageIdentity(a.storage)
+	a.storage = withFileLocks(a.storage)
 	a.responsesID, a.responseWrites = a.storageID, new(sync.WaitGroup)
 	if a.FileStorageRaw != nil {
 		mod, err := ctx.LoadModule(a, "FileStorageRaw")

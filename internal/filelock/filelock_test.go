@@ -1,0 +1,256 @@
+package filelock
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/caddyserver/certmagic"
+)
+
+// fast is a Dir with short timings, so staleness shows within a test.
+func fast(path string) *Dir {
+	return &Dir{Path: path, Refresh: 40 * time.Millisecond, Stale: 300 * time.Millisecond, Poll: 10 * time.Millisecond}
+}
+
+// lockWithin locks name in d, failing the test if that takes over wait.
+func lockWithin(t *testing.T, d *Dir, name string, wait time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := d.Lock(ctx, name); err != nil {
+		t.Fatalf("Lock(%s): %v", name, err)
+	}
+}
+
+// refused checks that d cannot lock name within wait.
+func refused(t *testing.T, d *Dir, name string, wait time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := d.Lock(ctx, name); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock(%s) of a held lock: %v, want the context's deadline", name, err)
+	}
+}
+
+// deadHolder writes the lock file of a holder that died at time at, as
+// FileStorage writes it.
+func deadHolder(t *testing.T, filename string, at time.Time) {
+	t.Helper()
+	data, err := json.Marshal(map[string]time.Time{"created": at, "updated": at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(filename), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filename, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Two Dirs on one folder stand for two processes.
+func TestExcludesAndHandsOver(t *testing.T) {
+	path := t.TempDir()
+	a, b := fast(path), fast(path)
+	lockWithin(t, a, "x", time.Second)
+	lockWithin(t, b, "y", time.Second) // another name is free
+	refused(t, b, "x", 100*time.Millisecond)
+	refused(t, a, "x", 100*time.Millisecond) // the holder's own process waits too
+
+	got := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		got <- b.Lock(ctx, "x")
+	}()
+	time.Sleep(50 * time.Millisecond)
+	if err := a.Unlock(context.Background(), "x"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("waiting for a released lock: %v", err)
+	}
+	for _, name := range []string{"x", "y"} {
+		if err := b.Unlock(context.Background(), name); err != nil {
+			t.Errorf("Unlock(%s): %v", name, err)
+		}
+	}
+	if err := b.Unlock(context.Background(), "x"); err == nil {
+		t.Error("Unlock of a lock not held succeeded")
+	}
+	left, _ := os.ReadDir(path)
+	if len(left) != 0 {
+		t.Errorf("files left behind: %v", left)
+	}
+}
+
+// A held lock outlives Stale: its refresher keeps it fresh.
+func TestHeldLockStaysFresh(t *testing.T) {
+	path := t.TempDir()
+	a, b := fast(path), fast(path)
+	lockWithin(t, a, "x", time.Second)
+	refused(t, b, "x", 3*a.Stale)
+	if err := a.Unlock(context.Background(), "x"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The stall FileStorage's locks have: a process releases a lock, another
+// takes it and dies holding it. The first process must get the lock once
+// it is stale; with FileStorage its leftover refresher keeps the dead
+// lock fresh and it never does.
+func TestDeadHolderAfterOwnRelease(t *testing.T) {
+	path := t.TempDir()
+	a := fast(path)
+	lockWithin(t, a, "x", time.Second)
+	if err := a.Unlock(context.Background(), "x"); err != nil {
+		t.Fatal(err)
+	}
+	deadHolder(t, a.file("x"), time.Now())
+	// Several refresh intervals pass before the lock is stale; a leftover
+	// refresher would have renewed it by then.
+	lockWithin(t, a, "x", 10*a.Stale)
+	if err := a.Unlock(context.Background(), "x"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// What lock file a dead or live holder leaves, and whether it is taken
+// over at once.
+func TestStaleFiles(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		write func(t *testing.T, filename string)
+		stale bool
+	}{
+		{"fresh", func(t *testing.T, f string) { deadHolder(t, f, time.Now()) }, false},
+		{"old", func(t *testing.T, f string) { deadHolder(t, f, time.Now().Add(-time.Minute)) }, true},
+		{"empty and new", func(t *testing.T, f string) { write(t, f, "", time.Now()) }, false},
+		{"empty and old", func(t *testing.T, f string) { write(t, f, "", time.Now().Add(-time.Minute)) }, true},
+		{"half written and old", func(t *testing.T, f string) { write(t, f, `{"created":"20`, time.Now().Add(-time.Minute)) }, true},
+		{"created only, old", func(t *testing.T, f string) {
+			write(t, f, `{"created":"`+time.Now().Add(-time.Minute).Format(time.RFC3339Nano)+`"}`, time.Now())
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := fast(t.TempDir())
+			tc.write(t, d.file("x"))
+			ctx, cancel := context.WithTimeout(context.Background(), d.Stale/3)
+			defer cancel()
+			err := d.Lock(ctx, "x")
+			if tc.stale && err != nil {
+				t.Fatalf("a stale lock was not taken over: %v", err)
+			}
+			if !tc.stale && !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("a fresh lock: %v, want the context's deadline", err)
+			}
+		})
+	}
+}
+
+func write(t *testing.T, filename, data string, mtime time.Time) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(filename), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filename, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(filename, mtime, mtime); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A holder that stalled past Stale loses the lock: its release then fails
+// and leaves the new holder's file alone, and its refresher stops.
+func TestTakenOverLockStaysWithTheNewHolder(t *testing.T) {
+	path := t.TempDir()
+	stalled := fast(path)
+	stalled.Refresh = time.Hour // it never refreshes
+	b := fast(path)
+	lockWithin(t, stalled, "x", time.Second)
+	lockWithin(t, b, "x", 10*b.Stale)
+	if err := stalled.Unlock(context.Background(), "x"); err == nil {
+		t.Error("the stalled holder's Unlock succeeded")
+	}
+	refused(t, stalled, "x", 100*time.Millisecond)
+	if err := b.Unlock(context.Background(), "x"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Processes of the other kind: FileStorage and Dir exclude each other on
+// one folder.
+func TestWithFileStorage(t *testing.T) {
+	ctx := context.Background()
+	fsys := &certmagic.FileStorage{Path: t.TempDir()}
+	d := &Dir{Path: filepath.Join(fsys.Path, "locks"), File: func(name string) string {
+		return certmagic.StorageKeys.Safe(name) + ".lock"
+	}, Poll: 10 * time.Millisecond}
+	const name = "modelgate_batch_x"
+
+	if err := fsys.Lock(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	refused(t, d, name, 100*time.Millisecond)
+	if err := fsys.Unlock(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	lockWithin(t, d, name, time.Second)
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if err := fsys.Lock(short, name); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("FileStorage.Lock of a lock Dir holds: %v, want the context's deadline", err)
+	}
+	if err := d.Unlock(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	if err := fsys.Lock(ctx, name); err != nil {
+		t.Fatalf("FileStorage.Lock after Dir released: %v", err)
+	}
+	if err := fsys.Unlock(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Many goroutines of three processes: at most one is ever inside.
+func TestMutualExclusion(t *testing.T) {
+	path := t.TempDir()
+	dirs := []*Dir{fast(path), fast(path), fast(path)}
+	var inside, entered atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 12 {
+		wg.Go(func() {
+			d := dirs[i%len(dirs)]
+			for range 10 {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				err := d.Lock(ctx, "x")
+				cancel()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if n := inside.Add(1); n != 1 {
+					t.Errorf("%d holders at once", n)
+				}
+				entered.Add(1)
+				time.Sleep(time.Millisecond)
+				inside.Add(-1)
+				if err := d.Unlock(context.Background(), "x"); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if entered.Load() != 120 {
+		t.Errorf("entered %d times, want 120", entered.Load())
+	}
+}
