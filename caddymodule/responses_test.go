@@ -3,7 +3,9 @@ package caddymodule
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -127,5 +129,79 @@ func TestResponseStoreWritesNowWhenShared(t *testing.T) {
 	}
 	if pendingWrites.get(rs.id, rs.key("alice", "resp_1")) != nil {
 		t.Error("a write made on the request path is left pending")
+	}
+}
+
+// countingGate is a gatedStorage that counts the Stores waiting at its gate.
+type countingGate struct {
+	gatedStorage
+	waiting atomic.Int32
+}
+
+func (g *countingGate) Store(ctx context.Context, key string, value []byte) error {
+	g.waiting.Add(1)
+	return g.gatedStorage.Store(ctx, key, value)
+}
+
+// TestResponseStoreQueueFull: with every writer busy and the queue full
+// (the storage not keeping up), a request writes its own record and waits
+// for it, rather than queue without bound; nothing queued is lost.
+func TestResponseStoreQueueFull(t *testing.T) {
+	ctx := context.Background()
+	g := &countingGate{gatedStorage: gatedStorage{Memory: storagetest.NewMemory(), release: make(chan struct{})}}
+	var wg sync.WaitGroup
+	rs := responseStore{s: g, id: t.Name(), writes: &wg}
+	until := func(what string, ok func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+		}
+	}
+
+	// Fill the writers and the queue, one record at a time so that none
+	// finds the queue full before the writers have taken theirs.
+	n := storageWriters + maxPendingWrites
+	for i := range n {
+		until("room in the queue", func() bool { return len(pendingWrites.queue) < cap(pendingWrites.queue) })
+		rs.saveLater(ctx, "alice", fmt.Sprintf("resp_%d", i), []byte(`{}`), zap.NewNop())
+	}
+	until("every writer at the storage and a full queue", func() bool {
+		return g.waiting.Load() == storageWriters && len(pendingWrites.queue) == maxPendingWrites
+	})
+
+	saved := make(chan struct{})
+	go func() {
+		rs.saveLater(ctx, "alice", "resp_direct", []byte(`{"direct":true}`), zap.NewNop())
+		close(saved)
+	}()
+	until("the direct write at the storage", func() bool { return g.waiting.Load() == storageWriters+1 })
+	select {
+	case <-saved:
+		t.Fatal("saveLater returned before the storage had the record, with the queue full")
+	default:
+	}
+	if pendingWrites.get(rs.id, rs.key("alice", "resp_direct")) != nil {
+		t.Error("a record written by its request is in the pending table")
+	}
+	if len(pendingWrites.queue) != maxPendingWrites {
+		t.Errorf("queue holds %d, want %d", len(pendingWrites.queue), maxPendingWrites)
+	}
+
+	close(g.release)
+	<-saved
+	wg.Wait()
+	for i := range n {
+		id := fmt.Sprintf("resp_%d", i)
+		if _, err := g.Memory.Load(ctx, rs.key("alice", id)); err != nil {
+			t.Fatalf("%s lost: %v", id, err)
+		}
+		if pendingWrites.get(rs.id, rs.key("alice", id)) != nil {
+			t.Fatalf("%s still pending after it was written", id)
+		}
+	}
+	if rec, err := g.Memory.Load(ctx, rs.key("alice", "resp_direct")); err != nil || string(rec) != `{"direct":true}` {
+		t.Errorf("the direct write: %s %v", rec, err)
 	}
 }
