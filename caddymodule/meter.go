@@ -239,6 +239,11 @@ func (t *tapStream) Event(dst, ev []byte) ([]byte, error) {
 	return t.read(dst, start), nil
 }
 
+// Ended implements providers.StreamEnder for the translator it reads.
+func (t *tapStream) Ended() bool { return t.inner != nil && providers.StreamEnded(t.inner) }
+
+var _ providers.StreamEnder = (*tapStream)(nil)
+
 func (t *tapStream) Close(dst []byte) []byte {
 	start := len(dst)
 	if t.inner != nil {

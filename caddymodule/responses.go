@@ -435,6 +435,11 @@ func (c *hubChain) Event(dst, ev []byte) ([]byte, error) {
 	return c.outer.Events(dst, hub), nil
 }
 
+// Ended implements providers.StreamEnder: the Responses stream has ended.
+func (c *hubChain) Ended() bool { return c.outer.Ended() }
+
+var _ providers.StreamEnder = (*hubChain)(nil)
+
 func (c *hubChain) Close(dst []byte) []byte {
 	if c.inner != nil {
 		dst = c.outer.Events(dst, c.inner.Close(c.scratch[:0]))

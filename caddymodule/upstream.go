@@ -268,6 +268,7 @@ type upstreamWriter struct {
 	status      int
 	streaming   bool // the client has the status line: no fallback any more
 	failed      bool // the translator rejected an event; the rest is dropped
+	ended       bool // the translator had ended the stream when a frame failed; the rest is dropped
 	tooLarge    bool
 	buf         []byte // buffered body, or pending partial SSE event
 	out         []byte // translated events, reused
@@ -349,7 +350,7 @@ func (w *upstreamWriter) Write(p []byte) (int, error) {
 		}
 		w.buf = append(w.buf, p...)
 		return len(p), nil
-	case w.failed:
+	case w.failed, w.ended:
 		return len(p), nil
 	case w.tr == nil:
 		return w.client.Write(p)
@@ -370,6 +371,12 @@ func (w *upstreamWriter) Write(p []byte) (int, error) {
 		pending = rest
 		if err == nil {
 			out, err = w.tr.Event(out, ev)
+		}
+		if err != nil && providers.StreamEnded(w.tr) {
+			// What follows the end of the client's stream is dropped, a
+			// frame that cannot be read included; Close still runs.
+			w.ended, pending = true, nil
+			break
 		}
 		if err != nil {
 			w.failed = true

@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -134,5 +135,113 @@ func TestFailureRetryAfter(t *testing.T) {
 		if rec.Code != 429 || rec.Header().Get("Retry-After") != tc.want || rec.Header().Get("Retry-After-Ms") != tc.wantMs {
 			t.Errorf("%s: %d %v", tc.name, rec.Code, rec.Header())
 		}
+	}
+}
+
+// lineFraming cuts a stream at each "\n" and cannot read a frame "BAD",
+// as a binary framing cannot read one whose checksum is wrong.
+type lineFraming struct{}
+
+func (lineFraming) IsStream(string) bool { return true }
+
+func (lineFraming) Cut(buf []byte) (event, rest []byte, ok bool, err error) {
+	i := strings.IndexByte(string(buf), '\n')
+	if i < 0 {
+		return nil, buf, false, nil
+	}
+	if string(buf[:i]) == "BAD" {
+		return nil, nil, false, errors.New("checksum mismatch")
+	}
+	return buf[:i], buf[i+1:], true, nil
+}
+
+// endingTranslator sends each event as a chunk and ends the stream at the
+// event "END"; closed counts its Close calls.
+type endingTranslator struct {
+	ended  bool
+	closed int
+}
+
+func (e *endingTranslator) Event(dst, ev []byte) ([]byte, error) {
+	switch {
+	case e.ended:
+		return dst, nil
+	case string(ev) == "END":
+		e.ended = true
+		return append(dst, "data: [DONE]\n\n"...), nil
+	}
+	return append(append(append(dst, "data: "...), ev...), "\n\n"...), nil
+}
+
+func (e *endingTranslator) Close(dst []byte) []byte {
+	e.closed++
+	if !e.ended {
+		return append(dst, "data: {\"error\":{\"message\":\"cut off\"}}\n\n"...)
+	}
+	return dst
+}
+
+func (e *endingTranslator) Ended() bool { return e.ended }
+
+// notEnding is endingTranslator without providers.StreamEnder.
+type notEnding struct{ e *endingTranslator }
+
+func (n notEnding) Event(dst, ev []byte) ([]byte, error) { return n.e.Event(dst, ev) }
+func (n notEnding) Close(dst []byte) []byte              { return n.e.Close(dst) }
+
+// TestUpstreamWriterAfterTheEnd: a frame the framing cannot read after the
+// translator ended the client's stream is dropped with the rest (the stream
+// ends in [DONE], and Close still runs); before the end, or with a
+// translator that cannot tell, it ends the stream with an error event.
+func TestUpstreamWriterAfterTheEnd(t *testing.T) {
+	const done, bad = "data: [DONE]\n\n", `"code":"bad_upstream_event"`
+	for _, tc := range []struct {
+		name, upstream string
+		ender          bool
+		wantEnd        string // what the body ends with
+		wantClosed     int
+	}{
+		{"bad frame after the end", "a\nEND\nBAD\nb\n", true, done, 1},
+		{"bad frame after the end, in a later write", "a\nEND\n|BAD\nb\n", true, done, 1},
+		{"bad frame before the end", "a\nBAD\nEND\n", true, bad, 0},
+		{"translator that cannot tell", "a\nEND\nBAD\n", false, bad, 0},
+		{"no bad frame", "a\nEND\nb\n", true, done, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			et := &endingTranslator{}
+			var tr providers.StreamTranslator = et
+			if !tc.ender {
+				tr = notEnding{et}
+			}
+			w := &upstreamWriter{client: rec, header: make(http.Header), framing: lineFraming{}, api: openAIAPI, wantStream: true, tr: tr}
+			w.WriteHeader(http.StatusOK)
+			for _, piece := range strings.Split(tc.upstream, "|") {
+				if n, err := w.Write([]byte(piece)); n != len(piece) || err != nil {
+					t.Fatalf("Write: %d, %v", n, err)
+				}
+			}
+			w.finishStream(false)
+			body := rec.Body.String()
+			if !strings.HasPrefix(body, "data: a\n\n") {
+				t.Errorf("body %q does not start with the first event", body)
+			}
+			end := body
+			if i := strings.LastIndex(body, "data: "); i >= 0 {
+				end = body[i:]
+			}
+			if !strings.Contains(end, tc.wantEnd) || strings.Count(body, "data: ") != strings.Count(body[:len(body)-len(end)], "data: ")+1 {
+				t.Errorf("body %q, want it to end with %q", body, tc.wantEnd)
+			}
+			if strings.Contains(body, "data: b") {
+				t.Errorf("an event after the end reached the client: %q", body)
+			}
+			if tc.wantEnd == done && strings.Contains(body, `"error"`) {
+				t.Errorf("an error event in a stream that ended: %q", body)
+			}
+			if et.closed != tc.wantClosed {
+				t.Errorf("Close called %d times, want %d", et.closed, tc.wantClosed)
+			}
+		})
 	}
 }

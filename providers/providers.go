@@ -138,6 +138,23 @@ type StreamTranslator interface {
 	Close(dst []byte) []byte
 }
 
+// StreamEnder is a StreamTranslator that tells when it has ended the unified
+// stream (written its last event, or an error event) before the provider's
+// body ends. The gateway then drops whatever the provider still sends, a
+// frame its Framing cannot read included, rather than follow the end with
+// an error event; Close is still called. Every translator of this module
+// implements it. For one that does not, a frame that cannot be read always
+// ends the stream with an error event.
+type StreamEnder interface {
+	Ended() bool
+}
+
+// StreamEnded reports whether tr has ended its unified stream.
+func StreamEnded(tr StreamTranslator) bool {
+	e, ok := tr.(StreamEnder)
+	return ok && e.Ended()
+}
+
 // Native passes a request in a provider's own API through untouched but
 // for the model: OpenAI's Responses API to OpenAI and Azure OpenAI,
 // Anthropic's Messages API to Anthropic (DESIGN.md §2a). What the gateway

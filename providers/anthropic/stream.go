@@ -324,6 +324,11 @@ func (s *stream) thinking(dst []byte, t *block, text gjson.Result) []byte {
 // Close appends an error event when the upstream stream ended before
 // message_stop (or an error event) and nothing otherwise: [DONE] was sent
 // with message_stop.
+// Ended implements providers.StreamEnder.
+func (s *stream) Ended() bool { return s.done }
+
+var _ providers.StreamEnder = (*stream)(nil)
+
 func (s *stream) Close(dst []byte) []byte {
 	if s.done {
 		return dst

@@ -287,6 +287,11 @@ func (s *stream) stopBlock(dst []byte, index int64) []byte {
 // Close appends an error event when the stream ended before its metadata
 // event (or an exception), and nothing otherwise: [DONE] was sent with the
 // metadata.
+// Ended implements providers.StreamEnder.
+func (s *stream) Ended() bool { return s.done }
+
+var _ providers.StreamEnder = (*stream)(nil)
+
 func (s *stream) Close(dst []byte) []byte {
 	if s.done {
 		return dst

@@ -197,6 +197,11 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 // Close appends an error event when the upstream stream ended before
 // message-end (or an error) and nothing otherwise: [DONE] was sent with
 // message-end.
+// Ended implements providers.StreamEnder.
+func (s *stream) Ended() bool { return s.done }
+
+var _ providers.StreamEnder = (*stream)(nil)
+
 func (s *stream) Close(dst []byte) []byte {
 	if s.done {
 		return dst

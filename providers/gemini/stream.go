@@ -199,6 +199,12 @@ func (s *stream) thinkingBlock(dst []byte, i int, thinking string, sig gjson.Res
 // Close ends the unified stream: with the usage chunk (when asked for) and
 // data: [DONE] when every candidate finished, with an error event when the
 // upstream stream ended before that.
+// Ended implements providers.StreamEnder: only an error event ends the
+// stream before Close, which writes data: [DONE].
+func (s *stream) Ended() bool { return s.done }
+
+var _ providers.StreamEnder = (*stream)(nil)
+
 func (s *stream) Close(dst []byte) []byte {
 	if s.done {
 		return dst

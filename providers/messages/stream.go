@@ -118,6 +118,11 @@ func (w *wrapped) Event(dst, event []byte) ([]byte, error) {
 	return dst, nil
 }
 
+// Ended implements providers.StreamEnder.
+func (w *wrapped) Ended() bool { return w.s.done }
+
+var _ providers.StreamEnder = (*wrapped)(nil)
+
 // Close ends both translations.
 func (w *wrapped) Close(dst []byte) []byte {
 	if !w.s.done {
@@ -493,6 +498,11 @@ func (s *Stream) fail(dst []byte, e *providers.Error) []byte {
 // without data: [DONE] that has a finish_reason ends as a complete answer
 // (the usage that may follow the finish is then what was seen); one
 // without a finish_reason was cut off and ends with an error event.
+// Ended implements providers.StreamEnder.
+func (s *Stream) Ended() bool { return s.done }
+
+var _ providers.StreamEnder = (*Stream)(nil)
+
 func (s *Stream) Close(dst []byte) []byte {
 	switch {
 	case s.done:

@@ -210,6 +210,11 @@ func first(dst *gjson.Result, v gjson.Result) {
 // Close ends the stream: after [DONE] or an error, nothing more; a hub
 // stream that ended without either was cut off, and ends in
 // response.failed.
+// Ended implements providers.StreamEnder.
+func (s *Stream) Ended() bool { return s.done }
+
+var _ providers.StreamEnder = (*Stream)(nil)
+
 func (s *Stream) Close(dst []byte) []byte {
 	if s.done {
 		return dst

@@ -364,8 +364,13 @@ func SeedTranscripts(f *testing.F, dir string) {
 // out is a well-formed unified stream (see ValidUnifiedStream).
 func (r Replay) Fuzz(f *testing.F) {
 	f.Fuzz(func(t *testing.T, upstream []byte, includeUsage bool) {
-		out, err := r.Translate(providers.StreamOptions{IncludeUsage: includeUsage}, upstream, nil)
-		if err != nil {
+		tr := r.New(providers.StreamOptions{IncludeUsage: includeUsage})
+		out, err := Translate(tr, r.Framing, upstream, nil)
+		switch {
+		case err != nil && providers.StreamEnded(tr):
+			// As the gateway: what follows the end is dropped.
+			out = tr.Close(out)
+		case err != nil:
 			// The gateway ends the stream with its own error here; what
 			// was written so far must still be well-formed events.
 			out = append(out, "data: {\"error\":{}}\n\n"...)
