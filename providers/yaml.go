@@ -64,8 +64,8 @@ func yamlPlainSafe(s string) bool {
 		case r == utf8.RuneError && size == 1:
 			return false
 		case r >= 0x80:
-			if r == 0x85 || r == 0xFEFF || r == '\u2028' || r == '\u2029' || r >= 0x80 && r < 0xA0 {
-				return false // YAML line breaks, BOM and C1 controls
+			if yamlEscaped(r) {
+				return false
 			}
 		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
 		case strings.ContainsRune(" _-.,;()/'+=?!&$%", r):
@@ -77,6 +77,14 @@ func yamlPlainSafe(s string) bool {
 	// A plain scalar like "Yes" is covered above; "1e3"-like strings start
 	// with a digit; ".inf" and ".nan" start with '.'.
 	return true
+}
+
+// yamlEscaped reports whether r, a rune of at least 0x80, must be escaped
+// in YAML: C1 controls (0x85, a line break, among them), the BOM, the
+// line and paragraph separators, and U+FFFE and U+FFFF, which are outside
+// YAML's printable set.
+func yamlEscaped(r rune) bool {
+	return r < 0xA0 || r == 0xFEFF || r == '\u2028' || r == '\u2029' || r == 0xFFFE || r == 0xFFFF
 }
 
 // appendYAMLScalar appends s plain when that is safe, else double-quoted.
@@ -100,7 +108,7 @@ func appendYAMLScalar(dst []byte, s string) []byte {
 			dst = append(dst, '\\', 'r')
 		case r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xA0:
 			dst = append(dst, '\\', 'x', hexDigits[r>>4], hexDigits[r&0xf])
-		case r == 0x85 || r == 0xFEFF || r == '\u2028' || r == '\u2029':
+		case r >= 0xA0 && yamlEscaped(r):
 			dst = append(dst, '\\', 'u', hexDigits[r>>12&0xf], hexDigits[r>>8&0xf], hexDigits[r>>4&0xf], hexDigits[r&0xf])
 		default:
 			dst = append(dst, s[i:i+size]...)

@@ -76,7 +76,7 @@ func flat(pairs [][2]string) []string {
 }
 
 func FuzzYAMLDocument(f *testing.F) {
-	for _, s := range []string{"plain", "a: b", "- x", "yes", "No", "1e3", ".inf", "\n", "\x00", "é", "#x", "'q'", "\"", "\u2028", "\x85", "?", "&a", "*b", "!t", "%p", "@", "`", "{", "[", "|", ">", "key:", "x #y", " lead", "trail "} {
+	for _, s := range []string{"plain", "a: b", "- x", "yes", "No", "1e3", ".inf", "\n", "\x00", "é", "#x", "'q'", "\"", "\u2028", "\x85", "\uffff", "a\ufffeb", "?", "&a", "*b", "!t", "%p", "@", "`", "{", "[", "|", ">", "key:", "x #y", " lead", "trail "} {
 		f.Add("k", s)
 		f.Add(s, "v")
 	}
