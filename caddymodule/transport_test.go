@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -200,10 +201,16 @@ func TestProviderRequestHeaders(t *testing.T) {
 				p := &provider{name: "toy", base: b}
 				r, rec := clientRequest(t)
 				r.Header.Set("X-Forwarded-For", "203.0.113.9")
-				status, f := p.forward(rec, r, providers.Request{Path: "/chat", Body: []byte(`{"q":1}`), Header: http.Header{"Anthropic-Version": {"2023-06-01"}}},
+				// A translator's header map, which it may share between
+				// requests, is only read.
+				shared := http.Header{"Anthropic-Version": {"2023-06-01"}}
+				status, f := p.forward(rec, r, providers.Request{Path: "/chat", Body: []byte(`{"q":1}`), Header: shared},
 					exchange{translate: func(b []byte) ([]byte, error) { return b, nil }, mapError: mapBody})
 				if f != nil || status != 200 {
 					t.Fatalf("status %d, failure %+v", status, f)
+				}
+				if want := (http.Header{"Anthropic-Version": {"2023-06-01"}}); !reflect.DeepEqual(shared, want) {
+					t.Errorf("the translator's header map became %v", shared)
 				}
 				req, body := got.last()
 				if string(body) != `{"q":1}` {
