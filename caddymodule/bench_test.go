@@ -183,11 +183,12 @@ func newBenchGateway(b testing.TB) *benchGateway {
 		pb.proxy.Transport = up
 		return pb
 	}
+	// Made as the app makes them (newProvider binds Chat.Error once).
 	provs := map[string]*provider{
-		"oa": {name: "oa", typ: "openai", base: base("http://upstream.invalid/v1"),
-			Endpoints: Endpoints{Chat: openai.Chat{}, Embeddings: embeddings.OpenAI, Responses: openai.Native{}}},
-		"claude": {name: "claude", typ: "anthropic", base: base("http://upstream.invalid"), Endpoints: Endpoints{Chat: &anthropic.Chat{Version: "2023-06-01"}, Messages: anthropic.Native{Version: "2023-06-01"}}},
-		"co":     {name: "co", typ: "cohere", base: base("http://upstream.invalid/cohere"), Endpoints: Endpoints{Rerank: rerank.Cohere}},
+		"oa": newProvider("oa", "openai", base("http://upstream.invalid/v1"),
+			Endpoints{Chat: openai.Chat{}, Embeddings: embeddings.OpenAI, Responses: openai.Native{}}),
+		"claude": newProvider("claude", "anthropic", base("http://upstream.invalid"), Endpoints{Chat: &anthropic.Chat{Version: "2023-06-01"}, Messages: anthropic.Native{Version: "2023-06-01"}}),
+		"co":     newProvider("co", "cohere", base("http://upstream.invalid/cohere"), Endpoints{Rerank: rerank.Cohere}),
 	}
 	prices, err := pricing.Load(nil)
 	if err != nil {

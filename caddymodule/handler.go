@@ -186,25 +186,40 @@ func (h *Handler) body(w http.ResponseWriter, r *http.Request, e endpoint) ([]by
 	return body, true
 }
 
-// readBody reads the request body up to limit bytes.
+// readBody reads the request body up to limit bytes. A body whose length
+// the client declared is read into one buffer of that length plus the
+// byte that shows the body ended there (bytes.Buffer.ReadFrom would want
+// 512 spare bytes, a chat request's size again); a longer body or one of
+// unknown length grows the buffer as it comes.
 func readBody(r *http.Request, limit int64) ([]byte, *providers.Error) {
 	if r.ContentLength > limit {
 		return nil, TooLarge(limit)
 	}
-	var buf bytes.Buffer
+	var buf []byte
 	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength) + bytes.MinRead) // ReadFrom wants MinRead spare bytes
+		buf = make([]byte, 0, r.ContentLength+1)
 	}
-	if _, err := buf.ReadFrom(io.LimitReader(r.Body, limit+1)); err != nil {
-		return nil, &providers.Error{
-			Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "invalid_body",
-			Message: "the request body could not be read",
+	body := io.LimitReader(r.Body, limit+1)
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)] // grows as append does
+		}
+		n, err := body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, &providers.Error{
+				Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "invalid_body",
+				Message: "the request body could not be read",
+			}
 		}
 	}
-	if int64(buf.Len()) > limit {
+	if int64(len(buf)) > limit {
 		return nil, TooLarge(limit)
 	}
-	return buf.Bytes(), nil
+	return buf, nil
 }
 
 func (h *Handler) serveModels(w http.ResponseWriter, _ *http.Request) {

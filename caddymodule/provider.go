@@ -129,6 +129,7 @@ type ProviderBase struct {
 
 	proxy    *reverseproxy.Handler
 	basePath string // the base URL's path, escaped, without a trailing slash
+	host     string // the Host header of requests to the provider (upstreamHost)
 }
 
 // Key returns api_key with its placeholders resolved: empty when none is
@@ -158,6 +159,7 @@ func (b *ProviderBase) ProvisionBase(ctx caddy.Context, t ProviderType) error {
 		return fmt.Errorf("base_url %q must not have a query or fragment", rawURL)
 	}
 	b.basePath = strings.TrimSuffix(u.EscapedPath(), "/")
+	b.host = upstreamHost(u)
 
 	auth := t.Auth
 	if auth == nil {
@@ -214,9 +216,11 @@ const providerIdleConnsPerHost = 1024
 // proxyConfig completes the user's reverse_proxy configuration with what
 // reaching the provider at u requires: upstreams from the base URL unless
 // given; modelgate's transport (Caddy's HTTP transport, TLS for https, plus
-// the provider's authentication, see authTransport); the upstream's Host
-// header; and none of the X-Forwarded-* headers that would tell the
-// provider about the gateway's clients.
+// the provider's authentication, see authTransport); and, where the user
+// gave request header operations, the upstream's Host header and the
+// deletion of the Via and X-Forwarded-* headers that would tell the
+// provider about the gateway's clients (without them, upstreamRequest and
+// the transport see to both).
 //
 // Defaults that differ from Caddy's, each kept only where the user's proxy
 // block does not set it: up to providerIdleConnsPerHost idle connections
@@ -264,19 +268,34 @@ func proxyConfig(user json.RawMessage, u *url.URL) (json.RawMessage, error) {
 			tls["server_name"] = u.Hostname()
 		}
 	}
-	headers := child(cfg, "headers")
-	req := child(headers, "request")
-	set := child(req, "set")
-	if _, ok := set["Host"]; !ok {
-		host := u.Host
-		if u.Port() == "" {
-			host = u.Hostname()
+	// A proxy block with request header operations gets the Host header
+	// and the deletions among them, as it always did. Without one, the
+	// provider's reverse_proxy has none: header operations make it copy
+	// every request's headers into a new map and apply each operation,
+	// some twenty allocations per request (issue 15). upstreamRequest sets
+	// the Host and omits the X-Forwarded-* headers, and the transport drops
+	// the Via header (outgoingHeader), which is the same request on the
+	// wire.
+	if headers, _ := cfg["headers"].(map[string]any); headers != nil {
+		if req, _ := headers["request"].(map[string]any); req != nil {
+			set := child(req, "set")
+			if _, ok := set["Host"]; !ok {
+				set["Host"] = []any{upstreamHost(u)}
+			}
+			del, _ := req["delete"].([]any)
+			req["delete"] = append(del, "Via", "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host")
 		}
-		set["Host"] = []any{host}
 	}
-	del, _ := req["delete"].([]any)
-	req["delete"] = append(del, "Via", "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host")
 	return json.Marshal(cfg)
+}
+
+// upstreamHost is the Host header of requests to the provider at base URL
+// u: its host, and its port only when the URL names one.
+func upstreamHost(u *url.URL) string {
+	if u.Port() == "" {
+		return u.Hostname()
+	}
+	return u.Host
 }
 
 // child returns m[key] as an object, creating it when absent.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp/headers"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 	"golang.org/x/oauth2"
 )
@@ -188,10 +189,15 @@ func (t *authTransport) Provision(ctx caddy.Context) error {
 // out in one write with the headers (net/http recognises a bytes.Reader),
 // on every attempt. A body that is not those bytes (a proxy block's rewrite
 // changed it) is sent as it is.
+//
+// The copy's header is outgoingHeader's: without the Via header
+// reverse_proxy adds, nor the X-Forwarded-* entries upstreamRequest left
+// empty, so an Authenticator that signs every header signs what is sent.
 func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	body := requestBody(req.Context())
 	inMemory := len(body) > 0 && req.Body != nil && req.ContentLength == int64(len(body))
-	if t.auth == nil && !inMemory {
+	strip := revealing(req.Header)
+	if t.auth == nil && !inMemory && !strip {
 		return t.HTTPTransport.RoundTrip(req)
 	}
 	r2 := new(http.Request)
@@ -199,13 +205,80 @@ func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if inMemory {
 		r2.Body = newBytesBody(body)
 	}
+	if t.auth != nil || strip {
+		r2.Header = outgoingHeader(req.Header, t.auth != nil)
+	}
 	if t.auth != nil {
-		r2.Header = req.Header.Clone()
 		if err := t.auth.Authenticate(r2, body); err != nil {
 			return nil, authError{err}
 		}
 	}
 	return t.HTTPTransport.RoundTrip(r2)
+}
+
+// RequestHeaderOps overrides the HTTP transport's, which for a TLS
+// upstream sets the Host header to the upstream's host and port: the Host
+// of a request to a provider is the base URL's, set by upstreamRequest (or
+// by a proxy block's header operations, which proxyConfig completes with
+// it). Without header operations, reverse_proxy sends the request's own
+// header map instead of copying it for every request.
+func (t *authTransport) RequestHeaderOps() *headers.HeaderOps { return nil }
+
+// unsent are the headers reverse_proxy adds to a request that a provider
+// never gets: they tell of the gateway's clients and of the gateway.
+var unsent = [...]string{"Via", "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host"}
+
+// revealing reports whether h holds a header a provider never gets, or an
+// entry without values.
+func revealing(h http.Header) bool {
+	for _, k := range unsent {
+		if _, ok := h[k]; ok {
+			return true
+		}
+	}
+	for _, vv := range h {
+		if vv == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// outgoingHeader is a copy of h without the unsent headers and without
+// entries that have no values (reverse_proxy's way of saying "do not
+// add"), in two allocations as http.Header.Clone makes it, with room for
+// one more header (the credential) when auth.
+func outgoingHeader(h http.Header, auth bool) http.Header {
+	keys, values := 0, 0
+	for k, vv := range h {
+		if vv != nil && !isUnsent(k) {
+			keys++
+			values += len(vv)
+		}
+	}
+	if auth {
+		keys++
+	}
+	h2 := make(http.Header, keys)
+	all := make([]string, values)
+	for k, vv := range h {
+		if vv == nil || isUnsent(k) {
+			continue
+		}
+		n := copy(all, vv)
+		h2[k] = all[:n:n]
+		all = all[n:]
+	}
+	return h2
+}
+
+func isUnsent(k string) bool {
+	for _, u := range unsent {
+		if k == u {
+			return true
+		}
+	}
+	return false
 }
 
 // Interface guards
@@ -215,6 +288,7 @@ var (
 	_ http.RoundTripper                                = (*authTransport)(nil)
 	_ reverseproxy.TLSTransport                        = (*authTransport)(nil)
 	_ reverseproxy.HealthCheckSchemeOverriderTransport = (*authTransport)(nil)
+	_ reverseproxy.RequestHeaderOpsTransport           = (*authTransport)(nil)
 	_ Authenticator                                    = HeaderAuth{}
 	_ Authenticator                                    = TokenAuth{}
 	_ Authenticator                                    = AuthenticatorFunc(nil)

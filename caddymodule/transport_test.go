@@ -3,10 +3,14 @@ package caddymodule
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -143,5 +147,110 @@ func TestUpstreamRequestContext(t *testing.T) {
 	r3 := b.upstreamRequest(httptest.NewRequest(http.MethodPost, "/", nil), providers.Request{Path: "/x", Body: body}, false)
 	if v, ok := r3.Context().Value(caddyhttp.VarsCtxKey).(map[string]any); ok {
 		t.Errorf("variables %v appeared", v)
+	}
+}
+
+// headerSigner lists, as a signature would cover them, the headers of the
+// request it authenticates.
+type headerSigner struct{}
+
+func (headerSigner) Authenticate(req *http.Request, _ []byte) error {
+	names := make([]string, 0, len(req.Header))
+	for k := range req.Header {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	req.Header.Set("X-Signed-Headers", strings.Join(names, ","))
+	return nil
+}
+
+// TestProviderRequestHeaders checks the headers a provider gets, over
+// http and https, with and without a credential or a proxy block's header
+// operations: the base URL's Host; none of the Via and X-Forwarded-*
+// headers reverse_proxy adds; and every header an Authenticator saw (and
+// would sign) sent.
+func TestProviderRequestHeaders(t *testing.T) {
+	var got seen
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.record(r)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	})
+	plain, tlsUp := httptest.NewServer(handler), httptest.NewTLSServer(handler)
+	defer plain.Close()
+	defer tlsUp.Close()
+	for _, up := range []struct {
+		name, url, proxy string
+	}{
+		{"http", plain.URL, ``},
+		{"http, request header operations", plain.URL, `{"headers":{"request":{"set":{"X-Team":["ml"]}}}}`},
+		{"https", tlsUp.URL, `{"transport":{"protocol":"http","tls":{"insecure_skip_verify":true}}}`},
+		{"https, request header operations", tlsUp.URL, `{"transport":{"protocol":"http","tls":{"insecure_skip_verify":true}},"headers":{"request":{"set":{"X-Team":["ml"]}}}}`},
+		{"https, the user's Host", tlsUp.URL, `{"transport":{"protocol":"http","tls":{"insecure_skip_verify":true}},"headers":{"request":{"set":{"Host":["api.example"]}}}}`},
+	} {
+		for _, auth := range []Authenticator{nil, HeaderAuth{Header: "X-Api-Key", Value: "upstream-key"}, headerSigner{}} {
+			t.Run(fmt.Sprintf("%s, auth %T", up.name, auth), func(t *testing.T) {
+				ctx, err := caddy.ProvisionContext(&caddy.Config{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				b := &ProviderBase{BaseURL: up.url + "/v1", Proxy: json.RawMessage(up.proxy)}
+				if err := b.ProvisionBase(ctx, ProviderType{Name: "toy", Auth: auth}); err != nil {
+					t.Fatal(err)
+				}
+				p := &provider{name: "toy", base: b}
+				r, rec := clientRequest(t)
+				r.Header.Set("X-Forwarded-For", "203.0.113.9")
+				// A translator's header map, which it may share between
+				// requests, is only read.
+				shared := http.Header{"Anthropic-Version": {"2023-06-01"}}
+				status, f := p.forward(rec, r, providers.Request{Path: "/chat", Body: []byte(`{"q":1}`), Header: shared},
+					exchange{translate: func(b []byte) ([]byte, error) { return b, nil }, mapError: mapBody})
+				if f != nil || status != 200 {
+					t.Fatalf("status %d, failure %+v", status, f)
+				}
+				if want := (http.Header{"Anthropic-Version": {"2023-06-01"}}); !reflect.DeepEqual(shared, want) {
+					t.Errorf("the translator's header map became %v", shared)
+				}
+				req, body := got.last()
+				if string(body) != `{"q":1}` {
+					t.Errorf("body %q", body)
+				}
+				wantHost := strings.TrimPrefix(strings.TrimPrefix(up.url, "http://"), "https://")
+				if strings.Contains(up.proxy, `"Host"`) {
+					wantHost = "api.example"
+				}
+				if req.Host != wantHost {
+					t.Errorf("Host %q, want %q", req.Host, wantHost)
+				}
+				for _, h := range []string{"Via", "X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "Authorization"} {
+					if v, ok := req.Header[h]; ok {
+						t.Errorf("the provider got %s: %q", h, v)
+					}
+				}
+				for h, want := range map[string]string{"Content-Type": "application/json", "Accept": "application/json",
+					"User-Agent": "modelgate", "Anthropic-Version": "2023-06-01"} {
+					if v := req.Header.Get(h); v != want {
+						t.Errorf("%s %q, want %q", h, v, want)
+					}
+				}
+				if strings.Contains(up.proxy, "X-Team") && req.Header.Get("X-Team") != "ml" {
+					t.Errorf("X-Team %q: the proxy block's operation was not applied", req.Header.Get("X-Team"))
+				}
+				switch auth.(type) {
+				case HeaderAuth:
+					if req.Header.Get("X-Api-Key") != "upstream-key" {
+						t.Errorf("X-Api-Key %q", req.Header.Get("X-Api-Key"))
+					}
+				case headerSigner:
+					signed := req.Header.Get("X-Signed-Headers")
+					for _, h := range strings.Split(signed, ",") {
+						if _, ok := req.Header[h]; !ok {
+							t.Errorf("%s was signed (%s) but not sent", h, signed)
+						}
+					}
+				}
+			})
+		}
 	}
 }

@@ -451,7 +451,9 @@ var noNext = caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) erro
 // upstreamRequest builds the request reverse_proxy sends to the provider. It
 // starts from a fresh header map, so nothing of the client's request (its
 // gateway key above all) reaches the provider except the translated body.
-// The provider's credentials are added by the transport.
+// The Host header is the provider's (a proxy block's header operations may
+// still set another). The provider's credentials are added by the
+// transport.
 func (b *ProviderBase) upstreamRequest(r *http.Request, preq providers.Request, stream bool) *http.Request {
 	body := preq.Body
 	// Each provider call gets its own copy of the request variables:
@@ -483,6 +485,7 @@ func (b *ProviderBase) upstreamRequest(r *http.Request, preq providers.Request, 
 		r2.Method = preq.Method
 	}
 	r2.RequestURI = ""
+	r2.Host = b.host
 
 	accept := "application/json"
 	if stream {
@@ -492,11 +495,17 @@ func (b *ProviderBase) upstreamRequest(r *http.Request, preq providers.Request, 
 	// (an append to one cannot write into another).
 	v := &call.values
 	*v = [4]string{"application/json", accept, "identity", "modelgate"}
-	h := make(http.Header, 6+len(preq.Header))
+	h := make(http.Header, 7+len(preq.Header))
 	h["Content-Type"] = v[0:1:1]
 	h["Accept"] = v[1:2:2]
 	h["Accept-Encoding"] = v[2:3:3] // translators need plain bytes
 	h["User-Agent"] = v[3:4:4]
+	// A nil value tells reverse_proxy not to add the header: nothing of the
+	// gateway's clients reaches the provider. (The transport drops the
+	// entries themselves, see outgoingHeader.)
+	h["X-Forwarded-For"] = nil
+	h["X-Forwarded-Proto"] = nil
+	h["X-Forwarded-Host"] = nil
 	for k, v := range preq.Header {
 		h[k] = v
 	}

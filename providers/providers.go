@@ -42,7 +42,9 @@ type Request struct {
 	Body []byte
 
 	// Header holds provider headers the call needs besides authentication
-	// and Content-Type (for example anthropic-version). May be nil.
+	// and Content-Type (for example anthropic-version). May be nil. The
+	// host only reads it: a translator may return one map for many
+	// requests.
 	Header http.Header
 
 	// Framing is how a streamed answer to this request is cut into events.

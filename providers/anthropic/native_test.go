@@ -24,3 +24,21 @@ func TestNative(t *testing.T) {
 		t.Errorf("%s %v", req.Path, req.Header)
 	}
 }
+
+// TestChatRequestVersion checks the anthropic-version header of a chat
+// request: the default one (a map shared by every such request) or the
+// configured one.
+func TestChatRequestVersion(t *testing.T) {
+	body := []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}]}`)
+	for _, tc := range []struct{ version, want string }{{"", DefaultVersion}, {DefaultVersion, DefaultVersion}, {"2099-01-01", "2099-01-01"}} {
+		for range 2 {
+			req, err := Chat{Version: tc.version}.ChatRequest(body, "claude-sonnet-4-5")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(req.Header) != 1 || req.Header.Get("Anthropic-Version") != tc.want {
+				t.Errorf("version %q: headers %v, want anthropic-version %s", tc.version, req.Header, tc.want)
+			}
+		}
+	}
+}

@@ -71,6 +71,19 @@ func (r *request) set(key string, v gjson.Result) error {
 	return nil
 }
 
+// defaultVersionHeader is the header of every request at the default
+// version, made once (the host only reads a request's Header).
+var defaultVersionHeader = http.Header{"Anthropic-Version": {DefaultVersion}}
+
+// versionHeader is the header of a request at version (empty: the
+// default).
+func versionHeader(version string) http.Header {
+	if version == "" || version == DefaultVersion {
+		return defaultVersionHeader
+	}
+	return http.Header{"Anthropic-Version": {version}}
+}
+
 // ChatRequest translates a unified chat request, already checked by
 // providers.ValidateChat, into a Messages API request for model.
 //
@@ -84,14 +97,7 @@ func (r *request) set(key string, v gjson.Result) error {
 // are rejected with a 400; parameters without an equivalent (seed,
 // penalties, logit_bias, store, service_tier, …) are dropped.
 func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) {
-	version := c.Version
-	if version == "" {
-		version = DefaultVersion
-	}
-	req := providers.Request{
-		Path:   "/v1/messages",
-		Header: http.Header{"Anthropic-Version": {version}},
-	}
+	req := providers.Request{Path: "/v1/messages", Header: versionHeader(c.Version)}
 
 	var r request
 	if err := providers.ReadMembers(body, r.set); err != nil {
