@@ -292,10 +292,9 @@ func proxyConfig(user json.RawMessage, u *url.URL) (json.RawMessage, error) {
 // upstreamHost is the Host header of requests to the provider at base URL
 // u: its host, and its port only when the URL names one.
 func upstreamHost(u *url.URL) string {
-	if u.Port() == "" {
-		return u.Hostname()
-	}
-	return u.Host
+	// u.Host without an empty port ("host:"); an IPv6 address keeps its
+	// brackets, which a Host header needs.
+	return strings.TrimSuffix(u.Host, ":")
 }
 
 // child returns m[key] as an object, creating it when absent.

@@ -45,7 +45,7 @@ func TestProxyConfig(t *testing.T) {
 			user: `{"headers":{"request":{"add":{"X-Team":["ml"]}}}}`,
 			want: `{"upstreams":[{"dial":"[2001:db8::1]:443"}],
 				"transport":{"protocol":"modelgate","tls":{"server_name":"2001:db8::1"},"keep_alive":{"max_idle_conns_per_host":1024}},
-				"headers":{"request":{"add":{"X-Team":["ml"]},"set":{"Host":["2001:db8::1"]},"delete":["Via","X-Forwarded-For","X-Forwarded-Proto","X-Forwarded-Host"]}}}`,
+				"headers":{"request":{"add":{"X-Team":["ml"]},"set":{"Host":["[2001:db8::1]"]},"delete":["Via","X-Forwarded-For","X-Forwarded-Proto","X-Forwarded-Host"]}}}`,
 		},
 		{
 			name: "user response headers only: no request operations added",
@@ -147,5 +147,24 @@ func TestProviderPoolDefaults(t *testing.T) {
 				t.Errorf("HTTP/2 configured: %v, want %v", h2, tc.h2)
 			}
 		})
+	}
+}
+
+func TestUpstreamHost(t *testing.T) {
+	for _, tc := range []struct{ base, want string }{
+		{"https://api.openai.com/v1", "api.openai.com"},
+		{"http://127.0.0.1:8080/v1", "127.0.0.1:8080"},
+		{"https://api.example.com:443/v1", "api.example.com:443"},
+		{"http://[::1]/v1", "[::1]"},
+		{"http://[::1]:9000/v1", "[::1]:9000"},
+		{"http://example.com:/v1", "example.com"},
+	} {
+		u, err := url.Parse(tc.base)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := upstreamHost(u); got != tc.want {
+			t.Errorf("upstreamHost(%s) = %q, want %q", tc.base, got, tc.want)
+		}
 	}
 }
