@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -97,5 +98,40 @@ func TestProc(t *testing.T) {
 	}
 	if cpus := allowedCPUs(); len(cpus) == 0 {
 		t.Error("allowedCPUs: none")
+	}
+}
+
+// TestFeaturesTable: the features table pairs each feature variant with
+// modelgate's run of the same round, so that a round's drift (here every
+// variant twice as fast in round 2) cancels out of each pair.
+func TestFeaturesTable(t *testing.T) {
+	r := newReport()
+	add := func(v string, round int, requests int64, cpuPerReq time.Duration) {
+		r.runs = append(r.runs, &run{Suite: "live", Case: "chat", Scenario: "chat", Variant: v, Round: round,
+			Load:       loadResult{Requests: requests, Seconds: 1},
+			GatewayCPU: cpuPerReq * time.Duration(requests)})
+	}
+	for round, scale := range map[int]int64{1: 1, 2: 2} {
+		add("tuned", round, 1000*scale, 100*time.Microsecond)
+		add("modelgate", round, 900*scale, 110*time.Microsecond)
+		add("modelgate_full", round, 882*scale, 114*time.Microsecond)
+	}
+	var b strings.Builder
+	r.writeFeatures(&b)
+	got := b.String()
+	for _, want := range []string{
+		"| case | modelgate_full rate | modelgate_full CPU |",
+		"| chat | 0.980 [0.98–0.98] | +4.0 µs [+4–+4] |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("features table lacks %q:\n%s", want, got)
+		}
+	}
+	// Without modelgate in the run there is nothing to pair with.
+	r.runs = slices.DeleteFunc(r.runs, func(x *run) bool { return x.Variant == "modelgate" })
+	b.Reset()
+	r.writeFeatures(&b)
+	if b.Len() != 0 {
+		t.Errorf("a features table without modelgate:\n%s", b.String())
 	}
 }

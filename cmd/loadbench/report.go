@@ -39,6 +39,7 @@ func (r *report) write(w io.Writer, dir string) error {
 	}
 	r.writeRuns(&b, "live", "Live requests")
 	r.writeSummary(&b)
+	r.writeFeatures(&b)
 	r.writeStreams(&b)
 	r.writeBatch(&b)
 	r.writeRuns(&b, "pool", "Provider connections (what modelgate's provider defaults are chosen from)")
@@ -117,7 +118,7 @@ func (r *report) grid(suite string) *grid {
 
 // order sorts variants: references first, then plain, then modelgate's.
 func order(v string) int {
-	for i, name := range []string{"tuned", "plain", "modelgate", "modelgate_full", "mg_pool32", "mg_pool256", "tuned_tls_h1", "tuned_tls_h2", "mg_tls_h1", "mg_tls_h2"} {
+	for i, name := range []string{"tuned", "plain", "modelgate", "modelgate_key", "modelgate_full", "mg_pool32", "mg_pool256", "tuned_tls_h1", "tuned_tls_h2", "mg_tls_h1", "mg_tls_h2"} {
 		if v == name {
 			return i
 		}
@@ -128,19 +129,19 @@ func order(v string) int {
 // ratios are a variant's per-round ratios against its reference in the
 // same round: f(variant)/f(reference).
 func (g *grid) ratios(c, v string, f func(*run) float64) []float64 {
-	return g.paired(c, v, func(a, ref *run) (float64, bool) { return f(a) / f(ref), f(ref) > 0 })
+	return g.paired(c, v, refOf(v), func(a, ref *run) (float64, bool) { return f(a) / f(ref), f(ref) > 0 })
 }
 
 // diffs are per-round differences f(variant) − f(reference).
 func (g *grid) diffs(c, v string, f func(*run) float64) []float64 {
-	return g.paired(c, v, func(a, ref *run) (float64, bool) { return f(a) - f(ref), true })
+	return g.paired(c, v, refOf(v), func(a, ref *run) (float64, bool) { return f(a) - f(ref), true })
 }
 
-// paired is cmp of each of variant v's runs of case c with its reference's
+// paired is cmp of each of variant v's runs of case c with variant ref's
 // run of the same round, where cmp says the pair counts.
-func (g *grid) paired(c, v string, cmp func(a, ref *run) (float64, bool)) []float64 {
+func (g *grid) paired(c, v, ref string, cmp func(a, ref *run) (float64, bool)) []float64 {
 	vc := g.cells[[2]string{c, v}]
-	rc := g.cells[[2]string{c, refOf(v)}]
+	rc := g.cells[[2]string{c, ref}]
 	if vc == nil || rc == nil {
 		return nil
 	}
@@ -318,6 +319,49 @@ func (r *report) writeSummary(b *strings.Builder) {
 			lo, hi := minMax(rs)
 			mem := g.ratios(c, v, func(r *run) float64 { return float64(r.PeakRSSKiB) })
 			fmt.Fprintf(b, " %.2f [%.2f–%.2f] | %.2f |", median(rs), lo, hi, median(mem))
+		}
+		b.WriteString("\n")
+	}
+}
+
+// featureVariants are compared with modelgate itself, round by round:
+// what a managed key, and every feature, cost (issue 15: no more than 3 %
+// below modelgate with every feature on).
+var featureVariants = []string{"modelgate_key", "modelgate_full"}
+
+// writeFeatures is the features' cost: each feature variant's rate over
+// modelgate's in the same round, and the difference in the gateway's CPU
+// per request, paired round by round (the rounds' drift cancels out of
+// each pair, not out of the medians of the tables above).
+func (r *report) writeFeatures(b *strings.Builder) {
+	g := r.grid("live")
+	var vs []string
+	for _, v := range featureVariants {
+		if contains(g.variants, v) && contains(g.variants, "modelgate") {
+			vs = append(vs, v)
+		}
+	}
+	if len(vs) == 0 {
+		return
+	}
+	b.WriteString("\n### Features on: against modelgate in the same round (median [min–max])\n\nRate ratio: the variant's rate over modelgate's; CPU: the gateway's CPU per request minus modelgate's.\n\n| case |")
+	for _, v := range vs {
+		fmt.Fprintf(b, " %s rate | %s CPU |", v, v)
+	}
+	b.WriteString("\n|---|")
+	for range vs {
+		b.WriteString("---|---|")
+	}
+	b.WriteString("\n")
+	cpu := func(r *run) float64 { return us(r.GatewayCPU, r.Load.Requests) }
+	for _, c := range g.cases {
+		fmt.Fprintf(b, "| %s |", c)
+		for _, v := range vs {
+			rs := g.paired(c, v, "modelgate", func(a, ref *run) (float64, bool) { return rate(a) / rate(ref), rate(ref) > 0 })
+			ds := g.paired(c, v, "modelgate", func(a, ref *run) (float64, bool) { return cpu(a) - cpu(ref), true })
+			lo, hi := minMax(rs)
+			dlo, dhi := minMax(ds)
+			fmt.Fprintf(b, " %.3f [%.2f–%.2f] | %+.1f µs [%+.0f–%+.0f] |", median(rs), lo, hi, median(ds), dlo, dhi)
 		}
 		b.WriteString("\n")
 	}

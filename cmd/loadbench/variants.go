@@ -55,6 +55,10 @@ var variants = map[string]*variant{
 		name: "modelgate", what: "modelgate, a static key, the providers' default proxy",
 		gateway: true,
 	},
+	"modelgate_key": {
+		name: "modelgate_key", what: "modelgate with a managed key and no limits, budgets or usage accounting: modelgate_full's key alone",
+		gateway: true, managedKey: true,
+	},
 	"modelgate_full": {
 		name: "modelgate_full", what: "modelgate with a managed key, rate limits and budgets on every key and owner (set high enough never to refuse), and usage accounting",
 		gateway: true, managedKey: true,
