@@ -46,7 +46,7 @@ func TestCannedAnswers(t *testing.T) {
 	c, err := record(providertest.New(providertest.Options{
 		OpenAIKey: upstreamOpenAIKey, AnthropicKey: upstreamAnthropicKey, NoRecord: true,
 		Keys: map[string]string{"cohere": upstreamCohereKey},
-	}))
+	}), true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,6 +55,12 @@ func TestCannedAnswers(t *testing.T) {
 		c.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, s.plain.path, bytes.NewReader(s.plain.body)))
 		if rec.Code != 200 || !strings.Contains(rec.Body.String(), s.expect) {
 			t.Errorf("%s: %d %.300s", s.name, rec.Code, rec.Body.String())
+		}
+		// The provider's own headers come with every answer.
+		want := map[string]string{"chat": "X-Ratelimit-Remaining-Tokens", "stream": "X-Ratelimit-Reset-Requests",
+			"messages": "Anthropic-Ratelimit-Output-Tokens-Reset", "stream_anthropic": "Request-Id"}[s.name]
+		if want != "" && rec.Header().Get(want) == "" {
+			t.Errorf("%s: no %s among %v", s.name, want, rec.Header())
 		}
 		if s.stream {
 			n := bytes.Count(rec.Body.Bytes(), []byte("\n\n"))

@@ -30,6 +30,7 @@ type options struct {
 	rounds, conns             int
 	suites, variants, scens   []string
 	caddy, upstreamKind, out  string
+	providerHeaders           bool
 	streams                   int
 	pace                      time.Duration
 	batchLines                int
@@ -51,6 +52,7 @@ func parseOptions(args []string) (*options, error) {
 	scens := fs.String("scenarios", "all", "scenarios of the live suite (comma-separated names), or all")
 	fs.StringVar(&o.caddy, "caddy", "", "caddy binary to run (default: go build ./cmd/caddy into the user cache)")
 	fs.StringVar(&o.upstreamKind, "upstream", "canned", "upstream: canned (recorded answers of the fake provider) or fake (the fake provider itself)")
+	fs.BoolVar(&o.providerHeaders, "provider-headers", true, "canned upstream: send the real providers' documented response headers (request id, rate limits) with every answer")
 	fs.StringVar(&o.out, "out", "", "directory for the report, raw results, configs, logs and profiles (default: a new temporary one)")
 	fs.IntVar(&o.streams, "streams", -1, "streams of the streams suite (-1: as many as the open-file limit allows, at most 9000)")
 	fs.DurationVar(&o.pace, "pace", time.Second, "time between the events of a slow stream")
@@ -149,10 +151,10 @@ func orchestrate(args []string) error {
 	defer b.stopAll()
 
 	kind := o.upstreamKind
-	if b.upstream, err = b.startUpstream("upstream", "-kind", kind, "-pace", o.pace.String()); err != nil {
+	if b.upstream, err = b.startUpstream("upstream", "-kind", kind, "-pace", o.pace.String(), "-provider-headers="+strconv.FormatBool(o.providerHeaders)); err != nil {
 		return err
 	}
-	b.logf("upstream (%s): %s", kind, b.upstream.addr)
+	b.logf("upstream (%s, provider headers %v): %s", kind, o.providerHeaders, b.upstream.addr)
 
 	for _, suite := range o.suites {
 		if ctx.Err() != nil {

@@ -71,7 +71,7 @@ func (b *bench) startVariants(names []string, tag string) ([]*proc, error) {
 		if v.tls {
 			if b.tlsUp == nil {
 				var err error
-				if b.tlsUp, err = b.startUpstream("upstream-tls", "-kind", b.opt.upstreamKind, "-tls"); err != nil {
+				if b.tlsUp, err = b.startUpstream("upstream-tls", "-kind", b.opt.upstreamKind, "-tls", "-provider-headers="+strconv.FormatBool(b.opt.providerHeaders)); err != nil {
 					return nil, err
 				}
 				b.logf("HTTPS upstream (%s, HTTP/2 offered): %s", b.opt.upstreamKind, b.tlsUp.addr)
