@@ -17,9 +17,11 @@
 // had held).
 //
 // Here each held lock has a token written into its file. Its refresher
-// stops when the lock is released and refreshes only a file that still
-// carries its token. Files are written whole (a temporary file, then a
-// link or rename), so a reader never sees one half written.
+// stops when the lock is released and refreshes only a file that is still
+// its own. Files are written whole (a temporary file, then a link or
+// rename), so a reader never sees one half written. A stale lock is taken
+// over by one waiter at a time (a guard file beside it), and only while its
+// file is still the one judged stale.
 package filelock
 
 import (
@@ -66,9 +68,18 @@ type Dir struct {
 
 // holding is a lock this process holds.
 type holding struct {
-	token string
-	stop  chan struct{}
-	done  chan struct{}
+	token   string
+	created time.Time
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+// owns reports whether m is the lock file of h: it carries h's token or,
+// where a FileStorage's leftover refresher (see the package comment)
+// rewrote it without the token, h's creation time, which that refresher
+// keeps to the nanosecond.
+func (h *holding) owns(m meta) bool {
+	return m.Token == h.token || m.Token == "" && m.Created.Equal(h.created)
 }
 
 // meta is a lock file's contents: FileStorage's two timestamps, and the
@@ -103,15 +114,15 @@ func (d *Dir) Lock(ctx context.Context, name string) error {
 	}
 	poll := orDefault(d.Poll, DefaultPoll)
 	for {
-		token, err := d.create(filename)
+		h, err := d.create(filename)
 		if err == nil {
-			d.hold(name, filename, token)
+			d.hold(name, filename, h)
 			return nil
 		}
 		if !errors.Is(err, fs.ErrExist) {
 			return err
 		}
-		broken, err := d.breakStale(filename)
+		broken, err := d.breakStale(name, filename)
 		if err != nil {
 			return err
 		}
@@ -130,7 +141,10 @@ func (d *Dir) Lock(ctx context.Context, name string) error {
 
 // Unlock releases the lock name, which this process must hold: its
 // refresher stops and its file is removed, unless another process took the
-// lock over as stale meanwhile (then the file is theirs and stays).
+// lock over as stale meanwhile (then the file is theirs and stays). Like
+// FileStorage's, the lock belongs to the process, not to a goroutine: while
+// one goroutine holds it, others of the process wait (it is never stale to
+// them), and any of them may release it.
 func (d *Dir) Unlock(_ context.Context, name string) error {
 	d.mu.Lock()
 	h := d.held[name]
@@ -146,7 +160,7 @@ func (d *Dir) Unlock(_ context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	if m.Token != h.token {
+	if !h.owns(m) {
 		return fmt.Errorf("lock %q was taken over as stale before it was released", name)
 	}
 	return os.Remove(filename)
@@ -155,26 +169,25 @@ func (d *Dir) Unlock(_ context.Context, name string) error {
 // create makes the lock file with a new token, failing with fs.ErrExist if
 // the file is there: the file is written to a temporary name first and
 // linked into place, which fails rather than replace.
-func (d *Dir) create(filename string) (string, error) {
-	token := newToken()
-	now := time.Now()
-	tmp, err := writeTemp(filename, meta{Created: now, Updated: now, Token: token})
+func (d *Dir) create(filename string) (*holding, error) {
+	h := &holding{token: newToken(), created: time.Now().Round(0)}
+	tmp, err := writeTemp(filename, meta{Created: h.created, Updated: h.created, Token: h.token})
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	defer os.Remove(tmp)
 	if err := os.Link(tmp, filename); err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			return "", fs.ErrExist
+			return nil, fs.ErrExist
 		}
-		return "", fmt.Errorf("creating lock file: %w", err)
+		return nil, fmt.Errorf("creating lock file: %w", err)
 	}
-	return token, nil
+	return h, nil
 }
 
 // hold records a taken lock and starts its refresher.
-func (d *Dir) hold(name, filename, token string) {
-	h := &holding{token: token, stop: make(chan struct{}), done: make(chan struct{})}
+func (d *Dir) hold(name, filename string, h *holding) {
+	h.stop, h.done = make(chan struct{}), make(chan struct{})
 	d.mu.Lock()
 	if d.held == nil {
 		d.held = make(map[string]*holding)
@@ -185,9 +198,10 @@ func (d *Dir) hold(name, filename, token string) {
 }
 
 // refresh gives the held lock's file a new timestamp every Refresh until
-// the lock is released, or until the file no longer carries the holder's
-// token (the lock was taken over as stale: this process stalled longer
-// than Stale).
+// the lock is released, or until the file is gone or no longer the
+// holder's (the lock was taken over as stale: this process stalled longer
+// than Stale). A file that could not be read is tried again at the next
+// tick, as one that could not be written.
 func (d *Dir) refresh(filename string, h *holding) {
 	defer close(h.done)
 	t := time.NewTicker(orDefault(d.Refresh, DefaultRefresh))
@@ -199,9 +213,16 @@ func (d *Dir) refresh(filename string, h *holding) {
 		case <-t.C:
 		}
 		m, _, err := readMeta(filename)
-		if err != nil || m.Token != h.token {
+		if errors.Is(err, fs.ErrNotExist) {
 			return
 		}
+		if err != nil {
+			continue
+		}
+		if !h.owns(m) {
+			return
+		}
+		m.Token = h.token // back, where a FileStorage's refresher dropped it
 		m.Updated = time.Now()
 		tmp, err := writeTemp(filename, m)
 		if err != nil {
@@ -213,18 +234,28 @@ func (d *Dir) refresh(filename string, h *holding) {
 	}
 }
 
-// breakStale removes the lock file if its holder stopped refreshing it,
-// and reports whether it did. Two waiters may find it stale at once: the
-// file is renamed away first, and only the waiter whose rename moved the
-// very file it judged stale removes it; one that moved a new holder's
-// file links it back.
-func (d *Dir) breakStale(filename string) (bool, error) {
+// breakStale removes the lock file of name if its holder stopped
+// refreshing it, and reports whether it did (or found the file gone or
+// changed: either way, Lock tries again at once). A lock this process holds
+// is never stale here: its other goroutines wait for its Unlock.
+//
+// Many waiters may find a lock stale at once. One at a time takes it over,
+// under a guard file beside it, and removes the lock file only if it still
+// holds the very bytes judged stale: a waiter that judged it before another
+// took it over finds the new holder's file instead, and leaves it.
+func (d *Dir) breakStale(name, filename string) (bool, error) {
 	m, data, err := readMeta(filename)
 	if errors.Is(err, fs.ErrNotExist) {
 		return true, nil // released meanwhile: try again at once
 	}
 	if err != nil {
 		return false, err
+	}
+	d.mu.Lock()
+	h := d.held[name]
+	d.mu.Unlock()
+	if h != nil && h.owns(m) {
+		return false, nil
 	}
 	ref := m.Updated
 	if ref.IsZero() {
@@ -242,24 +273,50 @@ func (d *Dir) breakStale(filename string) (bool, error) {
 		}
 		ref = fi.ModTime()
 	}
-	if time.Since(ref) <= orDefault(d.Stale, DefaultStale) {
+	stale := orDefault(d.Stale, DefaultStale)
+	if time.Since(ref) <= stale {
 		return false, nil
 	}
-	aside := filename + ".stale-" + newToken()
-	if err := os.Rename(filename, aside); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return true, nil
-		}
+	release, ok, err := guard(filename+".takeover", stale)
+	if err != nil || !ok {
+		return false, err // another waiter is taking it over: look again later
+	}
+	defer release()
+	now, err := os.ReadFile(filename)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("taking over a stale lock: %w", err)
+	case !bytes.Equal(now, data):
+		return true, nil // taken over, released or refreshed meanwhile: judge it again
+	}
+	if err := os.Remove(filename); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return false, fmt.Errorf("taking over a stale lock: %w", err)
 	}
-	moved, err := os.ReadFile(aside)
-	if err == nil && !bytes.Equal(moved, data) {
-		// Not the file judged stale: put it back unless a newer one is
-		// already in place.
-		_ = os.Link(aside, filename)
-	}
-	_ = os.Remove(aside)
 	return true, nil
+}
+
+// guard creates the guard file g, if no one else has it, and returns what
+// removes it. A guard older than stale was left by a process that died
+// taking a lock over (it holds one for microseconds): it is removed, and
+// the next look takes its place. (Two waiters that both find it that old
+// may both remove one, and two take-overs run at once; each still removes
+// only the file it judged stale, unless that is replaced in the moment
+// between its reading and its removing.)
+func guard(g string, stale time.Duration) (release func(), ok bool, err error) {
+	f, err := os.OpenFile(g, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err == nil {
+		_ = f.Close()
+		return func() { _ = os.Remove(g) }, true, nil
+	}
+	if !errors.Is(err, fs.ErrExist) {
+		return nil, false, fmt.Errorf("taking over a stale lock: %w", err)
+	}
+	if fi, err := os.Stat(g); err == nil && time.Since(fi.ModTime()) > stale {
+		_ = os.Remove(g)
+	}
+	return nil, false, nil
 }
 
 // readMeta reads a lock file. A file that does not parse (FileStorage's,

@@ -254,3 +254,112 @@ func TestMutualExclusion(t *testing.T) {
 		t.Errorf("entered %d times, want 120", entered.Load())
 	}
 }
+
+// TestFileStorageRefresherAfterItsRelease: an instance locking through
+// FileStorage (an older version, during a rolling upgrade) releases a lock
+// that a Dir takes within FileStorage's 5 s; FileStorage's leftover
+// refresher then rewrites the Dir's file without its token. The Dir still
+// knows the file as its own (by its creation time): it keeps it fresh, and
+// its Unlock removes it, so the next holder need not wait for staleness.
+// (About 8 s: FileStorage's interval is a constant.)
+func TestFileStorageRefresherAfterItsRelease(t *testing.T) {
+	ctx := context.Background()
+	fsys := &certmagic.FileStorage{Path: t.TempDir()}
+	file := func(name string) string { return certmagic.StorageKeys.Safe(name) + ".lock" }
+	d := &Dir{Path: filepath.Join(fsys.Path, "locks"), File: file, Refresh: 500 * time.Millisecond, Poll: 10 * time.Millisecond}
+	const name = "modelgate_batch_x"
+	if err := fsys.Lock(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	if err := fsys.Unlock(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // FileStorage's refresher still runs
+	lockWithin(t, d, name, time.Second)
+	time.Sleep(4 * time.Second) // its next tick rewrites the file
+	m, _, err := readMeta(d.file(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Token == "" {
+		t.Error("the token is not back in the file after our refresh")
+	}
+	if err := d.Unlock(ctx, name); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	if _, err := os.Stat(d.file(name)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the lock file after Unlock: %v", err)
+	}
+	other := &Dir{Path: d.Path, File: file, Poll: 10 * time.Millisecond}
+	lockWithin(t, other, name, time.Second)
+	_ = other.Unlock(ctx, name)
+}
+
+// TestOwnLockIsNotStaleToItsProcess: a lock whose refreshing stalled is
+// stale to other processes, which take it over, but never to the goroutines
+// of the process holding it, which wait for its Unlock; that Unlock then
+// reports the takeover and leaves the new holder's file.
+func TestOwnLockIsNotStaleToItsProcess(t *testing.T) {
+	path := t.TempDir()
+	d := fast(path)
+	d.Refresh = time.Hour // the holder's refresher stalls
+	lockWithin(t, d, "x", time.Second)
+	refused(t, d, "x", 3*d.Stale)
+	other := fast(path)
+	lockWithin(t, other, "x", 3*d.Stale)
+	if err := d.Unlock(context.Background(), "x"); err == nil {
+		t.Error("Unlock of a lock taken over reported no error")
+	}
+	if _, err := os.Stat(d.file("x")); err != nil {
+		t.Fatalf("the new holder's lock file: %v", err)
+	}
+	refused(t, fast(path), "x", 3*d.Stale) // the new holder keeps it fresh
+	if err := other.Unlock(context.Background(), "x"); err != nil {
+		t.Errorf("the new holder's Unlock: %v", err)
+	}
+}
+
+// TestStaleTakeoverByManyWaiters: many processes find a dead holder's lock
+// stale at once; one at a time takes it over, and no two ever hold it
+// together (100 rounds of 6).
+func TestStaleTakeoverByManyWaiters(t *testing.T) {
+	path := t.TempDir()
+	var overlaps, unlockErrs atomic.Int32
+	for round := 0; round < 100 && overlaps.Load() == 0; round++ {
+		deadHolder(t, filepath.Join(path, "x.lock"), time.Now().Add(-time.Minute))
+		var inside atomic.Int32
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for range 6 {
+			d := fast(path)
+			wg.Go(func() {
+				<-start
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				if err := d.Lock(ctx, "x"); err != nil {
+					t.Error(err)
+					return
+				}
+				if inside.Add(1) != 1 {
+					overlaps.Add(1)
+				}
+				time.Sleep(200 * time.Microsecond)
+				inside.Add(-1)
+				if err := d.Unlock(context.Background(), "x"); err != nil {
+					unlockErrs.Add(1)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+	}
+	if n := overlaps.Load(); n > 0 {
+		t.Errorf("%d times two holders at once", n)
+	}
+	if n := unlockErrs.Load(); n > 0 {
+		t.Errorf("%d Unlocks found their lock taken over", n)
+	}
+	if left, _ := filepath.Glob(filepath.Join(path, "*")); len(left) != 0 {
+		t.Errorf("files left behind: %v", left)
+	}
+}
