@@ -168,21 +168,51 @@ func (d *Dir) Unlock(_ context.Context, name string) error {
 
 // create makes the lock file with a new token, failing with fs.ErrExist if
 // the file is there: the file is written to a temporary name first and
-// linked into place, which fails rather than replace.
+// linked into place, which fails rather than replace. On a file system
+// without hard links (some FUSE and SMB mounts) it is created in place, as
+// FileStorage creates its own: a reader may then see it empty for a
+// moment, which breakStale allows for.
 func (d *Dir) create(filename string) (*holding, error) {
 	h := &holding{token: newToken(), created: time.Now().Round(0)}
-	tmp, err := writeTemp(filename, meta{Created: h.created, Updated: h.created, Token: h.token})
+	m := meta{Created: h.created, Updated: h.created, Token: h.token}
+	tmp, err := writeTemp(filename, m)
 	if err != nil {
 		return nil, err
 	}
 	defer os.Remove(tmp)
-	if err := os.Link(tmp, filename); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return nil, fs.ErrExist
+	err = link(tmp, filename)
+	switch {
+	case err == nil:
+		return h, nil
+	case errors.Is(err, fs.ErrExist):
+		return nil, fs.ErrExist
+	case errors.Is(err, errors.ErrUnsupported) || errors.Is(err, fs.ErrPermission):
+		if err := createInPlace(filename, m); err != nil {
+			return nil, err
 		}
-		return nil, fmt.Errorf("creating lock file: %w", err)
+		return h, nil
 	}
-	return h, nil
+	return nil, fmt.Errorf("creating lock file: %w", err)
+}
+
+// link is os.Link (a test stands in a file system without hard links).
+var link = os.Link
+
+// createInPlace creates the lock file itself, failing with fs.ErrExist if
+// it is there, and writes m into it.
+func createInPlace(filename string, m meta) error {
+	f, err := os.OpenFile(filename, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return fs.ErrExist
+		}
+		return fmt.Errorf("creating lock file: %w", err)
+	}
+	if err := writeClose(f, m); err != nil {
+		_ = os.Remove(filename)
+		return fmt.Errorf("creating lock file: %w", err)
+	}
+	return nil
 }
 
 // hold records a taken lock and starts its refresher.
@@ -342,18 +372,23 @@ func writeTemp(filename string, m meta) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("writing lock file: %w", err)
 	}
-	err = json.NewEncoder(f).Encode(m)
+	if err := writeClose(f, m); err != nil {
+		_ = os.Remove(tmp)
+		return "", fmt.Errorf("writing lock file: %w", err)
+	}
+	return tmp, nil
+}
+
+// writeClose writes m into f, syncs and closes it.
+func writeClose(f *os.File, m meta) error {
+	err := json.NewEncoder(f).Encode(m)
 	if err == nil {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return "", fmt.Errorf("writing lock file: %w", err)
-	}
-	return tmp, nil
+	return err
 }
 
 func newToken() string {

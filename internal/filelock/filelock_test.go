@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -361,5 +362,38 @@ func TestStaleTakeoverByManyWaiters(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(path, "*")); len(left) != 0 {
 		t.Errorf("files left behind: %v", left)
+	}
+}
+
+// TestWithoutHardLinks: on a file system without hard links (link fails as
+// it does there) locks are created in place, and still exclude, hand over
+// and go stale.
+func TestWithoutHardLinks(t *testing.T) {
+	for _, linkErr := range []error{syscall.EPERM, errors.ErrUnsupported} {
+		t.Run(linkErr.Error(), func(t *testing.T) {
+			defer func(l func(string, string) error) { link = l }(link)
+			link = func(oldname, newname string) error {
+				return &os.LinkError{Op: "link", Old: oldname, New: newname, Err: linkErr}
+			}
+			path := t.TempDir()
+			a, b := fast(path), fast(path)
+			lockWithin(t, a, "x", time.Second)
+			if m, _, err := readMeta(a.file("x")); err != nil || m.Token == "" {
+				t.Fatalf("the lock file: %+v, %v", m, err)
+			}
+			refused(t, b, "x", 3*a.Stale)
+			if err := a.Unlock(context.Background(), "x"); err != nil {
+				t.Fatal(err)
+			}
+			lockWithin(t, b, "x", time.Second)
+			deadHolder(t, b.file("y"), time.Now().Add(-time.Minute))
+			lockWithin(t, a, "y", time.Second)
+			if err := b.Unlock(context.Background(), "x"); err != nil {
+				t.Error(err)
+			}
+			if err := a.Unlock(context.Background(), "y"); err != nil {
+				t.Error(err)
+			}
+		})
 	}
 }
