@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/http/httptest"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/modelgate/modelgate/internal/redistest"
 	"github.com/modelgate/modelgate/providers/providertest"
@@ -201,6 +203,9 @@ func benchFootprint(b *testing.B, kind string) {
 		iter := rdb.Scan(ctx, 0, redisPrefix+":*", 1000).Iterator()
 		for iter.Next(ctx) {
 			n, err := rdb.MemoryUsage(ctx, iter.Val(), 0).Result()
+			if errors.Is(err, redis.Nil) {
+				continue // gone since the scan (a lock released, a lease ended)
+			}
 			if err != nil {
 				b.Fatal(err)
 			}
