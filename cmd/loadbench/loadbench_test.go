@@ -114,7 +114,7 @@ func TestFeaturesTable(t *testing.T) {
 	r := newReport()
 	add := func(v string, round int, requests int64, cpuPerReq time.Duration) {
 		r.runs = append(r.runs, &run{Suite: "live", Case: "chat", Scenario: "chat", Variant: v, Round: round,
-			Load:       loadResult{Requests: requests, Seconds: 1},
+			Load: loadResult{Requests: requests, Seconds: 1}, PeakRSSKiB: 1000,
 			GatewayCPU: cpuPerReq * time.Duration(requests)})
 	}
 	for round, scale := range map[int]int64{1: 1, 2: 2} {
@@ -123,6 +123,12 @@ func TestFeaturesTable(t *testing.T) {
 		add("modelgate_full", round, 882*scale, 114*time.Microsecond)
 	}
 	var b strings.Builder
+	r.writeSummary(&b)
+	// tuned's rate: 1000 and 2000 req/s, median 1500.
+	if want := "| chat | 67 % | 0.90 [0.90–0.90] | 1.00 | 0.88 [0.88–0.88] | 1.00 |"; !strings.Contains(b.String(), want) {
+		t.Errorf("summary lacks %q:\n%s", want, b.String())
+	}
+	b.Reset()
 	r.writeFeatures(&b)
 	got := b.String()
 	for _, want := range []string{

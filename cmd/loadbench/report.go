@@ -299,7 +299,7 @@ func (r *report) writeSummary(b *strings.Builder) {
 	if len(g.cases) == 0 {
 		return
 	}
-	b.WriteString("\n### Summary: ratio against tuned reverse_proxy (median [min–max]); peak RSS ratio\n\n| case |")
+	b.WriteString("\n### Summary: ratio against tuned reverse_proxy (median [min–max]); peak RSS ratio\n\nNoise: how far tuned reverse_proxy's own rate moved between rounds, (max − min) / median: a ratio that differs from another by less than that says little.\n\n| case | noise |")
 	var vs []string
 	for _, v := range g.variants {
 		if v != reference {
@@ -307,13 +307,13 @@ func (r *report) writeSummary(b *strings.Builder) {
 			fmt.Fprintf(b, " %s | RSS |", v)
 		}
 	}
-	b.WriteString("\n|---|")
+	b.WriteString("\n|---|---|")
 	for range vs {
 		b.WriteString("---|---|")
 	}
 	b.WriteString("\n")
 	for _, c := range g.cases {
-		fmt.Fprintf(b, "| %s |", c)
+		fmt.Fprintf(b, "| %s | %s |", c, noise(g.cells[[2]string{c, reference}]))
 		for _, v := range vs {
 			rs := g.ratios(c, v, rate)
 			lo, hi := minMax(rs)
@@ -322,6 +322,16 @@ func (r *report) writeSummary(b *strings.Builder) {
 		}
 		b.WriteString("\n")
 	}
+}
+
+// noise is how far a cell's rate moved between its rounds, (max − min) /
+// median, or "—" with fewer than two rounds.
+func noise(cl *cell) string {
+	if cl == nil || len(cl.runs) < 2 {
+		return "—"
+	}
+	lo, hi := cl.spread(rate)
+	return fmt.Sprintf("%.0f %%", 100*(hi-lo)/cl.median(rate))
 }
 
 // featureVariants are compared with modelgate itself, round by round:
