@@ -93,25 +93,24 @@ func BenchmarkPerRequestFull(b *testing.B) {
 			if full && w.header.Get("X-Ratelimit-Remaining-Requests") == "" {
 				b.Fatalf("no rate-limit headers: %v", w.header)
 			}
+			serve := func() bool {
+				w := &sink{header: make(http.Header)}
+				if err := g.serveModelgate(w, g.request(w, "/v1/chat/completions", body, header...)); err != nil || w.status != 200 {
+					b.Errorf("status %d, error %v", w.status, err)
+					return false
+				}
+				return true
+			}
 			b.ReportAllocs()
 			cpuBefore, cpuOK := processCPU()
 			if bc.parallel {
 				b.SetParallelism(max(1, 50/runtime.GOMAXPROCS(0)))
 				b.RunParallel(func(pb *testing.PB) {
-					for pb.Next() {
-						w := &sink{header: make(http.Header)}
-						if err := g.serveModelgate(w, g.request(w, "/v1/chat/completions", body, header...)); err != nil || w.status != 200 {
-							b.Errorf("status %d, error %v", w.status, err)
-							return
-						}
+					for pb.Next() && serve() {
 					}
 				})
 			} else {
-				for b.Loop() {
-					w := &sink{header: make(http.Header)}
-					if err := g.serveModelgate(w, g.request(w, "/v1/chat/completions", body, header...)); err != nil || w.status != 200 {
-						b.Fatalf("status %d, error %v", w.status, err)
-					}
+				for b.Loop() && serve() {
 				}
 			}
 			if cpuAfter, ok := processCPU(); ok && cpuOK {

@@ -56,6 +56,7 @@ step "fuzz targets: ${#targets[@]}, $FUZZTIME each"
 # fixed in Go 1.27). Such a run wrote no failing input; the target's corpus is
 # then run once more as a plain test, and only a real failure fails the step.
 fuzzlog=$(mktemp)
+trap 'rm -f "$fuzzlog"' EXIT
 for t in "${targets[@]}"; do
 	pkg=${t% *} target=${t#* }
 	echo "-- $pkg $target"
@@ -68,7 +69,6 @@ for t in "${targets[@]}"; do
 	echo "-- $target: the fuzz coordinator's deadline race (no failing input); its corpus again:"
 	go test -count=1 -run "^${target}\$" "$pkg"
 done
-rm -f "$fuzzlog"
 
 step "xcaddy build"
 go tool xcaddy build v2.11.9 --with github.com/modelgate/modelgate@v0.0.0=. --output ./caddy

@@ -126,15 +126,15 @@ func order(v string) int {
 	return 100
 }
 
-// ratios are a variant's per-round ratios against its reference in the
-// same round: f(variant)/f(reference).
-func (g *grid) ratios(c, v string, f func(*run) float64) []float64 {
-	return g.paired(c, v, refOf(v), func(a, ref *run) (float64, bool) { return f(a) / f(ref), f(ref) > 0 })
+// ratios are a variant's per-round ratios against variant ref in the same
+// round: f(variant)/f(ref).
+func (g *grid) ratios(c, v, ref string, f func(*run) float64) []float64 {
+	return g.paired(c, v, ref, func(a, r *run) (float64, bool) { return f(a) / f(r), f(r) > 0 })
 }
 
-// diffs are per-round differences f(variant) − f(reference).
-func (g *grid) diffs(c, v string, f func(*run) float64) []float64 {
-	return g.paired(c, v, refOf(v), func(a, ref *run) (float64, bool) { return f(a) - f(ref), true })
+// diffs are per-round differences f(variant) − f(ref).
+func (g *grid) diffs(c, v, ref string, f func(*run) float64) []float64 {
+	return g.paired(c, v, ref, func(a, r *run) (float64, bool) { return f(a) - f(r), true })
 }
 
 // paired is cmp of each of variant v's runs of case c with variant ref's
@@ -205,7 +205,7 @@ func (r *report) writeRuns(b *strings.Builder, suite, title string) {
 			lo, hi := cl.spread(rate)
 			ratio := "—"
 			if v != refOf(v) {
-				rs := g.ratios(c, v, rate)
+				rs := g.ratios(c, v, refOf(v), rate)
 				rlo, rhi := minMax(rs)
 				ratio = fmt.Sprintf("%.2f [%.2f–%.2f]", median(rs), rlo, rhi)
 			}
@@ -228,7 +228,7 @@ func (r *report) writeRuns(b *strings.Builder, suite, title string) {
 				ttft := cl.median(func(r *run) float64 { return r.Load.TTFT })
 				added := "—"
 				if v != refOf(v) {
-					d := g.diffs(c, v, func(r *run) float64 { return r.Load.TTFT })
+					d := g.diffs(c, v, refOf(v), func(r *run) float64 { return r.Load.TTFT })
 					dlo, dhi := minMax(d)
 					added = fmt.Sprintf("%+.0f µs [%+.0f–%+.0f]", median(d), dlo, dhi)
 				}
@@ -315,9 +315,9 @@ func (r *report) writeSummary(b *strings.Builder) {
 	for _, c := range g.cases {
 		fmt.Fprintf(b, "| %s | %s |", c, noise(g.cells[[2]string{c, reference}]))
 		for _, v := range vs {
-			rs := g.ratios(c, v, rate)
+			rs := g.ratios(c, v, refOf(v), rate)
 			lo, hi := minMax(rs)
-			mem := g.ratios(c, v, func(r *run) float64 { return float64(r.PeakRSSKiB) })
+			mem := g.ratios(c, v, refOf(v), func(r *run) float64 { return float64(r.PeakRSSKiB) })
 			fmt.Fprintf(b, " %.2f [%.2f–%.2f] | %.2f |", median(rs), lo, hi, median(mem))
 		}
 		b.WriteString("\n")
@@ -363,12 +363,12 @@ func (r *report) writeFeatures(b *strings.Builder) {
 		b.WriteString("---|---|")
 	}
 	b.WriteString("\n")
-	cpu := func(r *run) float64 { return us(r.GatewayCPU, r.Load.Requests) }
+	cpu := func(r *run) float64 { return float64(r.cpuPerReq()) / float64(time.Microsecond) }
 	for _, c := range g.cases {
 		fmt.Fprintf(b, "| %s |", c)
 		for _, v := range vs {
-			rs := g.paired(c, v, "modelgate", func(a, ref *run) (float64, bool) { return rate(a) / rate(ref), rate(ref) > 0 })
-			ds := g.paired(c, v, "modelgate", func(a, ref *run) (float64, bool) { return cpu(a) - cpu(ref), true })
+			rs := g.ratios(c, v, "modelgate", rate)
+			ds := g.diffs(c, v, "modelgate", cpu)
 			lo, hi := minMax(rs)
 			dlo, dhi := minMax(ds)
 			fmt.Fprintf(b, " %.3f [%.2f–%.2f] | %+.1f µs [%+.0f–%+.0f] |", median(rs), lo, hi, median(ds), dlo, dhi)

@@ -36,6 +36,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -64,6 +65,9 @@ type Dir struct {
 
 	mu   sync.Mutex
 	held map[string]*holding
+	// noLinks: a link failed as it does where the file system has no
+	// hard links; lock files are created in place from then on.
+	noLinks atomic.Bool
 }
 
 // holding is a lock this process holds.
@@ -175,6 +179,12 @@ func (d *Dir) Unlock(_ context.Context, name string) error {
 func (d *Dir) create(filename string) (*holding, error) {
 	h := &holding{token: newToken(), created: time.Now().Round(0)}
 	m := meta{Created: h.created, Updated: h.created, Token: h.token}
+	if d.noLinks.Load() {
+		if err := createInPlace(filename, m); err != nil {
+			return nil, err
+		}
+		return h, nil
+	}
 	tmp, err := writeTemp(filename, m)
 	if err != nil {
 		return nil, err
@@ -187,6 +197,7 @@ func (d *Dir) create(filename string) (*holding, error) {
 	case errors.Is(err, fs.ErrExist):
 		return nil, fs.ErrExist
 	case errors.Is(err, errors.ErrUnsupported) || errors.Is(err, fs.ErrPermission):
+		d.noLinks.Store(true)
 		if err := createInPlace(filename, m); err != nil {
 			return nil, err
 		}
