@@ -87,9 +87,16 @@ func (h *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 		})
 		return nil
 	}
-	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
-	repl.Set("http.modelgate.key", key.Name)
-	repl.Set("http.auth.user.id", key.Owner)
+	// The key's placeholders are answered from the key, not set in the
+	// replacer's map: reverse_proxy sets one entry in that map per header of
+	// the provider's answer and about sixteen of its own, and two more of
+	// ours took it past a size where a Go map grows (to 64 slots, ~2 KiB
+	// copied and collected per request, BenchmarkPerRequest). A handler
+	// after this one that sets either placeholder still overrides it, as
+	// before; one before it that set {http.auth.user.id} now keeps its value
+	// (two authentications of one request are not a configuration to
+	// support).
+	r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer).Map(key.placeholder)
 	caddyhttp.SetVar(r.Context(), ctxKeyVar, key)
 	return next.ServeHTTP(w, r)
 }

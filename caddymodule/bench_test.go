@@ -39,7 +39,8 @@ import (
 // same paths over real connections, in separate processes.
 
 // memUpstream is a provider in memory: the fake provider's answer to the
-// first request of each path, stream flag and encoding_format, replayed
+// first request of each path, stream flag and encoding_format, with the
+// headers the real provider sends (providertest.ResponseHeaders), replayed
 // to every later one. A stream's body is read one event per Read, as a provider sends
 // them, so reverse_proxy flushes each on its own.
 type memUpstream struct {
@@ -83,6 +84,12 @@ func (u *memUpstream) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, fmt.Errorf("the fake answered %s with %d: %s", req.URL.Path, rec.Code, rec.Body.Bytes())
 		}
 		a = &memAnswer{header: rec.Header(), body: rec.Body.Bytes()}
+		// What a provider's server adds on the wire, and the headers the
+		// real provider sends with every answer.
+		a.header.Set("Date", "Fri, 27 Nov 2026 12:00:00 GMT")
+		for k, v := range providertest.ResponseHeaders(req.URL.Path) {
+			a.header[k] = v
+		}
 		if strings.HasPrefix(a.header.Get("Content-Type"), "text/event-stream") {
 			for rest := a.body; len(rest) > 0; {
 				i := bytes.Index(rest, []byte("\n\n"))

@@ -42,6 +42,19 @@ type Key struct {
 	Budget *keys.Budget
 }
 
+// placeholder answers the placeholders of a request the key authenticated:
+// {http.modelgate.key}, the key's name (never its secret), and
+// {http.auth.user.id}, its owner.
+func (k *Key) placeholder(name string) (any, bool) {
+	switch name {
+	case "http.modelgate.key":
+		return k.Name, true
+	case "http.auth.user.id":
+		return k.Owner, true
+	}
+	return nil, false
+}
+
 // hasPlaceholder reports whether s holds a {placeholder} to resolve later.
 func hasPlaceholder(s string) bool {
 	i := strings.IndexByte(s, '{')

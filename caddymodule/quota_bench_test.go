@@ -65,16 +65,27 @@ func withFullFeatures(tb testing.TB, g *benchGateway) {
 // when it settles, and the features cost about twice what they cost one
 // request at a time.
 func BenchmarkPerRequestFull(b *testing.B) {
-	body := benchChatBody("oa/gpt-4o-mini", 0, false)
+	chat := benchChatBody("oa/gpt-4o-mini", 0, false)
+	stream := benchChatBody("oa/gpt-4o-mini", 45, true)
+	messages := []byte(`{"model":"claude/claude-sonnet-4-5","max_tokens":256,"messages":[{"role":"user","content":"Summarise the plot of Hamlet in one sentence please"}]}`)
 	for _, bc := range []struct {
 		name                    string
+		path                    string
+		body                    []byte
+		apiKey                  bool // the key in X-Api-Key (Messages), not Authorization
 		managed, full, parallel bool
 	}{
-		{"openai_static_key", false, false, false},
-		{"openai_managed_key", true, false, false},
-		{"openai_managed_key_full", true, true, false},
-		{"openai_managed_key_50_in_flight", true, false, true},
-		{"openai_managed_key_full_50_in_flight", true, true, true},
+		{"openai_static_key", "/v1/chat/completions", chat, false, false, false, false},
+		{"openai_managed_key", "/v1/chat/completions", chat, false, true, false, false},
+		{"openai_managed_key_full", "/v1/chat/completions", chat, false, true, true, false},
+		{"openai_managed_key_50_in_flight", "/v1/chat/completions", chat, false, true, false, true},
+		{"openai_managed_key_full_50_in_flight", "/v1/chat/completions", chat, false, true, true, true},
+		// The two paths whose features cost the most in cmd/loadbench's
+		// last run: a 50-event stream and a Messages pass-through.
+		{"openai_stream_managed_key", "/v1/chat/completions", stream, false, true, false, false},
+		{"openai_stream_managed_key_full", "/v1/chat/completions", stream, false, true, true, false},
+		{"messages_managed_key", "/v1/messages", messages, true, true, false, false},
+		{"messages_managed_key_full", "/v1/messages", messages, true, true, true, false},
 	} {
 		full := bc.full
 		b.Run(bc.name, func(b *testing.B) {
@@ -82,20 +93,24 @@ func BenchmarkPerRequestFull(b *testing.B) {
 			if full {
 				withFullFeatures(b, g)
 			}
-			header := []string{"Authorization", "Bearer " + benchStaticKey}
+			key := benchStaticKey
 			if bc.managed {
-				header[1] = "Bearer " + g.managedKey
+				key = g.managedKey
+			}
+			header := []string{"Authorization", "Bearer " + key}
+			if bc.apiKey {
+				header = []string{"X-Api-Key", key}
 			}
 			w := &sink{header: make(http.Header), keep: true}
-			if err := g.serveModelgate(w, g.request(w, "/v1/chat/completions", body, header...)); err != nil || w.status != 200 {
+			if err := g.serveModelgate(w, g.request(w, bc.path, bc.body, header...)); err != nil || w.status != 200 {
 				b.Fatalf("status %d, error %v: %.400s", w.status, err, w.body.Bytes())
 			}
-			if full && w.header.Get("X-Ratelimit-Remaining-Requests") == "" {
+			if full && w.header.Get("X-Ratelimit-Remaining-Requests") == "" && w.header.Get("Anthropic-Ratelimit-Requests-Remaining") == "" {
 				b.Fatalf("no rate-limit headers: %v", w.header)
 			}
 			serve := func() bool {
 				w := &sink{header: make(http.Header)}
-				if err := g.serveModelgate(w, g.request(w, "/v1/chat/completions", body, header...)); err != nil || w.status != 200 {
+				if err := g.serveModelgate(w, g.request(w, bc.path, bc.body, header...)); err != nil || w.status != 200 {
 					b.Errorf("status %d, error %v", w.status, err)
 					return false
 				}

@@ -124,7 +124,7 @@ func cannedKey(path string, body []byte) string {
 
 // record asks the fake for the answer to every upstream request of the
 // scenarios; withHeaders adds the provider's own response headers
-// (providerHeaders) to each answer.
+// (providertest.ResponseHeaders) to each answer.
 func record(fake http.Handler, withHeaders bool) (*canned, error) {
 	c := &canned{answers: map[string]*answer{}}
 	for _, req := range allUpstreamRequests() {
@@ -141,7 +141,7 @@ func record(fake http.Handler, withHeaders bool) (*canned, error) {
 		a := &answer{status: rec.Code, header: rec.Header().Clone(), body: rec.Body.Bytes()}
 		a.header.Del("Date")
 		if withHeaders {
-			for k, v := range providerHeaders(req.path) {
+			for k, v := range providertest.ResponseHeaders(req.path) {
 				if a.header[k] == nil {
 					a.header[k] = v
 				}
@@ -163,43 +163,6 @@ func record(fake http.Handler, withHeaders bool) (*canned, error) {
 		c.answers[cannedKey(req.path, req.body)] = a
 	}
 	return c, nil
-}
-
-// providerHeaders are the response headers the real provider behind path
-// sends with every answer beside Content-Type and Date, as the wire format
-// reference documents them, with typical values (WIRE_FORMATS.md A.0, I.1,
-// G.1 and I.4): OpenAI's request id, processing time and six rate-limit
-// headers; Anthropic's request id and twelve rate-limit headers (real
-// answers carry more: a CDN's, an organization's). Whatever the gateway does
-// with them, a proxy receives and copies them on every request (plain
-// reverse_proxy passes them all on to its client), so a fake that sent none
-// would understate what every proxy measured here does per request. Cohere's
-// answers get none: its headers are not documented there.
-func providerHeaders(path string) http.Header {
-	switch {
-	case path == "/v1/messages":
-		h := http.Header{
-			"Request-Id": {"req_011CSHoEeqs5C35K2UUqR7Fy"},
-		}
-		for _, kind := range []string{"Requests", "Tokens", "Input-Tokens", "Output-Tokens"} {
-			h["Anthropic-Ratelimit-"+kind+"-Limit"] = []string{"4000000"}
-			h["Anthropic-Ratelimit-"+kind+"-Remaining"] = []string{"3999000"}
-			h["Anthropic-Ratelimit-"+kind+"-Reset"] = []string{"2026-11-27T12:00:01Z"}
-		}
-		return h
-	case strings.HasPrefix(path, "/v1/"):
-		return http.Header{
-			"X-Request-Id":                   {"req_5f8a2c1e9b7d4a3f8e6c0b2a1d9f7e5c"},
-			"Openai-Processing-Ms":           {"412"},
-			"X-Ratelimit-Limit-Requests":     {"10000"},
-			"X-Ratelimit-Limit-Tokens":       {"30000000"},
-			"X-Ratelimit-Remaining-Requests": {"9999"},
-			"X-Ratelimit-Remaining-Tokens":   {"29999950"},
-			"X-Ratelimit-Reset-Requests":     {"6ms"},
-			"X-Ratelimit-Reset-Tokens":       {"0s"},
-		}
-	}
-	return nil
 }
 
 func (c *canned) ServeHTTP(w http.ResponseWriter, r *http.Request) {
