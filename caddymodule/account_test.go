@@ -5,6 +5,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -311,4 +312,32 @@ func FuzzTapStreamRead(f *testing.F) {
 			t.Errorf("segment %q, strip %v:\n got %q %+v\nwant %q %+v", seg, strip, got, fast.usage, want, slow.usage)
 		}
 	})
+}
+
+// TestReplacerEntries holds modelgate to setting nothing in a request's
+// replacer map beyond what reverse_proxy sets for the provider's answer
+// (about sixteen entries and one per response header): its placeholders
+// are answered by functions instead. Each entry costs an insert, and two
+// more took the map of an OpenAI answer past a growth (2.3 KB per request).
+func TestReplacerEntries(t *testing.T) {
+	g := newBenchGateway(t)
+	entries := func(serve func(http.ResponseWriter, *http.Request) error, model string) int {
+		t.Helper()
+		w := &sink{header: make(http.Header), keep: true}
+		r := g.request(w, "/v1/chat/completions", benchChatBody(model, 0, false), "Authorization", "Bearer "+benchStaticKey)
+		if err := serve(w, r); err != nil || w.status != http.StatusOK {
+			t.Fatalf("status %d, error %v: %s", w.status, err, w.body.Bytes())
+		}
+		repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+		if v, _ := repl.GetString("http.reverse_proxy.header.X-Request-Id"); v == "" {
+			t.Fatal("reverse_proxy set no placeholder for the answer's X-Request-Id")
+		}
+		// caddy.Replacer keeps its entries unexported; reading the map's
+		// length through reflection does not touch it.
+		return reflect.ValueOf(repl).Elem().FieldByName("static").Len()
+	}
+	plain := entries(g.servePlain, "gpt-4o-mini")
+	if got := entries(g.serveModelgate, "oa/gpt-4o-mini"); got != plain {
+		t.Errorf("the replacer map has %d entries after a request through modelgate, %d through plain reverse_proxy", got, plain)
+	}
 }
