@@ -67,6 +67,7 @@ func withFullFeatures(tb testing.TB, g *benchGateway) {
 func BenchmarkPerRequestFull(b *testing.B) {
 	chat := benchChatBody("oa/gpt-4o-mini", 0, false)
 	stream := benchChatBody("oa/gpt-4o-mini", 45, true)
+	anthropicChat := benchChatBody("claude/claude-sonnet-4-5", 0, false)
 	messages := []byte(`{"model":"claude/claude-sonnet-4-5","max_tokens":256,"messages":[{"role":"user","content":"Summarise the plot of Hamlet in one sentence please"}]}`)
 	for _, bc := range []struct {
 		name                    string
@@ -86,6 +87,10 @@ func BenchmarkPerRequestFull(b *testing.B) {
 		{"openai_stream_managed_key_full", "/v1/chat/completions", stream, false, true, true, false},
 		{"messages_managed_key", "/v1/messages", messages, true, true, false, false},
 		{"messages_managed_key_full", "/v1/messages", messages, true, true, true, false},
+		{"messages_managed_key_50_in_flight", "/v1/messages", messages, true, true, false, true},
+		{"messages_managed_key_full_50_in_flight", "/v1/messages", messages, true, true, true, true},
+		{"anthropic_managed_key_50_in_flight", "/v1/chat/completions", anthropicChat, false, true, false, true},
+		{"anthropic_managed_key_full_50_in_flight", "/v1/chat/completions", anthropicChat, false, true, true, true},
 	} {
 		full := bc.full
 		b.Run(bc.name, func(b *testing.B) {
