@@ -42,10 +42,14 @@ type options struct {
 func parseOptions(args []string) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("loadbench", flag.ContinueOnError)
-	fs.DurationVar(&o.duration, "duration", 3*time.Second, "measured window of each run")
-	fs.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured warm-up before each window")
+	// Many short rounds rather than a few long ones: on a shared machine
+	// the speed of a CPU drifts over seconds, by 30 % and more, and a
+	// ratio is taken within a round; the median of seven rounds moves far
+	// less than that of three (see the README's "Measuring it yourself").
+	fs.DurationVar(&o.duration, "duration", 2*time.Second, "measured window of each run")
+	fs.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "unmeasured warm-up before each window")
 	fs.DurationVar(&o.maxTime, "max-time", 40*time.Minute, "cap on the whole harness")
-	fs.IntVar(&o.rounds, "rounds", 3, "rounds of every variant, interleaved")
+	fs.IntVar(&o.rounds, "rounds", 7, "rounds of every variant, interleaved")
 	fs.IntVar(&o.conns, "c", 50, "connections of the load generator")
 	suites := fs.String("suites", "live,streams,batch,profile", "suites to run: live, streams, batch, pool, profile, or all")
 	vars := fs.String("variants", "plain,tuned,modelgate,modelgate_full", "variants of the live suite")
