@@ -321,7 +321,7 @@ func FuzzTapStreamRead(f *testing.F) {
 // more took the map of an OpenAI answer past a growth (2.3 KB per request).
 func TestReplacerEntries(t *testing.T) {
 	g := newBenchGateway(t)
-	entries := func(serve func(http.ResponseWriter, *http.Request) error, model string) int {
+	entries := func(serve func(http.ResponseWriter, *http.Request) error, model string) map[string]bool {
 		t.Helper()
 		w := &sink{header: make(http.Header), keep: true}
 		r := g.request(w, "/v1/chat/completions", benchChatBody(model, 0, false), "Authorization", "Bearer "+benchStaticKey)
@@ -333,11 +333,35 @@ func TestReplacerEntries(t *testing.T) {
 			t.Fatal("reverse_proxy set no placeholder for the answer's X-Request-Id")
 		}
 		// caddy.Replacer keeps its entries unexported; reading the map's
-		// length through reflection does not touch it.
-		return reflect.ValueOf(repl).Elem().FieldByName("static").Len()
+		// keys through reflection does not touch it.
+		m := reflect.ValueOf(repl).Elem().FieldByName("static")
+		if !m.IsValid() || m.Kind() != reflect.Map {
+			t.Fatal("caddy.Replacer has no map named static any more: this test needs updating")
+		}
+		keys := map[string]bool{}
+		for _, k := range m.MapKeys() {
+			keys[k.String()] = true
+		}
+		return keys
 	}
 	plain := entries(g.servePlain, "gpt-4o-mini")
-	if got := entries(g.serveModelgate, "oa/gpt-4o-mini"); got != plain {
-		t.Errorf("the replacer map has %d entries after a request through modelgate, %d through plain reverse_proxy", got, plain)
+	got := entries(g.serveModelgate, "oa/gpt-4o-mini")
+	for k := range got {
+		if !plain[k] {
+			t.Errorf("modelgate set %q in the replacer map, which plain reverse_proxy does not", k)
+		}
+	}
+	if len(got) != len(plain) {
+		t.Errorf("the replacer map has %d entries after a request through modelgate, %d through plain reverse_proxy", len(got), len(plain))
+	}
+	// The placeholders are still there for whoever reads them.
+	w := &sink{header: make(http.Header), keep: true}
+	r := g.request(w, "/v1/chat/completions", benchChatBody("oa/gpt-4o-mini", 0, false), "Authorization", "Bearer "+benchStaticKey)
+	if err := g.serveModelgate(w, r); err != nil {
+		t.Fatal(err)
+	}
+	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	if v, _ := repl.GetString("http.auth.user.id"); v != "bench" {
+		t.Errorf("{http.auth.user.id} = %q, want bench", v)
 	}
 }

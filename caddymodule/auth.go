@@ -88,14 +88,14 @@ func (h *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 		return nil
 	}
 	// The key's placeholders are answered from the key, not set in the
-	// replacer's map: reverse_proxy sets one entry in that map per header of
-	// the provider's answer and about sixteen of its own, and two more of
-	// ours took it past a size where a Go map grows (to 64 slots, ~2 KiB
-	// copied and collected per request, BenchmarkPerRequest). A handler
-	// after this one that sets either placeholder still overrides it, as
-	// before; one before it that set {http.auth.user.id} now keeps its value
-	// (two authentications of one request are not a configuration to
-	// support).
+	// replacer's map: reverse_proxy sets about sixteen entries of its own in
+	// that map and one per header of the provider's answer, and whatever
+	// that count, two more of ours must not be what takes the map past a
+	// size where a Go map grows (with OpenAI's documented headers and no
+	// access log they did: 64 slots instead of 32, ~2 KiB copied and
+	// collected per request, BenchmarkPerRequest). A value another handler
+	// puts in the replacer, before or after this one, now wins over the
+	// key's (before, a value set earlier was overwritten).
 	r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer).Map(key.placeholder)
 	caddyhttp.SetVar(r.Context(), ctxKeyVar, key)
 	return next.ServeHTTP(w, r)

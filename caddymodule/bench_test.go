@@ -85,10 +85,13 @@ func (u *memUpstream) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		a = &memAnswer{header: rec.Header(), body: rec.Body.Bytes()}
 		// What a provider's server adds on the wire, and the headers the
-		// real provider sends with every answer.
+		// real provider sends with every answer that the fake did not
+		// send itself (as cmd/loadbench's upstream adds them).
 		a.header.Set("Date", "Fri, 27 Nov 2026 12:00:00 GMT")
 		for k, v := range providertest.ResponseHeaders(req.URL.Path) {
-			a.header[k] = v
+			if a.header[k] == nil {
+				a.header[k] = v
+			}
 		}
 		if strings.HasPrefix(a.header.Get("Content-Type"), "text/event-stream") {
 			for rest := a.body; len(rest) > 0; {

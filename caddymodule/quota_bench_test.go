@@ -1,6 +1,7 @@
 package caddymodule
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"runtime"
@@ -53,17 +54,18 @@ func withFullFeatures(tb testing.TB, g *benchGateway) {
 	}
 }
 
-// BenchmarkPerRequestFull is BenchmarkPerRequest's chat pass-through as
-// cmd/loadbench's modelgate variant runs it (a static key, no limits) and
-// with a managed key, without and with every feature on: the difference
-// between the last two rows is what the features cost per request, the
-// difference between the first and the last what modelgate_full adds to
-// modelgate. cpu-ns/op is the process's CPU time per request, as in
-// BenchmarkPerRequest: steadier than ns/op on a shared machine. The
-// "_50_in_flight" rows serve 50 requests at once, as cmd/loadbench's
-// clients keep them: every request's state is then cold in the caches
-// when it settles, and the features cost about twice what they cost one
-// request at a time.
+// BenchmarkPerRequestFull serves requests as cmd/loadbench's modelgate
+// variant does (a static key, no limits) and as its modelgate_full does
+// (a managed key, every feature on), with a managed key alone in between:
+// on the chat pass-through, then on the paths whose features cost the most
+// in the harness (a 50-event stream, a Messages pass-through, the
+// Anthropic translation). The difference between a "_managed_key" row and
+// its "_full" twin is what the features cost per request. cpu-ns/op is the
+// process's CPU time per request, as in BenchmarkPerRequest: steadier than
+// ns/op on a shared machine. The "_50_in_flight" rows serve 50 requests at
+// once, as cmd/loadbench's clients keep them: every request's state is
+// then cold in the caches when it settles, and the features cost about
+// twice what they cost one request at a time.
 func BenchmarkPerRequestFull(b *testing.B) {
 	chat := benchChatBody("oa/gpt-4o-mini", 0, false)
 	stream := benchChatBody("oa/gpt-4o-mini", 45, true)
@@ -110,8 +112,17 @@ func BenchmarkPerRequestFull(b *testing.B) {
 			if err := g.serveModelgate(w, g.request(w, bc.path, bc.body, header...)); err != nil || w.status != 200 {
 				b.Fatalf("status %d, error %v: %.400s", w.status, err, w.body.Bytes())
 			}
-			if full && w.header.Get("X-Ratelimit-Remaining-Requests") == "" && w.header.Get("Anthropic-Ratelimit-Requests-Remaining") == "" {
-				b.Fatalf("no rate-limit headers: %v", w.header)
+			// The rate-limit headers of the client's API: Anthropic's for
+			// the Messages API, OpenAI's for chat (translated or not).
+			limitHeader := "X-Ratelimit-Remaining-Requests"
+			if bc.apiKey {
+				limitHeader = "Anthropic-Ratelimit-Requests-Remaining"
+			}
+			if got := w.header.Get(limitHeader) != ""; got != full {
+				b.Fatalf("%s set %v with every feature %v: %v", limitHeader, got, full, w.header)
+			}
+			if bytes.Equal(bc.body, stream) && !bytes.HasSuffix(w.body.Bytes(), []byte("data: [DONE]\n\n")) {
+				b.Fatalf("the stream did not end: %s", w.body.Bytes())
 			}
 			serve := func() bool {
 				w := &sink{header: make(http.Header)}

@@ -546,7 +546,15 @@ func (b *bench) measure(suite, label string, s *scenario, p *proc, up *proc, con
 	r := &run{Suite: suite, Case: label, Scenario: s.name, Variant: p.v.name, Round: round, Conns: conns}
 	var g0, u0, l0 time.Duration
 	var sc0 int64
-	timeout := b.opt.warmup + b.opt.duration + time.Minute
+	// The window is -duration, unless extraArgs give the load generator
+	// another (the profile suite's is the profile's length and a second).
+	window := b.opt.duration
+	for i := 0; i+1 < len(extraArgs); i++ {
+		if d, err := time.ParseDuration(extraArgs[i+1]); extraArgs[i] == "-duration" && err == nil {
+			window = d
+		}
+	}
+	timeout := b.opt.warmup + window + time.Minute
 	for {
 		line, err := b.readLine(lg, timeout)
 		if err != nil {
