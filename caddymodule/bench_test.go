@@ -23,6 +23,7 @@ import (
 	"github.com/modelgate/modelgate/internal/storagetest"
 	"github.com/modelgate/modelgate/keys"
 	"github.com/modelgate/modelgate/pricing"
+	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/anthropic"
 	"github.com/modelgate/modelgate/providers/embeddings"
 	"github.com/modelgate/modelgate/providers/openai"
@@ -447,6 +448,35 @@ func BenchmarkPassThroughAnswer(b *testing.B) {
 	}
 	if u.Prompt != 14 {
 		b.Fatalf("usage %+v", u)
+	}
+}
+
+// BenchmarkStreamWrite is one write of a provider's stream, one event,
+// through the upstreamWriter of a stream passed through, on its way to the
+// client: with the usage the client asked for ("usage":null in every
+// chunk, passed on as it is, so the write itself goes on), and without
+// (the gateway asked for it and takes the field out, a copy).
+func BenchmarkStreamWrite(b *testing.B) {
+	ev := []byte(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1795448284,"model":"gpt-4o-mini","system_fingerprint":"fp_fake","choices":[{"index":0,"delta":{"content":" word"},"logprobs":null,"finish_reason":null}],"usage":null}` + "\n\n")
+	for _, bc := range []struct {
+		name  string
+		strip bool
+	}{
+		{"usage_asked", false},
+		{"usage_stripped", true},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			w := &upstreamWriter{client: &sink{header: make(http.Header)}, header: make(http.Header), framing: providers.SSE, api: openAIAPI,
+				wantStream: true, tr: &tapStream{m: &meter{start: time.Now()}, parse: chatUsage.event, strip: bc.strip}}
+			w.Header().Set("Content-Type", "text/event-stream")
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := w.Write(ev); err != nil {
+					b.Fatal(err)
+				}
+			}
+			w.finishStream(false)
+		})
 	}
 }
 

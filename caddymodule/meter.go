@@ -252,6 +252,26 @@ func (t *tapStream) Close(dst []byte) []byte {
 	return t.read(dst, start)
 }
 
+// passes reports whether p, one write of a stream passed through as the
+// provider sends it, may go to the client as it is: whole events with "\n"
+// line ends (what cutting them and writing each with its blank line would
+// give byte for byte), none with a usage to read or a field to take out.
+// Then it notes the first byte's time, as read does.
+func (t *tapStream) passes(p []byte) bool {
+	if t.inner != nil || t.strip || !bytes.HasSuffix(p, []byte("\n\n")) || bytes.IndexByte(p, '\r') >= 0 {
+		return false
+	}
+	if t.parse != nil {
+		if _, plain := nullUsages(p); !plain {
+			return false
+		}
+	}
+	if t.m.firstByte.IsZero() {
+		t.m.firstByte = time.Now()
+	}
+	return true
+}
+
 // read looks at the events out[start:] the client is about to get.
 func (t *tapStream) read(out []byte, start int) []byte {
 	seg := out[start:]

@@ -355,6 +355,11 @@ func (w *upstreamWriter) Write(p []byte) (int, error) {
 	case w.tr == nil:
 		return w.client.Write(p)
 	}
+	if t, ok := w.tr.(*tapStream); ok && len(w.buf) == 0 && w.framing == providers.SSE && t.passes(p) {
+		// Whole events passed through as they are, nothing in them to read
+		// or take out: the client gets p itself, without a copy.
+		return w.client.Write(p)
+	}
 	// While no part of an event is pending, events are cut from p itself;
 	// only what is left of one is kept (p is reverse_proxy's, reused).
 	pending := p

@@ -96,6 +96,30 @@ func TestUpstreamWriter(t *testing.T) {
 		}
 	})
 
+	t.Run("passthrough stream with usage, cut anywhere", func(t *testing.T) {
+		// The client asked for usage: the stream reaches it byte for
+		// byte, whether a write holds whole events (passed on as it is,
+		// without a copy) or cuts one (framed), and the usage is read.
+		chunk := `data: {"id":"c","choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}],"usage":null}` + "\n\n"
+		stream := ": keep-alive\n\n" + chunk + chunk + `data: {"id":"c","choices":[],"usage":{"prompt_tokens":14,"completion_tokens":3,"total_tokens":17}}` + "\n\ndata: [DONE]\n\n"
+		for cut := range len(stream) {
+			rec := httptest.NewRecorder()
+			m := &meter{}
+			w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, api: openAIAPI, wantStream: true,
+				tr: &tapStream{m: m, parse: chatUsage.event}}
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = w.Write([]byte(stream[:cut]))
+			if whole := strings.HasSuffix(stream[:cut], "\n\n") && !strings.Contains(stream[:cut], `"usage":{`); whole && len(w.out) > 0 {
+				t.Fatalf("cut at %d: whole events without usage were copied", cut)
+			}
+			_, _ = w.Write([]byte(stream[cut:]))
+			w.finishStream(false)
+			if rec.Body.String() != stream || m.usage != (usageInfo{Prompt: 14, Completion: 3, Known: true}) || m.firstByte.IsZero() {
+				t.Fatalf("cut at %d: %q, usage %+v, first byte %v", cut, rec.Body, m.usage, m.firstByte)
+			}
+		}
+	})
+
 	t.Run("passthrough stream aborted by the proxy", func(t *testing.T) {
 		rec := httptest.NewRecorder()
 		w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, api: openAIAPI, wantStream: true}
