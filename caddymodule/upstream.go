@@ -416,9 +416,12 @@ func (w *upstreamWriter) finishStream(aborted bool) {
 	var out []byte
 	switch {
 	case w.failed:
-	case w.tr != nil:
+	case w.tr != nil && !(aborted && passedThrough(w.tr)):
 		out = w.tr.Close(w.out[:0])
 	case aborted:
+		// A stream passed through has no translator to end it: every
+		// stream is read by a tapStream, whose Close has nothing to add
+		// without one, so the error event is written here.
 		out = w.api.streamError(nil, &providers.Error{Status: http.StatusBadGateway, Type: "server_error", Code: "upstream_aborted",
 			Message: "the provider broke off its answer"})
 	}
@@ -427,6 +430,13 @@ func (w *upstreamWriter) finishStream(aborted bool) {
 	}
 	_ = http.NewResponseController(w.client).Flush()
 	w.releaseBuffers()
+}
+
+// passedThrough reports whether tr passes the provider's events on as they
+// are (read by the meter, not translated).
+func passedThrough(tr providers.StreamTranslator) bool {
+	t, ok := tr.(*tapStream)
+	return ok && t.inner == nil
 }
 
 // releaseBuffers returns a finished stream's buffers to the pool.

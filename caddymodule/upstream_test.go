@@ -121,13 +121,28 @@ func TestUpstreamWriter(t *testing.T) {
 	})
 
 	t.Run("passthrough stream aborted by the proxy", func(t *testing.T) {
-		rec := httptest.NewRecorder()
-		w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, api: openAIAPI, wantStream: true}
-		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = w.Write([]byte("data: {\"choices\":[]}\n\n"))
-		w.finishStream(true)
-		if body := rec.Body.String(); !strings.HasPrefix(body, "data: {\"choices\":[]}\n\n") || !strings.Contains(body, "upstream_aborted") {
-			t.Fatalf("body %q", body)
+		// Without a translator, and read by the meter as the dispatcher
+		// always has it read, with and without stripping; a stream that
+		// ended is not given the error.
+		for _, tc := range []struct {
+			name    string
+			tr      providers.StreamTranslator
+			aborted bool
+		}{
+			{"no translator", nil, true},
+			{"read by the meter", &tapStream{m: &meter{}, parse: chatUsage.event}, true},
+			{"read by the meter, usage stripped", &tapStream{m: &meter{}, parse: chatUsage.event, strip: true}, true},
+			{"read by the meter, not aborted", &tapStream{m: &meter{}, parse: chatUsage.event}, false},
+		} {
+			rec := httptest.NewRecorder()
+			w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, api: openAIAPI, wantStream: true, tr: tc.tr}
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = w.Write([]byte("data: {\"choices\":[]}\n\n"))
+			w.finishStream(tc.aborted)
+			body := rec.Body.String()
+			if !strings.HasPrefix(body, "data: {\"choices\":[]}\n\n") || strings.Contains(body, "upstream_aborted") != tc.aborted {
+				t.Errorf("%s: body %q", tc.name, body)
+			}
 		}
 	})
 
