@@ -416,12 +416,12 @@ func (w *upstreamWriter) finishStream(aborted bool) {
 	var out []byte
 	switch {
 	case w.failed:
-	case w.tr != nil && !(aborted && passedThrough(w.tr)):
-		out = w.tr.Close(w.out[:0])
+	case w.tr != nil && !passedThrough(w.tr):
+		out = w.tr.Close(w.out[:0]) // the translator ends its stream
 	case aborted:
-		// A stream passed through has no translator to end it: every
-		// stream is read by a tapStream, whose Close has nothing to add
-		// without one, so the error event is written here.
+		// A stream passed through has no translator to end it (every
+		// stream is read by a tapStream, whose Close adds nothing without
+		// one): the error event is written here.
 		out = w.api.streamError(nil, &providers.Error{Status: http.StatusBadGateway, Type: "server_error", Code: "upstream_aborted",
 			Message: "the provider broke off its answer"})
 	}

@@ -518,8 +518,12 @@ func (r *run) cpuPerReq() time.Duration {
 }
 
 // measure runs the load generator against caddy process p with scenario
-// s's request.
-func (b *bench) measure(suite, label string, s *scenario, p *proc, up *proc, conns int, round int, extraArgs ...string) (*run, error) {
+// s's request, for a window of -duration, or of window when it is not 0
+// (the profile suite's: the profile's length and a second).
+func (b *bench) measure(suite, label string, s *scenario, p *proc, up *proc, conns int, round int, window time.Duration) (*run, error) {
+	if window == 0 {
+		window = b.opt.duration
+	}
 	req := requestFor(s, p)
 	variantKind := "plain"
 	if p.v.gateway {
@@ -530,14 +534,13 @@ func (b *bench) measure(suite, label string, s *scenario, p *proc, up *proc, con
 		return nil, err
 	}
 	args := []string{"load", "-url", fmt.Sprintf("http://127.0.0.1:%d%s", p.port, req.path), "-body", bf,
-		"-c", strconv.Itoa(conns), "-duration", b.opt.duration.String(), "-warmup", b.opt.warmup.String(), "-expect", s.expect}
+		"-c", strconv.Itoa(conns), "-duration", window.String(), "-warmup", b.opt.warmup.String(), "-expect", s.expect}
 	if s.stream {
 		args = append(args, "-stream")
 	}
 	for i := 0; i+1 < len(req.header); i += 2 {
 		args = append(args, "-H", req.header[i]+": "+req.header[i+1])
 	}
-	args = append(args, extraArgs...)
 	lg, err := b.start("load", b.loadCPU, false, nil, b.self, args...)
 	if err != nil {
 		return nil, err
@@ -546,14 +549,6 @@ func (b *bench) measure(suite, label string, s *scenario, p *proc, up *proc, con
 	r := &run{Suite: suite, Case: label, Scenario: s.name, Variant: p.v.name, Round: round, Conns: conns}
 	var g0, u0, l0 time.Duration
 	var sc0 int64
-	// The window is -duration, unless extraArgs give the load generator
-	// another (the profile suite's is the profile's length and a second).
-	window := b.opt.duration
-	for i := 0; i+1 < len(extraArgs); i++ {
-		if d, err := time.ParseDuration(extraArgs[i+1]); extraArgs[i] == "-duration" && err == nil {
-			window = d
-		}
-	}
 	timeout := b.opt.warmup + window + time.Minute
 	for {
 		line, err := b.readLine(lg, timeout)

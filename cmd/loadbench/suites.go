@@ -118,7 +118,7 @@ func (b *bench) interleaved(suite string, cases []liveCase, procs []*proc) {
 				}
 				p := procs[(i+round-1)%len(procs)]
 				n++
-				r, err := b.measure(suite, c.label, c.s, p, b.upstreamOf(p), c.conns, round)
+				r, err := b.measure(suite, c.label, c.s, p, b.upstreamOf(p), c.conns, round, 0)
 				if err != nil {
 					b.report.note("%s: round %d, %s via %s: %v", suite, round, c.label, p.v.name, err)
 					b.logf("%s", err)
@@ -340,7 +340,7 @@ func (b *bench) batch() error {
 	b.logf("batch: %d lines %s in %.1fs (%.0f lines/s), peak RSS %d MiB", r.Result.Lines, r.Result.Status, r.Result.Seconds,
 		float64(r.Result.Lines)/r.Result.Seconds, r.PeakRSS>>10)
 	cases, _ := b.cases("chat")
-	if live, err := b.measure("batch", "chat (after the batch)", cases[0].s, p, b.upstream, b.opt.conns, 1); err == nil {
+	if live, err := b.measure("batch", "chat (after the batch)", cases[0].s, p, b.upstream, b.opt.conns, 1, 0); err == nil {
 		r.Live = live
 	} else {
 		b.report.note("batch: the live chat run after the batch failed: %v", err)
@@ -419,7 +419,7 @@ func (b *bench) profileOne(c liveCase, p *proc) (*profileBreakdown, float64, str
 		}
 		got <- err
 	}()
-	r, err := b.measure("profile", c.label, c.s, p, b.upstream, c.conns, 1, "-duration", (b.opt.profileTime + time.Second).String())
+	r, err := b.measure("profile", c.label, c.s, p, b.upstream, c.conns, 1, b.opt.profileTime+time.Second)
 	if perr := <-got; perr != nil {
 		return nil, 0, "", perr
 	}
