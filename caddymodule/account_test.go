@@ -361,3 +361,32 @@ func TestReplacerEntries(t *testing.T) {
 		t.Errorf("{http.auth.user.id} = %q, want bench", v)
 	}
 }
+
+// TestKeyPlaceholderPrecedence: modelgate_auth answers its placeholders
+// from the key, so a value another handler gives one, before or after it,
+// wins, and deleting that value brings back the key's (README, Directive
+// modelgate_auth).
+func TestKeyPlaceholderPrecedence(t *testing.T) {
+	g := newBenchGateway(t)
+	w := &sink{header: make(http.Header), keep: true}
+	r := g.request(w, "/v1/chat/completions", benchChatBody("oa/gpt-4o-mini", 0, false), "Authorization", "Bearer "+benchStaticKey)
+	repl := r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer)
+	repl.Set("http.auth.user.id", "set-before") // as a handler before modelgate_auth would
+	if err := g.serveModelgate(w, r); err != nil || w.status != http.StatusOK {
+		t.Fatalf("status %d, error %v", w.status, err)
+	}
+	if v, _ := repl.GetString("http.auth.user.id"); v != "set-before" {
+		t.Errorf("{http.auth.user.id} = %q, want the value set before modelgate_auth", v)
+	}
+	repl.Set("http.modelgate.key", "set-after")
+	if v, _ := repl.GetString("http.modelgate.key"); v != "set-after" {
+		t.Errorf("{http.modelgate.key} = %q, want the value set after modelgate_auth", v)
+	}
+	repl.Delete("http.auth.user.id")
+	repl.Delete("http.modelgate.key")
+	for k, want := range map[string]string{"http.auth.user.id": "bench", "http.modelgate.key": "bench"} {
+		if v, _ := repl.GetString(k); v != want {
+			t.Errorf("{%s} = %q after the other value was deleted, want the key's %q", k, v, want)
+		}
+	}
+}
