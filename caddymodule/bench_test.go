@@ -467,7 +467,7 @@ func BenchmarkStreamWrite(b *testing.B) {
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			w := &upstreamWriter{client: &sink{header: make(http.Header)}, header: make(http.Header), framing: providers.SSE, api: openAIAPI,
-				wantStream: true, tr: &tapStream{m: &meter{start: time.Now()}, parse: chatUsage.event, strip: bc.strip}}
+				wantStream: true, tr: &tapStream{m: &meter{start: time.Now()}, parse: chatUsage.event, strip: bc.strip, ends: openAIAPI.ends}}
 			w.Header().Set("Content-Type", "text/event-stream")
 			b.ReportAllocs()
 			for b.Loop() {
@@ -498,7 +498,7 @@ func BenchmarkTapStream(b *testing.B) {
 		{"usage_stripped", usage, true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			t := &tapStream{m: &meter{start: time.Now()}, parse: chatUsage.event, strip: bc.strip}
+			t := &tapStream{m: &meter{start: time.Now()}, parse: chatUsage.event, strip: bc.strip, ends: openAIAPI.ends}
 			var out []byte
 			b.ReportAllocs()
 			for b.Loop() {

@@ -123,12 +123,25 @@ type endpoint struct {
 type api struct {
 	writeError  func(w http.ResponseWriter, e *providers.Error)
 	streamError func(dst []byte, e *providers.Error) []byte
+	// ends reports whether an event, as the provider sent it, ends the
+	// API's stream: its last event, or an error event. A stream passed
+	// through that the provider closes before one gets streamError's
+	// event.
+	ends func(event []byte) bool
 }
 
 // openAIAPI is the error shape of OpenAI's APIs, the unified API's own.
 var openAIAPI = &api{
 	writeError:  WriteError,
 	streamError: func(dst []byte, e *providers.Error) []byte { return sse.AppendData(dst, e.JSON()) },
+	// A chat stream ends with data: [DONE], or with an error object. The
+	// check is on every event of every stream passed through, so it is
+	// on the event's ends rather than its parsed fields; an error it
+	// misses (another shape) only gets the gateway's error after it.
+	ends: func(ev []byte) bool {
+		return bytes.HasSuffix(ev, []byte("[DONE]")) ||
+			bytes.HasPrefix(ev, []byte(`data: {"error"`)) || bytes.HasPrefix(ev, []byte(`data:{"error"`))
+	},
 }
 
 // apiOf returns the endpoint's API, OpenAI's by default.
@@ -197,7 +210,11 @@ func (d *dispatcher) serve(w http.ResponseWriter, r *http.Request, key *Key, c *
 		}
 		ex.api, ex.meter, ex.usage = c.endpoint.apiOf(), m, c.endpoint.usage
 		if ex.stream {
-			ex.tr = &tapStream{inner: ex.tr, m: m, parse: c.endpoint.usage.event, strip: ex.stripUsage}
+			tap := &tapStream{inner: ex.tr, m: m, parse: c.endpoint.usage.event, strip: ex.stripUsage}
+			if relays(ex.tr) {
+				tap.ends = ex.api.ends
+			}
+			ex.tr = tap
 		}
 		m.stream = ex.stream
 		status, f := t.provider.forward(w, r, preq, ex)

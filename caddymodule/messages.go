@@ -8,6 +8,7 @@ import (
 
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/messages"
+	"github.com/modelgate/modelgate/providers/sse"
 )
 
 // This file serves Anthropic's Messages API (DESIGN.md §2a), for Claude
@@ -31,6 +32,10 @@ var messagesAPI = &api{
 		WriteJSON(w, messages.ErrorStatus(e), messages.ErrorBody(e))
 	},
 	streamError: messages.AppendErrorEvent,
+	ends: func(ev []byte) bool {
+		name, _ := sse.Fields(ev)
+		return string(name) == "message_stop" || string(name) == "error"
+	},
 }
 
 var (

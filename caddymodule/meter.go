@@ -224,6 +224,12 @@ type tapStream struct {
 	m     *meter
 	parse func(event []byte, u *usageInfo)
 	strip bool
+	// ends, for a stream passed through as the provider sends it, tells
+	// the client's API's last event or an error event (api.ends); ended
+	// is whether the last event the client got was one. A stream whose
+	// provider closes it before then is ended with an error.
+	ends  func(event []byte) bool
+	ended bool
 }
 
 func (t *tapStream) Event(dst, ev []byte) ([]byte, error) {
@@ -269,11 +275,59 @@ func (t *tapStream) passes(p []byte) bool {
 	if t.m.firstByte.IsZero() {
 		t.m.firstByte = time.Now()
 	}
+	if t.ends != nil {
+		t.noteEnd(p)
+	}
 	return true
+}
+
+// noteEnd notes whether the last event of seg, whole events each followed
+// by a blank line, ends the client's stream. Comments are skipped (a
+// keep-alive after the end leaves the stream ended); a seg of comments
+// only changes nothing.
+func (t *tapStream) noteEnd(seg []byte) {
+	seg = bytes.TrimSuffix(seg, []byte("\n\n"))
+	for len(seg) > 0 {
+		// The last event starts after the last blank line: found forwards,
+		// as bytes.LastIndex is a byte-by-byte scan and Index is not.
+		i := 0
+		for {
+			j := bytes.Index(seg[i:], []byte("\n\n"))
+			if j < 0 {
+				break
+			}
+			i += j + 2
+		}
+		if ev := seg[i:]; !isComment(ev) {
+			t.ended = t.ends(ev)
+			return
+		}
+		seg = seg[:max(i-2, 0)]
+	}
+}
+
+// isComment reports whether ev has nothing but comment lines: a
+// keep-alive.
+func isComment(ev []byte) bool {
+	if len(ev) > 0 && ev[0] != ':' {
+		return false
+	}
+	name, data := sse.Fields(ev)
+	return name == nil && data == nil
 }
 
 // read looks at the events out[start:] the client is about to get.
 func (t *tapStream) read(out []byte, start int) []byte {
+	out = t.readUsage(out, start)
+	if t.ends != nil && len(out) > start {
+		t.noteEnd(out[start:])
+	}
+	return out
+}
+
+// readUsage reads the usage in out[start:] and, when stripping, takes out
+// what the client did not ask for.
+func (t *tapStream) readUsage(out []byte, start int) []byte {
 	seg := out[start:]
 	if len(seg) == 0 {
 		return out

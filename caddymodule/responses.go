@@ -52,6 +52,19 @@ var responsesAPI = &api{
 		dst = append(dst, "event: error\n"...)
 		return sse.AppendData(dst, b)
 	},
+	// A Responses stream ends with the response's last state, or an
+	// error; each event's type is its name, and in its data.
+	ends: func(ev []byte) bool {
+		name, data := sse.Fields(ev)
+		if len(name) == 0 {
+			name = []byte(gjson.GetBytes(data, "type").Str)
+		}
+		switch string(name) {
+		case "response.completed", "response.incomplete", "response.failed", "error":
+			return true
+		}
+		return false
+	},
 }
 
 func init() { endpointResponses.api = responsesAPI }
@@ -469,6 +482,8 @@ func (t *pointerTap) Event(dst, ev []byte) ([]byte, error) {
 }
 
 func (t *pointerTap) Close(dst []byte) []byte { return dst }
+
+func (*pointerTap) relays() {}
 
 // serveStoredResponse answers GET and DELETE /v1/responses/{id} and GET
 // /v1/responses/{id}/input_items for the key's owner: from the record the

@@ -424,6 +424,13 @@ func (w *upstreamWriter) finishStream(aborted bool) {
 		// one): the error event is written here.
 		out = w.api.streamError(nil, &providers.Error{Status: http.StatusBadGateway, Type: "server_error", Code: "upstream_aborted",
 			Message: "the provider broke off its answer"})
+	case !endSeen(w.tr):
+		// The provider closed its stream cleanly, between two events, but
+		// before its last one ([DONE], message_stop, response.completed):
+		// without this event a client could not tell a cut-off answer
+		// from a whole one.
+		out = w.api.streamError(nil, &providers.Error{Status: http.StatusBadGateway, Type: "server_error", Code: "stream_incomplete",
+			Message: "the provider's stream ended before its last event"})
 	}
 	if len(out) > 0 {
 		_, _ = w.client.Write(out)
@@ -436,7 +443,28 @@ func (w *upstreamWriter) finishStream(aborted bool) {
 // are (read by the meter, not translated).
 func passedThrough(tr providers.StreamTranslator) bool {
 	t, ok := tr.(*tapStream)
-	return ok && t.inner == nil
+	return ok && relays(t.inner)
+}
+
+// relay is a StreamTranslator that passes the provider's events on as they
+// are, only reading them (pointerTap).
+type relay interface{ relays() }
+
+// relays reports whether tr passes the provider's events on as they are:
+// none does, or a relay.
+func relays(tr providers.StreamTranslator) bool {
+	if tr == nil {
+		return true
+	}
+	_, ok := tr.(relay)
+	return ok
+}
+
+// endSeen reports whether a stream passed through, whose API has a last
+// event to look for, ended with it (or with an error event).
+func endSeen(tr providers.StreamTranslator) bool {
+	t, ok := tr.(*tapStream)
+	return !ok || t.ends == nil || t.ended
 }
 
 // releaseBuffers returns a finished stream's buffers to the pool.

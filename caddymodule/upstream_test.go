@@ -146,6 +146,53 @@ func TestUpstreamWriter(t *testing.T) {
 		}
 	})
 
+	t.Run("passthrough stream closed before its last event", func(t *testing.T) {
+		// The provider closes its stream cleanly, between two events: the
+		// client gets the API's error event unless the last event it got
+		// ends the API's stream, however the provider's writes cut it.
+		const chunk = `data: {"choices":[{"index":0,"delta":{"content":"a"}}]}` + "\n\n"
+		const start = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\"}}\n\n"
+		const delta = "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"a\"}\n\n"
+		for _, tc := range []struct {
+			name, stream string
+			api          *api
+			relay        bool // read by a relay (pointerTap), as a stored Responses stream is
+			wantError    string
+		}{
+			{"chat ended", chunk + "data: [DONE]\n\n", openAIAPI, false, ""},
+			{"chat ended, a keep-alive after", chunk + "data: [DONE]\n\n: keep-alive\n\n", openAIAPI, false, ""},
+			{"chat ended by an error", chunk + `data: {"error":{"message":"overloaded"}}` + "\n\n", openAIAPI, false, ""},
+			{"chat cut", chunk + chunk, openAIAPI, false, `data: {"error":{"message":"the provider's stream ended before its last event"`},
+			{"chat cut, a keep-alive after", chunk + ": keep-alive\n\n", openAIAPI, false, `"code":"stream_incomplete"`},
+			{"chat with an event after the end", chunk + "data: [DONE]\n\n" + chunk, openAIAPI, false, `"code":"stream_incomplete"`},
+			{"messages ended", start + "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n", messagesAPI, false, ""},
+			{"messages ended by an error", start + "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"o\"}}\n\n", messagesAPI, false, ""},
+			{"messages cut", start, messagesAPI, false, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\""},
+			{"responses ended", delta + "event: response.completed\ndata: {\"type\":\"response.completed\"}\n\n", responsesAPI, false, ""},
+			{"responses ended, no event names", "data: {\"type\":\"response.incomplete\"}\n\n", responsesAPI, false, ""},
+			{"responses cut", delta, responsesAPI, false, "event: error\ndata: {\"type\":\"error\",\"code\":\"stream_incomplete\""},
+			{"responses cut, read by a relay", delta, responsesAPI, true, `"code":"stream_incomplete"`},
+			{"responses ended, read by a relay", delta + "event: response.failed\ndata: {\"type\":\"response.failed\"}\n\n", responsesAPI, true, ""},
+		} {
+			for cut := range len(tc.stream) {
+				rec := httptest.NewRecorder()
+				tap := &tapStream{m: &meter{}, ends: tc.api.ends}
+				if tc.relay {
+					tap.inner = &pointerTap{onID: func(string) {}}
+				}
+				w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, api: tc.api, wantStream: true, tr: tap}
+				w.Header().Set("Content-Type", "text/event-stream")
+				_, _ = w.Write([]byte(tc.stream[:cut]))
+				_, _ = w.Write([]byte(tc.stream[cut:]))
+				w.finishStream(false)
+				body, _ := strings.CutPrefix(rec.Body.String(), tc.stream)
+				if tc.wantError == "" && body != "" || tc.wantError != "" && (!strings.Contains(body, tc.wantError) || strings.Count(body, "\n\n") != 1) {
+					t.Fatalf("%s, cut at %d: the client got %q after the stream, want %q", tc.name, cut, body, tc.wantError)
+				}
+			}
+		}
+	})
+
 	t.Run("non-stream answer with a stream content type is buffered", func(t *testing.T) {
 		rec := httptest.NewRecorder()
 		w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, api: openAIAPI, wantStream: false}

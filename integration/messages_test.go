@@ -186,5 +186,17 @@ func TestIntegrationMessages(t *testing.T) {
 		if s.Err() == nil {
 			t.Error("a translated stream that failed mid-way ended without an error the SDK raises")
 		}
+		// A provider that closes its stream after one event, before
+		// message_stop (or [DONE]): passed through or translated, the SDK
+		// raises an error rather than return a cut-off message as whole.
+		for _, model := range []string{"anthropic/cutoff", "openai/cutoff"} {
+			s := c.Messages.NewStreaming(ctx, anthropic.MessageNewParams{Model: anthropic.Model(model), MaxTokens: 10,
+				Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("hi there"))}})
+			for s.Next() {
+			}
+			if err := s.Err(); err == nil || !strings.Contains(err.Error(), "stream ended before") {
+				t.Errorf("%s: a stream the provider closed before its end: %v", model, err)
+			}
+		}
 	})
 }

@@ -208,6 +208,16 @@ func TestIntegrationProviders(t *testing.T) {
 				if s.Err() == nil {
 					t.Error("a stream that failed mid-way ended without an error the SDK raises")
 				}
+				// A provider that closes its stream cleanly after one
+				// event, before its end ([DONE], message_stop, …): passed
+				// through or translated, the client must be able to tell
+				// it from a whole answer.
+				s = c.Chat.Completions.NewStreaming(ctx, userChat(row.provider+"/cutoff", "hi there"))
+				for s.Next() {
+				}
+				if err := s.Err(); err == nil || !strings.Contains(err.Error(), "stream_incomplete") {
+					t.Errorf("a stream the provider closed before its end: %v", err)
+				}
 			})
 
 			t.Run("batch line", func(t *testing.T) {

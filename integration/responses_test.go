@@ -219,6 +219,20 @@ func TestIntegrationResponses(t *testing.T) {
 		if last != "response.failed" {
 			t.Errorf("a translated stream that failed mid-way ended with %q", last)
 		}
+		// A provider that closes its stream after one event, before its
+		// last state: passed through (OpenAI's own Responses) it ends
+		// with the API's error event, translated with response.failed.
+		for model, want := range map[string]string{"openai/cutoff": "error", "anthropic/cutoff": "response.failed"} {
+			s := c.Responses.NewStreaming(ctx, responses.ResponseNewParams{Model: model,
+				Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hi there")}})
+			var last string
+			for s.Next() {
+				last = s.Current().Type
+			}
+			if last != want {
+				t.Errorf("%s: a stream the provider closed before its end ended with %q (error %v), want %q", model, last, s.Err(), want)
+			}
+		}
 	})
 }
 
