@@ -133,6 +133,7 @@ func TestUpstreamWriter(t *testing.T) {
 			{"read by the meter", &tapStream{m: &meter{}, parse: chatUsage.event}, true},
 			{"read by the meter, usage stripped", &tapStream{m: &meter{}, parse: chatUsage.event, strip: true}, true},
 			{"read by the meter, not aborted", &tapStream{m: &meter{}, parse: chatUsage.event}, false},
+			{"read by a relay (a stored Responses stream)", &tapStream{inner: &pointerTap{onID: func(string) {}}, m: &meter{}}, true},
 		} {
 			rec := httptest.NewRecorder()
 			w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, api: openAIAPI, wantStream: true, tr: tc.tr}
