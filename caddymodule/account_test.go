@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/modelgate/modelgate/pricing"
+	"github.com/modelgate/modelgate/providers/sse"
 )
 
 // TestSettleReports checks what settling an answered request tells the
@@ -310,6 +311,50 @@ func FuzzTapStreamRead(f *testing.F) {
 		want := (&tapStream{m: slow, parse: chatUsage.event, strip: strip}).readEvents(bytes.Clone(seg), 0)
 		if !bytes.Equal(got, want) || fast.usage != slow.usage {
 			t.Errorf("segment %q, strip %v:\n got %q %+v\nwant %q %+v", seg, strip, got, fast.usage, want, slow.usage)
+		}
+	})
+}
+
+// FuzzNoteEnd checks the tap's look at the last event of a segment
+// (found forwards, comments skipped) against cutting the segment event by
+// event: for each API, a segment of events with names, data and comments
+// ends the stream when its last event that is not a comment ends it.
+func FuzzNoteEnd(f *testing.F) {
+	f.Add("", "[DONE]", ": keep-alive", "", true)
+	f.Add("message_stop", `{"type":"message_stop"}`, "", "", false)
+	f.Add("", `{"error":{"message":"x"}}`, "", `{"type":"response.completed"}`, true)
+	f.Fuzz(func(t *testing.T, name, data, comment, data2 string, before bool) {
+		clean := strings.NewReplacer("\r", " ", "\n", " ")
+		ev := "data: " + clean.Replace(data)
+		if name != "" {
+			ev = "event: " + clean.Replace(name) + "\n" + ev
+		}
+		var seg string
+		if before {
+			seg += "data: " + clean.Replace(data2) + "\n\n"
+		}
+		seg += ev + "\n\n"
+		if comment != "" {
+			seg += ":" + clean.Replace(comment) + "\n\n"
+		}
+		for _, a := range []*api{openAIAPI, messagesAPI, responsesAPI} {
+			// What cutting the segment event by event says.
+			var want bool
+			for rest := []byte(seg); ; {
+				ev, r, ok := sse.Cut(rest)
+				if !ok {
+					break
+				}
+				if n, d := sse.Fields(ev); n != nil || d != nil {
+					want = a.ends(ev)
+				}
+				rest = r
+			}
+			tap := &tapStream{ends: a.ends}
+			tap.noteEnd([]byte(seg))
+			if tap.ended != want {
+				t.Errorf("segment %q: ended %v, want %v", seg, tap.ended, want)
+			}
 		}
 	})
 }
