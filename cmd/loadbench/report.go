@@ -381,16 +381,17 @@ func (r *report) writeStreams(b *strings.Builder) {
 	if len(r.streams) == 0 {
 		return
 	}
-	b.WriteString("\n## Many open streams\n\nEach stream: its own client connection and, in the gateway, its own upstream connection. RSS per stream: (peak RSS − RSS before) / streams. CPU per event: the gateway process's CPU over the whole run (connections opened and closed included) / events delivered; steady: from the moment every stream was open to the end, over the events delivered meanwhile.\n\n")
-	b.WriteString("| variant | streams | completed | failed | most open at once | all open after | RSS before | RSS all open | peak RSS | RSS per stream | CPU per event (gw/up) | steady CPU per event |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("\n## Many open streams\n\nEach stream: its own client connection and, in the gateway, its own upstream connection. RSS per stream: (peak RSS − RSS before) / streams. CPU per event: the gateway process's CPU over the whole run (connections opened and closed included) / events delivered; steady: from the moment every stream was open to the end, over the events delivered meanwhile. Syscalls per event: the gateway's read and write system calls (/proc/<pid>/io), the same two ways.\n\n")
+	b.WriteString("| variant | streams | completed | failed | most open at once | all open after | RSS before | RSS all open | peak RSS | RSS per stream | CPU per event (gw/up) | steady CPU per event | syscalls per event (steady) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range r.streams {
 		n := float64(s.Result.Streams)
 		ev := max(s.Result.Events, 1)
-		fmt.Fprintf(b, "| %s | %d | %d | %d | %d | %.1f s | %.0f MiB | %.0f MiB | %.0f MiB | %.1f KiB | %.1f/%.1f µs | %.1f µs |\n",
+		fmt.Fprintf(b, "| %s | %d | %d | %d | %d | %.1f s | %.0f MiB | %.0f MiB | %.0f MiB | %.1f KiB | %.1f/%.1f µs | %.1f µs | %.2f (%.2f) |\n",
 			s.Variant, s.Result.Streams, s.Result.Completed, s.Result.Failed, s.Result.MaxOpen, s.Result.AllOpenS,
 			float64(s.RSSBefore)/1024, float64(s.RSSAllOpen)/1024, float64(s.PeakRSS)/1024,
 			float64(s.PeakRSS-s.RSSBefore)/n, float64(s.GatewayCPU)/float64(ev)/1000, float64(s.Upstream)/float64(ev)/1000,
-			float64(s.SteadyCPU)/float64(max(s.SteadyEvents, 1))/1000)
+			float64(s.SteadyCPU)/float64(max(s.SteadyEvents, 1))/1000,
+			float64(s.Syscalls)/float64(ev), float64(s.SteadySyscalls)/float64(max(s.SteadyEvents, 1)))
 		if s.Result.FirstErr != "" {
 			fmt.Fprintf(b, "\nfirst error via %s: %s\n\n", s.Variant, s.Result.FirstErr)
 		}

@@ -183,6 +183,11 @@ type streamsRun struct {
 	PeakRSS      int64         `json:"peak_rss_kib"`
 	GatewayCPU   time.Duration `json:"gateway_cpu_ns"`
 	Upstream     time.Duration `json:"upstream_cpu_ns"`
+	// The gateway's read and write system calls, over the whole run and
+	// from the moment every stream was open: an event costs about one
+	// read from the provider and one write to the client.
+	Syscalls       int64 `json:"gateway_syscalls"`
+	SteadySyscalls int64 `json:"steady_syscalls"`
 }
 
 // streams is the many-streams suite (issue 15 point 3).
@@ -245,13 +250,14 @@ func (b *bench) manyStreams(s *scenario, p *proc, n, events int, ramp, streamLen
 	_ = resetPeak(p.pid())
 	g0, _ := cpuTime(p.pid())
 	u0, _ := cpuTime(b.upstream.pid())
+	sc0, _ := syscalls(p.pid())
 	cl, err := b.start("streams", b.loadCPU, false, nil, b.self, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer cl.stop()
 	var gOpen time.Duration
-	var evOpen int64
+	var evOpen, scOpen int64
 	for {
 		line, err := b.readLine(cl, ramp+streamLen+3*time.Minute)
 		if err != nil {
@@ -260,6 +266,7 @@ func (b *bench) manyStreams(s *scenario, p *proc, n, events int, ramp, streamLen
 		switch {
 		case strings.HasPrefix(line, "open "):
 			gOpen, _ = cpuTime(p.pid())
+			scOpen, _ = syscalls(p.pid())
 			r.RSSAllOpen, _, _ = memory(p.pid())
 			if f := strings.Fields(line); len(f) == 3 {
 				evOpen, _ = strconv.ParseInt(f[2], 10, 64)
@@ -269,6 +276,9 @@ func (b *bench) manyStreams(s *scenario, p *proc, n, events int, ramp, streamLen
 			u1, _ := cpuTime(b.upstream.pid())
 			_, r.PeakRSS, _ = memory(p.pid())
 			r.GatewayCPU, r.Upstream = g1-g0, u1-u0
+			if sc1, err := syscalls(p.pid()); err == nil {
+				r.Syscalls, r.SteadySyscalls = sc1-sc0, sc1-scOpen
+			}
 			if err := json.Unmarshal([]byte(line), &r.Result); err != nil {
 				return nil, err
 			}
