@@ -381,17 +381,21 @@ func (r *report) writeStreams(b *strings.Builder) {
 	if len(r.streams) == 0 {
 		return
 	}
-	b.WriteString("\n## Many open streams\n\nEach stream: its own client connection and, in the gateway, its own upstream connection. RSS per stream: (peak RSS − RSS before) / streams. CPU per event: the gateway process's CPU over the whole run (connections opened and closed included) / events delivered; steady: from the moment every stream was open to the end, over the events delivered meanwhile. Syscalls per event: the gateway's read and write system calls (/proc/<pid>/io), the same two ways.\n\n")
+	b.WriteString("\n## Many open streams\n\nEach stream: its own client connection and, in the gateway, its own upstream connection. RSS per stream: (peak RSS − RSS before) / streams. CPU per event: the gateway process's CPU over the whole run (connections opened and closed included) / events delivered; steady: from the moment every stream was open to the moment the first one ended (events only, no connection opened or closed), over the events delivered meanwhile; — when a stream ended before the last one opened. Syscalls per event: the gateway's read and write system calls (/proc/<pid>/io), the same two ways.\n\n")
 	b.WriteString("| variant | streams | completed | failed | most open at once | all open after | RSS before | RSS all open | peak RSS | RSS per stream | CPU per event (gw/up) | steady CPU per event | syscalls per event (steady) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range r.streams {
 		n := float64(s.Result.Streams)
 		ev := max(s.Result.Events, 1)
-		fmt.Fprintf(b, "| %s | %d | %d | %d | %d | %.1f s | %.0f MiB | %.0f MiB | %.0f MiB | %.1f KiB | %.1f/%.1f µs | %.1f µs | %.2f (%.2f) |\n",
+		steadyCPU, steadySyscalls := "—", "—"
+		if s.SteadyEvents > 0 {
+			steadyCPU = fmt.Sprintf("%.1f µs", float64(s.SteadyCPU)/float64(s.SteadyEvents)/1000)
+			steadySyscalls = fmt.Sprintf("%.2f", float64(s.SteadySyscalls)/float64(s.SteadyEvents))
+		}
+		fmt.Fprintf(b, "| %s | %d | %d | %d | %d | %.1f s | %.0f MiB | %.0f MiB | %.0f MiB | %.1f KiB | %.1f/%.1f µs | %s | %.2f (%s) |\n",
 			s.Variant, s.Result.Streams, s.Result.Completed, s.Result.Failed, s.Result.MaxOpen, s.Result.AllOpenS,
 			float64(s.RSSBefore)/1024, float64(s.RSSAllOpen)/1024, float64(s.PeakRSS)/1024,
 			float64(s.PeakRSS-s.RSSBefore)/n, float64(s.GatewayCPU)/float64(ev)/1000, float64(s.Upstream)/float64(ev)/1000,
-			float64(s.SteadyCPU)/float64(max(s.SteadyEvents, 1))/1000,
-			float64(s.Syscalls)/float64(ev), float64(s.SteadySyscalls)/float64(max(s.SteadyEvents, 1)))
+			steadyCPU, float64(s.Syscalls)/float64(ev), steadySyscalls)
 		if s.Result.FirstErr != "" {
 			fmt.Fprintf(b, "\nfirst error via %s: %s\n\n", s.Variant, s.Result.FirstErr)
 		}
@@ -400,8 +404,12 @@ func (r *report) writeStreams(b *strings.Builder) {
 		a, g := r.streams[0], r.streams[1]
 		rss := func(s *streamsRun) float64 { return float64(s.PeakRSS-s.RSSBefore) / float64(s.Result.Streams) }
 		cpu := func(s *streamsRun) float64 { return float64(s.GatewayCPU) / float64(max(s.Result.Events, 1)) }
-		steady := func(s *streamsRun) float64 { return float64(s.SteadyCPU) / float64(max(s.SteadyEvents, 1)) }
-		fmt.Fprintf(b, "\n%s against %s: RSS per stream %.2f×, CPU per event %.2f× (steady %.2f×).\n", g.Variant, a.Variant, rss(g)/rss(a), cpu(g)/cpu(a), steady(g)/steady(a))
+		steady := "no steady phase in both"
+		if a.SteadyEvents > 0 && g.SteadyEvents > 0 {
+			per := func(s *streamsRun) float64 { return float64(s.SteadyCPU) / float64(s.SteadyEvents) }
+			steady = fmt.Sprintf("steady %.2f×", per(g)/per(a))
+		}
+		fmt.Fprintf(b, "\n%s against %s: RSS per stream %.2f×, CPU per event %.2f× (%s).\n", g.Variant, a.Variant, rss(g)/rss(a), cpu(g)/cpu(a), steady)
 	}
 }
 

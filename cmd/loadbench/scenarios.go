@@ -68,9 +68,10 @@ func words(n int) string {
 // "echo:" + 4 = 50).
 const streamWords = 45
 
-// pacedWords is the prompt of the slow streams (many-streams suite): 10
-// words, so 15 events, one a second.
-const pacedWords = 10
+// pacedWords is the prompt of the slow streams (many-streams suite): 35
+// words, so 40 events, one a second: a stream lasts 39 s, long enough for
+// every stream to be open at once for a while after the last one opened.
+const pacedWords = 35
 
 // pacedModel is the model name the canned upstream paces: one event per
 // -pace.

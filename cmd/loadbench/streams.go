@@ -69,6 +69,7 @@ func runStreams(args []string) error {
 		events                atomic.Int64
 		firstErr              atomic.Value
 		allOpen               atomic.Int64 // ns since start when the last stream opened
+		closing               atomic.Bool  // a stream has ended
 		wg                    sync.WaitGroup
 	)
 	fail := func(err error) {
@@ -108,6 +109,12 @@ func runStreams(args []string) error {
 			}}
 			ev.total = &events
 			_, err = io.Copy(ev, res.Body)
+			if closing.CompareAndSwap(false, true) {
+				// The first stream to end: from here on connections
+				// close, and the steady phase (every stream open, events
+				// only) is over.
+				fmt.Printf("closing %d\n", events.Load())
+			}
 			if ev.n > 0 {
 				open.Add(-1)
 			}
