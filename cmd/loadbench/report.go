@@ -400,16 +400,42 @@ func (r *report) writeStreams(b *strings.Builder) {
 			fmt.Fprintf(b, "\nfirst error via %s: %s\n\n", s.Variant, s.Result.FirstErr)
 		}
 	}
-	if len(r.streams) == 2 {
-		a, g := r.streams[0], r.streams[1]
-		rss := func(s *streamsRun) float64 { return float64(s.PeakRSS-s.RSSBefore) / float64(s.Result.Streams) }
-		cpu := func(s *streamsRun) float64 { return float64(s.GatewayCPU) / float64(max(s.Result.Events, 1)) }
+	// Each variant's runs pooled: RSS per stream averaged, CPU over all
+	// their events.
+	type pooled struct {
+		rss                  float64
+		runs                 int
+		cpu, steady          time.Duration
+		events, steadyEvents int64
+	}
+	var order []string
+	by := map[string]*pooled{}
+	for _, s := range r.streams {
+		p := by[s.Variant]
+		if p == nil {
+			p = &pooled{}
+			by[s.Variant] = p
+			order = append(order, s.Variant)
+		}
+		p.rss += float64(s.PeakRSS-s.RSSBefore) / float64(s.Result.Streams)
+		p.runs++
+		p.cpu += s.GatewayCPU
+		p.events += s.Result.Events
+		if s.SteadyEvents > 0 {
+			p.steady += s.SteadyCPU
+			p.steadyEvents += s.SteadyEvents
+		}
+	}
+	if len(order) == 2 {
+		a, g := by[order[0]], by[order[1]]
+		cpu := func(p *pooled) float64 { return float64(p.cpu) / float64(max(p.events, 1)) }
 		steady := "no steady phase in both"
-		if a.SteadyEvents > 0 && g.SteadyEvents > 0 {
-			per := func(s *streamsRun) float64 { return float64(s.SteadyCPU) / float64(s.SteadyEvents) }
+		if a.steadyEvents > 0 && g.steadyEvents > 0 {
+			per := func(p *pooled) float64 { return float64(p.steady) / float64(p.steadyEvents) }
 			steady = fmt.Sprintf("steady %.2f×", per(g)/per(a))
 		}
-		fmt.Fprintf(b, "\n%s against %s: RSS per stream %.2f×, CPU per event %.2f× (%s).\n", g.Variant, a.Variant, rss(g)/rss(a), cpu(g)/cpu(a), steady)
+		fmt.Fprintf(b, "\n%s against %s, each one's runs pooled: RSS per stream %.2f×, CPU per event %.2f× (%s).\n", order[1], order[0],
+			(g.rss/float64(g.runs))/(a.rss/float64(a.runs)), cpu(g)/cpu(a), steady)
 	}
 }
 
@@ -421,11 +447,27 @@ func (r *report) writeBatch(b *strings.Builder) {
 	res := br.Result
 	lps := float64(res.Lines) / res.Seconds
 	fmt.Fprintf(b, "\n## Batch\n\nA %d-line chat batch (the chat scenario's request on every line) through POST /v1/files and /v1/batches, polled to its end, the output file checked; batch options: %s. Lines/s: from creation to completed (validation, execution, checkpoints, result files; the runner's 1 s poll included).\n\n", res.Lines, br.Options)
-	b.WriteString("| status | lines/s | seconds | completed | failed | 200 results in the output | peak RSS (RSS before) | CPU per line (gw/up) | core0 | live chat req/s, same process | batch ÷ live |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| status | lines/s | seconds | completed | failed | 200 results in the output | peak RSS (RSS before) | CPU per line (gw/up) | core0 | live chat req/s, same process, before / after the batch | batch ÷ live (their mean) |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	live, ratio := "—", "—"
-	if br.Live != nil {
-		live = fmt.Sprintf("%.0f (CPU/req %.0f µs)", br.Live.rps(), us(br.Live.GatewayCPU, br.Live.Load.Requests))
-		ratio = fmt.Sprintf("%.2f", lps/br.Live.rps())
+	var rates []float64
+	for _, l := range []*run{br.LiveBefore, br.Live} {
+		if l != nil {
+			rates = append(rates, l.rps())
+		}
+	}
+	if len(rates) > 0 {
+		var parts []string
+		mean := 0.0
+		for _, l := range []*run{br.LiveBefore, br.Live} {
+			if l == nil {
+				parts = append(parts, "—")
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("%.0f (CPU/req %.0f µs)", l.rps(), us(l.GatewayCPU, l.Load.Requests)))
+			mean += l.rps() / float64(len(rates))
+		}
+		live = strings.Join(parts, " / ")
+		ratio = fmt.Sprintf("%.2f", lps/mean)
 	}
 	busy := 100 * float64(br.GatewayCPU+br.UpstreamCPU) / (res.Seconds * float64(time.Second))
 	fmt.Fprintf(b, "| %s | %.0f | %.1f | %d | %d | %d | %.0f MiB (%.0f MiB) | %.0f/%.0f µs | %.0f%% | %s | %s |\n", res.Status, lps, res.Seconds,
