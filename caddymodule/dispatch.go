@@ -123,10 +123,10 @@ type endpoint struct {
 type api struct {
 	writeError  func(w http.ResponseWriter, e *providers.Error)
 	streamError func(dst []byte, e *providers.Error) []byte
-	// ends reports whether an event, as the provider sent it, ends the
-	// API's stream: its last event, or an error event. A stream passed
-	// through that the provider closes before one gets streamError's
-	// event.
+	// ends reports whether an event, as the provider sent it, gives the
+	// client the whole answer: the API's last event or an error event
+	// (for chat also a choice's finish_reason). A stream passed through
+	// that the provider closes before one gets streamError's event.
 	ends func(event []byte) bool
 }
 
@@ -134,14 +134,45 @@ type api struct {
 var openAIAPI = &api{
 	writeError:  WriteError,
 	streamError: func(dst []byte, e *providers.Error) []byte { return sse.AppendData(dst, e.JSON()) },
-	// A chat stream ends with data: [DONE], or with an error object. The
-	// check is on every event of every stream passed through, so it is
-	// on the event's ends rather than its parsed fields; an error it
-	// misses (another shape) only gets the gateway's error after it.
-	ends: func(ev []byte) bool {
-		return bytes.HasSuffix(ev, []byte("[DONE]")) ||
-			bytes.HasPrefix(ev, []byte(`data: {"error"`)) || bytes.HasPrefix(ev, []byte(`data:{"error"`))
-	},
+	ends:        chatStreamEnds,
+}
+
+// chatStreamEnds reports whether a chat stream's event ends it: data:
+// [DONE], an error, or a chunk with a choice's finish_reason — some
+// OpenAI-compatible servers never send [DONE], and their answer is whole
+// once the finish_reason came. It looks at every event of every stream
+// passed through, so a chunk on one data line is read without parsing
+// its fields.
+func chatStreamEnds(ev []byte) bool {
+	if bytes.HasPrefix(ev, []byte("data: {")) && ev[len(ev)-1] == '}' {
+		data := ev[len("data: "):]
+		return bytes.HasPrefix(data, []byte(`{"error"`)) || finishes(data)
+	}
+	name, data := sse.Fields(ev)
+	data = bytes.TrimSpace(data)
+	return string(name) == "error" || string(data) == "[DONE]" || bytes.HasPrefix(data, []byte(`{"error"`)) || finishes(data)
+}
+
+// finishes reports whether a chat chunk has a finish_reason that is not
+// null. It looks for `_reason":`, whose first byte is rare in a chunk (a
+// search for `"finish_reason":` stops at every quote), then checks what
+// comes before.
+func finishes(chunk []byte) bool {
+	const field, head = `_reason":`, `"finish`
+	for from := 0; ; {
+		i := bytes.Index(chunk[from:], []byte(field))
+		if i < 0 {
+			return false
+		}
+		i += from
+		from = i + len(field)
+		if i < len(head) || string(chunk[i-len(head):i]) != head {
+			continue
+		}
+		if v := bytes.TrimLeft(chunk[from:], " "); len(v) > 0 && v[0] == '"' {
+			return true
+		}
+	}
 }
 
 // apiOf returns the endpoint's API, OpenAI's by default.

@@ -225,8 +225,9 @@ type tapStream struct {
 	parse func(event []byte, u *usageInfo)
 	strip bool
 	// ends, for a stream passed through as the provider sends it, tells
-	// the client's API's last event or an error event (api.ends); ended
-	// is whether the last event the client got was one. A stream whose
+	// an event after which the client has the whole answer: the API's last
+	// event, an error event, or for chat a choice's finish_reason
+	// (api.ends). ended is whether the client got one. A stream whose
 	// provider closes it before then is ended with an error.
 	ends  func(event []byte) bool
 	ended bool
@@ -275,51 +276,36 @@ func (t *tapStream) passes(p []byte) bool {
 	if t.m.firstByte.IsZero() {
 		t.m.firstByte = time.Now()
 	}
-	if t.ends != nil {
+	if t.ends != nil && !t.ended {
 		t.noteEnd(p)
 	}
 	return true
 }
 
-// noteEnd notes whether the last event of seg, whole events each followed
-// by a blank line, ends the client's stream. Comments are skipped (a
-// keep-alive after the end leaves the stream ended); a seg of comments
-// only changes nothing.
+// noteEnd notes whether one of the events of seg, whole events each
+// followed by a blank line, gives the client the whole answer. Once one
+// has, what follows changes nothing (a keep-alive, or a provider's chunk
+// after [DONE], which the SDKs do not read).
 func (t *tapStream) noteEnd(seg []byte) {
-	seg = bytes.TrimSuffix(seg, []byte("\n\n"))
-	for len(seg) > 0 {
-		// The last event starts after the last blank line: found forwards,
-		// as bytes.LastIndex is a byte-by-byte scan and Index is not.
-		i := 0
-		for {
-			j := bytes.Index(seg[i:], []byte("\n\n"))
-			if j < 0 {
-				break
-			}
-			i += j + 2
+	for len(seg) > 0 && !t.ended {
+		ev := seg
+		if i := bytes.Index(seg, []byte("\n\n")); i >= 0 {
+			ev, seg = seg[:i], seg[i+2:]
+		} else {
+			seg = nil
 		}
-		if ev := seg[i:]; !isComment(ev) {
-			t.ended = t.ends(ev)
-			return
+		// A stray line end (three in a row) starts the next event with
+		// an empty line, which its fields ignore.
+		if len(ev) > 0 && t.ends(ev) {
+			t.ended = true
 		}
-		seg = seg[:max(i-2, 0)]
 	}
-}
-
-// isComment reports whether ev has nothing but comment lines: a
-// keep-alive.
-func isComment(ev []byte) bool {
-	if len(ev) > 0 && ev[0] != ':' {
-		return false
-	}
-	name, data := sse.Fields(ev)
-	return name == nil && data == nil
 }
 
 // read looks at the events out[start:] the client is about to get.
 func (t *tapStream) read(out []byte, start int) []byte {
 	out = t.readUsage(out, start)
-	if t.ends != nil && len(out) > start {
+	if t.ends != nil && !t.ended && len(out) > start {
 		t.noteEnd(out[start:])
 	}
 	return out

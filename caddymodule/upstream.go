@@ -418,13 +418,15 @@ func (w *upstreamWriter) finishStream(aborted bool) {
 	case w.failed:
 	case w.tr != nil && !passedThrough(w.tr):
 		out = w.tr.Close(w.out[:0]) // the translator ends its stream
-	case aborted:
+	case aborted && !endSeen(w.tr, false):
 		// A stream passed through has no translator to end it (every
 		// stream is read by a tapStream, whose Close adds nothing without
-		// one): the error event is written here.
+		// one): the error event is written here, unless the client has
+		// the whole answer already (the provider reset the connection
+		// after its last event).
 		out = w.api.streamError(nil, &providers.Error{Status: http.StatusBadGateway, Type: "server_error", Code: "upstream_aborted",
 			Message: "the provider broke off its answer"})
-	case !endSeen(w.tr):
+	case !endSeen(w.tr, true):
 		// The provider closed its stream cleanly, between two events, but
 		// before its last one ([DONE], message_stop, response.completed):
 		// without this event a client could not tell a cut-off answer
@@ -460,11 +462,15 @@ func relays(tr providers.StreamTranslator) bool {
 	return ok
 }
 
-// endSeen reports whether a stream passed through, whose API has a last
-// event to look for, ended with it (or with an error event).
-func endSeen(tr providers.StreamTranslator) bool {
+// endSeen reports whether the client of a stream passed through has the
+// whole answer (tapStream.ended); unknown, when the stream's API has no end
+// to look for or the stream is not read by a tapStream.
+func endSeen(tr providers.StreamTranslator, unknown bool) bool {
 	t, ok := tr.(*tapStream)
-	return !ok || t.ends == nil || t.ended
+	if !ok || t.ends == nil {
+		return unknown
+	}
+	return t.ended
 }
 
 // releaseBuffers returns a finished stream's buffers to the pool.

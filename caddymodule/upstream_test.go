@@ -145,6 +145,18 @@ func TestUpstreamWriter(t *testing.T) {
 				t.Errorf("%s: body %q", tc.name, body)
 			}
 		}
+		// The provider reset its connection after its last event: the
+		// client has the whole answer, and no error after it.
+		rec := httptest.NewRecorder()
+		w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, api: openAIAPI, wantStream: true,
+			tr: &tapStream{m: &meter{}, parse: chatUsage.event, ends: openAIAPI.ends}}
+		w.Header().Set("Content-Type", "text/event-stream")
+		const whole = "data: {\"choices\":[]}\n\ndata: [DONE]\n\n"
+		_, _ = w.Write([]byte(whole))
+		w.finishStream(true)
+		if body := rec.Body.String(); body != whole {
+			t.Errorf("aborted after the end: body %q", body)
+		}
 	})
 
 	t.Run("passthrough stream closed before its last event", func(t *testing.T) {
@@ -154,6 +166,9 @@ func TestUpstreamWriter(t *testing.T) {
 		const chunk = `data: {"choices":[{"index":0,"delta":{"content":"a"}}]}` + "\n\n"
 		const start = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\"}}\n\n"
 		const delta = "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"a\"}\n\n"
+		const finish = `data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n"
+		const nullFinish = `data: {"choices":[{"index":0,"delta":{"content":"b"},"finish_reason":null}]}` + "\n\n"
+		const usageChunk = `data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}` + "\n\n"
 		for _, tc := range []struct {
 			name, stream string
 			api          *api
@@ -165,8 +180,20 @@ func TestUpstreamWriter(t *testing.T) {
 			{"chat ended by an error", chunk + `data: {"error":{"message":"overloaded"}}` + "\n\n", openAIAPI, false, ""},
 			{"chat cut", chunk + chunk, openAIAPI, false, `data: {"error":{"message":"the provider's stream ended before its last event"`},
 			{"chat cut, a keep-alive after", chunk + ": keep-alive\n\n", openAIAPI, false, `"code":"stream_incomplete"`},
-			{"chat with an event after the end", chunk + "data: [DONE]\n\n" + chunk, openAIAPI, false, `"code":"stream_incomplete"`},
+			{"chat with a chunk after the end", chunk + "data: [DONE]\n\n" + chunk, openAIAPI, false, ""},
+			{"chat ended, a stray line end", chunk + "data: [DONE]\n\n\n", openAIAPI, false, ""},
+			{"chat ended, a stray line end and a keep-alive", chunk + "data: [DONE]\n\n\n: ping\n\n", openAIAPI, false, ""},
+			{"chat ended, an id line", chunk + "data: [DONE]\nid: 9\n\n", openAIAPI, false, ""},
+			{"chat ended, a retry event", chunk + "data: [DONE]\n\nretry: 3000\n\n", openAIAPI, false, ""},
+			{"chat ended by a named error event", chunk + "event: error\ndata: {\"message\":\"overloaded\"}\n\n", openAIAPI, false, ""},
+			// Some OpenAI-compatible servers never send [DONE]: the answer
+			// is whole once a choice's finish_reason came.
+			{"chat finished without [DONE]", chunk + finish + usageChunk, openAIAPI, false, ""},
+			{"chat finished without [DONE], spaced JSON", chunk + `data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}` + "\n\n", openAIAPI, false, ""},
+			{"chat cut, finish_reason null", chunk + nullFinish, openAIAPI, false, `"code":"stream_incomplete"`},
+			{"chat cut after the usage chunk", chunk + usageChunk, openAIAPI, false, `"code":"stream_incomplete"`},
 			{"messages ended", start + "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n", messagesAPI, false, ""},
+			{"messages ended, a stray line end and a comment", start + "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n\n: x\n\n", messagesAPI, false, ""},
 			{"messages ended by an error", start + "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"o\"}}\n\n", messagesAPI, false, ""},
 			{"messages cut", start, messagesAPI, false, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\""},
 			{"responses ended", delta + "event: response.completed\ndata: {\"type\":\"response.completed\"}\n\n", responsesAPI, false, ""},
@@ -186,8 +213,11 @@ func TestUpstreamWriter(t *testing.T) {
 				_, _ = w.Write([]byte(tc.stream[:cut]))
 				_, _ = w.Write([]byte(tc.stream[cut:]))
 				w.finishStream(false)
-				body, _ := strings.CutPrefix(rec.Body.String(), tc.stream)
-				if tc.wantError == "" && body != "" || tc.wantError != "" && (!strings.Contains(body, tc.wantError) || strings.Count(body, "\n\n") != 1) {
+				// The stream's events, then what the gateway added (a write
+				// cut inside a stray line end is framed, which drops it).
+				body, ok := strings.CutPrefix(rec.Body.String(), strings.TrimRight(tc.stream, "\n"))
+				body = strings.TrimLeft(body, "\n")
+				if !ok || tc.wantError == "" && body != "" || tc.wantError != "" && (!strings.Contains(body, tc.wantError) || strings.Count(body, "\n\n") != 1) {
 					t.Fatalf("%s, cut at %d: the client got %q after the stream, want %q", tc.name, cut, body, tc.wantError)
 				}
 			}
