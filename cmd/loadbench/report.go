@@ -404,7 +404,7 @@ func (r *report) writeStreams(b *strings.Builder) {
 	// their events.
 	type pooled struct {
 		rss                  float64
-		runs                 int
+		runs, steadyRuns     int
 		cpu, steady          time.Duration
 		events, steadyEvents int64
 	}
@@ -424,13 +424,16 @@ func (r *report) writeStreams(b *strings.Builder) {
 		if s.SteadyEvents > 0 {
 			p.steady += s.SteadyCPU
 			p.steadyEvents += s.SteadyEvents
+			p.steadyRuns++
 		}
 	}
 	if len(order) == 2 {
 		a, g := by[order[0]], by[order[1]]
 		cpu := func(p *pooled) float64 { return float64(p.cpu) / float64(max(p.events, 1)) }
-		steady := "no steady phase in both"
-		if a.steadyEvents > 0 && g.steadyEvents > 0 {
+		// The steady ratio only from runs that all had a steady phase:
+		// one of a pair alone would not cancel the host's drift.
+		steady := "a run without a steady phase"
+		if a.steadyRuns == a.runs && g.steadyRuns == g.runs {
 			per := func(p *pooled) float64 { return float64(p.steady) / float64(p.steadyEvents) }
 			steady = fmt.Sprintf("steady %.2f×", per(g)/per(a))
 		}
@@ -467,7 +470,9 @@ func (r *report) writeBatch(b *strings.Builder) {
 			mean += l.rps() / float64(len(rates))
 		}
 		live = strings.Join(parts, " / ")
-		ratio = fmt.Sprintf("%.2f", lps/mean)
+		if mean > 0 {
+			ratio = fmt.Sprintf("%.2f", lps/mean)
+		}
 	}
 	busy := 100 * float64(br.GatewayCPU+br.UpstreamCPU) / (res.Seconds * float64(time.Second))
 	fmt.Fprintf(b, "| %s | %.0f | %.1f | %d | %d | %d | %.0f MiB (%.0f MiB) | %.0f/%.0f µs | %.0f%% | %s | %s |\n", res.Status, lps, res.Seconds,
