@@ -282,6 +282,14 @@ func (t *tapStream) passes(p []byte) bool {
 	return true
 }
 
+// whole reports whether the client of a stream passed through has the
+// whole answer; false when nobody looks (t nil, or no end to look for).
+func (t *tapStream) whole() bool { return t != nil && t.ended }
+
+// cutShort reports whether a stream passed through, whose API has an end
+// to look for, ended before the client had the whole answer.
+func (t *tapStream) cutShort() bool { return t != nil && t.ends != nil && !t.ended }
+
 // noteEnd notes whether one of the events of seg, whole events each
 // followed by a blank line, gives the client the whole answer. Once one
 // has, what follows changes nothing (a keep-alive, or a provider's chunk

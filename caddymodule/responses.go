@@ -56,10 +56,11 @@ var responsesAPI = &api{
 	// error; each event's type is its name, and in its data.
 	ends: func(ev []byte) bool {
 		name, data := sse.Fields(ev)
-		if len(name) == 0 {
-			name = []byte(gjson.GetBytes(data, "type").Str)
+		typ := string(name)
+		if typ == "" {
+			typ = gjson.GetBytes(data, "type").Str
 		}
-		switch string(name) {
+		switch typ {
 		case "response.completed", "response.incomplete", "response.failed", "error":
 			return true
 		}

@@ -418,7 +418,7 @@ func (w *upstreamWriter) finishStream(aborted bool) {
 	case w.failed:
 	case w.tr != nil && !passedThrough(w.tr):
 		out = w.tr.Close(w.out[:0]) // the translator ends its stream
-	case aborted && !endSeen(w.tr, false):
+	case aborted && !tapOf(w.tr).whole():
 		// A stream passed through has no translator to end it (every
 		// stream is read by a tapStream, whose Close adds nothing without
 		// one): the error event is written here, unless the client has
@@ -426,7 +426,7 @@ func (w *upstreamWriter) finishStream(aborted bool) {
 		// after its last event).
 		out = w.api.streamError(nil, &providers.Error{Status: http.StatusBadGateway, Type: "server_error", Code: "upstream_aborted",
 			Message: "the provider broke off its answer"})
-	case !endSeen(w.tr, true):
+	case tapOf(w.tr).cutShort():
 		// The provider closed its stream cleanly, between two events, but
 		// before its last one ([DONE], message_stop, response.completed):
 		// without this event a client could not tell a cut-off answer
@@ -462,15 +462,10 @@ func relays(tr providers.StreamTranslator) bool {
 	return ok
 }
 
-// endSeen reports whether the client of a stream passed through has the
-// whole answer (tapStream.ended); unknown, when the stream's API has no end
-// to look for or the stream is not read by a tapStream.
-func endSeen(tr providers.StreamTranslator, unknown bool) bool {
-	t, ok := tr.(*tapStream)
-	if !ok || t.ends == nil {
-		return unknown
-	}
-	return t.ended
+// tapOf returns the tap that reads tr, or nil.
+func tapOf(tr providers.StreamTranslator) *tapStream {
+	t, _ := tr.(*tapStream)
+	return t
 }
 
 // releaseBuffers returns a finished stream's buffers to the pool.

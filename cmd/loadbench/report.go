@@ -451,28 +451,20 @@ func (r *report) writeBatch(b *strings.Builder) {
 	lps := float64(res.Lines) / res.Seconds
 	fmt.Fprintf(b, "\n## Batch\n\nA %d-line chat batch (the chat scenario's request on every line) through POST /v1/files and /v1/batches, polled to its end, the output file checked; batch options: %s. Lines/s: from creation to completed (validation, execution, checkpoints, result files; the runner's 1 s poll included).\n\n", res.Lines, br.Options)
 	b.WriteString("| status | lines/s | seconds | completed | failed | 200 results in the output | peak RSS (RSS before) | CPU per line (gw/up) | core0 | live chat req/s, same process, before / after the batch | batch ÷ live (their mean) |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
-	live, ratio := "—", "—"
-	var rates []float64
-	for _, l := range []*run{br.LiveBefore, br.Live} {
+	parts, sum, measured := []string{"—", "—"}, 0.0, 0
+	for i, l := range []*run{br.LiveBefore, br.Live} {
 		if l != nil {
-			rates = append(rates, l.rps())
+			parts[i] = fmt.Sprintf("%.0f (CPU/req %.0f µs)", l.rps(), us(l.GatewayCPU, l.Load.Requests))
+			sum += l.rps()
+			measured++
 		}
 	}
-	if len(rates) > 0 {
-		var parts []string
-		mean := 0.0
-		for _, l := range []*run{br.LiveBefore, br.Live} {
-			if l == nil {
-				parts = append(parts, "—")
-				continue
-			}
-			parts = append(parts, fmt.Sprintf("%.0f (CPU/req %.0f µs)", l.rps(), us(l.GatewayCPU, l.Load.Requests)))
-			mean += l.rps() / float64(len(rates))
-		}
+	live, ratio := "—", "—"
+	if measured > 0 {
 		live = strings.Join(parts, " / ")
-		if mean > 0 {
-			ratio = fmt.Sprintf("%.2f", lps/mean)
-		}
+	}
+	if sum > 0 {
+		ratio = fmt.Sprintf("%.2f", lps/(sum/float64(measured)))
 	}
 	busy := 100 * float64(br.GatewayCPU+br.UpstreamCPU) / (res.Seconds * float64(time.Second))
 	fmt.Fprintf(b, "| %s | %.0f | %.1f | %d | %d | %d | %.0f MiB (%.0f MiB) | %.0f/%.0f µs | %.0f%% | %s | %s |\n", res.Status, lps, res.Seconds,

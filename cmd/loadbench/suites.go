@@ -267,7 +267,6 @@ func (b *bench) manyStreams(s *scenario, p *proc, n, events int, ramp, streamLen
 	defer cl.stop()
 	var gOpen time.Duration
 	var evOpen, scOpen int64
-	closed := false // a stream has ended
 	for {
 		line, err := b.readLine(cl, ramp+streamLen+3*time.Minute)
 		if err != nil {
@@ -282,14 +281,14 @@ func (b *bench) manyStreams(s *scenario, p *proc, n, events int, ramp, streamLen
 				evOpen, _ = strconv.ParseInt(f[2], 10, 64)
 			}
 		case strings.HasPrefix(line, "closing "):
-			if gOpen > 0 && !closed {
+			// The client says it once, when the first stream ends.
+			if gOpen > 0 {
 				// Every stream was open until now: the steady phase.
 				g, _ := cpuTime(p.pid())
 				sc, _ := syscalls(p.pid())
 				ev, _ := strconv.ParseInt(strings.TrimPrefix(line, "closing "), 10, 64)
 				r.SteadyCPU, r.SteadyEvents, r.SteadySyscalls = g-gOpen, ev-evOpen, sc-scOpen
 			}
-			closed = true
 		case strings.HasPrefix(line, "{"):
 			g1, _ := cpuTime(p.pid())
 			u1, _ := cpuTime(b.upstream.pid())
