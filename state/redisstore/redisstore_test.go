@@ -431,7 +431,10 @@ func TestDeadHolderLockExpires(t *testing.T) {
 	if err := b.Lock(ctx, "job"); err != nil {
 		t.Fatalf("the dead holder's lock never expired: %v", err)
 	}
-	if d := time.Since(killed); d > 2*time.Second {
+	// Within a few TTLs (the lock's own expiry and Lock's polling), far
+	// below the 10 s the wait is given: 2 s was too tight for the race
+	// build on a loaded machine (2.24 s seen in a full suite run).
+	if d := time.Since(killed); d > 4*time.Second {
 		t.Fatalf("took %v after the holder died, LockTTL 1s", d)
 	}
 }
