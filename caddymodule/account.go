@@ -57,10 +57,21 @@ func (ac accountant) settle(r *http.Request, key *Key, c *call, m *meter) (prici
 	// The access log entry and the placeholders (meter.placeholder) read
 	// the settled meter when they are written.
 	m.settled, m.key, m.cost, m.priced = true, key, cost, priced
-	if extra, ok := r.Context().Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok {
+	if extra, ok := r.Context().Value(caddyhttp.ExtraLogFieldsCtxKey).(*caddyhttp.ExtraLogFields); ok && accessLogged(r) {
 		extra.Set(zap.Field{Key: "modelgate", Type: zapcore.InlineMarshalerType, Interface: (*accessLogFields)(m)})
 	}
 	return cost, priced
+}
+
+// accessLogged reports whether r's server may write an access log entry
+// for it: false only when the server has no access logs at all (no log
+// directive), the case Caddy's own check (Server.shouldLogRequest) turns
+// down first. The fields are then left out: setting them costs an
+// allocation or two on every request (ExtraLogFields.Set clears a
+// sync.Map), for an entry no one writes.
+func accessLogged(r *http.Request) bool {
+	srv, ok := r.Context().Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server)
+	return !ok || srv.Logs != nil
 }
 
 // accessLogFields is a settled request's part of its access log entry:

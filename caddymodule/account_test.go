@@ -98,6 +98,45 @@ func TestSettleReports(t *testing.T) {
 	}
 }
 
+// TestSettleAccessLogFields checks that settling adds the gateway's
+// fields to the access log entry of a request a server may log, and skips
+// them where the server keeps no access log (they would cost every
+// request an allocation or two for nothing). TestIntegrationLogs reads
+// them in a real access log.
+func TestSettleAccessLogFields(t *testing.T) {
+	prices, err := pricing.Load(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oa := &provider{name: "oa", typ: "openai", base: &ProviderBase{}}
+	ac := accountant{app: &App{logger: zap.NewNop(), prices: prices, knownModels: map[string]struct{}{}, providers: map[string]*provider{"oa": oa}}}
+	for _, tc := range []struct {
+		name   string
+		server *caddyhttp.Server // nil: none in the context
+		want   bool
+	}{
+		{"server with access logs", &caddyhttp.Server{Logs: &caddyhttp.ServerLogConfig{}}, true},
+		{"server without access logs", &caddyhttp.Server{}, false},
+		{"no server in the context", nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			extra := new(caddyhttp.ExtraLogFields)
+			ctx := context.WithValue(context.Background(), caddy.ReplacerCtxKey, caddy.NewReplacer())
+			ctx = context.WithValue(ctx, caddyhttp.ExtraLogFieldsCtxKey, extra)
+			if tc.server != nil {
+				ctx = context.WithValue(ctx, caddyhttp.ServerCtxKey, tc.server)
+			}
+			r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions", nil)
+			m := &meter{start: time.Now(), provider: oa, model: "gpt-4o-mini", usage: usageInfo{Prompt: 10, Completion: 5, Known: true}}
+			ac.settle(r, &Key{Name: "k"}, &call{endpoint: endpointChat}, m)
+			// ExtraLogFields keeps its fields unexported.
+			if got := reflect.ValueOf(extra).Elem().FieldByName("fields").Len() == 1; got != tc.want {
+				t.Errorf("access log fields set: %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 // TestRequestPlaceholders sends requests through the gateway and reads the
 // placeholders a later handler (or the access log's log_append) sees.
 func TestRequestPlaceholders(t *testing.T) {

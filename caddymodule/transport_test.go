@@ -101,9 +101,10 @@ func TestAuthTransportBody(t *testing.T) {
 }
 
 // TestUpstreamRequestContext checks the context upstreamRequest gives a
-// provider call: the body for the transport, its own copy of the request
-// variables (reverse_proxy writes into them while an earlier call's dial
-// may still read them), and everything else from the client's request.
+// provider call: the body for the transport, the request's variables (the
+// first call's) or its own copy of them (a later call's: reverse_proxy
+// writes into them while an earlier call's dial may still read them), and
+// everything else from the client's request.
 func TestUpstreamRequestContext(t *testing.T) {
 	type otherKey struct{}
 	vars := map[string]any{"a": 1}
@@ -122,11 +123,23 @@ func TestUpstreamRequestContext(t *testing.T) {
 	}
 	v2, _ := r2.Context().Value(caddyhttp.VarsCtxKey).(map[string]any)
 	if v2 == nil || v2["a"] != 1 {
-		t.Fatalf("the call's variables are %v, want a copy of %v", v2, vars)
+		t.Fatalf("the first call's variables are %v, want %v", v2, vars)
 	}
-	v2["b"] = 2
-	if _, ok := vars["b"]; ok {
-		t.Error("the call's variables are the request's own map")
+	v2["b"] = 2 // as reverse_proxy writes its own
+	if vars["b"] != 2 {
+		t.Error("the first call's variables are not the request's own")
+	}
+	// A second call (a fallback's) gets a copy, with what the first wrote.
+	for i := range 2 {
+		r3 := b.upstreamRequest(r, providers.Request{Path: "/chat/completions", Body: body}, false)
+		v3, _ := r3.Context().Value(caddyhttp.VarsCtxKey).(map[string]any)
+		if v3 == nil || v3["a"] != 1 || v3["b"] != 2 {
+			t.Fatalf("call %d's variables are %v, want a copy of %v", i+2, v3, vars)
+		}
+		v3["c"] = 3
+		if _, ok := vars["c"]; ok {
+			t.Fatalf("call %d's variables are the request's own map", i+2)
+		}
 	}
 	if r2.Context().Value(otherKey{}) != "other" {
 		t.Error("another value of the request's context is lost")

@@ -489,6 +489,10 @@ func isEventStream(contentType string) bool {
 	return strings.EqualFold(strings.TrimSpace(mt), "text/event-stream")
 }
 
+// upstreamCalledVar marks the variables of a request that made a provider
+// call with them (see upstreamRequest).
+const upstreamCalledVar = "modelgate.upstream_called"
+
 // noNext ends reverse_proxy's handler chain.
 var noNext = caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
 
@@ -500,14 +504,21 @@ var noNext = caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) erro
 // transport.
 func (b *ProviderBase) upstreamRequest(r *http.Request, preq providers.Request, stream bool) *http.Request {
 	body := preq.Body
-	// Each provider call gets its own copy of the request variables:
-	// reverse_proxy writes into them before it sends, while a connection an
-	// earlier call (a fallback's first target) began to dial may still read
-	// them in net/http's dial goroutine. The body goes down to the
+	// Every provider call after a request's first gets its own copy of the
+	// request variables: reverse_proxy writes into them before it sends,
+	// while a connection an earlier call (a fallback's first target) began
+	// to dial may still read them in net/http's dial goroutine. The first
+	// call uses the request's own, as plain reverse_proxy does, and marks
+	// them before reverse_proxy starts anything that reads them; a later
+	// call only reads them, to copy them. The body goes down to the
 	// transport's Authenticator beside the request.
 	call := &upstreamCall{upstreamCtx: upstreamCtx{Context: r.Context(), body: body}}
 	if vars, ok := r.Context().Value(caddyhttp.VarsCtxKey).(map[string]any); ok {
-		call.vars = maps.Clone(vars)
+		if _, called := vars[upstreamCalledVar]; called {
+			call.vars = maps.Clone(vars)
+		} else {
+			vars[upstreamCalledVar] = true
+		}
 	}
 	r2 := r.WithContext(&call.upstreamCtx) // a shallow copy, whose fields are replaced below
 
