@@ -431,8 +431,7 @@ func (w *upstreamWriter) finishStream(aborted bool) {
 		// before its last one ([DONE], message_stop, response.completed):
 		// without this event a client could not tell a cut-off answer
 		// from a whole one.
-		out = w.api.streamError(nil, &providers.Error{Status: http.StatusBadGateway, Type: "server_error", Code: "stream_incomplete",
-			Message: "the provider's stream ended before its last event"})
+		out = w.api.streamError(nil, providers.StreamIncomplete())
 	}
 	if len(out) > 0 {
 		_, _ = w.client.Write(out)

@@ -178,7 +178,7 @@ func TestUpstreamWriter(t *testing.T) {
 			{"chat ended", chunk + "data: [DONE]\n\n", openAIAPI, false, ""},
 			{"chat ended, a keep-alive after", chunk + "data: [DONE]\n\n: keep-alive\n\n", openAIAPI, false, ""},
 			{"chat ended by an error", chunk + `data: {"error":{"message":"overloaded"}}` + "\n\n", openAIAPI, false, ""},
-			{"chat cut", chunk + chunk, openAIAPI, false, `data: {"error":{"message":"the provider's stream ended before its last event"`},
+			{"chat cut", chunk + chunk, openAIAPI, false, `data: {"error":{"message":"the provider's stream ended before the answer was complete"`},
 			{"chat cut, a keep-alive after", chunk + ": keep-alive\n\n", openAIAPI, false, `"code":"stream_incomplete"`},
 			{"chat with a chunk after the end", chunk + "data: [DONE]\n\n" + chunk, openAIAPI, false, ""},
 			{"chat ended, a stray line end", chunk + "data: [DONE]\n\n\n", openAIAPI, false, ""},

@@ -29,6 +29,16 @@ type Error struct {
 }
 
 // Error implements the error interface.
+// StreamIncomplete is the error that ends a stream the provider closed
+// cleanly before the answer was complete (before its last event: [DONE],
+// message_stop, response.completed): without it a client could not tell a
+// cut-off answer from a whole one. Every API's streams, translated or
+// passed through, end with it in the API's own error event.
+func StreamIncomplete() *Error {
+	return &Error{Status: http.StatusBadGateway, Type: "server_error", Code: "stream_incomplete",
+		Message: "the provider's stream ended before the answer was complete"}
+}
+
 func (e *Error) Error() string { return e.Message }
 
 // JSON returns the error's body.

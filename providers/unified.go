@@ -94,12 +94,7 @@ func AppendUsageChunk(dst, head []byte, u Usage) []byte {
 // AppendStreamIncomplete appends the error event that ends a unified
 // stream whose upstream stream ended before the answer was complete.
 func AppendStreamIncomplete(dst []byte) []byte {
-	e := Error{
-		Type:    "server_error",
-		Code:    "stream_incomplete",
-		Message: "the provider's stream ended before the answer was complete",
-	}
-	return sse.AppendData(dst, e.JSON())
+	return sse.AppendData(dst, StreamIncomplete().JSON())
 }
 
 // TextJoin joins JSON strings into a unified message's content or

@@ -510,6 +510,5 @@ func (s *Stream) Close(dst []byte) []byte {
 	case s.finished:
 		return s.end(dst)
 	}
-	return s.fail(dst, &providers.Error{Status: 502, Type: "server_error", Code: "stream_incomplete",
-		Message: "the provider's stream ended before the answer was complete"})
+	return s.fail(dst, providers.StreamIncomplete())
 }
