@@ -35,6 +35,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,6 +66,9 @@ type Dir struct {
 
 	mu   sync.Mutex
 	held map[string]*holding
+	// swept: the folder's temporary files left by dead processes were
+	// removed (at the first Lock).
+	swept sync.Once
 	// noLinks: a link failed as it does where the file system has no
 	// hard links; lock files are created in place from then on.
 	noLinks atomic.Bool
@@ -116,6 +120,7 @@ func (d *Dir) Lock(ctx context.Context, name string) error {
 	if err := os.MkdirAll(filepath.Dir(filename), 0o700); err != nil {
 		return fmt.Errorf("creating the lock folder: %w", err)
 	}
+	d.swept.Do(func() { d.sweepTemps(filepath.Dir(filename), "") })
 	poll := orDefault(d.Poll, DefaultPoll)
 	for {
 		h, err := d.create(filename)
@@ -335,7 +340,36 @@ func (d *Dir) breakStale(name, filename string) (bool, error) {
 	if err := os.Remove(filename); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return false, fmt.Errorf("taking over a stale lock: %w", err)
 	}
+	// The dead holder may have been killed while it wrote a new timestamp.
+	d.sweepTemps(filepath.Dir(filename), filepath.Base(filename)+tempInfix)
 	return true, nil
+}
+
+// tempInfix is in the name of a lock file's temporary files, between the
+// lock file's name and a token.
+const tempInfix = ".tmp-"
+
+// sweepTemps removes the temporary files in folder (those of lock files
+// whose names begin with prefix; "" for all) that are older than Stale:
+// left by a process killed between writing one and linking or renaming it
+// into place. A live writer holds one for the moment of a write and a sync;
+// one that took longer than Stale finds it gone and fails that write (a
+// refresh is tried again at the next tick, a Lock returns the error).
+func (d *Dir) sweepTemps(folder, prefix string) {
+	entries, err := os.ReadDir(folder)
+	if err != nil {
+		return
+	}
+	stale := orDefault(d.Stale, DefaultStale)
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || !strings.HasPrefix(name, prefix) || !strings.Contains(name, tempInfix) {
+			continue
+		}
+		if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > stale {
+			_ = os.Remove(filepath.Join(folder, name))
+		}
+	}
 }
 
 // guard creates the guard file g, if no one else has it, and returns what
@@ -378,7 +412,7 @@ func readMeta(filename string) (meta, []byte, error) {
 // its name. The sync is FileStorage's too: network file systems have been
 // seen to leave unsynced lock files empty (caddyserver/caddy#3954).
 func writeTemp(filename string, m meta) (string, error) {
-	tmp := filename + ".tmp-" + newToken()
+	tmp := filename + tempInfix + newToken()
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if err != nil {
 		return "", fmt.Errorf("writing lock file: %w", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
@@ -151,6 +152,57 @@ func TestStaleFiles(t *testing.T) {
 			}
 			if !tc.stale && !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("a fresh lock: %v, want the context's deadline", err)
+			}
+		})
+	}
+}
+
+// TestTempFilesOfDeadProcesses checks that the temporary files a process
+// killed mid-write leaves are removed: every old one in the folder at a
+// Dir's first Lock, and an old one of a lock taken over as stale when it
+// is; a new one (a live writer's) and other files stay.
+func TestTempFilesOfDeadProcesses(t *testing.T) {
+	old := time.Now().Add(-time.Minute)
+	for _, tc := range []struct {
+		name       string
+		sweptFirst bool // the Dir locked once before the files were left
+		deadX      bool // "x" is held by a dead process
+		gone, kept []string
+	}{
+		{"at the first lock", false, false,
+			[]string{"y.lock.tmp-dead", "x.lock.tmp-dead"}, []string{"y.lock.tmp-live", "y.lock"}},
+		{"at a takeover", true, true,
+			[]string{"x.lock.tmp-dead"}, []string{"y.lock.tmp-dead", "y.lock.tmp-live", "y.lock"}},
+		{"neither", true, false,
+			nil, []string{"x.lock.tmp-dead", "y.lock.tmp-dead", "y.lock.tmp-live", "y.lock"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := t.TempDir()
+			d := fast(path)
+			if tc.sweptFirst {
+				lockWithin(t, d, "z", time.Second)
+				if err := d.Unlock(context.Background(), "z"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.deadX {
+				deadHolder(t, d.file("x"), old)
+			}
+			for _, f := range []string{"y.lock", "y.lock.tmp-dead", "x.lock.tmp-dead"} {
+				write(t, filepath.Join(path, f), "{}", old)
+			}
+			write(t, filepath.Join(path, "y.lock.tmp-live"), "{}", time.Now())
+			lockWithin(t, d, "x", time.Second)
+			defer func() { _ = d.Unlock(context.Background(), "x") }()
+			for _, f := range tc.gone {
+				if _, err := os.Stat(filepath.Join(path, f)); !errors.Is(err, fs.ErrNotExist) {
+					t.Errorf("%s is still there (%v)", f, err)
+				}
+			}
+			for _, f := range tc.kept {
+				if _, err := os.Stat(filepath.Join(path, f)); err != nil {
+					t.Errorf("%s: %v", f, err)
+				}
 			}
 		})
 	}
