@@ -10,9 +10,17 @@ import "unicode"
 // finer) / 2, and one token per Han, Hiragana, Katakana or Hangul
 // character, each rounded up.
 func EstimateTextTokens(s string) int {
-	// Most text is ASCII: count it a byte at a time, and decode runes
-	// only from the first byte that is not.
+	// Most text is ASCII: count it eight bytes at a time, then a byte at a
+	// time, and decode runes only from the first byte that is not.
 	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		// One load (the compiler combines the eight).
+		w := uint64(s[i]) | uint64(s[i+1])<<8 | uint64(s[i+2])<<16 | uint64(s[i+3])<<24 |
+			uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
+		if w&0x8080808080808080 != 0 {
+			break
+		}
+	}
 	for i < len(s) && s[i] < 0x80 {
 		i++
 	}
