@@ -4,18 +4,18 @@
 # count does not move with the host's speed, so a change of a few hundred
 # instructions in a path of 300,000 shows on a busy machine.
 #
-#   scripts/instructions.sh <package> <benchmark regexp> [function pattern …]
+#   scripts/instructions.sh <package> <benchmark regexp> [function regexp …]
 #
 # It prints the instructions per iteration of the whole benchmark and, for
-# each function pattern (callgrind's --toggle-collect, such as
-# '*quota.(*Quota).Admit'), of that function and what it calls: each the
+# each regular expression given, of the functions whose names match it
+# (such as 'modelgate/quota\.' for the quota package's, or
+# 'state\.\(\*Local\)\.'), their own instructions without what they call
+# (callgrind's inclusive counts are unreliable for Go's stacks): each the
 # difference between a run of 500 iterations and one of 1,500, over 1,000,
 # so that the program's start and the benchmark's set-up cancel out. The
 # garbage collector is off (GOGC=off): its work, which moved the whole by
 # tens of thousands between runs, is not counted (what drives it, the
-# allocations, -benchmem reports), and two runs agree within 0.5 %. A
-# function that can block or be descheduled midway counts what runs
-# meanwhile too.
+# allocations, -benchmem reports), and two runs agree within 0.5 %.
 #
 # The test binary is built without cgo (valgrind cannot follow cgo's thread
 # start) and run with GOMAXPROCS=1 and without asynchronous preemption. Needs
@@ -35,26 +35,34 @@ bin=$(mktemp -d)/bench.test
 trap 'rm -rf "$(dirname "$bin")"' EXIT
 CGO_ENABLED=0 go test -c -o "$bin" "$pkg"
 
-# count <iterations> [toggle-collect pattern]: the instructions of a run.
-count() {
-	local toggle=()
-	[ -n "${2:-}" ] && toggle=("--toggle-collect=$2")
-	GOGC=off GOMAXPROCS=1 GODEBUG=asyncpreemptoff=1 valgrind --tool=callgrind --callgrind-out-file=/dev/null "${toggle[@]}" \
-		"$bin" -test.run '^$' -test.bench "$bench" -test.benchtime "${1}x" 2>&1 |
-		awk '/I   refs:/ { gsub(",", "", $4); print $4 }'
+out=$(dirname "$bin")
+# run <iterations>: a callgrind profile of a run, in $out/<iterations>.
+run() {
+	GOGC=off GOMAXPROCS=1 GODEBUG=asyncpreemptoff=1 valgrind --tool=callgrind --callgrind-out-file="$out/$1" \
+		"$bin" -test.run '^$' -test.bench "$bench" -test.benchtime "${1}x" >"$out/$1.log" 2>&1 ||
+		{ cat "$out/$1.log" >&2; exit 1; }
+	callgrind_annotate --inclusive=no --auto=no --threshold=100 "$out/$1" >"$out/$1.txt" 2>/dev/null
 }
 
-# per <label> [toggle-collect pattern]: the instructions per iteration.
-per() {
-	local a b
-	a=$(count 500 "${2:-}")
-	b=$(count 1500 "${2:-}")
-	[ -n "$a" ] && [ -n "$b" ] || { echo "instructions.sh: valgrind gave no count (does '$bench' match one benchmark?)" >&2; exit 1; }
-	printf '%8d  %s\n' $(((b - a) / 1000)) "$1"
+# cost <iterations> [regexp]: the whole run's instructions, or the own
+# instructions of the functions whose names match.
+cost() {
+	if [ -z "${2:-}" ]; then
+		awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1; exit }' "$out/$1.txt"
+		return
+	fi
+	awk -v re="$2" '
+		/^ *[0-9,]+ .*:/ {
+			name = $0; sub(/ \[[^]]*\]$/, "", name); sub(/^[^:]*:/, "", name)
+			if (name ~ re) { n = $1; gsub(",", "", n); sum += n }
+		}
+		END { printf "%d\n", sum }' "$out/$1.txt"
 }
 
+run 500
+run 1500
 echo "instructions per iteration of $bench:"
-per "the whole iteration"
+printf '%8d  %s\n' $((($(cost 1500) - $(cost 500)) / 1000)) "the whole iteration"
 for fn in "$@"; do
-	per "$fn" "$fn"
+	printf '%8d  %s\n' $((($(cost 1500 "$fn") - $(cost 500 "$fn")) / 1000)) "$fn"
 done
