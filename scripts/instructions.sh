@@ -2,7 +2,7 @@
 # instructions.sh — the machine instructions one iteration of a Go benchmark
 # executes, counted by valgrind's callgrind: unlike ns/op and cpu-ns/op, the
 # count does not move with the host's speed, so a change of a few hundred
-# instructions in a path of 300,000 shows on a busy machine.
+# instructions in a path of 200,000 shows on a busy machine.
 #
 #   scripts/instructions.sh <package> <benchmark regexp> [function regexp …]
 #
