@@ -130,7 +130,11 @@ func TestSettleAccessLogFields(t *testing.T) {
 			m := &meter{start: time.Now(), provider: oa, model: "gpt-4o-mini", usage: usageInfo{Prompt: 10, Completion: 5, Known: true}}
 			ac.settle(r, &Key{Name: "k"}, &call{endpoint: endpointChat}, m)
 			// ExtraLogFields keeps its fields unexported.
-			if got := reflect.ValueOf(extra).Elem().FieldByName("fields").Len() == 1; got != tc.want {
+			fields := reflect.ValueOf(extra).Elem().FieldByName("fields")
+			if fields.Kind() != reflect.Slice {
+				t.Fatalf("caddyhttp.ExtraLogFields has no fields slice any more: %v", fields.Kind())
+			}
+			if got := fields.Len() == 1; got != tc.want {
 				t.Errorf("access log fields set: %v, want %v", got, tc.want)
 			}
 		})
