@@ -443,8 +443,8 @@ func (w *upstreamWriter) finishStream(aborted bool) {
 // passedThrough reports whether tr passes the provider's events on as they
 // are (read by the meter, not translated).
 func passedThrough(tr providers.StreamTranslator) bool {
-	t, ok := tr.(*tapStream)
-	return ok && relays(t.inner)
+	t := tapOf(tr)
+	return t != nil && relays(t.inner)
 }
 
 // relay is a StreamTranslator that passes the provider's events on as they

@@ -28,7 +28,6 @@ type Error struct {
 	RetryAfter time.Duration
 }
 
-// Error implements the error interface.
 // StreamIncomplete is the error that ends a stream the provider closed
 // cleanly before the answer was complete (before its last event: [DONE],
 // message_stop, response.completed): without it a client could not tell a
@@ -39,6 +38,7 @@ func StreamIncomplete() *Error {
 		Message: "the provider's stream ended before the answer was complete"}
 }
 
+// Error implements the error interface.
 func (e *Error) Error() string { return e.Message }
 
 // JSON returns the error's body.

@@ -31,11 +31,11 @@ bench=$2
 shift 2
 command -v valgrind >/dev/null || { echo "instructions.sh: needs valgrind" >&2; exit 1; }
 
-bin=$(mktemp -d)/bench.test
-trap 'rm -rf "$(dirname "$bin")"' EXIT
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+bin=$out/bench.test
 CGO_ENABLED=0 go test -c -o "$bin" "$pkg"
 
-out=$(dirname "$bin")
 # run <iterations>: a callgrind profile of a run, in $out/<iterations>.
 run() {
 	GOGC=off GOMAXPROCS=1 GODEBUG=asyncpreemptoff=1 valgrind --tool=callgrind --callgrind-out-file="$out/$1" \
