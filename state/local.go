@@ -2,6 +2,7 @@ package state
 
 import (
 	"context"
+	"math"
 	"sync"
 	"time"
 )
@@ -21,6 +22,10 @@ type Local struct {
 	subs    map[string]map[*localSub]struct{}
 	ops     int // operations since the last sweep of expired entries
 	sweepAt int
+	// undo is Apply's record of what it changed, kept for the next Apply
+	// so that none pays for a new one. Between Applies it holds the last
+	// one's records: a few entries kept from the collector until then.
+	undo []localUndo
 }
 
 // scopedKey names a counter, the rate windows and a slot set: scope is ""
@@ -51,7 +56,7 @@ type localEntry struct {
 
 type localCounter struct {
 	value   int64
-	expires time.Time // zero: never
+	expires instant // 0: never
 }
 
 // localWindow is the count of one rate window. It is unused once it
@@ -62,11 +67,27 @@ type localWindow struct {
 	localCounter
 }
 
-func (w *localWindow) live(now time.Time) bool { return w.expires.After(now) }
+func (w *localWindow) live(now instant) bool { return w.expires > now }
+
+// instant is a point in time in Unix nanoseconds: how Local keeps its
+// expiries. Integers compare and add in an instruction each, where
+// time.Time's After and Add take tens (every op of Apply reads or sets an
+// expiry). Like Redis's, they follow the wall clock.
+type instant int64
+
+func instantOf(t time.Time) instant { return instant(t.UnixNano()) }
+
+// after is the instant d after i, or the last one there is.
+func (i instant) after(d time.Duration) instant {
+	if s := i + instant(d); d <= 0 || s > i {
+		return s
+	}
+	return math.MaxInt64
+}
 
 type localLease struct {
 	Lease
-	expires time.Time
+	expires instant
 }
 
 // NewLocal returns an empty in-process State.
@@ -84,13 +105,13 @@ func newLocal(now func() time.Time) *Local {
 
 // lock takes the mutex for one operation and sweeps expired entries now
 // and then, so memory stays bounded by what is live. It fails when closed.
-func (l *Local) lock() (time.Time, error) {
+func (l *Local) lock() (instant, error) {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
-		return time.Time{}, ErrClosed
+		return 0, ErrClosed
 	}
-	now := l.now()
+	now := instantOf(l.now())
 	l.ops++
 	if l.ops >= l.sweepAt {
 		l.sweep(now)
@@ -98,7 +119,7 @@ func (l *Local) lock() (time.Time, error) {
 	return now, nil
 }
 
-func (l *Local) sweep(now time.Time) {
+func (l *Local) sweep(now instant) {
 	for k, e := range l.entries {
 		if !e.sweep(now) {
 			e.live = false
@@ -106,7 +127,7 @@ func (l *Local) sweep(now time.Time) {
 		}
 	}
 	for k, ls := range l.leases {
-		if !ls.expires.After(now) {
+		if ls.expires <= now {
 			delete(l.leases, k)
 		}
 	}
@@ -115,7 +136,7 @@ func (l *Local) sweep(now time.Time) {
 }
 
 // sweep drops what expired in e and reports whether anything is left.
-func (e *localEntry) sweep(now time.Time) bool {
+func (e *localEntry) sweep(now instant) bool {
 	e.liveCounter(now)
 	ws := e.windows[:0]
 	for _, w := range e.windows {
@@ -130,15 +151,15 @@ func (e *localEntry) sweep(now time.Time) bool {
 	return e.hasCounter || len(ws) > 0 || len(e.slots.holders) > 0
 }
 
-func (c *localCounter) expired(now time.Time) bool {
-	return !c.expires.IsZero() && !c.expires.After(now)
+func (c *localCounter) expired(now instant) bool {
+	return c.expires != 0 && c.expires <= now
 }
 
-func (c *localCounter) ttl(now time.Time) time.Duration {
-	if c == nil || c.expires.IsZero() {
+func (c *localCounter) ttl(now instant) time.Duration {
+	if c == nil || c.expires == 0 {
 		return 0
 	}
-	return c.expires.Sub(now)
+	return time.Duration(c.expires - now)
 }
 
 // entry returns the entry of (scope, name), through ref when ref holds it
@@ -169,7 +190,7 @@ func (l *Local) newEntry(scope, name string, ref *Ref) *localEntry {
 
 // liveCounter returns e's counter, or nil when it has none (or it
 // expired). A nil entry has none.
-func (e *localEntry) liveCounter(now time.Time) *localCounter {
+func (e *localEntry) liveCounter(now instant) *localCounter {
 	if e == nil || !e.hasCounter {
 		return nil
 	}
@@ -181,7 +202,7 @@ func (e *localEntry) liveCounter(now time.Time) *localCounter {
 }
 
 // value is the value of e's counter, 0 when it has none.
-func (e *localEntry) value(now time.Time) int64 {
+func (e *localEntry) value(now instant) int64 {
 	if c := e.liveCounter(now); c != nil {
 		return c.value
 	}
@@ -190,11 +211,11 @@ func (e *localEntry) value(now time.Time) int64 {
 
 // add adds delta to e's counter, making it (expiring ttl from now, or
 // never) when e has none.
-func (e *localEntry) add(delta int64, ttl time.Duration, now time.Time) *localCounter {
+func (e *localEntry) add(delta int64, ttl time.Duration, now instant) *localCounter {
 	if e.liveCounter(now) == nil {
 		e.hasCounter, e.counter = true, localCounter{}
 		if ttl > 0 {
-			e.counter.expires = now.Add(ttl)
+			e.counter.expires = now.after(ttl)
 		}
 	}
 	e.counter.value += delta
@@ -203,7 +224,7 @@ func (e *localEntry) add(delta int64, ttl time.Duration, now time.Time) *localCo
 
 // window returns the index in e.windows of the live window (sliding, size,
 // index), or -1.
-func (e *localEntry) window(sliding bool, size, index int64, now time.Time) int {
+func (e *localEntry) window(sliding bool, size, index int64, now instant) int {
 	if e == nil {
 		return -1
 	}
@@ -218,7 +239,7 @@ func (e *localEntry) window(sliding bool, size, index int64, now time.Time) int 
 
 // newWindow makes the window (sliding, size, index), which e does not
 // have live, in the place of an expired one if there is one.
-func (e *localEntry) newWindow(sliding bool, size, index int64, now time.Time) int {
+func (e *localEntry) newWindow(sliding bool, size, index int64, now instant) int {
 	w := localWindow{sliding: sliding, size: size, index: index}
 	for i := range e.windows {
 		if !e.windows[i].live(now) {
@@ -232,7 +253,7 @@ func (e *localEntry) newWindow(sliding bool, size, index int64, now time.Time) i
 
 // windowValue is the count of the window (sliding, size, index) of e, 0
 // when it has none.
-func (e *localEntry) windowValue(sliding bool, size, index int64, now time.Time) int64 {
+func (e *localEntry) windowValue(sliding bool, size, index int64, now instant) int64 {
 	if i := e.window(sliding, size, index, now); i >= 0 {
 		return e.windows[i].value
 	}
@@ -347,18 +368,18 @@ func (l *Local) AcquireLease(_ context.Context, name, holder string, ttl time.Du
 	defer l.mu.Unlock()
 	if cur := l.lease(name, now); cur != nil {
 		ls := cur.Lease
-		ls.TTL = cur.expires.Sub(now)
+		ls.TTL = time.Duration(cur.expires - now)
 		return ls, false, nil
 	}
 	l.fence++
-	ls := &localLease{Lease: Lease{Name: name, Holder: holder, Token: l.fence, TTL: ttl}, expires: now.Add(ttl)}
+	ls := &localLease{Lease: Lease{Name: name, Holder: holder, Token: l.fence, TTL: ttl}, expires: now.after(ttl)}
 	l.leases[name] = ls
 	return ls.Lease, true, nil
 }
 
-func (l *Local) lease(name string, now time.Time) *localLease {
+func (l *Local) lease(name string, now instant) *localLease {
 	ls := l.leases[name]
-	if ls != nil && !ls.expires.After(now) {
+	if ls != nil && ls.expires <= now {
 		delete(l.leases, name)
 		return nil
 	}
@@ -376,7 +397,7 @@ func (l *Local) RenewLease(_ context.Context, name string, token int64, ttl time
 	if ls == nil || ls.Token != token {
 		return ErrLeaseLost
 	}
-	ls.expires = now.Add(ttl)
+	ls.expires = now.after(ttl)
 	return nil
 }
 
@@ -407,7 +428,7 @@ func (l *Local) GetLease(_ context.Context, name string) (Lease, bool, error) {
 		return Lease{}, false, nil
 	}
 	out := ls.Lease
-	out.TTL = ls.expires.Sub(now)
+	out.TTL = time.Duration(ls.expires - now)
 	return out, true, nil
 }
 
@@ -431,7 +452,7 @@ func (l *Local) AcquireSlot(_ context.Context, name, holder string, limit int64,
 	if e == nil {
 		e = l.newEntry("", name, nil)
 	}
-	e.slots.put(holder, now.Add(ttl))
+	e.slots.put(holder, now.after(ttl))
 	return e.slots.len(), true, nil
 }
 
@@ -453,41 +474,41 @@ func (l *Local) ReleaseSlot(_ context.Context, name, holder string) error {
 // many requests in flight, every acquire and release would otherwise pay
 // one).
 type slotSet struct {
-	holders map[string]time.Time
-	soonest time.Time
+	holders map[string]instant
+	soonest instant // 0: none
 }
 
 // expire drops the holders expired at now. A nil set has none.
-func (s *slotSet) expire(now time.Time) {
-	if s == nil || now.Before(s.soonest) {
+func (s *slotSet) expire(now instant) {
+	if s == nil || now < s.soonest {
 		return
 	}
-	s.soonest = time.Time{}
+	s.soonest = 0
 	for h, exp := range s.holders {
 		switch {
-		case !exp.After(now):
+		case exp <= now:
 			delete(s.holders, h)
-		case s.soonest.IsZero() || exp.Before(s.soonest):
+		case s.soonest == 0 || exp < s.soonest:
 			s.soonest = exp
 		}
 	}
 }
 
 // put sets the expiry of holder.
-func (s *slotSet) put(holder string, exp time.Time) {
-	if len(s.holders) == 0 || exp.Before(s.soonest) {
+func (s *slotSet) put(holder string, exp instant) {
+	if len(s.holders) == 0 || exp < s.soonest {
 		s.soonest = exp
 	}
 	if s.holders == nil {
-		s.holders = make(map[string]time.Time)
+		s.holders = make(map[string]instant)
 	}
 	s.holders[holder] = exp
 }
 
 // get returns holder's expiry. A nil set has no holders.
-func (s *slotSet) get(holder string) (time.Time, bool) {
+func (s *slotSet) get(holder string) (instant, bool) {
 	if s == nil {
-		return time.Time{}, false
+		return 0, false
 	}
 	exp, ok := s.holders[holder]
 	return exp, ok

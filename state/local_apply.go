@@ -17,8 +17,7 @@ func (l *Local) Apply(_ context.Context, scope string, ops []Op, results []Resul
 		return false, err
 	}
 	defer l.mu.Unlock()
-	var buf [16]localUndo
-	undo := buf[:0]
+	undo := l.undo[:0]
 	ok := true
 	for i := range ops {
 		undo = l.applyOp(scope, &ops[i], now, &results[i], undo)
@@ -29,6 +28,7 @@ func (l *Local) Apply(_ context.Context, scope string, ops []Op, results []Resul
 			undo[i].undo()
 		}
 	}
+	l.undo = undo
 	return ok, nil
 }
 
@@ -81,7 +81,7 @@ func saveCounter(undo []localUndo, e *localEntry, c *localCounter) []localUndo {
 
 // applyOp applies op, writing what it found into r, and returns undo with
 // what it changed.
-func (l *Local) applyOp(scope string, op *Op, now time.Time, r *Result, undo []localUndo) []localUndo {
+func (l *Local) applyOp(scope string, op *Op, now instant, r *Result, undo []localUndo) []localUndo {
 	e := l.entry(scope, op.Name, op.Ref)
 	*r = Result{OK: true}
 	switch op.Kind {
@@ -147,7 +147,7 @@ func (l *Local) applyOp(scope string, op *Op, now time.Time, r *Result, undo []l
 					set = &e.slots
 				}
 				undo = append(undo, localUndo{e: e, kind: undoSlot, holder: op.Holder, had: has, prev: localCounter{expires: exp}})
-				set.put(op.Holder, now.Add(op.TTL))
+				set.put(op.Holder, now.after(op.TTL))
 			}
 		} else if has {
 			undo = append(undo, localUndo{e: e, kind: undoSlot, holder: op.Holder, had: true, prev: localCounter{expires: exp}})
@@ -165,7 +165,7 @@ func (l *Local) applyOp(scope string, op *Op, now time.Time, r *Result, undo []l
 // as Counters.Take and OpTake do, and appends what it changed to undo.
 // The window's expiry counts from the real now, as on Redis.
 func (l *Local) take(e *localEntry, scope, name string, ref *Ref, n, limit int64, w Window,
-	index, size, elapsed int64, now time.Time, undo []localUndo) (Taken, []localUndo) {
+	index, size, elapsed int64, now instant, undo []localUndo) (Taken, []localUndo) {
 	i := e.window(w.Sliding, size, index, now)
 	var cur, prev int64
 	if i >= 0 {
@@ -188,7 +188,7 @@ func (l *Local) take(e *localEntry, scope, name string, ref *Ref, n, limit int64
 		cur += n
 		win := &e.windows[i]
 		win.value = cur
-		win.expires = now.Add(time.Duration(WindowTTL(w, size, elapsed)) * time.Millisecond)
+		win.expires = now.after(time.Duration(WindowTTL(w, size, elapsed)) * time.Millisecond)
 	}
 	return newTaken(w, ok, cur, prev, n, limit, index, size, elapsed), undo
 }

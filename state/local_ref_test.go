@@ -29,7 +29,7 @@ func TestLocalRefAfterSweep(t *testing.T) {
 	dropped := ref.e.Load()
 	now = now.Add(2 * time.Second)
 	l.mu.Lock()
-	l.sweep(now)
+	l.sweep(instantOf(now))
 	l.mu.Unlock()
 	if dropped.live || l.entries[scopedKey{"s", "x"}] != nil {
 		t.Fatal("the sweep kept an entry with nothing live")
@@ -98,7 +98,7 @@ func TestLocalUndoEntries(t *testing.T) {
 			t.Fatalf("window %d changed by a refused Apply: %+v, was %+v", i, win, beforeWindows[i])
 		}
 	}
-	if e := l.entries[scopedKey{"s", "other"}]; e != nil && len(e.windows) > 0 && e.windows[0].live(now) {
+	if e := l.entries[scopedKey{"s", "other"}]; e != nil && len(e.windows) > 0 && e.windows[0].live(instantOf(now)) {
 		t.Fatalf("a refused Apply left a window: %+v", e.windows)
 	}
 	// Three minutes on, the window of the first Take expired: the next

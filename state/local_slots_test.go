@@ -2,6 +2,7 @@ package state
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"strconv"
 	"testing"
@@ -107,5 +108,32 @@ func BenchmarkLocalSlotsInFlight(b *testing.B) {
 		if _, err := l.Apply(ctx, "s", release, res); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestInstantAfter: an expiry past the last instant there is stays the
+// last one, rather than wrapping into the past (a counter added with a
+// ttl of math.MaxInt64 must not be expired at once).
+func TestInstantAfter(t *testing.T) {
+	now := instantOf(time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC))
+	for _, tc := range []struct {
+		d    time.Duration
+		want instant
+	}{
+		{time.Second, now + instant(time.Second)},
+		{0, now},
+		{-time.Second, now - instant(time.Second)},
+		{math.MaxInt64, math.MaxInt64},
+	} {
+		if got := now.after(tc.d); got != tc.want {
+			t.Errorf("after(%v) = %d, want %d", tc.d, got, tc.want)
+		}
+	}
+	l := newLocal(func() time.Time { return time.Unix(0, int64(now)) })
+	if _, err := l.Add(context.Background(), "k", 1, math.MaxInt64); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := l.Get(context.Background(), "k"); err != nil || c.Value != 1 || c.TTL <= 0 {
+		t.Fatalf("a counter added for ever-ish: %+v, %v", c, err)
 	}
 }
