@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -216,27 +215,20 @@ var maxOutputFields = [...]string{"max_completion_tokens", "max_tokens", "max_ou
 // has been checked to be JSON; on a broken one it returns some estimate,
 // never panics, and never reads past the end.
 func estimateBody(body []byte) (in, maxOut int64) {
+	// Every variable is the loop's own (no closure shares them), so that
+	// they stay in registers: the loop runs for every byte outside strings.
 	var (
-		objects   []bool // the containers we are in: true for an object
 		stack     [16]bool
-		expectKey bool // in an object, before a key
-		skip      int  // > 0: inside the value of a "model" field, this deep
-		skipNext  bool // the next value is a "model" field's
-		outNext   = -1 // the next value is this maxOutputFields' one
+		objects   = stack[:0] // the containers we are in: true for an object
+		expectKey bool        // in an object, before a key
+		skip      int         // > 0: inside the value of a "model" field, this deep
+		skipNext  bool        // the next value is a "model" field's
+		outNext   = -1        // the next value is this maxOutputFields' one
 		outs      [len(maxOutputFields)]string
 		seen      [len(maxOutputFields)]bool
 	)
-	objects = stack[:0]
-	// value notes a value read (raw: a number's text, else ""), ending a
-	// field.
-	value := func(raw string) {
-		skipNext = false
-		if outNext >= 0 && !seen[outNext] {
-			seen[outNext], outs[outNext] = true, raw
-		}
-		outNext = -1
-	}
 	for i := 0; i < len(body); i++ {
+		raw := "" // a number's text
 		switch c := body[i]; c {
 		case '"':
 			end := providers.SkipString(body, i)
@@ -246,14 +238,13 @@ func estimateBody(body []byte) (in, maxOut int64) {
 			start := i + 1
 			i = end - 1 // the closing quote
 			if skip > 0 {
-				break
+				continue
 			}
 			str := providers.InPlace(body[start:i])
 			if bytes.IndexByte(body[start:i], '\\') >= 0 {
 				str = gjson.Parse(providers.InPlace(body[start-1 : i+1])).Str
 			}
-			switch {
-			case expectKey:
+			if expectKey {
 				expectKey = false
 				skipNext = str == "model"
 				if len(objects) == 1 {
@@ -263,21 +254,19 @@ func estimateBody(body []byte) (in, maxOut int64) {
 						}
 					}
 				}
-			default:
-				if !skipNext {
-					in += stringTokens(str)
-				}
-				value("")
+				continue
+			}
+			if !skipNext {
+				in += stringTokens(str)
 			}
 		case '{', '[':
 			switch {
 			case skip > 0:
 				skip++
+				continue
 			case skipNext:
-				value("")
 				skip = 1
 			default:
-				value("")
 				objects = append(objects, c == '{')
 				expectKey = c == '{'
 			}
@@ -289,39 +278,77 @@ func estimateBody(body []byte) (in, maxOut int64) {
 				objects = objects[:len(objects)-1]
 				expectKey = false
 			}
+			continue
 		case ',':
 			if skip == 0 && len(objects) > 0 {
 				expectKey = objects[len(objects)-1]
 			}
+			continue
 		case ':', ' ', '\t', '\n', '\r':
+			continue
 		default: // a number, true, false or null
 			start := i
-			for i+1 < len(body) && !strings.ContainsRune(",:]} \t\n\r\"{[", rune(body[i+1])) {
+			for i+1 < len(body) && !jsonDelimiter[body[i+1]] {
 				i++
 			}
-			if skip == 0 {
-				if c == '-' || c >= '0' && c <= '9' {
-					value(providers.InPlace(body[start : i+1]))
-				} else {
-					value("")
-				}
+			if skip > 0 {
+				continue
 			}
+			if c == '-' || c >= '0' && c <= '9' {
+				raw = providers.InPlace(body[start : i+1])
+			}
+		}
+		// A value (its start, for a container) ends the field it is of.
+		skipNext = false
+		if outNext >= 0 {
+			if !seen[outNext] {
+				seen[outNext], outs[outNext] = true, raw
+			}
+			outNext = -1
 		}
 	}
 	return in, maxOutOf(outs)
 }
 
+// jsonDelimiter marks the bytes that end a number, true, false or null.
+var jsonDelimiter = [256]bool{',': true, ':': true, ']': true, '}': true, ' ': true, '\t': true,
+	'\n': true, '\r': true, '"': true, '{': true, '[': true}
+
 // maxOutOf is the maximum output of a request whose maxOutputFields'
 // values are outs (the numbers' texts; "" for none or another type).
 func maxOutOf(outs [len(maxOutputFields)]string) int64 {
 	for _, raw := range outs {
-		if raw != "" {
-			if v := gjson.Parse(raw); v.Type == gjson.Number && v.Int() > 0 {
-				return v.Int()
+		if raw == "" {
+			continue
+		}
+		if n, ok := digits(raw); ok {
+			if n > 0 {
+				return n
 			}
+			continue
+		}
+		if v := gjson.Parse(raw); v.Type == gjson.Number && v.Int() > 0 {
+			return v.Int()
 		}
 	}
 	return 0
+}
+
+// digits reads a number written in up to 18 decimal digits alone, how
+// nearly every maximum is written; ok is false for any other number
+// (a sign, a fraction, an exponent), which gjson reads.
+func digits(s string) (n int64, ok bool) {
+	if len(s) > 18 {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		d := s[i] - '0'
+		if d > 9 {
+			return 0, false
+		}
+		n = n*10 + int64(d)
+	}
+	return n, true
 }
 
 // estimateInputTokens estimates the input tokens of a request body of any
