@@ -106,13 +106,15 @@ type upstreamCtx struct {
 
 // Value serves the body (as the *upstreamCtx: a pointer, which an
 // interface holds without an allocation) and the variables; other keys
-// are the parent's.
+// are the parent's. It tells keys apart by their type first: reverse_proxy
+// asks its context for a value dozens of times per request, and comparing
+// the key as an interface compares the values behind it too.
 func (c *upstreamCtx) Value(key any) any {
-	switch key {
-	case bodyKey{}:
+	switch k := key.(type) {
+	case bodyKey:
 		return c
-	case caddyhttp.VarsCtxKey:
-		if c.vars != nil {
+	case caddy.CtxKey:
+		if k == caddyhttp.VarsCtxKey && c.vars != nil {
 			return c.vars
 		}
 	}
