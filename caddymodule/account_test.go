@@ -12,6 +12,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -211,6 +212,44 @@ func TestChatUsage(t *testing.T) {
 				t.Errorf("event: %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+// FuzzChatUsage: on any valid JSON, readChatUsage reads what gjson's walk
+// of the usage object and lookups by path read (readChatUsageReference);
+// on anything, it does not panic.
+func FuzzChatUsage(f *testing.F) {
+	f.Add(`{"prompt_tokens":1200,"completion_tokens":300,"prompt_tokens_details":{"cached_tokens":200,"cache_write_tokens":100},"completion_tokens_details":{"reasoning_tokens":120}}`)
+	f.Add(`{"prompt_tokens":"14","completion_tokens":1.5e1,"prompt_tokens_details":null,"completion_tokens_details":[1],"prompt_tokens":7}`)
+	f.Add(`{"pr\u006fmpt_tokens":true,"completion_tokens":-3,"prompt_tokens_details":{"cached_tokens":{"x":1}}}`)
+	f.Fuzz(func(t *testing.T, usage string) {
+		var got usageInfo
+		readChatUsage(gjson.Parse(usage), &got)
+		if !gjson.Valid(usage) {
+			return
+		}
+		var want usageInfo
+		readChatUsageReference(gjson.Parse(usage), &want)
+		if got != want {
+			t.Fatalf("%s: %+v, want %+v", usage, got, want)
+		}
+	})
+}
+
+// readChatUsageReference is readChatUsage done with gjson's walk and
+// lookups.
+func readChatUsageReference(v gjson.Result, u *usageInfo) {
+	if !v.IsObject() {
+		return
+	}
+	first := func(k string) gjson.Result { return v.Get(gjson.Escape(k)) }
+	u.Known = true
+	u.Prompt, u.Completion = first("prompt_tokens").Int(), first("completion_tokens").Int()
+	if d := first("prompt_tokens_details"); d.IsObject() {
+		u.Cached, u.CacheWrite = d.Get("cached_tokens").Int(), d.Get("cache_write_tokens").Int()
+	}
+	if d := first("completion_tokens_details"); d.IsObject() {
+		u.Reasoning = d.Get("reasoning_tokens").Int()
 	}
 }
 

@@ -79,44 +79,72 @@ var chatUsage = usageParser{
 }
 
 // readChatUsage reads a chat usage object in one pass over it (it is read
-// for every answer; five lookups by path each scanned it from the start).
-// A count the object lacks is 0; of a key given twice the first counts, as
-// a lookup by path reads it.
+// for every answer; five lookups by path each scanned it from the start),
+// with providers.Fields: gjson's ForEach parsed each of its numbers into a
+// float64 and cost a few thousand instructions per answer. A count the
+// object lacks is 0; of a key given twice the first counts, as a lookup by
+// path reads it.
 func readChatUsage(v gjson.Result, u *usageInfo) {
 	if !v.IsObject() {
 		return
 	}
 	var prompt, completion, cached, cacheWrite, reasoning usageCount
 	var promptDetails, completionDetails bool
-	v.ForEach(func(k, x gjson.Result) bool {
-		switch k.Str {
+	for f := providers.NewFields(v.Raw); ; {
+		k, x, ok := f.Next()
+		if !ok {
+			break
+		}
+		switch k {
 		case "prompt_tokens":
 			prompt.set(x)
 		case "completion_tokens":
 			completion.set(x)
 		case "prompt_tokens_details":
-			if !promptDetails {
-				promptDetails = true
-				x.ForEach(func(k, x gjson.Result) bool {
-					switch k.Str {
-					case "cached_tokens":
-						cached.set(x)
-					case "cache_write_tokens":
-						cacheWrite.set(x)
-					}
-					return true
-				})
+			if promptDetails {
+				break
+			}
+			promptDetails = true
+			for d := objectFields(x); ; {
+				k, x, ok := d.Next()
+				if !ok {
+					break
+				}
+				switch k {
+				case "cached_tokens":
+					cached.set(x)
+				case "cache_write_tokens":
+					cacheWrite.set(x)
+				}
 			}
 		case "completion_tokens_details":
-			if !completionDetails {
-				completionDetails = true
-				reasoning.set(x.Get("reasoning_tokens"))
+			if completionDetails {
+				break
+			}
+			completionDetails = true
+			for d := objectFields(x); ; {
+				k, x, ok := d.Next()
+				if !ok {
+					break
+				}
+				if k == "reasoning_tokens" {
+					reasoning.set(x)
+					break
+				}
 			}
 		}
-		return true
-	})
+	}
 	u.Known = true
 	u.Prompt, u.Completion, u.Cached, u.CacheWrite, u.Reasoning = prompt.n, completion.n, cached.n, cacheWrite.n, reasoning.n
+}
+
+// objectFields walks the members of raw, a JSON value, when it is an
+// object; of anything else none (null details, say).
+func objectFields(raw string) providers.Fields {
+	if raw == "" || raw[0] != '{' {
+		return providers.Fields{}
+	}
+	return providers.NewFields(raw)
 }
 
 // usageCount is a count read from a usage object, once.
@@ -125,10 +153,18 @@ type usageCount struct {
 	seen bool
 }
 
-func (c *usageCount) set(x gjson.Result) {
-	if !c.seen && x.Exists() {
-		c.n, c.seen = x.Int(), true
+// set reads the count from x, a raw JSON value, the first time: what
+// gjson's Int gives (plain digits read at once).
+func (c *usageCount) set(x string) {
+	if c.seen {
+		return
 	}
+	c.seen = true
+	if n, ok := digits(x); ok {
+		c.n = n
+		return
+	}
+	c.n = gjson.Parse(x).Int()
 }
 
 // embeddingsUsage is read from an embeddings list, whose vectors take

@@ -2,6 +2,7 @@ package providers
 
 import (
 	"bytes"
+	"strings"
 
 	"github.com/tidwall/gjson"
 )
@@ -178,3 +179,126 @@ func SkipString(b []byte, i int) int {
 // validString reports whether s, a short quoted string such as a key, is
 // a valid JSON string.
 func validString(s []byte) bool { return gjson.ValidBytes(s) }
+
+// Fields walks the members of a small JSON object from outside, such as an
+// answer's usage, byte by byte: for keys and values of a few bytes it
+// costs a fraction of gjson's ForEach, which parses every number into a
+// float64, and of Members, whose IndexByte is a call per string. It checks
+// nothing: on a valid object it gives each member's key (unescaped) and
+// raw value, in order, as ForEach does; on anything else it gives some
+// members and stops, and never reads past the end. The zero Fields has no
+// members.
+type Fields struct {
+	b string
+	i int
+}
+
+// NewFields walks obj, whose first byte other than a space is its '{'.
+func NewFields(obj string) Fields { return Fields{b: obj} }
+
+// Next returns the next member, or ok false after the last.
+func (f *Fields) Next() (key, value string, ok bool) {
+	b, i := f.b, f.i
+	// To the key's quote: past the '{', or the ',', and spaces.
+	for i < len(b) && b[i] != '"' {
+		if b[i] == '}' {
+			i = len(b)
+		}
+		i++
+	}
+	end := endOfString(b, i)
+	if end < 0 {
+		f.i = len(b)
+		return "", "", false
+	}
+	key = b[i+1 : end-1]
+	if strings.IndexByte(key, '\\') >= 0 {
+		key = gjson.Parse(b[i:end]).Str
+	}
+	i = end
+	for i < len(b) && (b[i] == ':' || isSpace(b[i])) {
+		i++
+	}
+	start := i
+	if i = endOfValue(b, i); i < 0 {
+		f.i = len(b)
+		return "", "", false
+	}
+	f.i = i
+	return key, b[start:i], true
+}
+
+// endOfString returns the index just past the string that starts at
+// b[i], or -1 when there is none.
+func endOfString(b string, i int) int {
+	if i >= len(b) || b[i] != '"' {
+		return -1
+	}
+	for j := i + 1; j < len(b); {
+		k := strings.IndexByte(b[j:], '"')
+		if k < 0 {
+			return -1
+		}
+		q := j + k
+		// The quote ends the string unless an odd number of backslashes
+		// escapes it.
+		n := 0
+		for p := q - 1; p > i && b[p] == '\\'; p-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q + 1
+		}
+		j = q + 1
+	}
+	return -1
+}
+
+// endOfValue returns the index just past the value that starts at b[i],
+// or -1 when there is none.
+func endOfValue(b string, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		return endOfString(b, i)
+	case '{', '[':
+		depth := 0
+		for i < len(b) {
+			for i < len(b) && !structural[b[i]] {
+				i++
+			}
+			if i == len(b) {
+				break
+			}
+			switch b[i] {
+			case '"':
+				if i = endOfString(b, i); i < 0 {
+					return -1
+				}
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+			i++
+		}
+		return -1
+	}
+	start := i
+	for i < len(b) && !endsLiteral[b[i]] {
+		i++
+	}
+	if i == start {
+		return -1
+	}
+	return i
+}
+
+// endsLiteral marks the bytes that end a number, true, false or null
+// within an object or array.
+var endsLiteral = [256]bool{',': true, '}': true, ']': true, ' ': true, '\t': true, '\n': true, '\r': true}

@@ -73,3 +73,55 @@ func FuzzMembersElements(f *testing.F) {
 		}
 	})
 }
+
+// fieldsWalk lists the members Fields gives of s as "key=value".
+func fieldsWalk(s string) (got []string) {
+	f := NewFields(s)
+	for {
+		k, v, ok := f.Next()
+		if !ok {
+			return got
+		}
+		got = append(got, k+"="+v)
+	}
+}
+
+func TestFields(t *testing.T) {
+	for _, s := range []string{
+		`{}`, ` { } `,
+		`{"a":1,"b":"x\"y\\","c":[1,{"d":"]}"}],"e":{"f":null},"g":true}`,
+		`{"k\u0065y":"v","":""}`,
+		"\n{\t\"data\" : [ {\"index\":0} ] , \"usage\":{\"prompt_tokens\":3}}\n",
+		`{"prompt_tokens":14,"completion_tokens":10,"prompt_tokens_details":{"cached_tokens":0},"n":-1.5e3}`,
+	} {
+		got, want := fieldsWalk(s), gjsonWalk(s)
+		if strings.Join(got, "\x00") != strings.Join(want, "\x00") {
+			t.Errorf("%s:\n got %q\nwant %q", s, got, want)
+		}
+	}
+	// Broken objects: some members, then the end, and no panic.
+	for s, want := range map[string]string{
+		``: ``, `{`: ``, `{"a":1`: `a=1`, `{"a":"unterminated}`: ``, `{"a":`: ``, `{"a":[1,2}`: `a=[1,2}`, // brackets are counted, not matched
+		`{"a":1}}`: `a=1`, `{"a":"\`: ``, `{"a":1,"b"`: `a=1`,
+	} {
+		if got := strings.Join(fieldsWalk(s), ","); got != want {
+			t.Errorf("%q: %q, want %q", s, got, want)
+		}
+	}
+}
+
+// FuzzFields: on any valid JSON object, Fields gives gjson's members; on
+// anything, it ends without a panic.
+func FuzzFields(f *testing.F) {
+	f.Add(`{"a":1,"b":"x\"y\\","c":[1,{"d":"]}"}]}`)
+	f.Add(`{"prompt_tokens":14,"prompt_tokens_details":{"cached_tokens":0}}`)
+	f.Fuzz(func(t *testing.T, s string) {
+		got := fieldsWalk(s)
+		if !ValidJSON([]byte(s)) || !gjson.Parse(s).IsObject() {
+			return
+		}
+		if want := gjsonWalk(s); strings.Join(got, "\x00") != strings.Join(want, "\x00") {
+			t.Fatalf("%s:\n got %q\nwant %q", s, got, want)
+		}
+	})
+}
