@@ -253,6 +253,49 @@ func readChatUsageReference(v gjson.Result, u *usageInfo) {
 	}
 }
 
+// FuzzMessagesUsage: on any valid JSON, readMessagesUsage reads what
+// lookups by path read (readMessagesUsageReference), over the counts an
+// earlier event left; on anything, it does not panic.
+func FuzzMessagesUsage(f *testing.F) {
+	f.Add(`{"input_tokens":14,"cache_creation_input_tokens":2,"cache_read_input_tokens":3,"output_tokens":10,"cache_creation":{"ephemeral_5m_input_tokens":2}}`)
+	f.Add(`{"output_tokens":"7","input_tokens":null,"output_tokens":1}`)
+	f.Fuzz(func(t *testing.T, usage string) {
+		earlier := usageInfo{Prompt: 1, Cached: 2, CacheWrite: 3, Completion: 4, Known: true}
+		got := earlier
+		readMessagesUsage(gjson.Parse(usage), &got)
+		if !gjson.Valid(usage) {
+			return
+		}
+		want := earlier
+		readMessagesUsageReference(gjson.Parse(usage), &want)
+		if got != want {
+			t.Fatalf("%s: %+v, want %+v", usage, got, want)
+		}
+	})
+}
+
+// readMessagesUsageReference is readMessagesUsage done with gjson's
+// lookups.
+func readMessagesUsageReference(v gjson.Result, u *usageInfo) {
+	if !v.IsObject() {
+		return
+	}
+	u.Known = true
+	if x := v.Get("input_tokens"); x.Exists() {
+		read, write := v.Get("cache_read_input_tokens"), v.Get("cache_creation_input_tokens")
+		if read.Exists() {
+			u.Cached = read.Int()
+		}
+		if write.Exists() {
+			u.CacheWrite = write.Int()
+		}
+		u.Prompt = x.Int() + u.Cached + u.CacheWrite
+	}
+	if x := v.Get("output_tokens"); x.Exists() {
+		u.Completion = x.Int()
+	}
+}
+
 // TestTapStreamStrip reads a chat stream's usage on its way to the client
 // and, when the gateway asked for the usage and the client did not, takes
 // out the usage chunk and the "usage":null fields, whatever the events'

@@ -211,21 +211,36 @@ func readMessagesUsage(v gjson.Result, u *usageInfo) {
 		return
 	}
 	u.Known = true
+	var in, read, write, out usageCount
+	for f := providers.NewFields(v.Raw); ; {
+		k, x, ok := f.Next()
+		if !ok {
+			break
+		}
+		switch k {
+		case "input_tokens":
+			in.set(x)
+		case "cache_read_input_tokens":
+			read.set(x)
+		case "cache_creation_input_tokens":
+			write.set(x)
+		case "output_tokens":
+			out.set(x)
+		}
+	}
 	// message_delta repeats or updates the counts message_start gave; a
 	// field it leaves out keeps its value.
-	if x := v.Get("input_tokens"); x.Exists() {
-		in := x.Int()
-		read, write := v.Get("cache_read_input_tokens"), v.Get("cache_creation_input_tokens")
-		if read.Exists() {
-			u.Cached = read.Int()
+	if in.seen {
+		if read.seen {
+			u.Cached = read.n
 		}
-		if write.Exists() {
-			u.CacheWrite = write.Int()
+		if write.seen {
+			u.CacheWrite = write.n
 		}
-		u.Prompt = in + u.Cached + u.CacheWrite
+		u.Prompt = in.n + u.Cached + u.CacheWrite
 	}
-	if x := v.Get("output_tokens"); x.Exists() {
-		u.Completion = x.Int()
+	if out.seen {
+		u.Completion = out.n
 	}
 }
 
