@@ -2,6 +2,8 @@ package providers
 
 import (
 	"bytes"
+	"encoding/binary"
+	"math/bits"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -155,8 +157,29 @@ var structural = [256]bool{'"': true, '{': true, '}': true, '[': true, ']': true
 
 // SkipString returns the index just past the JSON string that starts at
 // b[i] (a '"'), or -1 when it does not end.
+//
+// Its first 32 bytes are read eight at a time, escapes and all: keys, roles,
+// types and ids end within them, and for those bytes.IndexByte's call
+// costs more than the bytes. A longer string's rest is searched for its
+// quotes with bytes.IndexByte, many bytes at a time.
 func SkipString(b []byte, i int) int {
-	for j := i + 1; j < len(b); {
+	j := i + 1
+	for head := j + 32; j <= len(b)-8 && j < head; {
+		m := quoteOrBackslash(binary.LittleEndian.Uint64(b[j:]))
+		if m == 0 {
+			j += 8
+			continue
+		}
+		j += bits.TrailingZeros64(m) >> 3
+		if b[j] == '"' {
+			return j + 1
+		}
+		j += 2 // the backslash and the byte it escapes
+	}
+	// Every escape before j was read: the search counts only the
+	// backslashes from j on.
+	start := j - 1
+	for j < len(b) {
 		k := bytes.IndexByte(b[j:], '"')
 		if k < 0 {
 			return -1
@@ -165,7 +188,7 @@ func SkipString(b []byte, i int) int {
 		// The quote ends the string unless an odd number of backslashes
 		// escapes it.
 		n := 0
-		for p := q - 1; p > i && b[p] == '\\'; p-- {
+		for p := q - 1; p > start && b[p] == '\\'; p-- {
 			n++
 		}
 		if n%2 == 0 {
@@ -174,6 +197,15 @@ func SkipString(b []byte, i int) int {
 		j = q + 1
 	}
 	return -1
+}
+
+// quoteOrBackslash marks, in the high bit of each byte, the bytes of x
+// that are '"' or '\\' — exactly for the lowest one marked, which is all
+// SkipString reads (the borrow of a marked byte may mark a byte above it).
+func quoteOrBackslash(x uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	q, s := x^(ones*'"'), x^(ones*'\\')
+	return ((q-ones)&^q | (s-ones)&^s) & highs
 }
 
 // validString reports whether s, a short quoted string such as a key, is

@@ -385,21 +385,55 @@ func FuzzEachMember(f *testing.F) {
 	})
 }
 
-// TestSkipStr checks skipStr against SkipString on strings with escapes
-// at every position around the end of its byte-by-byte start.
+// TestSkipStr checks skipStr and SkipString against a byte-by-byte
+// reference on strings with escapes at every position around the ends of
+// their eight-byte words and of their first 32 bytes.
 func TestSkipStr(t *testing.T) {
 	for _, esc := range []string{`\\`, `\"`, `\\\"`, `\\\\`, `\u0022`, `\n`} {
-		for n := range 40 {
+		for n := range 48 {
 			for _, tail := range []string{``, `a`, `\\`, `\"b`} {
 				s := `"` + strings.Repeat("x", n) + esc + tail + `"`
 				b := []byte(s + `,"next":1`)
 				if !ValidJSON([]byte(s)) {
 					t.Fatalf("%s is not a JSON string", s)
 				}
-				if got, want := skipStr(b, 0), SkipString(b, 0); got != want || got != len(s) {
-					t.Errorf("%s: skipStr %d, SkipString %d, want %d", s, got, want, len(s))
+				if got, want := skipStr(b, 0), skipStringReference(b, 0); got != want || got != len(s) {
+					t.Errorf("%s: skipStr %d, the reference %d, want %d", s, got, want, len(s))
+				}
+				for cut := range len(s) { // unterminated
+					if got := SkipString(b[:cut], 0); got != -1 {
+						t.Errorf("%s cut at %d: %d, want -1", s, cut, got)
+					}
 				}
 			}
 		}
 	}
+}
+
+// FuzzSkipString: SkipString finds the end the byte-by-byte reference
+// finds, from any start, in any bytes.
+func FuzzSkipString(f *testing.F) {
+	f.Add([]byte(`"abc\"def\\"xyz"`), 0)
+	f.Add([]byte(`x"0123456789abcdef0123456789abcdef\\\"0123456789"`), 1)
+	f.Fuzz(func(t *testing.T, b []byte, i int) {
+		if i < 0 || i >= len(b) || b[i] != '"' {
+			return
+		}
+		if got, want := SkipString(b, i), skipStringReference(b, i); got != want {
+			t.Fatalf("%q from %d: %d, want %d", b, i, got, want)
+		}
+	})
+}
+
+// skipStringReference is SkipString a byte at a time.
+func skipStringReference(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '"':
+			return j + 1
+		case '\\':
+			j++
+		}
+	}
+	return -1
 }
