@@ -106,10 +106,10 @@ func (h *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 // Authorization header that is not a bearer token is no key, even with an
 // x-api-key beside it.
 func credential(r *http.Request) (string, bool) {
-	if h := r.Header.Get("Authorization"); h != "" {
+	if h := headerValue(r.Header, "Authorization"); h != "" {
 		return bearer(h)
 	}
-	k := strings.TrimSpace(r.Header.Get("X-Api-Key"))
+	k := strings.TrimSpace(headerValue(r.Header, "X-Api-Key"))
 	return k, k != ""
 }
 

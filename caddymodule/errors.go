@@ -21,8 +21,8 @@ import (
 // WriteJSON writes body, a complete JSON document, with status.
 func WriteJSON(w http.ResponseWriter, status int, body []byte) {
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(body)))
+	setHeader(h, "Content-Type", "application/json")
+	setHeader(h, "Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }
@@ -40,9 +40,22 @@ func WriteValue(w http.ResponseWriter, status int, v any) {
 
 // WriteError writes e in OpenAI's error shape with its status.
 func WriteError(w http.ResponseWriter, e *providers.Error) {
-	w.Header().Del("Content-Encoding")
+	delete(w.Header(), "Content-Encoding")
 	WriteJSON(w, e.Status, e.JSON())
 }
+
+// headerValue is h.Get(key) and setHeader h.Set(key, value) for a key in
+// canonical form, as net/http stores the headers it reads and
+// reverse_proxy those it copies: without Get's and Set's canonicalising
+// pass over the key, a few hundred instructions a call on every request.
+func headerValue(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+func setHeader(h http.Header, key, value string) { h[key] = []string{value} }
 
 // writeError is WriteError, as this package calls it.
 func writeError(w http.ResponseWriter, e *providers.Error) { WriteError(w, e) }

@@ -313,15 +313,15 @@ func (w *upstreamWriter) WriteHeader(status int) {
 	}
 	w.wroteHeader = true
 	w.status = status
-	if status >= 300 || !w.wantStream || !w.framing.IsStream(w.header.Get("Content-Type")) {
+	if status >= 300 || !w.wantStream || !w.framing.IsStream(headerValue(w.header, "Content-Type")) {
 		return
 	}
 	w.streaming = true
 	h := w.client.Header()
 	copyClientHeaders(h, w.header)
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Del("Content-Length")
+	setHeader(h, "Content-Type", "text/event-stream")
+	setHeader(h, "Cache-Control", "no-cache")
+	delete(h, "Content-Length")
 	w.client.WriteHeader(http.StatusOK)
 	if w.tr != nil {
 		w.bufs = streamBufferPool.Get().(*streamBuffers)
@@ -344,7 +344,7 @@ func (w *upstreamWriter) Write(p []byte) (int, error) {
 			// One allocation for an answer whose length is known (a
 			// large embeddings answer would otherwise be copied a dozen
 			// times as the buffer grows).
-			if n, err := strconv.Atoi(w.header.Get("Content-Length")); err == nil && n > len(p) && n <= maxUpstreamBody {
+			if n, err := strconv.Atoi(headerValue(w.header, "Content-Length")); err == nil && n > len(p) && n <= maxUpstreamBody {
 				w.buf = make([]byte, 0, n)
 			}
 		}
