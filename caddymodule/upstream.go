@@ -245,6 +245,44 @@ func copyClientHeaders(dst, src http.Header) {
 	}
 }
 
+// setPath sets u's path to raw, escaped as the translator wrote it.
+func setPath(u *url.URL, raw string) {
+	if plainPath(raw) {
+		// Nothing to unescape nor to escape (every provider's paths):
+		// what the general case below gives, without its two passes.
+		u.Path, u.RawPath = raw, raw
+		return
+	}
+	u.RawPath = raw
+	if p, err := url.PathUnescape(raw); err == nil {
+		u.Path = p
+	} else {
+		u.Path = raw // not a valid escape: sent as it is
+	}
+	if u.EscapedPath() != u.RawPath {
+		u.RawPath = "" // the path needs no other escaping than Go's own
+	}
+}
+
+// plainPath reports whether every byte of p stands for itself in a URL
+// path: a letter, a digit, or one of -._~$&+,/:;=@ (no escape, and none
+// that Go's URL escapes in a path).
+func plainPath(p string) bool {
+	for i := 0; i < len(p); i++ {
+		if !pathByte[p[i]] {
+			return false
+		}
+	}
+	return true
+}
+
+var pathByte = func() (t [256]bool) {
+	for c := 0; c < 256; c++ {
+		t[c] = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~$&+,/:;=@", byte(c)) >= 0
+	}
+	return t
+}()
+
 // errAborted reports that reverse_proxy gave up on a broken upstream body.
 var errAborted = errors.New("upstream answer aborted")
 
@@ -523,15 +561,7 @@ func (b *ProviderBase) upstreamRequest(r *http.Request, preq providers.Request, 
 
 	u := &call.url
 	*u = *r.URL
-	u.RawPath = b.basePath + preq.Path // escaped, as the translator wrote it
-	if p, err := url.PathUnescape(u.RawPath); err == nil {
-		u.Path = p
-	} else {
-		u.Path = u.RawPath // not a valid escape: sent as it is
-	}
-	if u.EscapedPath() != u.RawPath {
-		u.RawPath = "" // the path needs no other escaping than Go's own
-	}
+	setPath(u, b.basePath+preq.Path)
 	u.RawQuery = preq.Query
 	r2.URL = u
 	r2.Method = http.MethodPost
