@@ -90,11 +90,7 @@ func readChatUsage(v gjson.Result, u *usageInfo) {
 	}
 	var prompt, completion, cached, cacheWrite, reasoning usageCount
 	var promptDetails, completionDetails bool
-	for f := providers.NewFields(v.Raw); ; {
-		k, x, ok := f.Next()
-		if !ok {
-			break
-		}
+	for k, x := range providers.Fields(v.Raw) {
 		switch k {
 		case "prompt_tokens":
 			prompt.set(x)
@@ -105,11 +101,7 @@ func readChatUsage(v gjson.Result, u *usageInfo) {
 				break
 			}
 			promptDetails = true
-			for d := objectFields(x); ; {
-				k, x, ok := d.Next()
-				if !ok {
-					break
-				}
+			for k, x := range providers.Fields(x) {
 				switch k {
 				case "cached_tokens":
 					cached.set(x)
@@ -122,11 +114,7 @@ func readChatUsage(v gjson.Result, u *usageInfo) {
 				break
 			}
 			completionDetails = true
-			for d := objectFields(x); ; {
-				k, x, ok := d.Next()
-				if !ok {
-					break
-				}
+			for k, x := range providers.Fields(x) {
 				if k == "reasoning_tokens" {
 					reasoning.set(x)
 					break
@@ -136,15 +124,6 @@ func readChatUsage(v gjson.Result, u *usageInfo) {
 	}
 	u.Known = true
 	u.Prompt, u.Completion, u.Cached, u.CacheWrite, u.Reasoning = prompt.n, completion.n, cached.n, cacheWrite.n, reasoning.n
-}
-
-// objectFields walks the members of raw, a JSON value, when it is an
-// object; of anything else none (null details, say).
-func objectFields(raw string) providers.Fields {
-	if raw == "" || raw[0] != '{' {
-		return providers.Fields{}
-	}
-	return providers.NewFields(raw)
 }
 
 // usageCount is a count read from a usage object, once.
@@ -212,11 +191,7 @@ func readMessagesUsage(v gjson.Result, u *usageInfo) {
 	}
 	u.Known = true
 	var in, read, write, out usageCount
-	for f := providers.NewFields(v.Raw); ; {
-		k, x, ok := f.Next()
-		if !ok {
-			break
-		}
+	for k, x := range providers.Fields(v.Raw) {
 		switch k {
 		case "input_tokens":
 			in.set(x)

@@ -334,11 +334,12 @@ func maxOutOf(outs [len(maxOutputFields)]string) int64 {
 	return 0
 }
 
-// digits reads a number written in up to 18 decimal digits alone, how
-// nearly every maximum is written; ok is false for any other number
-// (a sign, a fraction, an exponent), which gjson reads.
+// digits reads a JSON number written in up to 18 decimal digits alone,
+// how nearly every maximum and token count is written; ok is false for
+// anything else (a sign, a fraction, an exponent, another type), which
+// the callers leave to gjson.
 func digits(s string) (n int64, ok bool) {
-	if len(s) > 18 {
+	if len(s) == 0 || len(s) > 18 {
 		return 0, false
 	}
 	for i := 0; i < len(s); i++ {

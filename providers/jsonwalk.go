@@ -3,6 +3,7 @@ package providers
 import (
 	"bytes"
 	"encoding/binary"
+	"iter"
 	"math/bits"
 	"strings"
 
@@ -11,8 +12,8 @@ import (
 
 // Members and Elements walk the top level of a large JSON object or
 // array, such as an embeddings answer of 64 vectors of 1,536 values, in
-// one pass: every string is skipped with bytes.IndexByte, many bytes at a
-// time, where gjson's ValidBytes, Get and Array read strings byte by byte
+// one pass: every string is skipped many bytes at a time (SkipString),
+// where gjson's ValidBytes, Get and Array read strings byte by byte
 // (several times over for nested paths). They check the structure they
 // walk — the brackets, commas, colons and keys — and find where each
 // value ends, but not what is inside a value: the caller checks the
@@ -143,7 +144,7 @@ func skipValue(b []byte, i int) int {
 	}
 	// A number, true, false or null: up to the next delimiter.
 	start := i
-	for i < len(b) && b[i] != ',' && b[i] != '}' && b[i] != ']' && !isSpace(b[i]) {
+	for i < len(b) && !endsLiteral[b[i]] {
 		i++
 	}
 	if i == start {
@@ -152,8 +153,12 @@ func skipValue(b []byte, i int) int {
 	return i
 }
 
-// structural marks the bytes skipValue stops at inside an array or object.
-var structural = [256]bool{'"': true, '{': true, '}': true, '[': true, ']': true}
+// structural marks the bytes skipValue stops at inside an array or object,
+// and endsLiteral those that end a number, true, false or null.
+var (
+	structural  = [256]bool{'"': true, '{': true, '}': true, '[': true, ']': true}
+	endsLiteral = [256]bool{',': true, '}': true, ']': true, ' ': true, '\t': true, '\n': true, '\r': true}
+)
 
 // SkipString returns the index just past the JSON string that starts at
 // b[i] (a '"'), or -1 when it does not end.
@@ -212,36 +217,43 @@ func quoteOrBackslash(x uint64) uint64 {
 // a valid JSON string.
 func validString(s []byte) bool { return gjson.ValidBytes(s) }
 
-// Fields walks the members of a small JSON object from outside, such as an
-// answer's usage, byte by byte: for keys and values of a few bytes it
-// costs a fraction of gjson's ForEach, which parses every number into a
-// float64, and of Members, whose IndexByte is a call per string. It checks
-// nothing: on a valid object it gives each member's key (unescaped) and
-// raw value, in order, as ForEach does; on anything else it gives some
-// members and stops, and never reads past the end. The zero Fields has no
-// members.
-type Fields struct {
-	b string
-	i int
+// Fields gives the members of a small JSON object from outside, such as
+// an answer's usage: each member's key (unescaped) and raw value, in
+// order, as gjson's ForEach does on a valid object, for a fraction of
+// what ForEach costs (it parses every number into a float64). Unlike
+// Members it checks nothing: of a broken object it gives some members and
+// stops, never reading past the end; of a value that is not an object
+// (its first byte other than a space is not '{') it gives none.
+func Fields(obj string) iter.Seq2[string, string] {
+	return func(yield func(key, value string) bool) {
+		if i := skipSpace(obj, 0); i == len(obj) || obj[i] != '{' {
+			return
+		}
+		for i := 0; ; {
+			key, value, next := nextField(obj, i)
+			if next < 0 || !yield(key, value) {
+				return
+			}
+			i = next
+		}
+	}
 }
 
-// NewFields walks obj, whose first byte other than a space is its '{'.
-func NewFields(obj string) Fields { return Fields{b: obj} }
-
-// Next returns the next member, or ok false after the last.
-func (f *Fields) Next() (key, value string, ok bool) {
-	b, i := f.b, f.i
+// nextField reads the member of obj after index i (past the '{' or the
+// ',' before it): its key, its raw value and where it ends; next is -1
+// when there is none.
+func nextField(b string, i int) (key, value string, next int) {
 	// To the key's quote: past the '{', or the ',', and spaces.
 	for i < len(b) && b[i] != '"' {
 		if b[i] == '}' {
-			i = len(b)
+			return "", "", -1
 		}
 		i++
 	}
-	end := endOfString(b, i)
+	in := bytesOf(b) // read only
+	end := SkipString(in, i)
 	if end < 0 {
-		f.i = len(b)
-		return "", "", false
+		return "", "", -1
 	}
 	key = b[i+1 : end-1]
 	if strings.IndexByte(key, '\\') >= 0 {
@@ -252,85 +264,8 @@ func (f *Fields) Next() (key, value string, ok bool) {
 		i++
 	}
 	start := i
-	if i = endOfValue(b, i); i < 0 {
-		f.i = len(b)
-		return "", "", false
+	if i = skipValue(in, i); i < 0 {
+		return "", "", -1
 	}
-	f.i = i
-	return key, b[start:i], true
+	return key, b[start:i], i
 }
-
-// endOfString returns the index just past the string that starts at
-// b[i], or -1 when there is none.
-func endOfString(b string, i int) int {
-	if i >= len(b) || b[i] != '"' {
-		return -1
-	}
-	for j := i + 1; j < len(b); {
-		k := strings.IndexByte(b[j:], '"')
-		if k < 0 {
-			return -1
-		}
-		q := j + k
-		// The quote ends the string unless an odd number of backslashes
-		// escapes it.
-		n := 0
-		for p := q - 1; p > i && b[p] == '\\'; p-- {
-			n++
-		}
-		if n%2 == 0 {
-			return q + 1
-		}
-		j = q + 1
-	}
-	return -1
-}
-
-// endOfValue returns the index just past the value that starts at b[i],
-// or -1 when there is none.
-func endOfValue(b string, i int) int {
-	if i >= len(b) {
-		return -1
-	}
-	switch b[i] {
-	case '"':
-		return endOfString(b, i)
-	case '{', '[':
-		depth := 0
-		for i < len(b) {
-			for i < len(b) && !structural[b[i]] {
-				i++
-			}
-			if i == len(b) {
-				break
-			}
-			switch b[i] {
-			case '"':
-				if i = endOfString(b, i); i < 0 {
-					return -1
-				}
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return i + 1
-				}
-			}
-			i++
-		}
-		return -1
-	}
-	start := i
-	for i < len(b) && !endsLiteral[b[i]] {
-		i++
-	}
-	if i == start {
-		return -1
-	}
-	return i
-}
-
-// endsLiteral marks the bytes that end a number, true, false or null
-// within an object or array.
-var endsLiteral = [256]bool{',': true, '}': true, ']': true, ' ': true, '\t': true, '\n': true, '\r': true}

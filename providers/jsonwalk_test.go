@@ -76,14 +76,10 @@ func FuzzMembersElements(f *testing.F) {
 
 // fieldsWalk lists the members Fields gives of s as "key=value".
 func fieldsWalk(s string) (got []string) {
-	f := NewFields(s)
-	for {
-		k, v, ok := f.Next()
-		if !ok {
-			return got
-		}
+	for k, v := range Fields(s) {
 		got = append(got, k+"="+v)
 	}
+	return got
 }
 
 func TestFields(t *testing.T) {
@@ -103,6 +99,7 @@ func TestFields(t *testing.T) {
 	for s, want := range map[string]string{
 		``: ``, `{`: ``, `{"a":1`: `a=1`, `{"a":"unterminated}`: ``, `{"a":`: ``, `{"a":[1,2}`: `a=[1,2}`, // brackets are counted, not matched
 		`{"a":1}}`: `a=1`, `{"a":"\`: ``, `{"a":1,"b"`: `a=1`,
+		`null`: ``, `[{"a":1}]`: ``, `"{\"a\":1}"`: ``, ` {"a":1}`: `a=1`,
 	} {
 		if got := strings.Join(fieldsWalk(s), ","); got != want {
 			t.Errorf("%q: %q, want %q", s, got, want)
