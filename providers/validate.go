@@ -171,20 +171,20 @@ func value(v []byte, str bool) gjson.Result {
 // members calls fn with each member of obj, a valid JSON object: its key,
 // unescaped, and its value's bytes. fn returns false to stop.
 func members(obj []byte, fn func(key, value []byte) bool) {
-	i := skipWS(obj, 1+bytes.IndexByte(obj, '{'))
+	i := skipSpace(obj, 1+bytes.IndexByte(obj, '{'))
 	for i < len(obj) && obj[i] == '"' {
 		end := skipStr(obj, i)
 		key := obj[i+1 : end-1]
 		if bytes.IndexByte(key, '\\') >= 0 {
 			key = []byte(gjson.Parse(InPlace(obj[i:end])).Str)
 		}
-		start := skipWS(obj, skipWS(obj, end)+1) // past the colon
+		start := skipSpace(obj, skipSpace(obj, end)+1) // past the colon
 		end = skipVal(obj, start)
 		if !fn(key, obj[start:end]) {
 			return
 		}
-		if i = skipWS(obj, end); i < len(obj) && obj[i] == ',' {
-			i = skipWS(obj, i+1)
+		if i = skipSpace(obj, end); i < len(obj) && obj[i] == ',' {
+			i = skipSpace(obj, i+1)
 		}
 	}
 }
@@ -192,51 +192,25 @@ func members(obj []byte, fn func(key, value []byte) bool) {
 // elements calls fn with the index and the bytes of each element of arr,
 // a valid JSON array. fn returns false to stop.
 func elements(arr []byte, fn func(i int, value []byte) bool) {
-	i := skipWS(arr, 1+bytes.IndexByte(arr, '['))
+	i := skipSpace(arr, 1+bytes.IndexByte(arr, '['))
 	for n := 0; i < len(arr) && arr[i] != ']'; n++ {
 		end := skipVal(arr, i)
 		if !fn(n, arr[i:end]) {
 			return
 		}
-		if i = skipWS(arr, end); i < len(arr) && arr[i] == ',' {
-			i = skipWS(arr, i+1)
+		if i = skipSpace(arr, end); i < len(arr) && arr[i] == ',' {
+			i = skipSpace(arr, i+1)
 		}
 	}
 }
 
-func skipWS(b []byte, i int) int {
-	for i < len(b) && isSpace(b[i]) {
-		i++
-	}
-	return i
-}
-
-// skipVal returns the index just past the valid JSON value at b[i].
+// skipVal returns the index just past the valid JSON value at b[i]
+// (skipValue's, which checks the structure it passes over too).
 func skipVal(b []byte, i int) int {
-	switch b[i] {
-	case '"':
-		return skipStr(b, i)
-	case '{', '[':
-		depth := 0
-		for ; i < len(b); i++ {
-			switch b[i] {
-			case '"':
-				i = skipStr(b, i) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				if depth--; depth == 0 {
-					return i + 1
-				}
-			}
-		}
-		return len(b)
+	if end := skipValue(b, i); end >= 0 {
+		return end
 	}
-	// A number, true, false or null: up to the next delimiter.
-	for i < len(b) && b[i] != ',' && b[i] != '}' && b[i] != ']' && !isSpace(b[i]) {
-		i++
-	}
-	return i
+	return len(b)
 }
 
 // skipStr returns the index just past the valid JSON string at b[i]

@@ -22,12 +22,14 @@
 # regexp also runs the sub-benchmarks it matches part of, or below it.
 #
 # The test binary is built without cgo (valgrind cannot follow cgo's thread
-# start) and run with GOMAXPROCS=1 and without asynchronous preemption. Needs
+# start) and run with GOMAXPROCS=1, without asynchronous preemption, and
+# without RDTSCP (valgrind cannot decode it, and the runtime reads the clock
+# with it on a contended lock, which a busy host makes likely). Needs
 # valgrind (apt-get install -y valgrind); some seconds per run.
 set -euo pipefail
 
 if [ $# -lt 2 ]; then
-	sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'
 	exit 2
 fi
 pkg=$1
@@ -42,7 +44,7 @@ CGO_ENABLED=0 go test -c -o "$bin" "$pkg"
 
 # run <iterations>: a callgrind profile of a run, in $out/<iterations>.
 run() {
-	GOGC=off GOMAXPROCS=1 GODEBUG=asyncpreemptoff=1,memprofilerate=0 valgrind --tool=callgrind --callgrind-out-file="$out/$1" \
+	GOGC=off GOMAXPROCS=1 GODEBUG=asyncpreemptoff=1,memprofilerate=0,cpu.rdtscp=off valgrind --tool=callgrind --callgrind-out-file="$out/$1" \
 		"$bin" -test.run '^$' -test.bench "$bench" -test.benchtime "${1}x" >"$out/$1.log" 2>&1 ||
 		{ cat "$out/$1.log" >&2; exit 1; }
 	callgrind_annotate --inclusive=no --auto=no --threshold=100 "$out/$1" >"$out/$1.txt" 2>/dev/null
