@@ -29,7 +29,7 @@
 set -euo pipefail
 
 if [ $# -lt 2 ]; then
-	sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'
+	sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'
 	exit 2
 fi
 pkg=$1
