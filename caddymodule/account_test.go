@@ -219,17 +219,27 @@ func TestChatUsage(t *testing.T) {
 // of the usage object and lookups by path read (readChatUsageReference);
 // on anything, it does not panic.
 func FuzzChatUsage(f *testing.F) {
-	f.Add(`{"prompt_tokens":1200,"completion_tokens":300,"prompt_tokens_details":{"cached_tokens":200,"cache_write_tokens":100},"completion_tokens_details":{"reasoning_tokens":120}}`)
-	f.Add(`{"prompt_tokens":"14","completion_tokens":1.5e1,"prompt_tokens_details":null,"completion_tokens_details":[1],"prompt_tokens":7}`)
-	f.Add(`{"pr\u006fmpt_tokens":true,"completion_tokens":-3,"prompt_tokens_details":{"cached_tokens":{"x":1}}}`)
+	fuzzUsage(f, readChatUsage, readChatUsageReference, usageInfo{},
+		`{"prompt_tokens":1200,"completion_tokens":300,"prompt_tokens_details":{"cached_tokens":200,"cache_write_tokens":100},"completion_tokens_details":{"reasoning_tokens":120}}`,
+		`{"prompt_tokens":"14","completion_tokens":1.5e1,"prompt_tokens_details":null,"completion_tokens_details":[1],"prompt_tokens":7}`,
+		`{"pr\u006fmpt_tokens":true,"completion_tokens":-3,"prompt_tokens_details":{"cached_tokens":{"x":1}}}`)
+}
+
+// fuzzUsage fuzzes a usage reader: on any valid JSON, over the counts an
+// earlier event left, it reads what reference reads; on anything, it does
+// not panic.
+func fuzzUsage(f *testing.F, read, reference func(gjson.Result, *usageInfo), earlier usageInfo, seeds ...string) {
+	for _, s := range seeds {
+		f.Add(s)
+	}
 	f.Fuzz(func(t *testing.T, usage string) {
-		var got usageInfo
-		readChatUsage(gjson.Parse(usage), &got)
+		got := earlier
+		read(gjson.Parse(usage), &got)
 		if !gjson.Valid(usage) {
 			return
 		}
-		var want usageInfo
-		readChatUsageReference(gjson.Parse(usage), &want)
+		want := earlier
+		reference(gjson.Parse(usage), &want)
 		if got != want {
 			t.Fatalf("%s: %+v, want %+v", usage, got, want)
 		}
@@ -257,21 +267,9 @@ func readChatUsageReference(v gjson.Result, u *usageInfo) {
 // lookups by path read (readMessagesUsageReference), over the counts an
 // earlier event left; on anything, it does not panic.
 func FuzzMessagesUsage(f *testing.F) {
-	f.Add(`{"input_tokens":14,"cache_creation_input_tokens":2,"cache_read_input_tokens":3,"output_tokens":10,"cache_creation":{"ephemeral_5m_input_tokens":2}}`)
-	f.Add(`{"output_tokens":"7","input_tokens":null,"output_tokens":1}`)
-	f.Fuzz(func(t *testing.T, usage string) {
-		earlier := usageInfo{Prompt: 1, Cached: 2, CacheWrite: 3, Completion: 4, Known: true}
-		got := earlier
-		readMessagesUsage(gjson.Parse(usage), &got)
-		if !gjson.Valid(usage) {
-			return
-		}
-		want := earlier
-		readMessagesUsageReference(gjson.Parse(usage), &want)
-		if got != want {
-			t.Fatalf("%s: %+v, want %+v", usage, got, want)
-		}
-	})
+	fuzzUsage(f, readMessagesUsage, readMessagesUsageReference, usageInfo{Prompt: 1, Cached: 2, CacheWrite: 3, Completion: 4, Known: true},
+		`{"input_tokens":14,"cache_creation_input_tokens":2,"cache_read_input_tokens":3,"output_tokens":10,"cache_creation":{"ephemeral_5m_input_tokens":2}}`,
+		`{"output_tokens":"7","input_tokens":null,"output_tokens":1}`)
 }
 
 // readMessagesUsageReference is readMessagesUsage done with gjson's
