@@ -45,9 +45,41 @@ func TestMain(m *testing.M) {
 	os.Setenv("XDG_DATA_HOME", filepath.Join(dir, "data"))
 	os.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
 	os.Setenv("NO_PROXY", "127.0.0.1,localhost,::1")
+	if err := awaitFreeAdmin(2 * time.Minute); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// awaitFreeAdmin waits until nothing answers on caddytest's admin address,
+// for at most wait. caddytest loads each test's config into whatever
+// Caddy answers there, and another process's Caddy provisions it without
+// the environment the tests set in this one (it happened once: the first
+// tests of a run failed with "{env.MG_OPENAI_KEY} is empty" until the
+// other process went away). What answers is reported with its config,
+// which tells whose it is.
+func awaitFreeAdmin(wait time.Duration) error {
+	client := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(wait)
+	for reported := false; ; {
+		res, err := client.Get(adminURL + "/config/")
+		if err != nil {
+			return nil // nothing answers: caddytest starts Caddy in this process
+		}
+		cfg, _ := io.ReadAll(io.LimitReader(res.Body, 2048))
+		res.Body.Close()
+		if !reported {
+			fmt.Fprintf(os.Stderr, "integration: another process's Caddy answers on %s before any test started one; waiting up to %v for it to go. Its config: %s\n", adminURL, wait, cfg)
+			reported = true
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("integration: %s is still held by another process's Caddy after %v", adminURL, wait)
+		}
+		time.Sleep(time.Second)
+	}
 }
 
 // testRoot is the directory TestMain removes when every test has run.
