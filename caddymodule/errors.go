@@ -44,10 +44,10 @@ func WriteError(w http.ResponseWriter, e *providers.Error) {
 	WriteJSON(w, e.Status, e.JSON())
 }
 
-// headerValue is h.Get(key) and setHeader h.Set(key, value) for a key in
-// canonical form, as net/http stores the headers it reads and
-// reverse_proxy those it copies: without Get's and Set's canonicalising
-// pass over the key, a few hundred instructions a call on every request.
+// headerValue is h.Get(key) for a key in canonical form, as net/http
+// stores the headers it reads and reverse_proxy those it copies: without
+// Get's canonicalising pass over the key, a few hundred instructions a
+// call on every request.
 func headerValue(h http.Header, key string) string {
 	if v := h[key]; len(v) > 0 {
 		return v[0]
@@ -55,6 +55,8 @@ func headerValue(h http.Header, key string) string {
 	return ""
 }
 
+// setHeader is h.Set(key, value) for a key in canonical form, without
+// Set's pass over the key.
 func setHeader(h http.Header, key, value string) { h[key] = []string{value} }
 
 // writeError is WriteError, as this package calls it.

@@ -226,10 +226,11 @@ func validString(s []byte) bool { return gjson.ValidBytes(s) }
 // (its first byte other than a space is not '{') it gives none.
 func Fields(obj string) iter.Seq2[string, string] {
 	return func(yield func(key, value string) bool) {
-		if i := skipSpace(obj, 0); i == len(obj) || obj[i] != '{' {
+		i := skipSpace(obj, 0)
+		if i == len(obj) || obj[i] != '{' {
 			return
 		}
-		for i := 0; ; {
+		for i++; ; {
 			key, value, next := nextField(obj, i)
 			if next < 0 || !yield(key, value) {
 				return
@@ -239,9 +240,9 @@ func Fields(obj string) iter.Seq2[string, string] {
 	}
 }
 
-// nextField reads the member of obj after index i (past the '{' or the
-// ',' before it): its key, its raw value and where it ends; next is -1
-// when there is none.
+// nextField reads the member of obj that follows index i (just past the
+// '{', or past the member before it): its key, its raw value and where it
+// ends; next is -1 when there is none.
 func nextField(b string, i int) (key, value string, next int) {
 	// To the key's quote: past the '{', or the ',', and spaces.
 	for i < len(b) && b[i] != '"' {
