@@ -73,11 +73,14 @@ func (u *memUpstream) RoundTrip(req *http.Request) (*http.Response, error) {
 		rec := httptest.NewRecorder()
 		fr := httptest.NewRequest(req.Method, req.URL.RequestURI(), bytes.NewReader(body))
 		fr.Header = req.Header.Clone()
-		// The transport, and with it the provider's key, is this one.
-		if strings.HasPrefix(req.URL.Path, "/v1/messages") {
-			fr.Header.Set("X-Api-Key", "k")
-		} else {
-			fr.Header.Set("Authorization", "Bearer k")
+		// The gateway's transport set the provider's key; for plain
+		// reverse_proxy the key is what a header_up would add.
+		if fr.Header.Get("Authorization") == "" && fr.Header.Get("X-Api-Key") == "" {
+			if strings.HasPrefix(req.URL.Path, "/v1/messages") {
+				fr.Header.Set("X-Api-Key", "k")
+			} else {
+				fr.Header.Set("Authorization", "Bearer k")
+			}
 		}
 		u.fake.ServeHTTP(rec, fr)
 		if rec.Code != http.StatusOK {
@@ -186,20 +189,23 @@ func newBenchGateway(b testing.TB) *benchGateway {
 		b.Fatal(err)
 	}
 	up := newMemUpstream()
-	base := func(url string) *ProviderBase {
+	base := func(url, keyHeader string) *ProviderBase {
 		pb := &ProviderBase{BaseURL: url, APIKey: "k"}
-		if err := pb.ProvisionBase(ctx, ProviderType{Name: "bench"}); err != nil {
+		if err := pb.ProvisionBase(ctx, ProviderType{Name: "bench", KeyHeader: keyHeader}); err != nil {
 			b.Fatal(err)
 		}
-		pb.proxy.Transport = up
+		// Under the gateway's transport, which authenticates the
+		// request and drops what the provider's answer carries for the
+		// gateway alone, as it does for a provider on the network.
+		pb.proxy.Transport.(*authTransport).next = up
 		return pb
 	}
 	// Made as the app makes them (newProvider binds Chat.Error once).
 	provs := map[string]*provider{
-		"oa": newProvider("oa", "openai", base("http://upstream.invalid/v1"),
+		"oa": newProvider("oa", "openai", base("http://upstream.invalid/v1", ""),
 			Endpoints{Chat: openai.Chat{}, Embeddings: embeddings.OpenAI, Responses: openai.Native{}}),
-		"claude": newProvider("claude", "anthropic", base("http://upstream.invalid"), Endpoints{Chat: &anthropic.Chat{Version: "2023-06-01"}, Messages: anthropic.Native{Version: "2023-06-01"}}),
-		"co":     newProvider("co", "cohere", base("http://upstream.invalid/cohere"), Endpoints{Rerank: rerank.Cohere}),
+		"claude": newProvider("claude", "anthropic", base("http://upstream.invalid", "x-api-key"), Endpoints{Chat: &anthropic.Chat{Version: "2023-06-01"}, Messages: anthropic.Native{Version: "2023-06-01"}}),
+		"co":     newProvider("co", "cohere", base("http://upstream.invalid/cohere", ""), Endpoints{Rerank: rerank.Cohere}),
 	}
 	prices, err := pricing.Load(nil)
 	if err != nil {

@@ -267,3 +267,62 @@ func TestProviderRequestHeaders(t *testing.T) {
 		}
 	}
 }
+
+// TestAuthTransportRateLimitHeaders checks that a successful answer reaches
+// reverse_proxy without the provider's rate-limit headers and with every
+// other header, and that an error keeps them all for the provider's Error.
+func TestAuthTransportRateLimitHeaders(t *testing.T) {
+	sent := http.Header{
+		"X-Ratelimit-Limit-Requests":           {"10000"},
+		"X-Ratelimit-Reset-Tokens":             {"0s"},
+		"Anthropic-Ratelimit-Tokens-Remaining": {"3999000"},
+		"X-Request-Id":                         {"req_1"},
+		"Request-Id":                           {"req_2"},
+		"Retry-After":                          {"3"},
+		"X-Ratelimited":                        {"no"}, // not a rate-limit header's prefix
+	}
+	ctx, cancel := caddy.NewContext(caddy.Context{Context: context.Background()})
+	defer cancel()
+	for _, tc := range []struct {
+		status  int
+		dropped []string
+	}{
+		{status: http.StatusOK, dropped: []string{"X-Ratelimit-Limit-Requests", "X-Ratelimit-Reset-Tokens", "Anthropic-Ratelimit-Tokens-Remaining"}},
+		{status: http.StatusNoContent, dropped: []string{"X-Ratelimit-Limit-Requests", "X-Ratelimit-Reset-Tokens", "Anthropic-Ratelimit-Tokens-Remaining"}},
+		{status: http.StatusTooManyRequests},
+		{status: http.StatusInternalServerError},
+	} {
+		t.Run(http.StatusText(tc.status), func(t *testing.T) {
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				for k, v := range sent {
+					w.Header()[k] = v
+				}
+				w.WriteHeader(tc.status)
+			}))
+			defer up.Close()
+			tr := &authTransport{auth: HeaderAuth{Header: "Authorization", Value: "Bearer upstream-key"}}
+			if err := tr.Provision(ctx); err != nil {
+				t.Fatal(err)
+			}
+			req, err := http.NewRequest(http.MethodPost, up.URL+"/v1/chat/completions", strings.NewReader("{}"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := tr.RoundTrip(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = res.Body.Close()
+			for k, v := range sent {
+				got := res.Header[k]
+				if slices.Contains(tc.dropped, k) {
+					if got != nil {
+						t.Errorf("%s reached reverse_proxy: %q", k, got)
+					}
+				} else if !slices.Equal(got, v) {
+					t.Errorf("%s = %q, want %q", k, got, v)
+				}
+			}
+		})
+	}
+}

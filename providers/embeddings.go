@@ -196,8 +196,10 @@ type Embeddings interface {
 	EmbeddingsRequests(req *EmbeddingsRequest, model string) ([]Request, error)
 
 	// EmbeddingsResponse reads the successful answer to the i-th request,
-	// with its headers (some providers report usage there), appending its
-	// vectors to res in input order and adding its token count.
+	// with its headers (some providers report usage there; the gateway
+	// has taken out the rate-limit headers, x-ratelimit-* and
+	// anthropic-ratelimit-*), appending its vectors to res in input order
+	// and adding its token count.
 	EmbeddingsResponse(i int, header http.Header, body []byte, res *EmbeddingsResult) error
 
 	// Error maps a provider's failed answer into the unified error.

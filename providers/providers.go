@@ -105,7 +105,9 @@ type Chat interface {
 
 	// Error maps a provider's failed answer (status >= 400), its headers
 	// and body, into the unified error. It never copies a non-JSON body (an
-	// HTML error page, say) to the client.
+	// HTML error page, say) to the client. The headers are all the
+	// provider's, its rate-limit headers among them (a successful
+	// answer's lose those in the gateway's transport).
 	Error(status int, header http.Header, body []byte) *Error
 }
 
