@@ -238,19 +238,36 @@ func (t *authTransport) send(req *http.Request) (*http.Response, error) {
 		res, err = t.HTTPTransport.RoundTrip(req)
 	}
 	if err == nil && res.StatusCode >= 200 && res.StatusCode < 300 {
-		dropRateLimitHeaders(res.Header)
+		res.Header = withoutRateLimitHeaders(res.Header)
 	}
 	return res, err
 }
 
-// dropRateLimitHeaders deletes the provider rate-limit headers from h
-// (x-ratelimit-*, anthropic-ratelimit-*, in net/http's canonical form).
-func dropRateLimitHeaders(h http.Header) {
-	for k := range h {
-		if strings.HasPrefix(k, "X-Ratelimit-") || strings.HasPrefix(k, "Anthropic-Ratelimit-") {
-			delete(h, k)
+// withoutRateLimitHeaders returns h without the provider rate-limit
+// headers (x-ratelimit-*, anthropic-ratelimit-*, in net/http's canonical
+// form). A map of more than eight entries is a hash table, which deleting
+// does not shrink: reverse_proxy would walk all its slots and hash its
+// keys again, so the rest are copied into a map of one group instead.
+func withoutRateLimitHeaders(h http.Header) http.Header {
+	if len(h) <= 8 {
+		for k := range h {
+			if rateLimitHeader(k) {
+				delete(h, k)
+			}
+		}
+		return h
+	}
+	kept := make(http.Header, 8)
+	for k, v := range h {
+		if !rateLimitHeader(k) {
+			kept[k] = v
 		}
 	}
+	return kept
+}
+
+func rateLimitHeader(k string) bool {
+	return strings.HasPrefix(k, "X-Ratelimit-") || strings.HasPrefix(k, "Anthropic-Ratelimit-")
 }
 
 // RequestHeaderOps overrides the HTTP transport's, which for a TLS
