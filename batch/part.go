@@ -348,13 +348,67 @@ func responseLine(batchID string, idx int, customIDRaw string, resp Response) []
 	b = append(b, `,"request_id":`...)
 	b = appendJSONString(b, resp.RequestID)
 	b = append(b, `,"body":`...)
-	// Compacted: an answer may be pretty-printed (OpenAI's are), and a
-	// newline in it would break the checkpoint record and the JSONL line.
-	body := bytes.NewBuffer(b)
-	if err := json.Compact(body, resp.Body); err != nil { // not JSON, or empty
-		body.WriteString("null")
+	// Compacted: an answer may be pretty-printed, and a newline in it
+	// would break the checkpoint record and the JSONL line.
+	if gjson.ValidBytes(resp.Body) {
+		b = appendCompact(b, resp.Body)
+	} else { // not JSON, or empty
+		b = append(b, "null"...)
 	}
-	return append(body.Bytes(), `},"error":null}`...)
+	return append(b, `},"error":null}`...)
+}
+
+// appendCompact appends src, a valid JSON value, without the whitespace
+// between its tokens, as json.Compact does (whose scanner took a sixth of
+// a batch line's CPU). Strings are copied whole, found by their closing
+// quote; only the bytes between them are looked at one by one, and an
+// answer written without whitespace (every provider's but a few) is
+// copied as it is.
+func appendCompact(dst, src []byte) []byte {
+	for i := 0; i < len(src); {
+		q := bytes.IndexByte(src[i:], '"')
+		if q < 0 {
+			return appendWithoutSpace(dst, src[i:])
+		}
+		dst = appendWithoutSpace(dst, src[i:i+q])
+		end := stringEnd(src, i+q)
+		dst = append(dst, src[i+q:end]...)
+		i = end
+	}
+	return dst
+}
+
+// appendWithoutSpace appends seg, JSON outside any string, without its
+// spaces, tabs and line ends.
+func appendWithoutSpace(dst, seg []byte) []byte {
+	from := 0
+	for j, c := range seg {
+		if c == ' ' || c == '\t' || c == '\n' || c == '\r' {
+			dst = append(dst, seg[from:j]...)
+			from = j + 1
+		}
+	}
+	return append(dst, seg[from:]...)
+}
+
+// stringEnd returns the index just past the JSON string that starts with
+// the quote at b[i] (len(b) when it does not end).
+func stringEnd(b []byte, i int) int {
+	for j := i + 1; ; {
+		k := bytes.IndexByte(b[j:], '"')
+		if k < 0 {
+			return len(b)
+		}
+		q := j + k
+		n := 0 // backslashes before the quote: an odd number escapes it
+		for p := q - 1; p > i && b[p] == '\\'; p-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q + 1
+		}
+		j = q + 1
+	}
 }
 
 // errorLine is an error file line for a request that got no answer.

@@ -203,6 +203,8 @@ func TestResponseLine(t *testing.T) {
 		{"blank", " \n", `null`},
 		{"not JSON", "<html>bad gateway</html>", `null`},
 		{"two values", `{}{}`, `null`},
+		{"strings kept whole", "{ \"a b\" :\t\"x \\\" y\\\\\" ,\r\n \"c\": [ \"\\\\\", 2.5e3 , true ] }", `{"a b":"x \" y\\","c":["\\",2.5e3,true]}`},
+		{"a string alone", ` "s  t" `, `"s  t"`},
 	} {
 		line := responseLine("batch_x", 3, `"c\"1"`, Response{Status: 502, RequestID: "r\"q", Body: []byte(tc.body)})
 		if bytes.IndexByte(line, '\n') >= 0 || !json.Valid(line) {
@@ -225,6 +227,32 @@ func TestResponseLine(t *testing.T) {
 	if requestID("batch_x", 4) == requestID("batch_x", 3) || requestID("batch_x", 4) != requestID("batch_x", 4) {
 		t.Error("requestID is not a stable function of batch and index")
 	}
+}
+
+// FuzzResponseLineBody holds the answer's body in a result line to
+// json.Compact's output wherever that succeeds, and the line to one valid
+// JSON line whatever the body.
+func FuzzResponseLineBody(f *testing.F) {
+	for _, s := range []string{`{"a":1}`, "{\n \"a\" : [1, \"x\\\"\\\\\"]\n}", "", " ", `"\\"`, `{"a":"\u00e9"}`, `[1,2`, `{}{}`, "\"a\nb\""} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		line := responseLine("batch_x", 1, `"c"`, Response{Status: 200, Body: body})
+		if bytes.ContainsAny(line, "\r\n") || !json.Valid(line) {
+			t.Fatalf("body %q: line %q is no JSONL line", body, line)
+		}
+		got := gjson.GetBytes(line, "response.body").Raw
+		var want bytes.Buffer
+		if json.Compact(&want, body) != nil {
+			if got != "null" {
+				t.Fatalf("body %q, not JSON: written as %q", body, got)
+			}
+			return
+		}
+		if got != want.String() {
+			t.Fatalf("body %q: written as %q, json.Compact gives %q", body, got, want.String())
+		}
+	})
 }
 
 func TestLineUsage(t *testing.T) {
@@ -303,5 +331,27 @@ func TestLeasedByOther(t *testing.T) {
 func TestSafeName(t *testing.T) {
 	if got := safeName("inst a/ü-1_Z"); got != "inst_a___-1_Z" {
 		t.Errorf("safeName = %q", got)
+	}
+}
+
+// BenchmarkResponseLine writes the result line of a chat answer, as the
+// provider sent it: compact (most), and pretty-printed.
+func BenchmarkResponseLine(b *testing.B) {
+	answer := []byte(`{"id":"chatcmpl-B9MHDbslfkBeAs8l4bebGdFOJ6PeG","object":"chat.completion","created":1741570283,"model":"gpt-4o-2024-08-06","choices":[{"index":0,"message":{"role":"assistant","content":"The image shows a wooden boardwalk path running through a lush green field or meadow. The sky is bright blue with some scattered clouds, giving the scene a serene and peaceful atmosphere.","refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":1117,"completion_tokens":46,"total_tokens":1163,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}},"service_tier":"default","system_fingerprint":"fp_fc9f1d7035"}`)
+	var pretty bytes.Buffer
+	if err := json.Indent(&pretty, answer, "", "  "); err != nil {
+		b.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		body []byte
+	}{{"compact", answer}, {"pretty", pretty.Bytes()}} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(tc.body)))
+			for b.Loop() {
+				responseLine("batch_x", 12345, `"request-12345"`, Response{Status: 200, RequestID: "req_1", Body: tc.body})
+			}
+		})
 	}
 }

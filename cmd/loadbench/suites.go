@@ -350,6 +350,11 @@ func (b *bench) batch() error {
 	}
 	defer cl.stop()
 	var g0, u0 time.Duration
+	// A CPU profile of the batch's first seconds (it runs for ten or so),
+	// to say where a line's time goes beside a live request's.
+	const profileSecs = 5
+	profFile := filepath.Join(b.dir, "cpu-batch.pprof")
+	var profiled chan error
 	for done := false; !done; {
 		line, err := b.readLine(cl, 20*time.Minute)
 		if err != nil {
@@ -360,6 +365,14 @@ func (b *bench) batch() error {
 			_ = resetPeak(p.pid())
 			g0, _ = cpuTime(p.pid())
 			u0, _ = cpuTime(b.upstream.pid())
+			profiled = make(chan error, 1)
+			go func() {
+				body, err := b.admin(p, http.MethodGet, "/debug/pprof/profile?seconds="+strconv.Itoa(profileSecs), "")
+				if err == nil {
+					err = os.WriteFile(profFile, body, 0o644)
+				}
+				profiled <- err
+			}()
 		case line == "ended":
 			g1, _ := cpuTime(p.pid())
 			u1, _ := cpuTime(b.upstream.pid())
@@ -374,6 +387,17 @@ func (b *bench) batch() error {
 	}
 	b.logf("batch: %d lines %s in %.1fs (%.0f lines/s), peak RSS %d MiB", r.Result.Lines, r.Result.Status, r.Result.Seconds,
 		float64(r.Result.Lines)/r.Result.Seconds, r.PeakRSS>>10)
+	if profiled != nil {
+		if err := <-profiled; err != nil {
+			b.report.note("batch: no CPU profile: %v", err)
+		} else if bd, err := breakdownOf(profFile); err == nil {
+			// Lines in the profile: the batch's mean rate over its length
+			// (a profile longer than the batch covers all of them).
+			lines := min(float64(r.Result.Lines), float64(r.Result.Lines)/r.Result.Seconds*profileSecs)
+			b.report.profiles = append(b.report.profiles, &profileRun{Case: fmt.Sprintf("a %d-line batch via modelgate (its first %d s)", r.Result.Lines, profileSecs),
+				File: profFile, Breakdown: bd.text(lines, nil), Flat: pprofTop(profFile, false)})
+		}
+	}
 	if live, err := b.measure("batch", "chat (after the batch)", cases[0].s, p, b.upstream, b.opt.conns, 1, 0); err == nil {
 		r.Live = live
 	} else {
