@@ -159,6 +159,8 @@ func (*memBody) Close() error { return nil }
 // sent as x-api-key would land in the log; and a request signature must be
 // computed over the request reverse_proxy finally sends. The transport
 // authenticates a copy of each request as it leaves, below the logging.
+// On the way back, it takes the provider's rate-limit headers out of a
+// successful answer before reverse_proxy copies them (see send).
 type authTransport struct {
 	*reverseproxy.HTTPTransport
 
