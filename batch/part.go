@@ -372,11 +372,11 @@ func responseLine(batchID string, idx int, customIDRaw string, resp Response) []
 }
 
 // appendCompact appends src, a valid JSON value, without the whitespace
-// between its tokens, as json.Compact does (whose scanner took a sixth of
-// a batch line's CPU). Strings are copied whole, found by their closing
-// quote; only the bytes between them are looked at one by one, and an
-// answer written without whitespace (every provider's but a few) is
-// copied as it is.
+// between its tokens, as json.Compact does: its scanner, through every
+// byte, was 3 % of a batch line's CPU in the harness's profile. Strings
+// are copied whole, found by their closing quote; only the bytes between
+// them are looked at one by one, and an answer written without
+// whitespace is copied as it is.
 func appendCompact(dst, src []byte) []byte {
 	for i := 0; i < len(src); {
 		q := bytes.IndexByte(src[i:], '"')
