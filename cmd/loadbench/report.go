@@ -381,21 +381,26 @@ func (r *report) writeStreams(b *strings.Builder) {
 	if len(r.streams) == 0 {
 		return
 	}
-	b.WriteString("\n## Many open streams\n\nEach stream: its own client connection and, in the gateway, its own upstream connection. RSS per stream: (peak RSS − RSS before) / streams. CPU per event: the gateway process's CPU over the whole run (connections opened and closed included) / events delivered; steady: from the moment every stream was open to the moment the first one ended (events only, no connection opened or closed), over the events delivered meanwhile; — when a stream ended before the last one opened. Syscalls per event: the gateway's read and write system calls (/proc/<pid>/io), the same two ways.\n\n")
-	b.WriteString("| variant | streams | completed | failed | most open at once | all open after | RSS before | RSS all open | peak RSS | RSS per stream | CPU per event (gw/up) | steady CPU per event | syscalls per event (steady) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("\n## Many open streams\n\nEach stream: its own client connection and, in the gateway, its own upstream connection. RSS per stream: (peak RSS − RSS before) / streams. CPU per event: the gateway process's CPU over the whole run (connections opened and closed included) / events delivered; steady: from the moment every stream was open to the moment the first one ended (events only, no connection opened or closed), over the events delivered meanwhile; — when a stream ended before the last one opened. Syscalls per event: the gateway's read and write system calls (/proc/<pid>/io), the same two ways. Go runtime, steady: the gateway's allocations and bytes allocated per event, and its garbage collections with their total stop-the-world pause, in the steady phase (its /debug/vars).\n\n")
+	b.WriteString("| variant | streams | completed | failed | most open at once | all open after | RSS before | RSS all open | peak RSS | RSS per stream | CPU per event (gw/up) | steady CPU per event | syscalls per event (steady) | Go runtime, steady |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, s := range r.streams {
 		n := float64(s.Result.Streams)
 		ev := max(s.Result.Events, 1)
-		steadyCPU, steadySyscalls := "—", "—"
+		steadyCPU, steadySyscalls, steadyGo := "—", "—", "—"
 		if s.SteadyEvents > 0 {
-			steadyCPU = fmt.Sprintf("%.1f µs", float64(s.SteadyCPU)/float64(s.SteadyEvents)/1000)
-			steadySyscalls = fmt.Sprintf("%.2f", float64(s.SteadySyscalls)/float64(s.SteadyEvents))
+			ev := float64(s.SteadyEvents)
+			steadyCPU = fmt.Sprintf("%.1f µs", float64(s.SteadyCPU)/ev/1000)
+			steadySyscalls = fmt.Sprintf("%.2f", float64(s.SteadySyscalls)/ev)
+			if g := s.Steady; g.Mallocs > 0 {
+				steadyGo = fmt.Sprintf("%.2f allocs, %.0f B per event; %d GCs, %.1f ms paused", float64(g.Mallocs)/ev, float64(g.TotalAlloc)/ev,
+					g.NumGC, float64(g.PauseTotalNs)/1e6)
+			}
 		}
-		fmt.Fprintf(b, "| %s | %d | %d | %d | %d | %.1f s | %.0f MiB | %.0f MiB | %.0f MiB | %.1f KiB | %.1f/%.1f µs | %s | %.2f (%s) |\n",
+		fmt.Fprintf(b, "| %s | %d | %d | %d | %d | %.1f s | %.0f MiB | %.0f MiB | %.0f MiB | %.1f KiB | %.1f/%.1f µs | %s | %.2f (%s) | %s |\n",
 			s.Variant, s.Result.Streams, s.Result.Completed, s.Result.Failed, s.Result.MaxOpen, s.Result.AllOpenS,
 			float64(s.RSSBefore)/1024, float64(s.RSSAllOpen)/1024, float64(s.PeakRSS)/1024,
 			float64(s.PeakRSS-s.RSSBefore)/n, float64(s.GatewayCPU)/float64(ev)/1000, float64(s.Upstream)/float64(ev)/1000,
-			steadyCPU, float64(s.Syscalls)/float64(ev), steadySyscalls)
+			steadyCPU, float64(s.Syscalls)/float64(ev), steadySyscalls, steadyGo)
 		if s.Result.FirstErr != "" {
 			fmt.Fprintf(b, "\nfirst error via %s: %s\n\n", s.Variant, s.Result.FirstErr)
 		}

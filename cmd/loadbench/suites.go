@@ -4,6 +4,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -190,6 +191,38 @@ type streamsRun struct {
 	// provider and one write to the client.
 	Syscalls       int64 `json:"gateway_syscalls"`
 	SteadySyscalls int64 `json:"steady_syscalls"`
+	// What the gateway's Go runtime did in the steady phase (its
+	// /debug/vars): allocations, bytes allocated, garbage collections
+	// and their stop-the-world pauses. With every stream's goroutines
+	// and buffers live, each collection marks all of them: what an
+	// event allocates costs far more here than in a short request.
+	Steady goStats `json:"steady_go"`
+}
+
+// goStats are a Go process's cumulative allocation and collection counts,
+// from runtime.MemStats; the difference of two is what happened between.
+type goStats struct {
+	Mallocs      uint64 `json:"Mallocs"`
+	TotalAlloc   uint64 `json:"TotalAlloc"`
+	NumGC        uint32 `json:"NumGC"`
+	PauseTotalNs uint64 `json:"PauseTotalNs"`
+}
+
+func (s goStats) minus(t goStats) goStats {
+	return goStats{s.Mallocs - t.Mallocs, s.TotalAlloc - t.TotalAlloc, s.NumGC - t.NumGC, s.PauseTotalNs - t.PauseTotalNs}
+}
+
+// goRuntime reads p's goStats from its admin endpoint's /debug/vars.
+func (b *bench) goRuntime(p *proc) (goStats, error) {
+	body, err := b.admin(p, http.MethodGet, "/debug/vars", "")
+	if err != nil {
+		return goStats{}, err
+	}
+	var v struct {
+		MemStats goStats `json:"memstats"`
+	}
+	err = json.Unmarshal(body, &v)
+	return v.MemStats, err
 }
 
 // streams is the many-streams suite (issue 15 point 3).
@@ -267,6 +300,8 @@ func (b *bench) manyStreams(s *scenario, p *proc, n, events int, ramp, streamLen
 	defer cl.stop()
 	var gOpen time.Duration
 	var evOpen, scOpen int64
+	var goOpen goStats
+	goErr := errors.New("not open yet")
 	for {
 		line, err := b.readLine(cl, ramp+streamLen+3*time.Minute)
 		if err != nil {
@@ -277,6 +312,7 @@ func (b *bench) manyStreams(s *scenario, p *proc, n, events int, ramp, streamLen
 			gOpen, _ = cpuTime(p.pid())
 			scOpen, _ = syscalls(p.pid())
 			r.RSSAllOpen, _, _ = memory(p.pid())
+			goOpen, goErr = b.goRuntime(p)
 			if f := strings.Fields(line); len(f) == 3 {
 				evOpen, _ = strconv.ParseInt(f[2], 10, 64)
 			}
@@ -288,6 +324,9 @@ func (b *bench) manyStreams(s *scenario, p *proc, n, events int, ramp, streamLen
 				sc, _ := syscalls(p.pid())
 				ev, _ := strconv.ParseInt(strings.TrimPrefix(line, "closing "), 10, 64)
 				r.SteadyCPU, r.SteadyEvents, r.SteadySyscalls = g-gOpen, ev-evOpen, sc-scOpen
+				if now, err := b.goRuntime(p); err == nil && goErr == nil {
+					r.Steady = now.minus(goOpen)
+				}
 			}
 		case strings.HasPrefix(line, "{"):
 			g1, _ := cpuTime(p.pid())
