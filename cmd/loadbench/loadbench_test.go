@@ -80,7 +80,7 @@ func TestCannedAnswers(t *testing.T) {
 // TestVariantConfigs: every variant's Caddyfile adapts.
 func TestVariantConfigs(t *testing.T) {
 	for name, v := range variants {
-		cfg := v.caddyfile(ports{admin: 2999, http: 9080, upstream: "127.0.0.1:9081", storage: t.TempDir()})
+		cfg := v.caddyfile(ports{admin: 2999, http: 9080, upstream: "127.0.0.1:9081", storage: t.TempDir(), redis: "127.0.0.1:9082"})
 		if _, warn, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(cfg), nil); err != nil || len(warn) > 0 {
 			t.Errorf("%s: %v %v\n%s", name, err, warn, cfg)
 		}

@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/modelgate/modelgate/internal/redistest"
 )
 
 // options are the orchestrator's flags.
@@ -121,6 +123,7 @@ type bench struct {
 	gatewayCPU, loadCPU string // taskset CPU lists; empty: no pinning
 	upstream            *proc
 	tlsUp               *proc
+	redis               *proc // started by the first variant on Redis
 	report              *report
 	ctx                 context.Context
 }
@@ -379,6 +382,50 @@ func (b *bench) startUpstream(name string, args ...string) (*proc, error) {
 	return p, nil
 }
 
+// startRedis starts the harness's redis-server on the gateway's CPU, once,
+// and returns its address: append-only with a sync every second, as
+// production setups run it (redistest finds the binary, or installs
+// Debian's package).
+func (b *bench) startRedis() (string, error) {
+	if b.redis != nil {
+		return b.redis.addr, nil
+	}
+	bin, err := redistest.Binary()
+	if err != nil {
+		return "", err
+	}
+	port, err := freePort()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(b.dir, "redis")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	p, err := b.start("redis", b.gatewayCPU, true, nil, bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--dir", dir, "--save", "", "--appendonly", "yes", "--appendfsync", "everysec")
+	if err != nil {
+		return "", err
+	}
+	running = append(running, p)
+	p.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", p.addr, time.Second)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("redis-server did not start listening in 10s; see %s", filepath.Join(b.dir, "redis.log"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	b.redis = p
+	b.report.note("redis-server: %s, appendfsync everysec, on the gateway's CPU", bin)
+	return p.addr, nil
+}
+
 // freePort asks the kernel for a free loopback port.
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -402,7 +449,13 @@ func (b *bench) startCaddy(v *variant, up *proc, tag string) (*proc, error) {
 		return nil, err
 	}
 	home := filepath.Join(b.dir, name+"-home")
-	cfg := v.caddyfile(ports{admin: adminPort, http: httpPort, upstream: up.addr, storage: filepath.Join(home, "storage")})
+	pp := ports{admin: adminPort, http: httpPort, upstream: up.addr, storage: filepath.Join(home, "storage")}
+	if v.redis {
+		if pp.redis, err = b.startRedis(); err != nil {
+			return nil, err
+		}
+	}
+	cfg := v.caddyfile(pp)
 	cfgPath := filepath.Join(b.dir, name+".Caddyfile")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		return nil, err

@@ -26,6 +26,10 @@ type variant struct {
 	proxy string
 	// extra goes into the modelgate app block.
 	extra string
+	// redis: the modelgate app's storage, and so its shared state (the
+	// limits' and budgets' counters), on the harness's redis-server, as
+	// each instance of a cluster keeps them.
+	redis bool
 	// ref is the variant this one's ratios are taken against; default:
 	// reference.
 	ref string
@@ -66,7 +70,15 @@ var variants = map[string]*variant{
 		// budgets (quota engine) and records its usage per key, owner,
 		// model, provider and day: what a team with every feature on
 		// runs.
-		extra: "limits {\nkey rpm 100000000 tpm 100000000000 concurrent 100000 budget 1000000 month\nowner rpm 100000000 tpm 100000000000 budget 1000000 month\n}",
+		extra: fullLimits,
+	},
+	"modelgate_redis": {
+		name: "modelgate_redis", what: "modelgate_full as one instance of a cluster: its storage and its shared state (every limit's and budget's counters) on a redis-server on the gateway's CPU",
+		gateway: true, managedKey: true, redis: true,
+		// Admitting and settling a request are then a round trip to
+		// Redis each, scripts that run the same operations as the
+		// in-process state.
+		extra: fullLimits,
 	},
 
 	// The provider pool suite: what modelgate's provider defaults are
@@ -103,11 +115,16 @@ var variants = map[string]*variant{
 	},
 }
 
+// fullLimits are modelgate_full's limits and budgets: on every key and
+// owner, set high enough never to refuse.
+const fullLimits = "limits {\nkey rpm 100000000 tpm 100000000000 concurrent 100000 budget 1000000 month\nowner rpm 100000000 tpm 100000000000 budget 1000000 month\n}"
+
 // ports of one caddy process.
 type ports struct {
 	admin, http int
 	upstream    string // host:port of the upstream
 	storage     string // directory
+	redis       string // host:port of the redis-server, for variants on Redis
 }
 
 // caddyfile is the variant's configuration.
@@ -136,6 +153,10 @@ func (v *variant) caddyfile(p ports) string {
 		}
 		if v.extra != "" {
 			fmt.Fprintf(&b, "%s\n", v.extra)
+		}
+		if v.redis {
+			// Each caddy process its own keys on the one server.
+			fmt.Fprintf(&b, "storage redis {\naddress %s\nkey_prefix loadbench-%d\n}\n", p.redis, p.http)
 		}
 		b.WriteString("}\n")
 	}
