@@ -209,7 +209,8 @@ end
 return reply
 `)
 
-// Apply implements state.Atomic with one script (one round trip).
+// Apply implements state.Atomic with one script: one round trip, or a
+// part of one shared with other Applies under load (batch.go).
 func (s *State) Apply(ctx context.Context, scope string, ops []state.Op, results []state.Result) (bool, error) {
 	if err := state.CheckOps(scope, ops, results); err != nil {
 		return false, err
@@ -258,9 +259,7 @@ func (s *State) Apply(ctx context.Context, scope string, ops []state.Op, results
 			args = append(args, codeRelease, 1, op.Holder)
 		}
 	}
-	ctx, cancel := s.op(ctx)
-	defer cancel()
-	r, err := applyScript.Run(ctx, s.rdb, keys, args...).Int64Slice()
+	r, err := s.runApply(ctx, keys, args)
 	if err != nil {
 		return false, s.wrap(err)
 	}

@@ -1,7 +1,13 @@
 package redisstate_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -86,6 +92,36 @@ func BenchmarkState(b *testing.B) {
 				}
 			})
 		})
+		// What a gateway under load asks of the state: 50 requests in
+		// flight, each admitted by one Apply of a key's and its owner's
+		// rate limits and budget. cpu-ns/op is the process's CPU per
+		// Apply (every goroutine's, go-redis's included), redis-cpu-ns/op
+		// redis-server's.
+		b.Run(im.name+"/ApplyParallel50", func(b *testing.B) {
+			ops := []state.Op{
+				{Kind: state.OpTake, Name: "key-rpm", N: 1, Limit: 1 << 62, Window: state.Window{Size: time.Minute, Sliding: true}, At: time.Now()},
+				{Kind: state.OpTake, Name: "key-tpm", N: 300, Limit: 1 << 62, Window: state.Window{Size: time.Minute, Sliding: true}, At: time.Now()},
+				{Kind: state.OpReserve, Name: "key-held", N: 10, Limit: 1 << 62, TTL: time.Hour},
+				{Kind: state.OpTake, Name: "owner-rpm", N: 1, Limit: 1 << 62, Window: state.Window{Size: time.Minute, Sliding: true}, At: time.Now()},
+				{Kind: state.OpReserve, Name: "owner-held", N: 10, Limit: 1 << 62, TTL: time.Hour},
+			}
+			b.SetParallelism(25) // × GOMAXPROCS 2 on the CI machine
+			cpu0, rcpu0 := cpuTime(), procCPU(srv.PID())
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				res := make([]state.Result, len(ops))
+				for pb.Next() {
+					if ok, err := s.Apply(ctx, "owner-1", ops, res); err != nil || !ok {
+						b.Error(ok, err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+			if im.name == "redis" {
+				b.ReportMetric(float64(procCPU(srv.PID())-rcpu0)/float64(b.N), "redis-cpu-ns/op")
+			}
+		})
 		b.Run(im.name+"/PublishReceive", func(b *testing.B) {
 			sub, err := im.b.Subscribe(ctx, "bench")
 			if err != nil {
@@ -105,4 +141,31 @@ func BenchmarkState(b *testing.B) {
 			}
 		})
 	}
+}
+
+// cpuTime is the process's user and system CPU time, in nanoseconds.
+func cpuTime() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// procCPU is process pid's user and system CPU time, in nanoseconds, from
+// /proc (0 where there is none).
+func procCPU(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name, which is in parentheses: utime and
+	// stime are the 12th and 13th.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return (u + st) * int64(time.Second) / 100 // USER_HZ
 }

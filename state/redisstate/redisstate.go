@@ -73,6 +73,7 @@ type State struct {
 	timeout time.Duration
 	ping    time.Duration
 	log     *zap.Logger
+	applier applier // Applies queued behind a round trip in flight (batch.go)
 
 	ctx    context.Context // ends at Close: stops subscriptions
 	cancel context.CancelFunc

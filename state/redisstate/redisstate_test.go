@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -176,6 +177,10 @@ func TestUnreachableFailsPromptly(t *testing.T) {
 		"AcquireSlot":  func(c context.Context) error { _, _, err := s.AcquireSlot(c, "s", "h", 1, time.Second); return err },
 		"Publish":      func(c context.Context) error { return s.Publish(c, "c", nil) },
 		"Ping":         s.Ping,
+		"Apply": func(c context.Context) error {
+			_, err := s.Apply(c, "scope", []state.Op{{Kind: state.OpAdd, Name: "k", N: 1}}, make([]state.Result, 1))
+			return err
+		},
 	}
 	for name, op := range ops {
 		start := time.Now()
@@ -301,4 +306,133 @@ func TestSlowReceiverGetsResync(t *testing.T) {
 			t.Fatal("no Resync after Redis dropped the slow subscriber")
 		}
 	}
+}
+
+// applyAdd is an Apply of one OpAdd of 1 to name.
+func applyAdd(c context.Context, s state.Atomic, name string) (state.Result, error) {
+	res := make([]state.Result, 1)
+	_, err := s.Apply(c, "scope", []state.Op{{Kind: state.OpAdd, Name: name, N: 1, TTL: time.Hour}}, res)
+	return res[0], err
+}
+
+// pipelineSizes counts, through a go-redis hook, the scripts of each
+// pipeline of scripts a client sends.
+type pipelineSizes struct{ most, pipelines atomic.Int64 }
+
+func (h *pipelineSizes) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *pipelineSizes) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *pipelineSizes) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) == 0 || cmds[0].Name() != "evalsha" {
+			return next(ctx, cmds) // not Apply's
+		}
+		h.pipelines.Add(1)
+		for {
+			most := h.most.Load()
+			if int64(len(cmds)) <= most || h.most.CompareAndSwap(most, int64(len(cmds))) {
+				break
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// Applies of many requests at once are atomic each, and those that
+// arrive while a round trip is in flight go together in the next one (a
+// pipeline): a gateway under load pays one round trip for many requests'
+// admissions instead of one each.
+func TestApplyConcurrent(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb, err := redisclient.New(redisclient.Options{Addresses: []string{srv.Addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sizes := new(pipelineSizes)
+	rdb.AddHook(sizes)
+	s, err := redisstate.New(rdb, redisstate.Options{KeyPrefix: fmt.Sprintf("t%d:", prefixes.Add(1))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close(); _ = rdb.Close() })
+	const goroutines, each = 64, 50
+	seen := make([]atomic.Bool, goroutines*each+1)
+	errs := make(chan error, goroutines)
+	for range goroutines {
+		go func() {
+			for range each {
+				r, err := applyAdd(ctx(t), s, "hits")
+				if err != nil || !r.OK || r.Value < 1 || r.Value > goroutines*each || seen[r.Value].Swap(true) {
+					errs <- fmt.Errorf("apply: %+v, %v (or the value seen twice)", r, err)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range goroutines {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := s.Get(ctx(t), "a:{"+"scope"+"}:c:hits"); err == nil && got.Value != 0 {
+		t.Logf("(Apply's counters are not Get's: %+v)", got)
+	}
+	r, err := applyAdd(ctx(t), s, "hits")
+	if err != nil || r.Value != goroutines*each+1 {
+		t.Fatalf("after %d applies: %+v, %v", goroutines*each, r, err)
+	}
+	if most := sizes.most.Load(); most < 2 {
+		t.Fatalf("%d pipelines, the largest of %d commands: the applies were not batched", sizes.pipelines.Load(), most)
+	}
+	t.Logf("%d applies in %d pipelines, the largest of %d", goroutines*each, sizes.pipelines.Load(), sizes.most.Load())
+}
+
+// With redis-server hung (SIGSTOP: it holds its connections but answers
+// nothing), each of many Applies in flight fails within about the timeout,
+// the ones queued behind the hung round trip too, and Apply works again
+// once the server does.
+func TestApplyHungRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	s := open(t, srv, 1, redisstate.Options{Timeout: 500 * time.Millisecond})[0]
+	if _, err := applyAdd(ctx(t), s, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(srv.PID(), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resumed := false
+	resume := func() {
+		if !resumed {
+			resumed = true
+			_ = syscall.Kill(srv.PID(), syscall.SIGCONT)
+		}
+	}
+	defer resume()
+	const n = 50
+	type outcome struct {
+		err  error
+		took time.Duration
+	}
+	out := make(chan outcome, n)
+	for range n {
+		go func() {
+			start := time.Now()
+			_, err := applyAdd(context.Background(), s, "k") // no deadline of the caller's own
+			out <- outcome{err, time.Since(start)}
+		}()
+	}
+	for range n {
+		o := <-out
+		if !errors.Is(o.err, state.ErrUnavailable) {
+			t.Errorf("apply with Redis hung: %v, want ErrUnavailable", o.err)
+		}
+		if o.took > 3*time.Second {
+			t.Errorf("apply with Redis hung took %v (timeout 500ms)", o.took)
+		}
+	}
+	resume()
+	waitFor(t, "Apply after the server resumed", 10*time.Second, func() bool {
+		_, err := applyAdd(ctx(t), s, "k")
+		return err == nil
+	})
 }

@@ -1,0 +1,176 @@
+package redisstate
+
+import (
+	"context"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Applies under load go to Redis together.
+//
+// An Apply is one script call, one round trip. A gateway with limits or
+// budgets makes two a request (admitting it and settling it), from as many
+// goroutines as it has requests in flight, and each round trip costs a
+// write and a read system call and a wake-up on both sides: on a busy
+// instance that cost more than the scripts themselves. So an Apply that
+// finds no round trip of Applies in flight sends its own at once, as it
+// always did (nothing waits when the gateway is idle); those that arrive
+// while one is in flight queue, and go together as one pipeline as soon as
+// it ends: one batch in flight at a time, of what came meanwhile.
+//
+// go-redis's AutoPipeline does this too, but a caller waiting there does
+// not give up at its deadline: with Redis hung, TestApplyHungRedis's
+// Applies took 7 s against a 500 ms timeout, where a gateway must turn to
+// its standby state in about the timeout.
+
+// applyCall is one Apply's script call.
+type applyCall struct {
+	// ctx is the caller's, bounded by the timeout: a call still queued when
+	// it ends is not sent (its caller has been told it failed).
+	ctx   context.Context
+	keys  []string
+	args  []any
+	reply []int64
+	err   error
+	done  chan struct{} // closed once reply and err are set
+}
+
+// applier queues the Applies that arrive while a round trip is in flight.
+type applier struct {
+	mu      sync.Mutex
+	queue   []*applyCall
+	sending bool // a round trip of Applies is in flight, or about to be
+}
+
+// maxBatch bounds one pipeline; a longer queue goes in several.
+const maxBatch = 256
+
+// runApply runs the apply script with keys and args and returns its reply.
+func (s *State) runApply(ctx context.Context, keys []string, args []any) ([]int64, error) {
+	ctx, cancel := s.op(ctx)
+	defer cancel()
+	a := &s.applier
+	a.mu.Lock()
+	if !a.sending {
+		a.sending = true
+		a.mu.Unlock()
+		reply, err := applyScript.Run(ctx, s.rdb, keys, args...).Int64Slice()
+		s.sendQueued()
+		return reply, err
+	}
+	c := &applyCall{ctx: ctx, keys: keys, args: args, done: make(chan struct{})}
+	a.queue = append(a.queue, c)
+	a.mu.Unlock()
+	select {
+	case <-c.done:
+		return c.reply, c.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// sendQueued ends a round trip: what queued meanwhile goes next, sent by a
+// goroutine of its own (the caller whose call just returned must not wait
+// for other requests' round trips), which goes on until the queue is
+// empty.
+func (s *State) sendQueued() {
+	a := &s.applier
+	a.mu.Lock()
+	if len(a.queue) == 0 {
+		a.sending = false
+		a.mu.Unlock()
+		return
+	}
+	a.mu.Unlock()
+	go func() {
+		var batch []*applyCall
+		for {
+			a.mu.Lock()
+			if len(a.queue) == 0 {
+				a.sending = false
+				a.mu.Unlock()
+				return
+			}
+			n := min(len(a.queue), maxBatch)
+			batch = append(batch[:0], a.queue[:n]...)
+			rest := copy(a.queue, a.queue[n:])
+			clear(a.queue[rest:])
+			a.queue = a.queue[:rest]
+			a.mu.Unlock()
+			s.pipelineApplies(batch)
+			clear(batch)
+		}
+	}()
+}
+
+// pipelineApplies sends the calls still wanted in one pipeline and hands
+// each its reply.
+func (s *State) pipelineApplies(batch []*applyCall) {
+	calls := batch[:0]
+	for _, c := range batch {
+		if err := c.ctx.Err(); err != nil {
+			c.err = err
+			close(c.done)
+			continue
+		}
+		calls = append(calls, c)
+	}
+	if len(calls) == 0 {
+		return
+	}
+	// The State's context: Close ends a round trip in flight.
+	ctx, cancel := context.WithTimeout(s.ctx, s.timeout)
+	defer cancel()
+	cmds := make([]*redis.Cmd, len(calls))
+	err := s.pipeline(ctx, calls, cmds, false)
+	// NOSCRIPT: Redis lost its script cache (a restart, a failover, SCRIPT
+	// FLUSH). EVAL sends the script itself, and caches it again.
+	var again []*applyCall
+	for i, c := range calls {
+		if redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
+			again = append(again, c)
+		}
+	}
+	if len(again) > 0 {
+		cmds2 := make([]*redis.Cmd, len(again))
+		err2 := s.pipeline(ctx, again, cmds2, true)
+		for i, c := range again {
+			c.reply, c.err = reply(cmds2[i], err2)
+			close(c.done)
+		}
+	}
+	for i, c := range calls {
+		if redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
+			continue
+		}
+		c.reply, c.err = reply(cmds[i], err)
+		close(c.done)
+	}
+}
+
+// pipeline sends the calls' scripts in one pipeline, by their SHA1 or, with
+// eval, whole, and puts each one's command into cmds.
+func (s *State) pipeline(ctx context.Context, calls []*applyCall, cmds []*redis.Cmd, eval bool) error {
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, c := range calls {
+			if eval {
+				cmds[i] = applyScript.Eval(ctx, p, c.keys, c.args...)
+			} else {
+				cmds[i] = applyScript.EvalSha(ctx, p, c.keys, c.args...)
+			}
+		}
+		return nil
+	})
+	return err
+}
+
+// reply is a pipelined command's reply; err is the pipeline's, for a
+// command that has neither a reply nor an error of its own.
+func reply(cmd *redis.Cmd, err error) ([]int64, error) {
+	r, cerr := cmd.Int64Slice()
+	if cerr == nil && r == nil && err != nil {
+		cerr = err
+	}
+	return r, cerr
+}
