@@ -310,8 +310,12 @@ func TestSlowReceiverGetsResync(t *testing.T) {
 
 // applyAdd is an Apply of one OpAdd of 1 to name.
 func applyAdd(c context.Context, s state.Atomic, name string) (state.Result, error) {
+	return applyAddIn(c, s, "scope", name)
+}
+
+func applyAddIn(c context.Context, s state.Atomic, scope, name string) (state.Result, error) {
 	res := make([]state.Result, 1)
-	_, err := s.Apply(c, "scope", []state.Op{{Kind: state.OpAdd, Name: name, N: 1, TTL: time.Hour}}, res)
+	_, err := s.Apply(c, scope, []state.Op{{Kind: state.OpAdd, Name: name, N: 1, TTL: time.Hour}}, res)
 	return res[0], err
 }
 
@@ -340,51 +344,64 @@ func (h *pipelineSizes) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 // Applies of many requests at once are atomic each, and those that
 // arrive while a round trip is in flight go together in the next one (a
 // pipeline): a gateway under load pays one round trip for many requests'
-// admissions instead of one each.
+// admissions instead of one each. On a Cluster, one pipeline holds scopes
+// of several nodes.
 func TestApplyConcurrent(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb, err := redisclient.New(redisclient.Options{Addresses: []string{srv.Addr}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sizes := new(pipelineSizes)
-	rdb.AddHook(sizes)
-	s, err := redisstate.New(rdb, redisstate.Options{KeyPrefix: fmt.Sprintf("t%d:", prefixes.Add(1))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close(); _ = rdb.Close() })
-	const goroutines, each = 64, 50
-	seen := make([]atomic.Bool, goroutines*each+1)
-	errs := make(chan error, goroutines)
-	for range goroutines {
-		go func() {
-			for range each {
-				r, err := applyAdd(ctx(t), s, "hits")
-				if err != nil || !r.OK || r.Value < 1 || r.Value > goroutines*each || seen[r.Value].Swap(true) {
-					errs <- fmt.Errorf("apply: %+v, %v (or the value seen twice)", r, err)
-					return
+	for _, cluster := range []bool{false, true} {
+		t.Run(map[bool]string{false: "standalone", true: "cluster"}[cluster], func(t *testing.T) {
+			var addrs []string
+			if cluster {
+				for _, n := range redistest.StartCluster(t, 3) {
+					addrs = append(addrs, n.Addr)
+				}
+			} else {
+				addrs = []string{redistest.Start(t).Addr}
+			}
+			rdb, err := redisclient.New(redisclient.Options{Addresses: addrs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sizes := new(pipelineSizes)
+			rdb.AddHook(sizes)
+			s, err := redisstate.New(rdb, redisstate.Options{KeyPrefix: fmt.Sprintf("t%d:", prefixes.Add(1))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = s.Close(); _ = rdb.Close() })
+			const scopes, goroutines, each = 4, 64, 50
+			const perScope = goroutines / scopes * each
+			var seen [scopes][perScope + 1]atomic.Bool
+			errs := make(chan error, goroutines)
+			for g := range goroutines {
+				go func() {
+					scope := g % scopes
+					for range each {
+						r, err := applyAddIn(ctx(t), s, fmt.Sprint("owner-", scope), "hits")
+						if err != nil || !r.OK || r.Value < 1 || r.Value > perScope || seen[scope][r.Value].Swap(true) {
+							errs <- fmt.Errorf("apply: %+v, %v (or the value seen twice)", r, err)
+							return
+						}
+					}
+					errs <- nil
+				}()
+			}
+			for range goroutines {
+				if err := <-errs; err != nil {
+					t.Fatal(err)
 				}
 			}
-			errs <- nil
-		}()
+			for scope := range scopes {
+				r, err := applyAddIn(ctx(t), s, fmt.Sprint("owner-", scope), "hits")
+				if err != nil || r.Value != perScope+1 {
+					t.Fatalf("scope %d after %d applies: %+v, %v", scope, perScope, r, err)
+				}
+			}
+			if most := sizes.most.Load(); most < 2 {
+				t.Fatalf("%d pipelines, the largest of %d scripts: the applies were not batched", sizes.pipelines.Load(), most)
+			}
+			t.Logf("%d applies in %d pipelines, the largest of %d", goroutines*each, sizes.pipelines.Load(), sizes.most.Load())
+		})
 	}
-	for range goroutines {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
-	if got, err := s.Get(ctx(t), "a:{"+"scope"+"}:c:hits"); err == nil && got.Value != 0 {
-		t.Logf("(Apply's counters are not Get's: %+v)", got)
-	}
-	r, err := applyAdd(ctx(t), s, "hits")
-	if err != nil || r.Value != goroutines*each+1 {
-		t.Fatalf("after %d applies: %+v, %v", goroutines*each, r, err)
-	}
-	if most := sizes.most.Load(); most < 2 {
-		t.Fatalf("%d pipelines, the largest of %d commands: the applies were not batched", sizes.pipelines.Load(), most)
-	}
-	t.Logf("%d applies in %d pipelines, the largest of %d", goroutines*each, sizes.pipelines.Load(), sizes.most.Load())
 }
 
 // With redis-server hung (SIGSTOP: it holds its connections but answers
