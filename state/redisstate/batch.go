@@ -17,7 +17,11 @@ import (
 // finds no round trip of Applies in flight sends its own at once, as it
 // always did (nothing waits when the gateway is idle); those that arrive
 // while one is in flight queue, and go together as one pipeline as soon as
-// it ends: one batch in flight at a time, of what came meanwhile.
+// it ends: one batch in flight at a time, of what came meanwhile. Under
+// load an Apply may so wait for the round trip in flight before its own:
+// one round trip more at most, against one round trip, one write and one
+// read per Apply saved; a batch grows with the load, so the rate Redis
+// can be asked for is not bounded by round trips.
 //
 // go-redis's AutoPipeline does this too, but a caller waiting there does
 // not give up at its deadline: with Redis hung, TestApplyHungRedis's
