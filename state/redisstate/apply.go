@@ -59,7 +59,9 @@ const (
 //
 // A window or a counter gets its expiry when the script creates it, as
 // Take and Add do; a slot set lives until its last holder's expiry.
-var applyScript = redis.NewScript(`
+var applyScript = redis.NewScript(applySource)
+
+const applySource = `
 local NARGS = {3, 2, 0, 0, 3, 5, 3, 1}
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -207,7 +209,7 @@ for _, op in ipairs(ops) do
 	end
 end
 return reply
-`)
+`
 
 // Apply implements state.Atomic with one script: one round trip, or a
 // part of one shared with other Applies under load (batch.go).
@@ -259,7 +261,7 @@ func (s *State) Apply(ctx context.Context, scope string, ops []state.Op, results
 			args = append(args, codeRelease, 1, op.Holder)
 		}
 	}
-	r, err := s.runApply(ctx, keys, args)
+	r, err := s.runApply(ctx, applyArgs(keys, args))
 	if err != nil {
 		return false, s.wrap(err)
 	}

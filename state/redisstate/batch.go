@@ -33,8 +33,7 @@ type applyCall struct {
 	// ctx is the caller's, bounded by the timeout: a call still queued when
 	// it ends is not sent (its caller has been told it failed).
 	ctx   context.Context
-	keys  []string
-	args  []any
+	args  []any // the command's: see applyArgs
 	reply []int64
 	err   error
 	done  chan struct{} // closed once reply and err are set
@@ -50,8 +49,39 @@ type applier struct {
 // maxBatch bounds one pipeline; a longer queue goes in several.
 const maxBatch = 256
 
-// runApply runs the apply script with keys and args and returns its reply.
-func (s *State) runApply(ctx context.Context, keys []string, args []any) ([]int64, error) {
+// applyArgs are the arguments of the command that runs the apply script
+// with keys and argv, its name and the script's SHA1 to be filled in by
+// applyCmd.
+func applyArgs(keys []string, argv []any) []any {
+	args := make([]any, 3+len(keys)+len(argv))
+	args[2] = len(keys)
+	for i, k := range keys {
+		args[3+i] = k
+	}
+	copy(args[3+len(keys):], argv)
+	return args
+}
+
+// applyCmd is the command that runs the apply script: EVALSHA, or with
+// eval EVAL and the script itself, which Redis caches again. Its reply, an
+// array of integers, is read into an []int64 as it comes (a *redis.Cmd
+// would box each integer first).
+func applyCmd(ctx context.Context, args []any, eval bool) *redis.IntSliceCmd {
+	if eval {
+		args[0], args[1] = "eval", applySource
+	} else {
+		args[0], args[1] = "evalsha", applyScript.Hash()
+	}
+	return redis.NewIntSliceCmd(ctx, args...)
+}
+
+// noScript reports whether err is Redis's NOSCRIPT: it lost its script
+// cache (a restart, a failover, SCRIPT FLUSH).
+func noScript(err error) bool { return redis.HasErrorPrefix(err, "NOSCRIPT") }
+
+// runApply runs the apply script with args (applyArgs) and returns its
+// reply.
+func (s *State) runApply(ctx context.Context, args []any) ([]int64, error) {
 	ctx, cancel := s.op(ctx)
 	defer cancel()
 	a := &s.applier
@@ -59,11 +89,16 @@ func (s *State) runApply(ctx context.Context, keys []string, args []any) ([]int6
 	if !a.sending {
 		a.sending = true
 		a.mu.Unlock()
-		reply, err := applyScript.Run(ctx, s.rdb, keys, args...).Int64Slice()
+		cmd := applyCmd(ctx, args, false)
+		_ = s.rdb.Process(ctx, cmd)
+		if noScript(cmd.Err()) {
+			cmd = applyCmd(ctx, args, true)
+			_ = s.rdb.Process(ctx, cmd)
+		}
 		s.sendQueued()
-		return reply, err
+		return cmd.Result()
 	}
-	c := &applyCall{ctx: ctx, keys: keys, args: args, done: make(chan struct{})}
+	c := &applyCall{ctx: ctx, args: args, done: make(chan struct{})}
 	a.queue = append(a.queue, c)
 	a.mu.Unlock()
 	select {
@@ -126,18 +161,16 @@ func (s *State) pipelineApplies(batch []*applyCall) {
 	// The State's context: Close ends a round trip in flight.
 	ctx, cancel := context.WithTimeout(s.ctx, s.timeout)
 	defer cancel()
-	cmds := make([]*redis.Cmd, len(calls))
+	cmds := make([]*redis.IntSliceCmd, len(calls))
 	err := s.pipeline(ctx, calls, cmds, false)
-	// NOSCRIPT: Redis lost its script cache (a restart, a failover, SCRIPT
-	// FLUSH). EVAL sends the script itself, and caches it again.
 	var again []*applyCall
 	for i, c := range calls {
-		if redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
+		if noScript(cmds[i].Err()) {
 			again = append(again, c)
 		}
 	}
 	if len(again) > 0 {
-		cmds2 := make([]*redis.Cmd, len(again))
+		cmds2 := make([]*redis.IntSliceCmd, len(again))
 		err2 := s.pipeline(ctx, again, cmds2, true)
 		for i, c := range again {
 			c.reply, c.err = reply(cmds2[i], err2)
@@ -145,7 +178,7 @@ func (s *State) pipelineApplies(batch []*applyCall) {
 		}
 	}
 	for i, c := range calls {
-		if redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
+		if noScript(cmds[i].Err()) {
 			continue
 		}
 		c.reply, c.err = reply(cmds[i], err)
@@ -153,16 +186,13 @@ func (s *State) pipelineApplies(batch []*applyCall) {
 	}
 }
 
-// pipeline sends the calls' scripts in one pipeline, by their SHA1 or, with
-// eval, whole, and puts each one's command into cmds.
-func (s *State) pipeline(ctx context.Context, calls []*applyCall, cmds []*redis.Cmd, eval bool) error {
+// pipeline sends the calls' commands (applyCmd) in one pipeline and puts
+// each one's into cmds.
+func (s *State) pipeline(ctx context.Context, calls []*applyCall, cmds []*redis.IntSliceCmd, eval bool) error {
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, c := range calls {
-			if eval {
-				cmds[i] = applyScript.Eval(ctx, p, c.keys, c.args...)
-			} else {
-				cmds[i] = applyScript.EvalSha(ctx, p, c.keys, c.args...)
-			}
+			cmds[i] = applyCmd(ctx, c.args, eval)
+			_ = p.Process(ctx, cmds[i])
 		}
 		return nil
 	})
@@ -171,8 +201,8 @@ func (s *State) pipeline(ctx context.Context, calls []*applyCall, cmds []*redis.
 
 // reply is a pipelined command's reply; err is the pipeline's, for a
 // command that has neither a reply nor an error of its own.
-func reply(cmd *redis.Cmd, err error) ([]int64, error) {
-	r, cerr := cmd.Int64Slice()
+func reply(cmd *redis.IntSliceCmd, err error) ([]int64, error) {
+	r, cerr := cmd.Result()
 	if cerr == nil && r == nil && err != nil {
 		cerr = err
 	}

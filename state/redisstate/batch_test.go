@@ -34,8 +34,8 @@ func TestPipelineAppliesAfterScriptFlush(t *testing.T) {
 	giveUp()
 	call := func(c context.Context, name string) *applyCall {
 		keys := []string{"flush:a:{s}:c:" + name}
-		args := []any{1, codeAdd, 1, int64(1), int64(0), 0}
-		return &applyCall{ctx: c, keys: keys, args: args, done: make(chan struct{})}
+		argv := []any{1, codeAdd, 1, int64(1), int64(0), 0}
+		return &applyCall{ctx: c, args: applyArgs(keys, argv), done: make(chan struct{})}
 	}
 	batch := []*applyCall{call(ctx, "x"), call(gone, "y"), call(ctx, "x"), call(ctx, "z")}
 	calls := append([]*applyCall(nil), batch...)

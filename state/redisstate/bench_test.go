@@ -106,6 +106,7 @@ func BenchmarkState(b *testing.B) {
 				{Kind: state.OpReserve, Name: "owner-held", N: 10, Limit: 1 << 62, TTL: time.Hour},
 			}
 			b.SetParallelism(25) // × GOMAXPROCS 2 on the CI machine
+			b.ReportAllocs()
 			cpu0, rcpu0 := cpuTime(), procCPU(srv.PID())
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
