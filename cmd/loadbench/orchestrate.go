@@ -409,21 +409,34 @@ func (b *bench) startRedis() (string, error) {
 	}
 	running = append(running, p)
 	p.addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", p.addr, time.Second)
-		if err == nil {
-			c.Close()
-			break
-		}
-		if time.Now().After(deadline) {
-			return "", fmt.Errorf("redis-server did not start listening in 10s; see %s", filepath.Join(b.dir, "redis.log"))
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := b.waitListening(p, p.addr, 10*time.Second); err != nil {
+		return "", err
 	}
 	b.redis = p
 	b.report.note("redis-server: %s, appendfsync everysec, on the gateway's CPU", bin)
 	return p.addr, nil
+}
+
+// waitListening waits until child p accepts connections on addr, for at
+// most within, or says why it does not.
+func (b *bench) waitListening(p *proc, addr string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		select {
+		case err := <-p.wait:
+			p.wait <- err
+			return fmt.Errorf("%s exited (%v); see %s", p.name, err, filepath.Join(b.dir, p.name+".log"))
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not start listening in %s; see %s", p.name, within, filepath.Join(b.dir, p.name+".log"))
+		}
+	}
 }
 
 // freePort asks the kernel for a free loopback port.
@@ -467,22 +480,8 @@ func (b *bench) startCaddy(v *variant, up *proc, tag string) (*proc, error) {
 	}
 	running = append(running, p)
 	p.v, p.port, p.adminPort, p.key = v, httpPort, adminPort, gatewayKey
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", httpPort), time.Second)
-		if err == nil {
-			c.Close()
-			break
-		}
-		select {
-		case err := <-p.wait:
-			p.wait <- err
-			return nil, fmt.Errorf("%s exited (%v); see %s", name, err, filepath.Join(b.dir, name+".log"))
-		case <-time.After(100 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("%s did not start listening in 60s; see %s", name, filepath.Join(b.dir, name+".log"))
-		}
+	if err := b.waitListening(p, fmt.Sprintf("127.0.0.1:%d", httpPort), 60*time.Second); err != nil {
+		return nil, err
 	}
 	if v.managedKey {
 		body, err := b.admin(p, http.MethodPost, "/modelgate/keys", `{"name":"loadbench"}`)

@@ -388,11 +388,11 @@ func (r *report) writeStreams(b *strings.Builder) {
 		ev := max(s.Result.Events, 1)
 		steadyCPU, steadySyscalls, steadyGo := "—", "—", "—"
 		if s.SteadyEvents > 0 {
-			ev := float64(s.SteadyEvents)
-			steadyCPU = fmt.Sprintf("%.1f µs", float64(s.SteadyCPU)/ev/1000)
-			steadySyscalls = fmt.Sprintf("%.2f", float64(s.SteadySyscalls)/ev)
+			sev := float64(s.SteadyEvents)
+			steadyCPU = fmt.Sprintf("%.1f µs", float64(s.SteadyCPU)/sev/1000)
+			steadySyscalls = fmt.Sprintf("%.2f", float64(s.SteadySyscalls)/sev)
 			if g := s.Steady; g.Mallocs > 0 {
-				steadyGo = fmt.Sprintf("%.2f allocs, %.0f B per event; %d GCs, %.1f ms paused", float64(g.Mallocs)/ev, float64(g.TotalAlloc)/ev,
+				steadyGo = fmt.Sprintf("%.2f allocs, %.0f B per event; %d GCs, %.1f ms paused", float64(g.Mallocs)/sev, float64(g.TotalAlloc)/sev,
 					g.NumGC, float64(g.PauseTotalNs)/1e6)
 			}
 		}
