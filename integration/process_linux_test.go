@@ -10,10 +10,3 @@ import (
 func dieWithTest(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }
-
-// pauseProcess stops pid with SIGSTOP, as a hung server or a network
-// partition looks to its clients: connections stay open, nothing answers.
-func pauseProcess(pid int) error { return syscall.Kill(pid, syscall.SIGSTOP) }
-
-// resumeProcess lets a paused pid go on (SIGCONT).
-func resumeProcess(pid int) error { return syscall.Kill(pid, syscall.SIGCONT) }

@@ -759,7 +759,7 @@ func TestProcessRedisHung(t *testing.T) {
 		return res.StatusCode, time.Since(start)
 	}
 
-	if err := pauseProcess(c.redis.PID()); err != nil {
+	if err := c.redis.Pause(); err != nil {
 		t.Skip(err)
 	}
 	pausedAt := time.Now()
@@ -767,7 +767,7 @@ func TestProcessRedisHung(t *testing.T) {
 	resume := func() {
 		if !resumed {
 			resumed = true
-			if err := resumeProcess(c.redis.PID()); err != nil {
+			if err := c.redis.Resume(); err != nil {
 				t.Error(err)
 			}
 		}

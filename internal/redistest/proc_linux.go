@@ -13,5 +13,9 @@ func setParentDeath(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
 }
 
+// pause stops the process with SIGSTOP, resume lets it go on (SIGCONT).
+func pause(p *os.Process) error  { return p.Signal(syscall.SIGSTOP) }
+func resume(p *os.Process) error { return p.Signal(syscall.SIGCONT) }
+
 // lockFile takes an exclusive lock on f, released when f is closed.
 func lockFile(f *os.File) error { return syscall.Flock(int(f.Fd()), syscall.LOCK_EX) }

@@ -3,6 +3,7 @@
 package redistest
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 )
@@ -10,6 +11,11 @@ import (
 // setParentDeath does nothing where the kernel offers no parent-death
 // signal; t.Cleanup still stops the server.
 func setParentDeath(cmd *exec.Cmd) {}
+
+var errNoPause = errors.New("redistest: pausing a process is done on Linux only")
+
+func pause(*os.Process) error  { return errNoPause }
+func resume(*os.Process) error { return errNoPause }
 
 // lockFile does nothing here: installing with apt-get is Linux only.
 func lockFile(f *os.File) error { return nil }

@@ -152,6 +152,24 @@ func (s *Server) Kill() { s.signal(syscall.SIGKILL) }
 // the append-only file and exits), and waits until it is gone.
 func (s *Server) Stop() { s.signal(syscall.SIGTERM) }
 
+// Pause stops the server with SIGSTOP, as a hung server or a network
+// partition looks to its clients: connections stay open, nothing answers.
+// Resume lets it go on. Elsewhere than on Linux both return an error.
+func (s *Server) Pause() error { return s.process(pause) }
+
+// Resume lets a paused server go on (SIGCONT).
+func (s *Server) Resume() error { return s.process(resume) }
+
+func (s *Server) process(f func(*os.Process) error) error {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd == nil {
+		return errors.New("redistest: the server is not running")
+	}
+	return f(cmd.Process)
+}
+
 func (s *Server) signal(sig syscall.Signal) {
 	s.mu.Lock()
 	cmd, done := s.cmd, s.done

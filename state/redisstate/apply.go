@@ -218,26 +218,38 @@ func (s *State) Apply(ctx context.Context, scope string, ops []state.Op, results
 		return false, err
 	}
 	base := s.prefix + "a:{" + scopeTag(scope) + "}:"
-	keys := make([]string, 0, len(ops)+2)
-	args := make([]any, 1, 1+6*len(ops))
-	args[0] = len(ops)
+	// The command's arguments (see applyCmd): its name and the script's
+	// SHA1, the key count, the keys, then ARGV. Keys are written into
+	// their places as the ops are read, ARGV appended.
+	nk := 0
+	for i := range ops {
+		nk += opKeys(&ops[i])
+	}
+	args := make([]any, 3+nk, 3+nk+1+7*len(ops))
+	args[2] = nk
+	args = append(args, len(ops))
+	ki := 3
+	key := func(k string) {
+		args[ki] = k
+		ki++
+	}
 	for i := range ops {
 		op := &ops[i]
 		counter := base + "c:" + op.Name
 		switch op.Kind {
 		case state.OpAdd:
-			keys = append(keys, counter)
+			key(counter)
 			args = append(args, codeAdd, 1, op.N, ms(op.TTL), b01(op.IfExists))
 		case state.OpInit:
-			keys = append(keys, counter)
+			key(counter)
 			args = append(args, codeInit, 1, op.N, ms(op.TTL))
 		case state.OpExists:
-			keys = append(keys, counter)
+			key(counter)
 			args = append(args, codeExists, 1)
 		case state.OpGet, state.OpReserve:
-			keys = append(keys, counter)
+			key(counter)
 			for _, w := range op.With {
-				keys = append(keys, base+"c:"+w)
+				key(base + "c:" + w)
 			}
 			if op.Kind == state.OpGet {
 				args = append(args, codeGet, 1+len(op.With))
@@ -246,22 +258,20 @@ func (s *State) Apply(ctx context.Context, scope string, ops []state.Op, results
 			}
 		case state.OpTake:
 			index, size, elapsed, _ := state.WindowSpan(op.Window, op.At)
-			keys = append(keys, s.applyWindowKey(base, op.Name, op.Window.Sliding, size, index))
-			nk := 1
+			key(s.applyWindowKey(base, op.Name, op.Window.Sliding, size, index))
 			if op.Window.Sliding {
-				keys = append(keys, s.applyWindowKey(base, op.Name, true, size, index-1))
-				nk = 2
+				key(s.applyWindowKey(base, op.Name, true, size, index-1))
 			}
-			args = append(args, codeTake, nk, op.N, op.Limit, size, elapsed, state.WindowTTL(op.Window, size, elapsed))
+			args = append(args, codeTake, opKeys(op), op.N, op.Limit, size, elapsed, state.WindowTTL(op.Window, size, elapsed))
 		case state.OpAcquireSlot:
-			keys = append(keys, base+"s:"+op.Name)
+			key(base + "s:" + op.Name)
 			args = append(args, codeAcquire, 1, op.Holder, op.Limit, max(1, ms(op.TTL)))
 		case state.OpReleaseSlot:
-			keys = append(keys, base+"s:"+op.Name)
+			key(base + "s:" + op.Name)
 			args = append(args, codeRelease, 1, op.Holder)
 		}
 	}
-	r, err := s.runApply(ctx, applyArgs(keys, args))
+	r, err := s.runApply(ctx, args)
 	if err != nil {
 		return false, s.wrap(err)
 	}
@@ -285,6 +295,20 @@ func (s *State) Apply(ctx context.Context, scope string, ops []state.Op, results
 		results[i] = res
 	}
 	return r[0] == 1, nil
+}
+
+// opKeys is how many keys op touches: its counter, window or slot set,
+// the counters it adds up (With), the previous window of a sliding one.
+func opKeys(op *state.Op) int {
+	switch op.Kind {
+	case state.OpGet, state.OpReserve:
+		return 1 + len(op.With)
+	case state.OpTake:
+		if op.Window.Sliding {
+			return 2
+		}
+	}
+	return 1
 }
 
 func (s *State) applyWindowKey(base, name string, sliding bool, size, index int64) string {

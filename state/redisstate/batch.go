@@ -33,7 +33,7 @@ type applyCall struct {
 	// ctx is the caller's, bounded by the timeout: a call still queued when
 	// it ends is not sent (its caller has been told it failed).
 	ctx   context.Context
-	args  []any // the command's: see applyArgs
+	args  []any // the command's: see applyCmd
 	reply []int64
 	err   error
 	done  chan struct{} // closed once reply and err are set
@@ -49,21 +49,10 @@ type applier struct {
 // maxBatch bounds one pipeline; a longer queue goes in several.
 const maxBatch = 256
 
-// applyArgs are the arguments of the command that runs the apply script
-// with keys and argv, its name and the script's SHA1 to be filled in by
-// applyCmd.
-func applyArgs(keys []string, argv []any) []any {
-	args := make([]any, 3+len(keys)+len(argv))
-	args[2] = len(keys)
-	for i, k := range keys {
-		args[3+i] = k
-	}
-	copy(args[3+len(keys):], argv)
-	return args
-}
-
 // applyCmd is the command that runs the apply script: EVALSHA, or with
-// eval EVAL and the script itself, which Redis caches again. Its reply, an
+// eval EVAL and the script itself, which Redis caches again. args are
+// Apply's: their first two are the command's name and the script (or its
+// SHA1), filled in here, then the key count, the keys and ARGV. Its reply, an
 // array of integers, is read into an []int64 as it comes (a *redis.Cmd
 // would box each integer first).
 func applyCmd(ctx context.Context, args []any, eval bool) *redis.IntSliceCmd {
@@ -79,8 +68,8 @@ func applyCmd(ctx context.Context, args []any, eval bool) *redis.IntSliceCmd {
 // cache (a restart, a failover, SCRIPT FLUSH).
 func noScript(err error) bool { return redis.HasErrorPrefix(err, "NOSCRIPT") }
 
-// runApply runs the apply script with args (applyArgs) and returns its
-// reply.
+// runApply runs the apply script with args (see applyCmd) and returns
+// its reply.
 func (s *State) runApply(ctx context.Context, args []any) ([]int64, error) {
 	ctx, cancel := s.op(ctx)
 	defer cancel()

@@ -33,9 +33,9 @@ func TestPipelineAppliesAfterScriptFlush(t *testing.T) {
 	gone, giveUp := context.WithCancel(ctx)
 	giveUp()
 	call := func(c context.Context, name string) *applyCall {
-		keys := []string{"flush:a:{s}:c:" + name}
-		argv := []any{1, codeAdd, 1, int64(1), int64(0), 0}
-		return &applyCall{ctx: c, args: applyArgs(keys, argv), done: make(chan struct{})}
+		// One key; ARGV: one op, an add of 1 without expiry.
+		args := []any{nil, nil, 1, "flush:a:{s}:c:" + name, 1, codeAdd, 1, int64(1), int64(0), 0}
+		return &applyCall{ctx: c, args: args, done: make(chan struct{})}
 	}
 	batch := []*applyCall{call(ctx, "x"), call(gone, "y"), call(ctx, "x"), call(ctx, "z")}
 	calls := append([]*applyCall(nil), batch...)

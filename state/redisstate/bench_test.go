@@ -7,7 +7,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -107,7 +106,7 @@ func BenchmarkState(b *testing.B) {
 			}
 			b.SetParallelism(25) // × GOMAXPROCS 2 on the CI machine
 			b.ReportAllocs()
-			cpu0, rcpu0 := cpuTime(), procCPU(srv.PID())
+			cpu0, rcpu0 := procCPU(os.Getpid()), procCPU(srv.PID())
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				res := make([]state.Result, len(ops))
@@ -118,7 +117,7 @@ func BenchmarkState(b *testing.B) {
 					}
 				}
 			})
-			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(procCPU(os.Getpid())-cpu0)/float64(b.N), "cpu-ns/op")
 			if im.name == "redis" {
 				b.ReportMetric(float64(procCPU(srv.PID())-rcpu0)/float64(b.N), "redis-cpu-ns/op")
 			}
@@ -142,15 +141,6 @@ func BenchmarkState(b *testing.B) {
 			}
 		})
 	}
-}
-
-// cpuTime is the process's user and system CPU time, in nanoseconds.
-func cpuTime() int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // procCPU is process pid's user and system CPU time, in nanoseconds, from

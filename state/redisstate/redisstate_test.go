@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -414,14 +413,16 @@ func TestApplyHungRedis(t *testing.T) {
 	if _, err := applyAdd(ctx(t), s, "k"); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Kill(srv.PID(), syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
+	if err := srv.Pause(); err != nil {
+		t.Skip(err)
 	}
 	resumed := false
 	resume := func() {
 		if !resumed {
 			resumed = true
-			_ = syscall.Kill(srv.PID(), syscall.SIGCONT)
+			if err := srv.Resume(); err != nil {
+				t.Error(err)
+			}
 		}
 	}
 	defer resume()
