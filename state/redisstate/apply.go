@@ -31,8 +31,7 @@ func scopeTag(scope string) string {
 	return "#" + hex.EncodeToString(sum[:8])
 }
 
-// Op codes of applyScript, and how many ARGV each takes after its code
-// and its key count.
+// Op codes of applyScript.
 const (
 	codeAdd = iota + 1
 	codeInit
@@ -52,10 +51,17 @@ const (
 // INCRBY with the caller's integers, exact. Slots compare expiries with
 // Redis's TIME.
 //
-// ARGV[1] is the number of ops; then each op is its code, its key count
-// and its arguments (NARGS of them). The reply is {applied, then for each
-// op: fit, missing, v1, v2} where v1, v2 are value and total for
+// ARGV[1] holds two bytes for each op, its code and its key count; then
+// come the ops' arguments, NARGS of them for each. The reply is {applied,
+// then for each op: flags, v1, v2} where flags is 1 if the op fits plus 2
+// if its counter was missing, and v1, v2 are value and total for
 // counters, cur and prev for windows, the slots taken for slot sets.
+//
+// What Redis spends on a script is mostly the interpreter's, not the
+// commands': each redis.call, each tonumber of an argument and each value
+// of the reply costs more than a GET itself. So the counters and windows
+// are read with one MGET before the first pass, and the ops' codes and key
+// counts come as bytes of one argument.
 //
 // A window or a counter gets its expiry when the script creates it, as
 // Take and Add do; a slot set lives until its last holder's expiry.
@@ -63,32 +69,44 @@ var applyScript = redis.NewScript(applySource)
 
 const applySource = `
 local NARGS = {3, 2, 0, 0, 3, 5, 3, 1}
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local ops, ai, ki = {}, 2, 1
-for i = 1, tonumber(ARGV[1]) do
-	local kind, nk = tonumber(ARGV[ai]), tonumber(ARGV[ai + 1])
-	ops[i] = {kind, ki, nk, ai + 2}
+-- Each op's code, its first key and key count, its first argument.
+local head = ARGV[1]
+local n = #head / 2
+local kinds, kis, nks, ais = {}, {}, {}, {}
+local ki, ai = 1, 2
+for i = 1, n do
+	local kind, nk = string.byte(head, 2 * i - 1, 2 * i)
+	kinds[i], kis[i], nks[i], ais[i] = kind, ki, nk, ai
 	ki = ki + nk
-	ai = ai + 2 + NARGS[kind]
+	ai = ai + NARGS[kind]
 end
 
--- vals: the simulated value of each counter and window (false: missing);
--- fresh: those missing before the script, to create (with an expiry)
--- rather than increment.
+-- vals: the simulated value of each counter and window (false: missing),
+-- read at once; fresh: those missing before the script, to create (with
+-- an expiry) rather than increment.
 local vals, fresh, sets = {}, {}, {}
-local function val(k)
-	local v = vals[k]
-	if v == nil then
-		v = redis.call('GET', k)
-		if v then v = tonumber(v) else v, fresh[k] = false, true end
-		vals[k] = v
+local want = {}
+for i = 1, n do
+	if kinds[i] < 7 then -- not a slot set
+		for j = kis[i], kis[i] + nks[i] - 1 do want[#want + 1] = KEYS[j] end
 	end
-	return v
 end
+if #want > 0 then
+	local got = redis.call('MGET', unpack(want))
+	for j, k in ipairs(want) do
+		local v = got[j]
+		if v then vals[k] = tonumber(v) else vals[k], fresh[k] = false, true end
+	end
+end
+-- now: Redis's clock in milliseconds, read for the first slot set.
+local now
 local function slotset(k)
 	local s = sets[k]
 	if not s then
+		if not now then
+			local t = redis.call('TIME')
+			now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+		end
 		redis.call('ZREMRANGEBYSCORE', k, '-inf', now)
 		s = {n = redis.call('ZCARD', k), m = {}}
 		sets[k] = s
@@ -101,11 +119,11 @@ local function member(s, k, h)
 end
 
 local reply, ok = {0}, true
-for i, op in ipairs(ops) do
-	local kind, k, a = op[1], KEYS[op[2]], op[4]
+for i = 1, n do
+	local kind, k, a = kinds[i], KEYS[kis[i]], ais[i]
 	local fit, missing, v1, v2 = 1, 0, 0, 0
 	if kind == 1 then
-		local v = val(k)
+		local v = vals[k]
 		if v == false and ARGV[a + 2] == '1' then
 			missing = 1
 		else
@@ -114,7 +132,7 @@ for i, op in ipairs(ops) do
 		end
 		v1 = v or 0
 	elseif kind == 2 then
-		local v = val(k)
+		local v = vals[k]
 		if v == false then
 			v = tonumber(ARGV[a])
 			vals[k] = v
@@ -122,12 +140,12 @@ for i, op in ipairs(ops) do
 		end
 		v1 = v
 	elseif kind == 3 then
-		local v = val(k)
+		local v = vals[k]
 		if v == false then fit, missing = 0, 1 else v1 = v end
 	elseif kind == 4 or kind == 5 then
-		local v = val(k) or 0
+		local v = vals[k] or 0
 		local total = v
-		for j = 1, op[3] - 1 do total = total + (val(KEYS[op[2] + j]) or 0) end
+		for j = 1, nks[i] - 1 do total = total + (vals[KEYS[kis[i] + j]] or 0) end
 		if kind == 5 then
 			local n = tonumber(ARGV[a])
 			if total + n <= tonumber(ARGV[a + 1]) then
@@ -139,13 +157,13 @@ for i, op in ipairs(ops) do
 		end
 		v1, v2 = v, total
 	elseif kind == 6 then
-		local cur, prev = val(k) or 0, 0
-		if op[3] == 2 then prev = val(KEYS[op[2] + 1]) or 0 end
+		local cur, prev = vals[k] or 0, 0
+		if nks[i] == 2 then prev = vals[KEYS[kis[i] + 1]] or 0 end
 		local n, limit = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
 		local size, elapsed = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
 		if n > 0 and limit >= 0 then
 			local count = cur
-			if op[3] == 2 then count = count + math.floor(prev * (size - elapsed) / size) end
+			if nks[i] == 2 then count = count + math.floor(prev * (size - elapsed) / size) end
 			if count + n > limit then fit = 0 end
 		end
 		if fit == 1 and n ~= 0 then
@@ -175,7 +193,7 @@ for i, op in ipairs(ops) do
 	end
 	if fit == 0 then ok = false end
 	local r = #reply
-	reply[r + 1], reply[r + 2], reply[r + 3], reply[r + 4] = fit, missing, v1, v2
+	reply[r + 1], reply[r + 2], reply[r + 3] = fit + 2 * missing, v1, v2
 end
 if not ok then return reply end
 reply[1] = 1
@@ -190,8 +208,8 @@ local function add(k, n, ttl)
 		redis.call('INCRBY', k, n)
 	end
 end
-for _, op in ipairs(ops) do
-	local kind, k, a = op[1], KEYS[op[2]], op[4]
+for i = 1, n do
+	local kind, k, a = kinds[i], KEYS[kis[i]], ais[i]
 	if kind == 1 then
 		if not fresh[k] or ARGV[a + 2] ~= '1' then add(k, ARGV[a], ARGV[a + 1]) end
 	elseif kind == 2 then
@@ -219,15 +237,22 @@ func (s *State) Apply(ctx context.Context, scope string, ops []state.Op, results
 	}
 	base := s.prefix + "a:{" + scopeTag(scope) + "}:"
 	// The command's arguments (see applyCmd): its name and the script's
-	// SHA1, the key count, the keys, then ARGV. Keys are written into
-	// their places as the ops are read, ARGV appended.
+	// SHA1, the key count, the keys, then ARGV: the ops' codes and key
+	// counts, then their arguments. Keys are written into their places as
+	// the ops are read, ARGV appended.
 	nk := 0
+	head := make([]byte, 2*len(ops))
 	for i := range ops {
-		nk += opKeys(&ops[i])
+		k := opKeys(&ops[i])
+		if k > 255 {
+			return false, fmt.Errorf("%w: op %d counts %d counters together, more than 254", state.ErrBadOp, i, k-1)
+		}
+		head[2*i+1] = byte(k)
+		nk += k
 	}
-	args := make([]any, 3+nk, 3+nk+1+7*len(ops))
+	args := make([]any, 3+nk, 3+nk+1+5*len(ops))
 	args[2] = nk
-	args = append(args, len(ops))
+	args = append(args, head)
 	ki := 3
 	key := func(k string) {
 		args[ki] = k
@@ -235,59 +260,66 @@ func (s *State) Apply(ctx context.Context, scope string, ops []state.Op, results
 	}
 	for i := range ops {
 		op := &ops[i]
-		counter := base + "c:" + op.Name
+		var code byte
 		switch op.Kind {
 		case state.OpAdd:
-			key(counter)
-			args = append(args, codeAdd, 1, op.N, ms(op.TTL), b01(op.IfExists))
+			code = codeAdd
+			key(base + "c:" + op.Name)
+			args = append(args, op.N, ms(op.TTL), b01(op.IfExists))
 		case state.OpInit:
-			key(counter)
-			args = append(args, codeInit, 1, op.N, ms(op.TTL))
+			code = codeInit
+			key(base + "c:" + op.Name)
+			args = append(args, op.N, ms(op.TTL))
 		case state.OpExists:
-			key(counter)
-			args = append(args, codeExists, 1)
+			code = codeExists
+			key(base + "c:" + op.Name)
 		case state.OpGet, state.OpReserve:
-			key(counter)
+			key(base + "c:" + op.Name)
 			for _, w := range op.With {
 				key(base + "c:" + w)
 			}
 			if op.Kind == state.OpGet {
-				args = append(args, codeGet, 1+len(op.With))
+				code = codeGet
 			} else {
-				args = append(args, codeReserve, 1+len(op.With), op.N, op.Limit, ms(op.TTL))
+				code = codeReserve
+				args = append(args, op.N, op.Limit, ms(op.TTL))
 			}
 		case state.OpTake:
+			code = codeTake
 			index, size, elapsed, _ := state.WindowSpan(op.Window, op.At)
 			key(s.applyWindowKey(base, op.Name, op.Window.Sliding, size, index))
 			if op.Window.Sliding {
 				key(s.applyWindowKey(base, op.Name, true, size, index-1))
 			}
-			args = append(args, codeTake, opKeys(op), op.N, op.Limit, size, elapsed, state.WindowTTL(op.Window, size, elapsed))
+			args = append(args, op.N, op.Limit, size, elapsed, state.WindowTTL(op.Window, size, elapsed))
 		case state.OpAcquireSlot:
+			code = codeAcquire
 			key(base + "s:" + op.Name)
-			args = append(args, codeAcquire, 1, op.Holder, op.Limit, max(1, ms(op.TTL)))
+			args = append(args, op.Holder, op.Limit, max(1, ms(op.TTL)))
 		case state.OpReleaseSlot:
+			code = codeRelease
 			key(base + "s:" + op.Name)
-			args = append(args, codeRelease, 1, op.Holder)
+			args = append(args, op.Holder)
 		}
+		head[2*i] = code
 	}
 	r, err := s.runApply(ctx, args)
 	if err != nil {
 		return false, s.wrap(err)
 	}
-	if len(r) != 1+4*len(ops) {
+	if len(r) != 1+3*len(ops) {
 		return false, fmt.Errorf("redis state: apply: %d values in the reply for %d ops", len(r), len(ops))
 	}
 	for i := range ops {
-		op, v := &ops[i], r[1+4*i:5+4*i]
-		res := state.Result{OK: v[0] == 1, Missing: v[1] == 1}
+		op, v := &ops[i], r[1+3*i:4+3*i]
+		res := state.Result{OK: v[0]&1 != 0, Missing: v[0]&2 != 0}
 		switch op.Kind {
 		case state.OpTake:
-			res.Taken = state.NewTaken(op.Window, res.OK, v[2], v[3], op.N, op.Limit, op.At)
+			res.Taken = state.NewTaken(op.Window, res.OK, v[1], v[2], op.N, op.Limit, op.At)
 		case state.OpAcquireSlot, state.OpReleaseSlot:
-			res.Slots = v[2]
+			res.Slots = v[1]
 		default:
-			res.Value, res.Total = v[2], v[3]
+			res.Value, res.Total = v[1], v[2]
 			if op.Kind != state.OpGet && op.Kind != state.OpReserve {
 				res.Total = 0
 			}
@@ -311,12 +343,18 @@ func opKeys(op *state.Op) int {
 	return 1
 }
 
+// applyWindowKey is the key of a window's count, built in one allocation.
 func (s *State) applyWindowKey(base, name string, sliding bool, size, index int64) string {
-	kind := "f"
+	var buf [128]byte
+	b := append(append(append(buf[:0], base...), "w:"...), name...)
 	if sliding {
-		kind = "s"
+		b = append(b, ":s"...)
+	} else {
+		b = append(b, ":f"...)
 	}
-	return base + "w:" + name + ":" + kind + strconv.FormatInt(size, 10) + ":" + strconv.FormatInt(index, 10)
+	b = strconv.AppendInt(b, size, 10)
+	b = append(b, ':')
+	return string(strconv.AppendInt(b, index, 10))
 }
 
 func b01(b bool) int {

@@ -65,8 +65,9 @@ func applyCmd(ctx context.Context, args []any, eval bool) *redis.IntSliceCmd {
 }
 
 // noScript reports whether err is Redis's NOSCRIPT: it lost its script
-// cache (a restart, a failover, SCRIPT FLUSH).
-func noScript(err error) bool { return redis.HasErrorPrefix(err, "NOSCRIPT") }
+// cache (a restart, a failover, SCRIPT FLUSH). (HasErrorPrefix allocates,
+// even for no error.)
+func noScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") }
 
 // runApply runs the apply script with args (see applyCmd) and returns
 // its reply.

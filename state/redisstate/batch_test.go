@@ -33,8 +33,9 @@ func TestPipelineAppliesAfterScriptFlush(t *testing.T) {
 	gone, giveUp := context.WithCancel(ctx)
 	giveUp()
 	call := func(c context.Context, name string) *applyCall {
-		// One key; ARGV: one op, an add of 1 without expiry.
-		args := []any{nil, nil, 1, "flush:a:{s}:c:" + name, 1, codeAdd, 1, int64(1), int64(0), 0}
+		// One key; ARGV: one op (its code and key count), an add of 1
+		// without expiry.
+		args := []any{nil, nil, 1, "flush:a:{s}:c:" + name, []byte{codeAdd, 1}, int64(1), int64(0), 0}
 		return &applyCall{ctx: c, args: args, done: make(chan struct{})}
 	}
 	batch := []*applyCall{call(ctx, "x"), call(gone, "y"), call(ctx, "x"), call(ctx, "z")}
@@ -49,8 +50,8 @@ func TestPipelineAppliesAfterScriptFlush(t *testing.T) {
 			}
 			continue
 		}
-		// The reply: ok, then per op ok, missing, value, total.
-		if c.err != nil || len(c.reply) != 5 || c.reply[3] != want {
+		// The reply: applied, then per op flags, value, total.
+		if c.err != nil || len(c.reply) != 4 || c.reply[2] != want {
 			t.Errorf("call %d: %v, %v; want value %d", i, c.reply, c.err, want)
 		}
 	}
