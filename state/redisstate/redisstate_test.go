@@ -454,3 +454,31 @@ func TestApplyHungRedis(t *testing.T) {
 		return err == nil
 	})
 }
+
+// The script takes each op's key count as one byte: an op may count up
+// to 254 counters With its own, and one that counts more is refused
+// before anything is sent rather than read wrong.
+func TestApplyKeyCountLimit(t *testing.T) {
+	srv := redistest.Start(t)
+	s := open(t, srv, 1, redisstate.Options{})[0]
+	c := ctx(t)
+	with := make([]string, 255)
+	res := make([]state.Result, 1)
+	for i := range with {
+		with[i] = fmt.Sprintf("c%d", i)
+		if ok, err := s.Apply(c, "scope", []state.Op{{Kind: state.OpAdd, Name: with[i], N: int64(i)}}, res); !ok || err != nil {
+			t.Fatal(ok, err)
+		}
+	}
+	get := func(with []string) (state.Result, error) {
+		_, err := s.Apply(c, "scope", []state.Op{{Kind: state.OpGet, Name: "c0", With: with}}, res)
+		return res[0], err
+	}
+	r, err := get(with[1:]) // 255 keys: c0 and 254 others
+	if err != nil || r.Total != 254*255/2 {
+		t.Fatalf("254 counters with its own: total %d, %v; want %d", r.Total, err, 254*255/2)
+	}
+	if _, err := get(append(with[1:], "c255")); !errors.Is(err, state.ErrBadOp) {
+		t.Fatalf("255 counters with its own: %v; want ErrBadOp", err)
+	}
+}
