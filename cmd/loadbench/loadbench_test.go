@@ -139,6 +139,16 @@ func TestFeaturesTable(t *testing.T) {
 			t.Errorf("features table lacks %q:\n%s", want, got)
 		}
 	}
+	// A variant on Redis: redis-server's CPU per request beside the
+	// gateway's, and in how busy core 0 was (its CPU with the gateway's).
+	r.runs = append(r.runs, &run{Suite: "live", Case: "chat", Scenario: "chat", Variant: "modelgate_redis", Round: 1,
+		Load: loadResult{Requests: 500, Seconds: 1}, PeakRSSKiB: 1000,
+		GatewayCPU: 500 * 200 * time.Microsecond, UpstreamCPU: 500 * 100 * time.Microsecond, RedisCPU: 500 * 60 * time.Microsecond})
+	b.Reset()
+	r.writeRuns(&b, "live", "Live")
+	if want := "| 200/100 µs + Redis 60 µs | 0.0 | 18% |"; !strings.Contains(b.String(), want) {
+		t.Errorf("runs table lacks %q:\n%s", want, b.String())
+	}
 	// Without modelgate in the run there is nothing to pair with.
 	r.runs = slices.DeleteFunc(r.runs, func(x *run) bool { return x.Variant == "modelgate" })
 	b.Reset()

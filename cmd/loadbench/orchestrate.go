@@ -555,7 +555,10 @@ type run struct {
 	GatewayCPU  time.Duration `json:"gateway_cpu_ns"`
 	UpstreamCPU time.Duration `json:"upstream_cpu_ns"`
 	LoadCPU     time.Duration `json:"load_cpu_ns"`
-	PeakRSSKiB  int64         `json:"peak_rss_kib"` // gateway VmHWM in the window
+	// RedisCPU is redis-server's, for variants on Redis: what a cluster's
+	// Redis spends on the instance's requests.
+	RedisCPU   time.Duration `json:"redis_cpu_ns,omitempty"`
+	PeakRSSKiB int64         `json:"peak_rss_kib"` // gateway VmHWM in the window
 	// Read and write system calls of the gateway process in the window.
 	GatewaySyscalls int64 `json:"gateway_syscalls"`
 }
@@ -599,8 +602,12 @@ func (b *bench) measure(suite, label string, s *scenario, p *proc, up *proc, con
 	}
 	defer lg.stop()
 	r := &run{Suite: suite, Case: label, Scenario: s.name, Variant: p.v.name, Round: round, Conns: conns}
-	var g0, u0, l0 time.Duration
+	var g0, u0, l0, r0 time.Duration
 	var sc0 int64
+	var rp *proc // redis-server, for a variant on Redis
+	if p.v.redis {
+		rp = b.redis
+	}
 	timeout := b.opt.warmup + window + time.Minute
 	for {
 		line, err := b.readLine(lg, timeout)
@@ -613,12 +620,19 @@ func (b *bench) measure(suite, label string, s *scenario, p *proc, up *proc, con
 			g0, _ = cpuTime(p.pid())
 			u0, _ = cpuTime(up.pid())
 			l0, _ = cpuTime(lg.pid())
+			if rp != nil {
+				r0, _ = cpuTime(rp.pid())
+			}
 			sc0, _ = syscalls(p.pid())
 		case line == "window ended":
 			g1, _ := cpuTime(p.pid())
 			u1, _ := cpuTime(up.pid())
 			l1, _ := cpuTime(lg.pid())
 			r.GatewayCPU, r.UpstreamCPU, r.LoadCPU = g1-g0, u1-u0, l1-l0
+			if rp != nil {
+				r1, _ := cpuTime(rp.pid())
+				r.RedisCPU = r1 - r0
+			}
 			if sc1, err := syscalls(p.pid()); err == nil {
 				r.GatewaySyscalls = sc1 - sc0
 			}
