@@ -71,10 +71,10 @@ const applySource = `
 local NARGS = {3, 2, 0, 0, 3, 5, 3, 1}
 -- Each op's code, its first key and key count, its first argument.
 local head = ARGV[1]
-local n = #head / 2
+local nops = #head / 2
 local kinds, kis, nks, ais = {}, {}, {}, {}
 local ki, ai = 1, 2
-for i = 1, n do
+for i = 1, nops do
 	local kind, nk = string.byte(head, 2 * i - 1, 2 * i)
 	kinds[i], kis[i], nks[i], ais[i] = kind, ki, nk, ai
 	ki = ki + nk
@@ -86,7 +86,7 @@ end
 -- an expiry) rather than increment.
 local vals, fresh, sets = {}, {}, {}
 local want = {}
-for i = 1, n do
+for i = 1, nops do
 	if kinds[i] < 7 then -- not a slot set
 		for j = kis[i], kis[i] + nks[i] - 1 do want[#want + 1] = KEYS[j] end
 	end
@@ -119,7 +119,7 @@ local function member(s, k, h)
 end
 
 local reply, ok = {0}, true
-for i = 1, n do
+for i = 1, nops do
 	local kind, k, a = kinds[i], KEYS[kis[i]], ais[i]
 	local fit, missing, v1, v2 = 1, 0, 0, 0
 	if kind == 1 then
@@ -208,7 +208,7 @@ local function add(k, n, ttl)
 		redis.call('INCRBY', k, n)
 	end
 end
-for i = 1, n do
+for i = 1, nops do
 	local kind, k, a = kinds[i], KEYS[kis[i]], ais[i]
 	if kind == 1 then
 		if not fresh[k] or ARGV[a + 2] ~= '1' then add(k, ARGV[a], ARGV[a + 1]) end
@@ -245,7 +245,7 @@ func (s *State) Apply(ctx context.Context, scope string, ops []state.Op, results
 	for i := range ops {
 		k := opKeys(&ops[i])
 		if k > 255 {
-			return false, fmt.Errorf("%w: op %d counts %d counters together, more than 254", state.ErrBadOp, i, k-1)
+			return false, fmt.Errorf("%w: op %d touches %d keys, more than 255", state.ErrBadOp, i, k)
 		}
 		head[2*i+1] = byte(k)
 		nk += k
@@ -258,25 +258,26 @@ func (s *State) Apply(ctx context.Context, scope string, ops []state.Op, results
 		args[ki] = k
 		ki++
 	}
+	counter := func(name string) { key(base + "c:" + name) }
 	for i := range ops {
 		op := &ops[i]
 		var code byte
 		switch op.Kind {
 		case state.OpAdd:
 			code = codeAdd
-			key(base + "c:" + op.Name)
+			counter(op.Name)
 			args = append(args, op.N, ms(op.TTL), b01(op.IfExists))
 		case state.OpInit:
 			code = codeInit
-			key(base + "c:" + op.Name)
+			counter(op.Name)
 			args = append(args, op.N, ms(op.TTL))
 		case state.OpExists:
 			code = codeExists
-			key(base + "c:" + op.Name)
+			counter(op.Name)
 		case state.OpGet, state.OpReserve:
-			key(base + "c:" + op.Name)
+			counter(op.Name)
 			for _, w := range op.With {
-				key(base + "c:" + w)
+				counter(w)
 			}
 			if op.Kind == state.OpGet {
 				code = codeGet
