@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -66,6 +67,7 @@ type instance struct {
 	httpURL  string
 	adminURL string
 	logDir   string
+	started  bool // once: its ports are then its own for the test
 	cmd      *exec.Cmd
 	out      lockedBuffer // standard output and error
 }
@@ -104,27 +106,31 @@ func newInstance(t testing.TB, name, storage string, fake *providertest.Server) 
 
 func newInstanceURL(t testing.TB, name, storage, fakeURL string) *instance {
 	dir := t.TempDir()
-	httpPort, adminPort := freePort(t), freePort(t)
-	in := &instance{t: t, name: name, logDir: dir,
-		httpURL: fmt.Sprintf("http://127.0.0.1:%d", httpPort), adminURL: fmt.Sprintf("http://127.0.0.1:%d", adminPort)}
+	in := &instance{t: t, name: name, logDir: dir}
 	in.env = append(os.Environ(),
 		"XDG_DATA_HOME="+filepath.Join(dir, "data"),
 		"XDG_CONFIG_HOME="+filepath.Join(dir, "config"),
 		"HOME="+dir,
-		fmt.Sprintf("MG_ADMIN_PORT=%d", adminPort),
-		fmt.Sprintf("MG_HTTP_PORT=%d", httpPort),
 		"MG_LOG_DIR="+dir,
 		"MG_STORAGE="+storage,
 		"MG_FAKE="+fakeURL,
 		"MG_OPENAI_KEY="+openAIKey,
 		"MG_ALICE_KEY="+aliceKey,
 	)
+	in.pickPorts()
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("instance %s, its warnings and errors:\n%s", name, in.problems(50))
 		}
 	})
 	return in
+}
+
+// pickPorts gives the instance free HTTP and admin ports.
+func (in *instance) pickPorts() {
+	httpPort, adminPort := freePort(in.t), freePort(in.t)
+	in.httpURL, in.adminURL = fmt.Sprintf("http://127.0.0.1:%d", httpPort), fmt.Sprintf("http://127.0.0.1:%d", adminPort)
+	in.set(fmt.Sprintf("MG_ADMIN_PORT=%d", adminPort), fmt.Sprintf("MG_HTTP_PORT=%d", httpPort))
 }
 
 // set sets the variables of instance.Caddyfile given as NAME=value (such
@@ -146,14 +152,33 @@ func (in *instance) problems(n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
-// start runs the instance and waits until it answers.
+// start runs the instance and waits until it answers. A free port is
+// free only until someone takes it: if another process took one of the
+// instance's between freePort and its first start (an outgoing
+// connection's port, say), it starts again on new ones.
 func (in *instance) start() {
+	for try := 1; !in.run(); try++ {
+		if try == 3 {
+			in.t.Fatalf("instance %s: its ports were taken before it started, three times:\n%s", in.name, in.out.String())
+		}
+		in.t.Logf("instance %s: a port was taken before it started; again on new ports", in.name)
+		_ = in.cmd.Process.Kill()
+		_ = in.cmd.Wait()
+		in.pickPorts()
+	}
+	in.started = true
+}
+
+// run runs the instance and waits until it answers; false if it could not
+// listen on its ports before it started.
+func (in *instance) run() bool {
 	t := in.t
 	cfg, err := filepath.Abs("../testdata/caddyfiles/instance.Caddyfile")
 	if err != nil {
 		t.Fatal(err)
 	}
 	in.out.Reset()
+	logged := len(in.caddyLog()) // what earlier runs logged
 	in.cmd = exec.Command(caddyBinary(t), "run", "--config", cfg, "--adapter", "caddyfile")
 	in.cmd.Env = in.env
 	in.cmd.Stdout, in.cmd.Stderr = &in.out, &in.out
@@ -175,8 +200,11 @@ func (in *instance) start() {
 		if res, err := http.DefaultClient.Do(req); err == nil {
 			res.Body.Close()
 			if res.StatusCode == 200 {
-				return
+				return true
 			}
+		}
+		if l := in.caddyLog(); !in.started && strings.Contains(l[min(logged, len(l)):], "address already in use") {
+			return false
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("instance %s did not start:\n%s", in.name, in.out.String())
@@ -185,10 +213,13 @@ func (in *instance) start() {
 	}
 }
 
-// logs returns the instance's Caddy log.
-func (in *instance) logs() string {
+// logs returns the instance's output and its Caddy log.
+func (in *instance) logs() string { return in.out.String() + in.caddyLog() }
+
+// caddyLog returns the instance's Caddy log, of all its runs.
+func (in *instance) caddyLog() string {
 	b, _ := os.ReadFile(filepath.Join(in.logDir, "caddy.log"))
-	return in.out.String() + string(b)
+	return string(b)
 }
 
 // kill ends the instance with SIGKILL: no cleanup of any kind.
@@ -241,6 +272,30 @@ func checkOnce(t *testing.T, c openai.Client, b *openai.Batch, lines int) {
 	}
 	if len(out)+len(errs) != lines || int64(len(out)) != b.RequestCounts.Completed || int64(len(errs)) != b.RequestCounts.Failed {
 		t.Errorf("%d output + %d error lines for %d requests; counts %+v", len(out), len(errs), lines, b.RequestCounts)
+	}
+}
+
+// TestProcessPortTaken: a port freePort gave an instance is taken by
+// another process before the instance's first start; it starts on new
+// ports instead of failing the test that started it.
+func TestProcessPortTaken(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the caddy binary")
+	}
+	fake := providertest.Start(t, providertest.Options{OpenAIKey: openAIKey})
+	in := newInstance(t, "a", t.TempDir(), fake)
+	taken := strings.TrimPrefix(in.adminURL, "http://")
+	l, err := net.Listen("tcp", taken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	in.start()
+	if in.adminURL == "http://"+taken {
+		t.Fatalf("the instance kept its taken admin port %s", taken)
+	}
+	if statusWith(t, in.httpURL+"/v1/models", aliceKey) != 200 {
+		t.Fatalf("the instance does not answer on %s", in.httpURL)
 	}
 }
 
