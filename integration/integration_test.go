@@ -608,6 +608,39 @@ func metricValue(metrics, prefix string) float64 {
 	return 0
 }
 
+// metricDelta is how much a sample (name and labels) should have grown.
+type metricDelta struct {
+	sample string
+	delta  float64
+}
+
+// waitMetrics scrapes the metrics until every sample has grown by its
+// delta since before, for up to 5 s, reports those that have not, and
+// returns the last scrape. A request is accounted once its answer's last
+// byte is written, so a client may read the whole answer, a stream's end
+// included, a moment before the gateway counts it.
+func waitMetrics(t *testing.T, before string, want []metricDelta) string {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		after := scrapeMetrics(t)
+		var wrong []string
+		for _, w := range want {
+			if d := metricValue(after, w.sample) - metricValue(before, w.sample); d != w.delta {
+				wrong = append(wrong, fmt.Sprintf("%s grew by %v, want %v", w.sample, d, w.delta))
+			}
+		}
+		if len(wrong) == 0 {
+			return after
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%s\n%s", strings.Join(wrong, "\n"), after)
+			return after
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func TestIntegrationMetrics(t *testing.T) {
 	startGateway(t)
 	before := scrapeMetrics(t)
@@ -615,22 +648,14 @@ func TestIntegrationMetrics(t *testing.T) {
 		res := post(t, "/v1/chat/completions", aliceKey, `{"model":"`+model+`","messages":[{"role":"user","content":"count me"}]}`)
 		_, _ = io.Copy(io.Discard, res.Body)
 	}
-	after := scrapeMetrics(t)
-	for _, tc := range []struct {
-		sample string
-		delta  float64
-	}{
+	waitMetrics(t, before, []metricDelta{
 		{`caddy_modelgate_requests_total{code="200",endpoint="chat_completions",provider="claude"}`, 2},
 		{`caddy_modelgate_requests_total{code="429",endpoint="chat_completions",provider=""}`, 1},
 		{`caddy_modelgate_requests_total{code="404",endpoint="chat_completions",provider=""}`, 1},
 		{`caddy_modelgate_fallbacks_total{provider="oa"}`, 3},
 		{`caddy_modelgate_upstream_duration_seconds_count{code="429",provider="oa"}`, 2},
 		{`caddy_modelgate_upstream_duration_seconds_count{code="500",provider="oa"}`, 1},
-	} {
-		if d := metricValue(after, tc.sample) - metricValue(before, tc.sample); d != tc.delta {
-			t.Errorf("%s grew by %v, want %v\n%s", tc.sample, d, tc.delta, after)
-		}
-	}
+	})
 
 	// Tokens and cost by provider and model, unpriced models counted as
 	// such, time to the first token of a stream.
@@ -645,20 +670,12 @@ func TestIntegrationMetrics(t *testing.T) {
 	s := c.Chat.Completions.NewStreaming(context.Background(), userChat("claude/claude-sonnet-4-5", "stream me"))
 	for s.Next() {
 	}
-	after = scrapeMetrics(t)
-	for _, tc := range []struct {
-		sample string
-		delta  float64
-	}{
+	after := waitMetrics(t, before, []metricDelta{
 		{`caddy_modelgate_tokens_total{kind="output",model="gpt-4o",provider="oa"}`, 5},
 		{`caddy_modelgate_unpriced_requests_total{model="other",provider="oa"}`, 1},
 		{`caddy_modelgate_time_to_first_token_seconds_count{provider="claude"}`, 1},
 		{`caddy_modelgate_tokens_total{kind="output",model="claude-sonnet-4-5",provider="claude"}`, 3}, // "echo: stream me"
-	} {
-		if d := metricValue(after, tc.sample) - metricValue(before, tc.sample); d != tc.delta {
-			t.Errorf("%s grew by %v, want %v\n%s", tc.sample, d, tc.delta, after)
-		}
-	}
+	})
 	if d := metricValue(after, `caddy_modelgate_cost_dollars_total{model="gpt-4o",provider="oa"}`) -
 		metricValue(before, `caddy_modelgate_cost_dollars_total{model="gpt-4o",provider="oa"}`); d <= 0 {
 		t.Errorf("gpt-4o cost nothing:\n%s", after)
