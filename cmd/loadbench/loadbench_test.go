@@ -18,6 +18,8 @@ import (
 
 	_ "github.com/modelgate/modelgate"
 	"github.com/modelgate/modelgate/providers/providertest"
+
+	"github.com/modelgate/modelgate/internal/procstat"
 )
 
 // TestEventCounting: both event counters count blocks ended by a blank
@@ -94,9 +96,9 @@ func TestProc(t *testing.T) {
 	for x := 0; time.Now().Before(end); x++ {
 		_ = x * x
 	}
-	cpu, err := cpuTime(pid)
+	cpu, err := procstat.CPU(pid)
 	if err != nil || cpu <= 0 {
-		t.Errorf("cpuTime: %v, %v", cpu, err)
+		t.Errorf("procstat.CPU: %v, %v", cpu, err)
 	}
 	rss, hwm, err := memory(pid)
 	if err != nil || rss <= 0 || hwm < rss {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/modelgate/modelgate/internal/procstat"
 	"github.com/modelgate/modelgate/internal/redistest"
 )
 
@@ -617,20 +618,20 @@ func (b *bench) measure(suite, label string, s *scenario, p *proc, up *proc, con
 		switch {
 		case line == "measuring":
 			_ = resetPeak(p.pid())
-			g0, _ = cpuTime(p.pid())
-			u0, _ = cpuTime(up.pid())
-			l0, _ = cpuTime(lg.pid())
+			g0, _ = procstat.CPU(p.pid())
+			u0, _ = procstat.CPU(up.pid())
+			l0, _ = procstat.CPU(lg.pid())
 			if rp != nil {
-				r0, _ = cpuTime(rp.pid())
+				r0, _ = procstat.CPU(rp.pid())
 			}
 			sc0, _ = syscalls(p.pid())
 		case line == "window ended":
-			g1, _ := cpuTime(p.pid())
-			u1, _ := cpuTime(up.pid())
-			l1, _ := cpuTime(lg.pid())
+			g1, _ := procstat.CPU(p.pid())
+			u1, _ := procstat.CPU(up.pid())
+			l1, _ := procstat.CPU(lg.pid())
 			r.GatewayCPU, r.UpstreamCPU, r.LoadCPU = g1-g0, u1-u0, l1-l0
 			if rp != nil {
-				r1, _ := cpuTime(rp.pid())
+				r1, _ := procstat.CPU(rp.pid())
 				r.RedisCPU = r1 - r0
 			}
 			if sc1, err := syscalls(p.pid()); err == nil {

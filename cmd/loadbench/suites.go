@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/modelgate/modelgate/internal/procstat"
 )
 
 // liveCase is a scenario at a number of connections.
@@ -290,8 +292,8 @@ func (b *bench) manyStreams(s *scenario, p *proc, n, events int, ramp, streamLen
 	r := &streamsRun{Variant: p.v.name}
 	r.RSSBefore, _, _ = memory(p.pid())
 	_ = resetPeak(p.pid())
-	g0, _ := cpuTime(p.pid())
-	u0, _ := cpuTime(b.upstream.pid())
+	g0, _ := procstat.CPU(p.pid())
+	u0, _ := procstat.CPU(b.upstream.pid())
 	sc0, _ := syscalls(p.pid())
 	cl, err := b.start("streams", b.loadCPU, false, nil, b.self, args...)
 	if err != nil {
@@ -309,7 +311,7 @@ func (b *bench) manyStreams(s *scenario, p *proc, n, events int, ramp, streamLen
 		}
 		switch {
 		case strings.HasPrefix(line, "open "):
-			gOpen, _ = cpuTime(p.pid())
+			gOpen, _ = procstat.CPU(p.pid())
 			scOpen, _ = syscalls(p.pid())
 			r.RSSAllOpen, _, _ = memory(p.pid())
 			goOpen, goErr = b.goRuntime(p)
@@ -320,7 +322,7 @@ func (b *bench) manyStreams(s *scenario, p *proc, n, events int, ramp, streamLen
 			// The client says it once, when the first stream ends.
 			if gOpen > 0 {
 				// Every stream was open until now: the steady phase.
-				g, _ := cpuTime(p.pid())
+				g, _ := procstat.CPU(p.pid())
 				sc, _ := syscalls(p.pid())
 				ev, _ := strconv.ParseInt(strings.TrimPrefix(line, "closing "), 10, 64)
 				r.SteadyCPU, r.SteadyEvents, r.SteadySyscalls = g-gOpen, ev-evOpen, sc-scOpen
@@ -329,8 +331,8 @@ func (b *bench) manyStreams(s *scenario, p *proc, n, events int, ramp, streamLen
 				}
 			}
 		case strings.HasPrefix(line, "{"):
-			g1, _ := cpuTime(p.pid())
-			u1, _ := cpuTime(b.upstream.pid())
+			g1, _ := procstat.CPU(p.pid())
+			u1, _ := procstat.CPU(b.upstream.pid())
 			_, r.PeakRSS, _ = memory(p.pid())
 			r.GatewayCPU, r.Upstream = g1-g0, u1-u0
 			if sc1, err := syscalls(p.pid()); err == nil {
@@ -402,8 +404,8 @@ func (b *bench) batch() error {
 		switch {
 		case line == "creating":
 			_ = resetPeak(p.pid())
-			g0, _ = cpuTime(p.pid())
-			u0, _ = cpuTime(b.upstream.pid())
+			g0, _ = procstat.CPU(p.pid())
+			u0, _ = procstat.CPU(b.upstream.pid())
 			profiled = make(chan error, 1)
 			go func() {
 				body, err := b.admin(p, http.MethodGet, "/debug/pprof/profile?seconds="+strconv.Itoa(profileSecs), "")
@@ -413,8 +415,8 @@ func (b *bench) batch() error {
 				profiled <- err
 			}()
 		case line == "ended":
-			g1, _ := cpuTime(p.pid())
-			u1, _ := cpuTime(b.upstream.pid())
+			g1, _ := procstat.CPU(p.pid())
+			u1, _ := procstat.CPU(b.upstream.pid())
 			_, r.PeakRSS, _ = memory(p.pid())
 			r.GatewayCPU, r.UpstreamCPU = g1-g0, u1-u0
 		case strings.HasPrefix(line, "{"):

@@ -153,26 +153,24 @@ func (s *State) pipelineApplies(batch []*applyCall) {
 	defer cancel()
 	cmds := make([]*redis.IntSliceCmd, len(calls))
 	err := s.pipeline(ctx, calls, cmds, false)
+	// Calls that found no script go again, with it; the rest have their
+	// replies.
 	var again []*applyCall
 	for i, c := range calls {
 		if noScript(cmds[i].Err()) {
 			again = append(again, c)
-		}
-	}
-	if len(again) > 0 {
-		cmds2 := make([]*redis.IntSliceCmd, len(again))
-		err2 := s.pipeline(ctx, again, cmds2, true)
-		for i, c := range again {
-			c.reply, c.err = reply(cmds2[i], err2)
-			close(c.done)
-		}
-	}
-	for i, c := range calls {
-		if noScript(cmds[i].Err()) {
 			continue
 		}
 		c.reply, c.err = reply(cmds[i], err)
 		close(c.done)
+	}
+	if len(again) > 0 {
+		cmds = cmds[:len(again)]
+		err = s.pipeline(ctx, again, cmds, true)
+		for i, c := range again {
+			c.reply, c.err = reply(cmds[i], err)
+			close(c.done)
+		}
 	}
 }
 

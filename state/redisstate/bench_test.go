@@ -1,15 +1,12 @@
 package redisstate_test
 
 import (
-	"bytes"
 	"context"
-	"fmt"
 	"os"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/modelgate/modelgate/internal/procstat"
 	"github.com/modelgate/modelgate/internal/redistest"
 	"github.com/modelgate/modelgate/state"
 	"github.com/modelgate/modelgate/state/redisclient"
@@ -106,6 +103,8 @@ func BenchmarkState(b *testing.B) {
 			}
 			b.SetParallelism(25) // × GOMAXPROCS 2 on the CI machine
 			b.ReportAllocs()
+			// 0 where there is no /proc.
+			procCPU := func(pid int) time.Duration { d, _ := procstat.CPU(pid); return d }
 			cpu0, rcpu0 := procCPU(os.Getpid()), procCPU(srv.PID())
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
@@ -141,22 +140,4 @@ func BenchmarkState(b *testing.B) {
 			}
 		})
 	}
-}
-
-// procCPU is process pid's user and system CPU time, in nanoseconds, from
-// /proc (0 where there is none).
-func procCPU(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// Fields after the command name, which is in parentheses: utime and
-	// stime are the 12th and 13th.
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return (u + st) * int64(time.Second) / 100 // USER_HZ
 }
