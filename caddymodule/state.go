@@ -147,6 +147,13 @@ func (a *App) follow(ctx context.Context) {
 		return
 	}
 	defer sub.Close()
+	// The keys were loaded at Provision, before this subscription was
+	// live: a key created or deleted elsewhere in between told nobody
+	// here. Catch up once now that messages arrive. (A subscription not
+	// live yet sends Resync when it is.)
+	if sub.Live() {
+		a.resync(ctx)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -157,10 +164,7 @@ func (a *App) follow(ctx context.Context) {
 			}
 			switch {
 			case m.Resync:
-				if err := a.managed.Refresh(ctx); err != nil && ctx.Err() == nil {
-					a.logger.Error("reloading managed keys", zap.Error(err))
-				}
-				a.wakeRunner()
+				a.resync(ctx)
 			case m.Channel == channelKeys:
 				if err := a.managed.Reload(ctx, string(m.Payload)); err != nil && ctx.Err() == nil {
 					a.logger.Warn("reloading a managed key another instance changed", zap.String("key_id", string(m.Payload)), zap.Error(err))
@@ -170,6 +174,15 @@ func (a *App) follow(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// resync reloads every managed key and wakes the batch runner: what to do
+// when messages from the other instances may have been missed.
+func (a *App) resync(ctx context.Context) {
+	if err := a.managed.Refresh(ctx); err != nil && ctx.Err() == nil {
+		a.logger.Error("reloading managed keys", zap.Error(err))
+	}
+	a.wakeRunner()
 }
 
 // watchState pings the shared state and says in the log when it can no
