@@ -63,6 +63,11 @@ var variants = map[string]*variant{
 		name: "modelgate_key", what: "modelgate with a managed key and no limits, budgets or usage accounting: modelgate_full's key alone",
 		gateway: true, managedKey: true,
 	},
+	"modelgate_limit": {
+		name: "modelgate_limit", what: "modelgate with what issue 15 names: a managed key, a rate limit (the key's requests per minute, set high enough never to refuse) and usage accounting",
+		gateway: true, managedKey: true,
+		extra: "limits {\nkey rpm 100000000\n}",
+	},
 	"modelgate_full": {
 		name: "modelgate_full", what: "modelgate with a managed key, rate limits and budgets on every key and owner (set high enough never to refuse), and usage accounting",
 		gateway: true, managedKey: true,
