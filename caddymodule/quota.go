@@ -146,6 +146,12 @@ func enforced(s *quota.Subjects) bool {
 // budgeted reports whether the key or the owner of s has a budget.
 func budgeted(s *quota.Subjects) bool { return s.Key.Budget.Amount > 0 || s.Owner.Budget.Amount > 0 }
 
+// estimated reports whether a limit or a budget of s counts what a
+// request is expected to use: tokens per minute, or a budget.
+func estimated(s *quota.Subjects) bool {
+	return s.Key.Limits.TokensPerMinute > 0 || s.Owner.Limits.TokensPerMinute > 0 || budgeted(s)
+}
+
 // batchLineKey marks the context of a batch line's request: it counts
 // against budgets, not against rate limits.
 type batchLineKey struct{}
@@ -402,10 +408,15 @@ func (a *App) admitQuota(w http.ResponseWriter, r *http.Request, key *Key, c *ca
 	if !enforced(&s) {
 		return admission{}, true
 	}
-	est := a.estimateCall(c, targets)
-	if !est.priced && budgeted(&s) && !a.Limits.allowUnpriced() {
-		refuseUnpriced(w, c, key, s)
-		return admission{}, false
+	// Only tokens per minute and budgets count what a request is expected
+	// to use; limits of requests and of concurrency need no estimate.
+	var est estimate
+	if estimated(&s) {
+		est = a.estimateCall(c, targets)
+		if !est.priced && budgeted(&s) && !a.Limits.allowUnpriced() {
+			refuseUnpriced(w, c, key, s)
+			return admission{}, false
+		}
 	}
 	ask := quota.Ask{EstimatedTokens: est.tokens, EstimatedCost: est.cost, Rate: !batchLine}
 	q := a.quota

@@ -33,12 +33,25 @@ func fullLimits() *LimitsConfig {
 	}
 }
 
+// oneLimit is modelgate_limit's limits block, what issue 15 names: one
+// rate limit, the key's requests per minute.
+func oneLimit() *LimitsConfig {
+	return &LimitsConfig{Key: &keys.Policy{Limits: &keys.Limits{RequestsPerMinute: 100_000_000}}}
+}
+
 // withFullFeatures turns limits, budgets and usage accounting on in g's
 // app, on an in-process state, as Provision does without a shared one.
 func withFullFeatures(tb testing.TB, g *benchGateway) {
 	tb.Helper()
+	withLimits(tb, g, fullLimits())
+}
+
+// withLimits turns usage accounting and limits on in g's app, on an
+// in-process state, as Provision does without a shared one.
+func withLimits(tb testing.TB, g *benchGateway, limits *LimitsConfig) {
+	tb.Helper()
 	a := g.app
-	a.Limits = fullLimits()
+	a.Limits = limits
 	if err := a.Limits.validate(); err != nil {
 		tb.Fatal(err)
 	}
@@ -72,33 +85,38 @@ func BenchmarkPerRequestFull(b *testing.B) {
 	anthropicChat := benchChatBody("claude/claude-sonnet-4-5", 0, false)
 	messages := []byte(`{"model":"claude/claude-sonnet-4-5","max_tokens":256,"messages":[{"role":"user","content":"Summarise the plot of Hamlet in one sentence please"}]}`)
 	for _, bc := range []struct {
-		name                    string
-		path                    string
-		body                    []byte
-		managed, full, parallel bool
+		name     string
+		path     string
+		body     []byte
+		managed  bool
+		limits   func() *LimitsConfig // nil: none, no usage accounting
+		parallel bool
 	}{
-		{"openai_static_key", "/v1/chat/completions", chat, false, false, false},
-		{"openai_managed_key", "/v1/chat/completions", chat, true, false, false},
-		{"openai_managed_key_full", "/v1/chat/completions", chat, true, true, false},
-		{"openai_managed_key_50_in_flight", "/v1/chat/completions", chat, true, false, true},
-		{"openai_managed_key_full_50_in_flight", "/v1/chat/completions", chat, true, true, true},
+		{"openai_static_key", "/v1/chat/completions", chat, false, nil, false},
+		{"openai_managed_key", "/v1/chat/completions", chat, true, nil, false},
+		{"openai_managed_key_limit", "/v1/chat/completions", chat, true, oneLimit, false},
+		{"openai_managed_key_full", "/v1/chat/completions", chat, true, fullLimits, false},
+		{"openai_managed_key_50_in_flight", "/v1/chat/completions", chat, true, nil, true},
+		{"openai_managed_key_full_50_in_flight", "/v1/chat/completions", chat, true, fullLimits, true},
 		// The paths whose features cost the most in cmd/loadbench's runs:
 		// a 50-event stream, the Messages pass-through, the Anthropic
 		// translation.
-		{"openai_stream_managed_key", "/v1/chat/completions", stream, true, false, false},
-		{"openai_stream_managed_key_full", "/v1/chat/completions", stream, true, true, false},
-		{"messages_managed_key", "/v1/messages", messages, true, false, false},
-		{"messages_managed_key_full", "/v1/messages", messages, true, true, false},
-		{"messages_managed_key_50_in_flight", "/v1/messages", messages, true, false, true},
-		{"messages_managed_key_full_50_in_flight", "/v1/messages", messages, true, true, true},
-		{"anthropic_managed_key_50_in_flight", "/v1/chat/completions", anthropicChat, true, false, true},
-		{"anthropic_managed_key_full_50_in_flight", "/v1/chat/completions", anthropicChat, true, true, true},
+		{"openai_stream_managed_key", "/v1/chat/completions", stream, true, nil, false},
+		{"openai_stream_managed_key_limit", "/v1/chat/completions", stream, true, oneLimit, false},
+		{"openai_stream_managed_key_full", "/v1/chat/completions", stream, true, fullLimits, false},
+		{"messages_managed_key", "/v1/messages", messages, true, nil, false},
+		{"messages_managed_key_limit", "/v1/messages", messages, true, oneLimit, false},
+		{"messages_managed_key_full", "/v1/messages", messages, true, fullLimits, false},
+		{"messages_managed_key_50_in_flight", "/v1/messages", messages, true, nil, true},
+		{"messages_managed_key_full_50_in_flight", "/v1/messages", messages, true, fullLimits, true},
+		{"anthropic_managed_key_50_in_flight", "/v1/chat/completions", anthropicChat, true, nil, true},
+		{"anthropic_managed_key_full_50_in_flight", "/v1/chat/completions", anthropicChat, true, fullLimits, true},
 	} {
-		full := bc.full
+		full := bc.limits != nil
 		b.Run(bc.name, func(b *testing.B) {
 			g := newBenchGateway(b)
 			if full {
-				withFullFeatures(b, g)
+				withLimits(b, g, bc.limits())
 			}
 			key := benchStaticKey
 			if bc.managed {
