@@ -60,7 +60,7 @@ var variants = map[string]*variant{
 		gateway: true,
 	},
 	"modelgate_key": {
-		name: "modelgate_key", what: "modelgate with a managed key and no limits, budgets or usage accounting: modelgate_full's key alone",
+		name: "modelgate_key", what: "modelgate with a managed key and no limits or budgets: modelgate_full's key alone (usage is recorded, as in every modelgate variant)",
 		gateway: true, managedKey: true,
 	},
 	"modelgate_limit": {
