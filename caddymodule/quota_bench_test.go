@@ -18,10 +18,11 @@ import (
 )
 
 // These benchmarks measure what limits, budgets and usage accounting add
-// to a request (issue 15: every feature on costs at most 3%), as
-// cmd/loadbench's modelgate_full variant runs them: a managed key whose
-// owner is itself, requests and tokens per minute and a monthly budget on
-// the key and on the owner, concurrency on the key, usage recorded.
+// to a request, as cmd/loadbench's variants run them: modelgate_limit
+// (what issue 15 names: a managed key, one rate limit, usage recorded)
+// and modelgate_full (a managed key whose owner is itself, requests and
+// tokens per minute and a monthly budget on the key and on the owner,
+// concurrency on the key, usage recorded).
 
 // fullLimits is modelgate_full's limits block: high enough never to refuse.
 func fullLimits() *LimitsConfig {
@@ -37,13 +38,6 @@ func fullLimits() *LimitsConfig {
 // rate limit, the key's requests per minute.
 func oneLimit() *LimitsConfig {
 	return &LimitsConfig{Key: &keys.Policy{Limits: &keys.Limits{RequestsPerMinute: 100_000_000}}}
-}
-
-// withFullFeatures turns limits, budgets and usage accounting on in g's
-// app, on an in-process state, as Provision does without a shared one.
-func withFullFeatures(tb testing.TB, g *benchGateway) {
-	tb.Helper()
-	withLimits(tb, g, fullLimits())
 }
 
 // withLimits turns usage accounting and limits on in g's app, on an
@@ -73,7 +67,7 @@ func withLimits(tb testing.TB, g *benchGateway, limits *LimitsConfig) {
 // on the chat pass-through, then on the paths whose features cost the most
 // in the harness (a 50-event stream, a Messages pass-through, the
 // Anthropic translation). The difference between a "_managed_key" row and
-// its "_full" twin is what the features cost per request. cpu-ns/op is the
+// its "_limit" or "_full" twin is what the features cost per request. cpu-ns/op is the
 // process's CPU time per request, as in BenchmarkPerRequest: steadier than
 // ns/op on a shared machine. The "_50_in_flight" rows serve 50 requests at
 // once, as cmd/loadbench's clients keep them: every request's state is
@@ -112,10 +106,10 @@ func BenchmarkPerRequestFull(b *testing.B) {
 		{"anthropic_managed_key_50_in_flight", "/v1/chat/completions", anthropicChat, true, nil, true},
 		{"anthropic_managed_key_full_50_in_flight", "/v1/chat/completions", anthropicChat, true, fullLimits, true},
 	} {
-		full := bc.limits != nil
+		limited := bc.limits != nil
 		b.Run(bc.name, func(b *testing.B) {
 			g := newBenchGateway(b)
-			if full {
+			if limited {
 				withLimits(b, g, bc.limits())
 			}
 			key := benchStaticKey
@@ -138,8 +132,8 @@ func BenchmarkPerRequestFull(b *testing.B) {
 			if messagesAPI {
 				limitHeader = "Anthropic-Ratelimit-Requests-Remaining"
 			}
-			if got := w.header.Get(limitHeader) != ""; got != full {
-				b.Fatalf("%s set %v with every feature %v: %v", limitHeader, got, full, w.header)
+			if got := w.header.Get(limitHeader) != ""; got != limited {
+				b.Fatalf("%s set %v with limits %v: %v", limitHeader, got, limited, w.header)
 			}
 			if bytes.Equal(bc.body, stream) && !bytes.HasSuffix(w.body.Bytes(), []byte("data: [DONE]\n\n")) {
 				b.Fatalf("the stream did not end: %s", w.body.Bytes())
@@ -177,7 +171,7 @@ func BenchmarkPerRequestFull(b *testing.B) {
 // record ("request"), and each piece on its own.
 func BenchmarkAdmitQuota(b *testing.B) {
 	g := newBenchGateway(b)
-	withFullFeatures(b, g)
+	withLimits(b, g, fullLimits())
 	a := g.app
 	k, ok := a.managed.Lookup(keys.Digest(g.managedKey))
 	if !ok {
