@@ -85,6 +85,9 @@ type App struct {
 	providers map[string]*provider
 	dispatch  *dispatcher
 	keys      map[[32]byte]*Key
+	// staticByName are the static keys by name, which batch lines of
+	// static keys run under.
+	staticByName map[string]*Key
 	logger    *zap.Logger
 
 	storage     certmagic.Storage
@@ -167,6 +170,10 @@ func (a *App) Provision(ctx caddy.Context) error {
 	a.keys, err = provisionStaticKeys(a.Keys)
 	if err != nil {
 		return err
+	}
+	a.staticByName = make(map[string]*Key, len(a.keys))
+	for _, k := range a.keys {
+		a.staticByName[k.Name] = k
 	}
 	if err := a.provisionStorage(ctx); err != nil {
 		return err
