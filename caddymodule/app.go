@@ -88,7 +88,7 @@ type App struct {
 	// staticByName are the static keys by name, which batch lines of
 	// static keys run under.
 	staticByName map[string]*Key
-	logger    *zap.Logger
+	logger       *zap.Logger
 
 	storage     certmagic.Storage
 	fileStorage certmagic.Storage // file bytes, when not in storage

@@ -98,7 +98,9 @@ func TestBatchLineKey(t *testing.T) {
 	}
 }
 
-func samePolicy[T comparable](a, b *T) bool { return a == nil && b == nil || a != nil && b != nil && *a == *b }
+func samePolicy[T comparable](a, b *T) bool {
+	return a == nil && b == nil || a != nil && b != nil && *a == *b
+}
 
 // TestBatchExecutorKeyGone: the executor does not run a line whose key is
 // gone (nothing is dispatched, nothing scanned) and says so with KeyGone;
