@@ -82,12 +82,10 @@ type App struct {
 	// storage offers it, else local.
 	State string `json:"state,omitempty"`
 
-	providers map[string]*provider
-	dispatch  *dispatcher
-	keys      map[[32]byte]*Key
-	// staticByName are the static keys by name, which batch lines of
-	// static keys run under.
-	staticByName map[string]*Key
+	providers    map[string]*provider
+	dispatch     *dispatcher
+	keys         map[[32]byte]*Key
+	staticByName map[string]*Key // the static keys by name: batch lines of static keys run under them
 	logger       *zap.Logger
 
 	storage     certmagic.Storage
