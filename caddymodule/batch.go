@@ -201,7 +201,7 @@ func liveBatch() (batch.Live, bool) {
 func (a *App) batchEvent(name, owner string, b batch.Batch) {
 	data := map[string]any{
 		"batch_id":      b.ID,
-		"owner":         owner,
+		"owner":         ownerName(owner),
 		"endpoint":      b.Endpoint,
 		"status":        b.Status,
 		"input_file_id": b.InputFileID,
@@ -278,7 +278,10 @@ func (a *App) batchLineKey(ctx context.Context, req batch.Request) (*Key, error)
 		}
 		return &Key{Name: mk.Name, Owner: mk.Owner, ID: mk.ID, Models: mk.Models, Limits: mk.Limits, Budget: mk.Budget}, nil
 	case req.KeyName != "":
-		if k := a.staticByName[req.KeyName]; k != nil && k.Owner == req.Owner {
+		// A batch of a static key is kept under its storage owner; one
+		// created before static keys' owners were kept apart, under its
+		// name (no managed key's batch records no key id).
+		if k := a.staticByName[req.KeyName]; k != nil && (k.storageOwner() == req.Owner || k.Owner == req.Owner) {
 			return k, nil
 		}
 	}

@@ -58,8 +58,11 @@ func TestBatchLineKey(t *testing.T) {
 		{"managed, deleted", batch.Request{Owner: "team", KeyID: deleted.ID, KeyName: "deleted"}, nil},
 		{"managed, never was", batch.Request{Owner: "team", KeyID: "key_06h0f3dmbnbda28kaqnrfi69", KeyName: "x"}, nil},
 		{"managed, another owner's", batch.Request{Owner: "alice", KeyID: here.ID, KeyName: "here"}, nil},
-		{"static", batch.Request{Owner: "alice", KeyName: "alice"}, &Key{Name: "alice", Owner: "alice"}},
-		{"static, no longer configured", batch.Request{Owner: "carol", KeyName: "carol"}, nil},
+		{"static", batch.Request{Owner: staticOwnerPrefix + "alice", KeyName: "alice"}, &Key{Name: "alice", Owner: "alice"}},
+		// Created before static keys' owners were kept apart.
+		{"static, kept under its name", batch.Request{Owner: "alice", KeyName: "alice"}, &Key{Name: "alice", Owner: "alice"}},
+		{"static, another owner's", batch.Request{Owner: staticOwnerPrefix + "bob", KeyName: "alice"}, nil},
+		{"static, no longer configured", batch.Request{Owner: staticOwnerPrefix + "carol", KeyName: "carol"}, nil},
 		{"no key recorded", batch.Request{Owner: "alice"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -123,5 +126,25 @@ func TestBatchExecutorKeyGone(t *testing.T) {
 	}
 	if scanned != 0 {
 		t.Errorf("%d lines that did not run were scanned", scanned)
+	}
+}
+
+// TestStorageOwner: a static key and a managed key whose owner is the
+// static key's name keep what they own apart; managed keys of one owner
+// share it.
+func TestStorageOwner(t *testing.T) {
+	static := &Key{Name: "alice", Owner: "alice"}
+	named := &Key{Name: "alice", Owner: "alice", ID: "key_1"}
+	owned := &Key{Name: "ci", Owner: "alice", ID: "key_2"}
+	if static.storageOwner() == named.storageOwner() || static.storageOwner() == owned.storageOwner() {
+		t.Errorf("static %q, managed %q and %q: a managed key shares a static key's owner", static.storageOwner(), named.storageOwner(), owned.storageOwner())
+	}
+	if named.storageOwner() != owned.storageOwner() || owned.storageOwner() != "alice" {
+		t.Errorf("managed keys of owner alice: %q and %q", named.storageOwner(), owned.storageOwner())
+	}
+	for _, k := range []*Key{static, named, owned} {
+		if got := ownerName(k.storageOwner()); got != "alice" {
+			t.Errorf("ownerName(%q) = %q, want alice", k.storageOwner(), got)
+		}
 	}
 }

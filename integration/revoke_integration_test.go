@@ -183,3 +183,76 @@ func TestIntegrationAutoRevokedKeyBatches(t *testing.T) {
 		})
 	}
 }
+
+// TestIntegrationOwnersApart: a managed key named as a static key (so its
+// owner is that name), and one given that name as its owner, cannot reach
+// the static key's files, batches or stored responses: 404, and their
+// lists do not show them; nor can the static key reach theirs. Managed
+// keys of one owner still share.
+func TestIntegrationOwnersApart(t *testing.T) {
+	startRevokeGateway(t)
+	ctx := context.Background()
+	alice := sdk(aliceKey)
+	named, _ := adminKey(t, `{"name":"alice"}`)
+	owned, _ := adminKey(t, `{"name":"ci","owner":"alice"}`)
+
+	// The static key's file, batch and stored response.
+	in := uploadLines(t, alice, []string{chatLine("a", "oa/gpt-4o-mini")})
+	b := waitBatch(t, alice, newBatch(t, alice, in.ID, openai.BatchNewParamsEndpointV1ChatCompletions).ID, 10*time.Second, "completed")
+	status, body, _ := request(t, http.MethodPost, gatewayBase+"/v1/responses", `{"model":"claude/claude-sonnet-4-5","input":"hello there"}`,
+		"Authorization", "Bearer "+aliceKey)
+	resp := gjson.Get(body, "id").Str
+	if status != 200 || resp == "" {
+		t.Fatalf("POST /v1/responses: %d %s", status, body)
+	}
+	if status := getWith(t, "/v1/responses/"+resp, aliceKey); status != 200 {
+		t.Fatalf("the static key's own response: %d", status)
+	}
+
+	for name, secret := range map[string]string{"named alice": named, "owned by alice": owned} {
+		t.Run(name, func(t *testing.T) {
+			for _, path := range []string{"/v1/files/" + in.ID, "/v1/files/" + in.ID + "/content", "/v1/files/" + b.OutputFileID,
+				"/v1/batches/" + b.ID, "/v1/responses/" + resp, "/v1/responses/" + resp + "/input_items"} {
+				if status := getWith(t, path, secret); status != http.StatusNotFound {
+					t.Errorf("GET %s: %d, want 404", path, status)
+				}
+			}
+			for _, tc := range []struct{ method, path string }{
+				{http.MethodPost, "/v1/batches/" + b.ID + "/cancel"},
+				{http.MethodDelete, "/v1/files/" + in.ID},
+				{http.MethodDelete, "/v1/responses/" + resp},
+			} {
+				if status, got, _ := request(t, tc.method, gatewayBase+tc.path, "", "Authorization", "Bearer "+secret); status != http.StatusNotFound {
+					t.Errorf("%s %s: %d %s, want 404", tc.method, tc.path, status, got)
+				}
+			}
+			c := sdk(secret)
+			if _, err := c.Batches.New(ctx, openai.BatchNewParams{InputFileID: in.ID, Endpoint: "/v1/chat/completions", CompletionWindow: "24h"}); !isStatus(err, 400) {
+				t.Errorf("a batch on the static key's file: %v, want 400", err)
+			}
+			if files, err := c.Files.List(ctx, openai.FileListParams{}); err != nil || len(files.Data) != 0 {
+				t.Errorf("files: %v %+v", err, files)
+			}
+			if batches, err := c.Batches.List(ctx, openai.BatchListParams{}); err != nil || len(batches.Data) != 0 {
+				t.Errorf("batches: %v %+v", err, batches)
+			}
+		})
+	}
+
+	// The managed keys' owner shares among its keys, and the static key
+	// does not reach it.
+	theirs := uploadLines(t, sdk(named), []string{chatLine("m", "oa/gpt-4o-mini")})
+	if status := getWith(t, "/v1/files/"+theirs.ID, owned); status != 200 {
+		t.Errorf("a managed key of the same owner: %d, want 200", status)
+	}
+	if status := getWith(t, "/v1/files/"+theirs.ID, aliceKey); status != http.StatusNotFound {
+		t.Errorf("the static key on the managed keys' file: %d, want 404", status)
+	}
+	// The static key still has its own.
+	if files, err := alice.Files.List(ctx, openai.FileListParams{}); err != nil || len(files.Data) != 2 {
+		t.Errorf("the static key's files: %v %+v", err, files)
+	}
+	if status := getWith(t, "/v1/responses/"+resp, aliceKey); status != 200 {
+		t.Errorf("the static key's response after: %d", status)
+	}
+}
