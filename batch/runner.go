@@ -75,6 +75,8 @@ type Runner struct {
 	// outage is logged once, not at every poll. Only the loop uses it.
 	listFailing bool
 
+	revokeMu sync.Mutex // held while a batch whose key is gone is cancelled
+
 	mu        sync.Mutex
 	parts     map[partKey]*active
 	renewed   map[string]time.Time // batch ID -> last lease renewal
@@ -264,6 +266,9 @@ func (r *Runner) keyGone(lv Live, rec *batchRecord) bool {
 // runner sharing the storage; this runner's parts of rec stop at once,
 // and it is woken to finish rec.
 func (r *Runner) revoke(lv Live, rec *batchRecord) error {
+	// The workers of a part may all find the key gone at once: one asks.
+	r.revokeMu.Lock()
+	defer r.revokeMu.Unlock()
 	if _, _, ok := r.store.cancelAsked(r.ctx, rec); !ok {
 		if err := r.store.askCancel(r.ctx, rec, CancelKeyRevoked); err != nil {
 			return fmt.Errorf("cancelling a batch whose key is gone: %w", err)

@@ -148,3 +148,35 @@ func TestStorageOwner(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkBatchLineKey is what finding its key costs each batch line: a
+// managed key in the index, a static key.
+func BenchmarkBatchLineKey(b *testing.B) {
+	ctx := context.Background()
+	a := &App{managed: keys.NewManager(storagetest.NewMemory(), "modelgate")}
+	a.keys, _ = provisionStaticKeys([]StaticKey{{Name: "alice", Secret: "alice-secret"}})
+	a.staticByName = map[string]*Key{}
+	for _, k := range a.keys {
+		a.staticByName[k.Name] = k
+	}
+	mk, _, err := a.managed.Create(ctx, keys.NewKey{Name: "ci", Owner: "team"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, bc := range []struct {
+		name string
+		req  batch.Request
+	}{
+		{"managed", batch.Request{Owner: "team", KeyID: mk.ID, KeyName: "ci"}},
+		{"static", batch.Request{Owner: staticOwnerPrefix + "alice", KeyName: "alice"}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := a.batchLineKey(ctx, bc.req); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
