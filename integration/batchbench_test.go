@@ -267,7 +267,10 @@ func runExecutor(b *testing.B, n, conc int) {
 			defer wg.Done()
 			for i := range next {
 				resp := ex.Do(context.Background(), batch.Request{Endpoint: batch.EndpointChat, Body: body, CustomID: strconv.Itoa(i),
-					Owner: "bench", KeyName: "bench"}) // the config's static key: a line runs under its key
+					// A line runs only under its key: the config's
+					// static key, its owner as a batch created before
+					// static keys' owners were kept apart records it.
+					Owner: "bench", KeyName: "bench"})
 				if resp.Status != 200 {
 					b.Errorf("executor: %d %s", resp.Status, resp.Body)
 				}
