@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"strings"
 	"time"
 
 	"github.com/modelgate/modelgate/internal/ids"
@@ -264,7 +265,7 @@ func (s *Store) present(ctx context.Context, rec *batchRecord) (Batch, error) {
 		return b, nil
 	}
 	if b.Status != StatusCancelling {
-		if at, ok := s.cancelAsked(ctx, rec); ok {
+		if at, _, ok := s.cancelAsked(ctx, rec); ok {
 			b.Status, b.CancellingAt = StatusCancelling, &at
 		}
 	}
@@ -327,24 +328,45 @@ func (s *Store) CancelBatch(ctx context.Context, owner, id string) (Batch, error
 	if rec.terminal() {
 		return Batch{}, ErrNotCancellable
 	}
-	if _, ok := s.cancelAsked(ctx, rec); !ok {
-		at := s.now().Unix()
-		if err := s.storage.Store(ctx, path.Join(s.batchDir(owner, id), "cancel"), []byte(itoa(int(at)))); err != nil {
-			return Batch{}, err
-		}
+	if err := s.askCancel(ctx, rec, ""); err != nil {
+		return Batch{}, err
 	}
 	return s.present(ctx, rec)
 }
 
-// cancelAsked returns when a cancel of rec was asked for, if one was.
-func (s *Store) cancelAsked(ctx context.Context, rec *batchRecord) (int64, bool) {
+// CancelKeyRevoked is the code of the errors a batch's unfinished lines end
+// with when the batch was cancelled because the key that created it was
+// revoked (deleted, or no longer known): Live.KeyGone said so, or the
+// executor answered a line with Response.KeyGone.
+const CancelKeyRevoked = "key_revoked"
+
+// askCancel stores the request to cancel rec, unless one is stored
+// already: the runners of every instance sharing the storage see it at
+// their next step. reason is "" for the owner's own cancel, else the code
+// its unfinished lines end with (CancelKeyRevoked).
+func (s *Store) askCancel(ctx context.Context, rec *batchRecord, reason string) error {
+	if _, _, ok := s.cancelAsked(ctx, rec); ok {
+		return nil
+	}
+	// "<unix seconds>[ <reason>]": a runner that reads only the number
+	// still cancels.
+	v := itoa(int(s.now().Unix()))
+	if reason != "" {
+		v += " " + reason
+	}
+	return s.storage.Store(ctx, path.Join(s.batchDir(rec.Owner, rec.ID), "cancel"), []byte(v))
+}
+
+// cancelAsked returns when a cancel of rec was asked for and why ("" for
+// its owner's), if one was.
+func (s *Store) cancelAsked(ctx context.Context, rec *batchRecord) (at int64, reason string, ok bool) {
 	b, err := s.storage.Load(ctx, path.Join(s.batchDir(rec.Owner, rec.ID), "cancel"))
 	if err != nil {
-		return 0, false
+		return 0, "", false
 	}
-	var at int64
-	_, _ = fmt.Sscan(string(b), &at)
-	return at, true
+	num, reason, _ := strings.Cut(strings.TrimSpace(string(b)), " ")
+	_, _ = fmt.Sscan(num, &at)
+	return at, reason, true
 }
 
 func ptr[T any](v T) *T { return &v }

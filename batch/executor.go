@@ -18,7 +18,8 @@ type Executor interface {
 	Check(endpoint string, body []byte, models []string) (Route, error)
 
 	// Do runs one request and returns the answer the client would have
-	// had. A Response with Status 0 means there is no answer: ctx ended.
+	// had. A Response with Status 0 means there is no answer: ctx ended,
+	// or KeyGone is set.
 	Do(ctx context.Context, req Request) Response
 }
 
@@ -54,6 +55,11 @@ type Response struct {
 	// answer said x-should-retry: false, as a spent budget's 429 does):
 	// the runner does not retry it, whatever its status.
 	Final bool
+	// KeyGone says that the request was not run because the key that
+	// created the batch is gone (deleted, or unknown to the executor): a
+	// line never runs without its key. The runner then cancels the
+	// batch, and its unfinished lines end with code CancelKeyRevoked.
+	KeyGone bool
 }
 
 // Settings are the engine's knobs, read from the live config on every poll,

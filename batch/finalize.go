@@ -93,12 +93,15 @@ func (r *Runner) finish(lv Live, rec *batchRecord, status string) error {
 				rec.Status, rec.FinalizingAt = StatusFinalizing, &unix
 			}
 		case StatusCancelled:
+			at, reason, ok := r.store.cancelAsked(ctx, rec)
 			if rec.CancellingAt == nil {
-				at, ok := r.store.cancelAsked(ctx, rec)
 				if !ok {
 					at = unix
 				}
 				rec.Status, rec.CancellingAt = StatusCancelling, &at
+			}
+			if reason == CancelKeyRevoked && rec.Errors == nil {
+				rec.Errors = &Errors{Object: "list", Data: []ErrorEntry{{Code: CancelKeyRevoked, Message: revokedMessage(rec)}}}
 			}
 		}
 		if rec.OutputFileID == nil {
@@ -145,10 +148,7 @@ func (r *Runner) writeResults(ctx context.Context, lv Live, rec *batchRecord, c 
 		if status == StatusCompleted {
 			continue
 		}
-		code, msg := "batch_cancelled", "This request was not executed because the batch was cancelled."
-		if status == StatusExpired {
-			code, msg = "batch_expired", "This request could not be executed before the completion window expired."
-		}
+		code, msg := unfinishedError(rec, status)
 		var lines [][]byte
 		for j := range seen {
 			if seen[j] {
@@ -219,6 +219,33 @@ func (r *Runner) writeResults(ctx context.Context, lv Live, rec *batchRecord, c 
 
 	s.cleanUp(ctx, rec)
 	return nil
+}
+
+// unfinishedError is the code and message of the error a request of rec
+// that never ran ends with, when rec ends as status (cancelled or
+// expired). A batch cancelled because its key was revoked says so, as its
+// errors do (finish set them before).
+func unfinishedError(rec *batchRecord, status string) (code, msg string) {
+	switch {
+	case status == StatusExpired:
+		return "batch_expired", "This request could not be executed before the completion window expired."
+	case rec.Errors != nil && len(rec.Errors.Data) > 0 && rec.Errors.Data[0].Code == CancelKeyRevoked:
+		return CancelKeyRevoked, "This request was not executed: " + revokedMessage(rec)
+	}
+	return "batch_cancelled", "This request was not executed because the batch was cancelled."
+}
+
+// revokedMessage says that the key that created rec was revoked, naming
+// it (its name and id, never its secret).
+func revokedMessage(rec *batchRecord) string {
+	key := "the API key that created the batch"
+	switch {
+	case rec.KeyName != "" && rec.KeyID != "":
+		key = fmt.Sprintf("the API key %q (%s) that created the batch", rec.KeyName, rec.KeyID)
+	case rec.KeyName != "":
+		key = fmt.Sprintf("the API key %q that created the batch", rec.KeyName)
+	}
+	return key + " was revoked, so the batch was cancelled."
 }
 
 // cleanUp removes what a finished batch no longer needs: its work parts and

@@ -283,6 +283,14 @@ func (r *Runner) runLine(ctx context.Context, lv Live, log *zap.Logger, rec *bat
 		resp = r.current.Load().Executor.Do(ctx, req)
 		r.workers.release()
 		prov.release()
+		if resp.KeyGone {
+			// Not run, and no line of the batch may run any more: the
+			// batch is cancelled, and this line ends as key_revoked.
+			if err := r.revoke(lv, rec); err != nil {
+				log.Error("cancelling the batch of a revoked key failed; its lines stay unrun and it is tried again at the next poll", zap.Error(err))
+			}
+			return result{}, false
+		}
 		if resp.Status == 0 {
 			return result{}, false
 		}

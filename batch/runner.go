@@ -26,6 +26,18 @@ type Live struct {
 	// the batch's record is stored. A crash between the two loses the
 	// call: it is at most once.
 	Finished func(owner string, b Batch)
+	// KeyGone, when set, reports whether the key that created a batch
+	// (CreateParams.KeyID and KeyName, of owner) is gone for good:
+	// deleted, or unknown. The runner then cancels the batch before
+	// another of its lines runs; its unfinished lines end with code
+	// CancelKeyRevoked. An error (the keys cannot be read just now)
+	// decides nothing: the runner asks again at its next step.
+	KeyGone func(ctx context.Context, owner, keyID, keyName string) (bool, error)
+	// Cancelled, when set, is told the id of a batch this runner asked to
+	// cancel (its key is gone), once the request is stored, so that the
+	// other instances sharing the storage can be told to look now rather
+	// than at their next poll.
+	Cancelled func(batchID string)
 }
 
 // finished tells lv.Finished of rec, if it listens.
@@ -62,6 +74,8 @@ type Runner struct {
 	// listFailing is set while the storage cannot be listed, so that an
 	// outage is logged once, not at every poll. Only the loop uses it.
 	listFailing bool
+
+	revokeMu sync.Mutex // held while a batch whose key is gone is cancelled
 
 	mu        sync.Mutex
 	parts     map[partKey]*active
@@ -204,7 +218,13 @@ func (r *Runner) step(lv Live, id string) error {
 		return nil
 	}
 	now := r.store.now()
-	_, cancelAsked := r.store.cancelAsked(ctx, rec)
+	_, _, cancelAsked := r.store.cancelAsked(ctx, rec)
+	if !cancelAsked && rec.Status != StatusCancelling && r.keyGone(lv, rec) {
+		if err := r.revoke(lv, rec); err != nil {
+			return err
+		}
+		cancelAsked = true
+	}
 	deadline, ok := rec.deadline()
 	expired := ok && !now.Before(deadline)
 
@@ -222,6 +242,46 @@ func (r *Runner) step(lv Live, id string) error {
 		return r.finish(lv, rec, StatusCompleted)
 	}
 	return r.claim(lv, rec)
+}
+
+// keyGone asks lv whether the key that created rec is gone. An error
+// decides nothing: it is logged, and the next step asks again.
+func (r *Runner) keyGone(lv Live, rec *batchRecord) bool {
+	if lv.KeyGone == nil {
+		return false
+	}
+	gone, err := lv.KeyGone(r.ctx, rec.Owner, rec.KeyID, rec.KeyName)
+	if err != nil {
+		if r.ctx.Err() == nil {
+			lv.Logger.Warn("could not tell whether the key that created a batch still exists; asking again at the next poll",
+				zap.String("batch_id", rec.ID), zap.String("key_id", rec.KeyID), zap.Error(err))
+		}
+		return false
+	}
+	return gone
+}
+
+// revoke cancels rec because the key that created it is gone: the cancel
+// request, with CancelKeyRevoked as its reason, is stored for every
+// runner sharing the storage; this runner's parts of rec stop at once,
+// and it is woken to finish rec.
+func (r *Runner) revoke(lv Live, rec *batchRecord) error {
+	// The workers of a part may all find the key gone at once: one asks.
+	r.revokeMu.Lock()
+	defer r.revokeMu.Unlock()
+	if _, _, ok := r.store.cancelAsked(r.ctx, rec); !ok {
+		if err := r.store.askCancel(r.ctx, rec, CancelKeyRevoked); err != nil {
+			return fmt.Errorf("cancelling a batch whose key is gone: %w", err)
+		}
+		lv.Logger.Warn("batch cancelled: the key that created it was revoked", zap.String("batch_id", rec.ID),
+			zap.String("key_id", rec.KeyID), zap.String("key_name", rec.KeyName))
+		if lv.Cancelled != nil {
+			lv.Cancelled(rec.ID)
+		}
+	}
+	r.stopParts(rec.ID)
+	r.Wake()
+	return nil
 }
 
 // validate checks a batch's input under its lock and starts it or fails it.

@@ -82,10 +82,11 @@ type App struct {
 	// storage offers it, else local.
 	State string `json:"state,omitempty"`
 
-	providers map[string]*provider
-	dispatch  *dispatcher
-	keys      map[[32]byte]*Key
-	logger    *zap.Logger
+	providers    map[string]*provider
+	dispatch     *dispatcher
+	keys         map[[32]byte]*Key
+	staticByName map[string]*Key // the static keys by name: batch lines of static keys run under them
+	logger       *zap.Logger
 
 	storage     certmagic.Storage
 	fileStorage certmagic.Storage // file bytes, when not in storage
@@ -167,6 +168,10 @@ func (a *App) Provision(ctx caddy.Context) error {
 	a.keys, err = provisionStaticKeys(a.Keys)
 	if err != nil {
 		return err
+	}
+	a.staticByName = make(map[string]*Key, len(a.keys))
+	for _, k := range a.keys {
+		a.staticByName[k.Name] = k
 	}
 	if err := a.provisionStorage(ctx); err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/modelgate/modelgate/batch"
+	"github.com/modelgate/modelgate/keys"
 	"github.com/modelgate/modelgate/providers"
 )
 
@@ -187,7 +188,10 @@ func liveBatch() (batch.Live, bool) {
 	}
 	log := a.logger.Named("batch")
 	return batch.Live{Settings: a.Batch.settings(), Executor: a.BatchExecutor(), Logger: log,
-		Finished: func(owner string, b batch.Batch) { a.batchEvent("batch_"+b.Status, owner, b) }}, true
+		Finished:  func(owner string, b batch.Batch) { a.batchEvent("batch_"+b.Status, owner, b) },
+		KeyGone:   a.batchKeyGone,
+		Cancelled: func(id string) { a.publish(channelBatches, id) },
+	}, true
 }
 
 // batchEvent emits name through Caddy's events app with what a subscriber
@@ -197,7 +201,7 @@ func liveBatch() (batch.Live, bool) {
 func (a *App) batchEvent(name, owner string, b batch.Batch) {
 	data := map[string]any{
 		"batch_id":      b.ID,
-		"owner":         owner,
+		"owner":         ownerName(owner),
 		"endpoint":      b.Endpoint,
 		"status":        b.Status,
 		"input_file_id": b.InputFileID,
@@ -234,25 +238,66 @@ type batchExecutor struct {
 	dispatch *dispatcher
 	log      *zap.Logger
 	scan     func(where, query string, body []byte, by string)
-	// lineKey is the key a line is accounted to: the batch's creator.
-	lineKey func(req batch.Request) *Key
+	// lineKey is the key a line runs under: the batch's creator, as it
+	// is now. errKeyGone when there is none: the line must not run.
+	lineKey func(ctx context.Context, req batch.Request) (*Key, error)
 }
 
-// batchLineKey is the key a batch line counts against: the key that
-// created the batch, with its limits and budget as they are now (a managed
-// key deleted since keeps only the configured policy), else — for batches
-// from before keys were kept — none, and only the owner counts.
-func (a *App) batchLineKey(req batch.Request) *Key {
-	k := &Key{Name: req.KeyName, ID: req.KeyID, Owner: req.Owner}
+// errKeyGone says that the key that created a batch is gone: a managed
+// key deleted (through the admin API, the command, the key settings page
+// or auto_revoke), a static key no longer in the config, or none recorded.
+// None of the batch's lines may run any more.
+var errKeyGone = errors.New("the API key that created the batch is gone")
+
+// batchLineKey is the key a batch line runs under and counts against: the
+// key that created the batch, with its limits and budget as they are now.
+// A key that is gone is errKeyGone, never a key with the default policy: a
+// revoked key's batch must not spend on. Another error means the keys
+// could not be read just now.
+//
+// A managed key missing from this instance's index may have been created
+// on another instance and not have arrived here yet: the storage, which
+// every instance shares, decides. (One deleted elsewhere may still be in
+// the index until the deletion arrives: the runner that saw it gone has
+// cancelled the batch in the storage by then, and every runner stops its
+// parts at its next step, or at once on a shared state.)
+func (a *App) batchLineKey(ctx context.Context, req batch.Request) (*Key, error) {
 	switch {
-	case req.KeyID != "" && a.managed != nil:
-		if mk, ok := a.managed.LookupID(req.KeyID); ok {
-			k.Limits, k.Budget = mk.Limits, mk.Budget
+	case req.KeyID != "":
+		mk, ok := a.managed.LookupID(req.KeyID)
+		if !ok {
+			var err error
+			if mk, err = a.managed.Get(ctx, req.KeyID); errors.Is(err, keys.ErrNotFound) {
+				return nil, errKeyGone
+			} else if err != nil {
+				return nil, fmt.Errorf("reading key %s: %w", req.KeyID, err)
+			}
 		}
-	case req.KeyName == "":
-		k.Name, k.ID = "", ""
+		if mk.Owner != req.Owner {
+			return nil, errKeyGone // not the owner's key: no record of this owner names it
+		}
+		return &Key{Name: mk.Name, Owner: mk.Owner, ID: mk.ID, Models: mk.Models, Limits: mk.Limits, Budget: mk.Budget}, nil
+	case req.KeyName != "":
+		// A batch of a static key is kept under its storage owner; one
+		// created before static keys' owners were kept apart, under its
+		// name (no managed key's batch records no key id).
+		if k := a.staticByName[req.KeyName]; k != nil && (k.storageOwner() == req.Owner || k.Owner == req.Owner) {
+			return k, nil
+		}
 	}
-	return k
+	// A static key removed from the config, or a batch from before the
+	// creating key was kept: nothing to run it under.
+	return nil, errKeyGone
+}
+
+// batchKeyGone is the runner's Live.KeyGone: whether the key that created
+// a batch is gone, as batchLineKey decides.
+func (a *App) batchKeyGone(ctx context.Context, owner, keyID, keyName string) (bool, error) {
+	_, err := a.batchLineKey(ctx, batch.Request{Owner: owner, KeyID: keyID, KeyName: keyName})
+	if errors.Is(err, errKeyGone) {
+		return true, nil
+	}
+	return false, err
 }
 
 // batchEndpoints are the endpoints batches run, by path.
@@ -314,7 +359,24 @@ func (e batchExecutor) Do(ctx context.Context, req batch.Request) (resp batch.Re
 	r = caddyhttp.PrepareRequest(r, caddy.NewReplacer(), rec, &caddyhttp.Server{})
 
 	log := e.log.With(zap.String("batch_id", req.BatchID), zap.String("custom_id", req.CustomID))
-	e.scan("batch "+req.BatchID+" line "+req.CustomID, "", req.Body, "owner "+req.Owner)
+	// The line is its creator's: it runs under that key as it is now, or
+	// not at all. Its usage is accounted to that key and owner, and it
+	// counts against their budgets (not their rate limits: the batch
+	// engine paces itself). Its models were checked when the batch was
+	// created.
+	key, err := e.lineKey(ctx, req)
+	switch {
+	case errors.Is(err, errKeyGone):
+		return batch.Response{KeyGone: true}
+	case err != nil:
+		if ctx.Err() != nil {
+			return batch.Response{} // stopped: no answer
+		}
+		log.Warn("the key that created the batch could not be read; the line is tried again", zap.Error(err))
+		return batchError(http.StatusServiceUnavailable, "server_error", "the API key that created the batch could not be checked just now")
+	}
+	r = r.WithContext(context.WithValue(r.Context(), batchLineKey{}, true))
+	e.scan("batch "+req.BatchID+" line "+req.CustomID, "", req.Body, sender(key))
 	defer func() {
 		v := recover()
 		if v == nil {
@@ -327,15 +389,6 @@ func (e batchExecutor) Do(ctx context.Context, req batch.Request) (resp batch.Re
 		log.Error("batch request panicked", zap.String("panic", fmt.Sprint(v)))
 		resp = batchError(http.StatusInternalServerError, "server_error", "the gateway failed on this request")
 	}()
-	// The line is its creator's: its usage is accounted to that key and
-	// owner, and it counts against their budgets (not their rate limits:
-	// the batch engine paces itself). Its models were checked when the
-	// batch was created.
-	var key *Key
-	if e.lineKey != nil {
-		key = e.lineKey(req)
-		r = r.WithContext(context.WithValue(r.Context(), batchLineKey{}, true))
-	}
 	switch req.Endpoint {
 	case batch.EndpointChat:
 		e.dispatch.chat(rec, r, req.Body, key, log)

@@ -24,18 +24,20 @@ import (
 //	DELETE /v1/files/{id}          delete it
 //	GET    /v1/files/{id}/content  its bytes
 //
-// Files belong to the owner of the key that uploaded them; other owners get
-// 404. Uploads and downloads are streamed through the storage in parts.
+// Files belong to the owner of the key that uploaded them (a static key's
+// owner is apart from every managed key's: see Key.storageOwner); other
+// owners get 404. Uploads and downloads are streamed through the storage in parts.
 
 // multipartSlack is what a multipart body may add to a file's size
 // (boundaries, part headers, the purpose field).
 const multipartSlack = 64 << 10
 
-// owner returns the owner of the request's key, or answers 401: files and
-// batches need to know whose they are.
+// owner returns the owner the request's key keeps its files, batches and
+// stored responses under (Key.storageOwner), or answers 401: they need to
+// know whose they are.
 func owner(w http.ResponseWriter, r *http.Request) (string, bool) {
 	if k, ok := caddyhttp.GetVar(r.Context(), ctxKeyVar).(*Key); ok && k != nil {
-		return k.Owner, true
+		return k.storageOwner(), true
 	}
 	writeError(w, &providers.Error{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
 		Message: "files and batches belong to an API key's owner: this route needs modelgate_auth before modelgate"})

@@ -42,6 +42,32 @@ type Key struct {
 	Budget *keys.Budget
 }
 
+// staticOwnerPrefix starts the owner a static key's files, batches and
+// stored responses are kept under: "\x00static:" and the key's name. A
+// managed key's owner can never be that, since owners (and names, the
+// default owner) with control characters are refused when a key is
+// created; so a managed key given a static key's name as its owner never
+// shares what the static key holds, whichever instance's config has which
+// static keys. Managed keys' owners, which account holders' accounts will
+// be, are kept under their own name.
+const staticOwnerPrefix = "\x00static:"
+
+// storageOwner is the owner k's files, batches and stored responses are
+// kept under, and which other owners cannot reach: a managed key's owner,
+// or a static key's own owner, apart from every managed key's.
+func (k *Key) storageOwner() string {
+	if k.ID == "" {
+		return staticOwnerPrefix + k.Name
+	}
+	return k.Owner
+}
+
+// ownerName is the owner a storage owner (storageOwner) names, for events
+// and logs: a static key's name, or a managed key's owner.
+func ownerName(storageOwner string) string {
+	return strings.TrimPrefix(storageOwner, staticOwnerPrefix)
+}
+
 // placeholder answers the placeholders of a request the key authenticated:
 // {http.modelgate.key}, the key's name (never its secret), and
 // {http.auth.user.id}, its owner.

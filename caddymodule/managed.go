@@ -29,7 +29,12 @@ func (a *App) provisionManagedKeys(ctx caddy.Context) error {
 		a.KeyRefresh = caddy.Duration(defaultKeyRefresh)
 	}
 	a.managed = keys.NewManager(a.storage, "modelgate")
-	a.managed.Changed = func(id string) { a.publish(channelKeys, id) }
+	a.managed.Changed = func(id string) {
+		a.publish(channelKeys, id)
+		// A deleted key's batches are cancelled at the runner's next
+		// step (Live.KeyGone): let it be now.
+		a.wakeRunner()
+	}
 	// A storage that cannot be read now, or one unreadable key record,
 	// must not keep the config (and the static keys) from loading: the
 	// keys that could be read work, and the refresher tries again.

@@ -279,7 +279,7 @@ func (d *dispatcher) responses(w http.ResponseWriter, r *http.Request, body []by
 	}
 	owner := ""
 	if key != nil {
-		owner = key.Owner
+		owner = key.storageOwner()
 	}
 	ctx := r.Context()
 

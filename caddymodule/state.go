@@ -169,6 +169,8 @@ func (a *App) follow(ctx context.Context) {
 				if err := a.managed.Reload(ctx, string(m.Payload)); err != nil && ctx.Err() == nil {
 					a.logger.Warn("reloading a managed key another instance changed", zap.String("key_id", string(m.Payload)), zap.Error(err))
 				}
+				// A deleted key's batches stop here at once.
+				a.wakeRunner()
 			case m.Channel == channelBatches:
 				a.wakeRunner()
 			}

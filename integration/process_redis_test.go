@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/redis/go-redis/v9"
 	"github.com/tidwall/gjson"
 
@@ -824,5 +825,82 @@ func TestProcessRedisHung(t *testing.T) {
 	if slowStatic > time.Second || slowLimited > time.Second {
 		t.Errorf("once the state was known unreachable, live requests took up to %v (static key) and %v (limited key); the command timeout (2s) should not show",
 			slowStatic, slowLimited)
+	}
+}
+
+// TestProcessRedisRevokedKeyBatch: a managed key is deleted on instance a
+// while its batch runs on every instance, created on b: the batch is
+// cancelled on every instance at once, its unfinished lines end as
+// key_revoked errors naming the key, and no line goes upstream after the
+// cancel settled. As in TestProcessRedisBatchCancel, the runners poll
+// every 3 s, so only the shared state's messages can stop them within the
+// second allowed.
+func TestProcessRedisRevokedKeyBatch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the caddy binary and redis-server")
+	}
+	const poll = 3 * time.Second
+	c := startRedisCluster(t, 3, "MG_POLL=3s", "MG_LEASE=10s", "MG_KEY_REFRESH=10m")
+	a, b := c.ins[0], c.ins[1]
+	secret, id := createKey(t, a, "doomed")
+	reader, _ := createKey(t, a, "reader") // the same owner: it reads the batch after
+	if _, err := propagation(c.ins[1:], secret, 200, time.Now(), 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	keyClient := func(in *instance, key string) openai.Client {
+		return openai.NewClient(option.WithBaseURL(in.httpURL+"/v1/"), option.WithAPIKey(key),
+			option.WithMaxRetries(0), option.WithRequestTimeout(20*time.Second))
+	}
+	cb := keyClient(b, secret)
+
+	const n = 3000
+	f := uploadLines(t, cb, slowLines("r", n))
+	bt := newBatch(t, cb, f.ID, openai.BatchNewParamsEndpointV1ChatCompletions)
+	c.waitAllWork(t, 50)
+
+	deletedAt := time.Now()
+	deleteKey(t, a, id)
+	answered := time.Since(deletedAt)
+	cr := keyClient(c.ins[2], reader)
+	got := waitBatch(t, cr, bt.ID, 30*time.Second, "cancelled", "completed", "failed", "expired")
+	cancelled := time.Since(deletedAt)
+	if got.Status != "cancelled" {
+		t.Fatalf("after the key was deleted: %s", got.RawJSON())
+	}
+	settled := make([]int, len(c.fakes))
+	for i, fk := range c.fakes {
+		settled[i] = len(fk.Requests())
+	}
+	// Anything still to come would come within a poll.
+	time.Sleep(poll + 500*time.Millisecond)
+
+	var stops []string
+	for i, fk := range c.fakes {
+		reqs := fk.Requests()
+		if len(reqs) != settled[i] {
+			t.Errorf("instance %s sent %d requests after the batch of the deleted key was cancelled", c.ins[i].name, len(reqs)-settled[i])
+		}
+		stop := reqs[len(reqs)-1].At.Sub(deletedAt)
+		stops = append(stops, fmt.Sprintf("%s: the last %v after the delete", c.ins[i].name, stop.Round(time.Millisecond)))
+		if stop > time.Second {
+			t.Errorf("instance %s sent its last request %v after the key was deleted; polling (every %v) would explain that, the message should not take a second",
+				c.ins[i].name, stop, poll)
+		}
+	}
+	t.Logf("the delete answered after %v, the batch was cancelled after %v; requests upstream per instance: %s",
+		answered.Round(time.Millisecond), cancelled.Round(time.Millisecond), strings.Join(stops, "; "))
+	checkOnce(t, cr, got, n)
+	if got.RequestCounts.Completed == 0 || got.RequestCounts.Completed == n {
+		t.Errorf("counts %+v: the key was deleted mid-batch", got.RequestCounts)
+	}
+	if len(got.Errors.Data) != 1 || got.Errors.Data[0].Code != "key_revoked" {
+		t.Errorf("the batch does not say its key was revoked: %s", got.RawJSON())
+	}
+	for cid, l := range fileLines(t, cr, got.ErrorFileID) {
+		if l.Get("error.code").Str != "key_revoked" || !strings.Contains(l.Get("error.message").Str, id) ||
+			!strings.Contains(l.Get("error.message").Str, `"doomed"`) {
+			t.Errorf("error line %s: %s", cid, l.Raw)
+			break
+		}
 	}
 }

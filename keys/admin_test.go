@@ -130,6 +130,10 @@ func TestCreateValidation(t *testing.T) {
 		{"bad UTF-8 name", NewKey{Name: "a\xff"}, "name"},
 		{"owner too long", NewKey{Name: "a", Owner: strings.Repeat("o", 65)}, "owner"},
 		{"tab in owner", NewKey{Name: "a", Owner: "x\ty"}, "owner"},
+		// The gateway keeps static keys' files, batches and responses
+		// under "\x00static:<name>", an owner no managed key may have.
+		{"a static key's storage owner", NewKey{Name: "a", Owner: "\x00static:alice"}, "owner"},
+		{"a static key's storage owner as name", NewKey{Name: "\x00static:alice"}, "name"},
 		{"empty model", NewKey{Name: "a", Models: []string{"gpt-4o", ""}}, "models[1]"},
 		{"101 models", NewKey{Name: "a", Models: many}, "models"},
 		{"expiry now", NewKey{Name: "a", ExpiresAt: ptr(clk.Unix())}, "expires_at"},
