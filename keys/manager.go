@@ -41,6 +41,9 @@ type Manager struct {
 	changes   []change
 
 	refreshing sync.Mutex // one Refresh at a time
+
+	digestsMu      sync.Mutex
+	digestsIndexed map[string]bool // ids whose digest index record this Manager wrote or saw
 }
 
 // NewManager keeps keys under <prefix>/keys/ in s (prefix is "modelgate" in
