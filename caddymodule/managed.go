@@ -29,6 +29,7 @@ func (a *App) provisionManagedKeys(ctx caddy.Context) error {
 		a.KeyRefresh = caddy.Duration(defaultKeyRefresh)
 	}
 	a.managed = keys.NewManager(a.storage, "modelgate")
+	a.exposures = newExposureQueue(a.checkExposure, a.logger)
 	a.managed.Changed = func(id string) { a.publish(channelKeys, id) }
 	// A storage that cannot be read now, or one unreadable key record,
 	// must not keep the config (and the static keys) from loading: the

@@ -584,3 +584,59 @@ func TestIntegrationExposedInRequests(t *testing.T) {
 	}
 	g.assertNoSecretInLogs(t, pastedSecret, inBatchSecret, inURLSecret)
 }
+
+// TestIntegrationFakeKeysInRequest: a prompt full of well-formed managed
+// keys that exist nowhere (anyone can write them: the checksum is public)
+// is served, and the real keys among them are still marked exposed and
+// their owner told: one the gateway knows, after all the fakes, and one
+// another instance created just now, first in the prompt. The gateway
+// looks up at most 16 of the keys it does not know in storage; the rest
+// are counted in caddy_modelgate_exposure_checks_skipped_total.
+func TestIntegrationFakeKeysInRequest(t *testing.T) {
+	g := startScanningGateway(t)
+	ctx := context.Background()
+	known, knownSecret := g.create(t, keys.NewKey{Name: "known", Owner: "team-a"})
+	elsewhere, elsewhereSecret, err := g.keys.Create(ctx, keys.NewKey{Name: "elsewhere", Owner: "team-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const fakes = 5000
+	var prompt strings.Builder
+	prompt.WriteString(elsewhereSecret + " ")
+	for range fakes {
+		k, err := keys.Generate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		prompt.WriteString(k + " ")
+	}
+	prompt.WriteString(knownSecret)
+
+	const capped = `caddy_modelgate_exposure_checks_skipped_total{reason="request_cap"}`
+	before := metricValue(scrapeMetrics(t), capped)
+	c := sdk(aliceKey)
+	res, err := c.Chat.Completions.New(ctx, userChat("oa/gpt-4o-mini", prompt.String()))
+	if err != nil || res.Choices[0].Message.Content == "" {
+		t.Fatalf("the request with fake keys in it was not served: %v", err)
+	}
+	for _, k := range []keys.Key{known, elsewhere} {
+		var got keys.Key
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if got, err = g.keys.Get(ctx, k.ID); err == nil && got.ExposedAt != nil {
+				break
+			}
+		}
+		if got.ExposedAt == nil || !strings.Contains(got.Exposure.Source, "the request content of POST /v1/chat/completions, sent by key alice") {
+			t.Errorf("%s: exposure %+v, want it marked exposed", k.Name, got.Exposure)
+		}
+	}
+	if _, err := g.smtp.Wait(ctxTimeout(t, 10*time.Second), 2); err != nil {
+		t.Fatalf("mails: %v (%d)", err, len(g.smtp.Messages()))
+	}
+	// 16 lookups: the key from elsewhere and 15 fakes; or 16 fakes, if
+	// the gateway's refresh (every 200ms here) loaded that key first.
+	if got := metricValue(scrapeMetrics(t), capped) - before; got != fakes-15 && got != fakes-16 {
+		t.Errorf("%s grew by %v, want %d (or %d)", capped, got, fakes-15, fakes-16)
+	}
+	g.assertNoSecretInLogs(t, knownSecret, elsewhereSecret)
+}
