@@ -147,23 +147,21 @@ func (a *App) scanExposure(where, query string, body []byte, by string) {
 // exposureScan gathers the checks of one request's keys.
 type exposureScan struct {
 	managed *keys.Manager
-	seen    map[[32]byte]struct{}
-	lookups int // checks of keys not in memory
-	capped  int // keys not looked up, past maxExposureLookups
+	seen    map[[32]byte]struct{} // the digests checked
+	lookups int                   // checks of keys not in memory
+	capped  int                   // keys not looked up, past maxExposureLookups
 	checks  []exposureCheck
 }
 
-// find adds the checks of the keys in b, found in source.
+// find adds the checks of the keys in b, found in source: each distinct
+// key once. Past maxExposureLookups the keys not in memory are counted,
+// not remembered, so a body full of them costs no memory but the count.
 func (s *exposureScan) find(b []byte, source string) {
 	eachKey(b, func(secret string) {
 		d := keys.Digest(secret)
 		if _, dup := s.seen[d]; dup {
 			return
 		}
-		if s.seen == nil {
-			s.seen = make(map[[32]byte]struct{})
-		}
-		s.seen[d] = struct{}{}
 		k, known := s.managed.Known(d)
 		switch {
 		case known && k.ExposedAt != nil:
@@ -174,6 +172,10 @@ func (s *exposureScan) find(b []byte, source string) {
 		case !known:
 			s.lookups++
 		}
+		if s.seen == nil {
+			s.seen = make(map[[32]byte]struct{})
+		}
+		s.seen[d] = struct{}{}
 		s.checks = append(s.checks, exposureCheck{digest: d, known: known,
 			e: keys.Exposure{Reporter: "modelgate", Type: "managed_key", Source: source}})
 	})

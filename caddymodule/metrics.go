@@ -63,7 +63,7 @@ var metrics = struct {
 	}, []string{"limit", "scope"}),
 	exposure: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "caddy", Subsystem: "modelgate", Name: "exposure_checks_skipped_total",
-		Help: "Well-formed managed keys found in requests that no key in memory has and that were not looked up in storage, by reason: request_cap (past the lookups one request may cause) or queue_full (the queue of lookups was full). Keys in memory are always checked.",
+		Help: "Well-formed managed keys found in requests that no key in memory has and that were not looked up in storage, by reason: request_cap (past the lookups one request may cause; each occurrence counts) or queue_full (the queue of lookups was full). Keys in memory are always checked.",
 	}, []string{"reason"}),
 }
 
