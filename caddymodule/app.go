@@ -99,6 +99,7 @@ type App struct {
 	batchExec *batchExecutor // one per config: the runner tells configs apart by it
 
 	reporter    *exposureReporter // tells owners of exposed keys
+	exposures   *exposureQueue    // checks of keys found in requests
 	prices      *pricing.Prices
 	knownModels map[string]struct{} // "<provider>/<model>" an alias names
 

@@ -222,6 +222,7 @@ func newBenchGateway(b testing.TB) *benchGateway {
 	}
 	a.dispatch.guard = accountant{app: a}
 	a.managed = keys.NewManager(storagetest.NewMemory(), "modelgate")
+	a.exposures = newExposureQueue(a.checkExposure, a.logger)
 	_, secret, err := a.managed.Create(context.Background(), keys.NewKey{Name: "bench-managed"})
 	if err != nil {
 		b.Fatal(err)

@@ -80,14 +80,20 @@ func (a *App) Exposed(ctx context.Context, digest [32]byte, e keys.Exposure, r E
 var keyPattern = []byte(keys.Prefix)
 
 // findKeys returns the well-formed managed keys (mgk_, 36 base62
-// characters, a matching checksum, not inside a longer token) in b. It
-// costs one search for "mgk_" when there is none, which is nearly always.
+// characters, a matching checksum, not inside a longer token) in b.
 func findKeys(b []byte) []string {
 	var found []string
+	eachKey(b, func(s string) { found = append(found, s) })
+	return found
+}
+
+// eachKey calls f with each well-formed managed key in b, in order. It
+// costs one search for "mgk_" when there is none, which is nearly always.
+func eachKey(b []byte, f func(string)) {
 	for i := 0; ; {
 		j := bytes.Index(b[i:], keyPattern)
 		if j < 0 {
-			return found
+			return
 		}
 		start := i + j
 		end := start + keys.Length
@@ -96,7 +102,7 @@ func findKeys(b []byte) []string {
 			continue
 		}
 		if s := string(b[start:end]); keys.WellFormed(s) {
-			found = append(found, s)
+			f(s)
 		}
 	}
 }
@@ -105,35 +111,83 @@ func isBase62(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_'
 }
 
+// maxExposureLookups is how many of the distinct keys found in one
+// request that no key in memory has are looked up in storage (keys created
+// on another instance since this one last refreshed are found there).
+// Anyone can write well-formed keys, as the checksum is public: a request
+// full of them must cost no more than this many reads. Keys the in-memory
+// index knows are checked whatever their number.
+const maxExposureLookups = 16
+
 // scanExposure looks for managed keys in a request's content and URL
 // query and reports each one found. It never holds the request up: finding
-// none costs a search for "mgk_" (benchmarked), and the lookups and marks
-// for one found run in the background. where names the request ("POST
+// none costs a search for "mgk_" (benchmarked); each distinct key found is
+// checked against the in-memory index at once, and those to mark exposed
+// or to look up in storage (at most maxExposureLookups of them) go to the
+// app's exposure queue. where names the request ("POST
 // /v1/chat/completions", or a batch line), by whom it was sent.
 func (a *App) scanExposure(where, query string, body []byte, by string) {
-	inBody := findKeys(body)
-	var inQuery []string
+	s := exposureScan{managed: a.managed}
+	s.find(body, "the request content")
 	if strings.Contains(query, keys.Prefix) {
-		inQuery = findKeys([]byte(query))
+		s.find([]byte(query), "the URL query")
 	}
-	if len(inBody) == 0 && len(inQuery) == 0 {
+	if s.capped > 0 {
+		exposureSkipped("request_cap").Add(float64(s.capped))
+	}
+	if len(s.checks) == 0 {
 		return
 	}
-	report := func(secrets []string, source string) {
-		for _, s := range secrets {
-			e := keys.Exposure{Reporter: "modelgate", Type: "managed_key", Source: source + " of " + where + ", sent by " + by}
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			if _, err := a.Exposed(ctx, keys.Digest(s), e, nil); err != nil {
-				a.logger.Error("marking a key found in a request exposed", zap.String("where", where), zap.Error(err))
-			}
-			cancel()
-		}
+	for i := range s.checks {
+		s.checks[i].e.Source += " of " + where + ", sent by " + by
 	}
-	go func() {
-		defer recoverLog(a.logger, "reporting a key found in a request")
-		report(inBody, "the request content")
-		report(inQuery, "the URL query")
-	}()
+	a.exposures.add(s.checks)
+}
+
+// exposureScan gathers the checks of one request's keys.
+type exposureScan struct {
+	managed *keys.Manager
+	seen    map[[32]byte]struct{} // the digests checked
+	lookups int                   // checks of keys not in memory
+	capped  int                   // keys not looked up, past maxExposureLookups
+	checks  []exposureCheck
+}
+
+// find adds the checks of the keys in b, found in source: each distinct
+// key once. Past maxExposureLookups the keys not in memory are counted,
+// not remembered, so a body full of them costs no memory but the count.
+func (s *exposureScan) find(b []byte, source string) {
+	eachKey(b, func(secret string) {
+		d := keys.Digest(secret)
+		if _, dup := s.seen[d]; dup {
+			return
+		}
+		k, known := s.managed.Known(d)
+		switch {
+		case known && k.ExposedAt != nil:
+			return // marked already: nothing to do
+		case !known && s.lookups == maxExposureLookups:
+			s.capped++
+			return
+		case !known:
+			s.lookups++
+		}
+		if s.seen == nil {
+			s.seen = make(map[[32]byte]struct{})
+		}
+		s.seen[d] = struct{}{}
+		s.checks = append(s.checks, exposureCheck{digest: d, known: known,
+			e: keys.Exposure{Reporter: "modelgate", Type: "managed_key", Source: source}})
+	})
+}
+
+// checkExposure marks the key of c exposed, if it is a managed key.
+func (a *App) checkExposure(c exposureCheck) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := a.Exposed(ctx, c.digest, c.e, nil); err != nil {
+		a.logger.Error("marking a key found in a request exposed", zap.String("source", c.e.Source), zap.Error(err))
+	}
 }
 
 // sender names who sent a request, for an exposure's source.

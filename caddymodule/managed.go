@@ -29,6 +29,7 @@ func (a *App) provisionManagedKeys(ctx caddy.Context) error {
 		a.KeyRefresh = caddy.Duration(defaultKeyRefresh)
 	}
 	a.managed = keys.NewManager(a.storage, "modelgate")
+	a.exposures = newExposureQueue(a.checkExposure, a.logger)
 	a.managed.Changed = func(id string) {
 		a.publish(channelKeys, id)
 		// A deleted key's batches are cancelled at the runner's next

@@ -25,6 +25,7 @@ var metrics = struct {
 	unpriced  *prometheus.CounterVec
 	ttft      *prometheus.HistogramVec
 	refusals  *prometheus.CounterVec
+	exposure  *prometheus.CounterVec
 }{
 	requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "caddy", Subsystem: "modelgate", Name: "requests_total",
@@ -60,12 +61,16 @@ var metrics = struct {
 		Namespace: "caddy", Subsystem: "modelgate", Name: "limit_refusals_total",
 		Help: "Requests refused by a limit or a budget, by what refused them (requests, tokens, concurrent, budget, unpriced: an unpriced model under a budget) and whose limit it was (key, owner).",
 	}, []string{"limit", "scope"}),
+	exposure: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "caddy", Subsystem: "modelgate", Name: "exposure_checks_skipped_total",
+		Help: "Well-formed managed keys found in requests that no key in memory has and that were not looked up in storage, by reason: request_cap (past the lookups one request may cause; each occurrence counts) or queue_full (the queue of lookups was full). Keys in memory are always checked.",
+	}, []string{"reason"}),
 }
 
 // registerMetrics adds modelgate's collectors to a config's registry.
 func registerMetrics(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{metrics.requests, metrics.upstream, metrics.fallbacks,
-		metrics.tokens, metrics.cost, metrics.unpriced, metrics.ttft, metrics.refusals} {
+		metrics.tokens, metrics.cost, metrics.unpriced, metrics.ttft, metrics.refusals, metrics.exposure} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {
@@ -185,4 +190,10 @@ func observeUsage(provider, model string, m *meter, cost pricing.Money, priced b
 			return metrics.ttft.WithLabelValues(provider)
 		}).Observe(m.firstByte.Sub(m.start).Seconds())
 	}
+}
+
+// exposureSkipped is the counter of keys found in requests and not looked
+// up, for the reason.
+func exposureSkipped(reason string) prometheus.Counter {
+	return metrics.exposure.WithLabelValues(reason)
 }

@@ -11,12 +11,16 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -583,4 +587,153 @@ func TestIntegrationExposedInRequests(t *testing.T) {
 		t.Errorf("%d key_exposed events from the gateway, want 3", n)
 	}
 	g.assertNoSecretInLogs(t, pastedSecret, inBatchSecret, inURLSecret)
+}
+
+// TestIntegrationFakeKeysInRequest: a prompt full of well-formed managed
+// keys that exist nowhere (anyone can write them: the checksum is public)
+// is served, and the real keys among them are still marked exposed and
+// their owner told: one the gateway knows, after all the fakes, and one
+// another instance created just now, first in the prompt. The gateway
+// looks up at most 16 of the keys it does not know in storage; the rest
+// are counted in caddy_modelgate_exposure_checks_skipped_total.
+func TestIntegrationFakeKeysInRequest(t *testing.T) {
+	g := startScanningGateway(t)
+	ctx := context.Background()
+	known, knownSecret := g.create(t, keys.NewKey{Name: "known", Owner: "team-a"})
+	elsewhere, elsewhereSecret, err := g.keys.Create(ctx, keys.NewKey{Name: "elsewhere", Owner: "team-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const fakes = 5000
+	var prompt strings.Builder
+	prompt.WriteString(elsewhereSecret + " ")
+	for range fakes {
+		k, err := keys.Generate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		prompt.WriteString(k + " ")
+	}
+	prompt.WriteString(knownSecret)
+
+	const capped = `caddy_modelgate_exposure_checks_skipped_total{reason="request_cap"}`
+	before := metricValue(scrapeMetrics(t), capped)
+	c := sdk(aliceKey)
+	res, err := c.Chat.Completions.New(ctx, userChat("oa/gpt-4o-mini", prompt.String()))
+	if err != nil || res.Choices[0].Message.Content == "" {
+		t.Fatalf("the request with fake keys in it was not served: %v", err)
+	}
+	for _, k := range []keys.Key{known, elsewhere} {
+		var got keys.Key
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			if got, err = g.keys.Get(ctx, k.ID); err == nil && got.ExposedAt != nil {
+				break
+			}
+		}
+		if got.ExposedAt == nil || !strings.Contains(got.Exposure.Source, "the request content of POST /v1/chat/completions, sent by key alice") {
+			t.Errorf("%s: exposure %+v, want it marked exposed", k.Name, got.Exposure)
+		}
+	}
+	if _, err := g.smtp.Wait(ctxTimeout(t, 10*time.Second), 2); err != nil {
+		t.Fatalf("mails: %v (%d)", err, len(g.smtp.Messages()))
+	}
+	// 16 lookups: the key from elsewhere and 15 fakes; or 16 fakes, if
+	// the gateway's refresh (every 200ms here) loaded that key first.
+	if got := metricValue(scrapeMetrics(t), capped) - before; got != fakes-15 && got != fakes-16 {
+		t.Errorf("%s grew by %v, want %d (or %d)", capped, got, fakes-15, fakes-16)
+	}
+	g.assertNoSecretInLogs(t, knownSecret, elsewhereSecret)
+}
+
+// TestIntegrationForgedAlertsKeyListDown: while the reporter's key list
+// cannot be fetched, forged alerts (signed with a key the reporter does
+// not list) get 503 and do not each cause a fetch: one fetch for a burst
+// of concurrent ones and the sequential ones after it (the next waits
+// a second, doubling at each failure). Once the list is back, the next
+// fetch due gets it and a real alert is answered.
+func TestIntegrationForgedAlertsKeyListDown(t *testing.T) {
+	real := newReporterKey(t, "github-list-"+hex.EncodeToString(randomBytes(t, 8)), "MG_LIST_KEY_ID", "MG_LIST_KEY_FILE")
+	forger := newReporterKey(t, "github-forged-"+hex.EncodeToString(randomBytes(t, 8)), "MG_FORGED_KEY_ID", "MG_FORGED_KEY_FILE")
+	der, err := x509.MarshalPKIXPublicKey(&real.priv.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fetches atomic.Int64
+	var up atomic.Bool
+	list := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetches.Add(1)
+		if !up.Load() {
+			http.Error(w, "unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"public_keys": []map[string]any{{
+			"key_identifier": real.id, "key": string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})), "is_current": true,
+		}}})
+	}))
+	defer list.Close()
+	caddytest.NewTester(t).InitServer(fmt.Sprintf(`{
+	admin localhost:2999
+	http_port 9080
+	https_port 9443
+	grace_period 1ns
+	skip_install_trust
+	modelgate {
+		storage file_system %s
+	}
+}
+http://localhost:9080 {
+	modelgate_secret_scanning /hooks/secret-scanning {
+		github {
+			keys_url %s/keys
+		}
+	}
+}`, storageDir(t), list.URL), "caddyfile")
+
+	unknown, _ := keys.Generate()
+	body := alertBody(t, unknown)
+	post := func(k reporterKey) (int, gjson.Result) {
+		req, _ := http.NewRequest(http.MethodPost, gatewayBase+"/hooks/secret-scanning", strings.NewReader(string(body)))
+		for name, v := range k.sign(t, "Github", body) {
+			req.Header[name] = v
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			return 0, gjson.Result{}
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, gjson.ParseBytes(b)
+	}
+
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() {
+			if status, b := post(forger); status != http.StatusServiceUnavailable || b.Get("error.type").Str != "server_error" {
+				t.Errorf("a forged alert while the key list is down: %d %s", status, b.Raw)
+			}
+		})
+	}
+	wg.Wait()
+	for range 50 {
+		if status, _ := post(forger); status != http.StatusServiceUnavailable {
+			t.Fatalf("a forged alert after the burst: %d", status)
+		}
+	}
+	if n := fetches.Load(); n != 1 {
+		t.Errorf("%d fetches of the key list for 100 forged alerts, want 1", n)
+	}
+
+	up.Store(true)
+	time.Sleep(1100 * time.Millisecond) // the wait after one failure
+	status, labels := post(real)
+	if status != http.StatusOK || labels.Get("0.label").Str != "false_positive" {
+		t.Fatalf("a real alert once the list is back: %d %s", status, labels.Raw)
+	}
+	if status, _ := post(forger); status != http.StatusBadRequest {
+		t.Errorf("a forged alert with the list fetched: %d, want 400", status)
+	}
+	if n := fetches.Load(); n != 2 {
+		t.Errorf("%d fetches, want 2", n)
+	}
 }

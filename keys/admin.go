@@ -90,9 +90,17 @@ func (m *Manager) Create(ctx context.Context, nk NewKey) (Key, string, error) {
 		Budget:    cloneBudget(nk.Budget),
 	}
 	digest := Digest(secret)
-	if err := m.store(ctx, k, digest); err != nil {
+	// The index record first: a record is never without it.
+	if err := m.storeDigest(ctx, k.ID, digest); err != nil {
 		return Key{}, "", err
 	}
+	if err := m.store(ctx, k, digest); err != nil {
+		// Left behind, the index record would name a key that is not
+		// there, which is harmless: remove it if the storage lets us.
+		_ = m.storage.Delete(context.WithoutCancel(ctx), m.digestKey(digest))
+		return Key{}, "", err
+	}
+	m.markIndexed(k.ID, true)
 	m.update(change{op: opCreate, entry: &entry{key: k.clone(), digest: digest, use: new(usage)}})
 	m.changed(k.ID)
 	return k, secret, nil
@@ -145,7 +153,8 @@ func (m *Manager) Delete(ctx context.Context, id string) error {
 		// without complaint, so look first: with Load (the record is
 		// small), as Exists says false for a storage that cannot be
 		// reached too.
-		if _, err := m.storage.Load(ctx, m.recordKey(id)); err != nil {
+		b, err := m.storage.Load(ctx, m.recordKey(id))
+		if err != nil {
 			if storage.IsNotExist(err) {
 				return ErrNotFound
 			}
@@ -157,8 +166,15 @@ func (m *Manager) Delete(ctx context.Context, id string) error {
 			}
 			return fmt.Errorf("deleting key %s: %w", id, err)
 		}
+		// The key is gone; an index record left behind (a record that
+		// could not be parsed has no digest to find it by, or the
+		// storage failed now) names a missing key and is harmless.
+		if _, digest, err := parse(id, b); err == nil {
+			_ = m.deleteDigest(ctx, id, digest)
+		}
 		return nil
 	})
+	m.markIndexed(id, false)
 	if err == nil || errors.Is(err, ErrNotFound) {
 		// Gone from storage either way: this instance forgets it too.
 		m.update(change{op: opDelete, id: id})

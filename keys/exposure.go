@@ -2,32 +2,33 @@ package keys
 
 import (
 	"context"
-	"errors"
 )
 
 // FindByDigest finds the key with this digest in storage, the authority
 // for leak reports: unlike Lookup it sees keys other Managers created since
-// the last Refresh, and expired keys.
+// the last Refresh (through the digest index), and expired keys. It reads
+// the key's record and at most one index record, never every key: a
+// digest no key has costs one read.
 func (m *Manager) FindByDigest(ctx context.Context, digest [32]byte) (Key, bool, error) {
 	if e := m.idx.Load().byDigest[digest]; e != nil {
-		k, d, err := m.load(ctx, e.key.ID)
-		if err == nil && d == digest {
-			return k, true, nil
-		}
-		if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, errCorrupt) {
-			return Key{}, false, err
+		k, found, err := m.loadDigest(ctx, e.key.ID, digest)
+		if err != nil || found {
+			return k, found, err
 		}
 	}
-	all, err := m.loadAll(ctx)
-	if err != nil {
-		return Key{}, false, err
+	return m.findStored(ctx, digest)
+}
+
+// Known returns the key with this digest from the in-memory index, as
+// Lookup does, expired keys included: whether a leak report could find it
+// without reading storage. Like Lookup, it reads no storage and allocates
+// nothing.
+func (m *Manager) Known(digest [32]byte) (Key, bool) {
+	e := m.idx.Load().byDigest[digest]
+	if e == nil {
+		return Key{}, false
 	}
-	for _, s := range all {
-		if s.err == nil && s.digest == digest {
-			return s.key, true, nil
-		}
-	}
-	return Key{}, false, nil
+	return e.key, true
 }
 
 // MarkExposed notes that the key id was reported leaked: the first report

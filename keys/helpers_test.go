@@ -47,6 +47,21 @@ func sameKey(a, b Key) bool {
 // populate stores n keys directly and loads them with one Refresh.
 func populate(tb testing.TB, m *Manager, n int) [][32]byte {
 	tb.Helper()
+	digests := storeRecords(tb, m, n)
+	if err := m.Refresh(context.Background()); err != nil {
+		tb.Fatal(err)
+	}
+	if got := len(m.idx.Load().byID); got != n {
+		tb.Fatalf("%d keys loaded, want %d", got, n)
+	}
+	return digests
+}
+
+// storeRecords stores the records of n keys and nothing else, as an
+// earlier version stored keys (without a digest index record), and
+// returns their digests.
+func storeRecords(tb testing.TB, m *Manager, n int) [][32]byte {
+	tb.Helper()
 	ctx := context.Background()
 	digests := make([][32]byte, n)
 	now := time.Now()
@@ -60,12 +75,6 @@ func populate(tb testing.TB, m *Manager, n int) [][32]byte {
 		if err := m.store(ctx, k, digests[i]); err != nil {
 			tb.Fatal(err)
 		}
-	}
-	if err := m.Refresh(ctx); err != nil {
-		tb.Fatal(err)
-	}
-	if got := len(m.idx.Load().byID); got != n {
-		tb.Fatalf("%d keys loaded, want %d", got, n)
 	}
 	return digests
 }
@@ -95,4 +104,27 @@ func checkNoLocks(t *testing.T, s *storagetest.Memory) {
 	if locks := s.HeldLocks(); len(locks) != 0 {
 		t.Errorf("locks left held: %v", locks)
 	}
+}
+
+// countingStorage counts the reads of a storage: a lookup must read the
+// records it needs, never every key.
+type countingStorage struct {
+	Storage
+	loads, lists atomic.Int64
+}
+
+func (c *countingStorage) Load(ctx context.Context, key string) ([]byte, error) {
+	c.loads.Add(1)
+	return c.Storage.Load(ctx, key)
+}
+
+func (c *countingStorage) List(ctx context.Context, dir string, recursive bool) ([]string, error) {
+	c.lists.Add(1)
+	return c.Storage.List(ctx, dir, recursive)
+}
+
+// reads returns the loads and lists since the last call, and starts the
+// count again.
+func (c *countingStorage) reads() (loads, lists int64) {
+	return c.loads.Swap(0), c.lists.Swap(0)
 }

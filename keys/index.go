@@ -153,7 +153,9 @@ func (m *Manager) Reload(ctx context.Context, id string) error {
 // then reloads the index from storage: this is how keys created or deleted
 // by other Managers sharing the storage arrive. If storage cannot be read
 // the index stays as it was. A record that cannot be parsed is reported in
-// the error; the index keeps what it knew of that key.
+// the error; the index keeps what it knew of that key. Last, it writes the
+// digest index records that keys stored by an earlier version lack, so
+// that FindByDigest finds them on every instance.
 func (m *Manager) Refresh(ctx context.Context) error {
 	m.refreshing.Lock()
 	defer m.refreshing.Unlock()
@@ -166,12 +168,23 @@ func (m *Manager) Refresh(ctx context.Context) error {
 
 	all, err := m.loadAll(ctx)
 
+	x, errs := m.rebuild(all, err, errs)
+	if x != nil {
+		errs = append(errs, m.indexDigests(ctx, x)...)
+	}
+	return errors.Join(errs...)
+}
+
+// rebuild makes the index of what Refresh read (all, or the error of
+// reading it), with the changes made meanwhile, and installs it; nil if
+// storage could not be read.
+func (m *Manager) rebuild(all []stored, err error, errs []error) (*index, []error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	changes := m.changes
 	m.recording, m.changes = false, nil
 	if err != nil {
-		return errors.Join(append(errs, err)...)
+		return nil, append(errs, err)
 	}
 	old := m.idx.Load()
 	x := newIndex(len(all))
@@ -209,5 +222,5 @@ func (m *Manager) Refresh(ctx context.Context) error {
 		apply(x, c)
 	}
 	m.idx.Store(x)
-	return errors.Join(errs...)
+	return x, errs
 }

@@ -19,7 +19,8 @@ type Storage = storage.Storage
 // Manager keeps managed keys in a Storage and an in-memory index of them
 // that Lookup reads on every request. Several Managers, in one process or
 // many, may share a storage; each sees the others' creates and deletes at
-// its next Refresh.
+// its next Refresh (or Reload of that key), and FindByDigest sees them at
+// once, through the digest index in storage.
 type Manager struct {
 	// Now is the clock; it defaults to time.Now. Tests set it.
 	Now func() time.Time
@@ -41,6 +42,9 @@ type Manager struct {
 	changes   []change
 
 	refreshing sync.Mutex // one Refresh at a time
+
+	digestsMu      sync.Mutex
+	digestsIndexed map[string]bool // ids whose digest index record this Manager wrote or saw
 }
 
 // NewManager keeps keys under <prefix>/keys/ in s (prefix is "modelgate" in

@@ -17,8 +17,10 @@ import (
 // Storage layout, under the prefix given to NewManager (modelgate uses
 // "modelgate"):
 //
-//	keys/<key id>.json   the record of a key: its fields and the SHA-256 of
-//	                     its secret, never the secret
+//	keys/<key id>.json          the record of a key: its fields and the
+//	                            SHA-256 of its secret, never the secret
+//	key_digests/<hex sha256>    the digest index: the id of the key with
+//	                            that digest (digests.go)
 //
 // Locks (the storage's own) are named "<prefix>_key_<key id>"; a record is
 // changed only under its lock.

@@ -37,12 +37,16 @@ func TestStorageHoldsNoSecret(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Nine records and their nine digest index records (the deleted
+	// key's went with it).
 	snap := s.Snapshot()
-	if len(snap) != 9 {
-		t.Errorf("%d values in storage, want 9: %v", len(snap), snap)
+	if len(snap) != 18 {
+		t.Errorf("%d values in storage, want 18: %v", len(snap), snap)
 	}
 	for name, value := range snap {
-		if !strings.HasPrefix(name, "modelgate/keys/key_") || path.Ext(name) != ".json" {
+		digest, isIndex := strings.CutPrefix(name, "modelgate/key_digests/")
+		isRecord := strings.HasPrefix(name, "modelgate/keys/key_") && path.Ext(name) == ".json"
+		if !isIndex && !isRecord {
 			t.Errorf("unexpected storage key %q", name)
 		}
 		for _, secret := range secrets {
@@ -59,8 +63,17 @@ func TestStorageHoldsNoSecret(t *testing.T) {
 				}
 			}
 		}
-		if !bytes.Contains(value, []byte(`"sha256":"`)) {
+		switch {
+		case isRecord && !bytes.Contains(value, []byte(`"sha256":"`)):
 			t.Errorf("record %s has no sha256: %s", name, value)
+		case isIndex:
+			var r struct{ ID string }
+			if err := json.Unmarshal(value, &r); err != nil || r.ID == ids[1] {
+				t.Errorf("digest index record %s: %s", name, value)
+			}
+			if rec := snap["modelgate/keys/"+r.ID+".json"]; !bytes.Contains(rec, []byte(`"sha256":"`+digest+`"`)) {
+				t.Errorf("digest index record %s names %s, whose record is %s", name, r.ID, rec)
+			}
 		}
 	}
 

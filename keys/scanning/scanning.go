@@ -46,6 +46,17 @@ const GitHubKeysURL = "https://api.github.com/meta/public_keys/secret_scanning"
 // gateway hammer the reporter.
 const refetchGap = time.Minute
 
+// After a fetch fails, the next waits retryMin, doubled at each further
+// failure up to retryMax: alerts that come meanwhile (forged ones too)
+// cause no fetch.
+const (
+	retryMin = time.Second
+	retryMax = 5 * time.Minute
+)
+
+// fetchTimeout bounds one fetch of the key list, whatever the Client.
+const fetchTimeout = 30 * time.Second
+
 // Reporter is one alert sender: its header names and its public keys.
 type Reporter struct {
 	// Name is "github" or "gitlab".
@@ -70,7 +81,11 @@ type Reporter struct {
 	mu        sync.Mutex
 	fetched   map[string]*ecdsa.PublicKey
 	fetchedAt time.Time
-	triedAt   time.Time // last fetch attempt, successful or not
+	triedAt   time.Time     // last fetch attempt, successful or not
+	failures  int           // fetches failed in a row
+	fetchErr  error         // the last fetch's error; nil when it worked
+	retryAt   time.Time     // after a failure, no fetch before this
+	inflight  chan struct{} // closed when the fetch under way ends; nil for none
 }
 
 // GitHub returns a reporter for GitHub's alerts, with GitHub's key list.
@@ -137,7 +152,11 @@ func (r *Reporter) Verify(ctx context.Context, h http.Header, body []byte) error
 
 // key finds the public key with identifier id: configured, else from the
 // fetched list, fetched when missing or stale, and again (at most once per
-// refetchGap) when id is not in it.
+// refetchGap) when id is not in it. One fetch runs at a time: an alert that
+// needs the list while it is being fetched waits for that fetch (or for
+// its own context). After a failed fetch the next one waits (retryMin,
+// doubling up to retryMax); meanwhile a stale list still serves, and an
+// identifier it lacks is ErrKeysUnavailable.
 func (r *Reporter) key(ctx context.Context, id string) (*ecdsa.PublicKey, error) {
 	if k := r.PublicKeys[id]; k != nil {
 		return k, nil
@@ -146,31 +165,92 @@ func (r *Reporter) key(ctx context.Context, id string) (*ecdsa.PublicKey, error)
 		return nil, ErrUnknownKey
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	now := r.now()
-	ttl := r.CacheTTL
-	if ttl <= 0 {
-		ttl = 30 * time.Minute
-	}
-	stale := r.fetched == nil || now.Sub(r.fetchedAt) > ttl
-	if k := r.fetched[id]; k != nil && !stale {
+	stale := r.fetched == nil || now.Sub(r.fetchedAt) > r.ttl()
+	k := r.fetched[id]
+	if k != nil && !stale {
+		r.mu.Unlock()
 		return k, nil
 	}
-	if stale || now.Sub(r.triedAt) >= refetchGap {
-		r.triedAt = now
-		keys, err := r.fetch(ctx)
-		if err != nil {
-			if k := r.fetched[id]; k != nil {
+	done := r.inflight
+	if done == nil {
+		due := !now.Before(r.retryAt) && (stale || now.Sub(r.triedAt) >= refetchGap)
+		if !due {
+			err := r.missing()
+			r.mu.Unlock()
+			if k != nil {
 				return k, nil // a stale list beats none while the reporter is down
 			}
-			return nil, fmt.Errorf("%w: %v", ErrKeysUnavailable, err)
+			return nil, err
 		}
-		r.fetched, r.fetchedAt = keys, now
+		done = r.startFetch(now)
 	}
+	r.mu.Unlock()
+
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%w: %v", ErrKeysUnavailable, ctx.Err())
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if k := r.fetched[id]; k != nil {
 		return k, nil
 	}
-	return nil, ErrUnknownKey
+	return nil, r.missing()
+}
+
+// missing is the error for an identifier the list lacks: unknown when the
+// last fetch worked, else unavailable. r.mu is held.
+func (r *Reporter) missing() error {
+	if r.fetchErr != nil {
+		return fmt.Errorf("%w: %v", ErrKeysUnavailable, r.fetchErr)
+	}
+	return ErrUnknownKey
+}
+
+func (r *Reporter) ttl() time.Duration {
+	if r.CacheTTL <= 0 {
+		return 30 * time.Minute
+	}
+	return r.CacheTTL
+}
+
+// startFetch starts fetching the key list and returns a channel closed
+// when it ends. The fetch runs on its own, bounded by fetchTimeout, so that
+// an alert that stops waiting does not end it for the others. r.mu is
+// held.
+func (r *Reporter) startFetch(now time.Time) chan struct{} {
+	done := make(chan struct{})
+	r.inflight, r.triedAt = done, now
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), fetchTimeout)
+		keys, err := r.fetch(ctx)
+		cancel()
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if err != nil {
+			r.failures++
+			r.fetchErr = err
+			r.retryAt = r.now().Add(backoff(r.failures))
+		} else {
+			r.fetched, r.fetchedAt = keys, now
+			r.failures, r.fetchErr, r.retryAt = 0, nil, time.Time{}
+		}
+		r.inflight = nil
+		close(done)
+	}()
+	return done
+}
+
+// backoff is the wait before the next fetch after failures failed ones in
+// a row.
+func backoff(failures int) time.Duration {
+	d := retryMin
+	for i := 1; i < failures && d < retryMax; i++ {
+		d *= 2
+	}
+	return min(d, retryMax)
 }
 
 func (r *Reporter) now() time.Time {

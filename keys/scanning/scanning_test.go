@@ -140,6 +140,7 @@ type keyServer struct {
 	fetches atomic.Int64
 	auth    atomic.Value
 	down    atomic.Bool
+	hold    atomic.Pointer[chan struct{}] // when set, answers wait until it is closed
 }
 
 func newKeyServer(t *testing.T) *keyServer {
@@ -147,6 +148,9 @@ func newKeyServer(t *testing.T) *keyServer {
 	ks.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ks.fetches.Add(1)
 		ks.auth.Store(r.Header.Get("Authorization"))
+		if hold := ks.hold.Load(); hold != nil {
+			<-*hold
+		}
 		if ks.down.Load() {
 			http.Error(w, "down", http.StatusServiceUnavailable)
 			return
@@ -234,6 +238,130 @@ func TestFetchedKeys(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestKeyFetchBackoff: while the key list cannot be fetched, forged alerts
+// (unknown key identifiers) do not each cause a fetch: concurrent ones wait
+// for the fetch under way and share its failure, and after a failure the
+// next fetch waits 1s, 2s, 4s … up to 5 minutes; a fetch that works ends
+// the backoff.
+func TestKeyFetchBackoff(t *testing.T) {
+	ks := newKeyServer(t)
+	ks.down.Store(true)
+	var mu sync.Mutex
+	now := time.Unix(1_800_000_000, 0)
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	rep := GitHub()
+	rep.KeysURL = ks.URL
+	rep.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	signer := newKey(t, elliptic.P256())
+	b := []byte(body)
+	ctx := context.Background()
+	forged := func() error { return rep.Verify(ctx, headers(rep, "forged", sign(t, signer, b)), b) }
+
+	// Fifty at once while the first fetch hangs: one fetch.
+	hold := make(chan struct{})
+	ks.hold.Store(&hold)
+	var wg sync.WaitGroup
+	errs := make(chan error, 50)
+	for range 50 {
+		wg.Go(func() { errs <- forged() })
+	}
+	for ks.fetches.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // the others reach the fetch under way
+	ks.hold.Store(nil)
+	close(hold)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if !errors.Is(err, ErrKeysUnavailable) {
+			t.Fatalf("a forged alert while the list is down: %v", err)
+		}
+	}
+	if n := ks.fetches.Load(); n != 1 {
+		t.Fatalf("%d fetches for 50 concurrent forged alerts, want 1", n)
+	}
+
+	// Then backoff: 1s, 2s, 4s … with no fetch in between, however many
+	// alerts come.
+	fetches := int64(1)
+	for wait := time.Second; wait <= 5*time.Minute; wait *= 2 {
+		advance(wait - time.Millisecond)
+		for range 100 {
+			if err := forged(); !errors.Is(err, ErrKeysUnavailable) {
+				t.Fatalf("a forged alert during the backoff: %v", err)
+			}
+		}
+		if n := ks.fetches.Load(); n != fetches {
+			t.Fatalf("%d fetches %v after a failure, want %d", n, wait-time.Millisecond, fetches)
+		}
+		advance(time.Millisecond)
+		if err := forged(); !errors.Is(err, ErrKeysUnavailable) {
+			t.Fatal(err)
+		}
+		if fetches++; ks.fetches.Load() != fetches {
+			t.Fatalf("no fetch %v after a failure", wait)
+		}
+	}
+	// Capped at 5 minutes.
+	for range 3 {
+		advance(5*time.Minute - time.Millisecond)
+		_ = forged()
+		if ks.fetches.Load() != fetches {
+			t.Fatalf("a fetch before the 5 minute cap")
+		}
+		advance(time.Millisecond)
+		_ = forged()
+		if fetches++; ks.fetches.Load() != fetches {
+			t.Fatalf("no fetch 5 minutes after a failure")
+		}
+	}
+
+	// The list is back: the next fetch, when due, works; a real alert
+	// verifies, and forged identifiers are unknown (no fetch for a minute).
+	ks.down.Store(false)
+	ks.set("k1", pemOf(t, &signer.PublicKey))
+	advance(5 * time.Minute)
+	if err := rep.Verify(ctx, headers(rep, "k1", sign(t, signer, b)), b); err != nil {
+		t.Fatalf("a real alert once the list is back: %v", err)
+	}
+	fetches++
+	for range 100 {
+		if err := forged(); !errors.Is(err, ErrUnknownKey) {
+			t.Fatalf("a forged alert with the list fetched: %v", err)
+		}
+	}
+	if n := ks.fetches.Load(); n != fetches {
+		t.Errorf("%d fetches, want %d", n, fetches)
+	}
+}
+
+// A fetch that hangs does not hold up an alert past its context: it gets
+// ErrKeysUnavailable, and the fetch goes on for the next alert.
+func TestKeyFetchContext(t *testing.T) {
+	ks := newKeyServer(t)
+	signer := newKey(t, elliptic.P256())
+	ks.set("k1", pemOf(t, &signer.PublicKey))
+	hold := make(chan struct{})
+	ks.hold.Store(&hold)
+	rep := GitHub()
+	rep.KeysURL = ks.URL
+	b := []byte(body)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := rep.Verify(ctx, headers(rep, "k1", sign(t, signer, b)), b); !errors.Is(err, ErrKeysUnavailable) {
+		t.Fatalf("an alert whose context ended during the fetch: %v", err)
+	}
+	ks.hold.Store(nil)
+	close(hold)
+	if err := rep.Verify(context.Background(), headers(rep, "k1", sign(t, signer, b)), b); err != nil {
+		t.Fatalf("the next alert: %v", err)
+	}
+	if n := ks.fetches.Load(); n != 1 {
+		t.Errorf("%d fetches, want 1", n)
+	}
 }
 
 func TestParseAlerts(t *testing.T) {
