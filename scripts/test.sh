@@ -129,7 +129,13 @@ while IFS= read -r f; do
 		*) vars+=("$name=$(printf '%s' "$name" | sha256sum | cut -c1-16)") ;;
 		esac
 	done
-	env "${vars[@]}" MG_LOG_DIR="$logdir" ./caddy adapt --config "$f" --validate >/dev/null
+	# A site name read when the Caddyfile is adapted (an example's).
+	for name in $(grep -oE '^\{\$[A-Z_]*_SITE\}' "$f" | sed -E 's/\{\$(.*)\}/\1/' | sort -u); do
+		vars+=("$name=gateway.example.com")
+	done
+	# Validation provisions the storage (the local CA lands there): the
+	# team example's goes to the temporary directory, not /var/lib.
+	env "${vars[@]}" MG_LOG_DIR="$logdir" MODELGATE_STORAGE="$logdir/storage" ./caddy adapt --config "$f" --validate >/dev/null
 done < <(git ls-files -co --exclude-standard | grep -E '(^|/)Caddyfile$|\.Caddyfile$')
 rm -rf "$logdir"
 
