@@ -241,7 +241,7 @@ func TestProcessTeamExample(t *testing.T) {
 			site := "https://" + tc.site
 
 			// A key for a person of the team, as the docs make it.
-			create := exec.Command(caddy, "modelgate", "key", "create", "--name", "alice", "--owner", "team", "--address", admin)
+			create := exec.Command(caddy, "modelgate", "key", "create", "--name", "alice", "--owner", "team", "--budget", "20", "--address", admin)
 			create.Env = env
 			created, err := create.CombinedOutput()
 			secret := regexp.MustCompile(`mgk_[0-9A-Za-z]{36}`).FindString(string(created))
@@ -283,10 +283,11 @@ func TestProcessTeamExample(t *testing.T) {
 				t.Errorf("an unknown key: %d %s", status, body)
 			}
 
-			// The limits the Caddyfile gives every key, and the team's budget.
+			// The limits the Caddyfile gives every key, alice's own budget,
+			// and the team's.
 			status, body, _ = adminRequest(http.MethodGet, adminURL+"/modelgate/keys/"+id+"/usage?days=1", "")
 			if status != 200 || gjson.Get(body, "policy.key.limits.requests_per_minute").Int() != 60 ||
-				gjson.Get(body, "policy.key.budget.usd").Str != "50" || gjson.Get(body, "policy.owner.budget.usd").Str != "500" ||
+				gjson.Get(body, "policy.key.budget.usd").Str != "20" || gjson.Get(body, "policy.owner.budget.usd").Str != "500" ||
 				gjson.Get(body, "policy.owner.budget.period").Str != "month" {
 				t.Errorf("the key's usage and policy: %d %s", status, body)
 			}
