@@ -292,6 +292,14 @@ func TestProcessTeamExample(t *testing.T) {
 				t.Errorf("the key's usage and policy: %d %s", status, body)
 			}
 
+			// What a new key of the team gets, as the key settings page's
+			// create form shows it.
+			status, body, _ = adminRequest(http.MethodGet, adminURL+"/modelgate/policy?owner=team", "")
+			if status != 200 || gjson.Get(body, "key.limits").Raw != `{"requests_per_minute":60,"tokens_per_minute":400000,"concurrent_requests":8}` ||
+				gjson.Get(body, "key.budget").Raw != `{"usd":"50","period":"month"}` || gjson.Get(body, "owner.budget").Raw != `{"usd":"500","period":"month"}` {
+				t.Errorf("the policy of a new key of the team: %d %s", status, body)
+			}
+
 			// The key settings page, behind its password.
 			for _, tc := range []struct {
 				password string
