@@ -27,6 +27,7 @@ import (
 //	DELETE keys/{id}        delete it
 //	GET    keys/{id}/usage  its usage per day, policy and standing (usageapi.go)
 //	GET    usage            the usage records summed and grouped (usageapi.go)
+//	GET    policy           the limits and budget a new key gets (policyapi.go)
 //
 // Errors are caddy.APIError values; both callers write them as
 // {"error": "<message>"}, as Caddy's admin endpoint does.
@@ -63,6 +64,7 @@ const (
 	keyPath                         // keys/{id}
 	keyUsagePath                    // keys/{id}/usage
 	usagePath                       // usage
+	policyPath                      // policy
 )
 
 // parseAPIPath reads rest, a path relative to the API; false if it is
@@ -73,6 +75,8 @@ func parseAPIPath(rest string) (apiPath, bool) {
 		return apiPath{kind: keysPath}, true
 	case rest == "usage":
 		return apiPath{kind: usagePath}, true
+	case rest == "policy":
+		return apiPath{kind: policyPath}, true
 	case strings.HasPrefix(rest, "keys/"):
 		id := rest[len("keys/"):]
 		if i := strings.IndexByte(id, '/'); i >= 0 {
@@ -99,6 +103,8 @@ func (a keyAPI) serve(w http.ResponseWriter, r *http.Request, p apiPath) error {
 		return methodError(w, "GET, POST")
 	case usagePath:
 		return a.usage(w, r)
+	case policyPath:
+		return a.policy(w, r)
 	case keyUsagePath:
 		return a.keyUsage(w, r, p.id)
 	}

@@ -58,6 +58,10 @@ func redactedOK(data string) bool {
 // anThinking is a request's thinking configuration.
 type anThinking struct {
 	on, budget bool // thinking is on; in the budget (type enabled) form
+	// omitted is display "omitted": thinking blocks come with an empty
+	// thinking text (no thinking_delta events) and a signature that
+	// holds good for the block as it came, as at Anthropic.
+	omitted bool
 }
 
 // checkThinking validates thinking and output_config and the rules that
@@ -89,6 +93,7 @@ func checkThinking(q *anRequest) (anThinking, string) {
 		if d := th.Get("display"); d.Exists() && d.Str != "summarized" && d.Str != "omitted" {
 			return t, "thinking.display: Input should be 'summarized' or 'omitted'"
 		}
+		t.omitted = t.on && th.Get("display").Str == "omitted"
 	}
 	if oc := q.outputConfig; oc.Exists() {
 		if !oc.IsObject() {
