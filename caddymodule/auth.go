@@ -114,9 +114,11 @@ func (h *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 }
 
 // keyHeaders are the request headers modelgate_auth takes a key from, in
-// canonical form: credential reads them, forgetKey removes them from the
-// request, and the server's logs write them as REDACTED (redactKeyHeaders).
-// A header added here is kept out of all three.
+// canonical form: credential reads them (in its own way: a new one needs
+// its place there), forgetKey removes them from the request, and the
+// server's logs write them as REDACTED (redactKeyHeaders). The gateway
+// takes no key from anywhere else: not from a query parameter, nor from
+// x-goog-api-key.
 var keyHeaders = [...]string{"Authorization", "X-Api-Key"}
 
 // credential returns the key a request carries: "Authorization: Bearer
