@@ -51,9 +51,9 @@ var credentialHeaders = [...]string{"Authorization", "Proxy-Authorization", "X-A
 // nothing. A scrubber is not modified once made: it is safe for concurrent
 // use.
 type scrubber struct {
-	secrets []*finder // longest first, none shorter than minSecret, no two alike
-	text    []string  // the same, as strings
-	bytes   [256]bool // the bytes the secrets are made of
+	secrets  []*finder // longest first, none shorter than minSecret, no two alike
+	text     []string  // the same, as strings
+	inSecret [256]bool // the bytes the secrets are made of
 }
 
 // newScrubber returns a scrubber of the secrets long enough to be one.
@@ -69,7 +69,7 @@ func newScrubber(secrets ...string) *scrubber {
 	for _, v := range s.text {
 		s.secrets = append(s.secrets, newFinder(v))
 		for i := range len(v) {
-			s.bytes[v[i]] = true
+			s.inSecret[v[i]] = true
 		}
 	}
 	return s
@@ -86,6 +86,7 @@ type finder struct {
 	skip    [256]int32 // how far the search moves on after each byte
 }
 
+// newFinder returns the finder of secret, which is not empty.
 func newFinder(secret string) *finder {
 	f := &finder{pattern: []byte(secret)}
 	m := len(f.pattern)
@@ -218,7 +219,7 @@ func (s *scrubber) cut(b []byte) int {
 // heldBack returns the length of the longest end of b that is the
 // beginning of a secret (not the whole of it).
 func (s *scrubber) heldBack(b []byte) int {
-	if len(b) == 0 || !s.bytes[b[len(b)-1]] {
+	if len(b) == 0 || !s.inSecret[b[len(b)-1]] {
 		// The usual end of a read (an event's blank line, a JSON
 		// value's brace) is in no secret.
 		return 0
