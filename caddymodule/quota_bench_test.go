@@ -300,8 +300,8 @@ func BenchmarkEstimateBody(b *testing.B) {
 		{"cjk_100k", benchCJKBody("oa/gpt-4o-mini", 100<<10)},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			if in, out := estimateBody(bc.body); in == 0 || out == 0 {
-				b.Fatalf("estimate %d, max output %d", in, out)
+			if e := estimateBody(bc.body); e.in == 0 || e.maxOut == 0 {
+				b.Fatalf("estimate %+v", e)
 			}
 			b.SetBytes(int64(len(bc.body)))
 			b.ReportAllocs()
