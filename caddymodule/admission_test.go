@@ -138,3 +138,37 @@ func TestBudgetRefusalWouldPass(t *testing.T) {
 		t.Fatalf("%d %s %v", w.status, w.body.Bytes(), w.header)
 	}
 }
+
+// TestUnknownModelUnderBudget: under a budget, a model nothing routes is
+// 404 model_not_found, as without one, and never 403 model_not_priced —
+// also when the default provider takes every bare name, and the price
+// table knows none by that name. A provider's model named as such, which
+// the price table does not know, is still 403 model_not_priced.
+func TestUnknownModelUnderBudget(t *testing.T) {
+	for _, def := range []string{"", "oa"} {
+		g := newBenchGateway(t)
+		withLimits(t, g, budgetOf("1")())
+		g.app.dispatch.defaultProvider = def
+		header := []string{"Authorization", "Bearer " + benchStaticKey}
+		for _, tc := range []struct {
+			model  string
+			status int
+			code   string
+		}{
+			{"no-such-model", 404, "model_not_found"},
+			{"oa/no-such-model", 403, "model_not_priced"},
+			{"gpt-4o-mini", 200, ""}, // the default provider's, priced
+		} {
+			if def == "" && tc.model == "gpt-4o-mini" {
+				tc.status, tc.code = 404, "model_not_found"
+			}
+			w := &sink{header: make(http.Header), keep: true}
+			if err := g.serveModelgate(w, g.request(w, "/v1/chat/completions", chatWith(tc.model, "", "hi"), header...)); err != nil {
+				t.Fatal(err)
+			}
+			if w.status != tc.status || gjson.Get(w.body.String(), "error.code").Str != tc.code {
+				t.Errorf("default provider %q, model %q: %d %s", def, tc.model, w.status, w.body.Bytes())
+			}
+		}
+	}
+}

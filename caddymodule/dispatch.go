@@ -83,6 +83,20 @@ func (d *dispatcher) resolve(model string) []target {
 	return nil
 }
 
+// byDefault reports whether only the default provider takes model: no
+// configured provider is named in it, no alias is it, no models list has
+// it. Nothing in the configuration says such a model exists.
+func (d *dispatcher) byDefault(model string) bool {
+	if pname, rest, ok := strings.Cut(model, "/"); ok && rest != "" {
+		if _, ok := d.providers[pname]; ok {
+			return false
+		}
+	}
+	_, alias := d.aliases[model]
+	_, listed := d.bare[model]
+	return !alias && !listed && d.defaultProvider != ""
+}
+
 // modelIDs lists every model name a client can use without knowing the
 // configuration: the aliases and each provider's listed models as
 // "<provider>/<model>", sorted.

@@ -183,6 +183,13 @@ func (a *App) admitQuota(w http.ResponseWriter, r *http.Request, key *Key, c *ca
 	if estimated(&s) {
 		est = a.estimateCall(c, targets)
 		if !est.priced && budgeted(&s) && !a.Limits.allowUnpriced() {
+			if a.dispatch != nil && a.dispatch.byDefault(c.model) {
+				// Neither the configuration nor the price table knows
+				// the model: it is not found, as for a key without a
+				// budget the default provider would most likely say.
+				writeEndpointError(w, c.endpoint, "", modelNotFound(c.model))
+				return admission{}, false
+			}
 			refuseUnpriced(w, c, key, s)
 			return admission{}, false
 		}
