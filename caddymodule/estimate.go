@@ -129,9 +129,6 @@ type bodyEstimate struct {
 // for and how many answers.
 func estimateBody(body []byte) bodyEstimate { return estimateJSON(body, contextRoot) }
 
-// estimateInputTokens is estimateBody's input tokens.
-func estimateInputTokens(body []byte) int64 { return estimateBody(body).in }
-
 // The fields at a request's top level that estimateBody reads besides the
 // text: the maximum output of each answer (chat, Responses, Messages) and
 // the number of answers (chat's n; best_of, which some OpenAI-compatible
@@ -164,15 +161,14 @@ func (c mediaContext) member(key string) mediaContext {
 		if key == "messages" || key == "input" {
 			return contextTurns
 		}
-	case contextTurns, contextParts:
-		switch key {
-		case "content", "output":
+	case contextTurns:
+		if key == "content" || key == "output" {
 			return contextParts
 		}
-		if c == contextTurns {
-			return contextNone
-		}
+	case contextParts:
 		switch key {
+		case "content", "output":
+			return contextParts // a tool result's
 		case "image_url":
 			return contextImage
 		case "input_audio":

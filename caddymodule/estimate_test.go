@@ -21,6 +21,9 @@ import (
 	"github.com/modelgate/modelgate/providers/rerank"
 )
 
+// estimateInputTokens is estimateBody's input tokens.
+func estimateInputTokens(body []byte) int64 { return estimateBody(body).in }
+
 // text is what the estimate counts for strings: providers.MaxTextTokens
 // of each.
 func text(strs ...string) int64 {
