@@ -64,12 +64,12 @@ func (r *EmbeddingsRequest) EstimateTokens() int64 {
 //   - every byte of a non-ASCII character costs a token: no such tokenizer
 //     spends more than a token a byte, and rare characters of every script
 //     (Han, Hangul, emoji, combining marks) cost that much;
-//   - a letter costs 1/2 token at the start of a word, 5/8 after a
-//     lowercase letter (random letters merge little), 3/4 after an
-//     uppercase one, 7/8 if uppercase after an uppercase one and a token
-//     if uppercase after a lowercase one (a new piece, as in camelCase and
-//     base64), and a token after a digit or a mark; a letter standing alone
-//     between non-letters costs 1/2 more;
+//   - a letter costs 1/2 token at the start of a word and a token after a
+//     digit or a mark; after a letter, a lowercase one costs 5/8 (random
+//     letters merge little), 3/4 after an uppercase one, and an uppercase
+//     one 7/8, a whole token after a lowercase one (a new piece, as in
+//     camelCase and base64); a letter standing alone between non-letters
+//     costs 1/2 more;
 //   - a digit costs a token (some tokenizers split numbers digit by digit),
 //     and the space before a number another; a mark, a control character
 //     and a carriage return cost a token each;
