@@ -281,6 +281,14 @@ func benchChatBody(model string, words int, stream bool) []byte {
 	return []byte(s + "}")
 }
 
+// benchCJKBody is a chat request whose user message is about size bytes
+// of Chinese prose, without a space or a newline.
+func benchCJKBody(model string, size int) []byte {
+	const sentence = "我们今天讨论的是人工智能在教育领域的应用和未来发展趋势，以及它对学生和教师的影响。"
+	text := strings.Repeat(sentence, max(1, size/len(sentence)))
+	return []byte(`{"model":"` + model + `","max_tokens":256,"messages":[{"role":"system","content":"You are a terse assistant."},{"role":"user","content":"` + text + `"}]}`)
+}
+
 // benchEmbeddingsBody is the harness's embeddings request: 64 inputs of
 // ~30 words, 1,536 dimensions, in format ("float" or "base64").
 func benchEmbeddingsBody(model, format string) []byte {

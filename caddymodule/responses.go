@@ -322,7 +322,7 @@ func (d *dispatcher) responses(w http.ResponseWriter, r *http.Request, body []by
 		parsed, err = responses.Parse(body)
 		return parsed, err
 	}
-	d.serve(w, r, key, &call{endpoint: endpointResponses, model: info.Model, body: body, log: log,
+	d.serve(w, r, key, &call{endpoint: endpointResponses, model: info.Model, body: body, history: history, log: log,
 		prepare: func(p *provider, model string) (providers.Request, exchange, error) {
 			if storedBy != "" && (p.name != storedBy || p.Responses == nil) {
 				e := responses.NotFound(info.PreviousResponseID)

@@ -109,15 +109,15 @@ func (anthropicFormat) serve(c *call) {
 	}
 	model, id := q.model.Str, c.id
 
-	promptWords := countWords(contentText(q.system))
+	promptWords := c.s.promptTokens(contentText(q.system))
 	msgs := q.msgs
 	userText := ""
 	for _, m := range msgs {
 		text := contentText(m.Get("content"))
-		promptWords += countWords(text)
+		promptWords += c.s.promptTokens(text)
 		for _, b := range m.Get("content").Array() {
 			if b.Get("type").Str == "tool_result" {
-				promptWords += countWords(contentText(b.Get("content")))
+				promptWords += c.s.promptTokens(contentText(b.Get("content")))
 			}
 		}
 		if m.Get("role").Str == "user" && text != "" {
@@ -649,9 +649,9 @@ func countTokens(c *call) {
 	if c.scripted() {
 		return
 	}
-	n := countWords(contentText(root.Get("system")))
+	n := c.s.promptTokens(contentText(root.Get("system")))
 	for _, m := range msgs.Array() {
-		n += countWords(contentText(m.Get("content")))
+		n += c.s.promptTokens(contentText(m.Get("content")))
 	}
 	writeJSON(c.w, http.StatusOK, append(providers.AppendInt([]byte(`{"input_tokens":`), int64(n)), '}'))
 }

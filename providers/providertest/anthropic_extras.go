@@ -288,16 +288,16 @@ func (s *Server) cacheUsage(q *anRequest, promptWords int) (input, created, read
 	}
 	blocks := func(c gjson.Result) {
 		if c.Type == gjson.String {
-			words += countWords(c.Str)
+			words += s.promptTokens(c.Str)
 			mark(gjson.Result{}, c.Raw)
 			return
 		}
 		for _, b := range c.Array() {
 			switch b.Get("type").Str {
 			case "text":
-				words += countWords(b.Get("text").Str)
+				words += s.promptTokens(b.Get("text").Str)
 			case "tool_result":
-				words += countWords(contentText(b.Get("content")))
+				words += s.promptTokens(contentText(b.Get("content")))
 			}
 			mark(b.Get("cache_control"), b.Raw)
 			if b.Get("cache_control").Exists() {
