@@ -49,6 +49,28 @@ type fileRecord struct {
 // ErrTooLarge is returned by PutFile when the content exceeds the limit.
 var ErrTooLarge = errors.New("file too large")
 
+// ErrUnreadable wraps the error of reading a file's content from its
+// source (an upload cut short, a broken request body): the sender's
+// failure, where any other error of PutFile or UploadFile is the
+// storage's.
+var ErrUnreadable = errors.New("the file's content could not be read")
+
+// sourceReader reads a file's content and keeps the error its source
+// failed with, so that a failed upload can tell the sender's failure from
+// the storage's.
+type sourceReader struct {
+	r   io.Reader
+	err error
+}
+
+func (s *sourceReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && err != io.EOF {
+		s.err = err
+	}
+	return n, err
+}
+
 // PutFile stores the content of r as a new file of owner, reading at most
 // limit bytes (ErrTooLarge beyond, and nothing is kept). It is streamed: one
 // ChunkSize part is in memory at a time.
@@ -70,7 +92,9 @@ type PendingFile struct {
 
 // UploadFile stores the content of r for a new file of owner, streamed,
 // reading at most limit bytes (ErrTooLarge beyond, and nothing is kept).
-// The file exists for Get and List only once it is committed.
+// An error reading r is returned wrapped in ErrUnreadable, and nothing is
+// kept either. The file exists for Get and List only once it is
+// committed.
 func (s *Store) UploadFile(ctx context.Context, owner, filename string, r io.Reader, limit int64) (*PendingFile, error) {
 	now := s.now()
 	rec := fileRecord{
@@ -79,11 +103,14 @@ func (s *Store) UploadFile(ctx context.Context, owner, filename string, r io.Rea
 		Owner: owner,
 	}
 	w := s.newChunkWriter(ctx, s.fileDir(owner, rec.ID))
-	n, err := io.Copy(w, io.LimitReader(r, limit+1))
-	if err == nil && n > limit {
+	src := &sourceReader{r: r}
+	n, err := io.Copy(w, io.LimitReader(src, limit+1))
+	switch {
+	case src.err != nil:
+		err = fmt.Errorf("%w: %w", ErrUnreadable, src.err)
+	case err == nil && n > limit:
 		err = ErrTooLarge
-	}
-	if err == nil {
+	case err == nil:
 		err = w.Close()
 	}
 	if err != nil {

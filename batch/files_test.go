@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/modelgate/modelgate/internal/ids"
@@ -165,22 +166,26 @@ func (r *failingReader) Read(p []byte) (int, error) {
 }
 
 // An upload that fails after its first part, on the client's side or on
-// the storage's, leaves nothing.
+// the storage's, leaves nothing; the client's failure is ErrUnreadable
+// (an upload cut short, which the Files API answers with 400), the
+// storage's is not.
 func TestPutFileFails(t *testing.T) {
 	boom := errors.New("disk full")
 	for _, tc := range []struct {
-		name    string
-		content io.Reader
-		onStore func(key string, _ []byte) error
-		err     error
+		name       string
+		content    io.Reader
+		onStore    func(key string, _ []byte) error
+		err        error
+		unreadable bool
 	}{
-		{"reader", &failingReader{n: ChunkSize + 5}, nil, errReader},
+		{"reader", &failingReader{n: ChunkSize + 5}, nil, errReader, true},
+		{"cut short", io.MultiReader(bytes.NewReader(randomBytes(10)), iotest.ErrReader(io.ErrUnexpectedEOF)), nil, io.ErrUnexpectedEOF, true},
 		{"storage", bytes.NewReader(randomBytes(ChunkSize + 5)), func(key string, _ []byte) error {
 			if path.Base(key) == "000001" {
 				return boom
 			}
 			return nil
-		}, boom},
+		}, boom, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mem := storagetest.NewMemory()
@@ -189,6 +194,9 @@ func TestPutFileFails(t *testing.T) {
 			_, err := st.PutFile(context.Background(), testOwner, "x", PurposeBatch, tc.content, 1<<30)
 			if !errors.Is(err, tc.err) {
 				t.Fatalf("PutFile error %v, want %v", err, tc.err)
+			}
+			if errors.Is(err, ErrUnreadable) != tc.unreadable {
+				t.Errorf("PutFile error %v: ErrUnreadable is %v, want %v", err, !tc.unreadable, tc.unreadable)
 			}
 			checkNothingLeft(t, mem, "a failed upload")
 		})

@@ -124,11 +124,16 @@ func (h *Handler) createFile(w http.ResponseWriter, r *http.Request, who string)
 				return
 			}
 			pending, err = h.app.store.UploadFile(r.Context(), who, part.FileName(), part, limit)
-			if errors.Is(err, batch.ErrTooLarge) {
+			switch {
+			case errors.Is(err, batch.ErrTooLarge):
 				writeError(w, fileTooLarge(limit))
 				return
-			}
-			if err != nil {
+			case errors.Is(err, batch.ErrUnreadable):
+				// The body ended before its closing boundary (an upload
+				// cut short) or could not be read: nothing was kept.
+				writeError(w, BadRequest("file", "the multipart body ended early or could not be read: send the whole file again"))
+				return
+			case err != nil:
 				h.internalError(w, "storing an upload", err)
 				return
 			}
