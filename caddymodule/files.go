@@ -79,7 +79,16 @@ func (h *Handler) serveFiles(w http.ResponseWriter, r *http.Request, rest string
 	}
 }
 
+// endpointFiles is POST /v1/files to the limits: a request that costs
+// nothing, counted against requests per minute.
+var endpointFiles = endpoint{label: "files", free: true}
+
 func (h *Handler) createFile(w http.ResponseWriter, r *http.Request, who string) {
+	done, ok := h.app.admitRequest(w, r, requestKey(r), endpointFiles)
+	if !ok {
+		return
+	}
+	defer done()
 	limit := h.app.Batch.MaxFileSize
 	if r.ContentLength > limit+multipartSlack {
 		writeError(w, fileTooLarge(limit))

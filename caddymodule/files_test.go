@@ -6,6 +6,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/modelgate/modelgate/batch"
 	"github.com/modelgate/modelgate/internal/storagetest"
+	"github.com/modelgate/modelgate/keys"
 )
 
 // withFiles gives g's app the Files and Batch APIs' store, in memory, and
@@ -87,5 +89,68 @@ func TestUploadCutShort(t *testing.T) {
 	}
 	if page, err := g.app.store.ListFiles(context.Background(), "bench", batch.ListOptions{Limit: 10}); err != nil || len(page.Data) != 1 {
 		t.Errorf("files after one whole upload: %+v %v", page.Data, err)
+	}
+}
+
+// Requests that cost nothing — count_tokens, which the providers do not
+// charge for, and file uploads, which no provider sees — count against
+// the requests per minute of their key and of its owner, as every request
+// does (429 in their API's shape once over), and against nothing else: a
+// tokens-per-minute limit of 1 and a budget of a millionth of a dollar,
+// which no request that costs anything fits, admit them.
+func TestFreeRequestsCountAgainstRequestsPerMinute(t *testing.T) {
+	countTokens := []byte(`{"model":"claude/claude-sonnet-4-5","messages":[{"role":"user","content":"how many tokens is this?"}]}`)
+	upload, ct := multipartUpload(t, "batch", []byte(`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{}}`+"\n"))
+	spent := &keys.Budget{USD: "0.000001", Period: "total"}
+	for _, tc := range []struct {
+		name   string
+		limits *LimitsConfig
+	}{
+		{"the key's", &LimitsConfig{Key: &keys.Policy{Limits: &keys.Limits{RequestsPerMinute: 2, TokensPerMinute: 1}, Budget: spent}}},
+		{"the owner's", &LimitsConfig{Owner: &keys.Policy{Limits: &keys.Limits{RequestsPerMinute: 2, TokensPerMinute: 1}, Budget: spent}}},
+	} {
+		t.Run(tc.name+"/count_tokens", func(t *testing.T) {
+			g := newBenchGateway(t)
+			withLimits(t, g, tc.limits)
+			for i := range 3 {
+				rec := httptest.NewRecorder()
+				r := g.request(rec, "/v1/messages/count_tokens", countTokens, "X-Api-Key", benchStaticKey, "Anthropic-Version", "2023-06-01")
+				if err := g.serveModelgate(rec, r); err != nil {
+					t.Fatal(err)
+				}
+				body := rec.Body.String()
+				switch {
+				case i < 2 && (rec.Code != http.StatusOK || gjson.Get(body, "input_tokens").Int() == 0):
+					t.Fatalf("request %d: %d %s", i+1, rec.Code, body)
+				case i < 2 && rec.Header().Get("Anthropic-Ratelimit-Requests-Remaining") != strconv.Itoa(1-i):
+					t.Errorf("request %d: anthropic-ratelimit-requests-remaining %q", i+1, rec.Header().Get("Anthropic-Ratelimit-Requests-Remaining"))
+				case i == 2 && (rec.Code != http.StatusTooManyRequests || gjson.Get(body, "type").Str != "error" ||
+					gjson.Get(body, "error.type").Str != "rate_limit_error" || rec.Header().Get("Retry-After") == ""):
+					t.Fatalf("the 3rd request of the minute: %d %s %v", rec.Code, body, rec.Header())
+				}
+			}
+		})
+		t.Run(tc.name+"/upload", func(t *testing.T) {
+			g := newBenchGateway(t)
+			mem := withFiles(g)
+			withLimits(t, g, tc.limits)
+			for i := range 3 {
+				rec := g.upload(t, benchStaticKey, upload, ct)
+				body := rec.Body.String()
+				switch {
+				case i < 2 && (rec.Code != http.StatusOK || rec.Header().Get("X-Ratelimit-Remaining-Requests") != strconv.Itoa(1-i)):
+					t.Fatalf("upload %d: %d %s %v", i+1, rec.Code, body, rec.Header())
+				case i == 2 && (rec.Code != http.StatusTooManyRequests || gjson.Get(body, "error.code").Str != "rate_limit_exceeded" ||
+					rec.Header().Get("Retry-After") == ""):
+					t.Fatalf("the 3rd upload of the minute: %d %s %v", rec.Code, body, rec.Header())
+				}
+			}
+			if page, err := g.app.store.ListFiles(context.Background(), "bench", batch.ListOptions{Limit: 10}); err != nil || len(page.Data) != 2 {
+				t.Errorf("files after a refused upload: %d %v", len(page.Data), err)
+			}
+			if n := len(mem.Keys("modelgate/")); n != 4 { // two files: a part and meta.json each
+				t.Errorf("storage holds %d keys after two uploads and a refused one", n)
+			}
+		})
 	}
 }
