@@ -563,11 +563,21 @@ func (h *Handler) proxyStoredResponse(w http.ResponseWriter, r *http.Request, wh
 		return
 	}
 	preq.Method, preq.Body = r.Method, nil
-	if r.URL.RawQuery != "" {
-		if preq.Query != "" {
-			preq.Query += "&"
+	if r.Method == http.MethodGet {
+		// The client's query stays here: the provider gets only what the
+		// gateway knows of it, written anew (a provider's own parameters,
+		// such as Azure's api-version, are in preq.Query already).
+		q, err := responses.StoredQuery(r.URL.Query(), strings.HasSuffix(rest, "/input_items"))
+		if err != nil {
+			writeError(w, asProviderError(err))
+			return
 		}
-		preq.Query += r.URL.RawQuery
+		if q != "" {
+			if preq.Query != "" {
+				preq.Query += "&"
+			}
+			preq.Query += q
+		}
 	}
 	status, f := p.forward(w, r, preq, exchange{translate: passThrough, mapError: nativeError(p)})
 	if f != nil {
