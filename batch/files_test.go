@@ -244,7 +244,7 @@ func TestGetAndDeleteFile(t *testing.T) {
 	if got, err := st.GetFile(ctx, testOwner, f.ID); err != nil || got != f {
 		t.Fatalf("GetFile: %+v, %v; want %+v", got, err, f)
 	}
-	if err := st.DeleteFile(ctx, testOwner, f.ID); err != nil {
+	if _, err := st.DeleteFile(ctx, testOwner, f.ID); err != nil {
 		t.Fatalf("DeleteFile: %v", err)
 	}
 	if _, err := st.GetFile(ctx, testOwner, f.ID); !errors.Is(err, ErrNotFound) {
@@ -253,7 +253,7 @@ func TestGetAndDeleteFile(t *testing.T) {
 	if _, _, err := st.OpenFile(ctx, testOwner, f.ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("OpenFile after delete: %v, want ErrNotFound", err)
 	}
-	if err := st.DeleteFile(ctx, testOwner, f.ID); !errors.Is(err, ErrNotFound) {
+	if _, err := st.DeleteFile(ctx, testOwner, f.ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("DeleteFile twice: %v, want ErrNotFound", err)
 	}
 	checkNothingLeft(t, mem, "DeleteFile")
@@ -283,7 +283,7 @@ func TestFilesBelongToTheirOwner(t *testing.T) {
 	if _, _, err := st.OpenFile(ctx, "bob", a1.ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("bob's OpenFile of alice's file: %v, want ErrNotFound", err)
 	}
-	if err := st.DeleteFile(ctx, "bob", a1.ID); !errors.Is(err, ErrNotFound) {
+	if _, err := st.DeleteFile(ctx, "bob", a1.ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("bob's DeleteFile of alice's file: %v, want ErrNotFound", err)
 	}
 	if _, err := st.GetFile(ctx, "alice", a1.ID); err != nil {

@@ -26,6 +26,10 @@ type Live struct {
 	// the batch's record is stored. A crash between the two loses the
 	// call: it is at most once.
 	Finished func(owner string, b Batch)
+	// Stored, when set, is told of the bytes of the output and error
+	// files this runner wrote for owner, once they are files: what they
+	// count against the owner's storage quota.
+	Stored func(ctx context.Context, owner string, bytes int64)
 }
 
 // finished tells lv.Finished of rec, if it listens.
