@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"path"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -156,8 +157,18 @@ func (a *App) retentionKinds() []retention.Kind {
 }
 
 // ownerDir is owner's folder in the storage, by which its stored bytes
-// are counted.
-func ownerDir(owner string) string { return storage.OwnerDir("modelgate", owner) }
+// are counted. It is worked out once per owner (a hash, and a path): the
+// owners are those of the keys, a set the clients cannot grow.
+func ownerDir(owner string) string {
+	if d, ok := ownerDirs.Load(owner); ok {
+		return d.(string)
+	}
+	d := storage.OwnerDir("modelgate", owner)
+	ownerDirs.Store(owner, d)
+	return d
+}
+
+var ownerDirs sync.Map // owner → ownerDir(owner)
 
 // storageRoom returns how many more bytes owner may store (-1: no limit),
 // or the refusal of an owner at its quota already. When the count cannot

@@ -95,7 +95,7 @@ func withQuota(g *benchGateway, limit int64) {
 	a.ledger = retention.NewLedger(a.state, ledgerTTL, a.retentionKinds()...)
 }
 
-func (g *benchGateway) used(t *testing.T, owner string) int64 {
+func (g *benchGateway) used(t testing.TB, owner string) int64 {
 	t.Helper()
 	g.app.waitResponseWrites(time.Minute)
 	n, err := g.app.ledger.Used(context.Background(), ownerDir(owner))
@@ -213,5 +213,26 @@ func TestStorageQuotaLimit(t *testing.T) {
 	}
 	if r := (&RetentionConfig{Files: caddy.Duration(time.Hour)}).withDefaults(); time.Duration(r.Files) != time.Hour || r.Responses == 0 {
 		t.Errorf("a retention of files alone: %+v", r)
+	}
+}
+
+// BenchmarkStorageQuota is what the storage quota adds to a request that
+// stores something on one instance (an in-process state): the check
+// before (storageRoom) and the count after (countStored), for an owner
+// whose count is seeded.
+func BenchmarkStorageQuota(b *testing.B) {
+	g := newBenchGateway(b)
+	withFiles(g)
+	withQuota(g, 1<<40)
+	ctx := context.Background()
+	if _, perr := g.app.storageRoom(ctx, "bench", "store"); perr != nil {
+		b.Fatal(perr)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, perr := g.app.storageRoom(ctx, "bench", "store"); perr != nil {
+			b.Fatal(perr)
+		}
+		g.app.countStored(ctx, "bench", 1)
 	}
 }

@@ -55,12 +55,29 @@ func (l *Ledger) Count(ctx context.Context, dir string) (int64, error) {
 	return total, nil
 }
 
+// scratch holds the ops of one Apply and their results: a state may keep
+// them past the call (they escape), and the quota is checked on request
+// paths, so they are reused rather than allocated per call.
+type scratch struct {
+	ops [2]state.Op
+	res [2]state.Result
+}
+
+var scratches = sync.Pool{New: func() any { return new(scratch) }}
+
+// apply applies ops (at most two) in dir's scope and returns the results.
+func (l *Ledger) apply(ctx context.Context, dir string, sc *scratch, ops ...state.Op) (bool, []state.Result, error) {
+	n := copy(sc.ops[:], ops)
+	ok, err := l.st.Apply(ctx, dir, sc.ops[:n], sc.res[:n])
+	return ok, sc.res[:n], err
+}
+
 // Used returns the bytes the owner whose folder is dir stores.
 func (l *Ledger) Used(ctx context.Context, dir string) (int64, error) {
-	var res [2]state.Result
-	ops := [2]state.Op{{Kind: state.OpExists, Name: counterName}, {Kind: state.OpGet, Name: counterName}}
+	sc := scratches.Get().(*scratch)
+	defer scratches.Put(sc)
 	for attempt := 0; ; attempt++ {
-		ok, err := l.st.Apply(ctx, dir, ops[:], res[:])
+		ok, res, err := l.apply(ctx, dir, sc, state.Op{Kind: state.OpExists, Name: counterName}, state.Op{Kind: state.OpGet, Name: counterName})
 		switch {
 		case err != nil:
 			return 0, err
@@ -80,10 +97,11 @@ func (l *Ledger) Used(ctx context.Context, dir string) (int64, error) {
 // across instances. It returns what is counted after it, or, when n does
 // not fit, what is counted.
 func (l *Ledger) Reserve(ctx context.Context, dir string, n, limit int64) (used int64, ok bool, err error) {
-	var res [2]state.Result
-	ops := [2]state.Op{{Kind: state.OpExists, Name: counterName}, {Kind: state.OpReserve, Name: counterName, N: n, Limit: limit}}
+	sc := scratches.Get().(*scratch)
+	defer scratches.Put(sc)
 	for attempt := 0; ; attempt++ {
-		ok, err := l.st.Apply(ctx, dir, ops[:], res[:])
+		ok, res, err := l.apply(ctx, dir, sc, state.Op{Kind: state.OpExists, Name: counterName},
+			state.Op{Kind: state.OpReserve, Name: counterName, N: n, Limit: limit})
 		switch {
 		case err != nil:
 			return 0, false, err
@@ -108,8 +126,9 @@ func (l *Ledger) Add(ctx context.Context, dir string, delta int64) error {
 	if delta == 0 {
 		return nil
 	}
-	var res [1]state.Result
-	_, err := l.st.Apply(ctx, dir, []state.Op{{Kind: state.OpAdd, Name: counterName, N: delta, IfExists: true}}, res[:])
+	sc := scratches.Get().(*scratch)
+	defer scratches.Put(sc)
+	_, _, err := l.apply(ctx, dir, sc, state.Op{Kind: state.OpAdd, Name: counterName, N: delta, IfExists: true})
 	return err
 }
 
