@@ -106,6 +106,7 @@ type App struct {
 	store     *batch.Store
 	runner    *batch.Runner
 	ledger    *retention.Ledger // owners' stored bytes, for the storage quota
+	sweeper   *sweepWorker      // deletes what expired; shared with the configs on the same storage
 	batchExec *batchExecutor    // one per config: the runner tells configs apart by it
 
 	reporter    *exposureReporter // tells owners of exposed keys

@@ -307,15 +307,22 @@ type sweepWorker struct {
 
 // startSweeper acquires the retention worker of this config's storage.
 func (a *App) startSweeper() error {
-	_, _, err := sweepers.LoadOrNew(a.storageID, func() (caddy.Destructor, error) {
+	v, _, err := sweepers.LoadOrNew(a.storageID, func() (caddy.Destructor, error) {
 		return newSweepWorker(a.storageID), nil
 	})
+	if err == nil {
+		a.sweeper = v.(*sweepWorker)
+	}
 	return err
 }
 
 // stopSweeper releases this config's reference to the worker; the last
 // one stops it.
 func (a *App) stopSweeper() error {
+	if a.sweeper == nil {
+		return nil
+	}
+	a.sweeper = nil
 	_, err := sweepers.Delete(a.storageID)
 	return err
 }

@@ -236,3 +236,39 @@ func BenchmarkStorageQuota(b *testing.B) {
 		g.app.countStored(ctx, "bench", 1)
 	}
 }
+
+// The retention worker belongs to the storage, not to a config: a reload
+// (the new config starts before the old one stops) shares it, and the
+// last config to stop stops it.
+func TestSweepWorkerAcrossReloads(t *testing.T) {
+	old, next := &App{storageID: t.Name()}, &App{storageID: t.Name()}
+	if err := old.startSweeper(); err != nil {
+		t.Fatal(err)
+	}
+	w := old.sweeper
+	if err := next.startSweeper(); err != nil {
+		t.Fatal(err)
+	}
+	if next.sweeper != w {
+		t.Fatal("the new config started a second worker")
+	}
+	if err := old.stopSweeper(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-w.done:
+		t.Fatal("the old config's Stop stopped the worker the new one uses")
+	default:
+	}
+	if err := next.stopSweeper(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-w.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the worker did not stop with the last config")
+	}
+	if refs, ok := sweepers.References(t.Name()); ok || refs != 0 {
+		t.Errorf("%d references left", refs)
+	}
+}

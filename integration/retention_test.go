@@ -34,12 +34,17 @@ func startRetentionGateway(t *testing.T, retention string) string {
 	} {
 		t.Setenv(k, v)
 	}
+	loadRetentionCaddyfile(t)
+	return dir
+}
+
+func loadRetentionCaddyfile(t *testing.T) {
+	t.Helper()
 	cfg, err := os.ReadFile("../testdata/caddyfiles/retention.Caddyfile")
 	if err != nil {
 		t.Fatal(err)
 	}
 	caddytest.NewTester(t).InitServer(string(cfg), "caddyfile")
-	return dir
 }
 
 // stored lists the files and stored responses under the storage
@@ -86,7 +91,7 @@ func waitGone(t *testing.T, what string, cond func() []string) {
 // expire as the retention block says — the client's expires_after and
 // output_expires_after capped by it, expires_at telling when — and are
 // then gone for their owner (404) and deleted from the storage by the
-// sweep.
+// sweep, which a config reload in between does not stop.
 func TestIntegrationRetention(t *testing.T) {
 	dir := startRetentionGateway(t, "3s")
 	c := sdk(aliceKey)
@@ -135,6 +140,9 @@ func TestIntegrationRetention(t *testing.T) {
 	if left := stored(t, dir); len(left) == 0 {
 		t.Fatal("nothing stored")
 	}
+	// A reload keeps the sweep going: the worker belongs to the storage.
+	t.Setenv("MG_SWEEP", "300ms")
+	loadRetentionCaddyfile(t)
 
 	waitGone(t, "expired objects, for their owner", func() []string {
 		var left []string
