@@ -342,15 +342,20 @@ func (w *sweepWorker) Destruct() error {
 }
 
 // maxSweepTick is the longest a worker waits between two looks at
-// whether its storage is due a sweep.
-const maxSweepTick = time.Minute
+// whether its storage is due a sweep; noConfigTick is how long it waits
+// for a config of its storage to be running (a worker starts while its
+// config starts, before that config is the running one).
+const (
+	maxSweepTick = time.Minute
+	noConfigTick = time.Second
+)
 
 func (w *sweepWorker) loop(ctx context.Context) {
 	defer close(w.done)
 	for {
-		wait := maxSweepTick
+		wait := noConfigTick
 		if a := w.live(); a != nil {
-			wait = min(wait, a.sweep(ctx))
+			wait = min(maxSweepTick, a.sweep(ctx))
 		}
 		t := time.NewTimer(wait)
 		select {
