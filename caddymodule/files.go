@@ -138,7 +138,7 @@ func (h *Handler) createFile(w http.ResponseWriter, r *http.Request, who string)
 			writeError(w, BadRequest("", "the multipart body could not be read"))
 			return
 		}
-		switch name := part.FormName(); name {
+		switch part.FormName() {
 		case "purpose":
 			purpose = formValue(part)
 		case "expires_after[anchor]":
@@ -154,8 +154,8 @@ func (h *Handler) createFile(w http.ResponseWriter, r *http.Request, who string)
 			pending, err = h.app.store.UploadFile(r.Context(), who, part.FileName(), part, readLimit)
 			switch {
 			case errors.Is(err, batch.ErrTooLarge) && readLimit < limit:
-				limit := h.app.StorageQuota.limit(who)
-				writeError(w, storageQuotaExceeded("file", limit-readLimit, limit))
+				quota := h.app.StorageQuota.limit(who)
+				writeError(w, storageQuotaExceeded("file", quota-readLimit, quota))
 				return
 			case errors.Is(err, batch.ErrTooLarge):
 				writeError(w, fileTooLarge(limit))

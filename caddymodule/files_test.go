@@ -3,13 +3,16 @@ package caddymodule
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyevents"
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/batch"
@@ -18,9 +21,20 @@ import (
 )
 
 // withFiles gives g's app the Files and Batch APIs' store, in memory, and
-// returns that memory.
-func withFiles(g *benchGateway) *storagetest.Memory {
+// returns that memory; batch events go to an events app without
+// subscribers.
+func withFiles(tb testing.TB, g *benchGateway) *storagetest.Memory {
+	tb.Helper()
 	mem := storagetest.NewMemory()
+	ctx, err := caddy.ProvisionContext(&caddy.Config{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ev, err := ctx.App("events")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	g.app.ctx, g.app.events = ctx, ev.(*caddyevents.App)
 	g.app.Batch = &BatchConfig{MaxFileSize: 1 << 20, CompletionWindow: caddy.Duration(defaultCompletionWindow)}
 	g.app.store = batch.NewStore(mem, "modelgate")
 	return mem
@@ -63,7 +77,7 @@ func (g *benchGateway) upload(t testing.TB, key string, body []byte, contentType
 // nothing kept; not the 500 of a storage that failed.
 func TestUploadCutShort(t *testing.T) {
 	g := newBenchGateway(t)
-	mem := withFiles(g)
+	mem := withFiles(t, g)
 	content := bytes.Repeat([]byte(`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{}}`+"\n"), 100)
 	body, ct := multipartUpload(t, "batch", content)
 	closing := bytes.LastIndex(body, []byte("\r\n--"))
@@ -132,7 +146,7 @@ func TestFreeRequestsCountAgainstRequestsPerMinute(t *testing.T) {
 		})
 		t.Run(tc.name+"/upload", func(t *testing.T) {
 			g := newBenchGateway(t)
-			mem := withFiles(g)
+			mem := withFiles(t, g)
 			withLimits(t, g, tc.limits)
 			for i := range 3 {
 				rec := g.upload(t, benchStaticKey, upload, ct)
@@ -152,5 +166,93 @@ func TestFreeRequestsCountAgainstRequestsPerMinute(t *testing.T) {
 				t.Errorf("storage holds %d keys after two uploads and a refused one", n)
 			}
 		})
+	}
+}
+
+// An upload may ask to expire sooner than the files retention, as
+// OpenAI's Files API takes it (expires_after[anchor] and
+// expires_after[seconds], before or after the file); not later, and not
+// outside OpenAI's bounds or from another anchor.
+func TestUploadExpiresAfter(t *testing.T) {
+	g := newBenchGateway(t)
+	withFiles(t, g)
+	g.app.store = batch.NewStore(storagetest.NewMemory(), "modelgate", batch.WithRetention(batch.Retention{Files: 48 * time.Hour}))
+	upload := func(fields [][2]string, fieldsFirst bool) *httptest.ResponseRecorder {
+		var buf bytes.Buffer
+		mw := multipart.NewWriter(&buf)
+		write := func() {
+			for _, f := range fields {
+				if err := mw.WriteField(f[0], f[1]); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if fieldsFirst {
+			write()
+		}
+		fw, _ := mw.CreateFormFile("file", "in.jsonl")
+		_, _ = fw.Write([]byte("{}\n"))
+		if !fieldsFirst {
+			write()
+		}
+		_ = mw.Close()
+		return g.upload(t, benchStaticKey, buf.Bytes(), mw.FormDataContentType())
+	}
+	purpose := [2]string{"purpose", "batch"}
+	for _, tc := range []struct {
+		name   string
+		fields [][2]string
+		want   int64  // seconds from created_at to expires_at
+		param  string // refused with 400 naming this
+	}{
+		{"none: the retention", [][2]string{purpose}, 48 * 3600, ""},
+		{"an hour", [][2]string{purpose, {"expires_after[anchor]", "created_at"}, {"expires_after[seconds]", "3600"}}, 3600, ""},
+		{"without the anchor", [][2]string{purpose, {"expires_after[seconds]", "7200"}}, 7200, ""},
+		{"longer than the retention", [][2]string{purpose, {"expires_after[anchor]", "created_at"}, {"expires_after[seconds]", "2592000"}}, 48 * 3600, ""},
+		{"under an hour", [][2]string{purpose, {"expires_after[anchor]", "created_at"}, {"expires_after[seconds]", "3599"}}, 0, "expires_after.seconds"},
+		{"over 30 days", [][2]string{purpose, {"expires_after[seconds]", "2592001"}}, 0, "expires_after.seconds"},
+		{"not a number", [][2]string{purpose, {"expires_after[seconds]", "1h"}}, 0, "expires_after.seconds"},
+		{"the anchor alone", [][2]string{purpose, {"expires_after[anchor]", "created_at"}}, 0, "expires_after.seconds"},
+		{"another anchor", [][2]string{purpose, {"expires_after[anchor]", "last_active_at"}, {"expires_after[seconds]", "3600"}}, 0, "expires_after.anchor"},
+	} {
+		for _, first := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/fields first %v", tc.name, first), func(t *testing.T) {
+				rec := upload(tc.fields, first)
+				body := rec.Body.String()
+				if tc.param != "" {
+					if rec.Code != http.StatusBadRequest || gjson.Get(body, "error.param").Str != tc.param {
+						t.Fatalf("%d %s, want 400 naming %s", rec.Code, body, tc.param)
+					}
+					return
+				}
+				if rec.Code != http.StatusOK || gjson.Get(body, "expires_at").Int()-gjson.Get(body, "created_at").Int() != tc.want {
+					t.Fatalf("%d %s, want expires_at %d s after created_at", rec.Code, body, tc.want)
+				}
+			})
+		}
+	}
+}
+
+// A batch's output_expires_after is checked as an upload's expires_after
+// is.
+func TestBatchOutputExpiresAfter(t *testing.T) {
+	g := newBenchGateway(t)
+	withFiles(t, g)
+	body, ct := multipartUpload(t, "batch", []byte(`{"custom_id":"a","method":"POST","url":"/v1/chat/completions","body":{"model":"oa/gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}}`+"\n"))
+	input := gjson.Get(g.upload(t, benchStaticKey, body, ct).Body.String(), "id").Str
+	for policy, param := range map[string]string{
+		`{"anchor":"created_at","seconds":60}`:     "output_expires_after.seconds",
+		`{"anchor":"created_at","seconds":"3600"}`: "output_expires_after.seconds",
+		`{"anchor":"completed_at","seconds":3600}`: "output_expires_after.anchor",
+		`{"anchor":"created_at","seconds":3600}`:   "",
+	} {
+		rec := g.serve(t, http.MethodPost, "/v1/batches",
+			[]byte(`{"input_file_id":"`+input+`","endpoint":"/v1/chat/completions","completion_window":"24h","output_expires_after":`+policy+`}`), benchStaticKey)
+		switch {
+		case param == "" && rec.Code != http.StatusOK:
+			t.Errorf("%s: %d %s", policy, rec.Code, rec.Body)
+		case param != "" && (rec.Code != http.StatusBadRequest || gjson.Get(rec.Body.String(), "error.param").Str != param):
+			t.Errorf("%s: %d %s, want 400 naming %s", policy, rec.Code, rec.Body, param)
+		}
 	}
 }

@@ -112,7 +112,7 @@ func (g *benchGateway) used(t testing.TB, owner string) int64 {
 // makes room again.
 func TestStorageQuota(t *testing.T) {
 	g := newBenchGateway(t)
-	withFiles(g)
+	withFiles(t, g)
 	withQuota(g, 1000)
 	file := func(n int) []byte { return []byte(strings.Repeat("x", n-1) + "\n") }
 	upload := func(n int) (int, string) {
@@ -222,7 +222,7 @@ func TestStorageQuotaLimit(t *testing.T) {
 // whose count is seeded.
 func BenchmarkStorageQuota(b *testing.B) {
 	g := newBenchGateway(b)
-	withFiles(g)
+	withFiles(b, g)
 	withQuota(g, 1<<40)
 	ctx := context.Background()
 	if _, perr := g.app.storageRoom(ctx, "bench", "store"); perr != nil {
