@@ -74,8 +74,11 @@ const (
 	defaultStorageQuota  = 10 << 30
 
 	// ledgerTTL is how long an owner's count of stored bytes lives on
-	// the state before it is counted from the storage again.
-	ledgerTTL = time.Hour
+	// the state before it is counted from the storage again: what a crash
+	// between a write and its count left wrong lasts that long. The
+	// count is taken on the request that finds it missing, a listing of
+	// the owner's files and responses, so not often.
+	ledgerTTL = 24 * time.Hour
 )
 
 // withDefaults is c with every unset duration at its default.
@@ -211,10 +214,11 @@ func (a *App) reserveStorage(ctx context.Context, owner, param string, n int64) 
 }
 
 // countStored counts delta more bytes stored for owner (fewer, when
-// negative): a write or a deletion. An owner without a quota is not
-// counted (its count is taken from the storage once it has one).
+// negative): a write or a deletion. An owner without a quota is counted
+// too, when a count of it is kept (it had a quota before a reload): a
+// count that missed writes would be wrong once it has one again.
 func (a *App) countStored(ctx context.Context, owner string, delta int64) {
-	if delta == 0 || a.ledger == nil || a.StorageQuota.limit(owner) <= 0 {
+	if delta == 0 || a.ledger == nil {
 		return
 	}
 	if err := a.ledger.Add(ctx, ownerDir(owner), delta); err != nil {
