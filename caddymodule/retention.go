@@ -197,9 +197,11 @@ func (a *App) storageRoom(ctx context.Context, owner, param string) (int64, *pro
 // if they fit its quota, or returns the refusal. release gives them back
 // (the write failed).
 func (a *App) reserveStorage(ctx context.Context, owner, param string, n int64) (release func(), perr *providers.Error) {
+	release = func() { a.countStored(context.WithoutCancel(ctx), owner, -n) }
 	limit := a.StorageQuota.limit(owner)
 	if limit <= 0 || a.ledger == nil {
-		return func() {}, nil
+		a.countStored(ctx, owner, n)
+		return release, nil
 	}
 	dir := ownerDir(owner)
 	used, ok, err := a.ledger.Reserve(ctx, dir, n, limit)
@@ -210,7 +212,7 @@ func (a *App) reserveStorage(ctx context.Context, owner, param string, n int64) 
 	if !ok {
 		return nil, storageQuotaExceeded(param, used, limit)
 	}
-	return func() { a.countStored(context.WithoutCancel(ctx), owner, -n) }, nil
+	return release, nil
 }
 
 // countStored counts delta more bytes stored for owner (fewer, when
