@@ -61,9 +61,12 @@ func newMemUpstream() *memUpstream {
 }
 
 func (u *memUpstream) RoundTrip(req *http.Request) (*http.Response, error) {
-	body, err := io.ReadAll(req.Body)
-	if err != nil {
-		return nil, err
+	var body []byte
+	if req.Body != nil { // a GET has none
+		var err error
+		if body, err = io.ReadAll(req.Body); err != nil {
+			return nil, err
+		}
 	}
 	head := gjson.GetManyBytes(body, "stream", "encoding_format")
 	key := req.URL.Path + "\x00" + head[0].Raw + "\x00" + head[1].Str

@@ -127,8 +127,10 @@ type endpoint struct {
 	api *api
 	// usage reads what a request used from the endpoint's answers.
 	usage usageParser
-	// free is set for endpoints the providers do not charge for
-	// (count_tokens): their calls cost nothing rather than being unpriced.
+	// free is set for endpoints that cost nothing (count_tokens, which
+	// the providers do not charge for; file uploads, which no provider
+	// sees): their calls are priced at nothing rather than unpriced, and
+	// count against requests per minute alone (requestsOnly).
 	free bool
 }
 

@@ -134,6 +134,29 @@ func (lc *LimitsConfig) budget(b *keys.Budget) quota.Budget {
 	return quota.Budget{Amount: amount, Period: quota.Period(b.Period)}
 }
 
+// requestsOnly is what a request that costs nothing (a free endpoint:
+// count_tokens, a file upload) counts against of s: the requests per
+// minute of the key and of its owner, as every request does; not tokens
+// per minute, concurrency or budgets, which measure what requests cost
+// and use.
+func requestsOnly(s quota.Subjects) quota.Subjects {
+	s.Key.Limits = quota.Limits{RequestsPerMinute: s.Key.Limits.RequestsPerMinute}
+	s.Owner.Limits = quota.Limits{RequestsPerMinute: s.Owner.Limits.RequestsPerMinute}
+	s.Key.Budget, s.Owner.Budget = quota.Budget{}, quota.Budget{}
+	return s
+}
+
+// admitRequest admits a request the gateway answers itself at endpoint e
+// (a file upload), by the limits of its key and owner, as admitQuota
+// admits a call, or refuses it, answering the client. done settles it.
+func (a *App) admitRequest(w http.ResponseWriter, r *http.Request, key *Key, e endpoint) (done func(), ok bool) {
+	ad, ok := a.admitQuota(w, r, key, &call{endpoint: e}, nil)
+	if !ok {
+		return nil, false
+	}
+	return func() { ad.done(r.Context(), nil, 0, true) }, true
+}
+
 // enforced reports whether s has anything to check: a request of a key
 // and owner without limits or budgets costs the state nothing.
 func enforced(s *quota.Subjects) bool {
@@ -166,10 +189,13 @@ type admission struct {
 // nothing applies. (An admission is a value: it travels in the settling
 // closure without an allocation of its own.)
 func (a *App) admitQuota(w http.ResponseWriter, r *http.Request, key *Key, c *call, targets []target) (admission, bool) {
-	if key == nil || a.quota == nil || c.endpoint.free {
+	if key == nil || a.quota == nil {
 		return admission{}, true
 	}
 	s := a.subjects(key)
+	if c.endpoint.free {
+		s = requestsOnly(s)
+	}
 	batchLine := r.Context().Value(batchLineKey{}) != nil
 	if batchLine {
 		s.Key.Limits, s.Owner.Limits = quota.Limits{}, quota.Limits{}
