@@ -101,7 +101,7 @@ func TestUploadCutShort(t *testing.T) {
 	if rec := g.upload(t, benchStaticKey, body, ct); rec.Code != http.StatusOK || gjson.Get(rec.Body.String(), "bytes").Int() != int64(len(content)) {
 		t.Fatalf("the whole upload: %d %s", rec.Code, rec.Body)
 	}
-	if page, err := g.app.store.ListFiles(context.Background(), "bench", batch.ListOptions{Limit: 10}); err != nil || len(page.Data) != 1 {
+	if page, err := g.app.store.ListFiles(context.Background(), staticOwnerPrefix+"bench", batch.ListOptions{Limit: 10}); err != nil || len(page.Data) != 1 {
 		t.Errorf("files after one whole upload: %+v %v", page.Data, err)
 	}
 }
@@ -159,7 +159,7 @@ func TestFreeRequestsCountAgainstRequestsPerMinute(t *testing.T) {
 					t.Fatalf("the 3rd upload of the minute: %d %s %v", rec.Code, body, rec.Header())
 				}
 			}
-			if page, err := g.app.store.ListFiles(context.Background(), "bench", batch.ListOptions{Limit: 10}); err != nil || len(page.Data) != 2 {
+			if page, err := g.app.store.ListFiles(context.Background(), staticOwnerPrefix+"bench", batch.ListOptions{Limit: 10}); err != nil || len(page.Data) != 2 {
 				t.Errorf("files after a refused upload: %d %v", len(page.Data), err)
 			}
 			if n := len(mem.Keys("modelgate/")); n != 4 { // two files: a part and meta.json each

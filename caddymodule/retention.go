@@ -124,12 +124,15 @@ func (c *StorageQuotaConfig) validate() error {
 	return nil
 }
 
-// limit is owner's quota in bytes; 0 is none.
+// limit is owner's quota in bytes; 0 is none. owner is the owner as
+// things are stored under it: a static key's (staticOwnerPrefix and its
+// name) takes the quota the configuration gives its name, counted apart
+// from a managed owner of the same name.
 func (c *StorageQuotaConfig) limit(owner string) int64 {
 	if c == nil {
 		return defaultStorageQuota
 	}
-	if q, ok := c.Owners[owner]; ok {
+	if q, ok := c.Owners[strings.TrimPrefix(owner, staticOwnerPrefix)]; ok {
 		return q
 	}
 	if c.Owner != nil {

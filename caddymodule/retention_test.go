@@ -98,7 +98,7 @@ func withQuota(g *benchGateway, limit int64) {
 func (g *benchGateway) used(t testing.TB, owner string) int64 {
 	t.Helper()
 	g.app.waitResponseWrites(time.Minute)
-	n, err := g.app.ledger.Used(context.Background(), ownerDir(owner))
+	n, err := g.app.ledger.Used(context.Background(), ownerDir(staticOwnerPrefix+owner))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func TestStorageQuota(t *testing.T) {
 		t.Errorf("200 bytes after deletions: %d %s", status, body)
 	}
 	// What is counted is what the storage holds.
-	if counted, err := g.app.ledger.Count(context.Background(), ownerDir("bench")); err != nil || counted != g.used(t, "bench") {
+	if counted, err := g.app.ledger.Count(context.Background(), ownerDir(staticOwnerPrefix+"bench")); err != nil || counted != g.used(t, "bench") {
 		t.Errorf("counted %d bytes (%v) for what the storage holds, %d as it went", counted, err, g.used(t, "bench"))
 	}
 }
@@ -225,15 +225,15 @@ func BenchmarkStorageQuota(b *testing.B) {
 	withFiles(b, g)
 	withQuota(g, 1<<40)
 	ctx := context.Background()
-	if _, perr := g.app.storageRoom(ctx, "bench", "store"); perr != nil {
+	if _, perr := g.app.storageRoom(ctx, staticOwnerPrefix+"bench", "store"); perr != nil {
 		b.Fatal(perr)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, perr := g.app.storageRoom(ctx, "bench", "store"); perr != nil {
+		if _, perr := g.app.storageRoom(ctx, staticOwnerPrefix+"bench", "store"); perr != nil {
 			b.Fatal(perr)
 		}
-		g.app.countStored(ctx, "bench", 1)
+		g.app.countStored(ctx, staticOwnerPrefix+"bench", 1)
 	}
 }
 
