@@ -1,0 +1,460 @@
+package jsonw
+
+import (
+	"encoding/json"
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+// finish finishes w, whose buffer started with prefix bytes, and checks
+// that it wrote valid JSON.
+func finish(t *testing.T, w *Writer, prefix int) string {
+	t.Helper()
+	b, err := w.Finish()
+	if err != nil {
+		t.Fatalf("Finish: %v (wrote %s)", err, b)
+	}
+	if !json.Valid(b[prefix:]) {
+		t.Fatalf("invalid JSON: %s", b)
+	}
+	return string(b)
+}
+
+func TestWriter(t *testing.T) {
+	w := New(nil)
+	o := w.Object()
+	o.Str("id", "chatcmpl-1")
+	o.Int("created", 1750000000)
+	o.Null("param")
+	o.StrOrNull("code", "")
+	o.StrOrNull("type", "x")
+	o.Bool("ok", true)
+	o.Float("t", 0.25)
+	o.Raw("raw", `{"a":[1,2]}`)
+	o.Compact("compact", "{ \"a b\" : [ 1 , 2 ] }")
+	o.Text("lit", Lit(`"caf\u00e9"`))
+	o.Text("plain", Plain("a\"b"))
+	o.Text("of", StrOf(gjson.Parse(`7`)))
+	o.Concat("id2", "chatcmpl-", "x\n")
+	o.Key("k\"ey").Str("v")
+	a := o.Array("choices")
+	c := a.Object()
+	c.Int("index", 0)
+	d := c.Object("delta")
+	d.End()
+	c.End()
+	a.Int(1)
+	a.Str("s")
+	a.Null()
+	a.Bool(false)
+	a.Float32(0.1)
+	a.Raw("[]")
+	a.Compact(" [ ] ")
+	a.Text(Plain(""))
+	a.Array().End()
+	a.End()
+	o.End()
+	want := `{"id":"chatcmpl-1","created":1750000000,"param":null,"code":null,"type":"x","ok":true,"t":0.25,` +
+		`"raw":{"a":[1,2]},"compact":{"a b":[1,2]},"lit":"caf\u00e9","plain":"a\"b","of":"","id2":"chatcmpl-x\n",` +
+		`"k\"ey":"v","choices":[{"index":0,"delta":{}},1,"s",null,false,0.1,[],[],"",[]]}`
+	if got := finish(t, &w, 0); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
+
+func TestWriterScalarsAtTop(t *testing.T) {
+	for _, tc := range []struct {
+		write func(v Value)
+		want  string
+	}{
+		{func(v Value) { v.Str("a") }, `"a"`},
+		{func(v Value) { v.Int(-3) }, `-3`},
+		{func(v Value) { v.Null() }, `null`},
+		{func(v Value) { v.Bool(true) }, `true`},
+		{func(v Value) { v.Float(1e21) }, `1e+21`},
+		{func(v Value) { v.Raw(`[1]`) }, `[1]`},
+		{func(v Value) { v.Concat("a", "b") }, `"ab"`},
+	} {
+		w := New([]byte("data: "))
+		tc.write(w.Value())
+		if got := finish(t, &w, len("data: ")); got != "data: "+tc.want {
+			t.Errorf("got %s, want data: %s", got, tc.want)
+		}
+	}
+}
+
+func TestWriterMembers(t *testing.T) {
+	head, err := BuildMembers(nil, func(o Object) {
+		o.Str("id", "x")
+		o.Int("created", 1)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := New(nil)
+	o := w.Object()
+	o.Members(head)
+	o.Int("n", 2)
+	o.End()
+	if got := finish(t, &w, 0); got != `{"id":"x","created":1,"n":2}` {
+		t.Errorf("got %s", got)
+	}
+
+	empty, err := BuildMembers(nil, func(Object) {})
+	if err != nil || empty.Len() != 0 {
+		t.Fatalf("empty members: %v, %d", err, empty.Len())
+	}
+	w = New(nil)
+	o = w.Object()
+	o.Members(empty)
+	o.Int("n", 2)
+	o.Members(head)
+	o.End()
+	if got := finish(t, &w, 0); got != `{"n":2,"id":"x","created":1}` {
+		t.Errorf("got %s", got)
+	}
+
+	if _, err := BuildMembers(nil, func(o Object) { o.Array("a") }); !errors.Is(err, ErrMisuse) {
+		t.Errorf("members with an open array: %v", err)
+	}
+}
+
+// TestMisuse checks that each misuse is reported by Finish.
+func TestMisuse(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		write func(w *Writer)
+		want  error
+	}{
+		{"nothing", func(w *Writer) {}, errNothing},
+		{"unclosed object", func(w *Writer) { w.Object().Int("a", 1) }, errUnclosed},
+		{"unclosed inner array", func(w *Writer) {
+			o := w.Object()
+			o.Array("a")
+			o.End()
+		}, errStale},
+		{"parent written while a child is open", func(w *Writer) {
+			o := w.Object()
+			o.Object("inner")
+			o.Int("b", 1)
+		}, errStale},
+		{"closed twice", func(w *Writer) {
+			a := w.Array()
+			a.End()
+			a.End()
+		}, errStale},
+		{"written after End", func(w *Writer) {
+			o := w.Object()
+			inner := o.Object("x")
+			inner.End()
+			inner.Int("late", 1)
+			o.End()
+		}, errStale},
+		{"value without key", func(w *Writer) {
+			o := w.Object()
+			v := o.Key("a")
+			v.Int(1)
+			v.Int(2) // the slot was used
+			o.End()
+		}, errNoKey},
+		{"key without value", func(w *Writer) {
+			o := w.Object()
+			o.Key("a")
+			o.End()
+		}, errKeyNoValue},
+		{"two keys", func(w *Writer) {
+			o := w.Object()
+			o.Key("a")
+			o.Int("b", 1)
+			o.End()
+		}, errTwoKeys},
+		{"two top-level values", func(w *Writer) {
+			w.Value().Int(1)
+			w.Value().Int(2)
+		}, errTwoValues},
+		{"NaN", func(w *Writer) { w.Value().Float(math.NaN()) }, errNotFinite},
+		{"infinity in an array", func(w *Writer) {
+			a := w.Array()
+			a.Float(math.Inf(1))
+			a.End()
+		}, errNotFinite},
+		{"members while a key waits", func(w *Writer) {
+			o := w.Object()
+			o.Key("a")
+			o.Members(Members{b: []byte(`"b":1`)})
+			o.End()
+		}, errStale},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := New(nil)
+			tc.write(&w)
+			_, err := w.Finish()
+			if err != tc.want || !errors.Is(err, ErrMisuse) {
+				t.Errorf("Finish error = %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestDeep checks nesting past the 64 levels kept in a word.
+func TestDeep(t *testing.T) {
+	for _, n := range []int{63, 64, 65, 130, 1100} {
+		w := New(nil)
+		var arrays []Array
+		var objects []Object
+		v := w.Value()
+		for i := range n {
+			if i%2 == 0 {
+				a := v.Array()
+				arrays = append(arrays, a)
+				v = a.Value()
+			} else {
+				o := v.Object()
+				objects = append(objects, o)
+				v = o.Key("k")
+			}
+		}
+		v.Int(1)
+		for i := n - 1; i >= 0; i-- {
+			if i%2 == 0 {
+				arrays[len(arrays)-1].End()
+				arrays = arrays[:len(arrays)-1]
+			} else {
+				objects[len(objects)-1].End()
+				objects = objects[:len(objects)-1]
+			}
+		}
+		got := finish(t, &w, 0)
+		want := ""
+		for i := range n {
+			if i%2 == 0 {
+				want += "["
+			} else {
+				want += `{"k":`
+			}
+		}
+		want += "1"
+		for i := n - 1; i >= 0; i-- {
+			if i%2 == 0 {
+				want += "]"
+			} else {
+				want += "}"
+			}
+		}
+		if got != want {
+			t.Errorf("depth %d: got %s", n, got)
+		}
+	}
+}
+
+func TestReset(t *testing.T) {
+	w := New(nil)
+	w.Value().Int(1)
+	w.Value().Int(2)
+	w.Reset([]byte("x"))
+	w.Object().End()
+	if got := finish(t, &w, 1); got != "x{}" {
+		t.Errorf("got %s", got)
+	}
+}
+
+// TestNoAllocs checks that writing into a buffer with room allocates
+// nothing.
+func TestNoAllocs(t *testing.T) {
+	buf := make([]byte, 0, 1024)
+	head, _ := BuildMembers(nil, func(o Object) { o.Str("id", "chatcmpl-1") })
+	allocs := testing.AllocsPerRun(100, func() {
+		w := New(buf[:0])
+		o := w.Object()
+		o.Members(head)
+		a := o.Array("choices")
+		c := a.Object()
+		c.Int("index", 0)
+		d := c.Object("delta")
+		d.Text("content", Lit(`"hello"`))
+		d.End()
+		c.Null("logprobs")
+		c.Str("finish_reason", "stop")
+		c.End()
+		a.End()
+		o.Float("f", 0.5)
+		o.End()
+		if _, err := w.Finish(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("%v allocations per chunk", allocs)
+	}
+}
+
+func TestAppendString(t *testing.T) {
+	for in, want := range map[string]string{
+		"":             `""`,
+		"a\"b\\c":      `"a\"b\\c"`,
+		"\n\r\t\x01":   `"\n\r\t\u0001"`,
+		"\xff":         `"\ufffd"`,
+		"\u2028\u2029": `"\u2028\u2029"`,
+		"日本":           `"日本"`,
+	} {
+		if got := string(AppendString(nil, in)); got != want {
+			t.Errorf("AppendString(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+func TestPlain(t *testing.T) {
+	for k, want := range map[string]bool{"": true, "content": true, "a b~": true, "a\"": false, `a\`: false, "\x1f": false, "\x7f": false, "é": false} {
+		if got := plain(k); got != want {
+			t.Errorf("plain(%q) = %v", k, got)
+		}
+	}
+}
+
+// FuzzWriter runs a program of writer calls, a byte each, through
+// handles that may be stale, and checks that whenever Finish reports no
+// misuse the output is valid JSON, and that a program the fuzzer cannot
+// get wrong (each call through the innermost handle, closing what it
+// opened) gives no misuse.
+func FuzzWriter(f *testing.F) {
+	f.Add([]byte{0, 2, 3, 4, 5, 6, 1})
+	f.Add([]byte{1, 0, 3, 7, 7, 8})
+	f.Add([]byte{0, 9, 2, 12, 6})
+	f.Fuzz(func(t *testing.T, prog []byte) {
+		w := New(nil)
+		type handle struct {
+			o     Object
+			a     Array
+			array bool
+		}
+		var open []handle
+		var slot *Value
+		top := w.Value()
+		slot = &top
+		valueSlot := func() Value {
+			if slot != nil {
+				v := *slot
+				slot = nil
+				return v
+			}
+			if len(open) == 0 {
+				return w.Value()
+			}
+			h := open[len(open)-1]
+			if h.array {
+				return h.a.Value()
+			}
+			return h.o.Key("k")
+		}
+		for i, op := range prog {
+			switch op % 13 {
+			case 0:
+				open = append(open, handle{o: valueSlot().Object()})
+			case 1:
+				open = append(open, handle{a: valueSlot().Array(), array: true})
+			case 2:
+				valueSlot().Str(strings.Repeat("\"é\x00", i%3))
+			case 3:
+				valueSlot().Int(int64(i))
+			case 4:
+				valueSlot().Null()
+			case 5:
+				valueSlot().Raw(`{"x":[1,"2"]}`)
+			case 6, 7:
+				if len(open) > 0 {
+					h := open[len(open)-1]
+					open = open[:len(open)-1]
+					if h.array {
+						h.a.End()
+					} else {
+						h.o.End()
+					}
+				}
+			case 8:
+				// Close a handle out of order: a misuse unless it is
+				// the innermost.
+				if len(open) > 0 {
+					h := open[int(op/13)%len(open)]
+					if h.array {
+						h.a.End()
+					} else {
+						h.o.End()
+					}
+				}
+			case 9:
+				if len(open) > 0 && !open[len(open)-1].array {
+					v := open[len(open)-1].o.Key("key\n")
+					slot = &v
+				}
+			case 10:
+				valueSlot().Compact(" [ 1 , { } ] ")
+			case 11:
+				valueSlot().Float(float64(i) / 3)
+			case 12:
+				valueSlot().Text(Lit(`"x\u0041"`))
+			}
+		}
+		b, err := w.Finish()
+		if err == nil && !json.Valid(b) {
+			t.Fatalf("no misuse reported, but invalid JSON %q", b)
+		}
+	})
+}
+
+func BenchmarkChunk(b *testing.B) {
+	buf := make([]byte, 0, 1024)
+	head, _ := BuildMembers(nil, func(o Object) {
+		o.Str("id", "chatcmpl-0123456789")
+		o.Str("object", "chat.completion.chunk")
+		o.Int("created", 1750000000)
+		o.Str("model", "claude-sonnet-4-5")
+	})
+	b.ReportAllocs()
+	for b.Loop() {
+		w := New(buf[:0])
+		o := w.Object()
+		o.Members(head)
+		a := o.Array("choices")
+		c := a.Object()
+		c.Int("index", 0)
+		d := c.Object("delta")
+		d.Text("content", Lit(`"Hello, world"`))
+		d.End()
+		c.Null("logprobs")
+		c.Null("finish_reason")
+		c.End()
+		a.End()
+		o.Null("usage")
+		o.End()
+		buf, _ = w.Finish()
+	}
+}
+
+func TestTextPrefixed(t *testing.T) {
+	for _, tc := range []struct {
+		t    Text
+		want string
+	}{
+		{Plain("a\"b").Prefixed("chatcmpl-"), `"chatcmpl-a\"b"`},
+		{Lit(`"a\u0041"`).Prefixed("x-"), `"x-a\u0041"`},
+		{Lit(`""`).Prefixed("p"), `"p"`},
+		{Plain("").Prefixed("é\n"), `"é\n"`},
+		{Plain("b").Prefixed("2").Prefixed("1"), `"12b"`},
+	} {
+		w := New(nil)
+		w.Value().Text(tc.t)
+		if got := finish(t, &w, 0); got != tc.want {
+			t.Errorf("got %s, want %s", got, tc.want)
+		}
+		if tc.t.Empty() {
+			t.Errorf("%s: Empty", tc.want)
+		}
+	}
+	if !Plain("").Empty() || !Lit(`""`).Empty() || !StrOf(gjson.Result{}).Empty() || Plain("x").Empty() {
+		t.Error("Empty is wrong")
+	}
+}
