@@ -37,6 +37,7 @@ var (
 	errUnclosed   = misuse("a container was left open")
 	errNothing    = misuse("nothing was written")
 	errNotFinite  = misuse("a number was NaN or infinite, which JSON cannot hold")
+	errNotObject  = misuse("the members of a value that is not an object were asked for")
 )
 
 type misuseError struct{ msg string }
@@ -50,7 +51,8 @@ func (e *misuseError) Is(target error) bool { return target == ErrMisuse }
 // writes after dst. A Writer is used through a pointer, and the Object and
 // Array handles it returns point to it: it must not be copied once used.
 type Writer struct {
-	buf []byte
+	buf   []byte
+	start int // len(buf) before the value
 
 	// depth is the number of open containers. Bit i of arrays says whether
 	// the container at depth i+1 is an array (for the first 64 levels);
@@ -66,13 +68,13 @@ type Writer struct {
 }
 
 // New returns a Writer that appends to dst.
-func New(dst []byte) Writer { return Writer{buf: dst} }
+func New(dst []byte) Writer { return Writer{buf: dst, start: len(dst)} }
 
 // Reset makes w write after dst, as New(dst) would, keeping the storage
 // of its deep levels.
 func (w *Writer) Reset(dst []byte) {
 	deep := w.deep[:0]
-	*w = Writer{buf: dst, deep: deep}
+	*w = Writer{buf: dst, start: len(dst), deep: deep}
 }
 
 // Finish returns the buffer with the value appended, and the first misuse,
@@ -229,6 +231,9 @@ type Value struct {
 	d int32
 }
 
+// Mark returns a mark of where the writer is, to rewind to.
+func (v Value) Mark() Mark { return v.w.mark() }
+
 // Object opens an object.
 func (v Value) Object() Object { return Object{w: v.w, d: v.w.open(v.d, '{', false)} }
 
@@ -327,6 +332,24 @@ func (o Object) Key(k string) Value {
 	return Value{w: o.w, d: o.d}
 }
 
+// KeyText is Key for a key held as a Text: a key as a body wrote it,
+// escapes and all.
+func (o Object) KeyText(k Text) Value {
+	w := o.w
+	if o.d != w.depth {
+		w.fail(errStale)
+	} else if w.pending {
+		w.fail(errTwoKeys)
+	} else {
+		if !w.first {
+			w.buf = append(w.buf, ',')
+		}
+		w.first, w.pending = false, true
+		w.buf = append(k.append(w.buf), ':')
+	}
+	return Value{w: o.w, d: o.d}
+}
+
 // End closes the object.
 func (o Object) End() { o.w.close(o.d, '}') }
 
@@ -410,6 +433,38 @@ func (o Object) Members(m Members) {
 	w.buf = append(w.buf, m.b...)
 }
 
+// RawMembers writes the members of a JSON object the caller holds: its
+// text between the braces (gjson's Raw of the object without them),
+// whitespace and all; blank text writes nothing.
+func (o Object) RawMembers(inner string) {
+	w := o.w
+	if o.d != w.depth || w.pending {
+		w.fail(errStale)
+		return
+	}
+	if blank(inner) {
+		return
+	}
+	if !w.first {
+		w.buf = append(w.buf, ',')
+	}
+	w.first = false
+	w.buf = append(w.buf, inner...)
+}
+
+// blank reports whether s is only JSON whitespace.
+func blank(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !isSpace(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// Mark returns a mark of where the writer is, to rewind to.
+func (o Object) Mark() Mark { return o.w.mark() }
+
 // Array is an open array: its elements are written without keys, and End
 // closes it. Its methods may be called only while no container opened
 // inside it is open, and not after End.
@@ -417,6 +472,9 @@ type Array struct {
 	w *Writer
 	d int32
 }
+
+// Mark returns a mark of where the writer is, to rewind to.
+func (a Array) Mark() Mark { return a.w.mark() }
 
 // Value returns the slot of the next element.
 func (a Array) Value() Value { return Value{w: a.w, d: a.d} }
@@ -461,24 +519,54 @@ func (a Array) Raw(raw string) { a.Value().Raw(raw) }
 // Compact writes the next element, raw compacted (see Value.Compact).
 func (a Array) Compact(raw string) { a.Value().Compact(raw) }
 
-// Members is a run of an object's members written once, by BuildMembers,
+// Mark is a point in a writer's output to go back to, taking back what
+// was written since: a member or an element found to be empty after it
+// was begun, say.
+type Mark struct {
+	w                    *Writer
+	len                  int
+	depth                int32
+	arrays               uint64
+	first, pending, done bool
+}
+
+func (w *Writer) mark() Mark {
+	return Mark{w: w, len: len(w.buf), depth: w.depth, arrays: w.arrays, first: w.first, pending: w.pending, done: w.done}
+}
+
+// Rewind takes back what was written since m. The containers open at m
+// must still be open: the handles of containers opened since then are
+// not to be used again.
+func (m Mark) Rewind() {
+	w := m.w
+	if w.depth < m.depth || len(w.buf) < m.len {
+		w.fail(errStale)
+		return
+	}
+	w.buf = w.buf[:m.len]
+	w.depth, w.arrays, w.first, w.pending, w.done = m.depth, m.arrays, m.first, m.pending, m.done
+}
+
+// Since is how many bytes were written since m.
+func (m Mark) Since() int { return len(m.w.buf) - m.len }
+
+// Members is a run of an object's members written once (Writer.Members)
 // to be written again in many objects (the fields every chunk of a stream
 // starts with) at the cost of a copy.
 type Members struct{ b []byte }
 
-// BuildMembers writes the members that write writes into an object, into
-// dst's storage, and returns them for Object.Members, with the first
-// misuse, if any.
-func BuildMembers(dst []byte, write func(Object)) (Members, error) {
-	w := New(dst[:0])
-	o := w.Object()
-	write(o)
-	o.End()
+// Members returns the members of the object w wrote, for Object.Members
+// to write again, with the misuse Finish reports, if any. They are a
+// slice of w's buffer.
+func (w *Writer) Members() (Members, error) {
 	b, err := w.Finish()
 	if err != nil {
 		return Members{}, err
 	}
-	return Members{b: b[1 : len(b)-1]}, nil
+	if v := b[w.start:]; v[0] == '{' {
+		return Members{b: v[1 : len(v)-1]}, nil
+	}
+	return Members{}, errNotObject
 }
 
 // Len is the length of the members' JSON text.

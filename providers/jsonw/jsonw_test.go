@@ -41,6 +41,7 @@ func TestWriter(t *testing.T) {
 	o.Text("of", StrOf(gjson.Parse(`7`)))
 	o.Concat("id2", "chatcmpl-", "x\n")
 	o.Key("k\"ey").Str("v")
+	o.KeyText(Lit(`"\u0041"`)).Int(1)
 	a := o.Array("choices")
 	c := a.Object()
 	c.Int("index", 0)
@@ -60,7 +61,7 @@ func TestWriter(t *testing.T) {
 	o.End()
 	want := `{"id":"chatcmpl-1","created":1750000000,"param":null,"code":null,"type":"x","ok":true,"t":0.25,` +
 		`"raw":{"a":[1,2]},"compact":{"a b":[1,2]},"lit":"caf\u00e9","plain":"a\"b","of":"","id2":"chatcmpl-x\n",` +
-		`"k\"ey":"v","choices":[{"index":0,"delta":{}},1,"s",null,false,0.1,[],[],"",[]]}`
+		`"k\"ey":"v","\u0041":1,"choices":[{"index":0,"delta":{}},1,"s",null,false,0.1,[],[],"",[]]}`
 	if got := finish(t, &w, 0); got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
@@ -88,15 +89,17 @@ func TestWriterScalarsAtTop(t *testing.T) {
 }
 
 func TestWriterMembers(t *testing.T) {
-	head, err := BuildMembers(nil, func(o Object) {
-		o.Str("id", "x")
-		o.Int("created", 1)
-	})
+	w := New([]byte("x"))
+	o := w.Object()
+	o.Str("id", "x")
+	o.Int("created", 1)
+	o.End()
+	head, err := w.Members()
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := New(nil)
-	o := w.Object()
+	w = New(nil)
+	o = w.Object()
 	o.Members(head)
 	o.Int("n", 2)
 	o.End()
@@ -104,7 +107,9 @@ func TestWriterMembers(t *testing.T) {
 		t.Errorf("got %s", got)
 	}
 
-	empty, err := BuildMembers(nil, func(Object) {})
+	w = New(nil)
+	w.Object().End()
+	empty, err := w.Members()
 	if err != nil || empty.Len() != 0 {
 		t.Fatalf("empty members: %v, %d", err, empty.Len())
 	}
@@ -118,8 +123,15 @@ func TestWriterMembers(t *testing.T) {
 		t.Errorf("got %s", got)
 	}
 
-	if _, err := BuildMembers(nil, func(o Object) { o.Array("a") }); !errors.Is(err, ErrMisuse) {
+	w = New(nil)
+	w.Object().Array("a")
+	if _, err := w.Members(); !errors.Is(err, ErrMisuse) {
 		t.Errorf("members with an open array: %v", err)
+	}
+	w = New(nil)
+	w.Array().End()
+	if _, err := w.Members(); err != errNotObject {
+		t.Errorf("members of an array: %v", err)
 	}
 }
 
@@ -266,7 +278,11 @@ func TestReset(t *testing.T) {
 // nothing.
 func TestNoAllocs(t *testing.T) {
 	buf := make([]byte, 0, 1024)
-	head, _ := BuildMembers(nil, func(o Object) { o.Str("id", "chatcmpl-1") })
+	hw := New(nil)
+	ho := hw.Object()
+	ho.Str("id", "chatcmpl-1")
+	ho.End()
+	head, _ := hw.Members()
 	allocs := testing.AllocsPerRun(100, func() {
 		w := New(buf[:0])
 		o := w.Object()
@@ -407,12 +423,14 @@ func FuzzWriter(f *testing.F) {
 
 func BenchmarkChunk(b *testing.B) {
 	buf := make([]byte, 0, 1024)
-	head, _ := BuildMembers(nil, func(o Object) {
-		o.Str("id", "chatcmpl-0123456789")
-		o.Str("object", "chat.completion.chunk")
-		o.Int("created", 1750000000)
-		o.Str("model", "claude-sonnet-4-5")
-	})
+	hw := New(nil)
+	ho := hw.Object()
+	ho.Str("id", "chatcmpl-0123456789")
+	ho.Str("object", "chat.completion.chunk")
+	ho.Int("created", 1750000000)
+	ho.Str("model", "claude-sonnet-4-5")
+	ho.End()
+	head, _ := hw.Members()
 	b.ReportAllocs()
 	for b.Loop() {
 		w := New(buf[:0])
@@ -456,5 +474,105 @@ func TestTextPrefixed(t *testing.T) {
 	}
 	if !Plain("").Empty() || !Lit(`""`).Empty() || !StrOf(gjson.Result{}).Empty() || Plain("x").Empty() {
 		t.Error("Empty is wrong")
+	}
+}
+
+func TestMarkRewind(t *testing.T) {
+	w := New(nil)
+	o := w.Object()
+	o.Int("a", 1)
+	m := o.Mark()
+	blocks := o.Array("blocks")
+	blocks.Object().End()
+	m.Rewind() // the member is taken back
+	o.Int("b", 2)
+	v := o.Key("content")
+	m = v.Mark()
+	v.Array().End()
+	m.Rewind() // the value is taken back; the key waits again
+	v.Str("")
+	o.End()
+	if got := finish(t, &w, 0); got != `{"a":1,"b":2,"content":""}` {
+		t.Errorf("got %s", got)
+	}
+
+	w = New(nil)
+	a := w.Array()
+	inner := a.Object()
+	m = inner.Mark()
+	inner.End()
+	a.End()
+	m.Rewind() // inner was closed since the mark
+	if _, err := w.Finish(); err != errStale {
+		t.Errorf("rewinding into a closed container: %v", err)
+	}
+}
+
+func TestRawMembers(t *testing.T) {
+	w := New(nil)
+	o := w.Object()
+	o.RawMembers(" \n")
+	o.Str("type", "object")
+	o.RawMembers(`"properties": {}`)
+	o.RawMembers("")
+	o.End()
+	if got := finish(t, &w, 0); got != `{"type":"object","properties": {}}` {
+		t.Errorf("got %s", got)
+	}
+	w = New(nil)
+	o = w.Object()
+	o.RawMembers(`"a":1`)
+	o.Int("b", 2)
+	o.End()
+	if got := finish(t, &w, 0); got != `{"a":1,"b":2}` {
+		t.Errorf("got %s", got)
+	}
+}
+
+func TestStreaming(t *testing.T) {
+	w := New(nil)
+	w.OpenObject()
+	w.Key("contents")
+	w.OpenArray()
+	w.OpenObject()
+	w.Key("role")
+	w.Str("user")
+	w.Key("n")
+	w.Int(1)
+	w.Key("t")
+	w.Text(Lit(`"x"`))
+	w.Key("b")
+	w.Bool(true)
+	w.Key("z")
+	w.Null()
+	w.Key("raw")
+	w.Raw(`[1]`)
+	w.Key("next")
+	o := w.Next().Object()
+	o.End()
+	w.CloseObject()
+	w.CloseArray()
+	w.CloseObject()
+	if got := finish(t, &w, 0); got != `{"contents":[{"role":"user","n":1,"t":"x","b":true,"z":null,"raw":[1],"next":{}}]}` {
+		t.Errorf("got %s", got)
+	}
+
+	for _, tc := range []struct {
+		name  string
+		write func(w *Writer)
+		want  error
+	}{
+		{"key in an array", func(w *Writer) { w.OpenArray(); w.Key("k"); w.Int(1); w.CloseArray() }, errKeyOutside},
+		{"key at the top", func(w *Writer) { w.Key("k") }, errKeyOutside},
+		{"value without key", func(w *Writer) { w.OpenObject(); w.Int(1); w.CloseObject() }, errNoKey},
+		{"array closed as an object", func(w *Writer) { w.OpenArray(); w.CloseObject() }, errWrongClose},
+		{"object closed as an array", func(w *Writer) { w.OpenObject(); w.CloseArray() }, errWrongClose},
+		{"closed at the top", func(w *Writer) { w.Int(1); w.CloseArray() }, errStale},
+	} {
+		w := New(nil)
+		tc.write(&w)
+		if _, err := w.Finish(); err != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		}
 	}
 }
