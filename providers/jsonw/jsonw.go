@@ -436,7 +436,13 @@ func (o Object) Members(m Members) {
 // RawMembers writes the members of a JSON object the caller holds: its
 // text between the braces (gjson's Raw of the object without them),
 // whitespace and all; blank text writes nothing.
-func (o Object) RawMembers(inner string) {
+func (o Object) RawMembers(inner string) { o.members(inner, false) }
+
+// CompactMembers is RawMembers without the members' insignificant
+// whitespace.
+func (o Object) CompactMembers(inner string) { o.members(inner, true) }
+
+func (o Object) members(inner string, compact bool) {
 	w := o.w
 	if o.d != w.depth || w.pending {
 		w.fail(errStale)
@@ -449,7 +455,11 @@ func (o Object) RawMembers(inner string) {
 		w.buf = append(w.buf, ',')
 	}
 	w.first = false
-	w.buf = append(w.buf, inner...)
+	if compact {
+		w.buf = AppendCompact(w.buf, inner)
+	} else {
+		w.buf = append(w.buf, inner...)
+	}
 }
 
 // blank reports whether s is only JSON whitespace.

@@ -522,9 +522,10 @@ func TestRawMembers(t *testing.T) {
 	w = New(nil)
 	o = w.Object()
 	o.RawMembers(`"a":1`)
+	o.CompactMembers(` "c" : [ 1 ] `)
 	o.Int("b", 2)
 	o.End()
-	if got := finish(t, &w, 0); got != `{"a":1,"b":2}` {
+	if got := finish(t, &w, 0); got != `{"a":1,"c":[1],"b":2}` {
 		t.Errorf("got %s", got)
 	}
 }
