@@ -37,8 +37,12 @@ type Chunks struct {
 // for usage (stream_options.include_usage): then every chunk carries
 // "usage": null and End writes the usage chunk.
 func (c *Chunks) Start(h Head, includeUsage bool) {
-	size := 64 + h.ID.Len() + h.Model.Len()
-	c.head, c.err = jsonw.BuildMembers(make([]byte, 0, size), func(o jsonw.Object) { h.write(o, "chat.completion.chunk") })
+	size := 96 + h.ID.Len() + h.Model.Len()
+	w := jsonw.New(make([]byte, 0, size))
+	o := w.Object()
+	h.write(o, "chat.completion.chunk")
+	o.End()
+	c.head, c.err = w.Members()
 	c.started, c.includeUsage = true, includeUsage
 }
 

@@ -17,6 +17,7 @@
 package jsonw
 
 import (
+	"encoding/base64"
 	"errors"
 	"math"
 	"strconv"
@@ -298,6 +299,25 @@ func (v Value) Bool(b bool) {
 func (v Value) Null() {
 	if v.w.value(v.d) {
 		v.w.buf = append(v.w.buf, "null"...)
+	}
+}
+
+// Base64 writes data in standard base64 as a JSON string.
+func (v Value) Base64(data []byte) {
+	if v.w.value(v.d) {
+		v.w.buf = append(v.w.buf, '"')
+		v.w.buf = base64.StdEncoding.AppendEncode(v.w.buf, data)
+		v.w.buf = append(v.w.buf, '"')
+	}
+}
+
+// Base64Text writes b64, text in base64 (standard or URL-safe) that the
+// caller checked, as a JSON string: its characters need no escaping.
+func (v Value) Base64Text(b64 []byte) {
+	if v.w.value(v.d) {
+		v.w.buf = append(v.w.buf, '"')
+		v.w.buf = append(v.w.buf, b64...)
+		v.w.buf = append(v.w.buf, '"')
 	}
 }
 

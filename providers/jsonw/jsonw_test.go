@@ -79,6 +79,8 @@ func TestWriterScalarsAtTop(t *testing.T) {
 		{func(v Value) { v.Float(1e21) }, `1e+21`},
 		{func(v Value) { v.Raw(`[1]`) }, `[1]`},
 		{func(v Value) { v.Concat("a", "b") }, `"ab"`},
+		{func(v Value) { v.Base64([]byte{0xfb, 0xff}) }, `"+/8="`},
+		{func(v Value) { v.Base64Text([]byte("QUJD")) }, `"QUJD"`},
 	} {
 		w := New([]byte("data: "))
 		tc.write(w.Value())
