@@ -110,40 +110,6 @@ func NoEquivalent(key string, v gjson.Result, provider string) error {
 	return nil
 }
 
-// Deprecated: AppendStops appends the JSON array of the non-empty strings of stop, a
-// unified request's "stop" (a string or an array of strings), as the
-// request wrote them, and returns how many there are. When there are none
-// it appends nothing.
-func AppendStops(dst []byte, stop gjson.Result) ([]byte, int) {
-	if stop.Type != gjson.String && !stop.IsArray() {
-		return dst, 0
-	}
-	at := len(dst)
-	dst = append(dst, '[')
-	n := 0
-	add := func(s gjson.Result) {
-		if s.Type == gjson.String && s.Str != "" {
-			if n > 0 {
-				dst = append(dst, ',')
-			}
-			n++
-			dst = append(dst, s.Raw...)
-		}
-	}
-	if stop.Type == gjson.String {
-		add(stop)
-	} else {
-		stop.ForEach(func(_, s gjson.Result) bool {
-			add(s)
-			return true
-		})
-	}
-	if n == 0 {
-		return dst[:at], 0
-	}
-	return append(dst, ']'), n
-}
-
 // WriteStops writes the member key, the array of the non-empty strings of
 // stop, a unified request's "stop" (a string or an array of strings), as
 // the request wrote them, and returns how many there are. When there are
@@ -219,36 +185,4 @@ func eachText(content gjson.Result, f func(gjson.Result)) {
 		add(PartText(part))
 		return true
 	})
-}
-
-// AppendSystemTexts appends {"text":…} objects, comma-separated, one for
-// every non-empty text of the system and developer messages of msgs, in
-// order (content a string, or text and refusal parts); n is how many.
-func AppendSystemTexts(b []byte, msgs []ChatMessage) (_ []byte, n int) {
-	add := func(text gjson.Result) {
-		if text.Type != gjson.String || text.Str == "" {
-			return
-		}
-		if n > 0 {
-			b = append(b, ',')
-		}
-		n++
-		b = append(b, `{"text":`...)
-		b = append(b, text.Raw...)
-		b = append(b, '}')
-	}
-	for i := range msgs {
-		if msgs[i].Role != "system" && msgs[i].Role != "developer" {
-			continue
-		}
-		if c := msgs[i].Content; c.Type == gjson.String {
-			add(c)
-		} else {
-			c.ForEach(func(_, part gjson.Result) bool {
-				add(PartText(part))
-				return true
-			})
-		}
-	}
-	return b, n
 }
