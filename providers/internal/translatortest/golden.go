@@ -90,10 +90,14 @@ func Indent(t testing.TB, data []byte) []byte {
 	return buf.Bytes()
 }
 
-// CheckGolden compares got with the golden file at path as canonical JSON,
-// or rewrites the file under -update.
+// CheckGolden checks that got is valid JSON and compares it with the
+// golden file at path as canonical JSON, or rewrites the file under
+// -update.
 func CheckGolden(t testing.TB, path string, got []byte) {
 	t.Helper()
+	if !json.Valid(got) {
+		t.Fatalf("output for %s is not valid JSON:\n%s", path, got)
+	}
 	if *update {
 		WriteFile(t, path, Indent(t, got))
 		return
