@@ -38,6 +38,7 @@ var (
 	errUnclosed   = misuse("a container was left open")
 	errNothing    = misuse("nothing was written")
 	errNotFinite  = misuse("a number was NaN or infinite, which JSON cannot hold")
+	errNotPlain   = misuse("a prefix that needs escaping was given as plain")
 	errNotObject  = misuse("the members of a value that is not an object were asked for")
 )
 
@@ -303,10 +304,20 @@ func (v Value) Null() {
 }
 
 // Base64 writes data in standard base64 as a JSON string.
-func (v Value) Base64(data []byte) {
+func (v Value) Base64(data []byte) { v.Encoded("", base64.StdEncoding, data) }
+
+// Encoded writes a JSON string of prefix, text that needs no escaping
+// (letters, digits and punctuation but the quote and the backslash),
+// followed by data in the encoding enc.
+func (v Value) Encoded(prefix string, enc *base64.Encoding, data []byte) {
+	if !plain(prefix) {
+		v.w.fail(errNotPlain)
+		return
+	}
 	if v.w.value(v.d) {
 		v.w.buf = append(v.w.buf, '"')
-		v.w.buf = base64.StdEncoding.AppendEncode(v.w.buf, data)
+		v.w.buf = append(v.w.buf, prefix...)
+		v.w.buf = enc.AppendEncode(v.w.buf, data)
 		v.w.buf = append(v.w.buf, '"')
 	}
 }

@@ -1,6 +1,7 @@
 package jsonw
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"math"
@@ -81,6 +82,7 @@ func TestWriterScalarsAtTop(t *testing.T) {
 		{func(v Value) { v.Concat("a", "b") }, `"ab"`},
 		{func(v Value) { v.Base64([]byte{0xfb, 0xff}) }, `"+/8="`},
 		{func(v Value) { v.Base64Text([]byte("QUJD")) }, `"QUJD"`},
+		{func(v Value) { v.Encoded("mg1.", base64.RawURLEncoding, []byte{0xfb, 0xff}) }, `"mg1.-_8"`},
 	} {
 		w := New([]byte("data: "))
 		tc.write(w.Value())
@@ -196,6 +198,7 @@ func TestMisuse(t *testing.T) {
 			a.Float(math.Inf(1))
 			a.End()
 		}, errNotFinite},
+		{"a prefix to escape", func(w *Writer) { w.Value().Encoded(`"`, base64.StdEncoding, nil) }, errNotPlain},
 		{"members while a key waits", func(w *Writer) {
 			o := w.Object()
 			o.Key("a")
@@ -577,5 +580,48 @@ func TestStreaming(t *testing.T) {
 		if _, err := w.Finish(); err != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
 		}
+	}
+}
+
+func TestList(t *testing.T) {
+	var l List
+	for i := range 3 {
+		w := l.Begin()
+		o := w.Object()
+		o.Int("i", int64(i))
+		o.End()
+		if err := l.End(&w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := l.Begin()
+	w.Object() // left open: not kept
+	if err := l.End(&w); !errors.Is(err, ErrMisuse) || l.Len() != 3 {
+		t.Fatalf("a misused element: %v, %d elements", err, l.Len())
+	}
+	var m List
+	m.Extend(&l)
+	m.Extend(&List{})
+	mw := m.Begin()
+	mw.Value().Str("x")
+	_ = m.End(&mw)
+
+	out := New(nil)
+	a := out.Array()
+	a.Int(0)
+	a.List(&l)
+	a.List(&List{})
+	a.List(&m)
+	a.End()
+	if got := finish(t, &out, 0); got != `[0,{"i":0},{"i":1},{"i":2},{"i":0},{"i":1},{"i":2},"x"]` {
+		t.Errorf("got %s", got)
+	}
+	l.Reset()
+	out = New(nil)
+	a = out.Array()
+	a.List(&l)
+	a.End()
+	if got := finish(t, &out, 0); got != `[]` {
+		t.Errorf("after Reset: %s", got)
 	}
 }
