@@ -79,15 +79,6 @@ func CompactJSON(raw string) string {
 	return string(out)
 }
 
-// AppendRawString appends v when it is a JSON string (copying its raw,
-// already escaped form) and "" otherwise.
-func AppendRawString(dst []byte, v gjson.Result) []byte {
-	if v.Type == gjson.String {
-		return append(dst, v.Raw...)
-	}
-	return append(dst, `""`...)
-}
-
 // IsBool reports whether v is a JSON boolean.
 func IsBool(v gjson.Result) bool { return v.Type == gjson.True || v.Type == gjson.False }
 

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/jsonw"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files and transcripts from the current output")
@@ -161,21 +162,23 @@ func ChatResponseGolden(t *testing.T, dir, in string, response func(body []byte)
 // a JSON array of {"path", "body"}. It fails when a body is not JSON.
 func RequestsJSON(t testing.TB, reqs []providers.Request) []byte {
 	t.Helper()
-	b := []byte{'['}
+	w := jsonw.New(nil)
+	a := w.Array()
 	for i, r := range reqs {
-		if i > 0 {
-			b = append(b, ',')
-		}
 		if !json.Valid(r.Body) {
 			t.Fatalf("request %d is not JSON: %s", i, r.Body)
 		}
-		b = append(b, `{"path":`...)
-		b = providers.AppendString(b, r.Path)
-		b = append(b, `,"body":`...)
-		b = append(b, r.Body...)
-		b = append(b, '}')
+		o := a.Object()
+		o.Str("path", r.Path)
+		o.Raw("body", string(r.Body))
+		o.End()
 	}
-	return append(b, ']')
+	a.End()
+	b, err := w.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // SeedFiles adds the contents of every file in dir ending in suffix to
