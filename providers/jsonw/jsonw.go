@@ -12,6 +12,14 @@
 // caller that reuses its buffer writes without allocating. Strings are
 // escaped as encoding/json escapes them, and invalid UTF-8 becomes U+FFFD.
 //
+// Beside the handles: Writer's streaming methods (OpenObject, Key, Str, …)
+// serve a writer kept in a struct and written by several methods, with
+// the same checks at run time; Mark and Rewind take back a member found
+// empty after it was begun; Members and List keep runs of members and
+// elements, written once by a Writer, to write again (the head of every
+// chunk of a stream, the annotations of a message part); Text carries a
+// string either as the JSON literal a body held or as text to escape.
+//
 // A misuse is a bug in the caller, not in its input: Finish reports the
 // first one, and the bytes written are then not to be used.
 package jsonw
