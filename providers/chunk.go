@@ -28,9 +28,15 @@ func (h Head) write(o jsonw.Object, object string) {
 // no Start.
 type Chunks struct {
 	head         jsonw.Members
-	err          error // a misuse writing the head
+	err          error // a misuse writing the head, delta0 or tail
 	started      bool
 	includeUsage bool
+
+	// delta0 is a chunk of choice 0 up to the inside of its delta; tail
+	// closes the delta and ends the chunk with null logprobs and
+	// finish_reason. Most chunks are these two around their delta.
+	delta0 jsonw.Head
+	tail   jsonw.Tail
 }
 
 // Start fixes the head of the stream's chunks and whether the client asked
@@ -38,12 +44,49 @@ type Chunks struct {
 // "usage": null and End writes the usage chunk.
 func (c *Chunks) Start(h Head, includeUsage bool) {
 	size := 96 + h.ID.Len() + h.Model.Len()
-	w := jsonw.New(make([]byte, 0, size))
+	buf := make([]byte, 0, 2*size+96) // the head, delta0 and tail
+	w := jsonw.New(buf)
 	o := w.Object()
 	h.write(o, "chat.completion.chunk")
 	o.End()
 	c.head, c.err = w.Members()
 	c.started, c.includeUsage = true, includeUsage
+	if c.err != nil {
+		return
+	}
+
+	b, _ := w.Finish()
+	w = jsonw.New(b[len(b):])
+	k, d := c.open(&w, 0)
+	if c.delta0, c.err = w.Head(); c.err != nil {
+		return
+	}
+	m := d.Mark()
+	d.End()
+	c.close(&w, k, "", "", nil)
+	c.tail, c.err = w.TailSince(m)
+}
+
+// begin starts a chunk of choice, as far as the inside of its delta, which
+// it returns; fast says the chunk is to end with done.
+func (c *Chunks) begin(w *jsonw.Writer, choice int) (k chunk, delta jsonw.Object, fast bool) {
+	if choice == 0 && c.err == nil {
+		return k, w.Resume(c.delta0), true
+	}
+	k, delta = c.open(w, choice)
+	return k, delta, false
+}
+
+// done ends a chunk that begin started: its delta, null logprobs and
+// finish_reason, and usage null when the client asked for usage. start is
+// dst before the event.
+func (c *Chunks) done(w *jsonw.Writer, k chunk, delta jsonw.Object, fast bool, start []byte) []byte {
+	if !fast {
+		delta.End()
+		return c.close(w, k, "", "", start)
+	}
+	w.Close(c.tail)
+	return endEvent(w, start)
 }
 
 // Started reports whether Start was called.
@@ -98,11 +141,10 @@ func (c *Chunks) close(w *jsonw.Writer, k chunk, logprobs, finish string, start 
 // empty content.
 func (c *Chunks) Role(dst []byte, choice int) []byte {
 	w := jsonw.New(append(dst, "data: "...))
-	k, d := c.open(&w, choice)
+	k, d, fast := c.begin(&w, choice)
 	d.Str("role", "assistant")
 	d.Str("content", "")
-	d.End()
-	return c.close(&w, k, "", "", dst)
+	return c.done(&w, k, d, fast, dst)
 }
 
 // Refusal appends the only chunk of a choice the provider refused to
@@ -120,7 +162,10 @@ func (c *Chunks) Refusal(dst []byte, choice int, refusal string) []byte {
 
 // Content appends a chunk with a content delta.
 func (c *Chunks) Content(dst []byte, choice int, text jsonw.Text) []byte {
-	return c.ContentLogprobs(dst, choice, text, "")
+	w := jsonw.New(append(dst, "data: "...))
+	k, d, fast := c.begin(&w, choice)
+	d.Text("content", text)
+	return c.done(&w, k, d, fast, dst)
 }
 
 // ContentLogprobs appends a chunk with a content delta and logprobs, the
@@ -136,10 +181,9 @@ func (c *Chunks) ContentLogprobs(dst []byte, choice int, text jsonw.Text, logpro
 // Reasoning appends a chunk with a reasoning_content delta.
 func (c *Chunks) Reasoning(dst []byte, choice int, text jsonw.Text) []byte {
 	w := jsonw.New(append(dst, "data: "...))
-	k, d := c.open(&w, choice)
+	k, d, fast := c.begin(&w, choice)
 	d.Text("reasoning_content", text)
-	d.End()
-	return c.close(&w, k, "", "", dst)
+	return c.done(&w, k, d, fast, dst)
 }
 
 // ToolCallStart appends the chunk that starts tool call index of choice:
@@ -147,7 +191,7 @@ func (c *Chunks) Reasoning(dst []byte, choice int, text jsonw.Text) []byte {
 // ToolCallArguments deltas follow.
 func (c *Chunks) ToolCallStart(dst []byte, choice, index int, id, name jsonw.Text) []byte {
 	w := jsonw.New(append(dst, "data: "...))
-	k, d := c.open(&w, choice)
+	k, d, fast := c.begin(&w, choice)
 	calls := d.Array("tool_calls")
 	call := calls.Object()
 	call.Int("index", int64(index))
@@ -159,15 +203,14 @@ func (c *Chunks) ToolCallStart(dst []byte, choice, index int, id, name jsonw.Tex
 	fn.End()
 	call.End()
 	calls.End()
-	d.End()
-	return c.close(&w, k, "", "", dst)
+	return c.done(&w, k, d, fast, dst)
 }
 
 // ToolCallArguments appends a chunk with a piece of tool call index's
 // arguments, a JSON text in pieces.
 func (c *Chunks) ToolCallArguments(dst []byte, choice, index int, args jsonw.Text) []byte {
 	w := jsonw.New(append(dst, "data: "...))
-	k, d := c.open(&w, choice)
+	k, d, fast := c.begin(&w, choice)
 	calls := d.Array("tool_calls")
 	call := calls.Object()
 	call.Int("index", int64(index))
@@ -176,32 +219,29 @@ func (c *Chunks) ToolCallArguments(dst []byte, choice, index int, args jsonw.Tex
 	fn.End()
 	call.End()
 	calls.End()
-	d.End()
-	return c.close(&w, k, "", "", dst)
+	return c.done(&w, k, d, fast, dst)
 }
 
 // ThinkingBlock appends a chunk whose delta holds one complete
 // thinking_blocks entry: a thinking block's text and signature.
 func (c *Chunks) ThinkingBlock(dst []byte, choice int, thinking, signature jsonw.Text) []byte {
 	w := jsonw.New(append(dst, "data: "...))
-	k, d := c.open(&w, choice)
+	k, d, fast := c.begin(&w, choice)
 	blocks := d.Array("thinking_blocks")
 	WriteThinkingBlock(blocks, thinking, signature)
 	blocks.End()
-	d.End()
-	return c.close(&w, k, "", "", dst)
+	return c.done(&w, k, d, fast, dst)
 }
 
 // RedactedThinking appends a chunk whose delta holds one
 // redacted_thinking entry of thinking_blocks.
 func (c *Chunks) RedactedThinking(dst []byte, choice int, data jsonw.Text) []byte {
 	w := jsonw.New(append(dst, "data: "...))
-	k, d := c.open(&w, choice)
+	k, d, fast := c.begin(&w, choice)
 	blocks := d.Array("thinking_blocks")
 	WriteRedactedThinking(blocks, data)
 	blocks.End()
-	d.End()
-	return c.close(&w, k, "", "", dst)
+	return c.done(&w, k, d, fast, dst)
 }
 
 // Logprobs appends a chunk of choice with an empty delta and logprobs, a

@@ -625,3 +625,17 @@ func TestList(t *testing.T) {
 		t.Errorf("after Reset: %s", got)
 	}
 }
+
+func TestListGrow(t *testing.T) {
+	var l List
+	l.Grow(64)
+	allocs := testing.AllocsPerRun(1, func() {
+		l.Reset()
+		w := l.Begin()
+		w.Value().Str("0123456789012345678901234567890123456789")
+		_ = l.End(&w)
+	})
+	if allocs != 0 || l.Len() != 1 {
+		t.Errorf("%v allocations, %d elements", allocs, l.Len())
+	}
+}

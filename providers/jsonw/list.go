@@ -1,5 +1,7 @@
 package jsonw
 
+import "slices"
+
 // List is a run of array elements kept between calls: elements added one
 // at a time as a stream brings them (a message part's annotations, its
 // logprobs), each written by a Writer, then written into arrays with
@@ -29,6 +31,10 @@ func (l *List) End(w *Writer) error {
 	l.n++
 	return nil
 }
+
+// Grow makes room for n more bytes of elements, so that adding them
+// takes at most one allocation.
+func (l *List) Grow(n int) { l.b = slices.Grow(l.b, n+1) }
 
 // Extend adds the elements of m.
 func (l *List) Extend(m *List) {

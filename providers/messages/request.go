@@ -708,6 +708,7 @@ func (t *translator) writeAssistant(msgs jsonw.Array, p string, content gjson.Re
 				reasoning = append(reasoning, th)
 			}
 			if sig.Type == gjson.String && sig.Str != "" {
+				t.thinking.Grow(48 + len(th.Raw) + len(sig.Raw))
 				w := t.thinking.Begin()
 				o := w.Object()
 				o.Str("type", "thinking")
@@ -722,6 +723,7 @@ func (t *translator) writeAssistant(msgs jsonw.Array, p string, content gjson.Re
 				err = invalid(bp+".data", "Field required")
 				return false
 			}
+			t.thinking.Grow(48 + len(data.Raw))
 			w := t.thinking.Begin()
 			o := w.Object()
 			o.Str("type", "redacted_thinking")
@@ -787,6 +789,7 @@ func addToolCall(calls *jsonw.List, p string, block gjson.Result) error {
 	if input.Exists() && !input.IsObject() {
 		return invalid(p+".input", "input must be an object")
 	}
+	calls.Grow(64 + len(id.Raw) + len(name.Raw) + len(input.Raw))
 	w := calls.Begin()
 	o := w.Object()
 	o.Raw("id", id.Raw)
