@@ -63,7 +63,7 @@ func (c *Chunks) Start(h Head, includeUsage bool) {
 	}
 	m := d.Mark()
 	d.End()
-	c.close(&w, k, "", "", nil)
+	c.closeChunk(k, "", "")
 	c.tail, c.err = w.TailSince(m)
 }
 
@@ -119,6 +119,15 @@ func (c *Chunks) open(w *jsonw.Writer, choice int) (chunk, jsonw.Object) {
 // when ""), finish_reason (null when ""), and usage null when the client
 // asked for usage. start is dst before the event.
 func (c *Chunks) close(w *jsonw.Writer, k chunk, logprobs, finish string, start []byte) []byte {
+	c.closeChunk(k, logprobs, finish)
+	if c.err != nil {
+		return append(start, internalErrorEvent...)
+	}
+	return endEvent(w, start)
+}
+
+// closeChunk writes the rest of a chunk after its delta: see close.
+func (c *Chunks) closeChunk(k chunk, logprobs, finish string) {
 	if logprobs == "" {
 		k.choice.Null("logprobs")
 	} else {
@@ -131,10 +140,6 @@ func (c *Chunks) close(w *jsonw.Writer, k chunk, logprobs, finish string, start 
 		k.root.Null("usage")
 	}
 	k.root.End()
-	if c.err != nil {
-		return append(start, internalErrorEvent...)
-	}
-	return endEvent(w, start)
 }
 
 // Role appends the chunk that opens choice: the assistant's role and

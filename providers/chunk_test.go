@@ -190,3 +190,30 @@ func checkEvents(t *testing.T, out string) {
 		}
 	}
 }
+
+// TestChunksFastPath checks that a chunk of choice 0, written as the
+// recorded head and tail around its delta, is the chunk the writer writes
+// whole for another choice.
+func TestChunksFastPath(t *testing.T) {
+	for _, includeUsage := range []bool{false, true} {
+		var c Chunks
+		c.Start(Head{ID: jsonw.Plain("chatcmpl-1"), Created: 5, Model: jsonw.Lit(`"m\u0041"`)}, includeUsage)
+		for name, write := range map[string]func(dst []byte, choice int) []byte{
+			"role":      func(dst []byte, i int) []byte { return c.Role(dst, i) },
+			"content":   func(dst []byte, i int) []byte { return c.Content(dst, i, jsonw.Plain("x")) },
+			"reasoning": func(dst []byte, i int) []byte { return c.Reasoning(dst, i, jsonw.Plain("r")) },
+			"tool call start": func(dst []byte, i int) []byte {
+				return c.ToolCallStart(dst, i, 1, jsonw.Plain("id"), jsonw.Plain("f"))
+			},
+			"tool call arguments": func(dst []byte, i int) []byte { return c.ToolCallArguments(dst, i, 1, jsonw.Plain("{")) },
+			"thinking block":      func(dst []byte, i int) []byte { return c.ThinkingBlock(dst, i, jsonw.Plain("t"), jsonw.Plain("s")) },
+			"redacted thinking":   func(dst []byte, i int) []byte { return c.RedactedThinking(dst, i, jsonw.Plain("d")) },
+		} {
+			fast := strings.Replace(string(write([]byte("x"), 0)), `"index":0,"delta"`, `"index":7,"delta"`, 1)
+			if whole := string(write([]byte("x"), 7)); fast != whole {
+				t.Errorf("%s (usage %v):\nfast  %s\nwhole %s", name, includeUsage, fast, whole)
+			}
+			checkEvents(t, fast[1:])
+		}
+	}
+}
