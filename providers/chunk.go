@@ -35,8 +35,10 @@ type Chunks struct {
 	// delta0 is a chunk of choice 0 up to the inside of its delta; tail
 	// closes the delta and ends the chunk with null logprobs and
 	// finish_reason. Most chunks are these two around their delta.
-	delta0 jsonw.Head
-	tail   jsonw.Tail
+	// content0 is delta0 with the key "content", which most chunks of
+	// most streams carry alone.
+	delta0, content0 jsonw.Head
+	tail             jsonw.Tail
 }
 
 // Start fixes the head of the stream's chunks and whether the client asked
@@ -44,7 +46,7 @@ type Chunks struct {
 // "usage": null and End writes the usage chunk.
 func (c *Chunks) Start(h Head, includeUsage bool) {
 	size := 96 + h.ID.Len() + h.Model.Len()
-	buf := make([]byte, 0, 2*size+96) // the head, delta0 and tail
+	buf := make([]byte, 0, 3*size+96) // the head, delta0, tail and content0
 	w := jsonw.New(buf)
 	o := w.Object()
 	h.write(o, "chat.completion.chunk")
@@ -64,7 +66,15 @@ func (c *Chunks) Start(h Head, includeUsage bool) {
 	m := d.Mark()
 	d.End()
 	c.closeChunk(k, "", "")
-	c.tail, c.err = w.TailSince(m)
+	if c.tail, c.err = w.TailSince(m); c.err != nil {
+		return
+	}
+
+	b, _ = w.Finish()
+	w = jsonw.New(b[len(b):])
+	_, d = c.open(&w, 0)
+	d.Key("content")
+	c.content0, c.err = w.Head() // the tail closes it as it closes delta0
 }
 
 // begin starts a chunk of choice, as far as the inside of its delta, which
@@ -168,9 +178,15 @@ func (c *Chunks) Refusal(dst []byte, choice int, refusal string) []byte {
 // Content appends a chunk with a content delta.
 func (c *Chunks) Content(dst []byte, choice int, text jsonw.Text) []byte {
 	w := jsonw.New(append(dst, "data: "...))
-	k, d, fast := c.begin(&w, choice)
+	if choice == 0 && c.err == nil {
+		w.ResumeValue(c.content0).Text(text)
+		w.Close(c.tail)
+		return endEvent(&w, dst)
+	}
+	k, d := c.open(&w, choice)
 	d.Text("content", text)
-	return c.done(&w, k, d, fast, dst)
+	d.End()
+	return c.close(&w, k, "", "", dst)
 }
 
 // ContentLogprobs appends a chunk with a content delta and logprobs, the

@@ -10,7 +10,7 @@ package jsonw
 
 var (
 	errNoHead    = misuse("a head was asked for outside an object, or past 64 levels")
-	errNoResume  = misuse("a head was resumed by a writer that had written something")
+	errNoResume  = misuse("a head was resumed by a writer that had written something, or as the other kind")
 	errNoTail    = misuse("a tail was asked for before the value was complete, or past 64 levels")
 	errTailState = misuse("a tail was written where the writer was not in the state it was recorded from")
 )
@@ -39,28 +39,47 @@ type Tail struct {
 }
 
 // Head returns what w wrote of its value so far, which must stop inside
-// an object, with no key waiting, at most 64 levels deep. It is a slice of
-// w's buffer.
+// an object, at most 64 levels deep: between its members, or after a key
+// (then the head is resumed with ResumeValue). It is a slice of w's
+// buffer.
 func (w *Writer) Head() (Head, error) {
 	switch {
 	case w.err != nil:
 		return Head{}, w.err
-	case w.depth == 0 || w.depth > 64 || w.inArray(w.depth) || w.pending:
+	case w.depth == 0 || w.depth > 64 || w.inArray(w.depth):
 		return Head{}, errNoHead
 	}
-	return Head{b: w.buf[w.start:], st: state{depth: w.depth, arrays: w.arrays, first: w.first}}, nil
+	return Head{b: w.buf[w.start:], st: state{depth: w.depth, arrays: w.arrays, first: w.first, pending: w.pending}}, nil
 }
 
-// Resume writes h as the start of w's value, which w must not have begun,
-// and returns the object h stops inside.
+// Resume writes h, which stops between members, as the start of w's
+// value, which w must not have begun, and returns the object h stops
+// inside.
 func (w *Writer) Resume(h Head) Object {
-	if w.done || w.depth != 0 || len(h.b) == 0 {
-		w.fail(errNoResume)
+	if !w.resume(h, false) {
 		return Object{w: w, d: -1}
 	}
-	w.buf = append(w.buf, h.b...)
-	w.depth, w.arrays, w.first, w.pending, w.done = h.st.depth, h.st.arrays, h.st.first, false, true
 	return Object{w: w, d: h.st.depth}
+}
+
+// ResumeValue writes h, which stops after a key, as the start of w's
+// value, which w must not have begun, and returns the slot of that key's
+// value.
+func (w *Writer) ResumeValue(h Head) Value {
+	if !w.resume(h, true) {
+		return Value{w: w, d: -1}
+	}
+	return Value{w: w, d: h.st.depth}
+}
+
+func (w *Writer) resume(h Head, pending bool) bool {
+	if w.done || w.depth != 0 || len(h.b) == 0 || h.st.pending != pending {
+		w.fail(errNoResume)
+		return false
+	}
+	w.buf = append(w.buf, h.b...)
+	w.depth, w.arrays, w.first, w.pending, w.done = h.st.depth, h.st.arrays, h.st.first, pending, true
+	return true
 }
 
 // TailSince returns what w wrote since m, which must complete w's value,

@@ -82,6 +82,7 @@ func TestHeadTailMisuse(t *testing.T) {
 			w.Close(tail)
 		}, errTailState},
 		{"the head left open", func(w *Writer) { w.Resume(head) }, errUnclosed},
+		{"a head between members resumed as a value", func(w *Writer) { w.ResumeValue(head) }, errNoResume},
 	} {
 		w := New(nil)
 		tc.write(&w)
@@ -103,6 +104,43 @@ func TestHeadTailMisuse(t *testing.T) {
 	a.End()
 	if _, err := w.TailSince(m); err != nil {
 		t.Errorf("a tail of an array: %v", err)
+	}
+}
+
+// TestHeadAtKey checks a head that stops after a key.
+func TestHeadAtKey(t *testing.T) {
+	w := New(nil)
+	o := w.Object()
+	d := o.Object("delta")
+	v := d.Key("content")
+	head, err := w.Head()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.Str("x")
+	m := d.Mark()
+	d.End()
+	o.End()
+	tail, err := w.TailSince(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w = New(nil)
+	w.ResumeValue(head).Text(Lit(`"hi"`))
+	w.Close(tail)
+	if got := finish(t, &w, 0); got != `{"delta":{"content":"hi"}}` {
+		t.Errorf("got %s", got)
+	}
+	w = New(nil)
+	w.ResumeValue(head) // no value: the key waits
+	w.Close(tail)
+	if _, err := w.Finish(); err != errTailState {
+		t.Errorf("a tail after a key without its value: %v", err)
+	}
+	w = New(nil)
+	w.Resume(head)
+	if _, err := w.Finish(); err != errNoResume {
+		t.Errorf("a head after a key resumed as an object: %v", err)
 	}
 }
 
