@@ -172,23 +172,67 @@ func (w *Writer) key(d int32, k string) bool {
 		w.fail(errTwoKeys)
 		return false
 	}
-	if !w.first {
-		w.buf = append(w.buf, ',')
-	}
-	w.first, w.pending = false, true
-	if plain(k) {
-		w.buf = append(w.buf, '"')
-		w.buf = append(w.buf, k...)
-		w.buf = append(w.buf, '"', ':')
-	} else {
-		w.buf = append(AppendString(w.buf, k), ':')
-	}
+	w.writeKey(k)
+	w.pending = true
 	return true
 }
 
+// member writes k, the key of the next member of the object at depth d,
+// for a value the caller writes at once. It reports false after a misuse.
+func (w *Writer) member(d int32, k string) bool {
+	if d != w.depth || w.pending {
+		if d != w.depth {
+			w.fail(errStale)
+		} else {
+			w.fail(errTwoKeys)
+		}
+		return false
+	}
+	w.writeKey(k)
+	return true
+}
+
+// writeKey writes the comma before a member after the first, k and its
+// colon.
+func (w *Writer) writeKey(k string) {
+	if w.first {
+		w.buf = append(w.buf, '"')
+	} else {
+		w.buf = append(w.buf, ',', '"')
+	}
+	w.first = false
+	if plain(k) {
+		w.buf = append(w.buf, k...)
+	} else {
+		w.buf = appendEscaped(w.buf, k)
+	}
+	w.buf = append(w.buf, '"', ':')
+}
+
 // plain reports whether k needs no escaping as a JSON string: printable
-// ASCII but for the quote and the backslash, as nearly every key is.
+// ASCII but for the quote and the backslash, as nearly every key is. It
+// looks at eight bytes at a time.
 func plain(k string) bool {
+	const (
+		ones = 0x0101010101010101
+		high = 0x8080808080808080
+	)
+	i := 0
+	for ; i+8 <= len(k); i += 8 {
+		x := uint64(k[i]) | uint64(k[i+1])<<8 | uint64(k[i+2])<<16 | uint64(k[i+3])<<24 |
+			uint64(k[i+4])<<32 | uint64(k[i+5])<<40 | uint64(k[i+6])<<48 | uint64(k[i+7])<<56
+		// A byte below 0x20, equal to '"' or '\\', or from 0x7f up sets its
+		// high bit in one of these; only such a byte does.
+		bad := (x - 0x20*ones) | (x ^ 0x22*ones - ones) | (x ^ 0x5c*ones - ones) | (x + 0x01*ones) | x
+		if bad&high != 0 {
+			return plainBytes(k[i:])
+		}
+	}
+	return plainBytes(k[i:])
+}
+
+// plainBytes is plain, a byte at a time.
+func plainBytes(k string) bool {
 	for i := 0; i < len(k); i++ {
 		if c := k[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
 			return false
@@ -400,7 +444,7 @@ func (o Object) Array(k string) Array { return o.Key(k).Array() }
 
 // Str writes the member k, a JSON string of s.
 func (o Object) Str(k, s string) {
-	if o.w.key(o.d, k) && o.w.value(o.d) {
+	if o.w.member(o.d, k) {
 		o.w.buf = AppendString(o.w.buf, s)
 	}
 }
@@ -420,14 +464,14 @@ func (o Object) Concat(k, a, b string) { o.Key(k).Concat(a, b) }
 
 // Text writes the member k, the string t.
 func (o Object) Text(k string, t Text) {
-	if o.w.key(o.d, k) && o.w.value(o.d) {
+	if o.w.member(o.d, k) {
 		o.w.buf = t.append(o.w.buf)
 	}
 }
 
 // Int writes the member k, the number n.
 func (o Object) Int(k string, n int64) {
-	if o.w.key(o.d, k) && o.w.value(o.d) {
+	if o.w.member(o.d, k) {
 		o.w.buf = strconv.AppendInt(o.w.buf, n, 10)
 	}
 }
@@ -440,14 +484,14 @@ func (o Object) Bool(k string, b bool) { o.Key(k).Bool(b) }
 
 // Null writes the member k, null.
 func (o Object) Null(k string) {
-	if o.w.key(o.d, k) && o.w.value(o.d) {
+	if o.w.member(o.d, k) {
 		o.w.buf = append(o.w.buf, "null"...)
 	}
 }
 
 // Raw writes the member k, raw (see Value.Raw).
 func (o Object) Raw(k, raw string) {
-	if o.w.key(o.d, k) && o.w.value(o.d) {
+	if o.w.member(o.d, k) {
 		o.w.buf = append(o.w.buf, raw...)
 	}
 }

@@ -639,3 +639,20 @@ func TestListGrow(t *testing.T) {
 		t.Errorf("%v allocations, %d elements", allocs, l.Len())
 	}
 }
+
+// TestPlainWords checks the eight-bytes-at-a-time plain against the byte
+// at a time one for every byte at every place of keys of several lengths.
+func TestPlainWords(t *testing.T) {
+	for _, n := range []int{1, 7, 8, 9, 16, 17, 24} {
+		base := []byte(strings.Repeat("aZ~ !#09", 4)[:n])
+		for i := range n {
+			for c := range 256 {
+				k := append([]byte(nil), base...)
+				k[i] = byte(c)
+				if got, want := plain(string(k)), plainBytes(string(k)); got != want {
+					t.Fatalf("plain(%q) = %v, want %v", k, got, want)
+				}
+			}
+		}
+	}
+}
