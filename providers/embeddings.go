@@ -1,6 +1,8 @@
 package providers
 
 import (
+	"github.com/modelgate/modelgate/providers/jsonw"
+
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
@@ -427,19 +429,19 @@ func EmbeddingsAnswer(dst []byte, req *EmbeddingsRequest, res *EmbeddingsResult)
 	} else {
 		dst = slices.Grow(dst, 128+len(req.Model)+64*len(res.Vectors)+dims*16)
 	}
-	dst = append(dst, `{"object":"list","data":[`...)
+	w := jsonw.New(dst)
+	o := w.Object()
+	o.Str("object", "list")
+	data := o.Array("data")
 	var raw []byte
 	for i, vec := range res.Vectors {
 		var encoded []byte
 		if res.Encoded != nil {
 			encoded = res.Encoded[i]
 		}
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = append(dst, `{"object":"embedding","index":`...)
-		dst = strconv.AppendInt(dst, int64(i), 10)
-		dst = append(dst, `,"embedding":`...)
+		e := data.Object()
+		e.Str("object", "embedding")
+		e.Int("index", int64(i))
 		if encoded != nil && !req.Base64 {
 			// Kept as base64 for an answer in numbers: not what the host
 			// asks for, but read right all the same.
@@ -453,38 +455,33 @@ func EmbeddingsAnswer(dst []byte, req *EmbeddingsRequest, res *EmbeddingsResult)
 		case encoded != nil:
 			// Checked canonical base64 (AppendBase64Vector): its bytes
 			// need no JSON escaping.
-			dst = append(dst, '"')
-			dst = append(dst, encoded...)
-			dst = append(dst, '"')
+			e.Key("embedding").Base64Text(encoded)
 		case req.Base64:
 			raw = raw[:0]
 			for _, f := range vec {
 				raw = binary.LittleEndian.AppendUint32(raw, math.Float32bits(f))
 			}
-			dst = append(dst, '"')
-			dst = base64.StdEncoding.AppendEncode(dst, raw)
-			dst = append(dst, '"')
+			e.Key("embedding").Base64(raw)
 		default:
-			dst = append(dst, '[')
-			for j, f := range vec {
-				if j > 0 {
-					dst = append(dst, ',')
-				}
-				dst = strconv.AppendFloat(dst, float64(f), 'g', -1, 32)
+			a := e.Array("embedding")
+			for _, f := range vec {
+				a.Float32(f)
 			}
-			dst = append(dst, ']')
+			a.End()
 		}
-		dst = append(dst, '}')
+		e.End()
 	}
-	dst = append(dst, `],"model":`...)
-	dst = AppendString(dst, req.Model)
+	data.End()
+	o.Str("model", req.Model)
 	tokens := res.PromptTokens
 	if !res.Counted {
 		tokens = req.EstimateTokens()
 	}
-	dst = append(dst, `,"usage":{"prompt_tokens":`...)
-	dst = strconv.AppendInt(dst, tokens, 10)
-	dst = append(dst, `,"total_tokens":`...)
-	dst = strconv.AppendInt(dst, tokens, 10)
-	return append(dst, "}}"...), true
+	u := o.Object("usage")
+	u.Int("prompt_tokens", tokens)
+	u.Int("total_tokens", tokens)
+	u.End()
+	o.End()
+	out, err := w.Finish()
+	return out, err == nil
 }

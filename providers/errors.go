@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/modelgate/modelgate/providers/jsonw"
 )
 
 // Error is a failure in OpenAI's error shape:
@@ -43,23 +45,24 @@ func (e *Error) Error() string { return e.Message }
 
 // JSON returns the error's body.
 func (e *Error) JSON() []byte {
-	b := make([]byte, 0, 96+len(e.Message))
-	b = append(b, `{"error":{"message":`...)
-	b = AppendString(b, e.Message)
-	b = append(b, `,"type":`...)
-	b = AppendString(b, e.Type)
-	b = append(b, `,"param":`...)
-	b = appendStringOrNull(b, e.Param)
-	b = append(b, `,"code":`...)
-	b = appendStringOrNull(b, e.Code)
-	return append(b, "}}"...)
+	w := jsonw.New(make([]byte, 0, 96+len(e.Message)))
+	e.Write(w.Value())
+	b, _ := w.Finish() // straight-line writing: no misuse
+	return b
 }
 
-func appendStringOrNull(b []byte, s string) []byte {
-	if s == "" {
-		return append(b, "null"...)
-	}
-	return AppendString(b, s)
+// Write writes the error's body into v:
+// {"error":{"message","type","param","code"}}, param and code null when
+// empty.
+func (e *Error) Write(v jsonw.Value) {
+	o := v.Object()
+	eo := o.Object("error")
+	eo.Str("message", e.Message)
+	eo.Str("type", e.Type)
+	eo.StrOrNull("param", e.Param)
+	eo.StrOrNull("code", e.Code)
+	eo.End()
+	o.End()
 }
 
 // InvalidParam is a 400 invalid_request_error about the field param.

@@ -275,15 +275,6 @@ func TestJSONScan(t *testing.T) {
 	}
 }
 
-func TestAppendRawString(t *testing.T) {
-	v := gjson.Parse(`{"s":"a \"b\" \u00e9","n":1,"o":{},"z":null}`)
-	for key, want := range map[string]string{"s": `x"a \"b\" \u00e9"`, "n": `x""`, "o": `x""`, "z": `x""`, "missing": `x""`} {
-		if got := string(AppendRawString([]byte("x"), v.Get(key))); got != want {
-			t.Errorf("AppendRawString(%s) = %s, want %s", key, got, want)
-		}
-	}
-}
-
 func TestIsIntIsBool(t *testing.T) {
 	for in, want := range map[string][2]bool{
 		`1`: {true, false}, `-12`: {true, false}, `0`: {true, false},

@@ -3,8 +3,11 @@
 //
 // Each provider family lives in its own subpackage (openai, anthropic, …) and
 // translates unified request bodies into its own and its answers back, as
-// bytes: translators read JSON with gjson and write it with the append
-// helpers in this package, never unmarshalling whole bodies into structs.
+// bytes: translators read JSON with gjson, never unmarshalling whole bodies
+// into structs, and write it through the writer of package jsonw, which
+// keeps JSON's grammar, and the typed writers of this package for the
+// unified shapes (Chunks, Completion, Usage, Error, the embeddings list and
+// the rerank result).
 //
 // Nothing here knows about Caddy or about how a request reaches the provider;
 // the caddymodule package sends the translated request through Caddy's

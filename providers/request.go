@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/modelgate/modelgate/providers/jsonw"
 )
 
 // ReadMembers calls set with each member of the JSON object body, in
@@ -108,38 +110,37 @@ func NoEquivalent(key string, v gjson.Result, provider string) error {
 	return nil
 }
 
-// AppendStops appends the JSON array of the non-empty strings of stop, a
-// unified request's "stop" (a string or an array of strings), as the
-// request wrote them, and returns how many there are. When there are none
-// it appends nothing.
-func AppendStops(dst []byte, stop gjson.Result) ([]byte, int) {
-	if stop.Type != gjson.String && !stop.IsArray() {
-		return dst, 0
-	}
-	at := len(dst)
-	dst = append(dst, '[')
+// WriteStops writes the member key, the array of the non-empty strings of
+// stop, a unified request's "stop" (a string or an array of strings), as
+// the request wrote them, and returns how many there are. When there are
+// none it writes nothing.
+func WriteStops(o jsonw.Object, key string, stop gjson.Result) int {
 	n := 0
-	add := func(s gjson.Result) {
-		if s.Type == gjson.String && s.Str != "" {
-			if n > 0 {
-				dst = append(dst, ',')
-			}
-			n++
-			dst = append(dst, s.Raw...)
-		}
+	eachStop(stop, func(gjson.Result) { n++ })
+	if n == 0 {
+		return 0
 	}
-	if stop.Type == gjson.String {
-		add(stop)
-	} else {
+	a := o.Array(key)
+	eachStop(stop, func(s gjson.Result) { a.Raw(s.Raw) })
+	a.End()
+	return n
+}
+
+// eachStop calls f for each non-empty string of stop.
+func eachStop(stop gjson.Result, f func(gjson.Result)) {
+	switch {
+	case stop.Type == gjson.String:
+		if stop.Str != "" {
+			f(stop)
+		}
+	case stop.IsArray():
 		stop.ForEach(func(_, s gjson.Result) bool {
-			add(s)
+			if s.Type == gjson.String && s.Str != "" {
+				f(s)
+			}
 			return true
 		})
 	}
-	if n == 0 {
-		return dst[:at], 0
-	}
-	return append(dst, ']'), n
 }
 
 // PartText is the text of a text or refusal content part.
@@ -150,34 +151,38 @@ func PartText(part gjson.Result) gjson.Result {
 	return part.Get("text")
 }
 
-// AppendSystemTexts appends {"text":…} objects, comma-separated, one for
-// every non-empty text of the system and developer messages of msgs, in
-// order (content a string, or text and refusal parts); n is how many.
-func AppendSystemTexts(b []byte, msgs []ChatMessage) (_ []byte, n int) {
-	add := func(text gjson.Result) {
-		if text.Type != gjson.String || text.Str == "" {
-			return
-		}
-		if n > 0 {
-			b = append(b, ',')
-		}
-		n++
-		b = append(b, `{"text":`...)
-		b = append(b, text.Raw...)
-		b = append(b, '}')
-	}
+// WriteSystemTexts writes into a a {"text":…} object for every non-empty
+// text of the system and developer messages of msgs, in order (content a
+// string, or text and refusal parts), and returns how many.
+func WriteSystemTexts(a jsonw.Array, msgs []ChatMessage) (n int) {
 	for i := range msgs {
 		if msgs[i].Role != "system" && msgs[i].Role != "developer" {
 			continue
 		}
-		if c := msgs[i].Content; c.Type == gjson.String {
-			add(c)
-		} else {
-			c.ForEach(func(_, part gjson.Result) bool {
-				add(PartText(part))
-				return true
-			})
+		eachText(msgs[i].Content, func(text gjson.Result) {
+			o := a.Object()
+			o.Raw("text", text.Raw)
+			o.End()
+			n++
+		})
+	}
+	return n
+}
+
+// eachText calls f for each non-empty text of content: a string, or text
+// and refusal parts.
+func eachText(content gjson.Result, f func(gjson.Result)) {
+	add := func(text gjson.Result) {
+		if text.Type == gjson.String && text.Str != "" {
+			f(text)
 		}
 	}
-	return b, n
+	if content.Type == gjson.String {
+		add(content)
+		return
+	}
+	content.ForEach(func(_, part gjson.Result) bool {
+		add(PartText(part))
+		return true
+	})
 }

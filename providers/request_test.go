@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/modelgate/modelgate/providers/jsonw"
 )
 
 func TestAppendChatMessages(t *testing.T) {
@@ -52,21 +54,42 @@ func TestWantsAudio(t *testing.T) {
 	}
 }
 
-func TestAppendStops(t *testing.T) {
+func TestWriteStops(t *testing.T) {
 	for in, want := range map[string]string{
-		`"END"`:              `x["END"]`,
-		`["a","","b \"c\""]`: `x["a","b \"c\""]`,
-		`["\u00e9"]`:         `x["\u00e9"]`,
-		`""`:                 `x`,
-		`["",""]`:            `x`,
-		`[]`:                 `x`,
-		`null`:               `x`,
-		`{"a":"b"}`:          `x`,
+		`"END"`:              `{"stop":["END"]}`,
+		`["a","","b \"c\""]`: `{"stop":["a","b \"c\""]}`,
+		`["\u00e9"]`:         `{"stop":["\u00e9"]}`,
+		`""`:                 `{}`,
+		`["",""]`:            `{}`,
+		`[]`:                 `{}`,
+		`null`:               `{}`,
+		`{"a":"b"}`:          `{}`,
 	} {
-		got, n := AppendStops([]byte("x"), gjson.Parse(in))
-		if string(got) != want || (n > 0) != (want != "x") {
-			t.Errorf("AppendStops(%s) = %s, %d; want %s", in, got, n, want)
+		w := jsonw.New(nil)
+		o := w.Object()
+		n := WriteStops(o, "stop", gjson.Parse(in))
+		o.End()
+		got, err := w.Finish()
+		if err != nil || string(got) != want || (n > 0) != (want != "{}") {
+			t.Errorf("WriteStops(%s) = %s, %d, %v; want %s", in, got, n, err, want)
 		}
+	}
+}
+
+func TestWriteSystemTexts(t *testing.T) {
+	msgs := []ChatMessage{
+		{Role: "system", Content: gjson.Parse(`"be brief"`)},
+		{Role: "user", Content: gjson.Parse(`"hi"`)},
+		{Role: "developer", Content: gjson.Parse(`[{"type":"text","text":""},{"type":"text","text":"a\u0041"},{"type":"refusal","refusal":"r"}]`)},
+		{Role: "system", Content: gjson.Parse(`""`)},
+	}
+	w := jsonw.New(nil)
+	a := w.Array()
+	n := WriteSystemTexts(a, msgs)
+	a.End()
+	got, err := w.Finish()
+	if want := `[{"text":"be brief"},{"text":"a\u0041"},{"text":"r"}]`; err != nil || string(got) != want || n != 3 {
+		t.Errorf("WriteSystemTexts = %s, %d, %v; want %s", got, n, err, want)
 	}
 }
 

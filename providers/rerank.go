@@ -1,6 +1,8 @@
 package providers
 
 import (
+	"github.com/modelgate/modelgate/providers/jsonw"
+
 	"crypto/rand"
 	"encoding/hex"
 	"math"
@@ -185,36 +187,33 @@ func RerankResult(dst []byte, a RerankAnswer, nDocs, topN int) (out []byte, ok b
 		_, _ = rand.Read(b[:])
 		id = "rerank-" + hex.EncodeToString(b[:])
 	}
-	dst = append(dst, `{"id":`...)
-	dst = AppendString(dst, id)
-	dst = append(dst, `,"results":[`...)
-	for i, s := range scored {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = append(dst, `{"index":`...)
-		dst = strconv.AppendInt(dst, int64(s.Index), 10)
-		dst = append(dst, `,"relevance_score":`...)
-		dst = strconv.AppendFloat(dst, s.Score, 'g', -1, 64)
-		dst = append(dst, '}')
+	w := jsonw.New(dst)
+	o := w.Object()
+	o.Str("id", id)
+	results := o.Array("results")
+	for _, s := range scored {
+		r := results.Object()
+		r.Int("index", int64(s.Index))
+		r.Float("relevance_score", s.Score)
+		r.End()
 	}
-	dst = append(dst, `],"meta":{"api_version":{"version":"2"}`...)
+	results.End()
+	meta := o.Object("meta")
+	v := meta.Object("api_version")
+	v.Str("version", "2")
+	v.End()
 	if b := a.Billed; b.SearchUnits > 0 || b.InputTokens > 0 {
-		dst = append(dst, `,"billed_units":{`...)
-		sep := false
+		bu := meta.Object("billed_units")
 		if b.SearchUnits > 0 {
-			dst = append(dst, `"search_units":`...)
-			dst = strconv.AppendInt(dst, b.SearchUnits, 10)
-			sep = true
+			bu.Int("search_units", b.SearchUnits)
 		}
 		if b.InputTokens > 0 {
-			if sep {
-				dst = append(dst, ',')
-			}
-			dst = append(dst, `"input_tokens":`...)
-			dst = strconv.AppendInt(dst, b.InputTokens, 10)
+			bu.Int("input_tokens", b.InputTokens)
 		}
-		dst = append(dst, '}')
+		bu.End()
 	}
-	return append(dst, "}}"...), true
+	meta.End()
+	o.End()
+	out, err := w.Finish()
+	return out, err == nil
 }

@@ -3,8 +3,9 @@ package providers
 import (
 	"strings"
 
-	"github.com/modelgate/modelgate/providers/sse"
 	"github.com/tidwall/gjson"
+
+	"github.com/modelgate/modelgate/providers/jsonw"
 )
 
 // Usage is the token counts of a unified "usage" object. The details
@@ -29,72 +30,28 @@ type Usage struct {
 	HasReasoning bool
 }
 
-// Append appends the unified usage object.
-func (u Usage) Append(b []byte) []byte {
-	b = append(b, `{"prompt_tokens":`...)
-	b = AppendInt(b, u.Prompt)
-	b = append(b, `,"completion_tokens":`...)
-	b = AppendInt(b, u.Completion)
-	b = append(b, `,"total_tokens":`...)
-	b = AppendInt(b, u.Total)
+// Write writes the unified usage object into v.
+func (u Usage) Write(v jsonw.Value) {
+	o := v.Object()
+	o.Int("prompt_tokens", u.Prompt)
+	o.Int("completion_tokens", u.Completion)
+	o.Int("total_tokens", u.Total)
 	if u.HasCached || u.HasAudio {
-		b = append(b, `,"prompt_tokens_details":{`...)
+		d := o.Object("prompt_tokens_details")
 		if u.HasCached {
-			b = append(b, `"cached_tokens":`...)
-			b = AppendInt(b, u.Cached)
+			d.Int("cached_tokens", u.Cached)
 		}
 		if u.HasAudio {
-			if u.HasCached {
-				b = append(b, ',')
-			}
-			b = append(b, `"audio_tokens":`...)
-			b = AppendInt(b, u.Audio)
+			d.Int("audio_tokens", u.Audio)
 		}
-		b = append(b, '}')
+		d.End()
 	}
 	if u.HasReasoning {
-		b = append(b, `,"completion_tokens_details":{"reasoning_tokens":`...)
-		b = AppendInt(b, u.Reasoning)
-		b = append(b, '}')
+		d := o.Object("completion_tokens_details")
+		d.Int("reasoning_tokens", u.Reasoning)
+		d.End()
 	}
-	return append(b, '}')
-}
-
-// AppendChunkEnd appends the end of a unified chunk of one choice, after
-// its delta and logprobs: the choice's finish_reason (finish, or null
-// when it is ""), "usage": null when the client asked for usage (the last
-// chunk alone carries it), and the blank line that ends the event.
-func AppendChunkEnd(dst []byte, finish string, includeUsage bool) []byte {
-	dst = append(dst, `,"finish_reason":`...)
-	if finish == "" {
-		dst = append(dst, "null"...)
-	} else {
-		dst = append(dst, '"')
-		dst = append(dst, finish...)
-		dst = append(dst, '"')
-	}
-	dst = append(dst, "}]"...)
-	if includeUsage {
-		dst = append(dst, `,"usage":null`...)
-	}
-	return append(dst, "}\n\n"...)
-}
-
-// AppendUsageChunk appends the last chunk of a unified stream whose client
-// asked for usage: no choices, and u. head is the start of every chunk of
-// the stream, `{"id":…,"object":"chat.completion.chunk","created":…,"model":…,`.
-func AppendUsageChunk(dst, head []byte, u Usage) []byte {
-	dst = append(dst, "data: "...)
-	dst = append(dst, head...)
-	dst = append(dst, `"choices":[],"usage":`...)
-	dst = u.Append(dst)
-	return append(dst, "}\n\n"...)
-}
-
-// AppendStreamIncomplete appends the error event that ends a unified
-// stream whose upstream stream ended before the answer was complete.
-func AppendStreamIncomplete(dst []byte) []byte {
-	return sse.AppendData(dst, StreamIncomplete().JSON())
+	o.End()
 }
 
 // TextJoin joins JSON strings into a unified message's content or
@@ -123,15 +80,15 @@ func (j *TextJoin) Add(v gjson.Result) {
 // Len is the number of strings added.
 func (j *TextJoin) Len() int { return j.n }
 
-// Append appends the joined text as a JSON string, or null when none was
-// added.
-func (j *TextJoin) Append(dst []byte) []byte {
+// Write writes the joined text as a JSON string into v, or null when
+// none was added.
+func (j *TextJoin) Write(v jsonw.Value) {
 	switch j.n {
 	case 0:
-		return append(dst, "null"...)
+		v.Null()
 	case 1:
-		return AppendRawString(dst, j.first)
+		v.Text(jsonw.StrOf(j.first))
 	default:
-		return AppendString(dst, j.joined.String())
+		v.Str(j.joined.String())
 	}
 }

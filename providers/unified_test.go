@@ -1,13 +1,14 @@
 package providers
 
 import (
-	"encoding/json"
 	"testing"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/modelgate/modelgate/providers/jsonw"
 )
 
-func TestUsageAppend(t *testing.T) {
+func TestUsageWrite(t *testing.T) {
 	for name, tt := range map[string]struct {
 		u    Usage
 		want string
@@ -25,45 +26,11 @@ func TestUsageAppend(t *testing.T) {
 		"reasoning": {Usage{Prompt: 10, Completion: 5, Total: 15, Reasoning: 2, HasReasoning: true},
 			`{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15,"completion_tokens_details":{"reasoning_tokens":2}}`},
 	} {
-		if got := string(tt.u.Append([]byte("x"))); got != "x"+tt.want {
+		w := jsonw.New([]byte("x"))
+		tt.u.Write(w.Value())
+		if got, err := w.Finish(); err != nil || string(got) != "x"+tt.want {
 			t.Errorf("%s: %s, want x%s", name, got, tt.want)
 		}
-	}
-}
-
-func TestAppendChunkEnd(t *testing.T) {
-	// The end of a chunk for each finish_reason, without and with usage.
-	for finish, want := range map[string][2]string{
-		"":           {`,"finish_reason":null}]}`, `,"finish_reason":null}],"usage":null}`},
-		"stop":       {`,"finish_reason":"stop"}]}`, `,"finish_reason":"stop"}],"usage":null}`},
-		"tool_calls": {`,"finish_reason":"tool_calls"}]}`, `,"finish_reason":"tool_calls"}],"usage":null}`},
-	} {
-		for i, includeUsage := range []bool{false, true} {
-			got := AppendChunkEnd([]byte(`data: {"choices":[{"index":0,"delta":{}`), finish, includeUsage)
-			if string(got) != `data: {"choices":[{"index":0,"delta":{}`+want[i]+"\n\n" {
-				t.Errorf("AppendChunkEnd(%q, %v) = %q", finish, includeUsage, got)
-			}
-			if !json.Valid(got[len("data: ") : len(got)-2]) {
-				t.Errorf("not JSON: %s", got)
-			}
-		}
-	}
-}
-
-func TestAppendUsageChunk(t *testing.T) {
-	head := []byte(`{"id":"c","object":"chat.completion.chunk","created":1,"model":"m",`)
-	got := string(AppendUsageChunk([]byte("x"), head, Usage{Prompt: 1, Completion: 2, Total: 3}))
-	want := `xdata: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2,"total_tokens":3}}` + "\n\n"
-	if got != want {
-		t.Errorf("got %q, want %q", got, want)
-	}
-}
-
-func TestAppendStreamIncomplete(t *testing.T) {
-	got := string(AppendStreamIncomplete([]byte("x")))
-	want := `xdata: {"error":{"message":"the provider's stream ended before the answer was complete","type":"server_error","param":null,"code":"stream_incomplete"}}` + "\n\n"
-	if got != want {
-		t.Errorf("got %q, want %q", got, want)
 	}
 }
 
@@ -83,7 +50,9 @@ func TestTextJoin(t *testing.T) {
 		for _, raw := range tt.in {
 			j.Add(gjson.Parse(raw))
 		}
-		if got := string(j.Append([]byte("x:"))); got != "x:"+tt.want || j.Len() != len(tt.in) {
+		w := jsonw.New([]byte("x:"))
+		j.Write(w.Value())
+		if got, err := w.Finish(); err != nil || string(got) != "x:"+tt.want || j.Len() != len(tt.in) {
 			t.Errorf("TextJoin of %q = %s (%d), want %s", tt.in, got, j.Len(), tt.want)
 		}
 	}

@@ -40,7 +40,7 @@ func FuzzChatResponse(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, body []byte) {
 		out, err := Chat{}.ChatResponse(body)
-		if err != nil {
+		if translatortest.CheckFuzzedBody(t, body, out, err); err != nil {
 			return
 		}
 		if !json.Valid(out) || !gjson.GetBytes(out, "choices.0.message").IsObject() {

@@ -8,6 +8,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/jsonw"
 )
 
 // request holds the unified request fields the translation reads. The zero
@@ -114,71 +115,63 @@ func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) 
 		return req, err
 	}
 
-	b := make([]byte, 0, len(body)+256)
-	b = append(b, `{"model":`...)
-	b = providers.AppendString(b, model)
-
-	b = append(b, `,"max_tokens":`...)
-	b = providers.AppendInt(b, c.maxTokensFor(r, think))
+	w := jsonw.New(make([]byte, 0, len(body)+256))
+	o := w.Object()
+	o.Str("model", model)
+	o.Int("max_tokens", c.maxTokensFor(r, think))
 
 	var stack [16]message
 	msgs := providers.AppendChatMessages(stack[:0], r.messages)
-	if b, err = appendMessages(b, msgs); err != nil {
+	if err = writeMessages(o, msgs); err != nil {
 		return req, err
 	}
-	b = appendSystem(b, msgs)
-	b = appendStop(b, r.stop)
+	writeSystem(o, msgs)
+	providers.WriteStops(o, "stop_sequences", r.stop)
 
 	// Extended thinking takes neither a temperature nor a top_p below 0.95.
 	if t := r.temperature; t.Type == gjson.Number && !think.on() {
-		b = append(b, `,"temperature":`...)
 		if t.Num > 1 {
-			b = append(b, '1') // Anthropic's range is 0–1, OpenAI's 0–2.
+			o.Int("temperature", 1) // Anthropic's range is 0–1, OpenAI's 0–2.
 		} else {
-			b = append(b, t.Raw...)
+			o.Raw("temperature", t.Raw)
 		}
 	}
 	if p := r.topP; p.Type == gjson.Number {
-		b = append(b, `,"top_p":`...)
 		if think.on() && p.Num < 0.95 {
-			b = append(b, "0.95"...)
+			o.Raw("top_p", "0.95")
 		} else {
-			b = append(b, p.Raw...)
+			o.Raw("top_p", p.Raw)
 		}
 	}
 	if r.stream.Type == gjson.True {
-		b = append(b, `,"stream":true`...)
+		o.Bool("stream", true)
 	}
 
-	b, haveTools, err := appendTools(b, r.tools, &format, feats.StructuredOutputs)
+	haveTools, err := writeTools(o, r.tools, &format, feats.StructuredOutputs)
 	if err != nil {
 		return req, err
 	}
-	if b, err = appendToolChoice(b, r.toolChoice, r.parallelToolCalls.Type == gjson.False,
+	if err = writeToolChoice(o, r.toolChoice, r.parallelToolCalls.Type == gjson.False,
 		haveTools, format.kind == formatTool, think.on()); err != nil {
 		return req, err
 	}
 
-	b = think.append(b)
+	think.write(o)
 	if think.effort != "" || format.kind == formatNative {
-		b = append(b, `,"output_config":{`...)
+		oc := o.Object("output_config")
 		if think.effort != "" {
-			b = append(b, `"effort":"`...)
-			b = append(b, think.effort...)
-			b = append(b, '"')
-			if format.kind == formatNative {
-				b = append(b, ',')
-			}
+			oc.Str("effort", think.effort)
 		}
 		if format.kind == formatNative {
-			b = append(b, `"format":{"type":"json_schema","schema":`...)
-			b = appendOutputSchema(b, format.schema)
-			b = append(b, '}')
+			f := oc.Object("format")
+			f.Str("type", "json_schema")
+			writeOutputSchema(f.Key("schema"), format.schema)
+			f.End()
 		}
-		b = append(b, '}')
+		oc.End()
 	}
 
-	if b, err = appendCacheRetention(b, r.promptCacheRetention); err != nil {
+	if err = writeCacheRetention(o, r.promptCacheRetention); err != nil {
 		return req, err
 	}
 
@@ -187,13 +180,14 @@ func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) 
 		user = r.user
 	}
 	if user.Type == gjson.String && user.Str != "" {
-		b = append(b, `,"metadata":{"user_id":`...)
-		b = append(b, user.Raw...)
-		b = append(b, '}')
+		md := o.Object("metadata")
+		md.Raw("user_id", user.Raw)
+		md.End()
 	}
 
-	req.Body = append(b, '}')
-	return req, nil
+	o.End()
+	req.Body, err = w.Finish()
+	return req, err
 }
 
 // features are the Features of model: Chat.Models' entry, or what
@@ -237,16 +231,19 @@ type thinking struct {
 
 func (t thinking) on() bool { return t.budget > 0 || t.effort != "" }
 
-func (t thinking) append(b []byte) []byte {
+// write writes the thinking member, if any.
+func (t thinking) write(o jsonw.Object) {
 	switch {
 	case t.budget > 0:
-		b = append(b, `,"thinking":{"type":"enabled","budget_tokens":`...)
-		b = providers.AppendInt(b, t.budget)
-		return append(b, '}')
+		th := o.Object("thinking")
+		th.Str("type", "enabled")
+		th.Int("budget_tokens", t.budget)
+		th.End()
 	case t.effort != "":
-		return append(b, `,"thinking":{"type":"adaptive"}`...)
+		th := o.Object("thinking")
+		th.Str("type", "adaptive")
+		th.End()
 	}
-	return b
 }
 
 // Thinking budgets for reasoning_effort on models that take
@@ -354,9 +351,10 @@ func formatFor(rf gjson.Result, native bool) (format, error) {
 	}
 }
 
-// appendJSONTool appends the tool that carries a response_format.
-func appendJSONTool(b []byte, f *format) []byte {
-	b = append(b, `{"name":"`+jsonToolName+`","description":`...)
+// writeJSONTool writes the tool that carries a response_format.
+func writeJSONTool(a jsonw.Array, f *format) {
+	t := a.Object()
+	t.Str("name", jsonToolName)
 	descr := "Give your final answer by calling this tool: its input is the answer, as JSON"
 	if f.name.Type == gjson.String && f.name.Str != "" {
 		descr += " of the form " + strconv.Quote(f.name.Str)
@@ -365,28 +363,34 @@ func appendJSONTool(b []byte, f *format) []byte {
 	if f.descr.Type == gjson.String && f.descr.Str != "" {
 		descr += " " + f.descr.Str
 	}
-	b = providers.AppendString(b, descr)
-	b = append(b, `,"input_schema":`...)
-	b = appendSchema(b, f.schema)
-	return append(b, '}')
+	t.Str("description", descr)
+	writeSchema(t.Key("input_schema"), f.schema)
+	t.End()
 }
 
-// appendCacheRetention appends a top-level cache_control for
+// writeCacheRetention writes a top-level cache_control for
 // prompt_cache_retention: Anthropic caches only what a request marks, and
 // the top-level marker caches the prompt up to its last cacheable block.
 // "in_memory" is Anthropic's default five minutes, "24h" its longest, one
 // hour.
-func appendCacheRetention(b []byte, v gjson.Result) ([]byte, error) {
+func writeCacheRetention(o jsonw.Object, v gjson.Result) error {
 	if v.Type != gjson.String {
-		return b, nil
+		return nil
 	}
 	switch v.Str {
 	case "in_memory", "in-memory":
-		return append(b, `,"cache_control":{"type":"ephemeral"}`...), nil
+		cc := o.Object("cache_control")
+		cc.Str("type", "ephemeral")
+		cc.End()
+		return nil
 	case "24h":
-		return append(b, `,"cache_control":{"type":"ephemeral","ttl":"1h"}`...), nil
+		cc := o.Object("cache_control")
+		cc.Str("type", "ephemeral")
+		cc.Str("ttl", "1h")
+		cc.End()
+		return nil
 	}
-	return b, providers.InvalidParam("prompt_cache_retention", "prompt_cache_retention must be in_memory or 24h")
+	return providers.InvalidParam("prompt_cache_retention", "prompt_cache_retention must be in_memory or 24h")
 }
 
 // message is a unified message as the translation reads it.
@@ -411,11 +415,10 @@ func kindOf(role string) int {
 	}
 }
 
-// appendMessages appends "messages": every non-system message, with runs of
+// writeMessages writes "messages": every non-system message, with runs of
 // messages that take the same Anthropic role merged into one turn.
-func appendMessages(b []byte, msgs []message) ([]byte, error) {
-	b = append(b, `,"messages":[`...)
-	turns := 0
+func writeMessages(o jsonw.Object, msgs []message) error {
+	turns := o.Array("messages")
 	for i := 0; i < len(msgs); {
 		kind := kindOf(msgs[i].Role)
 		if kind == kindSystem {
@@ -436,53 +439,52 @@ func appendMessages(b []byte, msgs []message) ([]byte, error) {
 			n++
 		}
 
-		if turns > 0 {
-			b = append(b, ',')
-		}
-		turns++
+		turn := turns.Object()
 		if kind == kindUser {
-			b = append(b, `{"role":"user","content":`...)
+			turn.Str("role", "user")
 		} else {
-			b = append(b, `{"role":"assistant","content":`...)
+			turn.Str("role", "assistant")
 		}
+		content := turn.Key("content")
 
 		if n == 1 {
 			if s, ok := plainContent(&msgs[i]); ok {
-				b = append(b, s.Raw...)
-				b = append(b, '}')
+				content.Raw(s.Raw)
+				turn.End()
 				i = end
 				continue
 			}
 		}
 
-		open := len(b)
-		b = append(b, '[')
-		blocks := 0
+		mark := content.Mark()
+		blocks := blockList{a: content.Array()}
 		for j := i; j < end; j++ {
 			var err error
 			switch m := &msgs[j]; m.Role {
 			case "assistant":
-				b, err = appendAssistantBlocks(b, m, j, &blocks)
+				err = writeAssistantBlocks(&blocks, m, j)
 			case "tool":
-				b = appendToolResult(b, m, &blocks)
+				writeToolResult(&blocks, m)
 			case "user":
-				b, err = appendUserBlocks(b, m, j, &blocks)
+				err = writeUserBlocks(&blocks, m, j)
 			}
 			if err != nil {
-				return b, err
+				return err
 			}
 		}
-		if blocks == 0 {
+		if blocks.n == 0 {
 			// Only empty text: Anthropic accepts an empty string (as a
 			// final assistant prefill), never an empty text block.
-			b = append(b[:open], `""`...)
+			mark.Rewind()
+			content.Str("")
 		} else {
-			b = append(b, ']')
+			blocks.a.End()
 		}
-		b = append(b, '}')
+		turn.End()
 		i = end
 	}
-	return append(b, ']'), nil
+	turns.End()
+	return nil
 }
 
 // plainContent reports whether a message that forms a turn on its own can
@@ -516,123 +518,131 @@ func nonEmpty(v gjson.Result) bool {
 	return found
 }
 
-// sep appends the comma before a block after the first and counts blocks.
-func sep(b []byte, n *int) []byte {
-	if *n > 0 {
-		b = append(b, ',')
-	}
-	*n++
-	return b
+// blockList is an array of content blocks being written, and how many it
+// holds.
+type blockList struct {
+	a jsonw.Array
+	n int
 }
 
-// appendTextBlock appends {"type":"text","text":…} for a JSON string v,
+// block opens the next block.
+func (l *blockList) block() jsonw.Object {
+	l.n++
+	return l.a.Object()
+}
+
+// writeTextBlock writes {"type":"text","text":…} for a JSON string v,
 // unless it is empty: Anthropic rejects empty text blocks.
-func appendTextBlock(b []byte, v gjson.Result, n *int) []byte {
-	return appendTextBlockCache(b, v, gjson.Result{}, n)
+func writeTextBlock(l *blockList, v gjson.Result) {
+	writeTextBlockCache(l, v, gjson.Result{})
 }
 
-// appendTextBlockCache is appendTextBlock with the content part's
+// writeTextBlockCache is writeTextBlock with the content part's
 // cache_control, copied when it is an object.
-func appendTextBlockCache(b []byte, v, cache gjson.Result, n *int) []byte {
+func writeTextBlockCache(l *blockList, v, cache gjson.Result) {
 	if v.Str == "" {
-		return b
+		return
 	}
-	b = sep(b, n)
-	b = append(b, `{"type":"text","text":`...)
-	b = append(b, v.Raw...)
-	b = appendCacheControl(b, cache)
-	return append(b, '}')
+	b := l.block()
+	b.Str("type", "text")
+	b.Raw("text", v.Raw)
+	writeCacheControl(b, cache)
+	b.End()
 }
 
-// appendCacheControl appends ,"cache_control":… for a content part's or
-// tool's cache_control object (LiteLLM's convention for Anthropic's prompt
+// writeCacheControl writes cache_control for a content part's or tool's
+// cache_control object (LiteLLM's convention for Anthropic's prompt
 // caching markers), and nothing otherwise.
-func appendCacheControl(b []byte, cache gjson.Result) []byte {
-	if !cache.IsObject() {
-		return b
+func writeCacheControl(o jsonw.Object, cache gjson.Result) {
+	if cache.IsObject() {
+		o.Raw("cache_control", cache.Raw)
 	}
-	b = append(b, `,"cache_control":`...)
-	return append(b, cache.Raw...)
 }
 
-// appendTextParts appends text blocks for content that is a string or an
+// writeTextParts writes text blocks for content that is a string or an
 // array of text (or refusal) parts.
-func appendTextParts(b []byte, content gjson.Result, n *int) []byte {
+func writeTextParts(l *blockList, content gjson.Result) {
 	if content.Type == gjson.String {
-		return appendTextBlock(b, content, n)
+		writeTextBlock(l, content)
+		return
 	}
 	content.ForEach(func(_, part gjson.Result) bool {
-		b = appendTextBlockCache(b, providers.PartText(part), part.Get("cache_control"), n)
+		writeTextBlockCache(l, providers.PartText(part), part.Get("cache_control"))
 		return true
 	})
-	return b
 }
 
-// appendUserBlocks appends the blocks of user message i.
-func appendUserBlocks(b []byte, m *message, i int, n *int) ([]byte, error) {
+// writeUserBlocks writes the blocks of user message i.
+func writeUserBlocks(l *blockList, m *message, i int) error {
 	content := m.Content
 	if content.Type == gjson.String {
-		return appendTextBlock(b, content, n), nil
+		writeTextBlock(l, content)
+		return nil
 	}
 	var err error
 	j := 0
 	content.ForEach(func(_, part gjson.Result) bool {
 		switch typ := part.Get("type").Str; typ {
 		case "image_url":
-			b, err = appendImage(b, part.Get("image_url.url"), part.Get("cache_control"), i, j, n)
+			err = writeImage(l, part.Get("image_url.url"), part.Get("cache_control"), i, j)
 		case "input_audio", "file":
 			err = providers.UnsupportedBecause(partParam(i, j)+".type",
 				typ+" content parts are not supported by provider type "+providerName)
 		default: // text, refusal
-			b = appendTextBlockCache(b, providers.PartText(part), part.Get("cache_control"), n)
+			writeTextBlockCache(l, providers.PartText(part), part.Get("cache_control"))
 		}
 		j++
 		return err == nil
 	})
-	return b, err
+	return err
 }
 
 func partParam(i, j int) string {
 	return "messages[" + strconv.Itoa(i) + "].content[" + strconv.Itoa(j) + "]"
 }
 
-// appendImage appends an image block for an image_url part: a base64 source
+// writeImage writes an image block for an image_url part: a base64 source
 // for a data URL, a url source otherwise.
-func appendImage(b []byte, url, cache gjson.Result, i, j int, n *int) ([]byte, error) {
+func writeImage(l *blockList, url, cache gjson.Result, i, j int) error {
 	u := url.Str
 	if len(u) < 5 || !strings.EqualFold(u[:5], "data:") {
-		b = sep(b, n)
-		b = append(b, `{"type":"image","source":{"type":"url","url":`...)
-		b = append(b, url.Raw...)
-		b = append(b, '}')
-		b = appendCacheControl(b, cache)
-		return append(b, '}'), nil
+		b := l.block()
+		b.Str("type", "image")
+		src := b.Object("source")
+		src.Str("type", "url")
+		src.Raw("url", url.Raw)
+		src.End()
+		writeCacheControl(b, cache)
+		b.End()
+		return nil
 	}
 	meta, data, ok := strings.Cut(u[5:], ",")
 	media, _, _ := strings.Cut(meta, ";")
 	if !ok || media == "" || !strings.HasSuffix(meta, ";base64") {
-		return b, providers.InvalidParam(partParam(i, j)+".image_url.url",
+		return providers.InvalidParam(partParam(i, j)+".image_url.url",
 			"an image data URL must look like data:<media type>;base64,<data>")
 	}
-	b = sep(b, n)
-	b = append(b, `{"type":"image","source":{"type":"base64","media_type":`...)
-	b = providers.AppendString(b, media)
-	b = append(b, `,"data":`...)
-	b = providers.AppendString(b, data)
-	b = append(b, '}')
-	b = appendCacheControl(b, cache)
-	return append(b, '}'), nil
+	b := l.block()
+	b.Str("type", "image")
+	src := b.Object("source")
+	src.Str("type", "base64")
+	src.Str("media_type", media)
+	src.Str("data", data)
+	src.End()
+	writeCacheControl(b, cache)
+	b.End()
+	return nil
 }
 
-// appendAssistantBlocks appends the blocks of assistant message i: its
+// writeAssistantBlocks writes the blocks of assistant message i: its
 // thinking blocks, then its text, then a tool_use block per tool call.
-func appendAssistantBlocks(b []byte, m *message, i int, n *int) ([]byte, error) {
-	b, err := appendThinkingBlocks(b, m.ThinkingBlocks, i, n)
-	if err != nil {
-		return b, err
+func writeAssistantBlocks(l *blockList, m *message, i int) error {
+	if err := writeThinkingBlocks(l, m.ThinkingBlocks, i); err != nil {
+		return err
 	}
-	b = appendTextParts(b, m.Content, n)
+	writeTextParts(l, m.Content)
 	j := 0
+	var err error
 	m.ToolCalls.ForEach(func(_, call gjson.Result) bool {
 		fn := call.Get("function")
 		input := strings.TrimSpace(fn.Get("arguments").Str)
@@ -644,31 +654,29 @@ func appendAssistantBlocks(b []byte, m *message, i int, n *int) ([]byte, error) 
 				"function.arguments must be a JSON object encoded as a string")
 			return false
 		}
-		b = sep(b, n)
-		b = append(b, `{"type":"tool_use","id":`...)
-		b = providers.AppendRawString(b, call.Get("id"))
-		b = append(b, `,"name":`...)
-		b = providers.AppendRawString(b, fn.Get("name"))
-		b = append(b, `,"input":`...)
-		b = append(b, input...)
-		b = append(b, '}')
+		b := l.block()
+		b.Str("type", "tool_use")
+		b.Text("id", jsonw.StrOf(call.Get("id")))
+		b.Text("name", jsonw.StrOf(fn.Get("name")))
+		b.Raw("input", input)
+		b.End()
 		j++
 		return true
 	})
-	return b, err
+	return err
 }
 
-// appendThinkingBlocks appends the thinking and redacted_thinking blocks a
+// writeThinkingBlocks writes the thinking and redacted_thinking blocks a
 // client sent back in an assistant message's thinking_blocks, exactly as
 // Anthropic gave them: the thinking text, signature and data are copied
 // as the client encoded them, so they decode to the same bytes.
-func appendThinkingBlocks(b []byte, tb gjson.Result, i int, n *int) ([]byte, error) {
+func writeThinkingBlocks(l *blockList, tb gjson.Result, i int) error {
 	if !tb.Exists() || tb.Type == gjson.Null {
-		return b, nil
+		return nil
 	}
 	p := "messages[" + strconv.Itoa(i) + "].thinking_blocks"
 	if !tb.IsArray() {
-		return b, providers.InvalidParam(p, "thinking_blocks must be an array")
+		return providers.InvalidParam(p, "thinking_blocks must be an array")
 	}
 	var err error
 	j := 0
@@ -682,58 +690,55 @@ func appendThinkingBlocks(b []byte, tb gjson.Result, i int, n *int) ([]byte, err
 				err = providers.InvalidParam(bp, "a thinking block needs thinking and signature strings")
 				return false
 			}
-			b = sep(b, n)
-			b = append(b, `{"type":"thinking","thinking":`...)
-			b = append(b, text.Raw...)
-			b = append(b, `,"signature":`...)
-			b = append(b, sig.Raw...)
-			b = append(b, '}')
+			b := l.block()
+			b.Str("type", "thinking")
+			b.Raw("thinking", text.Raw)
+			b.Raw("signature", sig.Raw)
+			b.End()
 		case "redacted_thinking":
 			data := block.Get("data")
 			if data.Type != gjson.String {
 				err = providers.InvalidParam(bp, "a redacted_thinking block needs a data string")
 				return false
 			}
-			b = sep(b, n)
-			b = append(b, `{"type":"redacted_thinking","data":`...)
-			b = append(b, data.Raw...)
-			b = append(b, '}')
+			b := l.block()
+			b.Str("type", "redacted_thinking")
+			b.Raw("data", data.Raw)
+			b.End()
 		default:
 			err = providers.InvalidParam(bp+".type", "a thinking block's type must be thinking or redacted_thinking")
 			return false
 		}
 		return true
 	})
-	return b, err
+	return err
 }
 
-// appendToolResult appends the tool_result block for a tool message.
-func appendToolResult(b []byte, m *message, n *int) []byte {
-	b = sep(b, n)
-	b = append(b, `{"type":"tool_result","tool_use_id":`...)
-	b = providers.AppendRawString(b, m.ToolCallID)
+// writeToolResult writes the tool_result block for a tool message.
+func writeToolResult(l *blockList, m *message) {
+	b := l.block()
+	b.Str("type", "tool_result")
+	b.Text("tool_use_id", jsonw.StrOf(m.ToolCallID))
 	switch content := m.Content; {
 	case content.Type == gjson.String:
-		b = append(b, `,"content":`...)
-		b = append(b, content.Raw...)
+		b.Raw("content", content.Raw)
 	case content.IsArray():
-		at := len(b)
-		b = append(b, `,"content":[`...)
-		parts := 0
-		b = appendTextParts(b, content, &parts)
-		if parts == 0 {
-			b = b[:at] // content is optional
+		mark := b.Mark()
+		parts := blockList{a: b.Array("content")}
+		writeTextParts(&parts, content)
+		if parts.n == 0 {
+			mark.Rewind() // content is optional
 		} else {
-			b = append(b, ']')
+			parts.a.End()
 		}
 	}
-	return append(b, '}')
+	b.End()
 }
 
-// appendSystem appends the top-level "system" made of all system and
+// writeSystem writes the top-level "system" made of all system and
 // developer messages: a plain string when there is exactly one and its
 // content is a string, else an array of text blocks in order.
-func appendSystem(b []byte, msgs []message) []byte {
+func writeSystem(o jsonw.Object, msgs []message) {
 	count := 0
 	var sole gjson.Result
 	for i := range msgs {
@@ -743,46 +748,35 @@ func appendSystem(b []byte, msgs []message) []byte {
 		}
 	}
 	if count == 0 {
-		return b
+		return
 	}
 	if count == 1 && sole.Type == gjson.String {
-		b = append(b, `,"system":`...)
-		return append(b, sole.Raw...)
+		o.Raw("system", sole.Raw)
+		return
 	}
-	at := len(b)
-	b = append(b, `,"system":[`...)
-	blocks := 0
+	mark := o.Mark()
+	blocks := blockList{a: o.Array("system")}
 	for i := range msgs {
 		if kindOf(msgs[i].Role) == kindSystem {
-			b = appendTextParts(b, msgs[i].Content, &blocks)
+			writeTextParts(&blocks, msgs[i].Content)
 		}
 	}
-	if blocks == 0 {
-		return b[:at]
+	if blocks.n == 0 {
+		mark.Rewind()
+		return
 	}
-	return append(b, ']')
+	blocks.a.End()
 }
 
-// appendStop appends stop_sequences for a stop string or array; empty
-// sequences are left out.
-func appendStop(b []byte, stop gjson.Result) []byte {
-	at := len(b)
-	b = append(b, `,"stop_sequences":`...)
-	if b, n := providers.AppendStops(b, stop); n > 0 {
-		return b
-	}
-	return b[:at]
-}
-
-// appendTools appends "tools": the client's function tools, then the tool
+// writeTools writes "tools": the client's function tools, then the tool
 // that carries a response_format, if f needs one. function.strict becomes
 // Anthropic's strict tool use where the model has it (strict says so; it
 // comes with JSON outputs) and is dropped elsewhere. It reports whether the
 // client gave tools. Other tool types, and a client tool named like the
 // response_format tool, are rejected.
-func appendTools(b []byte, tools gjson.Result, f *format, strict bool) ([]byte, bool, error) {
-	at := len(b)
-	b = append(b, `,"tools":[`...)
+func writeTools(o jsonw.Object, tools gjson.Result, f *format, strict bool) (bool, error) {
+	mark := o.Mark()
+	list := o.Array("tools")
 	n := 0
 	var err error
 	tools.ForEach(func(_, t gjson.Result) bool {
@@ -798,106 +792,112 @@ func appendTools(b []byte, tools gjson.Result, f *format, strict bool) ([]byte, 
 				"the tool name %s is reserved for response_format on provider type %s", jsonToolName, providerName)
 			return false
 		}
-		b = sep(b, &n)
-		b = append(b, `{"name":`...)
-		b = providers.AppendRawString(b, name)
+		n++
+		tool := list.Object()
+		tool.Text("name", jsonw.StrOf(name))
 		if d := fn.Get("description"); d.Type == gjson.String && d.Str != "" {
-			b = append(b, `,"description":`...)
-			b = append(b, d.Raw...)
+			tool.Raw("description", d.Raw)
 		}
-		b = append(b, `,"input_schema":`...)
-		b = appendSchema(b, fn.Get("parameters"))
+		writeSchema(tool.Key("input_schema"), fn.Get("parameters"))
 		if strict && fn.Get("strict").Type == gjson.True {
-			b = append(b, `,"strict":true`...)
+			tool.Bool("strict", true)
 		}
-		b = appendCacheControl(b, t.Get("cache_control"))
-		b = append(b, '}')
+		writeCacheControl(tool, t.Get("cache_control"))
+		tool.End()
 		return true
 	})
 	if err != nil {
-		return b, false, err
+		return false, err
 	}
 	haveTools := n > 0
 	if f.kind == formatTool {
-		b = sep(b, &n)
-		b = appendJSONTool(b, f)
+		n++
+		writeJSONTool(list, f)
 	}
 	if n == 0 {
-		return b[:at], false, nil
+		mark.Rewind()
+		return false, nil
 	}
-	return append(b, ']'), haveTools, nil
+	list.End()
+	return haveTools, nil
 }
 
-// appendSchema appends a tool's input_schema. Anthropic requires an object
+// writeSchema writes a tool's input_schema. Anthropic requires an object
 // schema with "type"; OpenAI allows parameters to be left out or to be {}
 // for a function without arguments.
-func appendSchema(b []byte, params gjson.Result) []byte {
-	if !params.IsObject() {
-		return append(b, `{"type":"object"}`...)
+func writeSchema(v jsonw.Value, params gjson.Result) {
+	switch {
+	case !params.IsObject():
+		o := v.Object()
+		o.Str("type", "object")
+		o.End()
+	case params.Get("type").Exists():
+		v.Raw(params.Raw)
+	default:
+		o := v.Object()
+		o.Str("type", "object")
+		o.RawMembers(strings.TrimSpace(params.Raw[1 : len(params.Raw)-1]))
+		o.End()
 	}
-	if params.Get("type").Exists() {
-		return append(b, params.Raw...)
-	}
-	b = append(b, `{"type":"object"`...)
-	if inner := strings.TrimSpace(params.Raw[1 : len(params.Raw)-1]); inner != "" {
-		b = append(b, ',')
-		b = append(b, inner...)
-	}
-	return append(b, '}')
 }
 
-// appendToolChoice appends tool_choice. disableParallel mirrors
+// writeToolChoice writes tool_choice. disableParallel mirrors
 // parallel_tool_calls: false; haveTools says whether the client sent
 // tools, since Anthropic accepts tool_choice only with tools; jsonTool that
 // the response_format tool was sent. That tool is forced when the client
 // gave no tools or tool_choice none — or, since Anthropic refuses forced
 // tools with extended thinking, offered with auto when thinking is on.
-func appendToolChoice(b []byte, tc gjson.Result, disableParallel, haveTools, jsonTool, thinking bool) ([]byte, error) {
-	var choice, name string
+func writeToolChoice(o jsonw.Object, tc gjson.Result, disableParallel, haveTools, jsonTool, thinking bool) error {
+	var choice string
+	var name jsonw.Text
 	switch {
 	case tc.Type == gjson.String:
 		choice = tc.Str
 	case tc.IsObject():
 		if tc.Get("type").Str != "function" {
-			return b, providers.UnsupportedBecause("tool_choice",
+			return providers.UnsupportedBecause("tool_choice",
 				"tool_choice of type "+strconv.Quote(tc.Get("type").Str)+" is not supported by provider type "+providerName)
 		}
-		choice, name = "function", tc.Get("function.name").Raw
+		choice, name = "function", jsonw.StrOf(tc.Get("function.name"))
 	}
 	if !haveTools {
 		if choice == "required" || choice == "function" {
-			return b, providers.InvalidParam("tool_choice", "tool_choice %q needs tools", choice)
+			return providers.InvalidParam("tool_choice", "tool_choice %q needs tools", choice)
 		}
 		if !jsonTool {
-			return b, nil // "none", "auto" or nothing: no tools is the same thing.
+			return nil // "none", "auto" or nothing: no tools is the same thing.
 		}
 	}
 	if jsonTool && (!haveTools || choice == "none") {
 		if thinking {
 			choice = "auto"
 		} else {
-			choice, name = "function", `"`+jsonToolName+`"`
+			choice, name = "function", jsonw.Plain(jsonToolName)
 		}
 	}
 
+	var typ string
 	switch choice {
-	case "none":
-		return append(b, `,"tool_choice":{"type":"none"}`...), nil
+	case "none", "auto":
+		typ = choice
 	case "required":
-		b = append(b, `,"tool_choice":{"type":"any"`...)
+		typ = "any"
 	case "function":
-		b = append(b, `,"tool_choice":{"type":"tool","name":`...)
-		b = append(b, name...)
-	case "auto":
-		b = append(b, `,"tool_choice":{"type":"auto"`...)
+		typ = "tool"
 	default: // none given
 		if !disableParallel {
-			return b, nil
+			return nil
 		}
-		b = append(b, `,"tool_choice":{"type":"auto"`...)
+		typ = "auto"
 	}
-	if disableParallel {
-		b = append(b, `,"disable_parallel_tool_use":true`...)
+	c := o.Object("tool_choice")
+	c.Str("type", typ)
+	if typ == "tool" {
+		c.Text("name", name)
 	}
-	return append(b, '}'), nil
+	if disableParallel && typ != "none" {
+		c.Bool("disable_parallel_tool_use", true)
+	}
+	c.End()
+	return nil
 }

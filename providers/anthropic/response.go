@@ -6,6 +6,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/jsonw"
 )
 
 // ChatResponse translates an Anthropic message into a unified
@@ -51,30 +52,23 @@ func (c Chat) ChatResponse(body []byte) ([]byte, error) {
 	var stack [4]contentBlock
 	blocks := readBlocks(stack[:0], content)
 
-	b := make([]byte, 0, len(body)+256)
-	b = append(b, `{"id":`...)
-	b = providers.AppendRawString(b, id)
-	b = append(b, `,"object":"chat.completion","created":`...)
-	b = providers.AppendInt(b, c.now().Unix())
-	b = append(b, `,"model":`...)
-	b = providers.AppendRawString(b, model)
-	b = append(b, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
-	b = appendText(b, blocks)
-	b = append(b, `,"refusal":null`...)
-	b = appendReasoning(b, blocks)
-	b, calls := appendToolCalls(b, blocks)
-	b = append(b, `},"logprobs":null,"finish_reason":"`...)
+	w := jsonw.New(make([]byte, 0, len(body)+256))
+	comp := providers.StartCompletion(&w, providers.Head{ID: jsonw.StrOf(id), Created: c.now().Unix(), Model: jsonw.StrOf(model)})
+	m := comp.Choice(0)
+	writeText(m, blocks)
+	m.NullRefusal()
+	writeReasoning(m, blocks)
+	calls := writeToolCalls(m, blocks)
 	finish := finishReason(stopReason.Str)
 	if finish == "tool_calls" && calls == 0 {
 		finish = "stop" // only the response_format tool was called
 	}
-	b = append(b, finish...)
-	b = append(b, `"}],"usage":`...)
+	m.End(finish)
 
 	var u usage
 	u.set(usageObj)
-	b = u.unified().Append(b)
-	return append(b, '}'), nil
+	comp.Usage(u.unified())
+	return comp.Finish()
 }
 
 // contentBlock holds the fields of a content block that the answer reads;
@@ -132,10 +126,10 @@ func isJSONTool(block gjson.Result) bool {
 // isJSONTool is isJSONTool for a block read.
 func (blk *contentBlock) isJSONTool() bool { return blk.name.Str == jsonToolName }
 
-// appendText appends the message's content: its text blocks and the input
+// writeText writes the message's content: its text blocks and the input
 // of response_format tool calls, joined in order, or null when it has
 // none.
-func appendText(b []byte, blocks []contentBlock) []byte {
+func writeText(m providers.Message, blocks []contentBlock) {
 	var j providers.TextJoin
 	for i := range blocks {
 		blk := &blocks[i]
@@ -148,7 +142,7 @@ func appendText(b []byte, blocks []contentBlock) []byte {
 			}
 		}
 	}
-	return j.Append(b)
+	m.JoinedContent(&j)
 }
 
 // jsonToolText is the input of a response_format tool call as a JSON
@@ -161,12 +155,12 @@ func jsonToolText(input gjson.Result) gjson.Result {
 	return gjson.Result{Type: gjson.String, Str: s, Raw: string(providers.AppendString(nil, s))}
 }
 
-// appendReasoning appends ,"reasoning_content":…,"thinking_blocks":[…]
-// for the message's thinking and redacted_thinking blocks, and nothing
-// when it has none. reasoning_content joins the thinking text;
-// thinking_blocks keeps every block with its signature (or data), in
-// order, for the client to send back.
-func appendReasoning(b []byte, blocks []contentBlock) []byte {
+// writeReasoning writes reasoning_content and thinking_blocks for the
+// message's thinking and redacted_thinking blocks, and nothing when it has
+// none. reasoning_content joins the thinking text; thinking_blocks keeps
+// every block with its signature (or data), in order, for the client to
+// send back.
+func writeReasoning(m providers.Message, blocks []contentBlock) {
 	var texts providers.TextJoin
 	n := 0
 	for i := range blocks {
@@ -179,81 +173,49 @@ func appendReasoning(b []byte, blocks []contentBlock) []byte {
 		}
 	}
 	if n == 0 {
-		return b
+		return
 	}
 	if texts.Len() > 0 {
-		b = append(b, `,"reasoning_content":`...)
-		b = texts.Append(b)
+		m.JoinedReasoning(&texts)
 	}
-	b = append(b, `,"thinking_blocks":[`...)
-	n = 0
+	tb := m.ThinkingBlocks()
 	for i := range blocks {
 		blk := &blocks[i]
 		switch blk.typ.Str {
 		case "thinking":
-			b = sep(b, &n)
-			text := blk.thinking
-			if text.Type != gjson.String {
-				text = gjson.Result{Type: gjson.String, Raw: `""`}
-			}
-			b = appendThinkingBlock(b, text.Raw, blk.signature)
+			providers.WriteThinkingBlock(tb, jsonw.StrOf(blk.thinking), jsonw.StrOf(blk.signature))
 		case "redacted_thinking":
-			b = sep(b, &n)
-			b = appendRedactedBlock(b, blk.data)
+			providers.WriteRedactedThinking(tb, jsonw.StrOf(blk.data))
 		}
 	}
-	return append(b, ']')
+	tb.End()
 }
 
-// appendThinkingBlock appends a thinking block of thinking_blocks; text is
-// the thinking as a JSON string.
-func appendThinkingBlock(b []byte, text string, signature gjson.Result) []byte {
-	b = append(b, `{"type":"thinking","thinking":`...)
-	b = append(b, text...)
-	b = append(b, `,"signature":`...)
-	b = providers.AppendRawString(b, signature)
-	return append(b, '}')
-}
-
-// appendRedactedBlock appends a redacted_thinking block of thinking_blocks.
-func appendRedactedBlock(b []byte, data gjson.Result) []byte {
-	b = append(b, `{"type":"redacted_thinking","data":`...)
-	b = providers.AppendRawString(b, data)
-	return append(b, '}')
-}
-
-// appendToolCalls appends ,"tool_calls":[…] for the message's tool_use
-// blocks other than response_format tool calls, and nothing when there are
-// none. It returns how many it appended.
-func appendToolCalls(b []byte, blocks []contentBlock) ([]byte, int) {
+// writeToolCalls writes tool_calls for the message's tool_use blocks
+// other than response_format tool calls, and nothing when there are none.
+// It returns how many it wrote.
+func writeToolCalls(m providers.Message, blocks []contentBlock) int {
 	n := 0
+	var calls providers.ToolCalls
 	for i := range blocks {
 		blk := &blocks[i]
 		if blk.typ.Str != "tool_use" || blk.isJSONTool() {
 			continue
 		}
 		if n == 0 {
-			b = append(b, `,"tool_calls":[`...)
-		} else {
-			b = append(b, ',')
+			calls = m.ToolCalls()
 		}
 		n++
-		b = append(b, `{"id":`...)
-		b = providers.AppendRawString(b, blk.id)
-		b = append(b, `,"type":"function","function":{"name":`...)
-		b = providers.AppendRawString(b, blk.name)
-		b = append(b, `,"arguments":`...)
+		args := jsonw.Plain("{}")
 		if blk.input.IsObject() {
-			b = providers.AppendString(b, providers.CompactJSON(blk.input.Raw))
-		} else {
-			b = append(b, `"{}"`...)
+			args = jsonw.Plain(providers.CompactJSON(blk.input.Raw))
 		}
-		b = append(b, "}}"...)
+		calls.Call(jsonw.StrOf(blk.id), jsonw.StrOf(blk.name), args)
 	}
 	if n > 0 {
-		b = append(b, ']')
+		calls.End()
 	}
-	return b, n
+	return n
 }
 
 // usage is Anthropic's token accounting.

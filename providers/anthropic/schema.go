@@ -7,9 +7,10 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/jsonw"
 )
 
-// appendOutputSchema appends a response_format schema as
+// writeOutputSchema writes a response_format schema as
 // output_config.format takes it. Anthropic's JSON outputs take a subset of
 // JSON Schema; this applies the rewrite Anthropic's own SDKs apply to a
 // schema before sending it (anthropic-sdk-go schemautil.go,
@@ -29,32 +30,27 @@ import (
 // One difference: "definitions" (draft-07's $defs) is kept and rewritten
 // like $defs, since moving it into a description would break every $ref
 // that points into it.
-func appendOutputSchema(b []byte, s gjson.Result) []byte {
+func writeOutputSchema(v jsonw.Value, s gjson.Result) {
 	if !s.IsObject() {
 		// Boolean schemas and the like pass as they are.
-		return append(b, s.Raw...)
+		v.Raw(s.Raw)
+		return
 	}
 	if ref := s.Get(`\$ref`); ref.Exists() {
-		b = append(b, `{"$ref":`...)
-		b = append(b, ref.Raw...)
-		return append(b, '}')
+		o := v.Object()
+		o.Raw("$ref", ref.Raw)
+		o.End()
+		return
 	}
 
 	var typ, description, properties, additional, anyOf, oneOf, format, minItems gjson.Result
 	var extras []extra
-	n := 0
-	field := func(key string) {
-		b = sep(b, &n)
-		b = providers.AppendString(b, key)
-		b = append(b, ':')
-	}
-	b = append(b, '{')
+	o := v.Object()
 	s.ForEach(func(k, v gjson.Result) bool {
 		switch key := k.Str; key {
 		case "type":
 			typ = v
-			field(key)
-			b = append(b, v.Raw...)
+			o.Raw(key, v.Raw)
 		case "description":
 			description = v
 		case "properties":
@@ -70,21 +66,17 @@ func appendOutputSchema(b []byte, s gjson.Result) []byte {
 		case "minItems":
 			minItems = v
 		case "$defs", "definitions":
-			field(key)
-			b = appendSchemaMap(b, v)
+			writeSchemaMap(o.Key(key), v)
 		case "allOf":
-			field(key)
-			b = appendSchemaList(b, v)
+			writeSchemaList(o.Key(key), v)
 		case "items":
-			field(key)
 			if v.IsArray() {
-				b = appendSchemaList(b, v)
+				writeSchemaList(o.Key(key), v)
 			} else {
-				b = appendOutputSchema(b, v)
+				writeOutputSchema(o.Key(key), v)
 			}
 		case "title", "enum", "const", "required", "pattern":
-			field(key)
-			b = append(b, v.Raw...)
+			o.Raw(key, v.Raw)
 		default:
 			extras = append(extras, extra{key, v})
 		}
@@ -93,39 +85,31 @@ func appendOutputSchema(b []byte, s gjson.Result) []byte {
 
 	switch {
 	case anyOf.IsArray():
-		field("anyOf")
-		b = appendSchemaList(b, anyOf)
+		writeSchemaList(o.Key("anyOf"), anyOf)
 		if oneOf.Exists() {
 			extras = append(extras, extra{"oneOf", oneOf})
 		}
 	case oneOf.IsArray():
-		field("anyOf")
-		b = appendSchemaList(b, oneOf)
+		writeSchemaList(o.Key("anyOf"), oneOf)
 	}
 
 	switch typ.Str {
 	case "object":
 		switch {
 		case properties.IsObject():
-			field("properties")
-			b = appendSchemaMap(b, properties)
-			field("additionalProperties")
-			b = append(b, "false"...)
+			writeSchemaMap(o.Key("properties"), properties)
+			o.Bool("additionalProperties", false)
 		case additional.IsObject():
-			field("additionalProperties")
-			b = appendOutputSchema(b, additional)
+			writeOutputSchema(o.Key("additionalProperties"), additional)
 		default:
-			field("properties")
-			b = append(b, "{}"...)
-			field("additionalProperties")
-			b = append(b, "false"...)
+			o.Object("properties").End()
+			o.Bool("additionalProperties", false)
 		}
 		properties, additional = gjson.Result{}, gjson.Result{}
 	case "string":
 		if format.Exists() {
 			if format.Type == gjson.String && slices.Contains(supportedFormats, format.Str) {
-				field("format")
-				b = append(b, format.Raw...)
+				o.Raw("format", format.Raw)
 			} else {
 				extras = append(extras, extra{"format", format})
 			}
@@ -134,8 +118,7 @@ func appendOutputSchema(b []byte, s gjson.Result) []byte {
 	case "array":
 		if minItems.Exists() {
 			if minItems.Raw == "0" || minItems.Raw == "1" {
-				field("minItems")
-				b = append(b, minItems.Raw...)
+				o.Raw("minItems", minItems.Raw)
 			} else {
 				extras = append(extras, extra{"minItems", minItems})
 			}
@@ -147,16 +130,14 @@ func appendOutputSchema(b []byte, s gjson.Result) []byte {
 	for _, kv := range []extra{{"properties", properties}, {"additionalProperties", additional},
 		{"format", format}, {"minItems", minItems}} {
 		if kv.v.Exists() {
-			field(kv.key)
-			b = append(b, kv.v.Raw...)
+			o.Raw(kv.key, kv.v.Raw)
 		}
 	}
 
 	if len(extras) > 0 || description.Exists() {
-		field("description")
-		b = appendDescription(b, description, extras)
+		writeDescription(o.Key("description"), description, extras)
 	}
-	return append(b, '}')
+	o.End()
 }
 
 // supportedFormats are the string formats Anthropic's JSON outputs take.
@@ -168,11 +149,12 @@ type extra struct {
 	v   gjson.Result
 }
 
-// appendDescription appends the description with the extras, sorted by
+// writeDescription writes the description with the extras, sorted by
 // keyword, appended as "{keyword: value, …}" after a blank line.
-func appendDescription(b []byte, description gjson.Result, extras []extra) []byte {
+func writeDescription(v jsonw.Value, description gjson.Result, extras []extra) {
 	if len(extras) == 0 {
-		return append(b, description.Raw...)
+		v.Raw(description.Raw)
+		return
 	}
 	slices.SortFunc(extras, func(a, b extra) int { return strings.Compare(a.key, b.key) })
 	var sb strings.Builder
@@ -197,39 +179,35 @@ func appendDescription(b []byte, description gjson.Result, extras []extra) []byt
 		}
 	}
 	sb.WriteByte('}')
-	return providers.AppendString(b, sb.String())
+	v.Str(sb.String())
 }
 
-// appendSchemaMap appends an object of schemas (properties, $defs), each
+// writeSchemaMap writes an object of schemas (properties, $defs), each
 // rewritten.
-func appendSchemaMap(b []byte, m gjson.Result) []byte {
+func writeSchemaMap(v jsonw.Value, m gjson.Result) {
 	if !m.IsObject() {
-		return append(b, m.Raw...)
+		v.Raw(m.Raw)
+		return
 	}
-	b = append(b, '{')
-	n := 0
+	o := v.Object()
 	m.ForEach(func(k, v gjson.Result) bool {
-		b = sep(b, &n)
-		b = append(b, k.Raw...)
-		b = append(b, ':')
-		b = appendOutputSchema(b, v)
+		writeOutputSchema(o.KeyText(jsonw.Lit(k.Raw)), v)
 		return true
 	})
-	return append(b, '}')
+	o.End()
 }
 
-// appendSchemaList appends an array of schemas (anyOf, allOf), each
+// writeSchemaList writes an array of schemas (anyOf, allOf), each
 // rewritten.
-func appendSchemaList(b []byte, l gjson.Result) []byte {
+func writeSchemaList(v jsonw.Value, l gjson.Result) {
 	if !l.IsArray() {
-		return append(b, l.Raw...)
+		v.Raw(l.Raw)
+		return
 	}
-	b = append(b, '[')
-	n := 0
+	a := v.Array()
 	l.ForEach(func(_, v gjson.Result) bool {
-		b = sep(b, &n)
-		b = appendOutputSchema(b, v)
+		writeOutputSchema(a.Value(), v)
 		return true
 	})
-	return append(b, ']')
+	a.End()
 }

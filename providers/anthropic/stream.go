@@ -7,6 +7,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/jsonw"
 	"github.com/modelgate/modelgate/providers/sse"
 )
 
@@ -50,9 +51,9 @@ type stream struct {
 	chat         Chat
 	includeUsage bool
 
-	// head opens every chunk: {"id":…,"object":…,"created":…,"model":…,
-	// It is built at message_start (or the first event, if that is missing).
-	head    []byte
+	// chunks writes the unified events; it is started at message_start
+	// (or the first event, if that is missing).
+	chunks  providers.Chunks
 	blocks  []block
 	calls   int    // tool calls sent
 	finish  string // mapped finish_reason; "" until message_delta gives one
@@ -102,15 +103,13 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 
 	switch typ {
 	case "message_start":
-		if s.head != nil {
+		if s.chunks.Started() {
 			return dst, nil // a repeated message_start carries nothing new
 		}
 		msg := v.Get("message")
 		s.start(msg.Get("id"), msg.Get("model"))
 		s.usage.set(msg.Get("usage"))
-		dst = s.openChunk(dst)
-		dst = append(dst, `{"role":"assistant","content":""}`...)
-		return s.closeChunk(dst, ""), nil
+		return s.chunks.Role(dst, 0), nil
 
 	case "content_block_start":
 		index := v.Get("index").Int()
@@ -124,15 +123,8 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 			k := s.calls
 			s.calls++
 			s.blocks = append(s.blocks, block{index: index, kind: blockTool, call: k})
-			dst = s.openChunk(dst)
-			dst = append(dst, `{"tool_calls":[{"index":`...)
-			dst = providers.AppendInt(dst, int64(k))
-			dst = append(dst, `,"id":`...)
-			dst = providers.AppendRawString(dst, cb.Get("id"))
-			dst = append(dst, `,"type":"function","function":{"name":`...)
-			dst = providers.AppendRawString(dst, cb.Get("name"))
-			dst = append(dst, `,"arguments":""}}]}`...)
-			return s.closeChunk(dst, ""), nil
+			s.ensureStarted()
+			return s.chunks.ToolCallStart(dst, 0, k, jsonw.StrOf(cb.Get("id")), jsonw.StrOf(cb.Get("name"))), nil
 		case "text":
 			return s.content(dst, stringLiteral(cb.Get("text"))), nil
 		case "thinking":
@@ -142,11 +134,8 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 			return s.thinking(dst, t, cb.Get("thinking")), nil
 		case "redacted_thinking":
 			// It comes whole, with no deltas.
-			dst = s.openChunk(dst)
-			dst = append(dst, `{"thinking_blocks":[`...)
-			dst = appendRedactedBlock(dst, cb.Get("data"))
-			dst = append(dst, "]}"...)
-			return s.closeChunk(dst, ""), nil
+			s.ensureStarted()
+			return s.chunks.RedactedThinking(dst, 0, jsonw.StrOf(cb.Get("data"))), nil
 		}
 
 	case "content_block_delta":
@@ -165,12 +154,12 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 			}
 			var changed bool
 			if s.scratch, changed = t.compact.Compact(s.scratch[:0], part.Str); !changed {
-				return s.input(dst, t, part.Raw), nil
+				return s.input(dst, t, jsonw.Lit(part.Raw)), nil
 			}
 			if len(s.scratch) == 0 {
 				return dst, nil // only whitespace
 			}
-			return s.input(dst, t, string(providers.AppendString(nil, string(s.scratch)))), nil
+			return s.input(dst, t, jsonw.Plain(providers.InPlace(s.scratch))), nil
 		case "thinking_delta":
 			if t := s.find(v.Get("index").Int()); t != nil && t.kind == blockThinking {
 				return s.thinking(dst, t, delta.Get("thinking")), nil
@@ -187,18 +176,13 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 		if t != nil && t.kind != blockThinking && !t.input {
 			// No input came, or only "": the input is {}, as in an
 			// answer that is not streamed.
-			return s.input(dst, t, `"{}"`), nil
+			return s.input(dst, t, jsonw.Plain("{}")), nil
 		}
 		// A thinking block is complete, signature and all, at its stop.
 		if t != nil && t.kind == blockThinking && !t.sent {
 			t.sent = true
-			dst = s.openChunk(dst)
-			dst = append(dst, `{"thinking_blocks":[`...)
-			text := providers.AppendString(s.scratch[:0], string(t.text))
-			sig := gjson.Result{Type: gjson.String, Raw: string(providers.AppendString(nil, string(t.signature)))}
-			dst = appendThinkingBlock(dst, string(text), sig)
-			dst = append(dst, "]}"...)
-			return s.closeChunk(dst, ""), nil
+			s.ensureStarted()
+			return s.chunks.ThinkingBlock(dst, 0, jsonw.Plain(providers.InPlace(t.text)), jsonw.Plain(providers.InPlace(t.signature))), nil
 		}
 
 	case "message_delta":
@@ -216,13 +200,9 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 		case finish == "tool_calls" && s.calls == 0:
 			finish = "stop" // only the response_format tool was called
 		}
-		dst = s.openChunk(dst)
-		dst = append(dst, "{}"...)
-		dst = s.closeChunk(dst, finish)
-		if s.includeUsage {
-			dst = providers.AppendUsageChunk(dst, s.head, s.usage.unified())
-		}
-		return append(dst, sse.Done...), nil
+		s.ensureStarted()
+		dst = s.chunks.Finish(dst, 0, finish)
+		return s.chunks.End(dst, s.usage.unified()), nil
 
 	case "error":
 		s.done = true
@@ -231,7 +211,7 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 		if msg == "" {
 			msg = "the provider reported an error in its stream"
 		}
-		return sse.AppendData(dst, mapError(streamErrorStatus(typ), typ, msg).JSON()), nil
+		return s.chunks.Error(dst, mapError(streamErrorStatus(typ), typ, msg)), nil
 	}
 	// ping, and event types this code does not know.
 	return dst, nil
@@ -290,21 +270,13 @@ func stringLiteral(v gjson.Result) string {
 // input appends a chunk with a piece of tool input, a JSON string: an
 // arguments delta of a tool call, or a content delta for the
 // response_format tool.
-func (s *stream) input(dst []byte, t *block, piece string) []byte {
+func (s *stream) input(dst []byte, t *block, piece jsonw.Text) []byte {
 	t.input = true
-	dst = s.openChunk(dst)
+	s.ensureStarted()
 	if t.kind == blockJSON {
-		dst = append(dst, `{"content":`...)
-		dst = append(dst, piece...)
-		dst = append(dst, '}')
-	} else {
-		dst = append(dst, `{"tool_calls":[{"index":`...)
-		dst = providers.AppendInt(dst, int64(t.call))
-		dst = append(dst, `,"function":{"arguments":`...)
-		dst = append(dst, piece...)
-		dst = append(dst, "}}]}"...)
+		return s.chunks.Content(dst, 0, piece)
 	}
-	return s.closeChunk(dst, "")
+	return s.chunks.ToolCallArguments(dst, 0, t.call, piece)
 }
 
 // thinking appends a chunk with a reasoning_content delta for text, a
@@ -314,11 +286,8 @@ func (s *stream) thinking(dst []byte, t *block, text gjson.Result) []byte {
 		return dst
 	}
 	t.text = append(t.text, text.Str...)
-	dst = s.openChunk(dst)
-	dst = append(dst, `{"reasoning_content":`...)
-	dst = append(dst, text.Raw...)
-	dst = append(dst, '}')
-	return s.closeChunk(dst, "")
+	s.ensureStarted()
+	return s.chunks.Reasoning(dst, 0, jsonw.Lit(text.Raw))
 }
 
 // Close appends an error event when the upstream stream ended before
@@ -334,36 +303,20 @@ func (s *stream) Close(dst []byte) []byte {
 		return dst
 	}
 	s.done = true
-	return providers.AppendStreamIncomplete(dst)
+	return s.chunks.Incomplete(dst)
 }
 
-// start builds the head shared by all chunks.
+// start starts the unified stream's chunks.
 func (s *stream) start(id, model gjson.Result) {
-	h := make([]byte, 0, 96+len(id.Raw)+len(model.Raw))
-	h = append(h, `{"id":`...)
-	h = providers.AppendRawString(h, id)
-	h = append(h, `,"object":"chat.completion.chunk","created":`...)
-	h = providers.AppendInt(h, s.chat.now().Unix())
-	h = append(h, `,"model":`...)
-	h = providers.AppendRawString(h, model)
-	s.head = append(h, ',')
+	s.chunks.Start(providers.Head{ID: jsonw.StrOf(id), Created: s.chat.now().Unix(), Model: jsonw.StrOf(model)}, s.includeUsage)
 }
 
-// openChunk appends a chunk up to its delta.
-func (s *stream) openChunk(dst []byte) []byte {
-	if s.head == nil {
+// ensureStarted starts the chunks, with neither id nor model, when the
+// stream did not begin with message_start.
+func (s *stream) ensureStarted() {
+	if !s.chunks.Started() {
 		s.start(gjson.Result{}, gjson.Result{})
 	}
-	dst = append(dst, "data: "...)
-	dst = append(dst, s.head...)
-	return append(dst, `"choices":[{"index":0,"delta":`...)
-}
-
-// closeChunk appends the rest of a chunk after its delta; finish is its
-// finish_reason, or "" for null.
-func (s *stream) closeChunk(dst []byte, finish string) []byte {
-	dst = append(dst, `,"logprobs":null`...)
-	return providers.AppendChunkEnd(dst, finish, s.includeUsage)
 }
 
 // content appends a chunk with a content delta, text (a JSON string
@@ -372,11 +325,8 @@ func (s *stream) content(dst []byte, text string) []byte {
 	if text == `""` {
 		return dst
 	}
-	dst = s.openChunk(dst)
-	dst = append(dst, `{"content":`...)
-	dst = append(dst, text...)
-	dst = append(dst, '}')
-	return s.closeChunk(dst, "")
+	s.ensureStarted()
+	return s.chunks.Content(dst, 0, jsonw.Lit(text))
 }
 
 // streamErrorStatus is the status Anthropic gives an error type, which an

@@ -9,6 +9,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/jsonw"
 )
 
 // Embeddings translates unified embeddings requests (POST /v1/embeddings)
@@ -115,14 +116,18 @@ func (e Embeddings) EmbeddingsRequests(req *providers.EmbeddingsRequest, model s
 	if kind == titanG1 || kind == titanV2 {
 		reqs := make([]providers.Request, len(req.Texts))
 		for i, t := range req.Texts {
-			b := make([]byte, 0, len(t)+48)
-			b = append(b, `{"inputText":`...)
-			b = providers.AppendString(b, t)
+			w := jsonw.New(make([]byte, 0, len(t)+48))
+			o := w.Object()
+			o.Str("inputText", t)
 			if req.Dimensions > 0 {
-				b = append(b, `,"dimensions":`...)
-				b = strconv.AppendInt(b, int64(req.Dimensions), 10)
+				o.Int("dimensions", int64(req.Dimensions))
 			}
-			reqs[i] = providers.Request{Path: path, Body: append(b, '}')}
+			o.End()
+			b, err := w.Finish()
+			if err != nil {
+				return nil, err
+			}
+			reqs[i] = providers.Request{Path: path, Body: b}
 		}
 		return reqs, nil
 	}
@@ -141,22 +146,26 @@ func (e Embeddings) EmbeddingsRequests(req *providers.EmbeddingsRequest, model s
 		for _, t := range texts {
 			n += len(t) + 3
 		}
-		b := make([]byte, 0, n)
-		b = append(b, `{"texts":[`...)
-		for i, t := range texts {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = providers.AppendString(b, t)
+		w := jsonw.New(make([]byte, 0, n))
+		o := w.Object()
+		list := o.Array("texts")
+		for _, t := range texts {
+			list.Str(t)
 		}
-		b = append(b, `],"input_type":`...)
-		b = providers.AppendString(b, inputType)
-		b = append(b, `,"embedding_types":["float"]`...)
+		list.End()
+		o.Str("input_type", inputType)
+		types := o.Array("embedding_types")
+		types.Str("float")
+		types.End()
 		if req.Dimensions > 0 {
-			b = append(b, `,"output_dimension":`...)
-			b = strconv.AppendInt(b, int64(req.Dimensions), 10)
+			o.Int("output_dimension", int64(req.Dimensions))
 		}
-		reqs = append(reqs, providers.Request{Path: path, Body: append(b, '}')})
+		o.End()
+		b, err := w.Finish()
+		if err != nil {
+			return nil, err
+		}
+		reqs = append(reqs, providers.Request{Path: path, Body: b})
 	}
 	return reqs, nil
 }

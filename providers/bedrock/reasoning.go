@@ -7,6 +7,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/jsonw"
 )
 
 // family is what a model id says about the model behind it: its provider
@@ -63,8 +64,46 @@ func familyOf(model string) family {
 
 // thinking is what reasoning_effort adds to the request.
 type thinking struct {
-	fields []byte // members of additionalModelRequestFields, without braces
+	kind   int    // what additionalModelRequestFields holds
+	budget int64  // thinkBudget: Claude's budget_tokens
+	level  string // thinkNova, thinkOSS: the effort of three levels
 	effort string // outputConfig.effort
+}
+
+// What a thinking puts in additionalModelRequestFields.
+const (
+	thinkNone     = iota
+	thinkAdaptive // Claude's thinking {type: adaptive}
+	thinkBudget   // Claude's thinking {type: enabled, budget_tokens}
+	thinkNova     // Nova 2's reasoningConfig
+	thinkOSS      // gpt-oss's reasoning_effort
+)
+
+// write writes additionalModelRequestFields for t, if it has any.
+func (t thinking) write(o jsonw.Object) {
+	if t.kind == thinkNone {
+		return
+	}
+	f := o.Object("additionalModelRequestFields")
+	switch t.kind {
+	case thinkAdaptive:
+		th := f.Object("thinking")
+		th.Str("type", "adaptive")
+		th.End()
+	case thinkBudget:
+		th := f.Object("thinking")
+		th.Str("type", "enabled")
+		th.Int("budget_tokens", t.budget)
+		th.End()
+	case thinkNova:
+		rc := f.Object("reasoningConfig")
+		rc.Str("type", "enabled")
+		rc.Str("maxReasoningEffort", t.level)
+		rc.End()
+	case thinkOSS:
+		f.Str("reasoning_effort", t.level)
+	}
+	f.End()
 }
 
 // Thinking budgets of Claude models that take thinking {type: enabled,
@@ -116,7 +155,7 @@ func planReasoning(fam family, effort gjson.Result, maxTokens *int64) (thinking,
 
 	switch {
 	case fam.provider == "anthropic" && claudeAdaptive(fam.name):
-		t.fields = append(t.fields, `"thinking":{"type":"adaptive"}`...)
+		t.kind = thinkAdaptive
 		t.effort = e
 		if e == "minimal" {
 			t.effort = "low"
@@ -134,17 +173,11 @@ func planReasoning(fam family, effort gjson.Result, maxTokens *int64) (thinking,
 			}
 			budget = *maxTokens - 1
 		}
-		t.fields = append(t.fields, `"thinking":{"type":"enabled","budget_tokens":`...)
-		t.fields = strconv.AppendInt(t.fields, budget, 10)
-		t.fields = append(t.fields, '}')
+		t.kind, t.budget = thinkBudget, budget
 	case fam.provider == "amazon" && strings.HasPrefix(fam.name, "nova-2"):
-		t.fields = append(t.fields, `"reasoningConfig":{"type":"enabled","maxReasoningEffort":"`...)
-		t.fields = append(t.fields, three...)
-		t.fields = append(t.fields, `"}`...)
+		t.kind, t.level = thinkNova, three
 	case fam.provider == "openai" && strings.HasPrefix(fam.name, "gpt-oss"):
-		t.fields = append(t.fields, `"reasoning_effort":"`...)
-		t.fields = append(t.fields, three...)
-		t.fields = append(t.fields, '"')
+		t.kind, t.level = thinkOSS, three
 	}
 	return t, nil
 }

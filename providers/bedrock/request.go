@@ -10,6 +10,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/jsonw"
 )
 
 // request holds the unified request fields the translation reads. The zero
@@ -110,34 +111,30 @@ func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) 
 		return req, err
 	}
 
-	b := make([]byte, 0, len(body)+256)
-	b = append(b, '{')
 	var stack [16]message
 	msgs := providers.AppendChatMessages(stack[:0], r.messages)
 	var hist history
 	// Signed reasoning is Claude's: other families never gave any, so a
 	// thinking block in their history comes from another provider and
 	// would be refused.
-	keepThinking := fam.provider == "anthropic" || fam.provider == ""
-	if b, err = appendMessages(b, msgs, keepThinking, &hist); err != nil {
+	t := turns{w: jsonw.New(make([]byte, 0, len(body)+256)), keepThinking: fam.provider == "anthropic" || fam.provider == ""}
+	o := t.w.Object()
+	if err = t.messages(o, msgs, &hist); err != nil {
 		return req, err
 	}
-	b = appendSystem(b, msgs)
-	b = appendInference(b, maxTokens, r.temperature, r.topP, r.stop)
-	if b, err = appendToolConfig(b, r.tools, r.toolChoice, &format, &hist); err != nil {
+	writeSystem(o, msgs)
+	writeInference(o, maxTokens, r.temperature, r.topP, r.stop)
+	if err = writeToolConfig(o, r.tools, r.toolChoice, &format, &hist); err != nil {
 		return req, err
 	}
-	if len(think.fields) > 0 {
-		b = append(b, `,"additionalModelRequestFields":{`...)
-		b = append(b, think.fields...)
-		b = append(b, '}')
-	}
-	b = appendOutputConfig(b, &format, think.effort)
-	b = appendServiceTier(b, r.serviceTier)
-	b = appendRequestMetadata(b, r.metadata)
+	think.write(o)
+	writeOutputConfig(o, &format, think.effort)
+	writeServiceTier(o, r.serviceTier)
+	writeRequestMetadata(o, r.metadata)
 
-	req.Body = append(b, '}')
-	return req, nil
+	o.End()
+	req.Body, err = t.w.Finish()
+	return req, err
 }
 
 // message is a unified message as the translation reads it.
@@ -165,42 +162,42 @@ func (h *history) addName(name string) {
 // Converse's alternation of user and assistant holds. Messages that give no
 // block (empty text) do not open a turn.
 type turns struct {
-	b      []byte
-	role   string // role of the open turn, "" before the first
-	blocks int    // blocks in the open turn
-	n      int    // turns written
+	w      jsonw.Writer // in the messages array
+	role   string       // role of the open turn, "" before the first
+	blocks int          // blocks in the open turn
+	n      int          // turns written
 	docs   []string
 
 	// keepThinking restores assistant messages' thinking_blocks.
 	keepThinking bool
 }
 
-// block prepares b for the next block of a turn of role.
-func (t *turns) block(role string) {
+// block opens the next block of a turn of role, opening the turn when it
+// is not open.
+func (t *turns) block(role string) jsonw.Object {
 	if t.role != role {
 		if t.role != "" {
-			t.b = append(t.b, "]}"...)
-		}
-		if t.n > 0 {
-			t.b = append(t.b, ',')
+			t.w.CloseArray()
+			t.w.CloseObject()
 		}
 		t.n++
 		t.role = role
 		t.blocks = 0
-		t.b = append(t.b, `{"role":"`...)
-		t.b = append(t.b, role...)
-		t.b = append(t.b, `","content":[`...)
-	}
-	if t.blocks > 0 {
-		t.b = append(t.b, ',')
+		t.w.OpenObject()
+		t.w.Key("role")
+		t.w.Str(role)
+		t.w.Key("content")
+		t.w.OpenArray()
 	}
 	t.blocks++
+	return t.w.Next().Object()
 }
 
-// appendMessages appends "messages":[…] for every non-system message; it
-// is the body's first member.
-func appendMessages(b []byte, msgs []message, keepThinking bool, hist *history) ([]byte, error) {
-	t := turns{b: append(b, `"messages":[`...), keepThinking: keepThinking}
+// messages writes "messages":[…] for every non-system message into o,
+// the body, whose writer is t's.
+func (t *turns) messages(o jsonw.Object, msgs []message, hist *history) error {
+	o.Key("messages")
+	t.w.OpenArray()
 	for i := range msgs {
 		m := &msgs[i]
 		var err error
@@ -213,13 +210,15 @@ func appendMessages(b []byte, msgs []message, keepThinking bool, hist *history) 
 			t.toolResult(m, hist)
 		}
 		if err != nil {
-			return t.b, err
+			return err
 		}
 	}
 	if t.role != "" {
-		t.b = append(t.b, "]}"...)
+		t.w.CloseArray()
+		t.w.CloseObject()
 	}
-	return append(t.b, ']'), nil
+	t.w.CloseArray()
+	return nil
 }
 
 // text appends a text block for the JSON string v of a message of role,
@@ -228,10 +227,9 @@ func (t *turns) text(role string, v gjson.Result) {
 	if v.Type != gjson.String || v.Str == "" {
 		return
 	}
-	t.block(role)
-	t.b = append(t.b, `{"text":`...)
-	t.b = append(t.b, v.Raw...)
-	t.b = append(t.b, '}')
+	b := t.block(role)
+	b.Raw("text", v.Raw)
+	b.End()
 }
 
 // texts appends text blocks for content that is a string or an array of
@@ -290,24 +288,30 @@ func (t *turns) image(u, param string) error {
 			return providers.InvalidParam(param,
 				"Bedrock takes png, jpeg, gif and webp images, not %s", media)
 		}
-		t.block("user")
-		t.b = append(t.b, `{"image":{"format":"`...)
-		t.b = append(t.b, format...)
-		t.b = append(t.b, `","source":{"bytes":`...)
-		t.b = providers.AppendString(t.b, data)
-		t.b = append(t.b, "}}}"...)
+		b := t.block("user")
+		img := b.Object("image")
+		img.Str("format", format)
+		src := img.Object("source")
+		src.Str("bytes", data)
+		src.End()
+		img.End()
+		b.End()
 	case hasPrefixFold(u, "s3://"):
 		format := imageFormat(mediaByExtension(u))
 		if format == "" {
 			return providers.InvalidParam(param,
 				"an s3:// image URL must end in .png, .jpg, .jpeg, .gif or .webp")
 		}
-		t.block("user")
-		t.b = append(t.b, `{"image":{"format":"`...)
-		t.b = append(t.b, format...)
-		t.b = append(t.b, `","source":{"s3Location":{"uri":`...)
-		t.b = providers.AppendString(t.b, u)
-		t.b = append(t.b, "}}}}"...)
+		b := t.block("user")
+		img := b.Object("image")
+		img.Str("format", format)
+		src := img.Object("source")
+		loc := src.Object("s3Location")
+		loc.Str("uri", u)
+		loc.End()
+		src.End()
+		img.End()
+		b.End()
 	case hasPrefixFold(u, "http://"), hasPrefixFold(u, "https://"):
 		return providers.UnsupportedBecause(param, "image URLs are not supported by provider type "+providerName+
 			": Bedrock cannot fetch images; send the image as a data: URL (base64) or an s3:// URL")
@@ -332,12 +336,14 @@ func (t *turns) audio(v gjson.Result, param string) error {
 	if !audioFormats[format.Str] {
 		return providers.InvalidParam(param+".format", "unknown audio format %q", format.Str)
 	}
-	t.block("user")
-	t.b = append(t.b, `{"audio":{"format":`...)
-	t.b = append(t.b, format.Raw...)
-	t.b = append(t.b, `,"source":{"bytes":`...)
-	t.b = append(t.b, data.Raw...)
-	t.b = append(t.b, "}}}"...)
+	b := t.block("user")
+	a := b.Object("audio")
+	a.Raw("format", format.Raw)
+	src := a.Object("source")
+	src.Raw("bytes", data.Raw)
+	src.End()
+	a.End()
+	b.End()
 	return nil
 }
 
@@ -383,14 +389,16 @@ func (t *turns) document(f gjson.Result, param string) error {
 		return providers.InvalidParam(param, "Bedrock takes pdf, csv, doc, docx, xls, xlsx, html, txt and md "+
 			"documents: give file_data as a data: URL with the media type, or a filename with the extension")
 	}
-	t.block("user")
-	t.b = append(t.b, `{"document":{"format":"`...)
-	t.b = append(t.b, format...)
-	t.b = append(t.b, `","name":`...)
-	t.b = providers.AppendString(t.b, t.documentName(filename))
-	t.b = append(t.b, `,"source":{"bytes":`...)
-	t.b = providers.AppendString(t.b, data)
-	t.b = append(t.b, "}}}"...)
+	name := t.documentName(filename)
+	b := t.block("user")
+	doc := b.Object("document")
+	doc.Str("format", format)
+	doc.Str("name", name)
+	src := doc.Object("source")
+	src.Str("bytes", data)
+	src.End()
+	doc.End()
+	b.End()
 	return nil
 }
 
@@ -542,14 +550,13 @@ func (t *turns) assistantBlocks(m *message, i int, hist *history) error {
 		name := fn.Get("name")
 		hist.toolBlocks = true
 		hist.addName(name.Str)
-		t.block("assistant")
-		t.b = append(t.b, `{"toolUse":{"toolUseId":`...)
-		t.b = providers.AppendString(t.b, toolUseID(call.Get("id").Str))
-		t.b = append(t.b, `,"name":`...)
-		t.b = providers.AppendRawString(t.b, name)
-		t.b = append(t.b, `,"input":`...)
-		t.b = providers.AppendCompactJSON(t.b, input)
-		t.b = append(t.b, "}}"...)
+		b := t.block("assistant")
+		tu := b.Object("toolUse")
+		tu.Str("toolUseId", toolUseID(call.Get("id").Str))
+		tu.Text("name", jsonw.StrOf(name))
+		tu.Compact("input", input)
+		tu.End()
+		b.End()
 		j++
 		return true
 	})
@@ -583,24 +590,27 @@ func (t *turns) reasoning(blocks gjson.Result, param string) error {
 				err = providers.InvalidParam(p+".signature", "signature must be a string")
 				return false
 			}
-			t.block("assistant")
-			t.b = append(t.b, `{"reasoningContent":{"reasoningText":{"text":`...)
-			t.b = append(t.b, text.Raw...)
+			b := t.block("assistant")
+			rc := b.Object("reasoningContent")
+			rt := rc.Object("reasoningText")
+			rt.Raw("text", text.Raw)
 			if sig.Type == gjson.String && sig.Str != "" {
-				t.b = append(t.b, `,"signature":`...)
-				t.b = append(t.b, sig.Raw...)
+				rt.Raw("signature", sig.Raw)
 			}
-			t.b = append(t.b, "}}}"...)
+			rt.End()
+			rc.End()
+			b.End()
 		case "redacted_thinking":
 			data := tb.Get("data")
 			if data.Type != gjson.String || data.Str == "" {
 				err = providers.InvalidParam(p+".data", "a redacted_thinking block needs its data")
 				return false
 			}
-			t.block("assistant")
-			t.b = append(t.b, `{"reasoningContent":{"redactedContent":`...)
-			t.b = append(t.b, data.Raw...)
-			t.b = append(t.b, "}}"...)
+			b := t.block("assistant")
+			rc := b.Object("reasoningContent")
+			rc.Raw("redactedContent", data.Raw)
+			rc.End()
+			b.End()
 		default:
 			err = providers.InvalidParam(p+".type", "a thinking block's type is thinking or redacted_thinking, not %q", typ)
 			return false
@@ -618,27 +628,23 @@ const emptyToolResult = "(empty result)"
 // a JSON object goes as a json block, other text as a text block.
 func (t *turns) toolResult(m *message, hist *history) {
 	hist.toolBlocks = true
-	t.block("user")
-	t.b = append(t.b, `{"toolResult":{"toolUseId":`...)
-	t.b = providers.AppendString(t.b, toolUseID(m.ToolCallID.Str))
-	t.b = append(t.b, `,"content":[`...)
+	b := t.block("user")
+	tr := b.Object("toolResult")
+	tr.Str("toolUseId", toolUseID(m.ToolCallID.Str))
+	content := tr.Array("content")
 	n := 0
 	add := func(v gjson.Result) {
 		if v.Type != gjson.String || strings.TrimSpace(v.Str) == "" {
 			return
 		}
-		if n > 0 {
-			t.b = append(t.b, ',')
-		}
 		n++
+		c := content.Object()
 		if s := strings.TrimSpace(v.Str); s[0] == '{' && providers.ValidJSON([]byte(s)) {
-			t.b = append(t.b, `{"json":`...)
-			t.b = providers.AppendCompactJSON(t.b, s)
+			c.Compact("json", s)
 		} else {
-			t.b = append(t.b, `{"text":`...)
-			t.b = append(t.b, v.Raw...)
+			c.Raw("text", v.Raw)
 		}
-		t.b = append(t.b, '}')
+		c.End()
 	}
 	if m.Content.Type == gjson.String {
 		add(m.Content)
@@ -649,9 +655,13 @@ func (t *turns) toolResult(m *message, hist *history) {
 		})
 	}
 	if n == 0 {
-		t.b = append(t.b, `{"text":"`+emptyToolResult+`"}`...)
+		c := content.Object()
+		c.Str("text", emptyToolResult)
+		c.End()
 	}
-	t.b = append(t.b, "]}}"...)
+	content.End()
+	tr.End()
+	b.End()
 }
 
 // toolUseID returns a tool call id as Converse takes it ([a-zA-Z0-9_-],
@@ -680,93 +690,78 @@ func toolUseID(id string) string {
 	return string(hex.AppendEncode(b, sum[:8]))
 }
 
-// appendSystem appends "system": a text block for every text of the system
+// writeSystem writes "system": a text block for every text of the system
 // and developer messages, in order.
-func appendSystem(b []byte, msgs []message) []byte {
-	at := len(b)
-	b, n := providers.AppendSystemTexts(append(b, `,"system":[`...), msgs)
-	if n == 0 {
-		return b[:at]
+func writeSystem(o jsonw.Object, msgs []message) {
+	mark := o.Mark()
+	sys := o.Array("system")
+	if providers.WriteSystemTexts(sys, msgs) == 0 {
+		mark.Rewind()
+		return
 	}
-	return append(b, ']')
+	sys.End()
 }
 
-// appendInference appends "inferenceConfig" when any of its fields is
-// set. Temperatures above 1 are lowered to 1: Converse's range is 0–1,
+// writeInference writes "inferenceConfig" when any of its fields is set.
+// Temperatures above 1 are lowered to 1: Converse's range is 0–1,
 // OpenAI's 0–2.
-func appendInference(b []byte, maxTokens int64, temperature, topP, stop gjson.Result) []byte {
-	at := len(b)
-	b = append(b, `,"inferenceConfig":{`...)
-	n := 0
-	field := func(name string) {
-		if n > 0 {
-			b = append(b, ',')
-		}
-		n++
-		b = append(b, '"')
-		b = append(b, name...)
-		b = append(b, `":`...)
-	}
+func writeInference(o jsonw.Object, maxTokens int64, temperature, topP, stop gjson.Result) {
+	mark := o.Mark()
+	ic := o.Object("inferenceConfig")
+	empty := ic.Mark()
 	if maxTokens > 0 {
-		field("maxTokens")
-		b = providers.AppendInt(b, maxTokens)
+		ic.Int("maxTokens", maxTokens)
 	}
 	if temperature.Type == gjson.Number {
-		field("temperature")
 		if temperature.Num > 1 {
-			b = append(b, '1')
+			ic.Int("temperature", 1)
 		} else {
-			b = append(b, temperature.Raw...)
+			ic.Raw("temperature", temperature.Raw)
 		}
 	}
 	if topP.Type == gjson.Number {
-		field("topP")
-		b = append(b, topP.Raw...)
+		ic.Raw("topP", topP.Raw)
 	}
-	if stop.Type == gjson.String || stop.IsArray() {
-		mark := len(b)
-		field("stopSequences")
-		var k int
-		if b, k = providers.AppendStops(b, stop); k == 0 {
-			b = b[:mark]
-			n--
-		}
+	providers.WriteStops(ic, "stopSequences", stop)
+	if empty.Since() == 0 {
+		mark.Rewind()
+		return
 	}
-	if n == 0 {
-		return b[:at]
-	}
-	return append(b, '}')
+	ic.End()
 }
 
-// appendSchema appends a tool's input schema. Converse (and the models
+// writeSchema writes a tool's input schema. Converse (and the models
 // behind it) want an object schema with "type"; OpenAI allows parameters
 // to be left out or to be {} for a function without arguments.
-func appendSchema(b []byte, params gjson.Result) []byte {
-	if !params.IsObject() {
-		return append(b, `{"type":"object"}`...)
+func writeSchema(v jsonw.Value, params gjson.Result) {
+	switch {
+	case !params.IsObject():
+		o := v.Object()
+		o.Str("type", "object")
+		o.End()
+	case params.Get("type").Exists():
+		v.Compact(params.Raw)
+	default:
+		o := v.Object()
+		o.Str("type", "object")
+		o.CompactMembers(strings.TrimSpace(params.Raw[1 : len(params.Raw)-1]))
+		o.End()
 	}
-	if params.Get("type").Exists() {
-		return providers.AppendCompactJSON(b, params.Raw)
-	}
-	b = append(b, `{"type":"object"`...)
-	if inner := strings.TrimSpace(params.Raw[1 : len(params.Raw)-1]); inner != "" {
-		b = append(b, ',')
-		b = providers.AppendCompactJSON(b, inner)
-	}
-	return append(b, '}')
 }
 
-// appendToolSpec appends one {"toolSpec":…}.
-func appendToolSpec(b []byte, name string, description gjson.Result, params gjson.Result) []byte {
-	b = append(b, `{"toolSpec":{"name":`...)
-	b = providers.AppendString(b, name)
+// writeToolSpec writes one {"toolSpec":…}.
+func writeToolSpec(a jsonw.Array, name string, description gjson.Result, params gjson.Result) {
+	t := a.Object()
+	spec := t.Object("toolSpec")
+	spec.Str("name", name)
 	if description.Type == gjson.String && strings.TrimSpace(description.Str) != "" {
-		b = append(b, `,"description":`...)
-		b = append(b, description.Raw...)
+		spec.Raw("description", description.Raw)
 	}
-	b = append(b, `,"inputSchema":{"json":`...)
-	b = appendSchema(b, params)
-	return append(b, "}}}"...)
+	schema := spec.Object("inputSchema")
+	writeSchema(schema.Key("json"), params)
+	schema.End()
+	spec.End()
+	t.End()
 }
 
 // jsonToolDescription tells the model what the structured output tool is
@@ -774,7 +769,7 @@ func appendToolSpec(b []byte, name string, description gjson.Result, params gjso
 const jsonToolDescription = "Give your final answer by calling this tool: its input is the answer, " +
 	"a JSON object that follows the input schema."
 
-// appendToolConfig appends "toolConfig" for the client's function tools,
+// writeToolConfig writes "toolConfig" for the client's function tools,
 // its tool_choice and a structured output tool, if format needs one.
 //
 // Converse has no tool_choice "none": with none, the tools are left out,
@@ -782,14 +777,14 @@ const jsonToolDescription = "Give your final answer by calling this tool: its in
 // only with a toolConfig; the tools then go without a choice (auto). When
 // such turns come with no tools at all, the called tools are declared with
 // open object schemas.
-func appendToolConfig(b []byte, tools, tc gjson.Result, format *formatPlan, hist *history) ([]byte, error) {
+func writeToolConfig(o jsonw.Object, tools, tc gjson.Result, format *formatPlan, hist *history) error {
 	var choice, named string
 	switch {
 	case tc.Type == gjson.String:
 		choice = tc.Str
 	case tc.IsObject():
 		if tc.Get("type").Str != "function" {
-			return b, providers.UnsupportedBecause("tool_choice",
+			return providers.UnsupportedBecause("tool_choice",
 				"tool_choice of type "+strconv.Quote(tc.Get("type").Str)+" is not supported by provider type "+providerName)
 		}
 		choice, named = "function", tc.Get("function.name").Str
@@ -813,31 +808,24 @@ func appendToolConfig(b []byte, tools, tc gjson.Result, format *formatPlan, hist
 		return true
 	})
 	if err != nil {
-		return b, err
+		return err
 	}
 	if count == 0 && (choice == "required" || choice == "function") {
-		return b, providers.InvalidParam("tool_choice", "tool_choice %q needs tools", choice)
+		return providers.InvalidParam("tool_choice", "tool_choice %q needs tools", choice)
 	}
 
 	withTools := count > 0 && (choice != "none" || hist.toolBlocks || format.tool)
 	synthesize := count == 0 && hist.toolBlocks
 	if !withTools && !synthesize && !format.tool {
-		return b, nil
+		return nil
 	}
 
-	b = append(b, `,"toolConfig":{"tools":[`...)
-	n := 0
-	sep := func() {
-		if n > 0 {
-			b = append(b, ',')
-		}
-		n++
-	}
+	cfg := o.Object("toolConfig")
+	list := cfg.Array("tools")
 	if withTools {
 		tools.ForEach(func(_, t gjson.Result) bool {
 			fn := t.Get("function")
-			sep()
-			b = appendToolSpec(b, fn.Get("name").Str, fn.Get("description"), fn.Get("parameters"))
+			writeToolSpec(list, fn.Get("name").Str, fn.Get("description"), fn.Get("parameters"))
 			return true
 		})
 	}
@@ -846,35 +834,45 @@ func appendToolConfig(b []byte, tools, tc gjson.Result, format *formatPlan, hist
 			if name == JSONToolName && format.tool {
 				continue
 			}
-			sep()
-			b = appendToolSpec(b, name, gjson.Result{}, gjson.Result{})
+			writeToolSpec(list, name, gjson.Result{}, gjson.Result{})
 		}
 	}
 	if format.tool {
-		sep()
 		desc := format.description
 		if desc.Type != gjson.String || strings.TrimSpace(desc.Str) == "" {
 			desc = gjson.Result{Type: gjson.String, Raw: strconv.Quote(jsonToolDescription), Str: jsonToolDescription}
 		}
-		b = appendToolSpec(b, JSONToolName, desc, format.schema)
+		writeToolSpec(list, JSONToolName, desc, format.schema)
 	}
-	b = append(b, ']')
+	list.End()
 
 	switch {
 	case choice == "function":
-		b = append(b, `,"toolChoice":{"tool":{"name":`...)
-		b = providers.AppendString(b, named)
-		b = append(b, "}}"...)
+		writeToolChoiceTool(cfg, named)
 	case format.tool && (!withTools || choice == "none"):
-		b = append(b, `,"toolChoice":{"tool":{"name":"`+JSONToolName+`"}}`...)
+		writeToolChoiceTool(cfg, JSONToolName)
 	case format.tool, choice == "required":
 		// With the structured output tool beside the client's, "any" lets
 		// the model call a tool of the client's or give its final answer.
-		b = append(b, `,"toolChoice":{"any":{}}`...)
+		c := cfg.Object("toolChoice")
+		c.Object("any").End()
+		c.End()
 	case choice == "auto":
-		b = append(b, `,"toolChoice":{"auto":{}}`...)
+		c := cfg.Object("toolChoice")
+		c.Object("auto").End()
+		c.End()
 	}
-	return append(b, '}'), nil
+	cfg.End()
+	return nil
+}
+
+// writeToolChoiceTool writes the toolChoice that forces the tool name.
+func writeToolChoiceTool(o jsonw.Object, name string) {
+	c := o.Object("toolChoice")
+	t := c.Object("tool")
+	t.Str("name", name)
+	t.End()
+	c.End()
 }
 
 // formatPlan is how response_format reaches the model.
@@ -927,79 +925,72 @@ func (c Chat) planFormat(rf gjson.Result) (formatPlan, error) {
 	return p, nil
 }
 
-// appendOutputConfig appends "outputConfig": the native structured output
+// writeOutputConfig writes "outputConfig": the native structured output
 // format and the reasoning effort of adaptive thinking.
-func appendOutputConfig(b []byte, p *formatPlan, effort string) []byte {
+func writeOutputConfig(o jsonw.Object, p *formatPlan, effort string) {
 	if !p.native && effort == "" {
-		return b
+		return
 	}
-	b = append(b, `,"outputConfig":{`...)
+	oc := o.Object("outputConfig")
 	if p.native {
-		b = append(b, `"textFormat":{"type":"json_schema","structure":{"jsonSchema":{"schema":`...)
+		tf := oc.Object("textFormat")
+		tf.Str("type", "json_schema")
+		st := tf.Object("structure")
+		js := st.Object("jsonSchema")
 		// Converse takes the schema as a string of JSON.
-		b = providers.AppendString(b, providers.CompactJSON(p.schema.Raw))
+		js.Str("schema", providers.CompactJSON(p.schema.Raw))
 		if p.name.Type == gjson.String && p.name.Str != "" {
-			b = append(b, `,"name":`...)
-			b = append(b, p.name.Raw...)
+			js.Raw("name", p.name.Raw)
 		}
 		if p.description.Type == gjson.String && p.description.Str != "" {
-			b = append(b, `,"description":`...)
-			b = append(b, p.description.Raw...)
+			js.Raw("description", p.description.Raw)
 		}
-		b = append(b, "}}}"...)
-		if effort != "" {
-			b = append(b, ',')
-		}
+		js.End()
+		st.End()
+		tf.End()
 	}
 	if effort != "" {
-		b = append(b, `"effort":"`...)
-		b = append(b, effort...)
-		b = append(b, '"')
+		oc.Str("effort", effort)
 	}
-	return append(b, '}')
+	oc.End()
 }
 
-// appendServiceTier maps OpenAI's service_tier to Bedrock's serviceTier
+// writeServiceTier maps OpenAI's service_tier to Bedrock's serviceTier
 // where both have the tier (priority, default, flex); "auto", "scale" and
 // other tiers are dropped.
-func appendServiceTier(b []byte, tier gjson.Result) []byte {
+func writeServiceTier(o jsonw.Object, tier gjson.Result) {
 	switch tier.Str {
 	case "priority", "default", "flex":
-		b = append(b, `,"serviceTier":{"type":"`...)
-		b = append(b, tier.Str...)
-		return append(b, `"}`...)
+		st := o.Object("serviceTier")
+		st.Str("type", tier.Str)
+		st.End()
 	}
-	return b
 }
 
-// appendRequestMetadata maps metadata to Bedrock's requestMetadata (which
+// writeRequestMetadata maps metadata to Bedrock's requestMetadata (which
 // tags the invocation log). Entries Bedrock would refuse (more than 256
 // characters, characters outside [a-zA-Z0-9 :_@$#=/+,.-], beyond 16) are
 // left out: they only label the request.
-func appendRequestMetadata(b []byte, md gjson.Result) []byte {
+func writeRequestMetadata(o jsonw.Object, md gjson.Result) {
 	if !md.IsObject() {
-		return b
+		return
 	}
-	at := len(b)
-	b = append(b, `,"requestMetadata":{`...)
+	mark := o.Mark()
+	rm := o.Object("requestMetadata")
 	n := 0
 	md.ForEach(func(k, v gjson.Result) bool {
 		if v.Type != gjson.String || !metadataOK(k.Str, 1) || !metadataOK(v.Str, 0) {
 			return true
 		}
-		if n > 0 {
-			b = append(b, ',')
-		}
 		n++
-		b = providers.AppendString(b, k.Str)
-		b = append(b, ':')
-		b = providers.AppendString(b, v.Str)
+		rm.Str(k.Str, v.Str)
 		return n < 16
 	})
 	if n == 0 {
-		return b[:at]
+		mark.Rewind()
+		return
 	}
-	return append(b, '}')
+	rm.End()
 }
 
 func metadataOK(s string, minLen int) bool {

@@ -7,6 +7,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/jsonw"
 )
 
 // ChatResponse translates a Converse answer into a unified
@@ -28,30 +29,25 @@ func (c Chat) ChatResponse(body []byte) ([]byte, error) {
 		return nil, errors.New("bedrock: the answer is not a Converse output message")
 	}
 
-	b := make([]byte, 0, len(body)+256)
-	b = append(b, `{"id":`...)
-	b = providers.AppendString(b, c.newID())
-	b = append(b, `,"object":"chat.completion","created":`...)
-	b = providers.AppendInt(b, c.now().Unix())
-	b = append(b, `,"model":"","choices":[{"index":0,"message":{"role":"assistant","content":`...)
-	b = appendContent(b, content)
-	b = appendReasoning(b, content)
-	b = append(b, `,"refusal":null`...)
-	b, calls, jsonCalls := appendToolCalls(b, content)
-	b = append(b, `},"logprobs":null,"finish_reason":"`...)
-	b = append(b, finalFinish(finishReason(root.Get("stopReason").Str), calls, jsonCalls)...)
-	b = append(b, `"}],"usage":`...)
+	w := jsonw.New(make([]byte, 0, len(body)+256))
+	comp := providers.StartCompletion(&w, providers.Head{ID: jsonw.Plain(c.newID()), Created: c.now().Unix(), Model: jsonw.Plain("")})
+	m := comp.Choice(0)
+	writeContent(m, content)
+	writeReasoning(m, content)
+	m.NullRefusal()
+	calls, jsonCalls := writeToolCalls(m, content)
+	m.End(finalFinish(finishReason(root.Get("stopReason").Str), calls, jsonCalls))
 
 	var u usage
 	u.set(root.Get("usage"))
-	b = u.unified().Append(b)
-	return append(b, '}'), nil
+	comp.Usage(u.unified())
+	return comp.Finish()
 }
 
-// appendContent appends the message's content: its text blocks, and the
+// writeContent writes the message's content: its text blocks, and the
 // input of structured output tool calls, joined in order; null when there
 // is none.
-func appendContent(b []byte, content gjson.Result) []byte {
+func writeContent(m providers.Message, content gjson.Result) {
 	var first gjson.Result
 	var joined []byte
 	n := 0
@@ -82,20 +78,20 @@ func appendContent(b []byte, content gjson.Result) []byte {
 	})
 	switch {
 	case n == 0:
-		return append(b, "null"...)
+		m.NullContent()
 	case n == 1 && first.Raw != "":
-		return append(b, first.Raw...)
+		m.Content(jsonw.Lit(first.Raw))
 	case n == 1:
-		return providers.AppendString(b, first.Str)
+		m.Content(jsonw.Plain(first.Str))
 	default:
-		return providers.AppendString(b, string(joined))
+		m.Content(jsonw.Plain(providers.InPlace(joined)))
 	}
 }
 
-// appendReasoning appends ,"reasoning_content":… (the reasoning texts
-// joined) and ,"thinking_blocks":[…] (the signed and the redacted ones, in
-// order), each only when there is one.
-func appendReasoning(b []byte, content gjson.Result) []byte {
+// writeReasoning writes reasoning_content (the reasoning texts joined) and
+// thinking_blocks (the signed and the redacted ones, in order), each only
+// when there is one.
+func writeReasoning(m providers.Message, content gjson.Result) {
 	var text []byte
 	texts, blocks := 0, 0
 	content.ForEach(func(_, block gjson.Result) bool {
@@ -106,9 +102,9 @@ func appendReasoning(b []byte, content gjson.Result) []byte {
 		return true
 	})
 	if texts > 0 {
-		b = append(b, `,"reasoning_content":`...)
-		b = providers.AppendString(b, string(text))
+		m.Reasoning(jsonw.Plain(providers.InPlace(text)))
 	}
+	var tb jsonw.Array
 	content.ForEach(func(_, block gjson.Result) bool {
 		rc := block.Get("reasoningContent")
 		if !rc.IsObject() {
@@ -118,42 +114,30 @@ func appendReasoning(b []byte, content gjson.Result) []byte {
 		sig := rt.Get("signature")
 		switch {
 		case sig.Type == gjson.String && sig.Str != "":
-			b = openBlocks(b, &blocks)
-			b = append(b, `{"type":"thinking","thinking":`...)
-			b = providers.AppendRawString(b, rt.Get("text"))
-			b = append(b, `,"signature":`...)
-			b = append(b, sig.Raw...)
-			b = append(b, '}')
+			if blocks++; blocks == 1 {
+				tb = m.ThinkingBlocks()
+			}
+			providers.WriteThinkingBlock(tb, jsonw.StrOf(rt.Get("text")), jsonw.Lit(sig.Raw))
 		case red.Type == gjson.String && red.Str != "":
-			b = openBlocks(b, &blocks)
-			b = append(b, `{"type":"redacted_thinking","data":`...)
-			b = append(b, red.Raw...)
-			b = append(b, '}')
+			if blocks++; blocks == 1 {
+				tb = m.ThinkingBlocks()
+			}
+			providers.WriteRedactedThinking(tb, jsonw.Lit(red.Raw))
 		}
 		return true
 	})
 	if blocks > 0 {
-		b = append(b, ']')
+		tb.End()
 	}
-	return b
 }
 
-func openBlocks(b []byte, n *int) []byte {
-	if *n == 0 {
-		b = append(b, `,"thinking_blocks":[`...)
-	} else {
-		b = append(b, ',')
-	}
-	*n++
-	return b
-}
-
-// appendToolCalls appends ,"tool_calls":[…] for the message's toolUse
-// blocks other than the structured output tool's, and nothing when there
-// are none. It returns how many calls it wrote and how many structured
-// output calls it left out.
-func appendToolCalls(b []byte, content gjson.Result) ([]byte, int, int) {
+// writeToolCalls writes tool_calls for the message's toolUse blocks other
+// than the structured output tool's, and nothing when there are none. It
+// returns how many calls it wrote and how many structured output calls it
+// left out.
+func writeToolCalls(m providers.Message, content gjson.Result) (int, int) {
 	n, jsonCalls := 0, 0
+	var calls providers.ToolCalls
 	content.ForEach(func(_, block gjson.Result) bool {
 		tu := block.Get("toolUse")
 		if !tu.IsObject() {
@@ -164,29 +148,20 @@ func appendToolCalls(b []byte, content gjson.Result) ([]byte, int, int) {
 			jsonCalls++
 			return true
 		}
-		if n == 0 {
-			b = append(b, `,"tool_calls":[`...)
-		} else {
-			b = append(b, ',')
+		if n++; n == 1 {
+			calls = m.ToolCalls()
 		}
-		n++
-		b = append(b, `{"id":`...)
-		b = providers.AppendRawString(b, tu.Get("toolUseId"))
-		b = append(b, `,"type":"function","function":{"name":`...)
-		b = providers.AppendRawString(b, name)
-		b = append(b, `,"arguments":`...)
+		args := jsonw.Plain("{}")
 		if input := tu.Get("input"); input.IsObject() {
-			b = providers.AppendString(b, providers.CompactJSON(input.Raw))
-		} else {
-			b = append(b, `"{}"`...)
+			args = jsonw.Plain(providers.CompactJSON(input.Raw))
 		}
-		b = append(b, "}}"...)
+		calls.Call(jsonw.StrOf(tu.Get("toolUseId")), jsonw.StrOf(name), args)
 		return true
 	})
 	if n > 0 {
-		b = append(b, ']')
+		calls.End()
 	}
-	return b, n, jsonCalls
+	return n, jsonCalls
 }
 
 // usage is Converse's token accounting.

@@ -7,7 +7,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
-	"github.com/modelgate/modelgate/providers/sse"
+	"github.com/modelgate/modelgate/providers/jsonw"
 )
 
 // ChatStream returns a translator for one ConverseStream answer, whose
@@ -46,8 +46,7 @@ type stream struct {
 	chat         Chat
 	includeUsage bool
 
-	// head opens every chunk: {"id":…,"object":…,"created":…,"model":…,
-	head      []byte
+	chunks    providers.Chunks
 	blocks    []block
 	calls     int    // tool calls of the client's so far
 	jsonCalls int    // structured output tool calls so far
@@ -96,7 +95,7 @@ func (s *stream) fail(dst []byte, typ, msg string) []byte {
 			msg += " (" + typ + ")"
 		}
 	}
-	return sse.AppendData(dst, mapError(0, typ, msg).JSON())
+	return s.chunks.Error(dst, mapError(0, typ, msg))
 }
 
 // event translates an event message of type typ.
@@ -117,12 +116,11 @@ func (s *stream) event(dst []byte, typ string, payload []byte) ([]byte, error) {
 
 	switch typ {
 	case "messageStart":
-		if s.head != nil {
+		if s.chunks.Started() {
 			return dst, nil // a repeated messageStart carries nothing new
 		}
-		dst = s.openChunk(dst)
-		dst = append(dst, `{"role":"assistant","content":""}`...)
-		return s.closeChunk(dst, ""), nil
+		s.start()
+		return s.chunks.Role(dst, 0), nil
 
 	case "contentBlockStart":
 		tu := v.Get("start.toolUse")
@@ -139,15 +137,8 @@ func (s *stream) event(dst []byte, typ string, payload []byte) ([]byte, error) {
 		k := s.calls
 		s.calls++
 		s.blocks = append(s.blocks, block{index: index, kind: blockTool, call: k})
-		dst = s.openChunk(dst)
-		dst = append(dst, `{"tool_calls":[{"index":`...)
-		dst = providers.AppendInt(dst, int64(k))
-		dst = append(dst, `,"id":`...)
-		dst = providers.AppendRawString(dst, tu.Get("toolUseId"))
-		dst = append(dst, `,"type":"function","function":{"name":`...)
-		dst = providers.AppendRawString(dst, name)
-		dst = append(dst, `,"arguments":""}}]}`...)
-		return s.closeChunk(dst, ""), nil
+		s.start()
+		return s.chunks.ToolCallStart(dst, 0, k, jsonw.StrOf(tu.Get("toolUseId")), jsonw.StrOf(name)), nil
 
 	case "contentBlockDelta":
 		return s.delta(dst, v.Get("contentBlockIndex").Int(), v.Get("delta")), nil
@@ -161,9 +152,8 @@ func (s *stream) event(dst []byte, typ string, payload []byte) ([]byte, error) {
 		}
 		s.stopped = true
 		s.finish = finalFinish(finishReason(v.Get("stopReason").Str), s.calls, s.jsonCalls)
-		dst = s.openChunk(dst)
-		dst = append(dst, "{}"...)
-		return s.closeChunk(dst, s.finish), nil
+		s.start()
+		return s.chunks.Finish(dst, 0, s.finish), nil
 
 	case "metadata":
 		s.usage.set(v.Get("usage"))
@@ -171,10 +161,7 @@ func (s *stream) event(dst []byte, typ string, payload []byte) ([]byte, error) {
 			return dst, nil // usage so far; the answer goes on
 		}
 		s.done = true
-		if s.includeUsage {
-			dst = providers.AppendUsageChunk(dst, s.head, s.usage.unified())
-		}
-		return append(dst, sse.Done...), nil
+		return s.chunks.End(dst, s.usage.unified()), nil
 	}
 	// Event types this code does not know.
 	return dst, nil
@@ -212,16 +199,11 @@ func (s *stream) delta(dst []byte, index int64, d gjson.Result) []byte {
 	if len(frag) == 0 {
 		return dst
 	}
+	s.start()
 	if bl.kind == blockJSON {
-		return s.content(dst, string(providers.AppendString(nil, string(frag))), false)
+		return s.chunks.Content(dst, 0, jsonw.Plain(providers.InPlace(frag)))
 	}
-	dst = s.openChunk(dst)
-	dst = append(dst, `{"tool_calls":[{"index":`...)
-	dst = providers.AppendInt(dst, int64(bl.call))
-	dst = append(dst, `,"function":{"arguments":`...)
-	dst = providers.AppendString(dst, string(frag))
-	dst = append(dst, "}}]}"...)
-	return s.closeChunk(dst, "")
+	return s.chunks.ToolCallArguments(dst, 0, bl.call, jsonw.Plain(providers.InPlace(frag)))
 }
 
 // reasoningDelta translates reasoning text (sent at once as
@@ -247,11 +229,8 @@ func (s *stream) reasoningDelta(dst []byte, index int64, rc gjson.Result) []byte
 		return dst
 	}
 	bl.text = append(bl.text, text.Str...)
-	dst = s.openChunk(dst)
-	dst = append(dst, `{"reasoning_content":`...)
-	dst = append(dst, text.Raw...)
-	dst = append(dst, '}')
-	return s.closeChunk(dst, "")
+	s.start()
+	return s.chunks.Reasoning(dst, 0, jsonw.Lit(text.Raw))
 }
 
 // stopBlock sends a reasoning block's thinking block when it is signed or
@@ -261,27 +240,17 @@ func (s *stream) stopBlock(dst []byte, index int64) []byte {
 	if bl == nil || bl.kind != blockReasoning {
 		return dst
 	}
-	var tb []byte
+	s.start()
 	switch {
 	case len(bl.signature) > 0:
-		tb = append(tb, `{"type":"thinking","thinking":`...)
-		tb = providers.AppendString(tb, string(bl.text))
-		tb = append(tb, `,"signature":`...)
-		tb = providers.AppendString(tb, string(bl.signature))
-		tb = append(tb, '}')
+		dst = s.chunks.ThinkingBlock(dst, 0, jsonw.Plain(providers.InPlace(bl.text)), jsonw.Plain(providers.InPlace(bl.signature)))
 	case len(bl.redacted) > 0:
-		tb = append(tb, `{"type":"redacted_thinking","data":"`...)
-		tb = base64.StdEncoding.AppendEncode(tb, bl.redacted)
-		tb = append(tb, `"}`...)
+		dst = s.chunks.RedactedThinking(dst, 0, jsonw.Plain(base64.StdEncoding.EncodeToString(bl.redacted)))
 	default:
 		return dst
 	}
 	bl.text, bl.signature, bl.redacted = nil, nil, nil
-	dst = s.openChunk(dst)
-	dst = append(dst, `{"thinking_blocks":[`...)
-	dst = append(dst, tb...)
-	dst = append(dst, "]}"...)
-	return s.closeChunk(dst, "")
+	return dst
 }
 
 // Close appends an error event when the stream ended before its metadata
@@ -297,36 +266,16 @@ func (s *stream) Close(dst []byte) []byte {
 		return dst
 	}
 	s.done = true
-	return providers.AppendStreamIncomplete(dst)
+	return s.chunks.Incomplete(dst)
 }
 
-// start builds the head shared by all chunks.
+// start starts the chunks, when they have not started: Bedrock's
+// stream names neither the answer nor the model, so the id is made up and
+// the model left empty.
 func (s *stream) start() {
-	id := s.chat.newID()
-	h := make([]byte, 0, 96+len(id))
-	h = append(h, `{"id":`...)
-	h = providers.AppendString(h, id)
-	h = append(h, `,"object":"chat.completion.chunk","created":`...)
-	h = providers.AppendInt(h, s.chat.now().Unix())
-	h = append(h, `,"model":"",`...)
-	s.head = h
-}
-
-// openChunk appends a chunk up to its delta.
-func (s *stream) openChunk(dst []byte) []byte {
-	if s.head == nil {
-		s.start()
+	if !s.chunks.Started() {
+		s.chunks.Start(providers.Head{ID: jsonw.Plain(s.chat.newID()), Created: s.chat.now().Unix(), Model: jsonw.Plain("")}, s.includeUsage)
 	}
-	dst = append(dst, "data: "...)
-	dst = append(dst, s.head...)
-	return append(dst, `"choices":[{"index":0,"delta":`...)
-}
-
-// closeChunk appends the rest of a chunk after its delta; finish is its
-// finish_reason, or "" for null.
-func (s *stream) closeChunk(dst []byte, finish string) []byte {
-	dst = append(dst, `,"logprobs":null`...)
-	return providers.AppendChunkEnd(dst, finish, s.includeUsage)
 }
 
 // content appends a chunk with a content delta whose JSON string is raw,
@@ -335,9 +284,6 @@ func (s *stream) content(dst []byte, raw string, empty bool) []byte {
 	if empty || raw == `""` {
 		return dst
 	}
-	dst = s.openChunk(dst)
-	dst = append(dst, `{"content":`...)
-	dst = append(dst, raw...)
-	dst = append(dst, '}')
-	return s.closeChunk(dst, "")
+	s.start()
+	return s.chunks.Content(dst, 0, jsonw.Lit(raw))
 }

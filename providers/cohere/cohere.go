@@ -28,13 +28,13 @@ import (
 	"math"
 	"math/rand/v2"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/jsonw"
 )
 
 // providerName names the provider type in unsupported-parameter errors.
@@ -207,13 +207,13 @@ func (u *usage) unified() providers.Usage {
 	}
 }
 
-// appendLogprob appends one entry of OpenAI's logprobs.content for a
+// writeLogprob writes one entry of OpenAI's logprobs.content for a
 // Cohere logprob item {text, token_ids, logprobs}. Cohere scores a text
 // chunk token by token without naming each token's text, so the entry is
 // the chunk: its text as the token, the sum of its tokens' log
 // probabilities (the chunk's log probability), its UTF-8 bytes, and no
 // alternatives (Cohere reports none).
-func appendLogprob(b []byte, item gjson.Result) []byte {
+func writeLogprob(a jsonw.Array, item gjson.Result) {
 	text := item.Get("text")
 	sum := 0.0
 	item.Get("logprobs").ForEach(func(_, lp gjson.Result) bool {
@@ -225,30 +225,45 @@ func appendLogprob(b []byte, item gjson.Result) []byte {
 	if math.IsNaN(sum) || math.IsInf(sum, 0) {
 		sum = -9999 // OpenAI's floor for a token outside the top 20
 	}
-	b = append(b, `{"token":`...)
-	b = providers.AppendRawString(b, text)
-	b = append(b, `,"logprob":`...)
-	b = strconv.AppendFloat(b, sum, 'g', -1, 64)
-	b = append(b, `,"bytes":[`...)
+	o := a.Object()
+	o.Text("token", jsonw.StrOf(text))
+	o.Float("logprob", sum)
+	bytes := o.Array("bytes")
 	for i := 0; i < len(text.Str); i++ {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = strconv.AppendUint(b, uint64(text.Str[i]), 10)
+		bytes.Int(int64(text.Str[i]))
 	}
-	return append(b, `],"top_logprobs":[]}`...)
+	bytes.End()
+	o.Array("top_logprobs").End()
+	o.End()
+}
+
+// writeLogprobs writes the logprobs object {"content":[…],"refusal":null}
+// for Cohere's logprob items, each one written by item.
+func writeLogprobs(v jsonw.Value, items gjson.Result) {
+	o := v.Object()
+	content := o.Array("content")
+	items.ForEach(func(_, item gjson.Result) bool {
+		writeLogprob(content, item)
+		return true
+	})
+	content.End()
+	o.Null("refusal")
+	o.End()
 }
 
 // base62 are the characters of generated tool call ids.
 const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
-// appendCallID appends a generated tool call id, "call_" and 24 random
-// base62 characters, as a JSON string, for a tool call Cohere sent without
-// one.
-func appendCallID(b []byte) []byte {
-	b = append(b, `"call_`...)
-	for range 24 {
-		b = append(b, base62[rand.IntN(len(base62))])
+// callID is a generated tool call id, "call_" and 24 random base62
+// characters, for a tool call Cohere sent without one.
+type callID [len("call_") + 24]byte
+
+// newCallID makes a callID.
+func newCallID() callID {
+	var id callID
+	copy(id[:], "call_")
+	for i := len("call_"); i < len(id); i++ {
+		id[i] = base62[rand.IntN(len(base62))]
 	}
-	return append(b, '"')
+	return id
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/jsonw"
 )
 
 // EmbedPath is Cohere's Embed API v2 endpoint, relative to the provider's
@@ -71,24 +72,27 @@ func (Embeddings) EmbeddingsRequests(req *providers.EmbeddingsRequest, model str
 		for _, t := range texts {
 			size += len(t) + 3
 		}
-		b := make([]byte, 0, size)
-		b = append(b, `{"model":`...)
-		b = providers.AppendString(b, model)
-		b = append(b, `,"input_type":`...)
-		b = providers.AppendString(b, inputType)
-		b = append(b, `,"texts":[`...)
-		for i, t := range texts {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = providers.AppendString(b, t)
+		w := jsonw.New(make([]byte, 0, size))
+		o := w.Object()
+		o.Str("model", model)
+		o.Str("input_type", inputType)
+		list := o.Array("texts")
+		for _, t := range texts {
+			list.Str(t)
 		}
-		b = append(b, `],"embedding_types":["float"]`...)
+		list.End()
+		types := o.Array("embedding_types")
+		types.Str("float")
+		types.End()
 		if req.Dimensions > 0 {
-			b = append(b, `,"output_dimension":`...)
-			b = strconv.AppendInt(b, int64(req.Dimensions), 10)
+			o.Int("output_dimension", int64(req.Dimensions))
 		}
-		reqs = append(reqs, providers.Request{Path: EmbedPath, Body: append(b, '}')})
+		o.End()
+		b, err := w.Finish()
+		if err != nil {
+			return nil, err
+		}
+		reqs = append(reqs, providers.Request{Path: EmbedPath, Body: b})
 	}
 	return reqs, nil
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/jsonw"
 )
 
 // Thinking token budgets sent for reasoning_effort. Cohere's reasoning
@@ -106,210 +107,200 @@ func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) 
 		return req, err
 	}
 
-	b := make([]byte, 0, len(body)+256)
-	b = append(b, `{"model":`...)
-	b = providers.AppendString(b, model)
-	if b, err = appendMessages(b, r.messages); err != nil {
+	w := jsonw.New(make([]byte, 0, len(body)+256))
+	o := w.Object()
+	o.Str("model", model)
+	if err = writeMessages(o, r.messages); err != nil {
 		return req, err
 	}
 	// cohere-go always sends stream, false for Chat and true for ChatStream.
-	if r.stream.Type == gjson.True {
-		b = append(b, `,"stream":true`...)
-	} else {
-		b = append(b, `,"stream":false`...)
-	}
+	o.Bool("stream", r.stream.Type == gjson.True)
 
 	switch {
 	case r.maxCompletionTokens.Type == gjson.Number:
-		b = append(b, `,"max_tokens":`...)
-		b = providers.AppendInt(b, r.maxCompletionTokens.Int())
+		o.Int("max_tokens", r.maxCompletionTokens.Int())
 	case r.maxTokens.Type == gjson.Number:
-		b = append(b, `,"max_tokens":`...)
-		b = providers.AppendInt(b, r.maxTokens.Int())
+		o.Int("max_tokens", r.maxTokens.Int())
 	}
 	if t := r.temperature; t.Type == gjson.Number {
-		b = append(b, `,"temperature":`...)
 		if t.Num < 0 {
-			b = append(b, '0')
+			o.Int("temperature", 0)
 		} else {
-			b = append(b, t.Raw...)
+			o.Raw("temperature", t.Raw)
 		}
 	}
 	if p := r.topP; p.Type == gjson.Number {
-		b = append(b, `,"p":`...)
-		b = strconv.AppendFloat(b, min(max(p.Num, minP), maxP), 'g', -1, 64)
+		o.Float("p", min(max(p.Num, minP), maxP))
 	}
 	if k := r.topK; k.Exists() && k.Type != gjson.Null {
 		if k.Type != gjson.Number || k.Num != float64(int64(k.Num)) || k.Num < 0 || k.Num > maxK {
 			return req, providers.InvalidParam("top_k", "top_k must be an integer from 0 to %d", maxK)
 		}
-		b = append(b, `,"k":`...)
-		b = providers.AppendInt(b, int64(k.Num))
+		o.Int("k", int64(k.Num))
 	}
-	b = appendStop(b, r.stop)
+	providers.WriteStops(o, "stop_sequences", r.stop)
 	if r.seed.Type == gjson.Number {
-		b = append(b, `,"seed":`...)
-		b = providers.AppendInt(b, r.seed.Int())
+		o.Int("seed", r.seed.Int())
 	}
-	b = appendPenalty(b, "frequency_penalty", r.frequencyPenalty)
-	b = appendPenalty(b, "presence_penalty", r.presencePenalty)
+	writePenalty(o, "frequency_penalty", r.frequencyPenalty)
+	writePenalty(o, "presence_penalty", r.presencePenalty)
 	if r.topLogprobs.Type == gjson.Number && r.topLogprobs.Int() > 0 {
 		return req, providers.UnsupportedBecause("top_logprobs",
 			"top_logprobs is not supported by provider type "+providerName+": it reports no alternative tokens")
 	}
 	if r.logprobs.Type == gjson.True {
-		b = append(b, `,"logprobs":true`...)
+		o.Bool("logprobs", true)
 	}
 
-	if b, err = appendTools(b, r.tools, r.toolChoice); err != nil {
+	if err = writeTools(o, r.tools, r.toolChoice); err != nil {
 		return req, err
 	}
-	if b, err = appendResponseFormat(b, r.responseFormat); err != nil {
+	if err = writeResponseFormat(o, r.responseFormat); err != nil {
 		return req, err
 	}
-	if b, err = appendThinking(b, r.reasoningEffort); err != nil {
+	if err = writeThinking(o, r.reasoningEffort); err != nil {
 		return req, err
 	}
 
-	req.Body = append(b, '}')
-	return req, nil
+	o.End()
+	req.Body, err = w.Finish()
+	return req, err
 }
 
-// appendPenalty appends a frequency or presence penalty brought into
+// writePenalty writes a frequency or presence penalty brought into
 // Cohere's range [0, 1]: OpenAI's negative penalties (which reward
 // repetition) have no Cohere equivalent and are left out, which is
 // Cohere's default of 0; values above 1 become 1.
-func appendPenalty(b []byte, name string, v gjson.Result) []byte {
+func writePenalty(o jsonw.Object, name string, v gjson.Result) {
 	if v.Type != gjson.Number || !(v.Num > 0) {
-		return b
+		return
 	}
-	b = append(b, ',', '"')
-	b = append(b, name...)
-	b = append(b, `":`...)
 	if v.Num >= 1 {
-		return append(b, '1')
+		o.Int(name, 1)
+	} else {
+		o.Raw(name, v.Raw)
 	}
-	return append(b, v.Raw...)
-}
-
-// appendStop appends stop_sequences for a stop string or array; empty
-// sequences are left out.
-func appendStop(b []byte, stop gjson.Result) []byte {
-	at := len(b)
-	b = append(b, `,"stop_sequences":`...)
-	if b, n := providers.AppendStops(b, stop); n > 0 {
-		return b
-	}
-	return b[:at]
 }
 
 // message is a unified message as the translation reads it.
 type message = providers.ChatMessage
 
-// appendMessages appends "messages", one Cohere message per unified one.
-func appendMessages(b []byte, messages gjson.Result) ([]byte, error) {
-	b = append(b, `,"messages":[`...)
+// writeMessages writes "messages", one Cohere message per unified one.
+func writeMessages(o jsonw.Object, messages gjson.Result) error {
+	list := o.Array("messages")
 	i := 0
 	var err error
 	messages.ForEach(func(_, v gjson.Result) bool {
-		if i > 0 {
-			b = append(b, ',')
-		}
 		m := providers.ReadChatMessage(v)
 		switch m.Role {
 		case "system", "developer":
-			b = append(b, `{"role":"system","content":`...)
-			b = appendTextContent(b, m.Content)
-			b = append(b, '}')
+			mo := list.Object()
+			mo.Str("role", "system")
+			writeTextContent(mo.Key("content"), m.Content)
+			mo.End()
 		case "user":
-			b, err = appendUser(b, &m, i)
+			err = writeUser(list.Object(), &m, i)
 		case "assistant":
-			b = appendAssistant(b, &m)
+			writeAssistant(list.Object(), &m)
 		case "tool":
-			b = append(b, `{"role":"tool","tool_call_id":`...)
-			b = providers.AppendRawString(b, m.ToolCallID)
-			b = append(b, `,"content":`...)
-			b = appendTextContent(b, m.Content)
-			b = append(b, '}')
+			mo := list.Object()
+			mo.Str("role", "tool")
+			mo.Text("tool_call_id", jsonw.StrOf(m.ToolCallID))
+			writeTextContent(mo.Key("content"), m.Content)
+			mo.End()
 		}
 		i++
 		return err == nil
 	})
-	return append(b, ']'), err
+	if err != nil {
+		return err
+	}
+	list.End()
+	return nil
 }
 
-// appendTextContent appends content that is a string (as it is) or an array
-// of text (or refusal) parts, as Cohere's text content items. An empty
-// array becomes "".
-func appendTextContent(b []byte, content gjson.Result) []byte {
+// writeTextContent writes content that is a string (as it is) or an
+// array of text (or refusal) parts, as Cohere's text content items. An
+// empty array becomes "".
+func writeTextContent(v jsonw.Value, content gjson.Result) {
 	if content.Type == gjson.String {
-		return append(b, content.Raw...)
+		v.Raw(content.Raw)
+		return
 	}
-	at := len(b)
-	b = append(b, '[')
+	mark := v.Mark()
+	items := v.Array()
 	n := 0
 	content.ForEach(func(_, part gjson.Result) bool {
-		if n > 0 {
-			b = append(b, ',')
-		}
 		n++
-		b = append(b, `{"type":"text","text":`...)
-		b = providers.AppendRawString(b, providers.PartText(part))
-		b = append(b, '}')
+		writeTextItem(items, jsonw.StrOf(providers.PartText(part)))
 		return true
 	})
 	if n == 0 {
-		return append(b[:at], `""`...)
+		mark.Rewind()
+		v.Str("")
+		return
 	}
-	return append(b, ']')
+	items.End()
+}
+
+// writeTextItem writes a text content item.
+func writeTextItem(a jsonw.Array, text jsonw.Text) {
+	it := a.Object()
+	it.Str("type", "text")
+	it.Text("text", text)
+	it.End()
 }
 
 func partParam(i, j int) string {
 	return "messages[" + strconv.Itoa(i) + "].content[" + strconv.Itoa(j) + "]"
 }
 
-// appendUser appends user message i: text and image_url parts as Cohere's
-// content items; audio and file parts are rejected.
-func appendUser(b []byte, m *message, i int) ([]byte, error) {
-	b = append(b, `{"role":"user","content":`...)
+// writeUser writes user message i into mo: text and image_url parts as
+// Cohere's content items; audio and file parts are rejected.
+func writeUser(mo jsonw.Object, m *message, i int) error {
+	mo.Str("role", "user")
 	content := m.Content
 	if content.Type == gjson.String {
-		b = append(b, content.Raw...)
-		return append(b, '}'), nil
+		mo.Raw("content", content.Raw)
+		mo.End()
+		return nil
 	}
-	b = append(b, '[')
+	v := mo.Key("content")
+	mark := v.Mark()
+	items := v.Array()
 	j := 0
 	var err error
 	content.ForEach(func(_, part gjson.Result) bool {
-		if j > 0 {
-			b = append(b, ',')
-		}
 		switch typ := part.Get("type").Str; typ {
 		case "image_url":
-			b, err = appendImage(b, part.Get("image_url"), i, j)
+			err = writeImage(items, part.Get("image_url"), i, j)
 		case "input_audio", "file":
 			err = providers.UnsupportedBecause(partParam(i, j)+".type",
 				typ+" content parts are not supported by provider type "+providerName)
 		default: // text
-			b = append(b, `{"type":"text","text":`...)
-			b = providers.AppendRawString(b, providers.PartText(part))
-			b = append(b, '}')
+			writeTextItem(items, jsonw.StrOf(providers.PartText(part)))
 		}
 		j++
 		return err == nil
 	})
+	if err != nil {
+		return err
+	}
 	if j == 0 {
 		// An empty array: Cohere wants some content.
-		b = append(b[:len(b)-1], `""`...)
-		return append(b, '}'), err
+		mark.Rewind()
+		v.Str("")
+	} else {
+		items.End()
 	}
-	return append(b, "]}"...), err
+	mo.End()
+	return nil
 }
 
-// appendImage appends an image_url content item. Cohere takes the URL as
+// writeImage writes an image_url content item. Cohere takes the URL as
 // OpenAI gives it: a base64 data URL or an http(s) URL, which Cohere
 // fetches itself; detail (auto, low, high) passes through.
-func appendImage(b []byte, img gjson.Result, i, j int) ([]byte, error) {
+func writeImage(items jsonw.Array, img gjson.Result, i, j int) error {
 	url := img.Get("url")
 	u := url.Str
 	switch {
@@ -317,38 +308,44 @@ func appendImage(b []byte, img gjson.Result, i, j int) ([]byte, error) {
 	case hasPrefixFold(u, "data:"):
 		meta, data, ok := strings.Cut(u[5:], ",")
 		if !ok || !hasPrefixFold(meta, "image/") || !strings.HasSuffix(meta, ";base64") || data == "" {
-			return b, providers.InvalidParam(partParam(i, j)+".image_url.url",
+			return providers.InvalidParam(partParam(i, j)+".image_url.url",
 				"an image data URL must look like data:image/<type>;base64,<data>")
 		}
 	default:
-		return b, providers.InvalidParam(partParam(i, j)+".image_url.url",
+		return providers.InvalidParam(partParam(i, j)+".image_url.url",
 			"an image URL must be an http(s) URL or a base64 data URL")
 	}
-	b = append(b, `{"type":"image_url","image_url":{"url":`...)
-	b = append(b, url.Raw...)
-	if d := img.Get("detail"); d.Type == gjson.String {
+	d := img.Get("detail")
+	if d.Type == gjson.String {
 		switch d.Str {
 		case "auto", "low", "high":
-			b = append(b, `,"detail":`...)
-			b = append(b, d.Raw...)
 		default:
-			return b, providers.InvalidParam(partParam(i, j)+".image_url.detail",
+			return providers.InvalidParam(partParam(i, j)+".image_url.detail",
 				"image_url.detail must be auto, low or high")
 		}
 	}
-	return append(b, "}}"...), nil
+	it := items.Object()
+	it.Str("type", "image_url")
+	iu := it.Object("image_url")
+	iu.Raw("url", url.Raw)
+	if d.Type == gjson.String {
+		iu.Raw("detail", d.Raw)
+	}
+	iu.End()
+	it.End()
+	return nil
 }
 
 func hasPrefixFold(s, prefix string) bool {
 	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
 }
 
-// appendAssistant appends an assistant message. With tool calls, its text
-// is Cohere's tool_plan; without, its content. Reasoning the client sends
-// back (reasoning_content, or reasoning) becomes a thinking content item
-// ahead of any text, where Cohere's own answer had it.
-func appendAssistant(b []byte, m *message) []byte {
-	b = append(b, `{"role":"assistant"`...)
+// writeAssistant writes an assistant message into mo. With tool calls,
+// its text is Cohere's tool_plan; without, its content. Reasoning the
+// client sends back (reasoning_content, or reasoning) becomes a thinking
+// content item ahead of any text, where Cohere's own answer had it.
+func writeAssistant(mo jsonw.Object, m *message) {
+	mo.Str("role", "assistant")
 	calls := m.ToolCalls.IsArray() && m.ToolCalls.Get("0").Exists()
 	thinking := m.ReasoningContent
 	if thinking.Type != gjson.String || thinking.Str == "" {
@@ -359,37 +356,33 @@ func appendAssistant(b []byte, m *message) []byte {
 
 	if calls {
 		if plan := joinedText(content); plan != "" {
-			b = append(b, `,"tool_plan":`...)
-			b = providers.AppendString(b, plan)
+			mo.Str("tool_plan", plan)
 		}
 		if haveThinking {
-			b = append(b, `,"content":[{"type":"thinking","thinking":`...)
-			b = append(b, thinking.Raw...)
-			b = append(b, "}]"...)
+			items := mo.Array("content")
+			writeThinkingItem(items, thinking)
+			items.End()
 		}
-		b = append(b, `,"tool_calls":[`...)
-		n := 0
+		list := mo.Array("tool_calls")
 		m.ToolCalls.ForEach(func(_, call gjson.Result) bool {
-			if n > 0 {
-				b = append(b, ',')
-			}
-			n++
 			fn := call.Get("function")
-			b = append(b, `{"id":`...)
-			b = providers.AppendRawString(b, call.Get("id"))
-			b = append(b, `,"type":"function","function":{"name":`...)
-			b = providers.AppendRawString(b, fn.Get("name"))
-			b = append(b, `,"arguments":`...)
+			c := list.Object()
+			c.Text("id", jsonw.StrOf(call.Get("id")))
+			c.Str("type", "function")
+			f := c.Object("function")
+			f.Text("name", jsonw.StrOf(fn.Get("name")))
 			if a := fn.Get("arguments"); a.Type == gjson.String && strings.TrimSpace(a.Str) != "" {
-				b = append(b, a.Raw...)
+				f.Raw("arguments", a.Raw)
 			} else {
-				b = append(b, `"{}"`...)
+				f.Str("arguments", "{}")
 			}
-			b = append(b, "}}"...)
+			f.End()
+			c.End()
 			return true
 		})
-		b = append(b, ']')
-		return append(b, '}')
+		list.End()
+		mo.End()
+		return
 	}
 
 	if !content.Exists() || content.Type == gjson.Null {
@@ -397,29 +390,34 @@ func appendAssistant(b []byte, m *message) []byte {
 		// tool_calls array leaves a message with nothing to say.
 		content = gjson.Result{Type: gjson.String, Raw: `""`}
 	}
-	b = append(b, `,"content":`...)
 	if !haveThinking {
-		b = appendTextContent(b, content)
-		return append(b, '}')
+		writeTextContent(mo.Key("content"), content)
+		mo.End()
+		return
 	}
-	b = append(b, `[{"type":"thinking","thinking":`...)
-	b = append(b, thinking.Raw...)
-	b = append(b, '}')
+	items := mo.Array("content")
+	writeThinkingItem(items, thinking)
 	if content.Type == gjson.String {
 		if content.Str != "" {
-			b = append(b, `,{"type":"text","text":`...)
-			b = append(b, content.Raw...)
-			b = append(b, '}')
+			writeTextItem(items, jsonw.Lit(content.Raw))
 		}
 	} else {
 		content.ForEach(func(_, part gjson.Result) bool {
-			b = append(b, `,{"type":"text","text":`...)
-			b = providers.AppendRawString(b, providers.PartText(part))
-			b = append(b, '}')
+			writeTextItem(items, jsonw.StrOf(providers.PartText(part)))
 			return true
 		})
 	}
-	return append(b, "]}"...)
+	items.End()
+	mo.End()
+}
+
+// writeThinkingItem writes a thinking content item for the JSON string
+// thinking.
+func writeThinkingItem(a jsonw.Array, thinking gjson.Result) {
+	it := a.Object()
+	it.Str("type", "thinking")
+	it.Raw("thinking", thinking.Raw)
+	it.End()
 }
 
 // joinedText is the text of content that is a string or an array of text
@@ -436,14 +434,14 @@ func joinedText(content gjson.Result) string {
 	return s.String()
 }
 
-// appendTools appends tools, strict_tools and tool_choice.
+// writeTools writes tools, strict_tools and tool_choice.
 //
 // Cohere's tool_choice is REQUIRED or NONE (left out: the model chooses).
 // OpenAI's named choice, {"type":"function","function":{"name"}}, becomes
 // the one named tool with REQUIRED; allowed_tools becomes its subset of the
 // tools, with REQUIRED when its mode is "required". strict on any tool
 // turns on Cohere's strict_tools, which applies to every tool.
-func appendTools(b []byte, tools, choice gjson.Result) ([]byte, error) {
+func writeTools(o jsonw.Object, tools, choice gjson.Result) error {
 	var mode string   // "", "none", "auto" or "required"
 	var only []string // names the choice allows; nil: all
 	switch {
@@ -458,7 +456,7 @@ func appendTools(b []byte, tools, choice gjson.Result) ([]byte, error) {
 			switch mode = at.Get("mode").Str; mode {
 			case "auto", "required":
 			default:
-				return b, providers.InvalidParam("tool_choice.allowed_tools.mode",
+				return providers.InvalidParam("tool_choice.allowed_tools.mode",
 					"allowed_tools.mode must be auto or required")
 			}
 			only = []string{}
@@ -467,13 +465,13 @@ func appendTools(b []byte, tools, choice gjson.Result) ([]byte, error) {
 				return true
 			})
 		default:
-			return b, providers.UnsupportedBecause("tool_choice",
+			return providers.UnsupportedBecause("tool_choice",
 				"tool_choice of type "+strconv.Quote(typ)+" is not supported by provider type "+providerName)
 		}
 	}
 
-	at := len(b)
-	b = append(b, `,"tools":[`...)
+	mark := o.Mark()
+	list := o.Array("tools")
 	n, i := 0, 0
 	strict := false
 	var err error
@@ -494,53 +492,54 @@ func appendTools(b []byte, tools, choice gjson.Result) ([]byte, error) {
 			}
 			found[k] = true
 		}
-		if n > 0 {
-			b = append(b, ',')
-		}
 		n++
-		b = append(b, `{"type":"function","function":{"name":`...)
-		b = providers.AppendRawString(b, name)
+		tool := list.Object()
+		tool.Str("type", "function")
+		f := tool.Object("function")
+		f.Text("name", jsonw.StrOf(name))
 		if d := fn.Get("description"); d.Type == gjson.String && d.Str != "" {
-			b = append(b, `,"description":`...)
-			b = append(b, d.Raw...)
+			f.Raw("description", d.Raw)
 		}
-		b = append(b, `,"parameters":`...)
 		if p := fn.Get("parameters"); p.IsObject() {
-			b = append(b, p.Raw...)
+			f.Raw("parameters", p.Raw)
 		} else {
-			b = append(b, `{"type":"object","properties":{}}`...)
+			ps := f.Object("parameters")
+			ps.Str("type", "object")
+			ps.Object("properties").End()
+			ps.End()
 		}
-		b = append(b, "}}"...)
+		f.End()
+		tool.End()
 		strict = strict || fn.Get("strict").Type == gjson.True
 		return true
 	})
 	if err != nil {
-		return b, err
+		return err
 	}
 	for k, ok := range found {
 		if !ok {
-			return b, providers.InvalidParam("tool_choice",
+			return providers.InvalidParam("tool_choice",
 				"tool_choice names the function %q, which is not among the tools", only[k])
 		}
 	}
 	if n == 0 {
-		b = b[:at]
+		mark.Rewind()
 		if mode == "required" {
-			return b, providers.InvalidParam("tool_choice", "tool_choice %q needs tools", choiceName(choice))
+			return providers.InvalidParam("tool_choice", "tool_choice %q needs tools", choiceName(choice))
 		}
-		return b, nil // "none", "auto" or nothing: no tools is the same thing
+		return nil // "none", "auto" or nothing: no tools is the same thing
 	}
-	b = append(b, ']')
+	list.End()
 	if strict {
-		b = append(b, `,"strict_tools":true`...)
+		o.Bool("strict_tools", true)
 	}
 	switch mode {
 	case "required":
-		b = append(b, `,"tool_choice":"REQUIRED"`...)
+		o.Str("tool_choice", "REQUIRED")
 	case "none":
-		b = append(b, `,"tool_choice":"NONE"`...)
+		o.Str("tool_choice", "NONE")
 	}
-	return b, nil
+	return nil
 }
 
 func indexOf(names []string, name string) int {
@@ -560,45 +559,47 @@ func choiceName(choice gjson.Result) string {
 	return choice.Get("type").Str
 }
 
-// appendResponseFormat appends Cohere's response_format: json_object as it
+// writeResponseFormat writes Cohere's response_format: json_object as it
 // is, json_schema as json_object with the schema (Cohere always holds the
-// output to a given schema, so strict needs nothing more). text is Cohere's
-// default and is left out.
-func appendResponseFormat(b []byte, rf gjson.Result) ([]byte, error) {
+// output to a given schema, so strict needs nothing more). text is
+// Cohere's default and is left out.
+func writeResponseFormat(o jsonw.Object, rf gjson.Result) error {
 	if !rf.IsObject() {
-		return b, nil
+		return nil
 	}
 	switch typ := rf.Get("type").Str; typ {
 	case "text":
-		return b, nil
-	case "json_object":
-		return append(b, `,"response_format":{"type":"json_object"}`...), nil
-	case "json_schema":
-		b = append(b, `,"response_format":{"type":"json_object"`...)
-		if s := rf.Get("json_schema.schema"); s.IsObject() {
-			b = append(b, `,"json_schema":`...)
-			b = append(b, s.Raw...)
+		return nil
+	case "json_object", "json_schema":
+		f := o.Object("response_format")
+		f.Str("type", "json_object")
+		if s := rf.Get("json_schema.schema"); typ == "json_schema" && s.IsObject() {
+			f.Raw("json_schema", s.Raw)
 		}
-		return append(b, '}'), nil
+		f.End()
+		return nil
 	default:
-		return b, providers.UnsupportedBecause("response_format",
+		return providers.UnsupportedBecause("response_format",
 			"response_format of type "+strconv.Quote(typ)+" is not supported by provider type "+providerName)
 	}
 }
 
-// appendThinking appends Cohere's thinking for reasoning_effort: "none"
+// writeThinking writes Cohere's thinking for reasoning_effort: "none"
 // disables thinking; minimal, low and medium enable it with the budgets
 // BudgetMinimal, BudgetLow and BudgetMedium; high and xhigh enable it with
 // no budget. Without reasoning_effort Cohere's default holds (thinking on
 // for the models that have it).
-func appendThinking(b []byte, effort gjson.Result) ([]byte, error) {
+func writeThinking(o jsonw.Object, effort gjson.Result) error {
 	if effort.Type != gjson.String {
-		return b, nil
+		return nil
 	}
 	budget := 0
 	switch effort.Str {
 	case "none":
-		return append(b, `,"thinking":{"type":"disabled"}`...), nil
+		t := o.Object("thinking")
+		t.Str("type", "disabled")
+		t.End()
+		return nil
 	case "minimal":
 		budget = BudgetMinimal
 	case "low":
@@ -607,13 +608,14 @@ func appendThinking(b []byte, effort gjson.Result) ([]byte, error) {
 		budget = BudgetMedium
 	case "high", "xhigh":
 	default:
-		return b, providers.InvalidParam("reasoning_effort",
+		return providers.InvalidParam("reasoning_effort",
 			"reasoning_effort must be none, minimal, low, medium or high")
 	}
-	b = append(b, `,"thinking":{"type":"enabled"`...)
+	t := o.Object("thinking")
+	t.Str("type", "enabled")
 	if budget > 0 {
-		b = append(b, `,"token_budget":`...)
-		b = providers.AppendInt(b, int64(budget))
+		t.Int("token_budget", int64(budget))
 	}
-	return append(b, '}'), nil
+	t.End()
+	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/jsonw"
 )
 
 // ChatResponse translates a Cohere chat answer (V2ChatResponse) into a
@@ -32,32 +33,32 @@ func (c Chat) ChatResponse(body []byte) ([]byte, error) {
 		return nil, generationError(reason, "")
 	}
 
-	b := make([]byte, 0, len(body)+256)
-	b = append(b, `{"id":`...)
-	b = providers.AppendRawString(b, root.Get("id"))
-	b = append(b, `,"object":"chat.completion","created":`...)
-	b = providers.AppendInt(b, c.now().Unix())
+	w := jsonw.New(make([]byte, 0, len(body)+256))
 	// Cohere's answer does not name the model.
-	b = append(b, `,"model":"","choices":[{"index":0,"message":{"role":"assistant","content":`...)
-
+	comp := providers.StartCompletion(&w, providers.Head{ID: jsonw.StrOf(root.Get("id")), Created: c.now().Unix(), Model: jsonw.Plain("")})
+	m := comp.Choice(0)
 	content := msg.Get("content")
-	b = appendText(b, msg.Get("tool_plan"), content)
-	if r := joined(new(providers.TextJoin), content, "thinking"); r.Len() > 0 {
-		b = append(b, `,"reasoning_content":`...)
-		b = r.Append(b)
+	var text providers.TextJoin
+	if plan := msg.Get("tool_plan"); plan.Type == gjson.String && plan.Str != "" {
+		text.Add(plan)
 	}
-	b = append(b, `,"refusal":null`...)
-	b = appendToolCalls(b, msg.Get("tool_calls"))
-	b = append(b, `},"logprobs":`...)
-	b = appendLogprobs(b, root.Get("logprobs"))
-	b = append(b, `,"finish_reason":"`...)
-	b = append(b, finish...)
-	b = append(b, `"}],"usage":`...)
+	m.JoinedContent(joined(&text, content, "text"))
+	if r := joined(new(providers.TextJoin), content, "thinking"); r.Len() > 0 {
+		m.JoinedReasoning(r)
+	}
+	m.NullRefusal()
+	writeToolCalls(m, msg.Get("tool_calls"))
+	if lp := root.Get("logprobs"); lp.IsArray() {
+		writeLogprobs(m.Logprobs(), lp)
+		m.Finish(finish)
+	} else {
+		m.End(finish)
+	}
 
 	var u usage
 	u.set(root.Get("usage"))
-	b = u.unified().Append(b)
-	return append(b, '}'), nil
+	comp.Usage(u.unified())
+	return comp.Finish()
 }
 
 // joined adds to t the non-empty strings of the items of content of the
@@ -75,66 +76,29 @@ func joined(t *providers.TextJoin, content gjson.Result, typ string) *providers.
 	return t
 }
 
-// appendText appends the message content: the tool plan, then the text
-// items, joined; null when there is none of either.
-func appendText(b []byte, plan, content gjson.Result) []byte {
-	var t providers.TextJoin
-	if plan.Type == gjson.String && plan.Str != "" {
-		t.Add(plan)
-	}
-	return joined(&t, content, "text").Append(b)
-}
-
-// appendToolCalls appends ,"tool_calls":[…] for Cohere's tool calls, and
-// nothing when there are none.
-func appendToolCalls(b []byte, calls gjson.Result) []byte {
+// writeToolCalls writes tool_calls for Cohere's tool calls, and nothing
+// when there are none.
+func writeToolCalls(m providers.Message, calls gjson.Result) {
 	n := 0
+	var list providers.ToolCalls
 	calls.ForEach(func(_, call gjson.Result) bool {
-		if n == 0 {
-			b = append(b, `,"tool_calls":[`...)
-		} else {
-			b = append(b, ',')
+		if n++; n == 1 {
+			list = m.ToolCalls()
 		}
-		n++
 		fn := call.Get("function")
-		b = append(b, `{"id":`...)
-		if id := call.Get("id"); id.Type == gjson.String && id.Str != "" {
-			b = append(b, id.Raw...)
-		} else {
-			b = appendCallID(b)
-		}
-		b = append(b, `,"type":"function","function":{"name":`...)
-		b = providers.AppendRawString(b, fn.Get("name"))
-		b = append(b, `,"arguments":`...)
+		args := jsonw.Plain("{}")
 		if a := fn.Get("arguments"); a.Type == gjson.String && a.Str != "" {
-			b = append(b, a.Raw...)
-		} else {
-			b = append(b, `"{}"`...)
+			args = jsonw.Lit(a.Raw)
 		}
-		b = append(b, "}}"...)
+		if id := call.Get("id"); id.Type == gjson.String && id.Str != "" {
+			list.Call(jsonw.Lit(id.Raw), jsonw.StrOf(fn.Get("name")), args)
+		} else {
+			id := newCallID()
+			list.Call(jsonw.Plain(providers.InPlace(id[:])), jsonw.StrOf(fn.Get("name")), args)
+		}
 		return true
 	})
 	if n > 0 {
-		b = append(b, ']')
+		list.End()
 	}
-	return b
-}
-
-// appendLogprobs appends the choice's logprobs: null, or
-// {"content":[…],"refusal":null} for Cohere's logprob items.
-func appendLogprobs(b []byte, items gjson.Result) []byte {
-	if !items.IsArray() {
-		return append(b, "null"...)
-	}
-	b = append(b, `{"content":[`...)
-	n := 0
-	items.ForEach(func(_, item gjson.Result) bool {
-		if n > 0 {
-			b = append(b, ',')
-		}
-		n++
-		b = appendLogprob(b, item)
-		return true
-	})
-	return append(b, `],"refusal":null}`...)
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/jsonw"
 	"github.com/modelgate/modelgate/providers/sse"
 )
 
@@ -33,12 +34,13 @@ type stream struct {
 	chat         Chat
 	includeUsage bool
 
-	// head opens every chunk: {"id":…,"object":…,"created":…,"model":…,
-	// It is built at message-start (or the first event, if that is missing).
-	head  []byte
-	calls []toolCall
-	usage usage
-	done  bool // message-end seen or an error emitted: nothing more follows
+	// chunks writes the unified events; it is started at message-start
+	// (or the first event, if that is missing).
+	chunks   providers.Chunks
+	calls    []toolCall
+	logprobs []byte // room for a chunk's logprobs
+	usage    usage
+	done     bool // message-end seen or an error emitted: nothing more follows
 }
 
 var errMalformed = errors.New("cohere: stream event data is not a JSON object")
@@ -92,21 +94,22 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 
 	switch typ {
 	case "message-start":
-		if s.head != nil {
+		if s.chunks.Started() {
 			return dst, nil // a repeated message-start carries nothing new
 		}
 		s.start(id)
-		dst = s.openChunk(dst)
-		dst = append(dst, `{"role":"assistant","content":""}`...)
-		return s.closeChunk(dst, "", gjson.Result{}), nil
+		return s.chunks.Role(dst, 0), nil
 
 	case "content-start", "content-delta":
 		content := delta.Get("message.content")
-		dst = s.text(dst, "reasoning_content", content.Get("thinking"), gjson.Result{})
-		return s.text(dst, "content", content.Get("text"), logprobs), nil
+		if t := content.Get("thinking"); t.Type == gjson.String && t.Str != "" {
+			s.ensureStarted()
+			dst = s.chunks.Reasoning(dst, 0, jsonw.Lit(t.Raw))
+		}
+		return s.text(dst, content.Get("text"), logprobs), nil
 
 	case "tool-plan-delta":
-		return s.text(dst, "content", delta.Get("message.tool_plan"), gjson.Result{}), nil
+		return s.text(dst, delta.Get("message.tool_plan"), gjson.Result{}), nil
 
 	case "tool-call-start":
 		call := delta.Get("message.tool_calls")
@@ -116,19 +119,13 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 		k := len(s.calls)
 		s.calls = append(s.calls, toolCall{index: index, call: k})
 		fn := call.Get("function")
-		dst = s.openChunk(dst)
-		dst = append(dst, `{"tool_calls":[{"index":`...)
-		dst = providers.AppendInt(dst, int64(k))
-		dst = append(dst, `,"id":`...)
+		s.ensureStarted()
 		if id := call.Get("id"); id.Type == gjson.String && id.Str != "" {
-			dst = append(dst, id.Raw...)
+			dst = s.chunks.ToolCallStart(dst, 0, k, jsonw.Lit(id.Raw), jsonw.StrOf(fn.Get("name")))
 		} else {
-			dst = appendCallID(dst)
+			id := newCallID()
+			dst = s.chunks.ToolCallStart(dst, 0, k, jsonw.Plain(providers.InPlace(id[:])), jsonw.StrOf(fn.Get("name")))
 		}
-		dst = append(dst, `,"type":"function","function":{"name":`...)
-		dst = providers.AppendRawString(dst, fn.Get("name"))
-		dst = append(dst, `,"arguments":""}}]}`...)
-		dst = s.closeChunk(dst, "", gjson.Result{})
 		return s.arguments(dst, k, fn.Get("arguments")), nil
 
 	case "tool-call-delta":
@@ -158,16 +155,12 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 			if reason == "" {
 				reason = "ERROR"
 			}
-			return sse.AppendData(dst, generationError(reason, delta.Get("error").Str).JSON()), nil
+			return s.chunks.Error(dst, generationError(reason, delta.Get("error").Str)), nil
 		}
 		s.usage.set(delta.Get("usage"))
-		dst = s.openChunk(dst)
-		dst = append(dst, "{}"...)
-		dst = s.closeChunk(dst, finish, gjson.Result{})
-		if s.includeUsage {
-			dst = providers.AppendUsageChunk(dst, s.head, s.usage.unified())
-		}
-		return append(dst, sse.Done...), nil
+		s.ensureStarted()
+		dst = s.chunks.Finish(dst, 0, finish)
+		return s.chunks.End(dst, s.usage.unified()), nil
 
 	case "", "error":
 		// Not one of Cohere's chat events but an error object, {"message":
@@ -187,7 +180,7 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 		if e.Message == "" {
 			e.Message = "the provider reported an error in its stream"
 		}
-		return sse.AppendData(dst, e.JSON()), nil
+		return s.chunks.Error(dst, &e), nil
 	}
 	// content-end, tool-call-end, citation-start, citation-end, debug, and
 	// event types this code does not know.
@@ -207,58 +200,46 @@ func (s *stream) Close(dst []byte) []byte {
 		return dst
 	}
 	s.done = true
-	return providers.AppendStreamIncomplete(dst)
+	return s.chunks.Incomplete(dst)
 }
 
-// start builds the head shared by all chunks. Cohere's stream does not
-// name the model.
+// start starts the chunks. Cohere's stream does not name the model.
 func (s *stream) start(id gjson.Result) {
-	h := make([]byte, 0, 96+len(id.Raw))
-	h = append(h, `{"id":`...)
-	h = providers.AppendRawString(h, id)
-	h = append(h, `,"object":"chat.completion.chunk","created":`...)
-	h = providers.AppendInt(h, s.chat.now().Unix())
-	h = append(h, `,"model":"",`...)
-	s.head = h
+	s.chunks.Start(providers.Head{ID: jsonw.StrOf(id), Created: s.chat.now().Unix(), Model: jsonw.Plain("")}, s.includeUsage)
 }
 
-// openChunk appends a chunk up to its delta.
-func (s *stream) openChunk(dst []byte) []byte {
-	if s.head == nil {
+// ensureStarted starts the chunks, without an id, when the stream did not
+// begin with message-start.
+func (s *stream) ensureStarted() {
+	if !s.chunks.Started() {
 		s.start(gjson.Result{})
 	}
-	dst = append(dst, "data: "...)
-	dst = append(dst, s.head...)
-	return append(dst, `"choices":[{"index":0,"delta":`...)
 }
 
-// closeChunk appends the rest of a chunk after its delta; finish is its
-// finish_reason, or "" for null; logprob, when it exists, is the Cohere
-// logprob item of the chunk's text.
-func (s *stream) closeChunk(dst []byte, finish string, logprob gjson.Result) []byte {
-	if logprob.IsObject() {
-		dst = append(dst, `,"logprobs":{"content":[`...)
-		dst = appendLogprob(dst, logprob)
-		dst = append(dst, `],"refusal":null}`...)
-	} else {
-		dst = append(dst, `,"logprobs":null`...)
-	}
-	return providers.AppendChunkEnd(dst, finish, s.includeUsage)
-}
-
-// text appends a chunk whose delta sets key (content or reasoning_content)
-// to v, unless v is empty and there are no logprobs to carry.
-func (s *stream) text(dst []byte, key string, v, logprob gjson.Result) []byte {
+// text appends a chunk whose delta sets content to v, unless v is empty
+// and there are no logprobs to carry; logprob, when it is an object, is
+// the Cohere logprob item of the text.
+func (s *stream) text(dst []byte, v, logprob gjson.Result) []byte {
 	if (v.Type != gjson.String || v.Str == "") && !logprob.IsObject() {
 		return dst
 	}
-	dst = s.openChunk(dst)
-	dst = append(dst, `{"`...)
-	dst = append(dst, key...)
-	dst = append(dst, `":`...)
-	dst = providers.AppendRawString(dst, v)
-	dst = append(dst, '}')
-	return s.closeChunk(dst, "", logprob)
+	s.ensureStarted()
+	if !logprob.IsObject() {
+		return s.chunks.Content(dst, 0, jsonw.StrOf(v))
+	}
+	w := jsonw.New(s.logprobs[:0])
+	o := w.Object()
+	content := o.Array("content")
+	writeLogprob(content, logprob)
+	content.End()
+	o.Null("refusal")
+	o.End()
+	lp, err := w.Finish()
+	if err != nil {
+		lp = append(lp[:0], "null"...)
+	}
+	s.logprobs = lp
+	return s.chunks.ContentLogprobs(dst, 0, jsonw.StrOf(v), providers.InPlace(lp))
 }
 
 // arguments appends a chunk with an arguments fragment for tool call k,
@@ -267,11 +248,6 @@ func (s *stream) arguments(dst []byte, k int, part gjson.Result) []byte {
 	if part.Type != gjson.String || part.Str == "" {
 		return dst
 	}
-	dst = s.openChunk(dst)
-	dst = append(dst, `{"tool_calls":[{"index":`...)
-	dst = providers.AppendInt(dst, int64(k))
-	dst = append(dst, `,"function":{"arguments":`...)
-	dst = append(dst, part.Raw...)
-	dst = append(dst, "}}]}"...)
-	return s.closeChunk(dst, "", gjson.Result{})
+	s.ensureStarted()
+	return s.chunks.ToolCallArguments(dst, 0, k, jsonw.Lit(part.Raw))
 }

@@ -17,11 +17,11 @@ import (
 	"bytes"
 	"errors"
 	"net/http"
-	"strconv"
 
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/jsonw"
 )
 
 // Format describes one provider's OpenAI-shaped embeddings wire format.
@@ -84,37 +84,33 @@ func (f Format) EmbeddingsRequests(req *providers.EmbeddingsRequest, model strin
 	if req.Dimensions > 0 && f.DimensionsField == "" {
 		return nil, providers.Unsupported("dimensions", f.Name)
 	}
-	b := make([]byte, 0, 64+len(model)+inputSize(req))
-	b = append(b, `{"model":`...)
-	b = providers.AppendString(b, model)
-	b = append(b, `,"input":`...)
-	b = AppendInput(b, req)
+	w := jsonw.New(make([]byte, 0, 64+len(model)+inputSize(req)))
+	o := w.Object()
+	o.Str("model", model)
+	WriteInput(o.Key("input"), req)
 	if req.Base64 && f.Base64 {
-		b = append(b, `,"encoding_format":"base64"`...)
+		o.Str("encoding_format", "base64")
 	} else {
-		b = append(b, `,"encoding_format":"float"`...)
+		o.Str("encoding_format", "float")
 	}
 	if req.Dimensions > 0 {
-		b = append(b, ',', '"')
-		b = append(b, f.DimensionsField...)
-		b = append(b, '"', ':')
-		b = strconv.AppendInt(b, int64(req.Dimensions), 10)
+		o.Int(f.DimensionsField, int64(req.Dimensions))
 	}
 	if req.InputType != "" && f.InputTypeField != "" {
 		t := req.InputType
 		if m, ok := f.InputTypes[t]; ok {
 			t = m
 		}
-		b = append(b, ',', '"')
-		b = append(b, f.InputTypeField...)
-		b = append(b, '"', ':')
-		b = providers.AppendString(b, t)
+		o.Str(f.InputTypeField, t)
 	}
 	if req.User != "" && f.SendsUser {
-		b = append(b, `,"user":`...)
-		b = providers.AppendString(b, req.User)
+		o.Str("user", req.User)
 	}
-	b = append(b, '}')
+	o.End()
+	b, err := w.Finish()
+	if err != nil {
+		return nil, err
+	}
 	return []providers.Request{{Path: f.Path, Body: b}}, nil
 }
 
@@ -130,33 +126,24 @@ func inputSize(req *providers.EmbeddingsRequest) int {
 	return n
 }
 
-// AppendInput writes the request's inputs as a JSON array: strings, or
+// WriteInput writes the request's inputs as a JSON array: strings, or
 // arrays of token ids.
-func AppendInput(b []byte, req *providers.EmbeddingsRequest) []byte {
-	b = append(b, '[')
+func WriteInput(v jsonw.Value, req *providers.EmbeddingsRequest) {
+	a := v.Array()
 	if req.Tokens != nil {
-		for i, ids := range req.Tokens {
-			if i > 0 {
-				b = append(b, ',')
+		for _, ids := range req.Tokens {
+			t := a.Array()
+			for _, id := range ids {
+				t.Int(id)
 			}
-			b = append(b, '[')
-			for j, id := range ids {
-				if j > 0 {
-					b = append(b, ',')
-				}
-				b = strconv.AppendInt(b, id, 10)
-			}
-			b = append(b, ']')
+			t.End()
 		}
 	} else {
-		for i, t := range req.Texts {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = providers.AppendString(b, t)
+		for _, t := range req.Texts {
+			a.Str(t)
 		}
 	}
-	return append(b, ']')
+	a.End()
 }
 
 var errMalformed = errors.New("malformed embeddings answer")

@@ -7,6 +7,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/jsonw"
 )
 
 // toolChoice is a unified tool_choice, read.
@@ -46,15 +47,17 @@ func (c Chat) readToolChoice(tc gjson.Result) (toolChoice, error) {
 	return ch, nil
 }
 
-// appendTools appends tools (one tool holding a functionDeclaration per
+// writeTools writes tools (one tool holding a functionDeclaration per
 // function tool, parameters as parametersJsonSchema) and toolConfig.
-func (c Chat) appendTools(b []byte, r *request) ([]byte, error) {
+func (c Chat) writeTools(o jsonw.Object, r *request) error {
 	ch, err := c.readToolChoice(r.toolChoice)
 	if err != nil {
-		return b, err
+		return err
 	}
-	at := len(b)
-	b = append(b, `,"tools":[{"functionDeclarations":[`...)
+	mark := o.Mark()
+	tools := o.Array("tools")
+	tool := tools.Object()
+	decls := tool.Array("functionDeclarations")
 	n, i := 0, 0
 	found := ch.mode != "function"
 	r.tools.ForEach(func(_, t gjson.Result) bool {
@@ -69,55 +72,62 @@ func (c Chat) appendTools(b []byte, r *request) ([]byte, error) {
 			return true
 		}
 		found = found || name.Str == ch.name
-		if n > 0 {
-			b = append(b, ',')
-		}
 		n++
-		b = append(b, `{"name":`...)
-		b = providers.AppendRawString(b, name)
-		if d := fn.Get("description"); d.Type == gjson.String && d.Str != "" {
-			b = append(b, `,"description":`...)
-			b = append(b, d.Raw...)
+		d := decls.Object()
+		d.Text("name", jsonw.StrOf(name))
+		if descr := fn.Get("description"); descr.Type == gjson.String && descr.Str != "" {
+			d.Raw("description", descr.Raw)
 		}
-		b = appendParameters(b, fn.Get("parameters"))
-		b = append(b, '}')
+		writeParameters(d, fn.Get("parameters"))
+		d.End()
 		return true
 	})
 	if err != nil {
-		return b, err
+		return err
 	}
 	if n == 0 {
-		b = b[:at]
+		mark.Rewind()
 		switch {
 		case ch.mode == "function" || ch.mode == "required" && ch.allowed == nil:
-			return b, providers.InvalidParam("tool_choice", "tool_choice %q needs tools", ch.mode)
+			return providers.InvalidParam("tool_choice", "tool_choice %q needs tools", ch.mode)
 		case ch.allowed != nil && ch.mode == "required":
-			return b, providers.InvalidParam("tool_choice.allowed_tools.tools", "allowed_tools names none of the tools")
+			return providers.InvalidParam("tool_choice.allowed_tools.tools", "allowed_tools names none of the tools")
 		}
 		// "none", "auto" or nothing: no tools is the same thing.
-		return b, nil
+		return nil
 	}
-	b = append(b, "]}]"...)
+	decls.End()
+	tool.End()
+	tools.End()
 	if !found {
-		return b, providers.InvalidParam("tool_choice.function.name", "tool_choice names %q, which is not among the tools", ch.name)
+		return providers.InvalidParam("tool_choice.function.name", "tool_choice names %q, which is not among the tools", ch.name)
 	}
 
+	var mode string
 	switch ch.mode {
 	case "none":
-		b = append(b, `,"toolConfig":{"functionCallingConfig":{"mode":"NONE"}}`...)
+		mode = "NONE"
 	case "auto":
-		b = append(b, `,"toolConfig":{"functionCallingConfig":{"mode":"AUTO"}}`...)
-	case "required":
-		b = append(b, `,"toolConfig":{"functionCallingConfig":{"mode":"ANY"}}`...)
-	case "function":
-		b = append(b, `,"toolConfig":{"functionCallingConfig":{"mode":"ANY","allowedFunctionNames":[`...)
-		b = providers.AppendString(b, ch.name)
-		b = append(b, "]}}"...)
+		mode = "AUTO"
+	case "required", "function":
+		mode = "ANY"
+	default:
+		return nil
 	}
-	return b, nil
+	tc := o.Object("toolConfig")
+	fcc := tc.Object("functionCallingConfig")
+	fcc.Str("mode", mode)
+	if ch.mode == "function" {
+		names := fcc.Array("allowedFunctionNames")
+		names.Str(ch.name)
+		names.End()
+	}
+	fcc.End()
+	tc.End()
+	return nil
 }
 
-// appendParameters appends a declaration's parametersJsonSchema: the
+// writeParameters writes a declaration's parametersJsonSchema: the
 // function's JSON Schema as it is, with "type":"object" added where it has
 // no type (OpenAI allows that), and nothing for a function without
 // parameters (none, null or {}).
@@ -127,111 +137,80 @@ func (c Chat) appendTools(b []byte, r *request) ([]byte, error) {
 // additionalProperties, type arrays), where parameters would need a lossy
 // conversion, and Google's SDKs send it themselves for functions they
 // describe (python-genai's from_callable with use_json_schema).
-func appendParameters(b []byte, params gjson.Result) []byte {
+func writeParameters(o jsonw.Object, params gjson.Result) {
 	if !params.IsObject() {
-		return b
+		return
 	}
 	inner := strings.TrimSpace(params.Raw[1 : len(params.Raw)-1])
 	if inner == "" {
-		return b
+		return
 	}
-	b = append(b, `,"parametersJsonSchema":`...)
 	if params.Get("type").Exists() {
-		return append(b, params.Raw...)
+		o.Raw("parametersJsonSchema", params.Raw)
+		return
 	}
-	b = append(b, `{"type":"object",`...)
-	b = append(b, inner...)
-	return append(b, '}')
+	s := o.Object("parametersJsonSchema")
+	s.Str("type", "object")
+	s.RawMembers(inner)
+	s.End()
 }
 
-// generationConfig writes the fields of generationConfig.
-type generationConfig struct {
-	b     []byte
-	n     int
-	start int
-}
-
-func (g *generationConfig) field(name string) {
-	if g.n == 0 {
-		g.start = len(g.b)
-		g.b = append(g.b, `,"generationConfig":{`...)
-	} else {
-		g.b = append(g.b, ',')
-	}
-	g.n++
-	g.b = append(g.b, '"')
-	g.b = append(g.b, name...)
-	g.b = append(g.b, `":`...)
-}
-
-func (g *generationConfig) number(name string, v gjson.Result) {
+// number writes the member name of g, v, when v is a number.
+func number(g jsonw.Object, name string, v gjson.Result) {
 	if v.Type == gjson.Number {
-		g.field(name)
-		g.b = append(g.b, v.Raw...)
+		g.Raw(name, v.Raw)
 	}
 }
 
-// appendGenerationConfig appends generationConfig: sampling, length, stop
+// writeGenerationConfig writes generationConfig: sampling, length, stop
 // sequences, candidates, penalties, seed, logprobs, structured output and
-// thinking.
-func (c Chat) appendGenerationConfig(b []byte, r *request, fam family) ([]byte, error) {
-	g := generationConfig{b: b}
-	g.number("temperature", r.temperature)
-	g.number("topP", r.topP)
+// thinking; nothing when none of them is set.
+func (c Chat) writeGenerationConfig(o jsonw.Object, r *request, fam family) error {
+	mark := o.Mark()
+	g := o.Object("generationConfig")
+	empty := g.Mark()
+	number(g, "temperature", r.temperature)
+	number(g, "topP", r.topP)
 	if r.n.Type == gjson.Number && r.n.Int() > 1 {
-		g.number("candidateCount", r.n)
+		number(g, "candidateCount", r.n)
 	}
 	if r.maxCompletionTokens.Type == gjson.Number {
-		g.number("maxOutputTokens", r.maxCompletionTokens)
+		number(g, "maxOutputTokens", r.maxCompletionTokens)
 	} else {
-		g.number("maxOutputTokens", r.maxTokens)
+		number(g, "maxOutputTokens", r.maxTokens)
 	}
-	g.appendStop(r.stop)
-	g.number("presencePenalty", r.presencePenalty)
-	g.number("frequencyPenalty", r.frequencyPenalty)
+	providers.WriteStops(g, "stopSequences", r.stop)
+	number(g, "presencePenalty", r.presencePenalty)
+	number(g, "frequencyPenalty", r.frequencyPenalty)
 	if r.seed.Type == gjson.Number {
 		// Gemini's seed is 32 bits; larger seeds keep their low 32 bits,
 		// so that the same seed still gives the same answer.
-		g.field("seed")
-		g.b = strconv.AppendInt(g.b, int64(int32(r.seed.Int())), 10)
+		g.Int("seed", int64(int32(r.seed.Int())))
 	}
 	if r.logprobs.Type == gjson.True {
-		g.field("responseLogprobs")
-		g.b = append(g.b, "true"...)
+		g.Bool("responseLogprobs", true)
 		if r.topLogprobs.Type == gjson.Number && r.topLogprobs.Int() > 0 {
-			g.number("logprobs", r.topLogprobs)
+			number(g, "logprobs", r.topLogprobs)
 		}
 	}
 	switch r.responseFormat.Get("type").Str {
 	case "json_object":
-		g.field("responseMimeType")
-		g.b = append(g.b, `"application/json"`...)
+		g.Str("responseMimeType", "application/json")
 	case "json_schema":
-		g.field("responseMimeType")
-		g.b = append(g.b, `"application/json"`...)
+		g.Str("responseMimeType", "application/json")
 		if s := r.responseFormat.Get("json_schema.schema"); s.IsObject() {
-			g.field("responseJsonSchema")
-			g.b = append(g.b, s.Raw...)
+			g.Raw("responseJsonSchema", s.Raw)
 		}
 	}
-	if err := c.thinking(&g, r.reasoningEffort, fam); err != nil {
-		return g.b, err
+	if err := c.thinking(g, r.reasoningEffort, fam); err != nil {
+		return err
 	}
-	if g.n > 0 {
-		g.b = append(g.b, '}')
+	if empty.Since() == 0 {
+		mark.Rewind()
+		return nil
 	}
-	return g.b, nil
-}
-
-// appendStop appends stopSequences for a stop string or array; empty
-// sequences are left out.
-func (g *generationConfig) appendStop(stop gjson.Result) {
-	at, n, start := len(g.b), g.n, g.start
-	g.field("stopSequences")
-	var k int
-	if g.b, k = providers.AppendStops(g.b, stop); k == 0 {
-		g.b, g.n, g.start = g.b[:at], n, start
-	}
+	g.End()
+	return nil
 }
 
 // Thinking budgets (tokens) for Gemini 2.5 by reasoning_effort. They lie
@@ -251,7 +230,7 @@ const (
 // includeThoughts so that thought summaries come back as reasoning. Pro
 // models cannot stop thinking, so "none" gets their least; Gemini 3 Pro
 // takes only LOW and HIGH, so "minimal" is LOW and "medium" HIGH there.
-func (c Chat) thinking(g *generationConfig, effort gjson.Result, fam family) error {
+func (c Chat) thinking(g jsonw.Object, effort gjson.Result, fam family) error {
 	if effort.Type != gjson.String {
 		return nil
 	}
@@ -284,20 +263,13 @@ func (c Chat) thinking(g *generationConfig, effort gjson.Result, fam family) err
 		return providers.InvalidParam("reasoning_effort",
 			"reasoning_effort must be none, minimal, low, medium, high or xhigh")
 	}
-	g.field("thinkingConfig")
-	if effort.Str == "none" {
-		g.b = append(g.b, `{"includeThoughts":false,`...)
-	} else {
-		g.b = append(g.b, `{"includeThoughts":true,`...)
-	}
+	tc := g.Object("thinkingConfig")
+	tc.Bool("includeThoughts", effort.Str != "none")
 	if fam.levels {
-		g.b = append(g.b, `"thinkingLevel":"`...)
-		g.b = append(g.b, level...)
-		g.b = append(g.b, `"}`...)
+		tc.Str("thinkingLevel", level)
 	} else {
-		g.b = append(g.b, `"thinkingBudget":`...)
-		g.b = strconv.AppendInt(g.b, int64(budget), 10)
-		g.b = append(g.b, '}')
+		tc.Int("thinkingBudget", int64(budget))
 	}
+	tc.End()
 	return nil
 }

@@ -3,12 +3,12 @@ package gemini
 import (
 	"errors"
 	"net/http"
-	"strconv"
 	"strings"
 
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/jsonw"
 )
 
 // Embeddings translates unified embeddings requests for the Gemini API
@@ -99,51 +99,65 @@ func (e Embeddings) EmbeddingsRequests(req *providers.EmbeddingsRequest, model s
 	task := taskType(req.InputType)
 	switch {
 	case !e.Vertex:
-		return e.batchRequests(req, res, task), nil
+		return e.batchRequests(req, res, task)
 	case vertexEmbedMethod(model) == methodEmbedContent:
-		return embedContentRequests(req, res, task), nil
+		return embedContentRequests(req, res, task)
 	}
 	most := maxPredict
 	if strings.HasSuffix(res, "/gemini-embedding-001") {
 		most = 1
 	}
-	return predictRequests(req, res, task, most), nil
+	return predictRequests(req, res, task, most)
 }
 
 // batchRequests writes the Developer API's batchEmbedContents calls:
 //
 //	{"requests":[{"model":"models/…","content":{"parts":[{"text":"…"}]},
 //	              "taskType":"…","outputDimensionality":N}, …]}
-func (e Embeddings) batchRequests(req *providers.EmbeddingsRequest, res, task string) []providers.Request {
+func (e Embeddings) batchRequests(req *providers.EmbeddingsRequest, res, task string) ([]providers.Request, error) {
 	name := res[1:] // "models/…" or "tunedModels/…": each request names the model of the path
 	reqs := make([]providers.Request, 0, (len(req.Texts)+maxBatchEmbed-1)/maxBatchEmbed)
 	for start := 0; start < len(req.Texts); start += maxBatchEmbed {
 		texts := req.Texts[start:min(start+maxBatchEmbed, len(req.Texts))]
-		b := make([]byte, 0, 16+len(texts)*(len(name)+64)+textSize(texts))
-		b = append(b, `{"requests":[`...)
-		for i, t := range texts {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, `{"model":`...)
-			b = providers.AppendString(b, name)
-			b = append(b, `,"content":{"parts":[{"text":`...)
-			b = providers.AppendString(b, t)
-			b = append(b, "}]}"...)
+		w := jsonw.New(make([]byte, 0, 16+len(texts)*(len(name)+64)+textSize(texts)))
+		o := w.Object()
+		list := o.Array("requests")
+		for _, t := range texts {
+			r := list.Object()
+			r.Str("model", name)
+			writeTextContent(r, "", t)
 			if task != "" {
-				b = append(b, `,"taskType":`...)
-				b = providers.AppendString(b, task)
+				r.Str("taskType", task)
 			}
 			if req.Dimensions > 0 {
-				b = append(b, `,"outputDimensionality":`...)
-				b = strconv.AppendInt(b, int64(req.Dimensions), 10)
+				r.Int("outputDimensionality", int64(req.Dimensions))
 			}
-			b = append(b, '}')
+			r.End()
 		}
-		b = append(b, "]}"...)
+		list.End()
+		o.End()
+		b, err := w.Finish()
+		if err != nil {
+			return nil, err
+		}
 		reqs = append(reqs, providers.Request{Path: res + ":batchEmbedContents", Body: b})
 	}
-	return reqs
+	return reqs, nil
+}
+
+// writeTextContent writes "content": one text part, t, of role (none
+// when "").
+func writeTextContent(o jsonw.Object, role, t string) {
+	c := o.Object("content")
+	if role != "" {
+		c.Str("role", role)
+	}
+	parts := c.Array("parts")
+	p := parts.Object()
+	p.Str("text", t)
+	p.End()
+	parts.End()
+	c.End()
 }
 
 // predictRequests writes Vertex AI's predict calls, each of at most most
@@ -151,7 +165,7 @@ func (e Embeddings) batchRequests(req *providers.EmbeddingsRequest, res, task st
 //
 //	{"instances":[{"content":"…","task_type":"…"}, …],
 //	 "parameters":{"outputDimensionality":N}}
-func predictRequests(req *providers.EmbeddingsRequest, res, task string, most int) []providers.Request {
+func predictRequests(req *providers.EmbeddingsRequest, res, task string, most int) ([]providers.Request, error) {
 	var reqs []providers.Request
 	for start := 0; start < len(req.Texts); {
 		end, size := start, 0
@@ -161,30 +175,31 @@ func predictRequests(req *providers.EmbeddingsRequest, res, task string, most in
 		}
 		texts := req.Texts[start:end]
 		start = end
-		b := make([]byte, 0, 64+len(texts)*48+textSize(texts))
-		b = append(b, `{"instances":[`...)
-		for i, t := range texts {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, `{"content":`...)
-			b = providers.AppendString(b, t)
+		w := jsonw.New(make([]byte, 0, 64+len(texts)*48+textSize(texts)))
+		o := w.Object()
+		list := o.Array("instances")
+		for _, t := range texts {
+			in := list.Object()
+			in.Str("content", t)
 			if task != "" {
-				b = append(b, `,"task_type":`...)
-				b = providers.AppendString(b, task)
+				in.Str("task_type", task)
 			}
-			b = append(b, '}')
+			in.End()
 		}
-		b = append(b, ']')
+		list.End()
 		if req.Dimensions > 0 {
-			b = append(b, `,"parameters":{"outputDimensionality":`...)
-			b = strconv.AppendInt(b, int64(req.Dimensions), 10)
-			b = append(b, '}')
+			p := o.Object("parameters")
+			p.Int("outputDimensionality", int64(req.Dimensions))
+			p.End()
 		}
-		b = append(b, '}')
+		o.End()
+		b, err := w.Finish()
+		if err != nil {
+			return nil, err
+		}
 		reqs = append(reqs, providers.Request{Path: res + methodPredict, Body: b})
 	}
-	return reqs
+	return reqs, nil
 }
 
 // embedContentRequests writes Vertex AI's embedContent calls, one per
@@ -192,32 +207,30 @@ func predictRequests(req *providers.EmbeddingsRequest, res, task string, most in
 //
 //	{"content":{"role":"user","parts":[{"text":"…"}]},
 //	 "embedContentConfig":{"taskType":"…","outputDimensionality":N}}
-func embedContentRequests(req *providers.EmbeddingsRequest, res, task string) []providers.Request {
+func embedContentRequests(req *providers.EmbeddingsRequest, res, task string) ([]providers.Request, error) {
 	reqs := make([]providers.Request, len(req.Texts))
 	for i, t := range req.Texts {
-		b := make([]byte, 0, 128+len(t))
-		b = append(b, `{"content":{"role":"user","parts":[{"text":`...)
-		b = providers.AppendString(b, t)
-		b = append(b, "}]}"...)
+		w := jsonw.New(make([]byte, 0, 128+len(t)))
+		o := w.Object()
+		writeTextContent(o, "user", t)
 		if task != "" || req.Dimensions > 0 {
-			b = append(b, `,"embedContentConfig":{`...)
+			cfg := o.Object("embedContentConfig")
 			if task != "" {
-				b = append(b, `"taskType":`...)
-				b = providers.AppendString(b, task)
+				cfg.Str("taskType", task)
 			}
 			if req.Dimensions > 0 {
-				if task != "" {
-					b = append(b, ',')
-				}
-				b = append(b, `"outputDimensionality":`...)
-				b = strconv.AppendInt(b, int64(req.Dimensions), 10)
+				cfg.Int("outputDimensionality", int64(req.Dimensions))
 			}
-			b = append(b, '}')
+			cfg.End()
 		}
-		b = append(b, '}')
+		o.End()
+		b, err := w.Finish()
+		if err != nil {
+			return nil, err
+		}
 		reqs[i] = providers.Request{Path: res + methodEmbedContent, Body: b}
 	}
-	return reqs
+	return reqs, nil
 }
 
 // textSize is the bytes texts take, for sizing buffers.

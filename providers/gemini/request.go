@@ -8,6 +8,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/jsonw"
 )
 
 // request holds the unified request fields the translation reads. The zero
@@ -112,29 +113,30 @@ func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) 
 	var stack [16]message
 	msgs := providers.AppendChatMessages(stack[:0], r.messages)
 
-	w := contents{b: make([]byte, 0, len(body)+256)}
-	w.b = append(w.b, `{"contents":[`...)
-	if err := c.appendContents(&w, msgs, fam); err != nil {
+	w := contents{w: jsonw.New(make([]byte, 0, len(body)+256))}
+	o := w.w.Object()
+	o.Key("contents")
+	w.w.OpenArray()
+	if err := c.writeContents(&w, msgs, fam); err != nil {
 		return req, err
 	}
-	b := append(w.b, ']')
-	b = appendSystem(b, msgs)
-	if b, err = c.appendTools(b, &r); err != nil {
+	w.w.CloseArray()
+	writeSystem(o, msgs)
+	if err = c.writeTools(o, &r); err != nil {
 		return req, err
 	}
-	if b, err = c.appendGenerationConfig(b, &r, fam); err != nil {
+	if err = c.writeGenerationConfig(o, &r, fam); err != nil {
 		return req, err
 	}
 	switch r.serviceTier.Str {
 	case "default":
-		b = append(b, `,"serviceTier":"standard"`...)
+		o.Str("serviceTier", "standard")
 	case "flex", "priority":
-		b = append(b, `,"serviceTier":"`...)
-		b = append(b, r.serviceTier.Str...)
-		b = append(b, '"')
+		o.Str("serviceTier", r.serviceTier.Str)
 	}
-	req.Body = append(b, '}')
-	return req, nil
+	o.End()
+	req.Body, err = w.w.Finish()
+	return req, err
 }
 
 // message is a unified message as the translation reads it.
@@ -144,32 +146,31 @@ type message = providers.ChatMessage
 // part of a new role comes, so that runs of one role share a content and
 // messages without parts leave no empty content behind.
 type contents struct {
-	b     []byte
-	role  string // the open content's role; "" when none is open
-	calls int    // functionCall parts in the open content
-	n     int    // contents opened
+	w     jsonw.Writer // in the contents array
+	role  string       // the open content's role; "" when none is open
+	calls int          // functionCall parts in the open content
+	n     int          // contents opened
 }
 
 // part prepares for one more part of role.
 func (w *contents) part(role string) {
 	if w.role == role {
-		w.b = append(w.b, ',')
 		return
 	}
 	w.close()
-	if w.n > 0 {
-		w.b = append(w.b, ',')
-	}
 	w.n++
 	w.role, w.calls = role, 0
-	w.b = append(w.b, `{"role":"`...)
-	w.b = append(w.b, role...)
-	w.b = append(w.b, `","parts":[`...)
+	w.w.OpenObject()
+	w.w.Key("role")
+	w.w.Str(role)
+	w.w.Key("parts")
+	w.w.OpenArray()
 }
 
 func (w *contents) close() {
 	if w.role != "" {
-		w.b = append(w.b, "]}"...)
+		w.w.CloseArray()
+		w.w.CloseObject()
 		w.role = ""
 	}
 }
@@ -182,24 +183,19 @@ func (w *contents) text(role string, text gjson.Result, thought bool, sig string
 		return
 	}
 	w.part(role)
-	w.b = append(w.b, `{"text":`...)
-	if text.Type == gjson.String {
-		w.b = append(w.b, text.Raw...)
-	} else {
-		w.b = append(w.b, `""`...)
-	}
+	p := w.w.Next().Object()
+	p.Text("text", jsonw.StrOf(text))
 	if thought {
-		w.b = append(w.b, `,"thought":true`...)
+		p.Bool("thought", true)
 	}
 	if sig != "" {
-		w.b = append(w.b, `,"thoughtSignature":`...)
-		w.b = append(w.b, sig...)
+		p.Raw("thoughtSignature", sig)
 	}
-	w.b = append(w.b, '}')
+	p.End()
 }
 
-// appendContents writes every non-system message into w.
-func (c Chat) appendContents(w *contents, msgs []message, fam family) error {
+// writeContents writes every non-system message into w.
+func (c Chat) writeContents(w *contents, msgs []message, fam family) error {
 	// Gemini 3 validates the signatures of the current turn: the model
 	// contents after the last user message with content of its own.
 	lastUser := -1
@@ -285,11 +281,12 @@ func (c Chat) userParts(w *contents, m *message, i int) error {
 // inline appends an inlineData part.
 func (w *contents) inline(mime, data string) {
 	w.part("user")
-	w.b = append(w.b, `{"inlineData":{"mimeType":`...)
-	w.b = providers.AppendString(w.b, mime)
-	w.b = append(w.b, `,"data":`...)
-	w.b = providers.AppendString(w.b, data)
-	w.b = append(w.b, "}}"...)
+	p := w.w.Next().Object()
+	d := p.Object("inlineData")
+	d.Str("mimeType", mime)
+	d.Str("data", data)
+	d.End()
+	p.End()
 }
 
 // dataURL splits data:<media type>;base64,<data>.
@@ -331,11 +328,12 @@ func (c Chat) image(w *contents, url gjson.Result, param string) error {
 			"or send the image as a data: URL")
 	}
 	w.part("user")
-	w.b = append(w.b, `{"fileData":{"mimeType":"`...)
-	w.b = append(w.b, mime...)
-	w.b = append(w.b, `","fileUri":`...)
-	w.b = append(w.b, url.Raw...)
-	w.b = append(w.b, "}}"...)
+	p := w.w.Next().Object()
+	d := p.Object("fileData")
+	d.Str("mimeType", mime)
+	d.Raw("fileUri", url.Raw)
+	d.End()
+	p.End()
 	return nil
 }
 
@@ -510,22 +508,18 @@ func (c Chat) modelParts(w *contents, m *message, i int, current bool) error {
 			sig = dummySignature
 		}
 		w.calls++
-		w.b = append(w.b, `{"functionCall":{`...)
+		p := w.w.Next().Object()
+		fc := p.Object("functionCall")
 		if id != "" {
-			w.b = append(w.b, `"id":`...)
-			w.b = providers.AppendString(w.b, id)
-			w.b = append(w.b, ',')
+			fc.Str("id", id)
 		}
-		w.b = append(w.b, `"name":`...)
-		w.b = providers.AppendRawString(w.b, fn.Get("name"))
-		w.b = append(w.b, `,"args":`...)
-		w.b = append(w.b, args...)
-		w.b = append(w.b, '}')
+		fc.Text("name", jsonw.StrOf(fn.Get("name")))
+		fc.Raw("args", args)
+		fc.End()
 		if sig != "" {
-			w.b = append(w.b, `,"thoughtSignature":`...)
-			w.b = providers.AppendString(w.b, sig)
+			p.Str("thoughtSignature", sig)
 		}
-		w.b = append(w.b, '}')
+		p.End()
 		j++
 		return true
 	})
@@ -543,24 +537,22 @@ func toolResult(w *contents, m *message, i int, names map[string]gjson.Result) e
 	}
 	id, _ := splitCallID(full)
 	w.part("user")
-	w.b = append(w.b, `{"functionResponse":{`...)
+	p := w.w.Next().Object()
+	fr := p.Object("functionResponse")
 	if id != "" {
-		w.b = append(w.b, `"id":`...)
-		w.b = providers.AppendString(w.b, id)
-		w.b = append(w.b, ',')
+		fr.Str("id", id)
 	}
-	w.b = append(w.b, `"name":`...)
-	w.b = append(w.b, name.Raw...)
-	w.b = append(w.b, `,"response":`...)
-	w.b = appendResponse(w.b, m.Content)
-	w.b = append(w.b, "}}"...)
+	fr.Raw("name", name.Raw)
+	writeResponse(fr.Key("response"), m.Content)
+	fr.End()
+	p.End()
 	return nil
 }
 
-// appendResponse appends a functionResponse's response, which must be an
+// writeResponse writes a functionResponse's response, which must be an
 // object: a tool result that is a JSON object goes as it is, anything else
 // as {"result": …} (a JSON array as the array, other text as a string).
-func appendResponse(b []byte, content gjson.Result) []byte {
+func writeResponse(v jsonw.Value, content gjson.Result) {
 	text := content.Str
 	raw := content.Raw
 	if content.IsArray() {
@@ -574,28 +566,33 @@ func appendResponse(b []byte, content gjson.Result) []byte {
 	if t := strings.TrimSpace(text); t != "" && (t[0] == '{' || t[0] == '[') &&
 		providers.ValidJSON(unsafe.Slice(unsafe.StringData(t), len(t))) {
 		if t[0] == '{' {
-			return append(b, t...)
+			v.Raw(t)
+			return
 		}
-		b = append(b, `{"result":`...)
-		b = append(b, t...)
-		return append(b, '}')
+		o := v.Object()
+		o.Raw("result", t)
+		o.End()
+		return
 	}
-	b = append(b, `{"result":`...)
+	o := v.Object()
 	if raw != "" && content.Type == gjson.String {
-		b = append(b, raw...)
+		o.Raw("result", raw)
 	} else {
-		b = providers.AppendString(b, text)
+		o.Str("result", text)
 	}
-	return append(b, '}')
+	o.End()
 }
 
-// appendSystem appends systemInstruction, a text part for each system and
+// writeSystem writes systemInstruction, a text part for each system and
 // developer message's text, in order; nothing when there is none.
-func appendSystem(b []byte, msgs []message) []byte {
-	at := len(b)
-	b, n := providers.AppendSystemTexts(append(b, `,"systemInstruction":{"parts":[`...), msgs)
-	if n == 0 {
-		return b[:at]
+func writeSystem(o jsonw.Object, msgs []message) {
+	mark := o.Mark()
+	si := o.Object("systemInstruction")
+	parts := si.Array("parts")
+	if providers.WriteSystemTexts(parts, msgs) == 0 {
+		mark.Rewind()
+		return
 	}
-	return append(b, "]}"...)
+	parts.End()
+	si.End()
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/jsonw"
 )
 
 var errNotResponse = errors.New("gemini: the answer is not a GenerateContentResponse")
@@ -46,36 +47,31 @@ func (c Chat) ChatResponse(body []byte) ([]byte, error) {
 		return nil, errNotResponse
 	}
 
-	b := make([]byte, 0, len(body)+256)
-	b = c.appendHead(b, r.responseID, r.modelVersion, "chat.completion")
-	b = append(b, `"choices":[`...)
+	w := jsonw.New(make([]byte, 0, len(body)+256))
+	comp := providers.StartCompletion(&w, c.head(r.responseID, r.modelVersion))
 	n := 0
+	var idBuf [128]byte
 	r.candidates.ForEach(func(_, cand gjson.Result) bool {
-		if n > 0 {
-			b = append(b, ',')
-		}
-		b = c.appendChoice(b, cand, n)
+		c.writeChoice(comp, cand, n, idBuf[:0])
 		n++
 		return true
 	})
 	if n == 0 && blocked.Type == gjson.String {
-		b = append(b, `{"index":0,"message":{"role":"assistant","content":null,"refusal":`...)
-		b = providers.AppendString(b, blockedMessage(r.feedback))
-		b = append(b, `},"logprobs":null,"finish_reason":"content_filter"}`...)
+		m := comp.Choice(0)
+		m.NullContent()
+		m.Refusal(jsonw.Plain(blockedMessage(r.feedback)))
+		m.End("content_filter")
 	}
-	b = append(b, `],"usage":`...)
 	var u usage
 	u.set(r.usage)
-	b = u.unified().Append(b)
+	comp.Usage(u.unified())
 	switch r.usage.Get("serviceTier").Str {
 	case "standard":
-		b = append(b, `,"service_tier":"default"`...)
-	case "flex":
-		b = append(b, `,"service_tier":"flex"`...)
-	case "priority":
-		b = append(b, `,"service_tier":"priority"`...)
+		comp.ServiceTier("default")
+	case "flex", "priority":
+		comp.ServiceTier(r.usage.Get("serviceTier").Str)
 	}
-	return append(b, '}'), nil
+	return comp.Finish()
 }
 
 // blockedMessage says why Gemini blocked a prompt.
@@ -87,25 +83,15 @@ func blockedMessage(feedback gjson.Result) string {
 	return msg
 }
 
-// appendHead appends the fields every chat.completion (chunk) starts with,
-// up to "choices": id, object, created and model.
-func (c Chat) appendHead(b []byte, responseID, modelVersion gjson.Result, object string) []byte {
-	b = append(b, `{"id":"chatcmpl-`...)
-	if responseID.Type == gjson.String && responseID.Str != "" {
-		n := len(b)
-		b = providers.AppendString(b, responseID.Str)
-		copy(b[n:], b[n+1:len(b)-1]) // without AppendString's quotes
-		b = b[:len(b)-2]
-	} else {
-		b = append(b, c.id()...)
+// head is the head of a chat.completion and its chunks: the id
+// "chatcmpl-" and Gemini's responseId (or a generated one), the time, and
+// modelVersion.
+func (c Chat) head(responseID, modelVersion gjson.Result) providers.Head {
+	id := jsonw.Plain(responseID.Str)
+	if responseID.Type != gjson.String || responseID.Str == "" {
+		id = jsonw.Plain(c.id())
 	}
-	b = append(b, `","object":"`...)
-	b = append(b, object...)
-	b = append(b, `","created":`...)
-	b = providers.AppendInt(b, c.now().Unix())
-	b = append(b, `,"model":`...)
-	b = providers.AppendRawString(b, modelVersion)
-	return append(b, ',')
+	return providers.Head{ID: id.Prefixed("chatcmpl-"), Created: c.now().Unix(), Model: jsonw.StrOf(modelVersion)}
 }
 
 // part is one Gemini part, read.
@@ -230,8 +216,9 @@ func readCandidate(cand gjson.Result) (content, finish, logprobs, index gjson.Re
 	return content, finish, logprobs, index
 }
 
-// appendChoice appends the choice of candidate cand, the n-th in the answer.
-func (c Chat) appendChoice(b []byte, cand gjson.Result, n int) []byte {
+// writeChoice writes the choice of candidate cand, the n-th in the
+// answer; idBuf is room for its tool call ids.
+func (c Chat) writeChoice(comp providers.Completion, cand gjson.Result, n int, idBuf []byte) {
 	content, finish, logprobs, index := readCandidate(cand)
 	var a answer
 	content.Get("parts").ForEach(func(_, v gjson.Result) bool {
@@ -239,98 +226,63 @@ func (c Chat) appendChoice(b []byte, cand gjson.Result, n int) []byte {
 		return true
 	})
 
-	b = append(b, `{"index":`...)
+	var m providers.Message
 	if index.Type == gjson.Number {
-		b = append(b, index.Raw...)
+		m = comp.ChoiceRaw(index.Raw)
 	} else {
-		b = providers.AppendInt(b, int64(n))
+		m = comp.Choice(int64(n))
 	}
-	b = append(b, `,"message":{"role":"assistant","content":`...)
 	if len(a.texts) == 0 {
-		b = append(b, "null"...)
+		m.NullContent()
 	} else {
-		b = appendJoined(b, a.texts)
+		m.Content(joined(a.texts))
 	}
-	b = append(b, `,"refusal":null`...)
+	m.NullRefusal()
 	if len(a.thoughts) > 0 {
-		b = append(b, `,"reasoning_content":`...)
-		b = appendJoined(b, a.thoughts)
+		m.Reasoning(joined(a.thoughts))
 	}
 	if len(a.blocks) > 0 {
-		b = append(b, `,"thinking_blocks":[`...)
-		for i, blk := range a.blocks {
-			if i > 0 {
-				b = append(b, ',')
+		tb := m.ThinkingBlocks()
+		for _, blk := range a.blocks {
+			thinking := jsonw.Plain("")
+			if blk.from >= 0 && blk.from != blk.to {
+				thinking = joined(a.thoughts[blk.from:blk.to])
 			}
-			b = append(b, `{"type":"thinking","thinking":`...)
-			if blk.from < 0 || blk.from == blk.to {
-				b = append(b, `""`...)
-			} else {
-				b = appendJoined(b, a.thoughts[blk.from:blk.to])
-			}
-			b = append(b, `,"signature":`...)
-			b = append(b, blk.sig.Raw...)
-			b = append(b, '}')
+			providers.WriteThinkingBlock(tb, thinking, jsonw.Lit(blk.sig.Raw))
 		}
-		b = append(b, ']')
+		tb.End()
 	}
 	if len(a.calls) > 0 {
-		b = append(b, `,"tool_calls":[`...)
-		for i, p := range a.calls {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = c.appendToolCall(b, p, -1)
+		calls := m.ToolCalls()
+		for _, p := range a.calls {
+			fc := p.functionCall
+			idBuf = appendCallID(idBuf[:0], fc.Get("id").Str, p.signature.Str, c.id)
+			calls.Call(jsonw.Plain(providers.InPlace(idBuf)), jsonw.StrOf(fc.Get("name")), arguments(fc.Get("args")))
 		}
-		b = append(b, ']')
+		calls.End()
 	}
-	b = append(b, `},"logprobs":`...)
+	reason := finishReason(finish.Str, len(a.calls) > 0)
 	if logprobs.IsObject() {
-		b = appendLogprobs(b, logprobs)
+		writeLogprobs(m.Logprobs(), logprobs)
+		m.Finish(reason)
 	} else {
-		b = append(b, "null"...)
+		m.End(reason)
 	}
-	b = append(b, `,"finish_reason":"`...)
-	b = append(b, finishReason(finish.Str, len(a.calls) > 0)...)
-	return append(b, `"}`...)
 }
 
-// appendToolCall appends a tool call for a functionCall part: with its
-// stream index when index >= 0, and its arguments as compact JSON.
-func (c Chat) appendToolCall(b []byte, p part, index int) []byte {
-	fc := p.functionCall
-	b = append(b, '{')
-	if index >= 0 {
-		b = append(b, `"index":`...)
-		b = providers.AppendInt(b, int64(index))
-		b = append(b, ',')
-	}
-	b = append(b, `"id":`...)
-	b = appendCallID(b, fc.Get("id").Str, p.signature.Str, c.id)
-	b = append(b, `,"type":"function","function":{"name":`...)
-	b = providers.AppendRawString(b, fc.Get("name"))
-	b = append(b, `,"arguments":`...)
-	if index >= 0 {
-		b = append(b, `""`...) // the arguments follow in their own delta
-	} else {
-		b = appendArguments(b, fc.Get("args"))
-	}
-	return append(b, "}}"...)
-}
-
-// appendArguments appends a function call's args as a JSON string of
-// compact JSON; "{}" when there are none.
-func appendArguments(b []byte, args gjson.Result) []byte {
+// arguments is a function call's args as a JSON string of compact JSON;
+// "{}" when there are none.
+func arguments(args gjson.Result) jsonw.Text {
 	if !args.IsObject() {
-		return append(b, `"{}"`...)
+		return jsonw.Plain("{}")
 	}
-	return providers.AppendString(b, providers.CompactJSON(args.Raw))
+	return jsonw.Plain(providers.CompactJSON(args.Raw))
 }
 
-// appendJoined appends the JSON strings parts joined into one.
-func appendJoined(b []byte, parts []gjson.Result) []byte {
+// joined is the JSON strings parts joined into one.
+func joined(parts []gjson.Result) jsonw.Text {
 	if len(parts) == 1 {
-		return append(b, parts[0].Raw...)
+		return jsonw.Lit(parts[0].Raw)
 	}
 	n := 0
 	for _, p := range parts {
@@ -341,61 +293,54 @@ func appendJoined(b []byte, parts []gjson.Result) []byte {
 	for _, p := range parts {
 		sb.WriteString(p.Str)
 	}
-	return providers.AppendString(b, sb.String())
+	return jsonw.Plain(sb.String())
 }
 
-// appendLogprobs appends OpenAI's logprobs object for a logprobsResult:
-// for each chosen token, its log probability, its UTF-8 bytes and the top
+// writeLogprobs writes OpenAI's logprobs object for a logprobsResult: for
+// each chosen token, its log probability, its UTF-8 bytes and the top
 // candidates of the same step.
-func appendLogprobs(b []byte, lr gjson.Result) []byte {
+func writeLogprobs(v jsonw.Value, lr gjson.Result) {
 	top := lr.Get("topCandidates").Array()
-	b = append(b, `{"content":[`...)
+	o := v.Object()
+	content := o.Array("content")
 	i := 0
 	lr.Get("chosenCandidates").ForEach(func(_, ch gjson.Result) bool {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendTokenLogprob(b, ch)
-		b = b[:len(b)-1]
-		b = append(b, `,"top_logprobs":[`...)
+		t := content.Object()
+		writeTokenLogprob(t, ch)
+		tops := t.Array("top_logprobs")
 		if i < len(top) {
-			k := 0
 			top[i].Get("candidates").ForEach(func(_, tc gjson.Result) bool {
-				if k > 0 {
-					b = append(b, ',')
-				}
-				k++
-				b = appendTokenLogprob(b, tc)
+				tt := tops.Object()
+				writeTokenLogprob(tt, tc)
+				tt.End()
 				return true
 			})
 		}
-		b = append(b, "]}"...)
+		tops.End()
+		t.End()
 		i++
 		return true
 	})
-	return append(b, `],"refusal":null}`...)
+	content.End()
+	o.Null("refusal")
+	o.End()
 }
 
-// appendTokenLogprob appends {"token","logprob","bytes"} for a Gemini
+// writeTokenLogprob writes token, logprob and bytes into o for a Gemini
 // candidate {token, tokenId, logProbability}.
-func appendTokenLogprob(b []byte, tc gjson.Result) []byte {
+func writeTokenLogprob(o jsonw.Object, tc gjson.Result) {
 	tok := tc.Get("token").Str
-	b = append(b, `{"token":`...)
-	b = providers.AppendString(b, tok)
-	b = append(b, `,"logprob":`...)
+	o.Str("token", tok)
 	if lp := tc.Get("logProbability"); lp.Type == gjson.Number {
-		b = append(b, lp.Raw...)
+		o.Raw("logprob", lp.Raw)
 	} else {
-		b = append(b, '0')
+		o.Int("logprob", 0)
 	}
-	b = append(b, `,"bytes":[`...)
+	bytes := o.Array("bytes")
 	for i := 0; i < len(tok); i++ {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = providers.AppendInt(b, int64(tok[i]))
+		bytes.Int(int64(tok[i]))
 	}
-	return append(b, "]}"...)
+	bytes.End()
 }
 
 // usage is Gemini's usageMetadata.

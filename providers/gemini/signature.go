@@ -2,8 +2,6 @@ package gemini
 
 import (
 	"strings"
-
-	"github.com/modelgate/modelgate/providers"
 )
 
 // signatureSep joins a tool call id and the thought signature of its
@@ -23,18 +21,16 @@ const generatedPrefix = "call_"
 // or by hand): Gemini 3 then skips its validation instead of answering 400.
 const dummySignature = "skip_thought_signature_validator"
 
-// appendCallID appends the JSON string of a tool call id: id (or, when it
+// appendCallID appends to b the text of a tool call id: id (or, when it
 // is empty, a generated one) and, when sig is not empty, the separator and
 // sig in URL-safe base64 without padding, so that the id holds only
 // [A-Za-z0-9_-] besides what Gemini's own id holds, as Anthropic's ids must.
 func appendCallID(b []byte, id, sig string, newID func() string) []byte {
 	if id == "" {
-		id = generatedPrefix + newID()
-		b = append(b, '"')
-		b = append(b, id...)
+		b = append(b, generatedPrefix...)
+		b = append(b, newID()...)
 	} else {
-		b = providers.AppendString(b, id)
-		b = b[:len(b)-1] // the closing quote comes after the signature
+		b = append(b, id...)
 	}
 	if sig != "" {
 		b = append(b, signatureSep...)
@@ -47,16 +43,15 @@ func appendCallID(b []byte, id, sig string, newID func() string) []byte {
 			case '=':
 			default:
 				if c < 0x20 || c == '"' || c == '\\' || c >= 0x80 {
-					// Not base64 at all: keep the id valid JSON; Gemini
-					// will not accept the signature back, nothing else
-					// breaks.
+					// Not base64 at all: Gemini will not accept the
+					// signature back, nothing else breaks.
 					continue
 				}
 				b = append(b, c)
 			}
 		}
 	}
-	return append(b, '"')
+	return b
 }
 
 // splitCallID splits a tool call id into the id Gemini knows ("" for a

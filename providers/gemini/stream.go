@@ -6,6 +6,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/jsonw"
 	"github.com/modelgate/modelgate/providers/sse"
 )
 
@@ -34,10 +35,11 @@ type stream struct {
 	chat         Chat
 	includeUsage bool
 
-	head  []byte // opens every chunk: {"id":…,"object":…,"created":…,"model":…,
-	cands []candidateState
-	usage usage
-	done  bool // an error event went out: nothing more follows
+	chunks providers.Chunks
+	cands  []candidateState
+	id     []byte // room for a tool call's id
+	usage  usage
+	done   bool // an error event went out: nothing more follows
 }
 
 var errMalformed = errors.New("gemini: stream event data is not a JSON object")
@@ -70,10 +72,10 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 	r := readResponse(v)
 	if r.err.Exists() {
 		s.done = true
-		return sse.AppendData(dst, mapError(0, r.err).JSON()), nil
+		return s.chunks.Error(dst, mapError(0, r.err)), nil
 	}
-	if s.head == nil {
-		s.head = s.chat.appendHead(make([]byte, 0, 128), r.responseID, r.modelVersion, "chat.completion.chunk")
+	if !s.chunks.Started() {
+		s.chunks.Start(s.chat.head(r.responseID, r.modelVersion), s.includeUsage)
 	}
 	s.usage.set(r.usage)
 
@@ -86,11 +88,7 @@ func (s *stream) Event(dst, event []byte) ([]byte, error) {
 	if blocked := r.feedback.Get("blockReason"); n == 0 && blocked.Type == gjson.String && len(s.cands) == 0 {
 		st := s.state(0)
 		st.started, st.finished = true, true
-		dst = s.openChunk(dst, 0)
-		dst = append(dst, `{"role":"assistant","content":null,"refusal":`...)
-		dst = providers.AppendString(dst, blockedMessage(r.feedback))
-		dst = append(dst, '}')
-		dst = s.closeChunk(dst, "content_filter", "")
+		dst = s.chunks.Refusal(dst, 0, blockedMessage(r.feedback))
 	}
 	return dst, nil
 }
@@ -119,9 +117,7 @@ func (s *stream) candidate(dst []byte, cand gjson.Result, n int) []byte {
 	}
 	if !st.started {
 		st.started = true
-		dst = s.openChunk(dst, i)
-		dst = append(dst, `{"role":"assistant","content":""}`...)
-		dst = s.closeChunk(dst, "", "")
+		dst = s.chunks.Role(dst, i)
 	}
 
 	content.Get("parts").ForEach(func(_, v gjson.Result) bool {
@@ -130,27 +126,15 @@ func (s *stream) candidate(dst []byte, cand gjson.Result, n int) []byte {
 		case p.functionCall.Exists():
 			k := st.calls
 			st.calls++
-			dst = s.openChunk(dst, i)
-			dst = append(dst, `{"tool_calls":[`...)
-			dst = s.chat.appendToolCall(dst, p, k)
-			dst = append(dst, "]}"...)
-			dst = s.closeChunk(dst, "", "")
-			dst = s.openChunk(dst, i)
-			dst = append(dst, `{"tool_calls":[{"index":`...)
-			dst = providers.AppendInt(dst, int64(k))
-			dst = append(dst, `,"function":{"arguments":`...)
-			dst = appendArguments(dst, p.functionCall.Get("args"))
-			dst = append(dst, "}}]}"...)
-			dst = s.closeChunk(dst, "", "")
+			fc := p.functionCall
+			s.id = appendCallID(s.id[:0], fc.Get("id").Str, p.signature.Str, s.chat.id)
+			dst = s.chunks.ToolCallStart(dst, i, k, jsonw.Plain(providers.InPlace(s.id)), jsonw.StrOf(fc.Get("name")))
+			dst = s.chunks.ToolCallArguments(dst, i, k, arguments(fc.Get("args")))
 			return true
 		case p.text.Type == gjson.String && p.thought:
 			if p.text.Str != "" {
 				st.thoughts = append(st.thoughts, p.text.Str...)
-				dst = s.openChunk(dst, i)
-				dst = append(dst, `{"reasoning_content":`...)
-				dst = append(dst, p.text.Raw...)
-				dst = append(dst, '}')
-				dst = s.closeChunk(dst, "", "")
+				dst = s.chunks.Reasoning(dst, i, jsonw.Lit(p.text.Raw))
 			}
 			if p.signature.Exists() {
 				dst = s.thinkingBlock(dst, i, string(st.thoughts), p.signature)
@@ -158,11 +142,7 @@ func (s *stream) candidate(dst []byte, cand gjson.Result, n int) []byte {
 			}
 			return true
 		case p.text.Type == gjson.String && p.text.Str != "":
-			dst = s.openChunk(dst, i)
-			dst = append(dst, `{"content":`...)
-			dst = append(dst, p.text.Raw...)
-			dst = append(dst, '}')
-			dst = s.closeChunk(dst, "", "")
+			dst = s.chunks.Content(dst, i, jsonw.Lit(p.text.Raw))
 		}
 		if p.signature.Exists() {
 			dst = s.thinkingBlock(dst, i, "", p.signature)
@@ -171,15 +151,17 @@ func (s *stream) candidate(dst []byte, cand gjson.Result, n int) []byte {
 	})
 
 	if logprobs.IsObject() {
-		dst = s.openChunk(dst, i)
-		dst = append(dst, "{}"...)
-		dst = s.closeChunk(dst, "", string(appendLogprobs(nil, logprobs)))
+		w := jsonw.New(nil)
+		writeLogprobs(w.Value(), logprobs)
+		lp, err := w.Finish()
+		if err != nil {
+			lp = []byte("null")
+		}
+		dst = s.chunks.Logprobs(dst, i, providers.InPlace(lp))
 	}
 	if finish.Type == gjson.String && finish.Str != "" {
 		st.finished = true
-		dst = s.openChunk(dst, i)
-		dst = append(dst, "{}"...)
-		dst = s.closeChunk(dst, finishReason(finish.Str, st.calls > 0), "")
+		dst = s.chunks.Finish(dst, i, finishReason(finish.Str, st.calls > 0))
 	}
 	return dst
 }
@@ -187,13 +169,7 @@ func (s *stream) candidate(dst []byte, cand gjson.Result, n int) []byte {
 // thinkingBlock appends a chunk whose delta holds one complete
 // thinking_blocks entry.
 func (s *stream) thinkingBlock(dst []byte, i int, thinking string, sig gjson.Result) []byte {
-	dst = s.openChunk(dst, i)
-	dst = append(dst, `{"thinking_blocks":[{"type":"thinking","thinking":`...)
-	dst = providers.AppendString(dst, thinking)
-	dst = append(dst, `,"signature":`...)
-	dst = append(dst, sig.Raw...)
-	dst = append(dst, "}]}"...)
-	return s.closeChunk(dst, "", "")
+	return s.chunks.ThinkingBlock(dst, i, jsonw.Plain(thinking), jsonw.Lit(sig.Raw))
 }
 
 // Close ends the unified stream: with the usage chunk (when asked for) and
@@ -217,34 +193,9 @@ func (s *stream) Close(dst []byte) []byte {
 		}
 	}
 	if !complete {
-		return providers.AppendStreamIncomplete(dst)
+		return s.chunks.Incomplete(dst)
 	}
-	if s.includeUsage {
-		dst = providers.AppendUsageChunk(dst, s.head, s.usage.unified())
-	}
-	return append(dst, sse.Done...)
-}
-
-// openChunk appends a chunk of choice i up to its delta.
-func (s *stream) openChunk(dst []byte, i int) []byte {
-	dst = append(dst, "data: "...)
-	dst = append(dst, s.head...)
-	dst = append(dst, `"choices":[{"index":`...)
-	dst = providers.AppendInt(dst, int64(i))
-	return append(dst, `,"delta":`...)
-}
-
-// closeChunk appends the rest of a chunk after its delta; finish is its
-// finish_reason ("" for null) and logprobs its logprobs object ("" for
-// null).
-func (s *stream) closeChunk(dst []byte, finish, logprobs string) []byte {
-	dst = append(dst, `,"logprobs":`...)
-	if logprobs == "" {
-		dst = append(dst, "null"...)
-	} else {
-		dst = append(dst, logprobs...)
-	}
-	return providers.AppendChunkEnd(dst, finish, s.includeUsage)
+	return s.chunks.End(dst, s.usage.unified())
 }
 
 // Framing is how Gemini's streams are cut into events: server-sent events,

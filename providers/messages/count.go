@@ -12,6 +12,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/jsonw"
 )
 
 // Token estimate constants. They are a heuristic, not a tokenizer: see
@@ -45,9 +46,11 @@ func CountTokens(body []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := append(make([]byte, 0, 32), `{"input_tokens":`...)
-	b = providers.AppendInt(b, int64(EstimateTokens(hub)))
-	return append(b, '}'), nil
+	w := jsonw.New(make([]byte, 0, 32))
+	o := w.Object()
+	o.Int("input_tokens", int64(EstimateTokens(hub)))
+	o.End()
+	return w.Finish()
 }
 
 // EstimateTokens estimates the input tokens of a hub chat request without

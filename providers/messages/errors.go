@@ -7,6 +7,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/jsonw"
 )
 
 // Anthropic's error types (anthropic-sdk-go shared.ErrorType and the API's
@@ -108,12 +109,18 @@ func ErrorBody(e *providers.Error) []byte {
 	return appendErrorJSON(make([]byte, 0, 80+len(e.Message)), e)
 }
 
+// appendErrorJSON appends the body of ErrorBody.
 func appendErrorJSON(b []byte, e *providers.Error) []byte {
-	b = append(b, `{"type":"error","error":{"type":"`...)
-	b = append(b, ErrorType(e)...)
-	b = append(b, `","message":`...)
-	b = providers.AppendString(b, ErrorMessage(e))
-	return append(b, "}}"...)
+	w := jsonw.New(b)
+	o := w.Object()
+	o.Str("type", "error")
+	eo := o.Object("error")
+	eo.Str("type", ErrorType(e))
+	eo.Str("message", ErrorMessage(e))
+	eo.End()
+	o.End()
+	b, _ = w.Finish() // straight-line writing: no misuse
+	return b
 }
 
 // AppendErrorEvent appends e as the event Anthropic ends a failed stream

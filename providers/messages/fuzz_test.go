@@ -53,7 +53,7 @@ func FuzzFromChat(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, body []byte) {
 		out, err := FromChat(body)
-		if err != nil {
+		if translatortest.CheckFuzzedBody(t, body, out, err); err != nil {
 			return
 		}
 		if !json.Valid(out) {

@@ -4,7 +4,7 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/jsonw"
 )
 
 // ModelPage is one page of GET /v1/models in Anthropic's convention:
@@ -74,42 +74,41 @@ func ModelList(ids []string, page ModelPage) []byte {
 		hasMore = from > 0
 	}
 
-	b := make([]byte, 0, 64+(to-from)*96)
-	b = append(b, `{"data":[`...)
-	for i, id := range ids[from:to] {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendModel(b, id)
+	w := jsonw.New(make([]byte, 0, 64+(to-from)*96))
+	o := w.Object()
+	data := o.Array("data")
+	for _, id := range ids[from:to] {
+		writeModel(data.Value(), id)
 	}
-	b = append(b, `],"has_more":`...)
-	b = strconv.AppendBool(b, hasMore)
-	b = append(b, `,"first_id":`...)
+	data.End()
+	o.Bool("has_more", hasMore)
 	if from < to {
-		b = providers.AppendString(b, ids[from])
+		o.Str("first_id", ids[from])
+		o.Str("last_id", ids[to-1])
 	} else {
-		b = append(b, "null"...)
+		o.Null("first_id")
+		o.Null("last_id")
 	}
-	b = append(b, `,"last_id":`...)
-	if from < to {
-		b = providers.AppendString(b, ids[to-1])
-	} else {
-		b = append(b, "null"...)
-	}
-	return append(b, '}')
+	o.End()
+	b, _ := w.Finish() // straight-line writing: no misuse
+	return b
 }
 
 // ModelInfo writes one model as GET /v1/models/{id} answers it.
-func ModelInfo(id string) []byte { return appendModel(nil, id) }
+func ModelInfo(id string) []byte {
+	w := jsonw.New(nil)
+	writeModel(w.Value(), id)
+	b, _ := w.Finish() // straight-line writing: no misuse
+	return b
+}
 
-func appendModel(b []byte, id string) []byte {
-	b = append(b, `{"type":"model","id":`...)
-	b = providers.AppendString(b, id)
-	b = append(b, `,"display_name":`...)
-	b = providers.AppendString(b, id)
-	b = append(b, `,"created_at":"`...)
-	b = append(b, unknownTime...)
-	return append(b, `"}`...)
+func writeModel(v jsonw.Value, id string) {
+	o := v.Object()
+	o.Str("type", "model")
+	o.Str("id", id)
+	o.Str("display_name", id)
+	o.Str("created_at", unknownTime)
+	o.End()
 }
 
 func indexOf(ids []string, id string) int {

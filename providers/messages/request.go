@@ -7,6 +7,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/jsonw"
 )
 
 // request holds the top-level fields of a Messages request that the
@@ -111,28 +112,26 @@ func ToChat(body []byte) ([]byte, error) {
 		return nil, err
 	}
 
-	b := make([]byte, 0, len(body)+len(body)/8+128)
-	b = append(b, `{"model":`...)
-	b = providers.AppendRawString(b, r.model)
-	b = append(b, `,"messages":[`...)
-	n := 0
+	w := jsonw.New(make([]byte, 0, len(body)+len(body)/8+128))
+	o := w.Object()
+	o.Text("model", jsonw.StrOf(r.model))
+	msgs := o.Array("messages")
 	var tr translator
-	if b, err = tr.appendSystem(b, "system", r.system, &n); err != nil {
+	if err = tr.writeSystem(msgs, "system", r.system); err != nil {
 		return nil, err
 	}
-	if b, err = tr.appendMessages(b, r.messages, &n); err != nil {
+	if err = tr.writeMessages(msgs, r.messages); err != nil {
 		return nil, err
 	}
-	b = append(b, ']')
+	msgs.End()
 
 	if mt := r.maxTokens; mt.Exists() {
 		if mt.Type != gjson.Number || mt.Int() < 1 {
 			return nil, unsupported("max_tokens", "max_tokens must be at least 1 for this model's provider")
 		}
-		b = append(b, `,"max_completion_tokens":`...)
-		b = append(b, mt.Raw...)
+		o.Raw("max_completion_tokens", mt.Raw)
 	}
-	if b, err = appendStop(b, r.stopSequences); err != nil {
+	if err = writeStop(o, r.stopSequences); err != nil {
 		return nil, err
 	}
 	for _, f := range [...]struct {
@@ -141,10 +140,7 @@ func ToChat(body []byte) ([]byte, error) {
 	}{{"temperature", r.temperature}, {"top_p", r.topP}} {
 		switch f.v.Type {
 		case gjson.Number:
-			b = append(b, `,"`...)
-			b = append(b, f.name...)
-			b = append(b, `":`...)
-			b = append(b, f.v.Raw...)
+			o.Raw(f.name, f.v.Raw)
 		case gjson.Null:
 		default:
 			if f.v.Exists() {
@@ -153,14 +149,17 @@ func ToChat(body []byte) ([]byte, error) {
 		}
 	}
 	if r.stream.Type == gjson.True {
-		b = append(b, `,"stream":true,"stream_options":{"include_usage":true}`...)
+		o.Bool("stream", true)
+		so := o.Object("stream_options")
+		so.Bool("include_usage", true)
+		so.End()
 	}
 
 	haveTools := false
-	if b, haveTools, err = appendTools(b, r.tools); err != nil {
+	if haveTools, err = writeTools(o, r.tools); err != nil {
 		return nil, err
 	}
-	if b, err = appendToolChoice(b, r.toolChoice, haveTools); err != nil {
+	if err = writeToolChoice(o, r.toolChoice, haveTools); err != nil {
 		return nil, err
 	}
 	effort, err := reasoningEffort(r.thinking, r.outputConfig)
@@ -168,40 +167,29 @@ func ToChat(body []byte) ([]byte, error) {
 		return nil, err
 	}
 	if effort != "" {
-		b = append(b, `,"reasoning_effort":"`...)
-		b = append(b, effort...)
-		b = append(b, '"')
+		o.Str("reasoning_effort", effort)
 	}
-	if b, err = appendResponseFormat(b, r.outputConfig, r.outputFormat); err != nil {
+	if err = writeResponseFormat(o, r.outputConfig, r.outputFormat); err != nil {
 		return nil, err
 	}
 	if u := r.metadata.Get("user_id"); u.Type == gjson.String && u.Str != "" {
-		b = append(b, `,"user":`...)
-		b = append(b, u.Raw...)
+		o.Raw("user", u.Raw)
 	}
-	return append(b, '}'), nil
+	o.End()
+	return w.Finish()
 }
 
-// msgSep appends the comma before a message after the first.
-func msgSep(b []byte, n *int) []byte {
-	if *n > 0 {
-		b = append(b, ',')
-	}
-	*n++
-	return b
-}
-
-// appendSystem appends the system message for Anthropic's top-level
+// writeSystem writes the system message for Anthropic's top-level
 // system: a string, or text blocks joined by a blank line.
-func (t *translator) appendSystem(b []byte, param string, system gjson.Result, n *int) ([]byte, error) {
+func (t *translator) writeSystem(msgs jsonw.Array, param string, system gjson.Result) error {
 	parts := &t.text
 	parts.reset()
 	switch {
 	case !system.Exists() || system.Type == gjson.Null:
-		return b, nil
+		return nil
 	case system.Type == gjson.String:
 		if system.Str == "" {
-			return b, nil
+			return nil
 		}
 		parts.addText(system)
 	case system.IsArray():
@@ -217,18 +205,19 @@ func (t *translator) appendSystem(b []byte, param string, system gjson.Result, n
 			return true
 		})
 		if err != nil {
-			return b, err
+			return err
 		}
 		if parts.empty() {
-			return b, nil
+			return nil
 		}
 	default:
-		return b, invalid(param, "system must be a string or an array of text blocks")
+		return invalid(param, "system must be a string or an array of text blocks")
 	}
-	b = msgSep(b, n)
-	b = append(b, `{"role":"system","content":`...)
-	b = parts.appendContent(b, false)
-	return append(b, '}'), nil
+	m := msgs.Object()
+	m.Str("role", "system")
+	parts.writeContent(m.Key("content"), false)
+	m.End()
+	return nil
 }
 
 // parts collects the content of one hub message: text, and rendered
@@ -239,11 +228,44 @@ type parts struct {
 }
 
 // part is a text (a JSON string from the request, or a Go string the
-// translation made) or a rendered non-text content part.
+// translation made) or a non-text content part: an image_url part of url,
+// or a file part of filename and url (a data: URL).
 type part struct {
 	text gjson.Result
 	lit  string
-	raw  []byte
+
+	kind     int // partText, partImage or partFile
+	url      jsonw.Text
+	filename string
+}
+
+// Kinds of part.
+const (
+	partText = iota
+	partImage
+	partFile
+)
+
+// nonText reports whether the part is an image or a file.
+func (it *part) nonText() bool { return it.kind != partText }
+
+// write writes a non-text part.
+func (it *part) write(v jsonw.Value) {
+	o := v.Object()
+	switch it.kind {
+	case partImage:
+		o.Str("type", "image_url")
+		iu := o.Object("image_url")
+		iu.Text("url", it.url)
+		iu.End()
+	case partFile:
+		o.Str("type", "file")
+		f := o.Object("file")
+		f.Str("filename", it.filename)
+		f.Text("file_data", it.url)
+		f.End()
+	}
+	o.End()
 }
 
 func (p *parts) empty() bool { return len(p.items) == 0 }
@@ -264,7 +286,7 @@ func (p *parts) addLiteral(s string) {
 	}
 }
 
-func (p *parts) addRaw(raw []byte) { p.items = append(p.items, part{raw: raw}) }
+func (p *parts) addPart(it part) { p.items = append(p.items, it) }
 
 func (p *parts) reset() {
 	p.items = p.items[:0]
@@ -282,19 +304,22 @@ func (it *part) str() string {
 // paragraphs to the model.
 const textSep = "\n\n"
 
-// appendContent appends the message's content: one string when it is only
+// writeContent writes the message's content: one string when it is only
 // text (the form every provider takes), else an array of parts. With
 // nullIfEmpty an empty content is null (an assistant message with tool
 // calls), else "".
-func (p *parts) appendContent(b []byte, nullIfEmpty bool) []byte {
+func (p *parts) writeContent(v jsonw.Value, nullIfEmpty bool) {
 	switch {
 	case len(p.items) == 0 && nullIfEmpty:
-		return append(b, "null"...)
+		v.Null()
+		return
 	case len(p.items) == 0:
-		return append(b, `""`...)
+		v.Str("")
+		return
 	case p.texts == len(p.items):
 		if len(p.items) == 1 && p.items[0].text.Exists() {
-			return append(b, p.items[0].text.Raw...)
+			v.Raw(p.items[0].text.Raw)
+			return
 		}
 		var sb strings.Builder
 		for i := range p.items {
@@ -303,68 +328,69 @@ func (p *parts) appendContent(b []byte, nullIfEmpty bool) []byte {
 			}
 			sb.WriteString(p.items[i].str())
 		}
-		return providers.AppendString(b, sb.String())
+		v.Str(sb.String())
+		return
 	}
-	b = append(b, '[')
+	a := v.Array()
 	for i := range p.items {
-		if i > 0 {
-			b = append(b, ',')
-		}
 		it := &p.items[i]
 		switch {
-		case it.raw != nil:
-			b = append(b, it.raw...)
+		case it.nonText():
+			it.write(a.Value())
 		case it.text.Exists():
-			b = append(b, `{"type":"text","text":`...)
-			b = append(b, it.text.Raw...)
-			b = append(b, '}')
+			o := a.Object()
+			o.Str("type", "text")
+			o.Raw("text", it.text.Raw)
+			o.End()
 		default:
-			b = append(b, `{"type":"text","text":`...)
-			b = providers.AppendString(b, it.lit)
-			b = append(b, '}')
+			o := a.Object()
+			o.Str("type", "text")
+			o.Str("text", it.lit)
+			o.End()
 		}
 	}
-	return append(b, ']')
+	a.End()
 }
 
 // translator holds scratch space reused across the messages of a request.
 type translator struct {
 	user, attached, tool, doc, text parts
 	reasoning                       []gjson.Result
-	thinking, calls                 []byte
+	thinking, calls                 jsonw.List
 }
 
-// appendMessages appends the hub messages for Anthropic's messages.
-func (t *translator) appendMessages(b []byte, msgs gjson.Result, n *int) ([]byte, error) {
+// writeMessages writes the hub messages for Anthropic's messages.
+func (t *translator) writeMessages(msgs jsonw.Array, list gjson.Result) error {
 	var err error
 	i := 0
-	msgs.ForEach(func(_, m gjson.Result) bool {
+	list.ForEach(func(_, m gjson.Result) bool {
 		p := "messages." + strconv.Itoa(i)
 		content := m.Get("content")
 		switch m.Get("role").Str {
 		case "assistant":
-			b, err = t.appendAssistant(b, p, content, n)
+			err = t.writeAssistant(msgs, p, content)
 		case "system":
-			b, err = t.appendSystem(b, p+".content", content, n)
+			err = t.writeSystem(msgs, p+".content", content)
 		default:
-			b, err = t.appendUser(b, p, content, n)
+			err = t.writeUser(msgs, p, content)
 		}
 		i++
 		return err == nil
 	})
-	return b, err
+	return err
 }
 
-// appendUser appends the hub messages for one user turn: a tool message
-// per tool_result block, in order, then a user message with the rest
-// (first what the tool results held that a tool message cannot, then the
-// turn's own blocks).
-func (t *translator) appendUser(b []byte, p string, content gjson.Result, n *int) ([]byte, error) {
+// writeUser writes the hub messages for one user turn: a tool message per
+// tool_result block, in order, then a user message with the rest (first
+// what the tool results held that a tool message cannot, then the turn's
+// own blocks).
+func (t *translator) writeUser(msgs jsonw.Array, p string, content gjson.Result) error {
 	if content.Type == gjson.String {
-		b = msgSep(b, n)
-		b = append(b, `{"role":"user","content":`...)
-		b = append(b, content.Raw...)
-		return append(b, '}'), nil
+		m := msgs.Object()
+		m.Str("role", "user")
+		m.Raw("content", content.Raw)
+		m.End()
+		return nil
 	}
 	t.user.reset()
 	t.attached.reset()
@@ -376,25 +402,26 @@ func (t *translator) appendUser(b []byte, p string, content gjson.Result, n *int
 		j++
 		if block.Get("type").Str == "tool_result" {
 			results++
-			b, err = t.appendToolResult(b, bp, block, n)
+			err = t.writeToolResult(msgs, bp, block)
 		} else {
 			err = t.addUserBlock(&t.user, bp, block)
 		}
 		return err == nil
 	})
 	if err != nil {
-		return b, err
+		return err
 	}
 	if t.attached.empty() && t.user.empty() && results > 0 {
-		return b, nil
+		return nil
 	}
 	// An empty turn (no blocks, or only empty text) stays an empty turn.
 	t.attached.items = append(t.attached.items, t.user.items...)
 	t.attached.texts += t.user.texts
-	b = msgSep(b, n)
-	b = append(b, `{"role":"user","content":`...)
-	b = t.attached.appendContent(b, false)
-	return append(b, '}'), nil
+	m := msgs.Object()
+	m.Str("role", "user")
+	t.attached.writeContent(m.Key("content"), false)
+	m.End()
+	return nil
 }
 
 // addUserBlock adds one content block of a user turn (or of a tool
@@ -408,11 +435,11 @@ func (t *translator) addUserBlock(ps *parts, p string, block gjson.Result) error
 		}
 		ps.addText(text)
 	case "image":
-		raw, err := imagePart(p, block.Get("source"))
+		it, err := imagePart(p, block.Get("source"))
 		if err != nil {
 			return err
 		}
-		ps.addRaw(raw)
+		ps.addPart(it)
 	case "document":
 		return t.addDocument(ps, p, block)
 	case "search_result":
@@ -436,39 +463,32 @@ func refusedBlock(p, typ string) error {
 	return unsupported(p+".type", "content blocks of type %q are not supported for this model's provider", typ)
 }
 
-// imagePart renders an image block's source as an image_url part.
-func imagePart(p string, src gjson.Result) ([]byte, error) {
-	var url []byte
+// imagePart is an image block's source as an image_url part.
+func imagePart(p string, src gjson.Result) (part, error) {
+	it := part{kind: partImage}
 	switch src.Get("type").Str {
 	case "base64":
 		media, data := src.Get("media_type"), src.Get("data")
 		if media.Type != gjson.String || media.Str == "" || data.Type != gjson.String {
-			return nil, invalid(p+".source", "a base64 image source needs media_type and data")
+			return it, invalid(p+".source", "a base64 image source needs media_type and data")
 		}
 		if !jsonSafe(media.Str) {
-			return nil, invalid(p+".source.media_type", "%q is not a media type", media.Str)
+			return it, invalid(p+".source.media_type", "%q is not a media type", media.Str)
 		}
-		// data's raw form is already escaped; copy it with its closing quote.
-		url = make([]byte, 0, len(media.Str)+len(data.Raw)+16)
-		url = append(url, `"data:`...)
-		url = append(url, media.Str...)
-		url = append(url, ";base64,"...)
-		url = append(url, data.Raw[1:]...)
+		// data's raw form is already escaped: it goes as it is.
+		it.url = jsonw.Lit(data.Raw).Prefixed("data:" + media.Str + ";base64,")
 	case "url":
 		u := src.Get("url")
 		if u.Type != gjson.String || u.Str == "" {
-			return nil, invalid(p+".source.url", "Field required")
+			return it, invalid(p+".source.url", "Field required")
 		}
-		url = []byte(u.Raw)
+		it.url = jsonw.Lit(u.Raw)
 	case "file":
-		return nil, unsupported(p+".source", "image sources of type file (Anthropic's Files API) are not available for this model's provider; send the image as base64 or a URL")
+		return it, unsupported(p+".source", "image sources of type file (Anthropic's Files API) are not available for this model's provider; send the image as base64 or a URL")
 	default:
-		return nil, invalid(p+".source.type", "an image source must be of type base64 or url")
+		return it, invalid(p+".source.type", "an image source must be of type base64 or url")
 	}
-	out := make([]byte, 0, len(url)+40)
-	out = append(out, `{"type":"image_url","image_url":{"url":`...)
-	out = append(out, url...)
-	return append(out, "}}"...), nil
+	return it, nil
 }
 
 // jsonSafe reports whether s needs no escaping in a JSON string.
@@ -500,13 +520,7 @@ func (t *translator) addDocument(ps *parts, p string, block gjson.Result) error 
 		if title.Type == gjson.String && title.Str != "" {
 			name = title.Str
 		}
-		raw := make([]byte, 0, len(data.Raw)+len(name)+96)
-		raw = append(raw, `{"type":"file","file":{"filename":`...)
-		raw = providers.AppendString(raw, name)
-		raw = append(raw, `,"file_data":"data:application/pdf;base64,`...)
-		raw = append(raw, data.Raw[1:]...)
-		raw = append(raw, "}}"...)
-		ps.addRaw(raw)
+		ps.addPart(part{kind: partFile, filename: name, url: jsonw.Lit(data.Raw).Prefixed("data:application/pdf;base64,")})
 	case "text":
 		data := src.Get("data")
 		if data.Type != gjson.String {
@@ -581,13 +595,13 @@ func addSearchResult(ps *parts, p string, block gjson.Result) error {
 	return nil
 }
 
-// appendToolResult appends a tool message for a tool_result block. What a
+// writeToolResult writes a tool message for a tool_result block. What a
 // tool message cannot carry (images, PDFs) goes to t.attached, for the user
 // message that follows, and the tool message says so.
-func (t *translator) appendToolResult(b []byte, p string, block gjson.Result, n *int) ([]byte, error) {
+func (t *translator) writeToolResult(msgs jsonw.Array, p string, block gjson.Result) error {
 	id := block.Get("tool_use_id")
 	if id.Type != gjson.String || id.Str == "" {
-		return b, invalid(p+".tool_use_id", "Field required")
+		return invalid(p+".tool_use_id", "Field required")
 	}
 	t.tool.reset()
 	attached := 0
@@ -611,8 +625,8 @@ func (t *translator) appendToolResult(b []byte, p string, block gjson.Result, n 
 					return false
 				}
 				for _, it := range t.doc.items {
-					if it.raw != nil {
-						t.attached.addRaw(it.raw)
+					if it.nonText() {
+						t.attached.addPart(it)
 						attached++
 					} else {
 						t.tool.items = append(t.tool.items, it)
@@ -625,10 +639,10 @@ func (t *translator) appendToolResult(b []byte, p string, block gjson.Result, n 
 			return err == nil
 		})
 		if err != nil {
-			return b, err
+			return err
 		}
 	case c.Exists() && c.Type != gjson.Null:
-		return b, invalid(p+".content", "content must be a string or an array of content blocks")
+		return invalid(p+".content", "content must be a string or an array of content blocks")
 	}
 	if block.Get("is_error").Type == gjson.True {
 		// Tool messages have no error flag: the text says it.
@@ -645,30 +659,32 @@ func (t *translator) appendToolResult(b []byte, p string, block gjson.Result, n 
 	case attached > 1:
 		t.tool.addLiteral("(The tool returned " + strconv.Itoa(attached) + " images or documents; they follow in the next user message.)")
 	}
-	b = msgSep(b, n)
-	b = append(b, `{"role":"tool","tool_call_id":`...)
-	b = append(b, id.Raw...)
-	b = append(b, `,"content":`...)
-	b = t.tool.appendContent(b, false)
-	return append(b, '}'), nil
+	m := msgs.Object()
+	m.Str("role", "tool")
+	m.Raw("tool_call_id", id.Raw)
+	t.tool.writeContent(m.Key("content"), false)
+	m.End()
+	return nil
 }
 
-// appendAssistant appends the hub assistant message for an assistant turn:
+// writeAssistant writes the hub assistant message for an assistant turn:
 // its text as content, its thinking as reasoning_content and (signed or
 // redacted blocks, exactly, in order) thinking_blocks, its tool_use blocks
 // as tool_calls.
-func (t *translator) appendAssistant(b []byte, p string, content gjson.Result, n *int) ([]byte, error) {
-	b = msgSep(b, n)
-	b = append(b, `{"role":"assistant","content":`...)
+func (t *translator) writeAssistant(msgs jsonw.Array, p string, content gjson.Result) error {
+	m := msgs.Object()
+	m.Str("role", "assistant")
 	if content.Type == gjson.String {
-		b = append(b, content.Raw...)
-		return append(b, '}'), nil
+		m.Raw("content", content.Raw)
+		m.End()
+		return nil
 	}
 	text := &t.text
 	text.reset()
-	reasoning, thinking, calls := t.reasoning[:0], t.thinking[:0], t.calls[:0]
-	defer func() { t.reasoning, t.thinking, t.calls = reasoning, thinking, calls }()
-	nThinking, nCalls := 0, 0
+	reasoning := t.reasoning[:0]
+	defer func() { t.reasoning = reasoning }()
+	t.thinking.Reset()
+	t.calls.Reset()
 	var err error
 	j := 0
 	content.ForEach(func(_, block gjson.Result) bool {
@@ -683,21 +699,23 @@ func (t *translator) appendAssistant(b []byte, p string, content gjson.Result, n
 			}
 			text.addText(t)
 		case "thinking":
-			t, sig := block.Get("thinking"), block.Get("signature")
-			if t.Type != gjson.String {
+			th, sig := block.Get("thinking"), block.Get("signature")
+			if th.Type != gjson.String {
 				err = invalid(bp+".thinking", "Field required")
 				return false
 			}
-			if t.Str != "" {
-				reasoning = append(reasoning, t)
+			if th.Str != "" {
+				reasoning = append(reasoning, th)
 			}
 			if sig.Type == gjson.String && sig.Str != "" {
-				thinking = sepN(thinking, &nThinking)
-				thinking = append(thinking, `{"type":"thinking","thinking":`...)
-				thinking = append(thinking, t.Raw...)
-				thinking = append(thinking, `,"signature":`...)
-				thinking = append(thinking, sig.Raw...)
-				thinking = append(thinking, '}')
+				t.thinking.Grow(48 + len(th.Raw) + len(sig.Raw))
+				w := t.thinking.Begin()
+				o := w.Object()
+				o.Str("type", "thinking")
+				o.Raw("thinking", th.Raw)
+				o.Raw("signature", sig.Raw)
+				o.End()
+				err = t.thinking.End(&w)
 			}
 		case "redacted_thinking":
 			data := block.Get("data")
@@ -705,12 +723,15 @@ func (t *translator) appendAssistant(b []byte, p string, content gjson.Result, n
 				err = invalid(bp+".data", "Field required")
 				return false
 			}
-			thinking = sepN(thinking, &nThinking)
-			thinking = append(thinking, `{"type":"redacted_thinking","data":`...)
-			thinking = append(thinking, data.Raw...)
-			thinking = append(thinking, '}')
+			t.thinking.Grow(48 + len(data.Raw))
+			w := t.thinking.Begin()
+			o := w.Object()
+			o.Str("type", "redacted_thinking")
+			o.Raw("data", data.Raw)
+			o.End()
+			err = t.thinking.End(&w)
 		case "tool_use":
-			calls, err = appendToolCall(calls, bp, block, &nCalls)
+			err = addToolCall(&t.calls, bp, block)
 		case "image", "document", "tool_result", "search_result":
 			err = invalid(bp+".type", "%s blocks belong in user messages", typ)
 		default:
@@ -719,18 +740,19 @@ func (t *translator) appendAssistant(b []byte, p string, content gjson.Result, n
 		return err == nil
 	})
 	if err != nil {
-		return b, err
+		return err
 	}
-	if nCalls == 0 && text.empty() && len(reasoning) == 0 && nThinking == 0 {
-		b = append(b, `""`...)
-		return append(b, '}'), nil
+	nCalls := t.calls.Len()
+	if nCalls == 0 && text.empty() && len(reasoning) == 0 && t.thinking.Len() == 0 {
+		m.Str("content", "")
+		m.End()
+		return nil
 	}
-	b = text.appendContent(b, nCalls > 0)
+	text.writeContent(m.Key("content"), nCalls > 0)
 	switch len(reasoning) {
 	case 0:
 	case 1:
-		b = append(b, `,"reasoning_content":`...)
-		b = append(b, reasoning[0].Raw...)
+		m.Raw("reasoning_content", reasoning[0].Raw)
 	default:
 		var sb strings.Builder
 		for i, r := range reasoning {
@@ -739,66 +761,61 @@ func (t *translator) appendAssistant(b []byte, p string, content gjson.Result, n
 			}
 			sb.WriteString(r.Str)
 		}
-		b = append(b, `,"reasoning_content":`...)
-		b = providers.AppendString(b, sb.String())
+		m.Str("reasoning_content", sb.String())
 	}
-	if nThinking > 0 {
-		b = append(b, `,"thinking_blocks":[`...)
-		b = append(b, thinking...)
-		b = append(b, ']')
+	if t.thinking.Len() > 0 {
+		a := m.Array("thinking_blocks")
+		a.List(&t.thinking)
+		a.End()
 	}
 	if nCalls > 0 {
-		b = append(b, `,"tool_calls":[`...)
-		b = append(b, calls...)
-		b = append(b, ']')
+		a := m.Array("tool_calls")
+		a.List(&t.calls)
+		a.End()
 	}
-	return append(b, '}'), nil
+	m.End()
+	return nil
 }
 
-func sepN(b []byte, n *int) []byte {
-	if *n > 0 {
-		b = append(b, ',')
-	}
-	*n++
-	return b
-}
-
-// appendToolCall appends a hub tool call for a tool_use block.
-func appendToolCall(b []byte, p string, block gjson.Result, n *int) ([]byte, error) {
+// addToolCall adds to calls a hub tool call for a tool_use block.
+func addToolCall(calls *jsonw.List, p string, block gjson.Result) error {
 	id, name, input := block.Get("id"), block.Get("name"), block.Get("input")
 	if id.Type != gjson.String || id.Str == "" {
-		return b, invalid(p+".id", "Field required")
+		return invalid(p+".id", "Field required")
 	}
 	if name.Type != gjson.String || name.Str == "" {
-		return b, invalid(p+".name", "Field required")
+		return invalid(p+".name", "Field required")
 	}
 	if input.Exists() && !input.IsObject() {
-		return b, invalid(p+".input", "input must be an object")
+		return invalid(p+".input", "input must be an object")
 	}
-	b = sepN(b, n)
-	b = append(b, `{"id":`...)
-	b = append(b, id.Raw...)
-	b = append(b, `,"type":"function","function":{"name":`...)
-	b = append(b, name.Raw...)
-	b = append(b, `,"arguments":`...)
+	calls.Grow(64 + len(id.Raw) + len(name.Raw) + len(input.Raw))
+	w := calls.Begin()
+	o := w.Object()
+	o.Raw("id", id.Raw)
+	o.Str("type", "function")
+	fn := o.Object("function")
+	fn.Raw("name", name.Raw)
 	if input.Exists() {
-		b = providers.AppendString(b, providers.CompactJSON(input.Raw))
+		fn.Str("arguments", providers.CompactJSON(input.Raw))
 	} else {
-		b = append(b, `"{}"`...)
+		fn.Str("arguments", "{}")
 	}
-	return append(b, "}}"...), nil
+	fn.End()
+	o.End()
+	return calls.End(&w)
 }
 
-// appendStop appends stop for stop_sequences; empty sequences are left out.
-func appendStop(b []byte, stop gjson.Result) ([]byte, error) {
+// writeStop writes stop for stop_sequences; empty sequences are left out.
+func writeStop(o jsonw.Object, stop gjson.Result) error {
 	if !stop.Exists() || stop.Type == gjson.Null {
-		return b, nil
+		return nil
 	}
 	if !stop.IsArray() {
-		return b, invalid("stop_sequences", "stop_sequences must be an array of strings")
+		return invalid("stop_sequences", "stop_sequences must be an array of strings")
 	}
-	at := len(b)
-	b = append(b, `,"stop":[`...)
+	mark := o.Mark()
+	a := o.Array("stop")
 	n := 0
 	var err error
 	stop.ForEach(func(_, s gjson.Result) bool {
@@ -807,34 +824,36 @@ func appendStop(b []byte, stop gjson.Result) ([]byte, error) {
 			return false
 		}
 		if s.Str != "" {
-			b = sepN(b, &n)
-			b = append(b, s.Raw...)
+			n++
+			a.Raw(s.Raw)
 		}
 		return true
 	})
 	if err != nil {
-		return b, err
+		return err
 	}
 	if n == 0 {
-		return b[:at], nil
+		mark.Rewind()
+		return nil
 	}
-	return append(b, ']'), nil
+	a.End()
+	return nil
 }
 
-// appendTools appends function tools for Anthropic's custom tools and
+// writeTools writes function tools for Anthropic's custom tools and
 // reports whether there were any. Anthropic's server tools (web search,
 // code execution, …) and Anthropic-defined client tools (bash, text
 // editor, computer use, memory), which have no input_schema the hub could
 // send, are refused.
-func appendTools(b []byte, tools gjson.Result) ([]byte, bool, error) {
+func writeTools(o jsonw.Object, tools gjson.Result) (bool, error) {
 	if !tools.Exists() || tools.Type == gjson.Null {
-		return b, false, nil
+		return false, nil
 	}
 	if !tools.IsArray() {
-		return b, false, invalid("tools", "tools must be an array")
+		return false, invalid("tools", "tools must be an array")
 	}
-	at := len(b)
-	b = append(b, `,"tools":[`...)
+	mark := o.Mark()
+	list := o.Array("tools")
 	n := 0
 	var err error
 	i := 0
@@ -858,73 +877,79 @@ func appendTools(b []byte, tools gjson.Result) ([]byte, bool, error) {
 			err = invalid(p+".input_schema", "input_schema must be a JSON Schema object")
 			return false
 		}
-		b = sepN(b, &n)
-		b = append(b, `{"type":"function","function":{"name":`...)
-		b = append(b, name.Raw...)
+		n++
+		tool := list.Object()
+		tool.Str("type", "function")
+		fn := tool.Object("function")
+		fn.Raw("name", name.Raw)
 		if d := t.Get("description"); d.Type == gjson.String && d.Str != "" {
-			b = append(b, `,"description":`...)
-			b = append(b, d.Raw...)
+			fn.Raw("description", d.Raw)
 		}
-		b = append(b, `,"parameters":`...)
-		b = append(b, schema.Raw...)
+		fn.Raw("parameters", schema.Raw)
 		if s := t.Get("strict"); s.Type == gjson.True || s.Type == gjson.False {
-			b = append(b, `,"strict":`...)
-			b = append(b, s.Raw...)
+			fn.Raw("strict", s.Raw)
 		}
-		b = append(b, "}}"...)
+		fn.End()
+		tool.End()
 		return true
 	})
 	if err != nil {
-		return b, false, err
+		return false, err
 	}
 	if n == 0 {
-		return b[:at], false, nil
+		mark.Rewind()
+		return false, nil
 	}
-	return append(b, ']'), true, nil
+	list.End()
+	return true, nil
 }
 
-// appendToolChoice appends tool_choice and parallel_tool_calls. Without
+// writeToolChoice writes tool_choice and parallel_tool_calls. Without
 // tools, auto and none say nothing (and the hub refuses tool_choice
 // without tools); any and tool are the client's error.
-func appendToolChoice(b []byte, tc gjson.Result, haveTools bool) ([]byte, error) {
+func writeToolChoice(o jsonw.Object, tc gjson.Result, haveTools bool) error {
 	if !tc.Exists() || tc.Type == gjson.Null {
-		return b, nil
+		return nil
 	}
 	if !tc.IsObject() {
-		return b, invalid("tool_choice", "tool_choice must be an object")
+		return invalid("tool_choice", "tool_choice must be an object")
 	}
 	typ := tc.Get("type").Str
 	switch typ {
 	case "auto", "any", "tool", "none":
 	default:
-		return b, invalid("tool_choice.type", "tool_choice.type must be auto, any, tool or none")
+		return invalid("tool_choice.type", "tool_choice.type must be auto, any, tool or none")
 	}
 	if !haveTools {
 		if typ == "any" || typ == "tool" {
-			return b, invalid("tool_choice", "tool_choice of type %s needs tools", typ)
+			return invalid("tool_choice", "tool_choice of type %s needs tools", typ)
 		}
-		return b, nil
+		return nil
 	}
 	switch typ {
 	case "auto":
-		b = append(b, `,"tool_choice":"auto"`...)
+		o.Str("tool_choice", "auto")
 	case "any":
-		b = append(b, `,"tool_choice":"required"`...)
+		o.Str("tool_choice", "required")
 	case "none":
-		return append(b, `,"tool_choice":"none"`...), nil
+		o.Str("tool_choice", "none")
+		return nil
 	case "tool":
 		name := tc.Get("name")
 		if name.Type != gjson.String || name.Str == "" {
-			return b, invalid("tool_choice.name", "Field required")
+			return invalid("tool_choice.name", "Field required")
 		}
-		b = append(b, `,"tool_choice":{"type":"function","function":{"name":`...)
-		b = append(b, name.Raw...)
-		b = append(b, "}}"...)
+		c := o.Object("tool_choice")
+		c.Str("type", "function")
+		fn := c.Object("function")
+		fn.Raw("name", name.Raw)
+		fn.End()
+		c.End()
 	}
 	if tc.Get("disable_parallel_tool_use").Type == gjson.True {
-		b = append(b, `,"parallel_tool_calls":false`...)
+		o.Bool("parallel_tool_calls", false)
 	}
-	return b, nil
+	return nil
 }
 
 // reasoningEffort maps Anthropic's thinking configuration to the hub's
@@ -987,28 +1012,33 @@ func reasoningEffort(thinking, outputConfig gjson.Result) (string, error) {
 	}
 }
 
-// appendResponseFormat appends response_format for structured outputs:
+// writeResponseFormat writes response_format for structured outputs:
 // output_config.format (GA) or the older beta output_format, both
 // {type:"json_schema", schema}. The hub's json_schema needs a name;
 // "output" is given. strict is left out: Anthropic's schemas may have
 // optional properties, which OpenAI's strict mode refuses.
-func appendResponseFormat(b []byte, outputConfig, outputFormat gjson.Result) ([]byte, error) {
+func writeResponseFormat(o jsonw.Object, outputConfig, outputFormat gjson.Result) error {
 	param := "output_config.format"
 	f := outputConfig.Get("format")
 	if !f.Exists() || f.Type == gjson.Null {
 		param, f = "output_format", outputFormat
 	}
 	if !f.Exists() || f.Type == gjson.Null {
-		return b, nil
+		return nil
 	}
 	if !f.IsObject() || f.Get("type").Str != "json_schema" {
-		return b, invalid(param+".type", "the output format must be of type json_schema")
+		return invalid(param+".type", "the output format must be of type json_schema")
 	}
 	schema := f.Get("schema")
 	if !schema.IsObject() {
-		return b, invalid(param+".schema", "Field required")
+		return invalid(param+".schema", "Field required")
 	}
-	b = append(b, `,"response_format":{"type":"json_schema","json_schema":{"name":"output","schema":`...)
-	b = append(b, schema.Raw...)
-	return append(b, "}}"...), nil
+	rf := o.Object("response_format")
+	rf.Str("type", "json_schema")
+	js := rf.Object("json_schema")
+	js.Str("name", "output")
+	js.Raw("schema", schema.Raw)
+	js.End()
+	rf.End()
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/jsonw"
 )
 
 var errNotCompletion = errors.New("messages: the provider's answer is not a chat.completion with a choice")
@@ -37,19 +38,19 @@ func FromChat(body []byte) ([]byte, error) {
 		return nil, errNotCompletion
 	}
 
-	b := make([]byte, 0, len(body)+128)
-	b = append(b, `{"id":`...)
-	b = appendMessageID(b, root.Get("id"))
-	b = append(b, `,"type":"message","role":"assistant","model":`...)
-	b = providers.AppendRawString(b, root.Get("model"))
-	b = append(b, `,"content":[`...)
-	n := 0
-	b = appendThinking(b, msg, &n)
+	w := jsonw.New(make([]byte, 0, len(body)+128))
+	o := w.Object()
+	o.Text("id", messageID(root.Get("id")))
+	o.Str("type", "message")
+	o.Str("role", "assistant")
+	o.Text("model", jsonw.StrOf(root.Get("model")))
+	content := o.Array("content")
+	writeThinking(content, msg)
 	refusal := msg.Get("refusal")
 	if refusal.Type == gjson.String && refusal.Str != "" {
-		b = appendTextBlock(b, refusal, &n)
+		writeTextBlock(content, refusal)
 	} else {
-		b = appendContentText(b, msg.Get("content"), &n)
+		writeContentText(content, msg.Get("content"))
 	}
 	calls := 0
 	msg.Get("tool_calls").ForEach(func(_, call gjson.Result) bool {
@@ -57,79 +58,74 @@ func FromChat(body []byte) ([]byte, error) {
 			return true
 		}
 		fn := call.Get("function")
-		b = sepN(b, &n)
-		b = append(b, `{"type":"tool_use","id":`...)
-		b = appendToolID(b, call.Get("id"))
-		b = append(b, `,"name":`...)
-		b = providers.AppendRawString(b, fn.Get("name"))
-		b = append(b, `,"input":`...)
-		b = appendInput(b, fn.Get("arguments"))
-		b = append(b, '}')
+		tu := content.Object()
+		tu.Str("type", "tool_use")
+		tu.Text("id", toolID(call.Get("id")))
+		tu.Text("name", jsonw.StrOf(fn.Get("name")))
+		writeInput(tu.Key("input"), fn.Get("arguments"))
+		tu.End()
 		calls++
 		return true
 	})
-	b = append(b, ']')
+	content.End()
 
 	stop, seq := mapStop(choice.Get("finish_reason").Str, choice.Get("stop_reason"), calls > 0,
 		refusal.Type == gjson.String && refusal.Str != "")
-	b = append(b, `,"stop_reason":"`...)
-	b = append(b, stop...)
-	b = append(b, `","stop_sequence":`...)
+	o.Str("stop_reason", stop)
 	if seq.Exists() {
-		b = append(b, seq.Raw...)
+		o.Raw("stop_sequence", seq.Raw)
 	} else {
-		b = append(b, "null"...)
+		o.Null("stop_sequence")
 	}
 	var u usage
 	u.set(root.Get("usage"))
-	b = append(b, `,"usage":`...)
-	b = u.append(b)
-	return append(b, '}'), nil
+	u.write(o.Key("usage"))
+	o.End()
+	return w.Finish()
 }
 
-// appendThinking appends the thinking blocks of a hub message (or delta):
+// writeThinking writes the thinking blocks of a hub message (or delta):
 // its thinking_blocks, or failing those its reasoning text as one thinking
 // block without a signature.
-func appendThinking(b []byte, msg gjson.Result, n *int) []byte {
+func writeThinking(content jsonw.Array, msg gjson.Result) {
 	blocks := 0
 	msg.Get("thinking_blocks").ForEach(func(_, tb gjson.Result) bool {
-		var ok bool
-		b, ok = appendThinkingBlock(b, tb, n)
-		if ok {
+		if writeThinkingBlock(content, tb) {
 			blocks++
 		}
 		return true
 	})
 	if blocks > 0 {
-		return b
+		return
 	}
 	if r := reasoningText(msg); r.Str != "" {
-		b = sepN(b, n)
-		b = append(b, `{"type":"thinking","thinking":`...)
-		b = append(b, r.Raw...)
-		b = append(b, `,"signature":""}`...)
+		b := content.Object()
+		b.Str("type", "thinking")
+		b.Raw("thinking", r.Raw)
+		b.Str("signature", "")
+		b.End()
 	}
-	return b
 }
 
-// appendThinkingBlock appends one of the hub's thinking_blocks as an
+// writeThinkingBlock writes one of the hub's thinking_blocks as an
 // Anthropic block, and reports whether it was one.
-func appendThinkingBlock(b []byte, tb gjson.Result, n *int) ([]byte, bool) {
+func writeThinkingBlock(content jsonw.Array, tb gjson.Result) bool {
 	switch tb.Get("type").Str {
 	case "thinking":
-		b = sepN(b, n)
-		b = append(b, `{"type":"thinking","thinking":`...)
-		b = providers.AppendRawString(b, tb.Get("thinking"))
-		b = append(b, `,"signature":`...)
-		b = providers.AppendRawString(b, tb.Get("signature"))
-		return append(b, '}'), true
+		b := content.Object()
+		b.Str("type", "thinking")
+		b.Text("thinking", jsonw.StrOf(tb.Get("thinking")))
+		b.Text("signature", jsonw.StrOf(tb.Get("signature")))
+		b.End()
+		return true
 	case "redacted_thinking":
-		b = sepN(b, n)
-		b = append(b, `{"type":"redacted_thinking","data":`...)
-		b = providers.AppendRawString(b, tb.Get("data"))
-		return append(b, '}'), true
+		b := content.Object()
+		b.Str("type", "redacted_thinking")
+		b.Text("data", jsonw.StrOf(tb.Get("data")))
+		b.End()
+		return true
 	}
-	return b, false
+	return false
 }
 
 // reasoningText is a hub message's or delta's reasoning text:
@@ -145,25 +141,26 @@ func reasoningText(msg gjson.Result) gjson.Result {
 	return gjson.Result{}
 }
 
-// appendTextBlock appends a text block for a non-empty JSON string.
-func appendTextBlock(b []byte, text gjson.Result, n *int) []byte {
+// writeTextBlock writes a text block for a non-empty JSON string.
+func writeTextBlock(content jsonw.Array, text gjson.Result) {
 	if text.Type != gjson.String || text.Str == "" {
-		return b
+		return
 	}
-	b = sepN(b, n)
-	b = append(b, `{"type":"text","text":`...)
-	b = append(b, text.Raw...)
-	return append(b, '}')
+	b := content.Object()
+	b.Str("type", "text")
+	b.Raw("text", text.Raw)
+	b.End()
 }
 
-// appendContentText appends the text block for a hub message's content: a
+// writeContentText writes the text block for a hub message's content: a
 // string, or text (and refusal) parts joined.
-func appendContentText(b []byte, content gjson.Result, n *int) []byte {
-	if content.Type == gjson.String {
-		return appendTextBlock(b, content, n)
+func writeContentText(content jsonw.Array, c gjson.Result) {
+	if c.Type == gjson.String {
+		writeTextBlock(content, c)
+		return
 	}
 	var sb strings.Builder
-	content.ForEach(func(_, part gjson.Result) bool {
+	c.ForEach(func(_, part gjson.Result) bool {
 		switch part.Get("type").Str {
 		case "text":
 			sb.WriteString(part.Get("text").Str)
@@ -173,23 +170,24 @@ func appendContentText(b []byte, content gjson.Result, n *int) []byte {
 		return true
 	})
 	if sb.Len() == 0 {
-		return b
+		return
 	}
-	b = sepN(b, n)
-	b = append(b, `{"type":"text","text":`...)
-	b = providers.AppendString(b, sb.String())
-	return append(b, '}')
+	b := content.Object()
+	b.Str("type", "text")
+	b.Str("text", sb.String())
+	b.End()
 }
 
-// appendInput appends a tool_use block's input for a tool call's arguments
+// writeInput writes a tool_use block's input for a tool call's arguments
 // string: the JSON object it holds, compacted, or {} when it is empty or
 // not an object (arguments cut off by max_tokens, say).
-func appendInput(b []byte, args gjson.Result) []byte {
+func writeInput(v jsonw.Value, args gjson.Result) {
 	s := strings.TrimSpace(args.Str)
 	if s == "" || s[0] != '{' || !providers.ValidJSON([]byte(s)) {
-		return append(b, "{}"...)
+		v.Object().End()
+		return
 	}
-	return append(b, providers.CompactJSON(s)...)
+	v.Compact(s)
 }
 
 // mapStop maps the hub's finish_reason to Anthropic's stop_reason, and
@@ -257,50 +255,45 @@ func (u *usage) set(v gjson.Result) {
 	})
 }
 
-// append appends Anthropic's usage: input_tokens excludes the cache reads
+// write writes Anthropic's usage: input_tokens excludes the cache reads
 // (prompt_tokens_details.cached_tokens, which become
 // cache_read_input_tokens) and writes (cache_creation_input_tokens, which
 // the hub carries only where a provider reports it, as LiteLLM does, and
 // is 0 otherwise); reasoning tokens, where reported, are
 // output_tokens_details.thinking_tokens.
-func (u *usage) append(b []byte) []byte {
-	input := max(u.prompt-u.cached-u.cacheCreation, 0)
-	b = append(b, `{"input_tokens":`...)
-	b = providers.AppendInt(b, input)
-	b = append(b, `,"cache_creation_input_tokens":`...)
-	b = providers.AppendInt(b, u.cacheCreation)
-	b = append(b, `,"cache_read_input_tokens":`...)
-	b = providers.AppendInt(b, u.cached)
-	b = append(b, `,"output_tokens":`...)
-	b = providers.AppendInt(b, u.completion)
+func (u *usage) write(v jsonw.Value) {
+	o := v.Object()
+	o.Int("input_tokens", max(u.prompt-u.cached-u.cacheCreation, 0))
+	o.Int("cache_creation_input_tokens", u.cacheCreation)
+	o.Int("cache_read_input_tokens", u.cached)
+	o.Int("output_tokens", u.completion)
 	if u.hasReasoning {
-		b = append(b, `,"output_tokens_details":{"thinking_tokens":`...)
-		b = providers.AppendInt(b, min(u.reasoning, u.completion))
-		b = append(b, '}')
+		d := o.Object("output_tokens_details")
+		d.Int("thinking_tokens", min(u.reasoning, u.completion))
+		d.End()
 	}
-	return append(b, '}')
+	o.End()
 }
 
-// appendMessageID appends the message id: the hub's id prefixed with
-// msg_, or a new one when the hub gave none.
-func appendMessageID(b []byte, id gjson.Result) []byte {
+// messageID is the message id: the hub's id prefixed with msg_, or a new
+// one when the hub gave none.
+func messageID(id gjson.Result) jsonw.Text {
 	if id.Type != gjson.String || id.Str == "" {
-		return append(append(append(b, `"msg_`...), randomID()...), '"')
+		return jsonw.Plain(providers.InPlace(randomID())).Prefixed("msg_")
 	}
 	if strings.HasPrefix(id.Str, "msg_") {
-		return append(b, id.Raw...)
+		return jsonw.Lit(id.Raw)
 	}
-	b = append(b, `"msg_`...)
-	return append(b, id.Raw[1:]...)
+	return jsonw.Lit(id.Raw).Prefixed("msg_")
 }
 
-// appendToolID appends a tool call's id, or a new toolu_ one when the hub
-// gave none (Anthropic's tool_result needs an id to answer).
-func appendToolID(b []byte, id gjson.Result) []byte {
+// toolID is a tool call's id, or a new toolu_ one when the hub gave none
+// (Anthropic's tool_result needs an id to answer).
+func toolID(id gjson.Result) jsonw.Text {
 	if id.Type == gjson.String && id.Str != "" {
-		return append(b, id.Raw...)
+		return jsonw.Lit(id.Raw)
 	}
-	return append(append(append(b, `"toolu_`...), randomID()...), '"')
+	return jsonw.Plain(providers.InPlace(randomID())).Prefixed("toolu_")
 }
 
 const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"

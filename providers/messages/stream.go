@@ -6,6 +6,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/jsonw"
 	"github.com/modelgate/modelgate/providers/sse"
 )
 
@@ -159,7 +160,7 @@ func (s *Stream) Event(dst, event []byte) ([]byte, error) {
 		return dst, nil // a comment (keep-alive), or an event without data
 	}
 	if bytes.Equal(data, doneData) {
-		return s.end(dst), nil
+		return s.finishMessage(dst), nil
 	}
 	if !providers.ValidJSON(data) {
 		return s.fail(dst, &providers.Error{Status: 502, Type: "server_error", Code: "bad_upstream_event",
@@ -279,10 +280,10 @@ func (s *Stream) delta(dst []byte, d gjson.Result) []byte {
 	}
 	if r.Type == gjson.String && r.Str != "" {
 		if s.open != blockThinking {
-			dst = s.openBlock(dst, blockThinking, `{"type":"thinking","thinking":"","signature":""}`)
+			dst = s.openBlock(dst, blockThinking, blockStart{typ: "thinking"})
 			s.thinkingLen = 0
 		}
-		dst = s.thinkingDelta(dst, r.Raw)
+		dst = s.thinkingDelta(dst, jsonw.Lit(r.Raw))
 		s.thinkingLen += len(r.Str)
 	}
 	thinkingBlocks.ForEach(func(_, tb gjson.Result) bool {
@@ -290,11 +291,11 @@ func (s *Stream) delta(dst []byte, d gjson.Result) []byte {
 		return true
 	})
 	if content.Type == gjson.String && content.Str != "" {
-		dst = s.text(dst, content.Raw)
+		dst = s.text(dst, jsonw.Lit(content.Raw))
 	}
 	if refusal.Type == gjson.String && refusal.Str != "" {
 		s.refusal = true
-		dst = s.text(dst, refusal.Raw)
+		dst = s.text(dst, jsonw.Lit(refusal.Raw))
 	}
 	k := int64(0)
 	toolCalls.ForEach(func(_, tc gjson.Result) bool {
@@ -318,54 +319,58 @@ func (s *Stream) thinkingBlock(dst []byte, tb gjson.Result) []byte {
 			// The block's text has streamed as reasoning_content; send
 			// what did not.
 			if len(text.Str) > s.thinkingLen {
-				rest := providers.AppendString(nil, text.Str[s.thinkingLen:])
-				dst = s.thinkingDelta(dst, string(rest))
+				dst = s.thinkingDelta(dst, jsonw.Plain(text.Str[s.thinkingLen:]))
 			}
 		} else {
-			dst = s.openBlock(dst, blockThinking, `{"type":"thinking","thinking":"","signature":""}`)
+			dst = s.openBlock(dst, blockThinking, blockStart{typ: "thinking"})
 			if text.Type == gjson.String && text.Str != "" {
-				dst = s.thinkingDelta(dst, text.Raw)
+				dst = s.thinkingDelta(dst, jsonw.Lit(text.Raw))
 			}
 		}
 		if sig.Type == gjson.String && sig.Str != "" {
-			dst = s.eventHead(dst, "content_block_delta")
-			dst = providers.AppendInt(dst, s.openAt)
-			dst = append(dst, `,"delta":{"type":"signature_delta","signature":`...)
-			dst = append(dst, sig.Raw...)
-			dst = append(dst, "}}\n\n"...)
+			const typ = "content_block_delta"
+			w := s.begin(dst, typ)
+			o := s.head(&w, typ)
+			o.Int("index", s.openAt)
+			d := o.Object("delta")
+			d.Str("type", "signature_delta")
+			d.Raw("signature", sig.Raw)
+			d.End()
+			dst = s.end(&w, o, dst)
 		}
 		return s.closeBlock(dst)
 	case "redacted_thinking":
-		b := make([]byte, 0, 48+len(tb.Get("data").Raw))
-		b = append(b, `{"type":"redacted_thinking","data":`...)
-		b = providers.AppendRawString(b, tb.Get("data"))
-		b = append(b, '}')
-		dst = s.openBlock(dst, blockThinking, string(b))
+		dst = s.openBlock(dst, blockThinking, blockStart{typ: "redacted_thinking", data: jsonw.StrOf(tb.Get("data"))})
 		return s.closeBlock(dst)
 	}
 	return dst
 }
 
-// thinkingDelta appends a thinking_delta for raw, a JSON string.
-func (s *Stream) thinkingDelta(dst []byte, raw string) []byte {
-	dst = s.eventHead(dst, "content_block_delta")
-	dst = providers.AppendInt(dst, s.openAt)
-	dst = append(dst, `,"delta":{"type":"thinking_delta","thinking":`...)
-	dst = append(dst, raw...)
-	return append(dst, "}}\n\n"...)
+// thinkingDelta appends a thinking_delta of text.
+func (s *Stream) thinkingDelta(dst []byte, text jsonw.Text) []byte {
+	return s.blockDelta(dst, s.openAt, "thinking_delta", "thinking", text)
 }
 
-// text appends a text_delta for raw, a JSON string, opening a text block
-// when none is open.
-func (s *Stream) text(dst []byte, raw string) []byte {
+// blockDelta appends a content_block_delta of block index: a delta of type typ
+// whose field key is text.
+func (s *Stream) blockDelta(dst []byte, index int64, typ, key string, text jsonw.Text) []byte {
+	const event = "content_block_delta"
+	w := s.begin(dst, event)
+	o := s.head(&w, event)
+	o.Int("index", index)
+	d := o.Object("delta")
+	d.Str("type", typ)
+	d.Text(key, text)
+	d.End()
+	return s.end(&w, o, dst)
+}
+
+// text appends a text_delta, opening a text block when none is open.
+func (s *Stream) text(dst []byte, text jsonw.Text) []byte {
 	if s.open != blockText {
-		dst = s.openBlock(dst, blockText, `{"type":"text","text":""}`)
+		dst = s.openBlock(dst, blockText, blockStart{typ: "text"})
 	}
-	dst = s.eventHead(dst, "content_block_delta")
-	dst = providers.AppendInt(dst, s.openAt)
-	dst = append(dst, `,"delta":{"type":"text_delta","text":`...)
-	dst = append(dst, raw...)
-	return append(dst, "}}\n\n"...)
+	return s.blockDelta(dst, s.openAt, "text_delta", "text", text)
 }
 
 // toolCall translates one tool call delta: the first for a call opens its
@@ -380,52 +385,87 @@ func (s *Stream) toolCall(dst []byte, call int64, tc gjson.Result) []byte {
 		}
 	}
 	if block < 0 {
-		b := make([]byte, 0, 64+len(tc.Get("id").Raw)+len(fn.Get("name").Raw))
-		b = append(b, `{"type":"tool_use","id":`...)
-		b = appendToolID(b, tc.Get("id"))
-		b = append(b, `,"name":`...)
-		b = providers.AppendRawString(b, fn.Get("name"))
-		b = append(b, `,"input":{}}`...)
-		dst = s.openBlock(dst, blockTool, string(b))
+		dst = s.openBlock(dst, blockTool, blockStart{typ: "tool_use", id: toolID(tc.Get("id")), name: jsonw.StrOf(fn.Get("name"))})
 		block = s.openAt
 		s.tools = append(s.tools, toolBlock{call: call, block: block})
 	}
 	if args := fn.Get("arguments"); args.Type == gjson.String && args.Str != "" {
-		dst = s.eventHead(dst, "content_block_delta")
-		dst = providers.AppendInt(dst, block)
-		dst = append(dst, `,"delta":{"type":"input_json_delta","partial_json":`...)
-		dst = append(dst, args.Raw...)
-		dst = append(dst, "}}\n\n"...)
+		dst = s.blockDelta(dst, block, "input_json_delta", "partial_json", jsonw.Lit(args.Raw))
 	}
 	return dst
 }
 
-// eventHead appends an event's first line and its data up to its index
-// (or, for message events, up to the end of "type").
-func (s *Stream) eventHead(dst []byte, typ string) []byte {
+// blockStart is the content_block of a content_block_start: a block of
+// type typ, empty but for a tool_use block's id and name and a
+// redacted_thinking block's data.
+type blockStart struct {
+	typ            string
+	id, name, data jsonw.Text
+}
+
+func (b blockStart) write(v jsonw.Value) {
+	o := v.Object()
+	o.Str("type", b.typ)
+	switch b.typ {
+	case "text":
+		o.Str("text", "")
+	case "thinking":
+		o.Str("thinking", "")
+		o.Str("signature", "")
+	case "redacted_thinking":
+		o.Text("data", b.data)
+	case "tool_use":
+		o.Text("id", b.id)
+		o.Text("name", b.name)
+		o.Object("input").End()
+	}
+	o.End()
+}
+
+// begin appends an event's first line and the name of its data field, and
+// returns the writer of its data; head writes the data's type and end
+// finishes the event.
+func (s *Stream) begin(dst []byte, typ string) jsonw.Writer {
 	dst = append(dst, "event: "...)
 	dst = append(dst, typ...)
-	dst = append(dst, "\ndata: {\"type\":\""...)
-	dst = append(dst, typ...)
-	dst = append(dst, '"')
-	switch typ {
-	case "content_block_start", "content_block_delta", "content_block_stop":
-		dst = append(dst, `,"index":`...)
+	dst = append(dst, "\ndata: "...)
+	return jsonw.New(dst)
+}
+
+// head opens the data of an event of type typ and writes its type.
+func (s *Stream) head(w *jsonw.Writer, typ string) jsonw.Object {
+	o := w.Object()
+	o.Str("type", typ)
+	return o
+}
+
+// end closes o, the data of the event w writes, and ends the event; start
+// is the buffer before it. A misuse of the writer, a bug no input can
+// cause, is not sent as broken JSON: the event becomes the error event
+// that ends the stream.
+func (s *Stream) end(w *jsonw.Writer, o jsonw.Object, start []byte) []byte {
+	o.End()
+	b, err := w.Finish()
+	if err != nil {
+		s.done = true
+		return AppendErrorEvent(start, &providers.Error{Status: 500, Type: "server_error", Code: "internal_error",
+			Message: "the gateway failed to write its answer"})
 	}
-	return dst
+	return append(b, "\n\n"...)
 }
 
 // openBlock closes the open block and opens a new one of kind, whose
 // content_block is start.
-func (s *Stream) openBlock(dst []byte, kind int, start string) []byte {
+func (s *Stream) openBlock(dst []byte, kind int, start blockStart) []byte {
 	dst = s.closeBlock(dst)
 	s.open, s.openAt = kind, s.next
 	s.next++
-	dst = s.eventHead(dst, "content_block_start")
-	dst = providers.AppendInt(dst, s.openAt)
-	dst = append(dst, `,"content_block":`...)
-	dst = append(dst, start...)
-	dst = append(dst, "}\n\n"...)
+	const typ = "content_block_start"
+	w := s.begin(dst, typ)
+	o := s.head(&w, typ)
+	o.Int("index", s.openAt)
+	start.write(o.Key("content_block"))
+	dst = s.end(&w, o, dst)
 	if !s.pinged {
 		s.pinged = true
 		dst = append(dst, Ping...)
@@ -439,53 +479,72 @@ func (s *Stream) closeBlock(dst []byte) []byte {
 		return dst
 	}
 	s.open = blockNone
-	dst = s.eventHead(dst, "content_block_stop")
-	dst = providers.AppendInt(dst, s.openAt)
-	return append(dst, "}\n\n"...)
+	const typ = "content_block_stop"
+	w := s.begin(dst, typ)
+	o := s.head(&w, typ)
+	o.Int("index", s.openAt)
+	return s.end(&w, o, dst)
 }
 
 // start appends message_start.
 func (s *Stream) start(dst []byte, id, model gjson.Result) []byte {
 	s.started = true
-	s.id = appendMessageID(s.id[:0], id)
+	s.id = literal(s.id[:0], messageID(id))
 	if (model.Type != gjson.String || model.Str == "") && s.Model != "" {
-		s.model = providers.AppendString(s.model[:0], s.Model)
+		s.model = literal(s.model[:0], jsonw.Plain(s.Model))
 	} else {
-		s.model = providers.AppendRawString(s.model[:0], model)
+		s.model = literal(s.model[:0], jsonw.StrOf(model))
 	}
-	dst = s.eventHead(dst, "message_start")
-	dst = append(dst, `,"message":{"id":`...)
-	dst = append(dst, s.id...)
-	dst = append(dst, `,"type":"message","role":"assistant","model":`...)
-	dst = append(dst, s.model...)
-	dst = append(dst, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":`...)
-	dst = s.usage.append(dst)
-	return append(dst, "}}\n\n"...)
+	const typ = "message_start"
+	w := s.begin(dst, typ)
+	o := s.head(&w, typ)
+	m := o.Object("message")
+	m.Text("id", jsonw.Lit(providers.InPlace(s.id)))
+	m.Str("type", "message")
+	m.Str("role", "assistant")
+	m.Text("model", jsonw.Lit(providers.InPlace(s.model)))
+	m.Array("content").End()
+	m.Null("stop_reason")
+	m.Null("stop_sequence")
+	s.usage.write(m.Key("usage"))
+	m.End()
+	return s.end(&w, o, dst)
 }
 
-// end appends what ends a complete answer: the open block's stop,
+// literal appends the JSON literal of t to b.
+func literal(b []byte, t jsonw.Text) []byte {
+	w := jsonw.New(b)
+	w.Value().Text(t)
+	b, _ = w.Finish() // one value: no misuse
+	return b
+}
+
+// finishMessage appends what ends a complete answer: the open block's stop,
 // message_delta with the stop reason and usage, and message_stop.
-func (s *Stream) end(dst []byte) []byte {
+func (s *Stream) finishMessage(dst []byte) []byte {
 	if !s.started {
 		dst = s.start(dst, gjson.Result{}, gjson.Result{})
 	}
 	s.done = true
 	dst = s.closeBlock(dst)
 	stop, seq := mapStop(s.finish, s.stopSeq, len(s.tools) > 0, s.refusal)
-	dst = s.eventHead(dst, "message_delta")
-	dst = append(dst, `,"delta":{"stop_reason":"`...)
-	dst = append(dst, stop...)
-	dst = append(dst, `","stop_sequence":`...)
+	const typ = "message_delta"
+	w := s.begin(dst, typ)
+	o := s.head(&w, typ)
+	d := o.Object("delta")
+	d.Str("stop_reason", stop)
 	if seq.Exists() {
-		dst = append(dst, seq.Raw...)
+		d.Raw("stop_sequence", seq.Raw)
 	} else {
-		dst = append(dst, "null"...)
+		d.Null("stop_sequence")
 	}
-	dst = append(dst, `},"usage":`...)
-	dst = s.usage.append(dst)
-	dst = append(dst, "}\n\n"...)
-	dst = s.eventHead(dst, "message_stop")
-	return append(dst, "}\n\n"...)
+	d.End()
+	s.usage.write(o.Key("usage"))
+	dst = s.end(&w, o, dst)
+	const stopTyp = "message_stop"
+	w = s.begin(dst, stopTyp)
+	o = s.head(&w, stopTyp)
+	return s.end(&w, o, dst)
 }
 
 // fail ends the stream with an error event.
@@ -508,7 +567,7 @@ func (s *Stream) Close(dst []byte) []byte {
 	case s.done:
 		return dst
 	case s.finished:
-		return s.end(dst)
+		return s.finishMessage(dst)
 	}
 	return s.fail(dst, providers.StreamIncomplete())
 }

@@ -8,11 +8,11 @@ package rerank
 import (
 	"errors"
 	"net/http"
-	"strconv"
 
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/jsonw"
 )
 
 // Format describes one provider's rerank wire format.
@@ -60,36 +60,26 @@ func (f Format) RerankRequest(req providers.RerankRequest, model string) (provid
 	for _, d := range req.Documents {
 		size += len(d) + 8
 	}
-	b := make([]byte, 0, size)
-	b = append(b, '{')
+	w := jsonw.New(make([]byte, 0, size))
+	o := w.Object()
 	if f.SendsModel {
-		b = append(b, `"model":`...)
-		b = providers.AppendString(b, model)
-		b = append(b, ',')
+		o.Str("model", model)
 	}
-	b = append(b, `"query":`...)
-	b = providers.AppendString(b, req.Query)
-	b = append(b, ',', '"')
-	b = append(b, f.DocumentsField...)
-	b = append(b, `":[`...)
-	for i, d := range req.Documents {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = providers.AppendString(b, d)
+	o.Str("query", req.Query)
+	docs := o.Array(f.DocumentsField)
+	for _, d := range req.Documents {
+		docs.Str(d)
 	}
-	b = append(b, ']')
+	docs.End()
 	if f.CountField != "" && req.TopN > 0 {
-		b = append(b, ',', '"')
-		b = append(b, f.CountField...)
-		b = append(b, `":`...)
-		b = strconv.AppendInt(b, int64(req.TopN), 10)
+		o.Int(f.CountField, int64(req.TopN))
 	}
-	if f.Extra != "" {
-		b = append(b, ',')
-		b = append(b, f.Extra...)
+	o.RawMembers(f.Extra)
+	o.End()
+	b, err := w.Finish()
+	if err != nil {
+		return providers.Request{}, err
 	}
-	b = append(b, '}')
 	return providers.Request{Path: f.Path, Body: b}, nil
 }
 

@@ -63,7 +63,7 @@ func FuzzResponse(f *testing.F) {
 		}
 		x := newExchange(t, []byte(req))
 		out, err := x.Response(chat)
-		if err != nil {
+		if translatortest.CheckFuzzedBody(t, chat, out, err); err != nil {
 			return
 		}
 		decodeResponse(t, out)
@@ -113,6 +113,9 @@ func checkFraming(t *testing.T, out []byte) {
 		v := gjson.ParseBytes(ev.data)
 		if !json.Valid(ev.data) || !v.IsObject() || v.Get("type").Str != ev.name || v.Get("sequence_number").Int() != int64(i) {
 			t.Fatalf("event %d is malformed:\n%s", i, ev.data)
+		}
+		if ev.name == "error" && v.Get("code").Str == "internal_error" {
+			t.Fatalf("event %d: the translator misused the JSON writer:\n%s", i, ev.data)
 		}
 		terminal := ev.name == "response.completed" || ev.name == "response.incomplete" || ev.name == "response.failed"
 		if terminal != (i == len(events)-1) {

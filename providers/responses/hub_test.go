@@ -10,6 +10,7 @@ import (
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/anthropic"
 	"github.com/modelgate/modelgate/providers/internal/translatortest"
+	"github.com/modelgate/modelgate/providers/jsonw"
 	"github.com/modelgate/modelgate/providers/sse"
 )
 
@@ -56,11 +57,19 @@ func TestThroughAnthropic(t *testing.T) {
 					continue
 				}
 				thinking++
-				blocks, ok := decodeEncrypted(it.EncryptedContent)
-				if !ok {
+				var blocks jsonw.List
+				if !decodeEncrypted(it.EncryptedContent, &blocks) {
 					t.Fatalf("encrypted_content %q does not decode", it.EncryptedContent)
 				}
-				for _, b := range gjson.Parse("[" + string(blocks) + "]").Array() {
+				w := jsonw.New(nil)
+				a := w.Array()
+				a.List(&blocks)
+				a.End()
+				list, err := w.Finish()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, b := range gjson.ParseBytes(list).Array() {
 					if b.Get("type").Str == "thinking" && b.Get("signature").Str == "" {
 						t.Errorf("a thinking block without its signature: %s", b.Raw)
 					}
@@ -93,7 +102,7 @@ func TestThroughAnthropic(t *testing.T) {
 					}
 					return true
 				})
-				want := gjson.Parse("[" + string(blocks) + "]").Array()
+				want := gjson.ParseBytes(list).Array()
 				if len(got) != len(want) {
 					t.Fatalf("Anthropic gets %d thinking blocks back, the stream had %d:\n%s", len(got), len(want), req.Body)
 				}

@@ -7,6 +7,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/jsonw"
 )
 
 // encryptedPrefix starts every encrypted_content this package writes.
@@ -16,48 +17,51 @@ import (
 // its text is the provider's own reasoning text, which the summary shows.
 const encryptedPrefix = "mg1."
 
-// appendEncrypted appends the encrypted_content string for blocks, the
-// comma-separated thinking block objects.
-func appendEncrypted(b, blocks []byte) []byte {
-	plain := make([]byte, 0, len(blocks)+2)
-	plain = append(append(append(plain, '['), blocks...), ']')
-	b = append(b, '"')
-	b = append(b, encryptedPrefix...)
-	b = base64.RawURLEncoding.AppendEncode(b, plain)
-	return append(b, '"')
+// writeEncrypted writes the encrypted_content string for blocks.
+func writeEncrypted(v jsonw.Value, blocks *jsonw.List) {
+	w := jsonw.New(nil)
+	a := w.Array()
+	a.List(blocks)
+	a.End()
+	plain, _ := w.Finish() // straight-line writing: no misuse
+	v.Encoded(encryptedPrefix, base64.RawURLEncoding, plain)
 }
 
-// decodeEncrypted returns the thinking blocks an encrypted_content of this
-// package holds, as comma-separated compact JSON objects, and false for
-// anything else (OpenAI's own encrypted reasoning, or a damaged value),
-// which no chat provider can use.
-func decodeEncrypted(s string) ([]byte, bool) {
+// decodeEncrypted adds to blocks the thinking blocks an encrypted_content
+// of this package holds, as compact JSON, and reports false for anything
+// else (OpenAI's own encrypted reasoning, or a damaged value), which no
+// chat provider can use: then it adds nothing.
+func decodeEncrypted(s string, blocks *jsonw.List) bool {
 	rest, ok := strings.CutPrefix(s, encryptedPrefix)
 	if !ok {
-		return nil, false
+		return false
 	}
 	plain, err := base64.RawURLEncoding.DecodeString(rest)
 	if err != nil || !providers.ValidJSON(plain) {
-		return nil, false
+		return false
 	}
 	arr := gjson.ParseBytes(plain)
 	if !arr.IsArray() {
-		return nil, false
+		return false
 	}
-	var out []byte
+	n := 0
 	ok = true
 	arr.ForEach(func(_, block gjson.Result) bool {
 		if !validThinkingBlock(block) {
 			ok = false
 			return false
 		}
-		if len(out) > 0 {
-			out = append(out, ',')
-		}
-		out = providers.AppendCompactJSON(out, block.Raw)
+		n++
 		return true
 	})
-	return out, ok && len(out) > 0
+	if !ok || n == 0 {
+		return false
+	}
+	arr.ForEach(func(_, block gjson.Result) bool {
+		addCompact(blocks, block.Raw)
+		return true
+	})
+	return true
 }
 
 // validThinkingBlock reports whether v is a thinking block as the hub

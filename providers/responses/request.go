@@ -8,6 +8,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/jsonw"
 )
 
 // Exchange is one create request being served: its hub request, and the
@@ -24,8 +25,10 @@ type Exchange struct {
 	input []byte // the conversation's input items, normalised, when storing
 
 	// The request's echo in the Response, in four pieces around the parts
-	// that change (model, output, service_tier, usage).
-	echoA, echoB, echoC, echoD []byte
+	// that change (model, output, service_tier, usage), and the misuse of
+	// the writer that kept them from being written, if any.
+	echoA, echoB, echoC, echoD jsonw.Members
+	echoErr                    error
 
 	final []byte // the complete Response, encrypted_content and all
 }
@@ -66,36 +69,35 @@ func (x *Exchange) Record() []byte {
 	if x.final == nil || !x.r.Info().Store {
 		return nil
 	}
-	b := make([]byte, 0, len(x.input)+len(x.final)+32)
-	b = append(b, `{"input":`...)
+	w := jsonw.New(make([]byte, 0, len(x.input)+len(x.final)+32))
+	o := w.Object()
 	if x.input == nil {
-		b = append(b, "[]"...)
+		o.Array("input").End()
 	} else {
-		b = append(b, x.input...)
+		o.Raw("input", providers.InPlace(x.input))
 	}
-	b = append(b, `,"response":`...)
-	b = append(b, x.final...)
-	return append(b, '}')
+	o.Raw("response", providers.InPlace(x.final))
+	o.End()
+	b, err := w.Finish()
+	if err != nil {
+		return nil
+	}
+	return b
 }
 
 // buildChat writes the hub request.
 func (x *Exchange) buildChat(history []byte) error {
 	r := x.r
 	c := chatBuilder{x: x, storing: r.Info().Store}
-	c.b = make([]byte, 0, r.size+len(history)/2+256)
-	c.b = append(c.b, `{"model":`...)
-	c.b = append(c.b, r.model.Raw...)
-	c.b = append(c.b, `,"messages":[`...)
+	c.w = jsonw.New(make([]byte, 0, r.size+len(history)/2+256))
+	o := c.w.Object()
+	o.Raw("model", r.model.Raw)
+	o.Key("messages")
+	c.w.OpenArray()
 	instructions := 0
 	if r.instructions.Type == gjson.String && r.instructions.Str != "" {
 		instructions = 1
-		c.open()
-		c.b = append(c.b, `{"role":"system","content":`...)
-		c.b = append(c.b, r.instructions.Raw...)
-		c.b = append(c.b, '}')
-	}
-	if c.storing {
-		c.store = append(make([]byte, 0, r.size+len(history)+256), '[')
+		c.rawMessage("system", r.instructions.Raw)
 	}
 
 	if len(history) > 0 {
@@ -121,17 +123,24 @@ func (x *Exchange) buildChat(history []byte) error {
 	case in.Type == gjson.String:
 		c.flushTurn()
 		c.flushImages()
-		c.open()
-		c.b = append(c.b, `{"role":"user","content":`...)
-		c.b = append(c.b, in.Raw...)
-		c.b = append(c.b, '}')
+		c.rawMessage("user", in.Raw)
 		if c.storing {
-			c.storeSep()
-			c.store = append(c.store, `{"id":`...)
-			c.store = providers.AppendString(c.store, x.t.newID("msg_"))
-			c.store = append(c.store, `,"type":"message","role":"user","status":"completed","content":[{"type":"input_text","text":`...)
-			c.store = providers.AppendCompactJSON(c.store, in.Raw)
-			c.store = append(c.store, "}]}"...)
+			w := c.store.Begin()
+			m := w.Object()
+			m.Str("id", x.t.newID("msg_"))
+			m.Str("type", "message")
+			m.Str("role", "user")
+			m.Str("status", "completed")
+			content := m.Array("content")
+			t := content.Object()
+			t.Str("type", "input_text")
+			t.Compact("text", in.Raw)
+			t.End()
+			content.End()
+			m.End()
+			if err := c.store.End(&w); err != nil {
+				return err
+			}
 		}
 	case in.IsArray():
 		var err error
@@ -150,44 +159,50 @@ func (x *Exchange) buildChat(history []byte) error {
 	if msgs := c.n - instructions; msgs == 0 {
 		return invalid("input", "input must hold at least one message or tool output")
 	}
-	c.b = append(c.b, ']')
+	c.w.CloseArray()
 	if c.storing {
-		x.input = append(c.store, ']')
+		w := jsonw.New(make([]byte, 0, c.store.Size()+2))
+		a := w.Array()
+		a.List(&c.store)
+		a.End()
+		var err error
+		if x.input, err = w.Finish(); err != nil {
+			return err
+		}
 	}
 
-	b := x.appendTools(c.b)
+	x.writeTools(o)
 	if f := r.text.Get("format"); f.IsObject() {
 		switch f.Get("type").Str {
 		case "json_object":
-			b = append(b, `,"response_format":{"type":"json_object"}`...)
+			rf := o.Object("response_format")
+			rf.Str("type", "json_object")
+			rf.End()
 		case "json_schema":
-			b = append(b, `,"response_format":{"type":"json_schema","json_schema":{"name":`...)
-			b = append(b, f.Get("name").Raw...)
-			b = append(b, `,"schema":`...)
-			b = append(b, f.Get("schema").Raw...)
+			rf := o.Object("response_format")
+			rf.Str("type", "json_schema")
+			js := rf.Object("json_schema")
+			js.Raw("name", f.Get("name").Raw)
+			js.Raw("schema", f.Get("schema").Raw)
 			if s := f.Get("strict"); providers.IsBool(s) {
-				b = append(b, `,"strict":`...)
-				b = append(b, s.Raw...)
+				js.Raw("strict", s.Raw)
 			}
 			if d := f.Get("description"); d.Type == gjson.String {
-				b = append(b, `,"description":`...)
-				b = append(b, d.Raw...)
+				js.Raw("description", d.Raw)
 			}
-			b = append(b, "}}"...)
+			js.End()
+			rf.End()
 		}
 	}
 	if v := r.text.Get("verbosity"); v.Type == gjson.String {
-		b = append(b, `,"verbosity":`...)
-		b = append(b, v.Raw...)
+		o.Raw("verbosity", v.Raw)
 	}
 	if e := r.reasoning.Get("effort"); e.Type == gjson.String {
-		b = append(b, `,"reasoning_effort":"`...)
-		b = append(b, hubEffort(e.Str)...)
-		b = append(b, '"')
+		o.Str("reasoning_effort", hubEffort(e.Str))
 	}
-	b = appendNumber(b, "max_completion_tokens", r.maxOutputTokens)
-	b = appendNumber(b, "temperature", r.temperature)
-	b = appendNumber(b, "top_p", r.topP)
+	writeNumber(o, "max_completion_tokens", r.maxOutputTokens)
+	writeNumber(o, "temperature", r.temperature)
+	writeNumber(o, "top_p", r.topP)
 	for _, f := range []struct {
 		name string
 		v    gjson.Result
@@ -196,21 +211,23 @@ func (x *Exchange) buildChat(history []byte) error {
 		{"prompt_cache_retention", r.promptCacheRetention}, {"service_tier", r.serviceTier},
 	} {
 		if f.v.Type == gjson.String {
-			b = append(b, `,"`...)
-			b = append(b, f.name...)
-			b = append(b, `":`...)
-			b = append(b, f.v.Raw...)
+			o.Raw(f.name, f.v.Raw)
 		}
 	}
 	if r.includeLogprobs {
-		b = append(b, `,"logprobs":true`...)
-		b = appendNumber(b, "top_logprobs", r.topLogprobs)
+		o.Bool("logprobs", true)
+		writeNumber(o, "top_logprobs", r.topLogprobs)
 	}
 	if r.stream.Type == gjson.True {
-		b = append(b, `,"stream":true,"stream_options":{"include_usage":true}`...)
+		o.Bool("stream", true)
+		so := o.Object("stream_options")
+		so.Bool("include_usage", true)
+		so.End()
 	}
-	x.chat = append(b, '}')
-	return nil
+	o.End()
+	var err error
+	x.chat, err = c.w.Finish()
+	return err
 }
 
 // storedError is the error for a stored conversation the gateway cannot
@@ -230,69 +247,69 @@ func hubEffort(e string) string {
 	return e
 }
 
-// appendNumber appends ,"name":v when v is a number.
-func appendNumber(b []byte, name string, v gjson.Result) []byte {
-	if v.Type != gjson.Number {
-		return b
+// writeNumber writes the member name, v, when v is a number.
+func writeNumber(o jsonw.Object, name string, v gjson.Result) {
+	if v.Type == gjson.Number {
+		o.Raw(name, v.Raw)
 	}
-	b = append(b, `,"`...)
-	b = append(b, name...)
-	b = append(b, `":`...)
-	return append(b, v.Raw...)
 }
 
-// appendTools appends the hub's tools, tool_choice and parallel_tool_calls.
-func (x *Exchange) appendTools(b []byte) []byte {
+// writeTools writes the hub's tools, tool_choice and parallel_tool_calls.
+func (x *Exchange) writeTools(o jsonw.Object) {
 	r := x.r
 	n := 0
+	var tools jsonw.Array
 	for i := range r.toolList {
 		if !r.send[i] {
 			continue
 		}
-		if n == 0 {
-			b = append(b, `,"tools":[`...)
-		} else {
-			b = append(b, ',')
+		if n++; n == 1 {
+			tools = o.Array("tools")
 		}
-		n++
 		t := &r.toolList[i]
-		b = append(b, `{"type":"function","function":{"name":`...)
-		b = append(b, t.nameV.Raw...)
+		tool := tools.Object()
+		tool.Str("type", "function")
+		fn := tool.Object("function")
+		fn.Raw("name", t.nameV.Raw)
 		if t.custom {
-			b = append(b, `,"description":`...)
-			b = providers.AppendString(b, customDescription(t))
-			b = append(b, `,"parameters":{"type":"object","properties":{"`+CustomInputParam+
-				`":{"type":"string","description":"The tool's whole input, as free-form text."}},"required":["`+
-				CustomInputParam+`"],"additionalProperties":false}}}`...)
-			continue
+			fn.Str("description", customDescription(t))
+			ps := fn.Object("parameters")
+			ps.Str("type", "object")
+			props := ps.Object("properties")
+			in := props.Object(CustomInputParam)
+			in.Str("type", "string")
+			in.Str("description", "The tool's whole input, as free-form text.")
+			in.End()
+			props.End()
+			req := ps.Array("required")
+			req.Str(CustomInputParam)
+			req.End()
+			ps.Bool("additionalProperties", false)
+			ps.End()
+		} else {
+			if d := t.description; d.Type == gjson.String {
+				fn.Raw("description", d.Raw)
+			}
+			if p := t.parameters; p.IsObject() {
+				fn.Raw("parameters", p.Raw)
+			}
+			if s := t.strict; providers.IsBool(s) {
+				fn.Raw("strict", s.Raw)
+			}
 		}
-		if d := t.description; d.Type == gjson.String {
-			b = append(b, `,"description":`...)
-			b = append(b, d.Raw...)
-		}
-		if p := t.parameters; p.IsObject() {
-			b = append(b, `,"parameters":`...)
-			b = append(b, p.Raw...)
-		}
-		if s := t.strict; providers.IsBool(s) {
-			b = append(b, `,"strict":`...)
-			b = append(b, s.Raw...)
-		}
-		b = append(b, "}}"...)
+		fn.End()
+		tool.End()
 	}
 	if n == 0 {
-		return b
+		return
 	}
-	b = append(b, ']')
+	tools.End()
 	if r.choice != "" {
-		b = append(b, `,"tool_choice":`...)
-		b = append(b, r.choice...)
+		o.Raw("tool_choice", r.choice)
 	}
 	if providers.IsBool(r.parallelToolCalls) {
-		b = append(b, `,"parallel_tool_calls":`...)
-		b = append(b, r.parallelToolCalls.Raw...)
+		o.Raw("parallel_tool_calls", r.parallelToolCalls.Raw)
 	}
-	return b
 }
 
 // customDescription is the description of the function a custom tool
@@ -324,16 +341,14 @@ func customDescription(t *tool) string {
 // carries only text.
 type chatBuilder struct {
 	x    *Exchange
-	b    []byte
-	n    int // messages written
+	w    jsonw.Writer // in the hub request's messages
+	n    int          // messages written
 	turn turn
 
-	images  []byte // pending user content parts from tool outputs
-	nImages int
+	images jsonw.List // pending user content parts from tool outputs
 
 	storing bool
-	store   []byte // the normalised input items, when storing
-	nStore  int
+	store   jsonw.List // the normalised input items, when storing
 
 	// seen holds the items seen so far, for item_reference.
 	seen []gjson.Result
@@ -343,10 +358,9 @@ type chatBuilder struct {
 type turn struct {
 	open      bool
 	parts     []turnPart
-	calls     []byte
-	nCalls    int
-	reasoning []byte // reasoning text (summaries), JSON-unescaped
-	thinking  []byte // thinking blocks, comma-separated
+	calls     jsonw.List
+	reasoning []byte     // reasoning text (summaries), JSON-unescaped
+	thinking  jsonw.List // thinking blocks
 }
 
 type turnPart struct {
@@ -354,19 +368,18 @@ type turnPart struct {
 	text    string // a raw JSON string
 }
 
-// open starts a message in the hub's messages array.
-func (c *chatBuilder) open() {
-	if c.n > 0 {
-		c.b = append(c.b, ',')
-	}
+// next opens the next message of the hub's messages array.
+func (c *chatBuilder) next() jsonw.Object {
 	c.n++
+	return c.w.Next().Object()
 }
 
-func (c *chatBuilder) storeSep() {
-	if c.nStore > 0 {
-		c.store = append(c.store, ',')
-	}
-	c.nStore++
+// rawMessage writes a message of role whose content is raw JSON.
+func (c *chatBuilder) rawMessage(role, content string) {
+	m := c.next()
+	m.Str("role", role)
+	m.Raw("content", content)
+	m.End()
 }
 
 // item translates one item; p names it in errors. Items of the history are
@@ -385,11 +398,14 @@ func (c *chatBuilder) item(p string, it gjson.Result, fromHistory bool) error {
 		it, typ = ref, itemType(ref)
 	}
 	if c.storing {
-		c.storeSep()
+		w := c.store.Begin()
 		if fromHistory {
-			c.store = providers.AppendCompactJSON(c.store, it.Raw)
+			w.Value().Compact(it.Raw)
 		} else {
-			c.store = c.x.appendNormalized(c.store, it, typ)
+			c.x.writeNormalized(w.Value(), it, typ)
+		}
+		if err := c.store.End(&w); err != nil {
+			return err
 		}
 	}
 	switch typ {
@@ -405,13 +421,18 @@ func (c *chatBuilder) item(p string, it gjson.Result, fromHistory bool) error {
 		c.message(role, it.Get("content"))
 	case "function_call":
 		c.flushImages()
-		c.call(it.Get("call_id"), it.Get("name"), it.Get("arguments").Raw)
+		c.call(it.Get("call_id"), it.Get("name"), jsonw.Lit(it.Get("arguments").Raw))
 	case "custom_tool_call":
 		c.flushImages()
-		args := append(make([]byte, 0, len(it.Get("input").Raw)+16), `{"`+CustomInputParam+`":`...)
-		args = append(args, it.Get("input").Raw...)
-		args = append(args, '}')
-		c.call(it.Get("call_id"), it.Get("name"), string(providers.AppendString(nil, string(args))))
+		w := jsonw.New(make([]byte, 0, len(it.Get("input").Raw)+16))
+		args := w.Object()
+		args.Raw(CustomInputParam, it.Get("input").Raw)
+		args.End()
+		b, err := w.Finish()
+		if err != nil {
+			return err
+		}
+		c.call(it.Get("call_id"), it.Get("name"), jsonw.Plain(providers.InPlace(b)))
 	case "function_call_output", "custom_tool_call_output":
 		c.flushTurn()
 		c.toolOutput(it.Get("call_id"), it.Get("output"))
@@ -434,52 +455,47 @@ func (c *chatBuilder) lookup(id string) (gjson.Result, bool) {
 
 // message writes a user, system or developer message.
 func (c *chatBuilder) message(role string, content gjson.Result) {
-	c.open()
-	c.b = append(c.b, `{"role":"`...)
-	c.b = append(c.b, role...)
-	c.b = append(c.b, `","content":`...)
+	m := c.next()
+	m.Str("role", role)
 	if content.Type == gjson.String {
-		c.b = append(c.b, content.Raw...)
-		c.b = append(c.b, '}')
+		m.Raw("content", content.Raw)
+		m.End()
 		return
 	}
-	c.b = append(c.b, '[')
-	n := 0
+	parts := m.Array("content")
 	content.ForEach(func(_, part gjson.Result) bool {
-		if n > 0 {
-			c.b = append(c.b, ',')
-		}
-		n++
-		c.b = appendHubPart(c.b, part)
+		writeHubPart(parts.Value(), part)
 		return true
 	})
-	c.b = append(c.b, "]}"...)
+	parts.End()
+	m.End()
 }
 
-// appendHubPart appends the hub's form of a text, image or file part.
-func appendHubPart(b []byte, part gjson.Result) []byte {
+// writeHubPart writes the hub's form of a text, image or file part.
+func writeHubPart(v jsonw.Value, part gjson.Result) {
+	o := v.Object()
 	switch part.Get("type").Str {
 	case "input_image":
-		b = append(b, `{"type":"image_url","image_url":{"url":`...)
-		b = append(b, part.Get("image_url").Raw...)
+		o.Str("type", "image_url")
+		iu := o.Object("image_url")
+		iu.Raw("url", part.Get("image_url").Raw)
 		if d := part.Get("detail"); d.Type == gjson.String {
-			b = append(b, `,"detail":`...)
-			b = append(b, d.Raw...)
+			iu.Raw("detail", d.Raw)
 		}
-		return append(b, "}}"...)
+		iu.End()
 	case "input_file":
-		b = append(b, `{"type":"file","file":{"file_data":`...)
-		b = append(b, part.Get("file_data").Raw...)
-		if f := part.Get("filename"); f.Type == gjson.String {
-			b = append(b, `,"filename":`...)
-			b = append(b, f.Raw...)
+		o.Str("type", "file")
+		f := o.Object("file")
+		f.Raw("file_data", part.Get("file_data").Raw)
+		if fn := part.Get("filename"); fn.Type == gjson.String {
+			f.Raw("filename", fn.Raw)
 		}
-		return append(b, "}}"...)
+		f.End()
 	default: // input_text, output_text
-		b = append(b, `{"type":"text","text":`...)
-		b = append(b, part.Get("text").Raw...)
-		return append(b, '}')
+		o.Str("type", "text")
+		o.Raw("text", part.Get("text").Raw)
 	}
+	o.End()
 }
 
 // startTurn opens the assistant turn if none is open.
@@ -504,21 +520,20 @@ func (c *chatBuilder) assistantContent(content gjson.Result) {
 	})
 }
 
-// call adds a tool call to the turn; args is a raw JSON string.
-func (c *chatBuilder) call(id, name gjson.Result, args string) {
+// call adds a tool call to the turn.
+func (c *chatBuilder) call(id, name gjson.Result, args jsonw.Text) {
 	c.startTurn()
 	t := &c.turn
-	if t.nCalls > 0 {
-		t.calls = append(t.calls, ',')
-	}
-	t.nCalls++
-	t.calls = append(t.calls, `{"id":`...)
-	t.calls = append(t.calls, id.Raw...)
-	t.calls = append(t.calls, `,"type":"function","function":{"name":`...)
-	t.calls = append(t.calls, name.Raw...)
-	t.calls = append(t.calls, `,"arguments":`...)
-	t.calls = append(t.calls, args...)
-	t.calls = append(t.calls, "}}"...)
+	w := t.calls.Begin()
+	o := w.Object()
+	o.Raw("id", id.Raw)
+	o.Str("type", "function")
+	fn := o.Object("function")
+	fn.Raw("name", name.Raw)
+	fn.Text("arguments", args)
+	fn.End()
+	o.End()
+	_ = t.calls.End(&w) // straight-line writing: no misuse
 }
 
 // reasoning adds a reasoning item to the turn: its summary (or, without
@@ -527,7 +542,7 @@ func (c *chatBuilder) call(id, name gjson.Result, args string) {
 // tool call yet, starts a new assistant message, which keeps the order of
 // thinking and text (Anthropic joins the two messages into one turn).
 func (c *chatBuilder) reasoning(it gjson.Result) {
-	if c.turn.open && len(c.turn.parts) > 0 && c.turn.nCalls == 0 {
+	if c.turn.open && len(c.turn.parts) > 0 && c.turn.calls.Len() == 0 {
 		c.flushTurn()
 	}
 	c.startTurn()
@@ -546,12 +561,7 @@ func (c *chatBuilder) reasoning(it gjson.Result) {
 		return true
 	})
 	if e := it.Get("encrypted_content"); e.Type == gjson.String {
-		if blocks, ok := decodeEncrypted(e.Str); ok {
-			if len(t.thinking) > 0 {
-				t.thinking = append(t.thinking, ',')
-			}
-			t.thinking = append(t.thinking, blocks...)
-		}
+		decodeEncrypted(e.Str, &t.thinking)
 	}
 }
 
@@ -563,48 +573,46 @@ func (c *chatBuilder) flushTurn() {
 	if !t.open {
 		return
 	}
-	if len(t.parts) == 0 && t.nCalls == 0 {
+	if len(t.parts) == 0 && t.calls.Len() == 0 {
 		c.resetTurn()
 		return
 	}
-	c.open()
-	c.b = append(c.b, `{"role":"assistant","content":`...)
+	m := c.next()
+	m.Str("role", "assistant")
 	switch {
 	case len(t.parts) == 0:
-		c.b = append(c.b, "null"...)
+		m.Null("content")
 	case len(t.parts) == 1 && !t.parts[0].refusal:
-		c.b = append(c.b, t.parts[0].text...)
+		m.Raw("content", t.parts[0].text)
 	default:
-		c.b = append(c.b, '[')
-		for i, p := range t.parts {
-			if i > 0 {
-				c.b = append(c.b, ',')
-			}
+		parts := m.Array("content")
+		for _, p := range t.parts {
+			o := parts.Object()
 			if p.refusal {
-				c.b = append(c.b, `{"type":"refusal","refusal":`...)
+				o.Str("type", "refusal")
+				o.Raw("refusal", p.text)
 			} else {
-				c.b = append(c.b, `{"type":"text","text":`...)
+				o.Str("type", "text")
+				o.Raw("text", p.text)
 			}
-			c.b = append(c.b, p.text...)
-			c.b = append(c.b, '}')
+			o.End()
 		}
-		c.b = append(c.b, ']')
+		parts.End()
 	}
-	if t.nCalls > 0 {
-		c.b = append(c.b, `,"tool_calls":[`...)
-		c.b = append(c.b, t.calls...)
-		c.b = append(c.b, ']')
+	if t.calls.Len() > 0 {
+		calls := m.Array("tool_calls")
+		calls.List(&t.calls)
+		calls.End()
 	}
 	if len(t.reasoning) > 0 {
-		c.b = append(c.b, `,"reasoning_content":`...)
-		c.b = providers.AppendString(c.b, string(t.reasoning))
+		m.Str("reasoning_content", providers.InPlace(t.reasoning))
 	}
-	if len(t.thinking) > 0 {
-		c.b = append(c.b, `,"thinking_blocks":[`...)
-		c.b = append(c.b, t.thinking...)
-		c.b = append(c.b, ']')
+	if t.thinking.Len() > 0 {
+		blocks := m.Array("thinking_blocks")
+		blocks.List(&t.thinking)
+		blocks.End()
 	}
-	c.b = append(c.b, '}')
+	m.End()
 	c.resetTurn()
 }
 
@@ -612,23 +620,21 @@ func (c *chatBuilder) resetTurn() {
 	t := &c.turn
 	t.open = false
 	t.parts = t.parts[:0]
-	t.calls = t.calls[:0]
-	t.nCalls = 0
+	t.calls.Reset()
 	t.reasoning = t.reasoning[:0]
-	t.thinking = t.thinking[:0]
+	t.thinking.Reset()
 }
 
 // toolOutput writes a tool message for a function or custom tool call's
 // output. Text parts become its content; images and files wait for the
 // user message after the run of tool outputs.
 func (c *chatBuilder) toolOutput(callID, out gjson.Result) {
-	c.open()
-	c.b = append(c.b, `{"role":"tool","tool_call_id":`...)
-	c.b = append(c.b, callID.Raw...)
-	c.b = append(c.b, `,"content":`...)
+	m := c.next()
+	m.Str("role", "tool")
+	m.Raw("tool_call_id", callID.Raw)
 	if out.Type == gjson.String {
-		c.b = append(c.b, out.Raw...)
-		c.b = append(c.b, '}')
+		m.Raw("content", out.Raw)
+		m.End()
 		return
 	}
 	var texts []string
@@ -636,17 +642,18 @@ func (c *chatBuilder) toolOutput(callID, out gjson.Result) {
 	out.ForEach(func(_, part gjson.Result) bool {
 		switch part.Get("type").Str {
 		case "input_image", "input_file":
-			if c.nImages > 0 {
-				c.images = append(c.images, ',')
-			}
 			if !labelled {
 				labelled = true
-				c.images = append(c.images, `{"type":"text","text":`...)
-				c.images = providers.AppendString(c.images, "Output of tool call "+callID.Str+":")
-				c.images = append(c.images, "},"...)
+				w := c.images.Begin()
+				o := w.Object()
+				o.Str("type", "text")
+				o.Str("text", "Output of tool call "+callID.Str+":")
+				o.End()
+				_ = c.images.End(&w) // straight-line writing: no misuse
 			}
-			c.nImages++
-			c.images = appendHubPart(c.images, part)
+			w := c.images.Begin()
+			writeHubPart(w.Value(), part)
+			_ = c.images.End(&w)
 		default:
 			texts = append(texts, part.Get("text").Raw)
 		}
@@ -654,34 +661,33 @@ func (c *chatBuilder) toolOutput(callID, out gjson.Result) {
 	})
 	switch len(texts) {
 	case 0:
-		c.b = append(c.b, `""`...)
+		m.Str("content", "")
 	case 1:
-		c.b = append(c.b, texts[0]...)
+		m.Raw("content", texts[0])
 	default:
-		c.b = append(c.b, '[')
-		for i, t := range texts {
-			if i > 0 {
-				c.b = append(c.b, ',')
-			}
-			c.b = append(c.b, `{"type":"text","text":`...)
-			c.b = append(c.b, t...)
-			c.b = append(c.b, '}')
+		parts := m.Array("content")
+		for _, t := range texts {
+			o := parts.Object()
+			o.Str("type", "text")
+			o.Raw("text", t)
+			o.End()
 		}
-		c.b = append(c.b, ']')
+		parts.End()
 	}
-	c.b = append(c.b, '}')
+	m.End()
 }
 
 // flushImages writes the images and files of the tool outputs before it
 // as a user message.
 func (c *chatBuilder) flushImages() {
-	if c.nImages == 0 {
+	if c.images.Len() == 0 {
 		return
 	}
-	c.open()
-	c.b = append(c.b, `{"role":"user","content":[`...)
-	c.b = append(c.b, c.images...)
-	c.b = append(c.b, "]}"...)
-	c.images = c.images[:0]
-	c.nImages = 0
+	m := c.next()
+	m.Str("role", "user")
+	parts := m.Array("content")
+	parts.List(&c.images)
+	parts.End()
+	m.End()
+	c.images.Reset()
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/jsonw"
 )
 
 // Kinds of output item.
@@ -27,8 +28,8 @@ type outItem struct {
 	status string // messages and calls: in_progress, completed, incomplete
 
 	// reasoning
-	summary  [][]byte // the summary parts' text
-	thinking []byte   // thinking blocks, comma-separated JSON objects
+	summary  [][]byte   // the summary parts' text
+	thinking jsonw.List // thinking blocks
 
 	// message
 	parts []*outPart
@@ -42,79 +43,77 @@ type outItem struct {
 type outPart struct {
 	refusal     bool
 	text        []byte
-	annotations []byte // comma-separated annotation objects
-	nAnnot      int
-	logprobs    []byte // comma-separated logprob objects
+	annotations jsonw.List
+	logprobs    jsonw.List
 }
 
-// appendItem appends the item in its current state; encrypted says whether
+// writeItem writes the item in its current state; encrypted says whether
 // a reasoning item carries its encrypted_content.
-func appendItem(b []byte, it *outItem, encrypted bool) []byte {
-	b = append(b, `{"id":`...)
-	b = providers.AppendString(b, it.id)
+func writeItem(v jsonw.Value, it *outItem, encrypted bool) {
+	o := v.Object()
+	o.Str("id", it.id)
 	switch it.kind {
 	case kindReasoning:
-		b = append(b, `,"type":"reasoning","summary":[`...)
-		for i, s := range it.summary {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, `{"type":"summary_text","text":`...)
-			b = providers.AppendString(b, string(s))
-			b = append(b, '}')
+		o.Str("type", "reasoning")
+		summary := o.Array("summary")
+		for _, s := range it.summary {
+			writeSummaryText(summary.Value(), s)
 		}
-		b = append(b, ']')
-		if encrypted && len(it.thinking) > 0 {
-			b = append(b, `,"encrypted_content":`...)
-			b = appendEncrypted(b, it.thinking)
+		summary.End()
+		if encrypted && it.thinking.Len() > 0 {
+			writeEncrypted(o.Key("encrypted_content"), &it.thinking)
 		}
 	case kindMessage:
-		b = append(b, `,"type":"message","status":"`...)
-		b = append(b, it.status...)
-		b = append(b, `","role":"assistant","content":[`...)
-		for i, p := range it.parts {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendPart(b, p)
+		o.Str("type", "message")
+		o.Str("status", it.status)
+		o.Str("role", "assistant")
+		content := o.Array("content")
+		for _, p := range it.parts {
+			writePart(content.Value(), p)
 		}
-		b = append(b, ']')
+		content.End()
 	case kindFunction:
-		b = append(b, `,"type":"function_call","status":"`...)
-		b = append(b, it.status...)
-		b = append(b, `","arguments":`...)
-		b = providers.AppendString(b, string(it.args))
-		b = append(b, `,"call_id":`...)
-		b = providers.AppendString(b, it.callID)
-		b = append(b, `,"name":`...)
-		b = providers.AppendString(b, it.name)
+		o.Str("type", "function_call")
+		o.Str("status", it.status)
+		o.Str("arguments", providers.InPlace(it.args))
+		o.Str("call_id", it.callID)
+		o.Str("name", it.name)
 	case kindCustom:
-		b = append(b, `,"type":"custom_tool_call","status":"`...)
-		b = append(b, it.status...)
-		b = append(b, `","call_id":`...)
-		b = providers.AppendString(b, it.callID)
-		b = append(b, `,"name":`...)
-		b = providers.AppendString(b, it.name)
-		b = append(b, `,"input":`...)
-		b = providers.AppendString(b, string(it.args))
+		o.Str("type", "custom_tool_call")
+		o.Str("status", it.status)
+		o.Str("call_id", it.callID)
+		o.Str("name", it.name)
+		o.Str("input", providers.InPlace(it.args))
 	}
-	return append(b, '}')
+	o.End()
 }
 
-// appendPart appends a message part.
-func appendPart(b []byte, p *outPart) []byte {
+// writeSummaryText writes a summary_text part of text.
+func writeSummaryText(v jsonw.Value, text []byte) {
+	o := v.Object()
+	o.Str("type", "summary_text")
+	o.Str("text", providers.InPlace(text))
+	o.End()
+}
+
+// writePart writes a message part.
+func writePart(v jsonw.Value, p *outPart) {
+	o := v.Object()
 	if p.refusal {
-		b = append(b, `{"type":"refusal","refusal":`...)
-		b = providers.AppendString(b, string(p.text))
-		return append(b, '}')
+		o.Str("type", "refusal")
+		o.Str("refusal", providers.InPlace(p.text))
+		o.End()
+		return
 	}
-	b = append(b, `{"type":"output_text","text":`...)
-	b = providers.AppendString(b, string(p.text))
-	b = append(b, `,"annotations":[`...)
-	b = append(b, p.annotations...)
-	b = append(b, `],"logprobs":[`...)
-	b = append(b, p.logprobs...)
-	return append(b, "]}"...)
+	o.Str("type", "output_text")
+	o.Str("text", providers.InPlace(p.text))
+	a := o.Array("annotations")
+	a.List(&p.annotations)
+	a.End()
+	a = o.Array("logprobs")
+	a.List(&p.logprobs)
+	a.End()
+	o.End()
 }
 
 // usage is the hub's token accounting.
@@ -140,24 +139,24 @@ func (u *usage) set(v gjson.Result) {
 	u.reasoning = v.Get("completion_tokens_details.reasoning_tokens").Int()
 }
 
-// append appends the Responses usage object, or null.
-func (u *usage) append(b []byte) []byte {
+// write writes the Responses usage object, or null.
+func (u *usage) write(v jsonw.Value) {
 	if !u.ok {
-		return append(b, "null"...)
+		v.Null()
+		return
 	}
-	b = append(b, `{"input_tokens":`...)
-	b = providers.AppendInt(b, u.prompt)
-	b = append(b, `,"input_tokens_details":{"cached_tokens":`...)
-	b = providers.AppendInt(b, u.cached)
-	b = append(b, `,"cache_write_tokens":`...)
-	b = providers.AppendInt(b, u.cacheWrite)
-	b = append(b, `},"output_tokens":`...)
-	b = providers.AppendInt(b, u.completion)
-	b = append(b, `,"output_tokens_details":{"reasoning_tokens":`...)
-	b = providers.AppendInt(b, u.reasoning)
-	b = append(b, `},"total_tokens":`...)
-	b = providers.AppendInt(b, u.total)
-	return append(b, '}')
+	o := v.Object()
+	o.Int("input_tokens", u.prompt)
+	d := o.Object("input_tokens_details")
+	d.Int("cached_tokens", u.cached)
+	d.Int("cache_write_tokens", u.cacheWrite)
+	d.End()
+	o.Int("output_tokens", u.completion)
+	d = o.Object("output_tokens_details")
+	d.Int("reasoning_tokens", u.reasoning)
+	d.End()
+	o.Int("total_tokens", u.total)
+	o.End()
 }
 
 // result is the state of a Response: what is not the request's echo.
@@ -184,166 +183,168 @@ func statusOf(finish string) (status, reason string) {
 	return "completed", ""
 }
 
-// appendResponse appends the Response object for res.
-func (x *Exchange) appendResponse(b []byte, res *result, encrypted bool) []byte {
-	b = append(b, `{"id":`...)
-	b = providers.AppendString(b, x.id)
-	b = append(b, `,"object":"response","created_at":`...)
-	b = providers.AppendInt(b, x.createdAt)
-	b = append(b, `,"status":"`...)
-	b = append(b, res.status...)
-	b = append(b, `","background":false,"completed_at":`...)
+// writeResponse writes the Response object for res.
+func (x *Exchange) writeResponse(v jsonw.Value, res *result, encrypted bool) {
+	o := v.Object()
+	o.Str("id", x.id)
+	o.Str("object", "response")
+	o.Int("created_at", x.createdAt)
+	o.Str("status", res.status)
+	o.Bool("background", false)
 	if res.status == "completed" {
-		b = providers.AppendInt(b, res.completedAt)
+		o.Int("completed_at", res.completedAt)
 	} else {
-		b = append(b, "null"...)
+		o.Null("completed_at")
 	}
-	b = append(b, `,"error":`...)
 	if res.errCode != "" {
-		b = append(b, `{"code":`...)
-		b = providers.AppendString(b, res.errCode)
-		b = append(b, `,"message":`...)
-		b = providers.AppendString(b, res.errMsg)
-		b = append(b, '}')
+		e := o.Object("error")
+		e.Str("code", res.errCode)
+		e.Str("message", res.errMsg)
+		e.End()
 	} else {
-		b = append(b, "null"...)
+		o.Null("error")
 	}
-	b = append(b, `,"incomplete_details":`...)
 	if res.incomplete != "" {
-		b = append(b, `{"reason":"`...)
-		b = append(b, res.incomplete...)
-		b = append(b, `"}`...)
+		d := o.Object("incomplete_details")
+		d.Str("reason", res.incomplete)
+		d.End()
 	} else {
-		b = append(b, "null"...)
+		o.Null("incomplete_details")
 	}
-	b = append(b, x.echoA...)
-	b = append(b, `,"model":`...)
+	o.Members(x.echoA)
 	if res.model != "" {
-		b = providers.AppendString(b, res.model)
+		o.Str("model", res.model)
 	} else {
-		b = append(b, x.r.model.Raw...)
+		o.Raw("model", x.r.model.Raw)
 	}
-	b = append(b, `,"output":[`...)
-	for i, it := range res.items {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendItem(b, it, encrypted)
+	output := o.Array("output")
+	for _, it := range res.items {
+		writeItem(output.Value(), it, encrypted)
 	}
-	b = append(b, ']')
-	b = append(b, x.echoB...)
-	b = append(b, `,"service_tier":`...)
+	output.End()
+	o.Members(x.echoB)
 	switch {
 	case res.serviceTier != "":
-		b = providers.AppendString(b, res.serviceTier)
+		o.Str("service_tier", res.serviceTier)
 	case x.r.serviceTier.Type == gjson.String:
-		b = append(b, x.r.serviceTier.Raw...)
+		o.Raw("service_tier", x.r.serviceTier.Raw)
 	default:
-		b = append(b, "null"...)
+		o.Null("service_tier")
 	}
-	b = append(b, x.echoC...)
-	b = append(b, `,"usage":`...)
-	b = res.usage.append(b)
-	return append(b, x.echoD...)
+	o.Members(x.echoC)
+	res.usage.write(o.Key("usage"))
+	o.Members(x.echoD)
+	o.End()
+}
+
+// appendResponse appends the Response object for res, or reports the
+// misuse of the writer that kept it from being written.
+func (x *Exchange) appendResponse(b []byte, res *result, encrypted bool) ([]byte, error) {
+	w := jsonw.New(b)
+	x.writeResponse(w.Value(), res, encrypted)
+	return w.Finish()
 }
 
 // buildEcho renders the request's fields that every Response repeats,
 // with OpenAI's defaults for those the request left out.
 func (x *Exchange) buildEcho() {
 	r := x.r
-	a := make([]byte, 0, 128+len(r.instructions.Raw))
-	a = append(a, `,"instructions":`...)
-	a = appendRawOr(a, r.instructions, "null")
-	a = append(a, `,"max_output_tokens":`...)
-	a = appendRawOr(a, r.maxOutputTokens, "null")
-	a = append(a, `,"max_tool_calls":`...)
-	a = appendRawOr(a, r.maxToolCalls, "null")
-	x.echoA = a
+	w := jsonw.New(make([]byte, 0, 128+len(r.instructions.Raw)))
+	o := w.Object()
+	rawOr(o.Key("instructions"), r.instructions, "null")
+	rawOr(o.Key("max_output_tokens"), r.maxOutputTokens, "null")
+	rawOr(o.Key("max_tool_calls"), r.maxToolCalls, "null")
+	o.End()
+	x.echoA, x.echoErr = w.Members()
 
-	b := make([]byte, 0, 256)
-	b = append(b, `,"parallel_tool_calls":`...)
-	b = appendRawOr(b, r.parallelToolCalls, "true")
-	b = append(b, `,"previous_response_id":`...)
-	b = appendRawOr(b, r.previousResponseID, "null")
-	b = append(b, `,"prompt_cache_key":`...)
-	b = appendRawOr(b, r.promptCacheKey, "null")
-	b = append(b, `,"prompt_cache_retention":`...)
-	b = appendRawOr(b, r.promptCacheRetention, "null")
-	b = append(b, `,"reasoning":{"effort":`...)
-	b = appendRawOr(b, r.reasoning.Get("effort"), "null")
-	b = append(b, `,"summary":`...)
+	w = jsonw.New(make([]byte, 0, 256))
+	o = w.Object()
+	rawOr(o.Key("parallel_tool_calls"), r.parallelToolCalls, "true")
+	rawOr(o.Key("previous_response_id"), r.previousResponseID, "null")
+	rawOr(o.Key("prompt_cache_key"), r.promptCacheKey, "null")
+	rawOr(o.Key("prompt_cache_retention"), r.promptCacheRetention, "null")
+	reasoning := o.Object("reasoning")
+	rawOr(reasoning.Key("effort"), r.reasoning.Get("effort"), "null")
 	summary := r.reasoning.Get("summary")
 	if summary.Type != gjson.String {
 		summary = r.reasoning.Get("generate_summary")
 	}
-	b = appendRawOr(b, summary, "null")
-	b = append(b, `},"safety_identifier":`...)
-	b = appendRawOr(b, r.safetyIdentifier, "null")
-	x.echoB = b
+	rawOr(reasoning.Key("summary"), summary, "null")
+	reasoning.End()
+	rawOr(o.Key("safety_identifier"), r.safetyIdentifier, "null")
+	o.End()
+	x.echoB, x.echoErr = membersOr(&w, x.echoErr)
 
-	c := make([]byte, 0, 256+len(r.tools.Raw)+len(r.text.Raw))
-	c = append(c, `,"store":`...)
-	c = appendRawOr(c, r.store, "true")
-	c = append(c, `,"temperature":`...)
-	c = appendRawOr(c, r.temperature, "1")
-	c = append(c, `,"text":{"format":`...)
+	w = jsonw.New(make([]byte, 0, 256+len(r.tools.Raw)+len(r.text.Raw)))
+	o = w.Object()
+	rawOr(o.Key("store"), r.store, "true")
+	rawOr(o.Key("temperature"), r.temperature, "1")
+	text := o.Object("text")
 	if f := r.text.Get("format"); f.IsObject() {
-		c = providers.AppendCompactJSON(c, f.Raw)
+		text.Compact("format", f.Raw)
 	} else {
-		c = append(c, `{"type":"text"}`...)
+		f := text.Object("format")
+		f.Str("type", "text")
+		f.End()
 	}
-	c = append(c, `,"verbosity":`...)
-	c = appendRawOr(c, r.text.Get("verbosity"), `"medium"`)
-	c = append(c, `},"tool_choice":`...)
+	rawOr(text.Key("verbosity"), r.text.Get("verbosity"), `"medium"`)
+	text.End()
 	if tc := r.toolChoice; tc.Type == gjson.String || tc.IsObject() {
-		c = providers.AppendCompactJSON(c, tc.Raw)
+		o.Compact("tool_choice", tc.Raw)
 	} else {
-		c = append(c, `"auto"`...)
+		o.Str("tool_choice", "auto")
 	}
-	c = append(c, `,"tools":[`...)
+	tools := o.Array("tools")
 	for i := range r.toolList {
-		if i > 0 {
-			c = append(c, ',')
-		}
 		t := &r.toolList[i]
 		if t.custom {
-			c = providers.AppendCompactJSON(c, t.v.Raw)
+			tools.Compact(t.v.Raw)
 			continue
 		}
-		c = append(c, `{"type":"function","name":`...)
-		c = append(c, t.nameV.Raw...)
-		c = append(c, `,"description":`...)
-		c = appendRawOr(c, t.description, "null")
-		c = append(c, `,"parameters":`...)
-		c = appendRawOr(c, t.parameters, "null")
-		c = append(c, `,"strict":`...)
-		c = appendRawOr(c, t.strict, "false")
-		c = append(c, '}')
+		f := tools.Object()
+		f.Str("type", "function")
+		f.Raw("name", t.nameV.Raw)
+		rawOr(f.Key("description"), t.description, "null")
+		rawOr(f.Key("parameters"), t.parameters, "null")
+		rawOr(f.Key("strict"), t.strict, "false")
+		f.End()
 	}
-	c = append(c, `],"top_logprobs":`...)
-	c = appendRawOr(c, r.topLogprobs, "0")
-	c = append(c, `,"top_p":`...)
-	c = appendRawOr(c, r.topP, "1")
-	c = append(c, `,"truncation":"disabled"`...)
-	x.echoC = c
+	tools.End()
+	rawOr(o.Key("top_logprobs"), r.topLogprobs, "0")
+	rawOr(o.Key("top_p"), r.topP, "1")
+	o.Str("truncation", "disabled")
+	o.End()
+	x.echoC, x.echoErr = membersOr(&w, x.echoErr)
 
-	d := make([]byte, 0, 96+len(r.metadata.Raw))
-	d = append(d, `,"user":`...)
-	d = appendRawOr(d, r.user, "null")
-	d = append(d, `,"metadata":`...)
-	d = appendRawOr(d, r.metadata, "{}")
+	w = jsonw.New(make([]byte, 0, 96+len(r.metadata.Raw)))
+	o = w.Object()
+	rawOr(o.Key("user"), r.user, "null")
+	rawOr(o.Key("metadata"), r.metadata, "{}")
 	// Cyber access programs do not apply to chat providers: null is
 	// OpenAI's "implicit Standard" value.
-	d = append(d, `,"access_programs":{"cyber":null}}`...)
-	x.echoD = d
+	ap := o.Object("access_programs")
+	ap.Null("cyber")
+	ap.End()
+	o.End()
+	x.echoD, x.echoErr = membersOr(&w, x.echoErr)
 }
 
-// appendRawOr appends v compacted, or def when v is absent or null.
-func appendRawOr(b []byte, v gjson.Result, def string) []byte {
-	if !v.Exists() || v.Type == gjson.Null {
-		return append(b, def...)
+// membersOr returns the members w wrote, and err or else w's misuse.
+func membersOr(w *jsonw.Writer, err error) (jsonw.Members, error) {
+	m, werr := w.Members()
+	if err == nil {
+		err = werr
 	}
-	return providers.AppendCompactJSON(b, v.Raw)
+	return m, err
+}
+
+// rawOr writes v compacted, or def (JSON) when v is absent or null.
+func rawOr(v jsonw.Value, r gjson.Result, def string) {
+	if !r.Exists() || r.Type == gjson.Null {
+		v.Raw(def)
+		return
+	}
+	v.Compact(r.Raw)
 }
 
 var errNotCompletion = errors.New("responses: the answer is not a chat.completion with a message")
@@ -375,11 +376,17 @@ func (x *Exchange) Response(chat []byte) ([]byte, error) {
 			last.status = "incomplete"
 		}
 	}
-	x.final = x.appendResponse(make([]byte, 0, len(chat)+len(x.echoC)+512), &res, true)
+	if x.echoErr != nil {
+		return nil, x.echoErr
+	}
+	var err error
+	if x.final, err = x.appendResponse(make([]byte, 0, len(chat)+x.echoC.Len()+512), &res, true); err != nil {
+		return nil, err
+	}
 	if x.r.includeEncrypted {
 		return x.final, nil
 	}
-	return x.appendResponse(make([]byte, 0, len(x.final)), &res, false), nil
+	return x.appendResponse(make([]byte, 0, len(x.final)), &res, false)
 }
 
 // outputOf builds the output items of a hub message: reasoning, then the
@@ -390,21 +397,18 @@ func (x *Exchange) outputOf(msg, logprobs gjson.Result) []*outItem {
 	if text.Type != gjson.String {
 		text = msg.Get("reasoning")
 	}
-	var thinking []byte
+	var thinking jsonw.List
 	blocks := msg.Get("thinking_blocks")
 	if !blocks.IsArray() {
 		blocks = gjson.Result{}
 	}
 	blocks.ForEach(func(_, block gjson.Result) bool {
 		if validThinkingBlock(block) {
-			if len(thinking) > 0 {
-				thinking = append(thinking, ',')
-			}
-			thinking = providers.AppendCompactJSON(thinking, block.Raw)
+			addCompact(&thinking, block.Raw)
 		}
 		return true
 	})
-	if text.Str != "" || len(thinking) > 0 {
+	if text.Str != "" || thinking.Len() > 0 {
 		it := &outItem{kind: kindReasoning, id: x.t.newID("rs_"), thinking: thinking}
 		if text.Str != "" {
 			it.summary = [][]byte{[]byte(text.Str)}
@@ -440,7 +444,7 @@ func (x *Exchange) outputOf(msg, logprobs gjson.Result) []*outItem {
 			}
 			if x.r.includeLogprobs && logprobs.IsArray() {
 				logprobs.ForEach(func(_, lp gjson.Result) bool {
-					p.logprobs = appendLogprob(p.logprobs, lp)
+					addLogprob(&p.logprobs, lp)
 					return true
 				})
 			}
@@ -503,80 +507,67 @@ func (p *outPart) addAnnotation(a gjson.Result) bool {
 	if a.Get("type").Str != "url_citation" {
 		return false
 	}
-	c := a.Get("url_citation")
-	if p.nAnnot > 0 {
-		p.annotations = append(p.annotations, ',')
-	}
-	p.nAnnot++
-	p.annotations = appendAnnotation(p.annotations, c)
-	return true
+	w := p.annotations.Begin()
+	writeAnnotation(w.Value(), a.Get("url_citation"))
+	return p.annotations.End(&w) == nil
 }
 
-// appendAnnotation appends a url_citation annotation from the hub's
+// writeAnnotation writes a url_citation annotation from the hub's
 // url_citation object.
-func appendAnnotation(b []byte, c gjson.Result) []byte {
-	b = append(b, `{"type":"url_citation","start_index":`...)
-	b = providers.AppendInt(b, c.Get("start_index").Int())
-	b = append(b, `,"end_index":`...)
-	b = providers.AppendInt(b, c.Get("end_index").Int())
-	b = append(b, `,"title":`...)
-	b = providers.AppendString(b, c.Get("title").Str)
-	b = append(b, `,"url":`...)
-	b = providers.AppendString(b, c.Get("url").Str)
-	return append(b, '}')
+func writeAnnotation(v jsonw.Value, c gjson.Result) {
+	o := v.Object()
+	o.Str("type", "url_citation")
+	o.Int("start_index", c.Get("start_index").Int())
+	o.Int("end_index", c.Get("end_index").Int())
+	o.Str("title", c.Get("title").Str)
+	o.Str("url", c.Get("url").Str)
+	o.End()
 }
 
-// appendLogprob appends, after a comma when b is not empty, one token's
-// log probability in the Responses shape, from the hub's
-// {token, logprob, bytes, top_logprobs}.
-func appendLogprob(b []byte, lp gjson.Result) []byte {
-	if len(b) > 0 {
-		b = append(b, ',')
-	}
-	b = appendTokenLogprob(b, lp)
-	b = b[:len(b)-1]
-	b = append(b, `,"top_logprobs":[`...)
-	i := 0
+// addCompact adds raw, a JSON value, compacted to l.
+func addCompact(l *jsonw.List, raw string) {
+	w := l.Begin()
+	w.Value().Compact(raw)
+	_ = l.End(&w) // a single value: no misuse
+}
+
+// addLogprob adds to l one token's log probability in the Responses
+// shape, from the hub's {token, logprob, bytes, top_logprobs}.
+func addLogprob(l *jsonw.List, lp gjson.Result) {
+	w := l.Begin()
+	o := w.Object()
+	writeTokenLogprob(o, lp)
+	tops := o.Array("top_logprobs")
 	lp.Get("top_logprobs").ForEach(func(_, top gjson.Result) bool {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		i++
-		b = appendTokenLogprob(b, top)
+		t := tops.Object()
+		writeTokenLogprob(t, top)
+		t.End()
 		return true
 	})
-	return append(b, "]}"...)
+	tops.End()
+	o.End()
+	_ = l.End(&w) // straight-line writing: no misuse
 }
 
-// appendTokenLogprob appends {"token","logprob","bytes"}.
-func appendTokenLogprob(b []byte, lp gjson.Result) []byte {
+// writeTokenLogprob writes token, logprob and bytes into o.
+func writeTokenLogprob(o jsonw.Object, lp gjson.Result) {
 	token := lp.Get("token").Str
-	b = append(b, `{"token":`...)
-	b = providers.AppendString(b, token)
-	b = append(b, `,"logprob":`...)
+	o.Str("token", token)
 	if v := lp.Get("logprob"); v.Type == gjson.Number {
-		b = append(b, v.Raw...)
+		o.Raw("logprob", v.Raw)
 	} else {
-		b = append(b, '0')
+		o.Int("logprob", 0)
 	}
-	b = append(b, `,"bytes":[`...)
+	bytes := o.Array("bytes")
 	if bs := lp.Get("bytes"); bs.IsArray() {
-		i := 0
 		bs.ForEach(func(_, n gjson.Result) bool {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			i++
-			b = providers.AppendInt(b, n.Int())
+			bytes.Int(n.Int())
 			return true
 		})
 	} else {
 		for i := 0; i < len(token); i++ {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = providers.AppendInt(b, int64(token[i]))
+			bytes.Int(int64(token[i]))
 		}
 	}
-	return append(b, "]}"...)
+	bytes.End()
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/modelgate/modelgate/providers/internal/translatortest"
+	"github.com/modelgate/modelgate/providers/jsonw"
 	"github.com/tidwall/gjson"
 )
 
@@ -94,7 +95,8 @@ func TestEncryptedRoundTrip(t *testing.T) {
 	}
 
 	for _, bad := range []string{"mg1.", "mg1.!!!", "mg1.W10", "mg1.eyJhIjoxfQ", "mg1.W3sidHlwZSI6InRoaW5raW5nIn1d", "gAAAAB"} {
-		if _, ok := decodeEncrypted(bad); ok {
+		var blocks jsonw.List
+		if decodeEncrypted(bad, &blocks) || blocks.Len() != 0 {
 			t.Errorf("decodeEncrypted(%q) accepted it", bad)
 		}
 	}

@@ -40,6 +40,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/jsonw"
 )
 
 // CustomInputParam is the name of the one string parameter of the function
@@ -137,9 +138,14 @@ func (r *Request) Info() Info {
 
 // Deleted is the body of a successful DELETE /v1/responses/{id}.
 func Deleted(id string) []byte {
-	b := append(make([]byte, 0, 64+len(id)), `{"id":`...)
-	b = providers.AppendString(b, id)
-	return append(b, `,"object":"response","deleted":true}`...)
+	w := jsonw.New(make([]byte, 0, 64+len(id)))
+	o := w.Object()
+	o.Str("id", id)
+	o.Str("object", "response")
+	o.Bool("deleted", true)
+	o.End()
+	b, _ := w.Finish() // straight-line writing: no misuse
+	return b
 }
 
 // NotFound is the 404 for a response id that is not stored (or is another

@@ -9,6 +9,7 @@ import (
 	"github.com/tidwall/sjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/jsonw"
 )
 
 // Stored records (Exchange.Record) are {"input":[items],"response":{…}}:
@@ -24,20 +25,16 @@ func History(record []byte) ([]byte, error) {
 	if !ok {
 		return nil, storedError()
 	}
-	b := make([]byte, 0, len(in.Raw)+len(out.Raw)+2)
-	b = append(b, '[')
-	n := 0
+	w := jsonw.New(make([]byte, 0, len(in.Raw)+len(out.Raw)+2))
+	a := w.Array()
 	for _, arr := range []gjson.Result{in, out} {
 		arr.ForEach(func(_, it gjson.Result) bool {
-			if n > 0 {
-				b = append(b, ',')
-			}
-			n++
-			b = providers.AppendCompactJSON(b, it.Raw)
+			a.Compact(it.Raw)
 			return true
 		})
 	}
-	return append(b, ']'), nil
+	a.End()
+	return w.Finish()
 }
 
 // recordParts returns a record's input items and its response's output
@@ -75,28 +72,27 @@ func StoredResponse(record []byte, include []string) ([]byte, error) {
 	if !strip {
 		return body, nil
 	}
-	b := make([]byte, 0, len(out.Raw))
-	b = append(b, '[')
-	i := 0
+	w := jsonw.New(make([]byte, 0, len(out.Raw)))
+	a := w.Array()
 	out.ForEach(func(_, it gjson.Result) bool {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		i++
-		b = appendFiltered(b, it, false, true)
+		writeFiltered(a.Value(), it, false, true)
 		return true
 	})
-	b = append(b, ']')
-	body, err := sjson.SetRawBytes(body, "output", b)
+	a.End()
+	b, err := w.Finish()
+	if err != nil {
+		return nil, err
+	}
+	body, err = sjson.SetRawBytes(body, "output", b)
 	if err != nil {
 		return nil, storedError()
 	}
 	return body, nil
 }
 
-// appendFiltered appends item without the encrypted_content of a reasoning
+// writeFiltered writes item without the encrypted_content of a reasoning
 // item (unless encrypted) and without input images' URLs (unless images).
-func appendFiltered(b []byte, it gjson.Result, encrypted, images bool) []byte {
+func writeFiltered(v jsonw.Value, it gjson.Result, encrypted, images bool) {
 	raw := it.Raw
 	if !encrypted && it.Get("encrypted_content").Exists() {
 		if s, err := sjson.Delete(raw, "encrypted_content"); err == nil {
@@ -116,7 +112,7 @@ func appendFiltered(b []byte, it gjson.Result, encrypted, images bool) []byte {
 			return true
 		})
 	}
-	return providers.AppendCompactJSON(b, raw)
+	v.Compact(raw)
 }
 
 // ListParams are the query parameters of GET /v1/responses/{id}/input_items.
@@ -183,25 +179,24 @@ func InputItems(record []byte, p ListParams) ([]byte, error) {
 
 	encrypted := slices.Contains(p.Include, "reasoning.encrypted_content")
 	images := slices.Contains(p.Include, "message.input_image.image_url")
-	b := make([]byte, 0, len(in.Raw)/max(1, len(items))*len(page)+96)
-	b = append(b, `{"object":"list","data":[`...)
-	for i, it := range page {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = appendFiltered(b, it, encrypted, images)
+	w := jsonw.New(make([]byte, 0, len(in.Raw)/max(1, len(items))*len(page)+96))
+	o := w.Object()
+	o.Str("object", "list")
+	data := o.Array("data")
+	for _, it := range page {
+		writeFiltered(data.Value(), it, encrypted, images)
 	}
-	b = append(b, `],"first_id":`...)
+	data.End()
 	if len(page) == 0 {
-		b = append(b, `null,"last_id":null`...)
+		o.Null("first_id")
+		o.Null("last_id")
 	} else {
-		b = providers.AppendString(b, page[0].Get("id").Str)
-		b = append(b, `,"last_id":`...)
-		b = providers.AppendString(b, page[len(page)-1].Get("id").Str)
+		o.Str("first_id", page[0].Get("id").Str)
+		o.Str("last_id", page[len(page)-1].Get("id").Str)
 	}
-	b = append(b, `,"has_more":`...)
-	b = strconv.AppendBool(b, end < len(items))
-	return append(b, '}'), nil
+	o.Bool("has_more", end < len(items))
+	o.End()
+	return w.Finish()
 }
 
 // idPrefix is the id prefix of an item type.
@@ -223,93 +218,86 @@ func idPrefix(typ string) string {
 	return "item_"
 }
 
-// appendNormalized appends an input item as OpenAI lists it: with an id
+// writeNormalized writes an input item as OpenAI lists it: with an id
 // (its own, or a new one), a status, and a message's content as parts.
 // item has been checked by checkItem.
-func (x *Exchange) appendNormalized(b []byte, it gjson.Result, typ string) []byte {
-	b = append(b, `{"id":`...)
+func (x *Exchange) writeNormalized(v jsonw.Value, it gjson.Result, typ string) {
+	o := v.Object()
 	if id := it.Get("id"); id.Type == gjson.String && id.Str != "" {
-		b = append(b, id.Raw...)
+		o.Raw("id", id.Raw)
 	} else {
-		b = providers.AppendString(b, x.t.newID(idPrefix(typ)))
+		o.Str("id", x.t.newID(idPrefix(typ)))
 	}
-	b = append(b, `,"type":"`...)
-	b = append(b, typ...)
-	b = append(b, '"')
+	o.Str("type", typ)
 	switch typ {
 	case "message":
 		role := it.Get("role")
-		b = append(b, `,"role":`...)
-		b = append(b, role.Raw...)
-		b = append(b, `,"status":"completed","content":[`...)
-		textType := `{"type":"input_text","text":`
-		if role.Str == "assistant" {
-			textType = `{"type":"output_text","annotations":[],"text":`
-		}
+		o.Raw("role", role.Raw)
+		o.Str("status", "completed")
+		parts := o.Array("content")
+		assistant := role.Str == "assistant"
 		content := it.Get("content")
 		if content.Type == gjson.String {
-			b = append(b, textType...)
-			b = providers.AppendCompactJSON(b, content.Raw)
-			b = append(b, '}')
+			writeTextPart(parts, assistant, content.Raw)
 		} else {
-			i := 0
 			content.ForEach(func(_, part gjson.Result) bool {
-				if i > 0 {
-					b = append(b, ',')
-				}
-				i++
 				switch part.Get("type").Str {
 				case "input_text", "output_text":
-					b = append(b, textType...)
-					b = providers.AppendCompactJSON(b, part.Get("text").Raw)
-					b = append(b, '}')
+					writeTextPart(parts, assistant, part.Get("text").Raw)
 				case "input_image":
-					b = append(b, `{"type":"input_image","detail":`...)
+					p := parts.Object()
+					p.Str("type", "input_image")
 					if d := part.Get("detail"); d.Type == gjson.String {
-						b = append(b, d.Raw...)
+						p.Raw("detail", d.Raw)
 					} else {
-						b = append(b, `"auto"`...)
+						p.Str("detail", "auto")
 					}
-					b = append(b, `,"image_url":`...)
-					b = providers.AppendCompactJSON(b, part.Get("image_url").Raw)
-					b = append(b, '}')
+					p.Compact("image_url", part.Get("image_url").Raw)
+					p.End()
 				default: // input_file, refusal
-					b = providers.AppendCompactJSON(b, part.Raw)
+					parts.Compact(part.Raw)
 				}
 				return true
 			})
 		}
-		b = append(b, ']')
+		parts.End()
 	case "function_call", "custom_tool_call":
-		b = append(b, `,"status":"completed","call_id":`...)
-		b = append(b, it.Get("call_id").Raw...)
-		b = append(b, `,"name":`...)
-		b = append(b, it.Get("name").Raw...)
+		o.Str("status", "completed")
+		o.Raw("call_id", it.Get("call_id").Raw)
+		o.Raw("name", it.Get("name").Raw)
 		if typ == "function_call" {
-			b = append(b, `,"arguments":`...)
-			b = providers.AppendCompactJSON(b, it.Get("arguments").Raw)
+			o.Compact("arguments", it.Get("arguments").Raw)
 		} else {
-			b = append(b, `,"input":`...)
-			b = providers.AppendCompactJSON(b, it.Get("input").Raw)
+			o.Compact("input", it.Get("input").Raw)
 		}
 	case "function_call_output", "custom_tool_call_output":
-		b = append(b, `,"status":"completed","call_id":`...)
-		b = append(b, it.Get("call_id").Raw...)
-		b = append(b, `,"output":`...)
-		b = providers.AppendCompactJSON(b, it.Get("output").Raw)
+		o.Str("status", "completed")
+		o.Raw("call_id", it.Get("call_id").Raw)
+		o.Compact("output", it.Get("output").Raw)
 	case "reasoning":
-		b = append(b, `,"summary":`...)
-		b = providers.AppendCompactJSON(b, it.Get("summary").Raw)
+		o.Compact("summary", it.Get("summary").Raw)
 		if c := it.Get("content"); c.IsArray() {
-			b = append(b, `,"content":`...)
-			b = providers.AppendCompactJSON(b, c.Raw)
+			o.Compact("content", c.Raw)
 		}
 		if e := it.Get("encrypted_content"); e.Type == gjson.String {
-			b = append(b, `,"encrypted_content":`...)
-			b = append(b, e.Raw...)
+			o.Raw("encrypted_content", e.Raw)
 		}
 	}
-	return append(b, '}')
+	o.End()
+}
+
+// writeTextPart writes a stored message's text part: input_text, or
+// output_text with no annotations for the assistant's; text is raw JSON.
+func writeTextPart(parts jsonw.Array, assistant bool, text string) {
+	p := parts.Object()
+	if assistant {
+		p.Str("type", "output_text")
+		p.Array("annotations").End()
+	} else {
+		p.Str("type", "input_text")
+	}
+	p.Compact("text", text)
+	p.End()
 }
 
 // maxIncludes bounds the include[] values of a stored-response request.

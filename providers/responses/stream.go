@@ -6,6 +6,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/jsonw"
 	"github.com/modelgate/modelgate/providers/sse"
 )
 
@@ -35,7 +36,7 @@ type Stream struct {
 	message   *outItem // the open message item
 	calls     []*call  // every tool call, by the hub's index
 	cur       *call    // the open tool call
-	scratch   []byte
+	scratch   jsonw.List
 }
 
 // call is a tool call being streamed.
@@ -254,27 +255,48 @@ func errorCodeOf(c, t, msg string) (code, message string) {
 	return "server_error", msg
 }
 
-// event appends the start of an event of type typ, up to its
-// sequence_number; the caller appends its fields and calls end.
-func (s *Stream) event(dst []byte, typ string) []byte {
+// begin appends the event line of an event of type typ and the data
+// field's name, and returns the writer of its data; head writes the data's
+// first members and end finishes the event.
+func (s *Stream) begin(dst []byte, typ string) jsonw.Writer {
 	dst = append(dst, "event: "...)
 	dst = append(dst, typ...)
-	dst = append(dst, "\ndata: {\"type\":\""...)
-	dst = append(dst, typ...)
-	dst = append(dst, `","sequence_number":`...)
-	dst = providers.AppendInt(dst, s.seq)
-	s.seq++
-	return dst
+	dst = append(dst, "\ndata: "...)
+	return jsonw.New(dst)
 }
 
-func end(dst []byte) []byte { return append(dst, "}\n\n"...) }
+// head opens the data of an event of type typ and writes its type and
+// sequence_number.
+func (s *Stream) head(w *jsonw.Writer, typ string) jsonw.Object {
+	o := w.Object()
+	o.Str("type", typ)
+	o.Int("sequence_number", s.seq)
+	s.seq++
+	return o
+}
 
-// itemRef appends ,"item_id":…,"output_index":… for it.
-func (s *Stream) itemRef(dst []byte, it *outItem) []byte {
-	dst = append(dst, `,"item_id":`...)
-	dst = providers.AppendString(dst, it.id)
-	dst = append(dst, `,"output_index":`...)
-	return providers.AppendInt(dst, int64(s.indexOf(it)))
+// end closes o, the data of the event w writes, and ends the event; start
+// is the buffer before it. A misuse of the writer, a bug no input can
+// cause, is not sent as broken JSON: the event becomes an error event.
+func (s *Stream) end(w *jsonw.Writer, o jsonw.Object, start []byte) []byte {
+	o.End()
+	b, err := w.Finish()
+	if err != nil {
+		w := s.begin(start, "error")
+		e := s.head(&w, "error")
+		e.Str("code", "internal_error")
+		e.Str("message", "the gateway failed to write its answer")
+		e.Null("param")
+		e.End()
+		b, _ = w.Finish() // straight-line writing: no misuse
+	}
+	return append(b, "\n\n"...)
+}
+
+// itemRef writes item_id and output_index for it.
+func (s *Stream) itemRef(o jsonw.Object, it *outItem) {
+	o.Str("item_id", it.id)
+	o.Int("output_index", int64(s.indexOf(it)))
 }
 
 func (s *Stream) indexOf(it *outItem) int {
@@ -295,10 +317,10 @@ func (s *Stream) start(dst []byte, model gjson.Result) []byte {
 	res := s.result("in_progress")
 	res.usage = usage{}
 	for _, typ := range []string{"response.created", "response.in_progress"} {
-		dst = s.event(dst, typ)
-		dst = append(dst, `,"response":`...)
-		dst = s.x.appendResponse(dst, &res, false)
-		dst = end(dst)
+		w := s.begin(dst, typ)
+		o := s.head(&w, typ)
+		s.x.writeResponse(o.Key("response"), &res, false)
+		dst = s.end(&w, o, dst)
 	}
 	return dst
 }
@@ -311,12 +333,12 @@ func (s *Stream) result(status string) result {
 // addItem opens a new output item and sends response.output_item.added.
 func (s *Stream) addItem(dst []byte, it *outItem) []byte {
 	s.items = append(s.items, it)
-	dst = s.event(dst, "response.output_item.added")
-	dst = append(dst, `,"output_index":`...)
-	dst = providers.AppendInt(dst, int64(len(s.items)-1))
-	dst = append(dst, `,"item":`...)
-	dst = appendItem(dst, it, false)
-	return end(dst)
+	const typ = "response.output_item.added"
+	w := s.begin(dst, typ)
+	o := s.head(&w, typ)
+	o.Int("output_index", int64(len(s.items)-1))
+	writeItem(o.Key("item"), it, false)
+	return s.end(&w, o, dst)
 }
 
 // itemDone sends response.output_item.done with the whole item.
@@ -327,12 +349,12 @@ func (s *Stream) itemDone(dst []byte, it *outItem) []byte {
 			it.status = "incomplete"
 		}
 	}
-	dst = s.event(dst, "response.output_item.done")
-	dst = append(dst, `,"output_index":`...)
-	dst = providers.AppendInt(dst, int64(s.indexOf(it)))
-	dst = append(dst, `,"item":`...)
-	dst = appendItem(dst, it, s.x.r.includeEncrypted)
-	return end(dst)
+	const typ = "response.output_item.done"
+	w := s.begin(dst, typ)
+	o := s.head(&w, typ)
+	o.Int("output_index", int64(s.indexOf(it)))
+	writeItem(o.Key("item"), it, s.x.r.includeEncrypted)
+	return s.end(&w, o, dst)
 }
 
 // openReasoning opens a reasoning item, completing any other open item.
@@ -353,17 +375,22 @@ func (s *Stream) reasoningText(dst []byte, text gjson.Result) []byte {
 	it := s.reasoning
 	if len(it.summary) == 0 {
 		it.summary = append(it.summary, nil)
-		dst = s.event(dst, "response.reasoning_summary_part.added")
-		dst = s.itemRef(dst, it)
-		dst = append(dst, `,"summary_index":0,"part":{"type":"summary_text","text":""}`...)
-		dst = end(dst)
+		const typ = "response.reasoning_summary_part.added"
+		w := s.begin(dst, typ)
+		o := s.head(&w, typ)
+		s.itemRef(o, it)
+		o.Int("summary_index", 0)
+		writeSummaryText(o.Key("part"), nil)
+		dst = s.end(&w, o, dst)
 	}
 	it.summary[0] = append(it.summary[0], text.Str...)
-	dst = s.event(dst, "response.reasoning_summary_text.delta")
-	dst = s.itemRef(dst, it)
-	dst = append(dst, `,"summary_index":0,"delta":`...)
-	dst = append(dst, text.Raw...)
-	return end(dst)
+	const typ = "response.reasoning_summary_text.delta"
+	w := s.begin(dst, typ)
+	o := s.head(&w, typ)
+	s.itemRef(o, it)
+	o.Int("summary_index", 0)
+	o.Raw("delta", text.Raw)
+	return s.end(&w, o, dst)
 }
 
 // thinking adds signed thinking blocks to the reasoning item; they go out
@@ -374,11 +401,7 @@ func (s *Stream) thinking(dst []byte, blocks gjson.Result) []byte {
 			return true
 		}
 		dst = s.openReasoning(dst)
-		it := s.reasoning
-		if len(it.thinking) > 0 {
-			it.thinking = append(it.thinking, ',')
-		}
-		it.thinking = providers.AppendCompactJSON(it.thinking, block.Raw)
+		addCompact(&s.reasoning.thinking, block.Raw)
 		return true
 	})
 	return dst
@@ -392,17 +415,20 @@ func (s *Stream) closeReasoning(dst []byte) []byte {
 	}
 	s.reasoning = nil
 	if len(it.summary) > 0 {
-		dst = s.event(dst, "response.reasoning_summary_text.done")
-		dst = s.itemRef(dst, it)
-		dst = append(dst, `,"summary_index":0,"text":`...)
-		dst = providers.AppendString(dst, string(it.summary[0]))
-		dst = end(dst)
-		dst = s.event(dst, "response.reasoning_summary_part.done")
-		dst = s.itemRef(dst, it)
-		dst = append(dst, `,"summary_index":0,"part":{"type":"summary_text","text":`...)
-		dst = providers.AppendString(dst, string(it.summary[0]))
-		dst = append(dst, '}')
-		dst = end(dst)
+		const typ = "response.reasoning_summary_text.done"
+		w := s.begin(dst, typ)
+		o := s.head(&w, typ)
+		s.itemRef(o, it)
+		o.Int("summary_index", 0)
+		o.Str("text", providers.InPlace(it.summary[0]))
+		dst = s.end(&w, o, dst)
+		const typ2 = "response.reasoning_summary_part.done"
+		w = s.begin(dst, typ2)
+		o = s.head(&w, typ2)
+		s.itemRef(o, it)
+		o.Int("summary_index", 0)
+		writeSummaryText(o.Key("part"), it.summary[0])
+		dst = s.end(&w, o, dst)
 	}
 	return s.itemDone(dst, it)
 }
@@ -425,51 +451,48 @@ func (s *Stream) text(dst []byte, refusal bool, text, logprobs gjson.Result) []b
 		dst = s.closePart(dst)
 		p = &outPart{refusal: refusal}
 		m.parts = append(m.parts, p)
-		dst = s.event(dst, "response.content_part.added")
-		dst = s.partRef(dst)
-		dst = append(dst, `,"part":`...)
-		dst = appendPart(dst, p)
-		dst = end(dst)
+		const typ = "response.content_part.added"
+		w := s.begin(dst, typ)
+		o := s.head(&w, typ)
+		s.partRef(o)
+		writePart(o.Key("part"), p)
+		dst = s.end(&w, o, dst)
 	}
 	p.text = append(p.text, text.Str...)
 	if refusal {
-		dst = s.event(dst, "response.refusal.delta")
-		dst = s.partRef(dst)
-		dst = append(dst, `,"delta":`...)
-		dst = append(dst, text.Raw...)
-		return end(dst)
+		const typ = "response.refusal.delta"
+		w := s.begin(dst, typ)
+		o := s.head(&w, typ)
+		s.partRef(o)
+		o.Raw("delta", text.Raw)
+		return s.end(&w, o, dst)
 	}
-	dst = s.event(dst, "response.output_text.delta")
-	dst = s.partRef(dst)
-	dst = append(dst, `,"delta":`...)
-	dst = append(dst, text.Raw...)
-	dst = append(dst, `,"logprobs":[`...)
+	s.scratch.Reset()
 	if s.x.r.includeLogprobs {
-		s.scratch = s.scratch[:0]
 		if !logprobs.IsArray() {
 			logprobs = gjson.Result{}
 		}
 		logprobs.ForEach(func(_, lp gjson.Result) bool {
-			s.scratch = appendLogprob(s.scratch, lp)
+			addLogprob(&s.scratch, lp)
 			return true
 		})
-		if len(s.scratch) > 0 {
-			dst = append(dst, s.scratch...)
-			if len(p.logprobs) > 0 {
-				p.logprobs = append(p.logprobs, ',')
-			}
-			p.logprobs = append(p.logprobs, s.scratch...)
-		}
+		p.logprobs.Extend(&s.scratch)
 	}
-	dst = append(dst, ']')
-	return end(dst)
+	const typ = "response.output_text.delta"
+	w := s.begin(dst, typ)
+	o := s.head(&w, typ)
+	s.partRef(o)
+	o.Raw("delta", text.Raw)
+	lps := o.Array("logprobs")
+	lps.List(&s.scratch)
+	lps.End()
+	return s.end(&w, o, dst)
 }
 
-// partRef appends the reference to the message's last part.
-func (s *Stream) partRef(dst []byte) []byte {
-	dst = s.itemRef(dst, s.message)
-	dst = append(dst, `,"content_index":`...)
-	return providers.AppendInt(dst, int64(len(s.message.parts)-1))
+// partRef writes the reference to the message's last part.
+func (s *Stream) partRef(o jsonw.Object) {
+	s.itemRef(o, s.message)
+	o.Int("content_index", int64(len(s.message.parts)-1))
 }
 
 // annotations adds url_citation annotations to the message's text part.
@@ -483,13 +506,13 @@ func (s *Stream) annotations(dst []byte, list gjson.Result) []byte {
 		if !p.addAnnotation(a) {
 			return true
 		}
-		dst = s.event(dst, "response.output_text.annotation.added")
-		dst = s.partRef(dst)
-		dst = append(dst, `,"annotation_index":`...)
-		dst = providers.AppendInt(dst, int64(p.nAnnot-1))
-		dst = append(dst, `,"annotation":`...)
-		dst = appendAnnotation(dst, a.Get("url_citation"))
-		dst = end(dst)
+		const typ = "response.output_text.annotation.added"
+		w := s.begin(dst, typ)
+		o := s.head(&w, typ)
+		s.partRef(o)
+		o.Int("annotation_index", int64(p.annotations.Len()-1))
+		writeAnnotation(o.Key("annotation"), a.Get("url_citation"))
+		dst = s.end(&w, o, dst)
 		return true
 	})
 	return dst
@@ -503,26 +526,29 @@ func (s *Stream) closePart(dst []byte) []byte {
 	}
 	p := m.parts[len(m.parts)-1]
 	if p.refusal {
-		dst = s.event(dst, "response.refusal.done")
-		dst = s.partRef(dst)
-		dst = append(dst, `,"refusal":`...)
-		dst = providers.AppendString(dst, string(p.text))
-		dst = end(dst)
+		const typ = "response.refusal.done"
+		w := s.begin(dst, typ)
+		o := s.head(&w, typ)
+		s.partRef(o)
+		o.Str("refusal", providers.InPlace(p.text))
+		dst = s.end(&w, o, dst)
 	} else {
-		dst = s.event(dst, "response.output_text.done")
-		dst = s.partRef(dst)
-		dst = append(dst, `,"text":`...)
-		dst = providers.AppendString(dst, string(p.text))
-		dst = append(dst, `,"logprobs":[`...)
-		dst = append(dst, p.logprobs...)
-		dst = append(dst, ']')
-		dst = end(dst)
+		const typ = "response.output_text.done"
+		w := s.begin(dst, typ)
+		o := s.head(&w, typ)
+		s.partRef(o)
+		o.Str("text", providers.InPlace(p.text))
+		lps := o.Array("logprobs")
+		lps.List(&p.logprobs)
+		lps.End()
+		dst = s.end(&w, o, dst)
 	}
-	dst = s.event(dst, "response.content_part.done")
-	dst = s.partRef(dst)
-	dst = append(dst, `,"part":`...)
-	dst = appendPart(dst, p)
-	return end(dst)
+	const typ = "response.content_part.done"
+	w := s.begin(dst, typ)
+	o := s.head(&w, typ)
+	s.partRef(o)
+	writePart(o.Key("part"), p)
+	return s.end(&w, o, dst)
 }
 
 // closeMessage completes the open message item.
@@ -597,11 +623,12 @@ func (s *Stream) callArgs(dst []byte, c *call, args string) []byte {
 	it := c.item
 	if it.kind == kindFunction {
 		it.args = append(it.args, args...)
-		dst = s.event(dst, "response.function_call_arguments.delta")
-		dst = s.itemRef(dst, it)
-		dst = append(dst, `,"delta":`...)
-		dst = providers.AppendString(dst, args)
-		return end(dst)
+		const typ = "response.function_call_arguments.delta"
+		w := s.begin(dst, typ)
+		o := s.head(&w, typ)
+		s.itemRef(o, it)
+		o.Str("delta", args)
+		return s.end(&w, o, dst)
 	}
 	// A custom tool: the arguments are {"input":"…"}; stream the input.
 	it.args = append(it.args, args...)
@@ -615,11 +642,12 @@ func (s *Stream) inputDelta(dst []byte, c *call, delta []byte) []byte {
 	if len(delta) == 0 {
 		return dst
 	}
-	dst = s.event(dst, "response.custom_tool_call_input.delta")
-	dst = s.itemRef(dst, c.item)
-	dst = append(dst, `,"delta":`...)
-	dst = providers.AppendString(dst, string(delta))
-	return end(dst)
+	const typ = "response.custom_tool_call_input.delta"
+	w := s.begin(dst, typ)
+	o := s.head(&w, typ)
+	s.itemRef(o, c.item)
+	o.Str("delta", providers.InPlace(delta))
+	return s.end(&w, o, dst)
 }
 
 // closeCall completes the open tool call.
@@ -635,13 +663,13 @@ func (s *Stream) closeCall(dst []byte) []byte {
 	}
 	it := c.item
 	if it.kind == kindFunction {
-		dst = s.event(dst, "response.function_call_arguments.done")
-		dst = s.itemRef(dst, it)
-		dst = append(dst, `,"name":`...)
-		dst = providers.AppendString(dst, it.name)
-		dst = append(dst, `,"arguments":`...)
-		dst = providers.AppendString(dst, string(it.args))
-		dst = end(dst)
+		const typ = "response.function_call_arguments.done"
+		w := s.begin(dst, typ)
+		o := s.head(&w, typ)
+		s.itemRef(o, it)
+		o.Str("name", it.name)
+		o.Str("arguments", providers.InPlace(it.args))
+		dst = s.end(&w, o, dst)
 		return s.itemDone(dst, it)
 	}
 	// The item's args so far are the raw arguments; from here on they are
@@ -656,11 +684,12 @@ func (s *Stream) closeCall(dst []byte) []byte {
 		dst = s.inputDelta(dst, c, c.sent)
 	}
 	it.args = c.sent
-	dst = s.event(dst, "response.custom_tool_call_input.done")
-	dst = s.itemRef(dst, it)
-	dst = append(dst, `,"input":`...)
-	dst = providers.AppendString(dst, string(it.args))
-	dst = end(dst)
+	const typ = "response.custom_tool_call_input.done"
+	w := s.begin(dst, typ)
+	o := s.head(&w, typ)
+	s.itemRef(o, it)
+	o.Str("input", providers.InPlace(it.args))
+	dst = s.end(&w, o, dst)
 	return s.itemDone(dst, it)
 }
 
@@ -709,13 +738,16 @@ func (s *Stream) fail(dst []byte, code, msg string) []byte {
 // terminal sends the terminal event with the whole Response and keeps the
 // Response for the record.
 func (s *Stream) terminal(dst []byte, typ string, res *result) []byte {
-	s.x.final = s.x.appendResponse(s.x.final[:0], res, true)
-	dst = s.event(dst, typ)
-	dst = append(dst, `,"response":`...)
-	if s.x.r.includeEncrypted {
-		dst = append(dst, s.x.final...)
-	} else {
-		dst = s.x.appendResponse(dst, res, false)
+	var err error
+	if s.x.final, err = s.x.appendResponse(s.x.final[:0], res, true); err != nil {
+		s.x.final = nil
 	}
-	return end(dst)
+	w := s.begin(dst, typ)
+	o := s.head(&w, typ)
+	if s.x.r.includeEncrypted && s.x.final != nil {
+		o.Raw("response", providers.InPlace(s.x.final))
+	} else {
+		s.x.writeResponse(o.Key("response"), res, false)
+	}
+	return s.end(&w, o, dst)
 }

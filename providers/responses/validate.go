@@ -7,6 +7,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/jsonw"
 )
 
 // Request is a CreateResponse body that Parse checked: the fields the
@@ -506,9 +507,18 @@ func (r *Request) parseToolChoice() error {
 		if !r.hasTool(name.Str, typ == "custom") {
 			return invalid("tool_choice.name", "tool_choice names "+strconv.Quote(name.Str)+", which is not a "+typ+" tool of this request")
 		}
-		b := append(make([]byte, 0, 48+len(name.Raw)), `{"type":"function","function":{"name":`...)
-		b = append(b, name.Raw...)
-		r.choice = string(append(b, "}}"...))
+		w := jsonw.New(make([]byte, 0, 48+len(name.Raw)))
+		o := w.Object()
+		o.Str("type", "function")
+		fn := o.Object("function")
+		fn.Raw("name", name.Raw)
+		fn.End()
+		o.End()
+		b, err := w.Finish()
+		if err != nil {
+			return err
+		}
+		r.choice = string(b)
 	case "allowed_tools":
 		mode := c.Get("mode").Str
 		if mode != "auto" && mode != "required" {

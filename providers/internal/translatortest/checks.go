@@ -10,6 +10,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/jsonw"
 )
 
 // ChatRequestError checks that body passes providers.ValidateChat and that
@@ -133,8 +134,19 @@ func CheckFuzzedRequest(t testing.TB, body []byte, req providers.Request, err er
 func FuzzChatResponse(f *testing.F, response func(body []byte) ([]byte, error)) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		out, err := response(body)
-		if err == nil && !json.Valid(out) {
-			t.Fatalf("invalid JSON for %s:\n%s", body, out)
-		}
+		CheckFuzzedBody(t, body, out, err)
 	})
+}
+
+// CheckFuzzedBody checks what a translator made of a fuzzed input: valid
+// JSON, or an error other than a misuse of the JSON writer (a bug of the
+// translator, whatever the input).
+func CheckFuzzedBody(t testing.TB, in, out []byte, err error) {
+	t.Helper()
+	switch {
+	case errors.Is(err, jsonw.ErrMisuse):
+		t.Fatalf("the translator misused the JSON writer on %q: %v", in, err)
+	case err == nil && !json.Valid(out):
+		t.Fatalf("invalid JSON for %s:\n%s", in, out)
+	}
 }

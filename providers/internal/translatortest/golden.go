@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/jsonw"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files and transcripts from the current output")
@@ -90,10 +91,14 @@ func Indent(t testing.TB, data []byte) []byte {
 	return buf.Bytes()
 }
 
-// CheckGolden compares got with the golden file at path as canonical JSON,
-// or rewrites the file under -update.
+// CheckGolden checks that got is valid JSON and compares it with the
+// golden file at path as canonical JSON, or rewrites the file under
+// -update.
 func CheckGolden(t testing.TB, path string, got []byte) {
 	t.Helper()
+	if !json.Valid(got) {
+		t.Fatalf("output for %s is not valid JSON:\n%s", path, got)
+	}
 	if *update {
 		WriteFile(t, path, Indent(t, got))
 		return
@@ -157,21 +162,23 @@ func ChatResponseGolden(t *testing.T, dir, in string, response func(body []byte)
 // a JSON array of {"path", "body"}. It fails when a body is not JSON.
 func RequestsJSON(t testing.TB, reqs []providers.Request) []byte {
 	t.Helper()
-	b := []byte{'['}
+	w := jsonw.New(nil)
+	a := w.Array()
 	for i, r := range reqs {
-		if i > 0 {
-			b = append(b, ',')
-		}
 		if !json.Valid(r.Body) {
 			t.Fatalf("request %d is not JSON: %s", i, r.Body)
 		}
-		b = append(b, `{"path":`...)
-		b = providers.AppendString(b, r.Path)
-		b = append(b, `,"body":`...)
-		b = append(b, r.Body...)
-		b = append(b, '}')
+		o := a.Object()
+		o.Str("path", r.Path)
+		o.Raw("body", string(r.Body))
+		o.End()
 	}
-	return append(b, ']')
+	a.End()
+	b, err := w.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // SeedFiles adds the contents of every file in dir ending in suffix to

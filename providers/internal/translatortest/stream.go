@@ -254,7 +254,9 @@ func checkStream(t testing.TB, out []byte, opts *providers.StreamOptions) {
 
 // ValidUnifiedStream describes what is wrong with a unified stream, or
 // returns "": every event a single data line, each a JSON value or
-// [DONE], with [DONE] or an error event last.
+// [DONE], with [DONE] or an error event last, and no internal_error event
+// (the one providers.Chunks writes in place of an event it was misused
+// to write).
 func ValidUnifiedStream(out []byte) string {
 	if len(out) == 0 {
 		return "the stream is empty"
@@ -280,6 +282,9 @@ func ValidUnifiedStream(out []byte) string {
 		case !json.Valid(data):
 			return "invalid JSON: " + Quote(ev)
 		case bytes.HasPrefix(data, []byte(`{"error":`)):
+			if gjson.GetBytes(data, "error.code").Str == "internal_error" {
+				return "the translator misused the JSON writer: " + Quote(ev)
+			}
 			if !last {
 				return "events follow an error"
 			}

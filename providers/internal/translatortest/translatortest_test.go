@@ -1,6 +1,7 @@
 package translatortest
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/jsonw"
 )
 
 // recorder is a testing.TB that records failures instead of failing, so
@@ -66,6 +68,7 @@ func TestValidUnifiedStream(t *testing.T) {
 		{"not JSON", "data: {\n\n" + done, "invalid JSON"},
 		{"two lines", "data: {}\ndata: {}\n\n" + done, "event spans lines"},
 		{"no data field", "event: x\n\n" + done, "malformed event"},
+		{"a misused writer", chunk1 + `data: {"error":{"message":"m","type":"server_error","param":null,"code":"internal_error"}}` + "\n\n", "the translator misused the JSON writer"},
 	} {
 		if got := ValidUnifiedStream([]byte(tt.stream)); !strings.HasPrefix(got, tt.want) || (tt.want == "") != (got == "") {
 			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
@@ -161,6 +164,7 @@ func TestCheckGolden(t *testing.T) {
 		{`{"a":[2,1],"b":"x"}`, true},
 		{`{"a":[1,2],"b":"x","c":null}`, true},
 		{`{"a":[1,2]`, true},
+		{`{"b":"x","a":[1,2]} {}`, true},
 	} {
 		if r := check(t, func(tb testing.TB) { CheckGolden(tb, path, []byte(tt.got)) }); r.failed != tt.fails {
 			t.Errorf("CheckGolden(%s): failed %v, want %v", tt.got, r.failed, tt.fails)
@@ -168,6 +172,29 @@ func TestCheckGolden(t *testing.T) {
 	}
 	if r := check(t, func(tb testing.TB) { CheckGolden(tb, path+".missing", []byte(`{}`)) }); !r.failed {
 		t.Error("a missing golden file passed")
+	}
+}
+
+// TestCheckFuzzedBody checks that the fuzzers' check fails on invalid
+// JSON and on a misuse of the writer, and passes other errors.
+func TestCheckFuzzedBody(t *testing.T) {
+	w := jsonw.New(nil)
+	w.Object() // left open
+	_, misuse := w.Finish()
+	for _, tt := range []struct {
+		name  string
+		out   string
+		err   error
+		fails bool
+	}{
+		{"valid", `{"a":1}`, nil, false},
+		{"invalid", `{"a":1`, nil, true},
+		{"refused", ``, errors.New("not an answer"), false},
+		{"a misused writer", ``, fmt.Errorf("writing: %w", misuse), true},
+	} {
+		if r := check(t, func(tb testing.TB) { CheckFuzzedBody(tb, []byte("in"), []byte(tt.out), tt.err) }); r.failed != tt.fails {
+			t.Errorf("%s: failed %v, want %v", tt.name, r.failed, tt.fails)
+		}
 	}
 }
 
