@@ -181,6 +181,7 @@ type benchGateway struct {
 	plain      *reverseproxy.Handler
 	managedKey string
 	server     *caddyhttp.Server
+	upstream   *memUpstream // every provider's, under the gateway's transport
 }
 
 const benchStaticKey = "sk-bench-static"
@@ -204,7 +205,7 @@ func newBenchGateway(b testing.TB) *benchGateway {
 		// Under the gateway's transport, which authenticates the
 		// request and drops what the provider's answer carries for the
 		// gateway alone, as it does for a provider on the network.
-		pb.proxy.Transport.(*authTransport).next = up
+		pb.upstream.SetNext(up)
 		return pb
 	}
 	// Made as the app makes them (newProvider binds Chat.Error once).
@@ -243,9 +244,12 @@ func newBenchGateway(b testing.TB) *benchGateway {
 	return &benchGateway{
 		app: a, auth: &Auth{app: a, logger: zap.NewNop()}, plain: plain, managedKey: secret,
 		handler: &Handler{app: a, MaxRequestBody: defaultMaxRequestBody, logger: zap.NewNop()},
-		server:  &caddyhttp.Server{},
+		server:  &caddyhttp.Server{}, upstream: up,
 	}
 }
+
+// noNext ends a handler chain.
+var noNext = caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
 
 // request is a client's request as Caddy's server hands it to the first
 // handler.

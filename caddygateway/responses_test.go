@@ -236,9 +236,8 @@ func (u *upstreamRecorder) sent() []*url.URL {
 
 // recordUpstream records what g's provider name is sent.
 func (g *benchGateway) recordUpstream(name string) *upstreamRecorder {
-	tr := g.app.providers[name].base.proxy.Transport.(*authTransport)
-	rec := &upstreamRecorder{next: tr.next}
-	tr.next = rec
+	rec := &upstreamRecorder{next: g.upstream}
+	g.app.providers[name].base.upstream.SetNext(rec)
 	return rec
 }
 

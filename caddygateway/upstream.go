@@ -1,20 +1,14 @@
 package caddygateway
 
 import (
-	"bytes"
 	"errors"
-	"io"
-	"maps"
 	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
-
+	"github.com/modelgate/modelgate/caddygateway/upstream"
 	"github.com/modelgate/modelgate/providers"
 )
 
@@ -155,7 +149,7 @@ func (p *provider) send(w http.ResponseWriter, r *http.Request, preq providers.R
 	}
 	uw := &upstreamWriter{client: w, header: make(http.Header), wantStream: ex.stream, tr: ex.tr, framing: framing, api: ex.api}
 	start := time.Now()
-	err := uw.serve(p.base.proxy, p.base.upstreamRequest(r, preq, ex.stream))
+	err := p.base.upstream.Serve(uw, r, preq, ex.stream)
 	observeUpstream(p.name, uw.status, start)
 	switch {
 	case uw.streaming:
@@ -211,15 +205,14 @@ func (p *provider) upstreamError(status int, header http.Header, body []byte, ma
 func unreachable(name string, err error, tooLarge bool) *providers.Error {
 	e := &providers.Error{Status: http.StatusBadGateway, Type: "server_error", Code: "upstream_unreachable",
 		Message: "provider " + name + " could not be reached"}
-	var he caddyhttp.HandlerError
 	switch {
 	case tooLarge:
 		e.Code, e.Message = "bad_upstream_response", "provider "+name+" sent an answer larger than the gateway accepts"
-	case errors.As(err, &he) && he.StatusCode == http.StatusGatewayTimeout:
+	case errors.Is(err, upstream.ErrTimeout):
 		e.Status, e.Code, e.Message = http.StatusGatewayTimeout, "upstream_timeout", "provider "+name+" did not answer in time"
-	case errors.Is(err, errAborted):
+	case errors.Is(err, upstream.ErrAborted):
 		e.Code, e.Message = "upstream_aborted", "provider "+name+" broke off its answer"
-	case errors.As(err, new(authError)):
+	case errors.Is(err, upstream.ErrCredentials):
 		e.Code, e.Message = "upstream_auth_failed", "the gateway could not authenticate to provider "+name
 	}
 	return e
@@ -244,47 +237,6 @@ func copyClientHeaders(dst, src http.Header) {
 		dst["X-Request-Id"] = v
 	}
 }
-
-// setPath sets u's path to raw, escaped as the translator wrote it.
-func setPath(u *url.URL, raw string) {
-	if plainPath(raw) {
-		// Nothing to unescape nor to escape (every provider's paths):
-		// what the general case below gives, without its two passes.
-		u.Path, u.RawPath = raw, raw
-		return
-	}
-	u.RawPath = raw
-	if p, err := url.PathUnescape(raw); err == nil {
-		u.Path = p
-	} else {
-		u.Path = raw // not a valid escape: sent as it is
-	}
-	if u.EscapedPath() != u.RawPath {
-		u.RawPath = "" // the path needs no other escaping than Go's own
-	}
-}
-
-// plainPath reports whether every byte of p stands for itself in a URL
-// path: a letter, a digit, or one of -._~$&+,/:;=@ (no escape, and none
-// that Go's URL escapes in a path).
-func plainPath(p string) bool {
-	for i := 0; i < len(p); i++ {
-		if !pathByte[p[i]] {
-			return false
-		}
-	}
-	return true
-}
-
-var pathByte = func() (t [256]bool) {
-	for c := 0; c < 256; c++ {
-		t[c] = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-._~$&+,/:;=@", byte(c)) >= 0
-	}
-	return t
-}()
-
-// errAborted reports that reverse_proxy gave up on a broken upstream body.
-var errAborted = errors.New("upstream answer aborted")
 
 // upstreamWriter is the ResponseWriter reverse_proxy writes the provider's
 // answer into. It keeps its own header map, so nothing reaches the client
@@ -324,20 +276,6 @@ var streamBufferPool = sync.Pool{New: func() any { return new(streamBuffers) }}
 // maxPooledBuffer is the largest buffer that goes back to the pool: a
 // stream with an exceptionally large event does not keep its memory.
 const maxPooledBuffer = 64 << 10
-
-// serve runs the proxy, turning its abort panic (a provider that breaks off
-// its body) into an error.
-func (w *upstreamWriter) serve(proxy *reverseproxy.Handler, r *http.Request) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			if v != http.ErrAbortHandler { //nolint:errorlint // panic values are compared, not wrapped
-				panic(v)
-			}
-			err = errAborted
-		}
-	}()
-	return proxy.ServeHTTP(w, r, noNext)
-}
 
 // Header returns the writer's own header map, which receives the provider's
 // response headers.
@@ -525,84 +463,3 @@ func isEventStream(contentType string) bool {
 	mt, _, _ := strings.Cut(contentType, ";")
 	return strings.EqualFold(strings.TrimSpace(mt), "text/event-stream")
 }
-
-// upstreamCalledVar marks the variables of a request that made a provider
-// call with them (see upstreamRequest).
-const upstreamCalledVar = "modelgate.upstream_called"
-
-// noNext ends reverse_proxy's handler chain.
-var noNext = caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
-
-// upstreamRequest builds the request reverse_proxy sends to the provider. It
-// starts from a fresh header map, so nothing of the client's request (its
-// gateway key above all) reaches the provider except the translated body.
-// The Host header is the provider's (a proxy block's header operations may
-// still set another). The provider's credentials are added by the
-// transport.
-func (b *ProviderBase) upstreamRequest(r *http.Request, preq providers.Request, stream bool) *http.Request {
-	body := preq.Body
-	// Every provider call after a request's first gets its own copy of the
-	// request variables: reverse_proxy writes into them before it sends,
-	// while a connection an earlier call (a fallback's first target) began
-	// to dial may still read them in net/http's dial goroutine. The first
-	// call uses the request's own, as plain reverse_proxy does, and marks
-	// them before reverse_proxy starts anything that reads them; a later
-	// call only reads them, to copy them. The body goes down to the
-	// transport's Authenticator beside the request.
-	call := &upstreamCall{upstreamCtx: upstreamCtx{Context: r.Context(), body: body}}
-	if vars, ok := r.Context().Value(caddyhttp.VarsCtxKey).(map[string]any); ok {
-		if _, called := vars[upstreamCalledVar]; called {
-			call.vars = maps.Clone(vars)
-		} else {
-			vars[upstreamCalledVar] = true
-		}
-	}
-	r2 := r.WithContext(&call.upstreamCtx) // a shallow copy, whose fields are replaced below
-
-	u := &call.url
-	*u = *r.URL
-	setPath(u, b.basePath+preq.Path)
-	u.RawQuery = preq.Query
-	r2.URL = u
-	r2.Method = http.MethodPost
-	if preq.Method != "" {
-		r2.Method = preq.Method
-	}
-	r2.RequestURI = ""
-	r2.Host = b.host
-
-	accept := "application/json"
-	if stream {
-		accept = "text/event-stream"
-	}
-	// The values share one array, each header its own full slice of it
-	// (an append to one cannot write into another).
-	v := &call.values
-	*v = [4]string{"application/json", accept, "identity", "modelgate"}
-	h := make(http.Header, 7+len(preq.Header))
-	h["Content-Type"] = v[0:1:1]
-	h["Accept"] = v[1:2:2]
-	h["Accept-Encoding"] = v[2:3:3] // translators need plain bytes
-	h["User-Agent"] = v[3:4:4]
-	// A nil value tells reverse_proxy not to add the header: nothing of the
-	// gateway's clients reaches the provider. (The transport drops the
-	// entries themselves, see outgoingHeader.)
-	h["X-Forwarded-For"] = nil
-	h["X-Forwarded-Proto"] = nil
-	h["X-Forwarded-Host"] = nil
-	for k, v := range preq.Header {
-		h[k] = v
-	}
-	r2.Header = h
-	r2.Trailer = nil
-
-	call.reader.Reset(body)
-	r2.Body = &call.reader
-	r2.ContentLength = int64(len(body))
-	r2.GetBody = func() (io.ReadCloser, error) { return newBytesBody(body), nil }
-	r2.TransferEncoding = nil
-	r2.Close = false
-	return r2
-}
-
-func newBytesBody(b []byte) io.ReadCloser { return io.NopCloser(bytes.NewReader(b)) }

@@ -1,4 +1,4 @@
-package caddygateway
+package upstream
 
 import (
 	"encoding/json"
@@ -100,42 +100,47 @@ func TestProxyConfig(t *testing.T) {
 	}
 }
 
-// TestProviderPoolDefaults provisions providers from Caddyfile blocks and
-// reads the pool of the HTTP transport that carries their requests: the
-// default is providerIdleConnsPerHost idle connections per host, HTTP/1.1
-// and HTTP/2 (negotiated with an https provider that offers it); what a
-// provider's proxy block sets wins.
+// TestProviderPoolDefaults loads providers' reverse_proxy from proxy
+// blocks and reads the pool of the HTTP transport that carries their
+// requests: the default is providerIdleConnsPerHost idle connections per
+// host, HTTP/1.1 and HTTP/2 (negotiated with an https provider that offers
+// it); what a provider's proxy block sets wins.
 func TestProviderPoolDefaults(t *testing.T) {
 	for _, tc := range []struct {
-		name, block   string
-		idle          int
-		keepAlivesOff bool
-		h2            bool
+		name, base, proxy string
+		idle              int
+		keepAlivesOff     bool
+		h2                bool
 	}{
-		{name: "defaults", block: "base_url https://api.openai.com/v1", idle: providerIdleConnsPerHost, h2: true},
-		{name: "http base url", block: "base_url http://127.0.0.1:8000/v1", idle: providerIdleConnsPerHost, h2: true},
-		{name: "the user's pool", idle: 16, h2: true,
-			block: "base_url https://api.openai.com/v1\nproxy {\n transport http {\n keepalive_idle_conns_per_host 16\n }\n}"},
-		{name: "keep-alive off", idle: providerIdleConnsPerHost, keepAlivesOff: true, h2: true,
-			block: "base_url https://api.openai.com/v1\nproxy {\n transport http {\n keepalive off\n }\n}"},
-		{name: "HTTP/1.1 only", idle: providerIdleConnsPerHost,
-			block: "base_url https://api.openai.com/v1\nproxy {\n transport http {\n versions 1.1\n }\n}"},
+		{name: "defaults", base: "https://api.openai.com/v1", idle: providerIdleConnsPerHost, h2: true},
+		{name: "http base url", base: "http://127.0.0.1:8000/v1", idle: providerIdleConnsPerHost, h2: true},
+		{name: "the user's pool", base: "https://api.openai.com/v1", idle: 16, h2: true,
+			proxy: "proxy {\n transport http {\n keepalive_idle_conns_per_host 16\n }\n}"},
+		{name: "keep-alive off", base: "https://api.openai.com/v1", idle: providerIdleConnsPerHost, keepAlivesOff: true, h2: true,
+			proxy: "proxy {\n transport http {\n keepalive off\n }\n}"},
+		{name: "HTTP/1.1 only", base: "https://api.openai.com/v1", idle: providerIdleConnsPerHost,
+			proxy: "proxy {\n transport http {\n versions 1.1\n }\n}"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var b ProviderBase
-			typ := ProviderType{Name: "openai"}
-			d := caddyfile.NewTestDispenser("openai {\n" + tc.block + "\n}")
-			if err := b.UnmarshalBlock(d, typ, nil); err != nil {
-				t.Fatal(err)
+			var raw json.RawMessage
+			if tc.proxy != "" {
+				d := caddyfile.NewTestDispenser(tc.proxy)
+				d.Next()
+				var err error
+				if raw, err = UnmarshalProxy(d); err != nil {
+					t.Fatal(err)
+				}
 			}
 			ctx, err := caddy.ProvisionContext(&caddy.Config{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := b.ProvisionBase(ctx, typ); err != nil {
+			base, _ := url.Parse(tc.base)
+			u, err := New(ctx, Config{BaseURL: base, Proxy: raw})
+			if err != nil {
 				t.Fatal(err)
 			}
-			rt := b.proxy.Transport.(*authTransport).HTTPTransport.Transport
+			rt := u.proxy.Transport.(*authTransport).HTTPTransport.Transport
 			if rt.MaxIdleConnsPerHost != tc.idle {
 				t.Errorf("MaxIdleConnsPerHost %d, want %d", rt.MaxIdleConnsPerHost, tc.idle)
 			}

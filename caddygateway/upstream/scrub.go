@@ -1,4 +1,4 @@
-package caddygateway
+package upstream
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package caddygateway
+package upstream
 
 import (
 	"bytes"
@@ -89,14 +89,14 @@ type authError struct{ err error }
 func (e authError) Error() string { return "authenticating to the provider: " + e.err.Error() }
 func (e authError) Unwrap() error { return e.err }
 
-// bodyKey is the context key under which upstreamRequest leaves the request
+// bodyKey is the context key under which request leaves the request
 // body for the transport (reverse_proxy wraps the body it forwards, so the
 // bytes are handed down beside it).
 type bodyKey struct{}
 
 // upstreamCtx is the context of a request to a provider: the client
 // request's, the body for the transport and, where the request has
-// variables, the provider call's own copy of them (see upstreamRequest).
+// variables, the provider call's own copy of them (see request).
 // One allocation, where context.WithValue took three: a context for each
 // value and the body's slice boxed in an interface.
 type upstreamCtx struct {
@@ -122,7 +122,7 @@ func (c *upstreamCtx) Value(key any) any {
 	return c.Context.Value(key)
 }
 
-// requestBody is the body upstreamRequest left in ctx, nil when none.
+// requestBody is the body request left in ctx, nil when none.
 func requestBody(ctx context.Context) []byte {
 	if c, ok := ctx.Value(bodyKey{}).(*upstreamCtx); ok {
 		return c.body
@@ -130,7 +130,7 @@ func requestBody(ctx context.Context) []byte {
 	return nil
 }
 
-// upstreamCall is what upstreamRequest allocates for a provider request,
+// upstreamCall is what request allocates for a provider request,
 // in one allocation: its context, its URL, its body's reader and the values
 // of the headers it sets.
 type upstreamCall struct {
@@ -165,9 +165,9 @@ func (*memBody) Close() error { return nil }
 type authTransport struct {
 	*reverseproxy.HTTPTransport
 
-	auth Authenticator // set by ProviderBase.ProvisionBase; nil: none
+	auth Authenticator // set by New; nil: none
 
-	secrets *providerSecrets // set by ProviderBase.ProvisionBase; nil: none configured
+	secrets *providerSecrets // set by New; nil: none configured
 
 	// next sends the request in the HTTPTransport's place when set: the
 	// benchmarks' provider in memory, under the transport's own work.
@@ -191,7 +191,7 @@ func (t *authTransport) Provision(ctx caddy.Context) error {
 }
 
 // RoundTrip sends an authenticated copy of req, its body read from the
-// bytes upstreamRequest left in the context.
+// bytes request left in the context.
 //
 // reverse_proxy wraps the body it forwards (to keep it open across retries
 // and to pass trailers on), so net/http no longer sees bytes in memory: it
@@ -203,7 +203,7 @@ func (t *authTransport) Provision(ctx caddy.Context) error {
 // changed it) is sent as it is.
 //
 // The copy's header is outgoingHeader's: without the Via header
-// reverse_proxy adds, nor the X-Forwarded-* entries upstreamRequest left
+// reverse_proxy adds, nor the X-Forwarded-* entries request left
 // empty, so an Authenticator that signs every header signs what is sent.
 //
 // The answer, or the error, is scrubbed of the provider's credentials —
@@ -243,11 +243,11 @@ func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 
 // send sends req and drops the provider's rate-limit headers from a
 // successful answer. They tell of the gateway's account with the provider,
-// which no client sees (copyClientHeaders), and nothing reads them from a
-// success: dropped here, reverse_proxy neither copies them into the
-// answer's header map nor sets a placeholder for each — Anthropic sends a
-// dozen, OpenAI six; 44,000 and 14,000 instructions a request (README, the
-// request path). An error keeps them, for the provider's Error to read.
+// which no client sees (the gateway passes on only an allow-list of a
+// provider's headers), and nothing reads them from a success: dropped
+// here, reverse_proxy neither copies them into the answer's header map nor
+// sets a placeholder for each, of the dozen Anthropic sends. An error keeps
+// them, for the provider's Error to read.
 func (t *authTransport) send(req *http.Request) (*http.Response, error) {
 	var res *http.Response
 	var err error
@@ -293,7 +293,7 @@ func rateLimitHeader(k string) bool {
 
 // RequestHeaderOps overrides the HTTP transport's, which for a TLS
 // upstream sets the Host header to the upstream's host and port: the Host
-// of a request to a provider is the base URL's, set by upstreamRequest (or
+// of a request to a provider is the base URL's, set by request (or
 // by a proxy block's header operations, which proxyConfig completes with
 // it). Without header operations, reverse_proxy sends the request's own
 // header map instead of copying it for every request.

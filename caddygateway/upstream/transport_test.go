@@ -1,4 +1,4 @@
-package caddygateway
+package upstream
 
 import (
 	"bytes"
@@ -10,10 +10,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -40,7 +42,7 @@ type opaqueBody struct{ io.Reader }
 func (opaqueBody) Close() error { return nil }
 
 // TestAuthTransportBody checks that a provider request goes out with the
-// bytes upstreamRequest left in the context, headers and body in one write,
+// bytes request left in the context, headers and body in one write,
 // authenticated; and that a body which is not those bytes is sent as it is.
 func TestAuthTransportBody(t *testing.T) {
 	var got struct {
@@ -102,7 +104,7 @@ func TestAuthTransportBody(t *testing.T) {
 	}
 }
 
-// TestUpstreamRequestContext checks the context upstreamRequest gives a
+// TestUpstreamRequestContext checks the context request gives a
 // provider call: the body for the transport, the request's variables (the
 // first call's) or its own copy of them (a later call's: reverse_proxy
 // writes into them while an earlier call's dial may still read them), and
@@ -113,9 +115,9 @@ func TestUpstreamRequestContext(t *testing.T) {
 	ctx := context.WithValue(context.Background(), caddyhttp.VarsCtxKey, vars)
 	ctx = context.WithValue(ctx, otherKey{}, "other")
 	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil).WithContext(ctx)
-	b := &ProviderBase{basePath: "/v1"}
+	b := &Upstream{basePath: "/v1"}
 	body := []byte(`{"model":"m"}`)
-	r2 := b.upstreamRequest(r, providers.Request{Path: "/chat/completions", Body: body}, false)
+	r2 := b.request(r, providers.Request{Path: "/chat/completions", Body: body}, false)
 
 	if got := requestBody(r2.Context()); !bytes.Equal(got, body) {
 		t.Errorf("body %q, want %q", got, body)
@@ -133,7 +135,7 @@ func TestUpstreamRequestContext(t *testing.T) {
 	}
 	// A second call (a fallback's) gets a copy, with what the first wrote.
 	for i := range 2 {
-		r3 := b.upstreamRequest(r, providers.Request{Path: "/chat/completions", Body: body}, false)
+		r3 := b.request(r, providers.Request{Path: "/chat/completions", Body: body}, false)
 		v3, _ := r3.Context().Value(caddyhttp.VarsCtxKey).(map[string]any)
 		if v3 == nil || v3["a"] != 1 || v3["b"] != 2 {
 			t.Fatalf("call %d's variables are %v, want a copy of %v", i+2, v3, vars)
@@ -159,7 +161,7 @@ func TestUpstreamRequestContext(t *testing.T) {
 	}
 
 	// Without variables, none appear.
-	r3 := b.upstreamRequest(httptest.NewRequest(http.MethodPost, "/", nil), providers.Request{Path: "/x", Body: body}, false)
+	r3 := b.request(httptest.NewRequest(http.MethodPost, "/", nil), providers.Request{Path: "/x", Body: body}, false)
 	if v, ok := r3.Context().Value(caddyhttp.VarsCtxKey).(map[string]any); ok {
 		t.Errorf("variables %v appeared", v)
 	}
@@ -209,20 +211,21 @@ func TestProviderRequestHeaders(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				b := &ProviderBase{BaseURL: up.url + "/v1", Proxy: json.RawMessage(up.proxy)}
-				if err := b.ProvisionBase(ctx, ProviderType{Name: "toy", Auth: auth}); err != nil {
+				base, err := url.Parse(up.url + "/v1")
+				if err != nil {
 					t.Fatal(err)
 				}
-				p := &provider{name: "toy", base: b}
+				u, err := New(ctx, Config{BaseURL: base, Proxy: json.RawMessage(up.proxy), Auth: auth})
+				if err != nil {
+					t.Fatal(err)
+				}
 				r, rec := clientRequest(t)
 				r.Header.Set("X-Forwarded-For", "203.0.113.9")
 				// A translator's header map, which it may share between
 				// requests, is only read.
 				shared := http.Header{"Anthropic-Version": {"2023-06-01"}}
-				status, f := p.forward(rec, r, providers.Request{Path: "/chat", Body: []byte(`{"q":1}`), Header: shared},
-					exchange{translate: func(b []byte) ([]byte, error) { return b, nil }, mapError: mapBody})
-				if f != nil || status != 200 {
-					t.Fatalf("status %d, failure %+v", status, f)
+				if err := u.Serve(rec, r, providers.Request{Path: "/chat", Body: []byte(`{"q":1}`), Header: shared}, false); err != nil || rec.Code != 200 {
+					t.Fatalf("status %d, error %v", rec.Code, err)
 				}
 				if want := (http.Header{"Anthropic-Version": {"2023-06-01"}}); !reflect.DeepEqual(shared, want) {
 					t.Errorf("the translator's header map became %v", shared)
@@ -334,4 +337,36 @@ func TestAuthTransportRateLimitHeaders(t *testing.T) {
 			}
 		})
 	}
+}
+
+// clientRequest is a client's request as Caddy's server hands it to a
+// handler, with the gateway key that must never reach the provider.
+func clientRequest(t *testing.T) (*http.Request, *httptest.ResponseRecorder) {
+	t.Helper()
+	r := httptest.NewRequest(http.MethodPost, "http://gateway.example/v1/chat/completions?client=query", strings.NewReader(`{}`))
+	r.Header.Set("Authorization", "Bearer mg-gateway-key")
+	rec := httptest.NewRecorder()
+	return caddyhttp.PrepareRequest(r, caddy.NewReplacer(), rec, &caddyhttp.Server{}), rec
+}
+
+// seen is what an upstream received.
+type seen struct {
+	mu   sync.Mutex
+	reqs []*http.Request
+	body [][]byte
+}
+
+func (s *seen) record(r *http.Request) []byte {
+	b, _ := io.ReadAll(r.Body)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reqs = append(s.reqs, r)
+	s.body = append(s.body, b)
+	return b
+}
+
+func (s *seen) last() (*http.Request, []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reqs[len(s.reqs)-1], s.body[len(s.body)-1]
 }
