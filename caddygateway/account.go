@@ -43,7 +43,7 @@ func (ac accountant) admit(w http.ResponseWriter, r *http.Request, key *Key, c *
 // log entry and the placeholders.
 func (ac accountant) settle(r *http.Request, key *Key, c *call, m *meter) (pricing.Money, bool) {
 	p := m.provider
-	u := m.usage.pricing()
+	u := pricingUsage(m.usage)
 	cost, priced := pricing.Money(0), false
 	switch {
 	case c.endpoint.free:
@@ -112,8 +112,8 @@ func (f *accessLogFields) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	return nil
 }
 
-// pricing is the usage as the price table reads it.
-func (u usageInfo) pricing() pricing.Usage {
+// pricingUsage is the usage as the price table reads it.
+func pricingUsage(u usageInfo) pricing.Usage {
 	return pricing.Usage{PromptTokens: u.Prompt, CachedTokens: u.Cached, CacheWriteTokens: u.CacheWrite,
 		CompletionTokens: u.Completion, Searches: u.Searches, EmbeddingTokens: u.Embedding}
 }

@@ -459,20 +459,20 @@ func BenchmarkResolve(b *testing.B) {
 }
 
 // BenchmarkPassThroughAnswer is the OpenAI pass-through's answer rewrite
-// (the translator's, then the model filled in where the provider left it
-// out) and reading its usage.
+// (the translator's, with the usage it reads, then the model filled in
+// where the provider left it out).
 func BenchmarkPassThroughAnswer(b *testing.B) {
 	answer := []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1795448284,"model":"gpt-4o-mini","system_fingerprint":"fp_fake","choices":[{"index":0,"message":{"role":"assistant","content":"echo: Summarise the plot of Hamlet in one sentence please","refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":14,"completion_tokens":10,"total_tokens":24,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}},"service_tier":"default"}`)
 	var u usageInfo
 	b.ReportAllocs()
 	b.SetBytes(int64(len(answer)))
 	for b.Loop() {
-		out, err := openai.Chat{}.ChatResponse(answer)
+		out, used, err := openai.Chat{}.ChatResponse(answer)
 		if err != nil {
 			b.Fatal(err)
 		}
-		out = withModel(out, "gpt-4o-mini")
-		chatUsage.answer(out, &u)
+		_ = withModel(out, "gpt-4o-mini")
+		u = used
 	}
 	if u.Prompt != 14 {
 		b.Fatalf("usage %+v", u)
@@ -480,10 +480,11 @@ func BenchmarkPassThroughAnswer(b *testing.B) {
 }
 
 // BenchmarkStreamWrite is one write of a provider's stream, one event,
-// through the upstreamWriter of a stream passed through, on its way to the
-// client: with the usage the client asked for ("usage":null in every
-// chunk, passed on as it is, so the write itself goes on), and without
-// (the gateway asked for it and takes the field out, a copy).
+// through the upstreamWriter of a stream passed through (its relay), on
+// its way to the client: with the usage the client asked for
+// ("usage":null in every chunk, passed on as it is, so the write itself
+// goes on), and without (the gateway asked for it and takes the field out,
+// a copy).
 func BenchmarkStreamWrite(b *testing.B) {
 	ev := []byte(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1795448284,"model":"gpt-4o-mini","system_fingerprint":"fp_fake","choices":[{"index":0,"delta":{"content":" word"},"logprobs":null,"finish_reason":null}],"usage":null}` + "\n\n")
 	for _, bc := range []struct {
@@ -495,7 +496,7 @@ func BenchmarkStreamWrite(b *testing.B) {
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			w := &upstreamWriter{client: &sink{header: make(http.Header)}, header: make(http.Header), framing: providers.SSE, api: openAIAPI,
-				wantStream: true, tr: &tapStream{m: &meter{start: time.Now()}, parse: chatUsage.event, strip: bc.strip, ends: openAIAPI.ends}}
+				wantStream: true, tr: openai.NewRelay(!bc.strip), meter: &meter{start: time.Now()}}
 			w.Header().Set("Content-Type", "text/event-stream")
 			b.ReportAllocs()
 			for b.Loop() {
@@ -504,37 +505,6 @@ func BenchmarkStreamWrite(b *testing.B) {
 				}
 			}
 			w.finishStream(false)
-		})
-	}
-}
-
-// BenchmarkTapStream is one chat stream event on its way to the client
-// through the meter: passed through as it is, or with the usage the
-// gateway asked for and the client did not stripped; and the last chunk,
-// which carries the usage.
-func BenchmarkTapStream(b *testing.B) {
-	content := []byte(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1795448284,"model":"gpt-4o-mini","system_fingerprint":"fp_fake","choices":[{"index":0,"delta":{"content":" word"},"logprobs":null,"finish_reason":null}],"usage":null}`)
-	usage := []byte(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1795448284,"model":"gpt-4o-mini","system_fingerprint":"fp_fake","choices":[],"usage":{"prompt_tokens":14,"completion_tokens":10,"total_tokens":24,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}}`)
-	for _, bc := range []struct {
-		name  string
-		ev    []byte
-		strip bool
-	}{
-		{"content", content, false},
-		{"content_stripped", content, true},
-		{"usage", usage, false},
-		{"usage_stripped", usage, true},
-	} {
-		b.Run(bc.name, func(b *testing.B) {
-			t := &tapStream{m: &meter{start: time.Now()}, parse: chatUsage.event, strip: bc.strip, ends: openAIAPI.ends}
-			var out []byte
-			b.ReportAllocs()
-			for b.Loop() {
-				var err error
-				if out, err = t.Event(out[:0], bc.ev); err != nil {
-					b.Fatal(err)
-				}
-			}
 		})
 	}
 }

@@ -104,7 +104,7 @@ func TestContractQuery(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r, rec := clientRequest(t)
 			status, f := p.forward(rec, r, providers.Request{Path: tc.path, Query: tc.query, Body: []byte(`{"q":1}`)},
-				exchange{translate: func(b []byte) ([]byte, error) { return b, nil }, mapError: mapBody})
+				exchange{translate: passThrough, mapError: mapBody})
 			if f != nil || status != 200 {
 				t.Fatalf("status %d, failure %+v", status, f)
 			}
@@ -155,7 +155,7 @@ func TestContractSignedRequest(t *testing.T) {
 	r, rec := clientRequest(t)
 	body := []byte(`{"model":"m","messages":[{"role":"user","content":"sign me"}]}`)
 	status, f := p.forward(rec, r, providers.Request{Path: "/converse", Query: "a=1", Body: body},
-		exchange{translate: func(b []byte) ([]byte, error) { return b, nil }, mapError: mapBody})
+		exchange{translate: passThrough, mapError: mapBody})
 	if f != nil || status != 200 {
 		t.Fatalf("the upstream refused the signature: status %d, %+v", status, f)
 	}
@@ -171,7 +171,7 @@ func TestContractSignedRequest(t *testing.T) {
 	}))
 	r, rec = clientRequest(t)
 	_, f = failing.forward(rec, r, providers.Request{Path: "/converse", Body: body},
-		exchange{translate: func(b []byte) ([]byte, error) { return b, nil }, mapError: mapBody})
+		exchange{translate: passThrough, mapError: mapBody})
 	if f == nil || f.err.Status != http.StatusBadGateway || f.err.Code != "upstream_auth_failed" || strings.Contains(f.err.Message, "secret-detail") {
 		t.Fatalf("failing authenticator: %+v", f)
 	}
@@ -199,7 +199,7 @@ func TestContractRefreshedToken(t *testing.T) {
 	call := func(p *provider) string {
 		r, rec := clientRequest(t)
 		if _, f := p.forward(rec, r, providers.Request{Path: "/x", Body: []byte(`{}`)},
-			exchange{translate: func(b []byte) ([]byte, error) { return b, nil }, mapError: mapBody}); f != nil {
+			exchange{translate: passThrough, mapError: mapBody}); f != nil {
 			t.Fatal(f.err)
 		}
 		req, _ := got.last()
@@ -254,6 +254,8 @@ func (s *toyStream) Event(dst, ev []byte) ([]byte, error) {
 
 func (s *toyStream) Close(dst []byte) []byte { return append(dst, "data: [DONE]\n\n"...) }
 
+func (s *toyStream) Usage() providers.Used { return providers.Used{} }
+
 func frame(s string) []byte {
 	return append(binary.BigEndian.AppendUint32(nil, uint32(len(s))), s...)
 }
@@ -286,7 +288,7 @@ func TestContractFraming(t *testing.T) {
 	// answer is not a stream then.
 	r, rec = clientRequest(t)
 	if status, f = p.forward(rec, r, providers.Request{Path: "/stream", Body: []byte(`{}`)},
-		exchange{stream: true, tr: &toyStream{}, translate: func([]byte) ([]byte, error) { return nil, errors.New("not JSON") },
+		exchange{stream: true, tr: &toyStream{}, translate: func([]byte) ([]byte, usageInfo, error) { return nil, usageInfo{}, errors.New("not JSON") },
 			mapError: mapBody}); f == nil || f.err.Code != "bad_upstream_response" {
 		t.Fatalf("SSE default: status %d, %+v", status, f)
 	}
@@ -377,7 +379,7 @@ func TestContractAnswersScrubbed(t *testing.T) {
 			t.Run(fmt.Sprintf("%s, %d", p.name, status), func(t *testing.T) {
 				r, rec := clientRequest(t)
 				got, f := p.p.forward(rec, r, providers.Request{Path: "/" + strconv.Itoa(status), Body: []byte(`{}`)},
-					exchange{stream: status == 200, mapError: mapBody, translate: func(b []byte) ([]byte, error) { return b, nil }})
+					exchange{stream: status == 200, mapError: mapBody, translate: passThrough})
 				if f != nil {
 					// A failure a fallback may retry: what the client
 					// gets if none does, and what the WARN line says.

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/openai"
 	"github.com/modelgate/modelgate/providers/sse"
 )
 
@@ -125,8 +126,6 @@ type endpoint struct {
 	// api is how the endpoint's API writes the gateway's own errors; nil:
 	// OpenAI's.
 	api *api
-	// usage reads what a request used from the endpoint's answers.
-	usage usageParser
 	// free is set for endpoints that cost nothing (count_tokens, which
 	// the providers do not charge for; file uploads, which no provider
 	// sees): their calls are priced at nothing rather than unpriced, and
@@ -139,56 +138,12 @@ type endpoint struct {
 type api struct {
 	writeError  func(w http.ResponseWriter, e *providers.Error)
 	streamError func(dst []byte, e *providers.Error) []byte
-	// ends reports whether an event, as the provider sent it, gives the
-	// client the whole answer: the API's last event or an error event
-	// (for chat also a choice's finish_reason). A stream passed through
-	// that the provider closes before one gets streamError's event.
-	ends func(event []byte) bool
 }
 
 // openAIAPI is the error shape of OpenAI's APIs, the unified API's own.
 var openAIAPI = &api{
 	writeError:  WriteError,
 	streamError: func(dst []byte, e *providers.Error) []byte { return sse.AppendData(dst, e.JSON()) },
-	ends:        chatStreamEnds,
-}
-
-// chatStreamEnds reports whether a chat stream's event ends it: data:
-// [DONE], an error, or a chunk with a choice's finish_reason — some
-// OpenAI-compatible servers never send [DONE], and their answer is whole
-// once the finish_reason came. It looks at every event of every stream
-// passed through, so a chunk on one data line is read without parsing
-// its fields.
-func chatStreamEnds(ev []byte) bool {
-	if bytes.HasPrefix(ev, []byte("data: {")) && ev[len(ev)-1] == '}' {
-		data := ev[len("data: "):]
-		return bytes.HasPrefix(data, []byte(`{"error"`)) || finishes(data)
-	}
-	name, data := sse.Fields(ev)
-	data = bytes.TrimSpace(data)
-	return string(name) == "error" || string(data) == "[DONE]" || bytes.HasPrefix(data, []byte(`{"error"`)) || finishes(data)
-}
-
-// finishes reports whether a chat chunk has a finish_reason that is not
-// null. It looks for `_reason":`, whose first byte is rare in a chunk (a
-// search for `"finish_reason":` stops at every quote), then checks what
-// comes before.
-func finishes(chunk []byte) bool {
-	const field, head = `_reason":`, `"finish`
-	for from := 0; ; {
-		i := bytes.Index(chunk[from:], []byte(field))
-		if i < 0 {
-			return false
-		}
-		i += from
-		from = i + len(field)
-		if i < len(head) || string(chunk[i-len(head):i]) != head {
-			continue
-		}
-		if v := bytes.TrimLeft(chunk[from:], " "); len(v) > 0 && v[0] == '"' {
-			return true
-		}
-	}
 }
 
 // apiOf returns the endpoint's API, OpenAI's by default.
@@ -200,9 +155,9 @@ func (e endpoint) apiOf() *api {
 }
 
 var (
-	endpointChat       = endpoint{label: "chat_completions", serves: func(p *provider) bool { return p.Chat != nil }, usage: chatUsage}
-	endpointRerank     = endpoint{label: "rerank", serves: func(p *provider) bool { return p.Rerank != nil }, usage: rerankUsage}
-	endpointEmbeddings = endpoint{label: "embeddings", serves: func(p *provider) bool { return p.Embeddings != nil }, usage: embeddingsUsage}
+	endpointChat       = endpoint{label: "chat_completions", serves: func(p *provider) bool { return p.Chat != nil }}
+	endpointRerank     = endpoint{label: "rerank", serves: func(p *provider) bool { return p.Rerank != nil }}
+	endpointEmbeddings = endpoint{label: "embeddings", serves: func(p *provider) bool { return p.Embeddings != nil }}
 )
 
 // call is one request to an endpoint.
@@ -261,14 +216,7 @@ func (d *dispatcher) serve(w http.ResponseWriter, r *http.Request, key *Key, c *
 			last = &failure{err: asProviderError(err)}
 			continue
 		}
-		ex.api, ex.meter, ex.usage = c.endpoint.apiOf(), m, c.endpoint.usage
-		if ex.stream {
-			tap := &tapStream{inner: ex.tr, m: m, parse: c.endpoint.usage.event, strip: ex.stripUsage}
-			if relays(ex.tr) {
-				tap.ends = ex.api.ends
-			}
-			ex.tr = tap
-		}
+		ex.api, ex.meter = c.endpoint.apiOf(), m
 		m.stream = ex.stream
 		status, f := t.provider.forward(w, r, preq, ex)
 		if f == nil {
@@ -328,24 +276,27 @@ func (d *dispatcher) chat(w http.ResponseWriter, r *http.Request, body []byte, k
 		return
 	}
 	// The gateway counts every answer's tokens: a stream is always asked
-	// for its usage, which a client that did not ask does not see.
-	strip := info.Stream && !info.IncludeUsage
-	if strip {
+	// for its usage, which the relay of a stream passed through takes out
+	// again when the client did not ask for it.
+	if info.Stream && !info.IncludeUsage {
 		body = askUsage(body)
 	}
 	d.serve(w, r, key, &call{endpoint: endpointChat, model: info.Model, log: log, body: body,
 		prepare: func(p *provider, model string) (providers.Request, exchange, error) {
 			preq, err := p.Chat.ChatRequest(body, model)
-			ex := exchange{stream: info.Stream, stripUsage: strip, mapError: p.chatErrorMapper(),
-				translate: func(answer []byte) ([]byte, error) {
-					out, err := p.Chat.ChatResponse(answer)
+			ex := exchange{stream: info.Stream, mapError: p.chatErrorMapper(),
+				translate: func(answer []byte) ([]byte, usageInfo, error) {
+					out, used, err := p.Chat.ChatResponse(answer)
 					if err == nil {
 						out = withModel(out, model)
 					}
-					return out, err
+					return out, used, err
 				}}
 			if info.Stream {
-				ex.tr = p.Chat.ChatStream(providers.StreamOptions{IncludeUsage: true, Model: model})
+				ex.tr = p.Chat.ChatStream(providers.StreamOptions{IncludeUsage: info.IncludeUsage, Model: model})
+				if ex.tr == nil {
+					ex.tr = openai.NewRelay(info.IncludeUsage)
+				}
 			}
 			return preq, ex, err
 		}})
@@ -405,16 +356,16 @@ func (d *dispatcher) rerank(w http.ResponseWriter, r *http.Request, body []byte,
 			tr := p.Rerank
 			preq, err := tr.RerankRequest(req, model)
 			return preq, exchange{
-				translate: func(answer []byte) ([]byte, error) {
+				translate: func(answer []byte) ([]byte, usageInfo, error) {
 					a, err := tr.RerankResponse(answer)
 					if err != nil {
-						return nil, err
+						return nil, usageInfo{}, err
 					}
 					out, ok := providers.RerankResult(nil, a, len(req.Documents), req.TopN)
 					if !ok {
-						return nil, errBadRerankAnswer
+						return nil, usageInfo{}, errBadRerankAnswer
 					}
-					return out, nil
+					return out, a.Used(), nil
 				},
 				mapError: tr.Error,
 			}, err
@@ -445,18 +396,18 @@ func (d *dispatcher) embeddings(w http.ResponseWriter, r *http.Request, body []b
 			}
 			return reqs[0], exchange{
 				more: reqs[1:],
-				collect: func(headers []http.Header, bodies [][]byte) ([]byte, error) {
+				collect: func(headers []http.Header, bodies [][]byte) ([]byte, usageInfo, error) {
 					res := providers.EmbeddingsResult{Vectors: make([][]float32, 0, req.Inputs()), KeepBase64: req.Base64}
 					for i := range bodies {
 						if err := tr.EmbeddingsResponse(i, headers[i], bodies[i], &res); err != nil {
-							return nil, err
+							return nil, usageInfo{}, err
 						}
 					}
 					out, ok := providers.EmbeddingsAnswer(nil, &req, &res)
 					if !ok {
-						return nil, errBadEmbeddings
+						return nil, usageInfo{}, errBadEmbeddings
 					}
-					return out, nil
+					return out, res.Used(&req), nil
 				},
 				mapError: tr.Error,
 			}, nil

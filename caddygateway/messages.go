@@ -8,7 +8,6 @@ import (
 
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/messages"
-	"github.com/modelgate/modelgate/providers/sse"
 )
 
 // This file serves Anthropic's Messages API (DESIGN.md §2a), for Claude
@@ -32,14 +31,10 @@ var messagesAPI = &api{
 		WriteJSON(w, messages.ErrorStatus(e), messages.ErrorBody(e))
 	},
 	streamError: messages.AppendErrorEvent,
-	ends: func(ev []byte) bool {
-		name, _ := sse.Fields(ev)
-		return string(name) == "message_stop" || string(name) == "error"
-	},
 }
 
 var (
-	endpointMessages    = endpoint{label: "messages", serves: speaksMessages, api: messagesAPI, usage: messagesUsage}
+	endpointMessages    = endpoint{label: "messages", serves: speaksMessages, api: messagesAPI}
 	endpointCountTokens = endpoint{label: "messages_count_tokens", serves: speaksMessages, api: messagesAPI, free: true}
 )
 
@@ -72,17 +67,22 @@ func (d *dispatcher) messages(w http.ResponseWriter, r *http.Request, body []byt
 		prepare: func(p *provider, model string) (providers.Request, exchange, error) {
 			if p.Messages != nil {
 				preq, err := p.Messages.NativeRequest("/messages", body, model, r.Header)
-				return preq, exchange{stream: info.Stream, translate: passThrough, mapError: nativeError(p)}, err
+				ex := exchange{stream: info.Stream, mapError: nativeError(p),
+					translate: func(answer []byte) ([]byte, usageInfo, error) { return answer, messages.AnswerUsage(answer), nil }}
+				if info.Stream {
+					ex.tr = messages.NewRelay()
+				}
+				return preq, ex, err
 			}
 			tr := messages.Chat{Inner: p.Chat}
 			preq, err := tr.ChatRequest(body, model)
 			ex := exchange{stream: info.Stream, mapError: tr.Error,
-				translate: func(answer []byte) ([]byte, error) {
-					out, err := tr.ChatResponse(answer)
+				translate: func(answer []byte) ([]byte, usageInfo, error) {
+					out, used, err := tr.ChatResponse(answer)
 					if err == nil {
 						out = withModel(out, model)
 					}
-					return out, err
+					return out, used, err
 				}}
 			if info.Stream {
 				ex.tr = tr.ChatStream(providers.StreamOptions{IncludeUsage: true, Model: model})
@@ -111,8 +111,9 @@ func (d *dispatcher) countTokens(w http.ResponseWriter, r *http.Request, body []
 		}})
 }
 
-// passThrough is the translation of a native API's answer: none.
-func passThrough(answer []byte) ([]byte, error) { return answer, nil }
+// passThrough is the translation of a native API's answer: none, and
+// nothing read of it.
+func passThrough(answer []byte) ([]byte, usageInfo, error) { return answer, usageInfo{}, nil }
 
 // nativeError maps a provider's failed answer in its native API: through
 // its chat translator's mapping when it has one, which knows the API's

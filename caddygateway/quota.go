@@ -312,7 +312,7 @@ func (ad admission) done(ctx context.Context, m *meter, cost pricing.Money, pric
 	case m == nil: // nothing answered: nothing spent
 		actual.Priced = true
 	case m.usage.Known:
-		actual = quota.Actual{Tokens: m.usage.total(), Cost: cost, Priced: priced}
+		actual = quota.Actual{Tokens: m.usage.Total(), Cost: cost, Priced: priced}
 	default:
 		actual = quota.Actual{Tokens: ad.est.tokens, Cost: ad.est.cost, Priced: ad.est.priced}
 	}

@@ -190,7 +190,7 @@ func BenchmarkAdmitQuota(b *testing.B) {
 	r := g.request(w, "/v1/chat/completions", body)
 	m := &meter{start: time.Now(), provider: a.providers["oa"], model: "gpt-4o-mini",
 		usage: usageInfo{Prompt: 14, Completion: 10, Known: true}}
-	cost, priced := a.prices.Cost("openai", "gpt-4o-mini", m.usage.pricing())
+	cost, priced := a.prices.Cost("openai", "gpt-4o-mini", pricingUsage(m.usage))
 	if !priced {
 		b.Fatal("gpt-4o-mini has no price")
 	}

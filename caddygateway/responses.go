@@ -16,7 +16,6 @@ import (
 	"github.com/modelgate/modelgate/internal/storage"
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/responses"
-	"github.com/modelgate/modelgate/providers/sse"
 )
 
 // This file serves OpenAI's Responses API (DESIGN.md §2a), for Codex CLI
@@ -36,37 +35,11 @@ import (
 // answered, per owner, in the app's storage, and continues it on
 // previous_response_id.
 
-var endpointResponses = endpoint{label: "responses", serves: func(p *provider) bool { return p.Responses != nil || p.Chat != nil },
-	usage: responsesUsage}
+var endpointResponses = endpoint{label: "responses", serves: func(p *provider) bool { return p.Responses != nil || p.Chat != nil }}
 
 // responsesAPI ends a passed-through stream the gateway cannot finish with
 // the Responses API's error event.
-var responsesAPI = &api{
-	writeError: WriteError,
-	streamError: func(dst []byte, e *providers.Error) []byte {
-		b := []byte(`{"type":"error","code":`)
-		b = providers.AppendString(b, e.Code)
-		b = append(b, `,"message":`...)
-		b = providers.AppendString(b, e.Message)
-		b = append(b, `,"param":null,"sequence_number":0}`...)
-		dst = append(dst, "event: error\n"...)
-		return sse.AppendData(dst, b)
-	},
-	// A Responses stream ends with the response's last state, or an
-	// error; each event's type is its name, and in its data.
-	ends: func(ev []byte) bool {
-		name, data := sse.Fields(ev)
-		typ := string(name)
-		if typ == "" {
-			typ = gjson.GetBytes(data, "type").Str
-		}
-		switch typ {
-		case "response.completed", "response.incomplete", "response.failed", "error":
-			return true
-		}
-		return false
-	},
-}
+var responsesAPI = &api{writeError: WriteError, streamError: responses.AppendErrorEvent}
 
 func init() { endpointResponses.api = responsesAPI }
 
@@ -411,14 +384,18 @@ func (d *dispatcher) responses(w http.ResponseWriter, r *http.Request, body []by
 func passResponses(ctx context.Context, p *provider, body []byte, model string, h http.Header, info responses.Info,
 	owner string, store responseStore, log *zap.Logger) (providers.Request, exchange, error) {
 	preq, err := p.Responses.NativeRequest("/responses", body, model, h)
-	ex := exchange{stream: info.Stream, mapError: nativeError(p), translate: func(answer []byte) ([]byte, error) {
+	ex := exchange{stream: info.Stream, mapError: nativeError(p), translate: func(answer []byte) ([]byte, usageInfo, error) {
 		if info.Store && owner != "" {
 			savePointer(ctx, store, owner, gjson.GetBytes(answer, "id").Str, p.name, log)
 		}
-		return answer, nil
+		return answer, responses.AnswerUsage(answer), nil
 	}}
-	if info.Stream && info.Store && owner != "" {
-		ex.tr = &pointerTap{onID: func(id string) { savePointer(ctx, store, owner, id, p.name, log) }}
+	if info.Stream {
+		var onID func(string)
+		if info.Store && owner != "" {
+			onID = func(id string) { savePointer(ctx, store, owner, id, p.name, log) }
+		}
+		ex.tr = responses.NewRelay(onID)
 	}
 	return preq, ex, err
 }
@@ -446,16 +423,16 @@ func translateResponses(ctx context.Context, p *provider, req *responses.Request
 		}
 	}
 	ex := exchange{stream: info.Stream, mapError: p.chatErrorMapper(),
-		translate: func(answer []byte) ([]byte, error) {
-			hub, err := p.Chat.ChatResponse(answer)
+		translate: func(answer []byte) ([]byte, usageInfo, error) {
+			hub, _, err := p.Chat.ChatResponse(answer)
 			if err != nil {
-				return nil, err
+				return nil, usageInfo{}, err
 			}
 			out, err := x.Response(withModel(hub, model))
 			if err == nil {
 				saveRecord()
 			}
-			return out, err
+			return out, x.Used(), err
 		}}
 	if info.Stream {
 		ex.tr = &hubChain{inner: p.Chat.ChatStream(providers.StreamOptions{IncludeUsage: true, Model: model}),
@@ -526,6 +503,10 @@ func (c *hubChain) Event(dst, ev []byte) ([]byte, error) {
 // Ended implements providers.StreamEnder: the Responses stream has ended.
 func (c *hubChain) Ended() bool { return c.outer.Ended() }
 
+// Usage implements providers.StreamTranslator: the usage the Responses
+// stream carries.
+func (c *hubChain) Usage() providers.Used { return c.outer.Usage() }
+
 var _ providers.StreamEnder = (*hubChain)(nil)
 
 func (c *hubChain) Close(dst []byte) []byte {
@@ -536,29 +517,6 @@ func (c *hubChain) Close(dst []byte) []byte {
 	c.done()
 	return dst
 }
-
-// pointerTap passes a Responses stream through untouched and reads the
-// response id from its first events, for the pointer.
-type pointerTap struct {
-	onID func(id string)
-	seen bool
-}
-
-func (t *pointerTap) Event(dst, ev []byte) ([]byte, error) {
-	if !t.seen {
-		if _, data := sse.Fields(ev); len(data) > 0 {
-			if id := gjson.GetBytes(data, "response.id").Str; id != "" {
-				t.seen = true
-				t.onID(id)
-			}
-		}
-	}
-	return append(append(dst, ev...), "\n\n"...), nil
-}
-
-func (t *pointerTap) Close(dst []byte) []byte { return dst }
-
-func (*pointerTap) relays() {}
 
 // serveStoredResponse answers GET and DELETE /v1/responses/{id} and GET
 // /v1/responses/{id}/input_items for the key's owner: from the record the

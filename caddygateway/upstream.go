@@ -45,20 +45,21 @@ func (f *failure) retryable() bool {
 	return f.err.Status == http.StatusTooManyRequests || f.err.Status >= 500
 }
 
-// exchange says how one provider call's answer is read: a stream, passed
-// through tr (nil: untouched), or a buffered body that translate turns into
-// the unified answer; failed answers go through mapError. A call made of
+// exchange says how one provider call's answer is read: a stream, through
+// tr (a translator, or the relay of a stream passed through), or a buffered
+// body that translate turns into the unified answer; failed answers go
+// through mapError. Each returns what the answer used. A call made of
 // several upstream requests (an embeddings provider that takes one input per
 // request) sets more and collect instead of translate: the requests are sent
 // in turn, and collect gets every answer once all have succeeded.
 type exchange struct {
 	stream    bool
 	tr        providers.StreamTranslator
-	translate func(body []byte) ([]byte, error)
+	translate func(body []byte) ([]byte, usageInfo, error)
 	mapError  func(status int, header http.Header, body []byte) *providers.Error
 
 	more    []providers.Request
-	collect func(headers []http.Header, bodies [][]byte) ([]byte, error)
+	collect func(headers []http.Header, bodies [][]byte) ([]byte, usageInfo, error)
 
 	// api writes the gateway's own errors in the endpoint's API; set by
 	// the dispatcher.
@@ -69,13 +70,8 @@ type exchange struct {
 	// has no such endpoint).
 	answer []byte
 
-	// meter follows what the call used; usage reads it from answers and
-	// streams in the endpoint's API; stripUsage drops from a chat stream
-	// the usage the gateway asked for and the client did not. Set by the
-	// dispatcher (stripUsage by the endpoint's prepare).
-	meter      *meter
-	usage      usageParser
-	stripUsage bool
+	// meter follows what the call used; set by the dispatcher.
+	meter *meter
 }
 
 // forward sends one translated request through the provider's
@@ -97,20 +93,20 @@ func (p *provider) forward(w http.ResponseWriter, r *http.Request, preq provider
 	if f != nil {
 		return p.settle(w, f, ex.api)
 	}
-	out, err := ex.translate(uw.buf)
+	out, used, err := ex.translate(uw.buf)
 	if err != nil {
 		return 0, p.unreadable(err)
 	}
-	ex.read(out)
+	ex.used(used)
 	copyClientHeaders(w.Header(), uw.header)
 	WriteJSON(w, http.StatusOK, out)
 	return http.StatusOK, nil
 }
 
-// read reads what an answer says was used.
-func (ex *exchange) read(answer []byte) {
-	if ex.meter != nil && ex.usage.answer != nil {
-		ex.usage.answer(answer, &ex.meter.usage)
+// used notes what an answer used.
+func (ex *exchange) used(u usageInfo) {
+	if ex.meter != nil {
+		ex.meter.usage = u
 	}
 }
 
@@ -126,11 +122,11 @@ func (p *provider) forwardAll(w http.ResponseWriter, r *http.Request, reqs []pro
 		}
 		headers[i], bodies[i] = uw.header, uw.buf
 	}
-	out, err := ex.collect(headers, bodies)
+	out, used, err := ex.collect(headers, bodies)
 	if err != nil {
 		return 0, p.unreadable(err)
 	}
-	ex.read(out)
+	ex.used(used)
 	copyClientHeaders(w.Header(), headers[len(headers)-1])
 	WriteJSON(w, http.StatusOK, out)
 	return http.StatusOK, nil
@@ -147,13 +143,16 @@ func (p *provider) send(w http.ResponseWriter, r *http.Request, preq providers.R
 	if ex.api == nil {
 		ex.api = openAIAPI
 	}
-	uw := &upstreamWriter{client: w, header: make(http.Header), wantStream: ex.stream, tr: ex.tr, framing: framing, api: ex.api}
+	uw := &upstreamWriter{client: w, header: make(http.Header), wantStream: ex.stream, tr: ex.tr, framing: framing, api: ex.api, meter: ex.meter}
 	start := time.Now()
 	err := p.base.upstream.Serve(uw, r, preq, ex.stream)
 	observeUpstream(p.name, uw.status, start)
 	switch {
 	case uw.streaming:
 		uw.finishStream(err != nil)
+		if ex.tr != nil {
+			ex.used(ex.tr.Usage())
+		}
 		return uw, nil
 	case err != nil || uw.tooLarge:
 		return uw, &failure{err: unreachable(p.name, err, uw.tooLarge), cause: err}
@@ -253,6 +252,7 @@ type upstreamWriter struct {
 	tr         providers.StreamTranslator // nil: events pass through as they are
 	framing    providers.Framing          // how the provider's stream is cut into events
 	api        *api                       // how the client's API ends a stream the gateway cannot finish
+	meter      *meter                     // times the first byte a stream sends the client; may be nil
 
 	wroteHeader bool
 	status      int
@@ -329,11 +329,13 @@ func (w *upstreamWriter) Write(p []byte) (int, error) {
 	case w.failed, w.ended:
 		return len(p), nil
 	case w.tr == nil:
+		w.firstByte()
 		return w.client.Write(p)
 	}
-	if t, ok := w.tr.(*tapStream); ok && len(w.buf) == 0 && w.framing == providers.SSE && t.passes(p) {
+	if r, ok := w.tr.(providers.Relay); ok && len(w.buf) == 0 && w.framing == providers.SSE && r.Passes(p) {
 		// Whole events passed through as they are, nothing in them to read
 		// or take out: the client gets p itself, without a copy.
+		w.firstByte()
 		return w.client.Write(p)
 	}
 	// While no part of an event is pending, events are cut from p itself;
@@ -369,11 +371,19 @@ func (w *upstreamWriter) Write(p []byte) (int, error) {
 	w.buf = append(w.buf[:0], pending...)
 	w.out = out
 	if len(out) > 0 {
+		w.firstByte()
 		if _, err := w.client.Write(out); err != nil {
 			return 0, err
 		}
 	}
 	return len(p), nil
+}
+
+// firstByte notes when the first bytes of a stream reach the client.
+func (w *upstreamWriter) firstByte() {
+	if w.meter != nil && w.meter.firstByte.IsZero() {
+		w.meter.firstByte = time.Now()
+	}
 }
 
 // FlushError is what http.ResponseController, which reverse_proxy flushes
@@ -385,62 +395,27 @@ func (w *upstreamWriter) FlushError() error {
 	return http.NewResponseController(w.client).Flush()
 }
 
-// finishStream ends a stream that reached the client: the translator closes
-// it (data: [DONE], or an error event if the provider's stream was cut off);
-// a passed-through stream that reverse_proxy aborted gets an error event.
+// finishStream ends a stream that reached the client: the translator
+// closes it (data: [DONE], or an error event if the provider's stream was
+// cut off; a relay's, an error event if the provider closed it before its
+// end). A stream passed through that reverse_proxy aborted before the
+// client had the whole answer gets an error event instead.
 func (w *upstreamWriter) finishStream(aborted bool) {
 	var out []byte
+	r, relay := w.tr.(providers.Relay)
 	switch {
 	case w.failed:
-	case w.tr != nil && !passedThrough(w.tr):
-		out = w.tr.Close(w.out[:0]) // the translator ends its stream
-	case aborted && !tapOf(w.tr).whole():
-		// A stream passed through has no translator to end it (every
-		// stream is read by a tapStream, whose Close adds nothing without
-		// one): the error event is written here, unless the client has
-		// the whole answer already (the provider reset the connection
-		// after its last event).
+	case aborted && (w.tr == nil || relay && !r.Ended()):
 		out = w.api.streamError(nil, &providers.Error{Status: http.StatusBadGateway, Type: "server_error", Code: "upstream_aborted",
 			Message: "the provider broke off its answer"})
-	case tapOf(w.tr).cutShort():
-		// The provider closed its stream cleanly, between two events, but
-		// before its last one ([DONE], message_stop, response.completed):
-		// without this event a client could not tell a cut-off answer
-		// from a whole one.
-		out = w.api.streamError(nil, providers.StreamIncomplete())
+	case w.tr != nil:
+		out = w.tr.Close(w.out[:0])
 	}
 	if len(out) > 0 {
 		_, _ = w.client.Write(out)
 	}
 	_ = http.NewResponseController(w.client).Flush()
 	w.releaseBuffers()
-}
-
-// passedThrough reports whether tr passes the provider's events on as they
-// are (read by the meter, not translated).
-func passedThrough(tr providers.StreamTranslator) bool {
-	t := tapOf(tr)
-	return t != nil && relays(t.inner)
-}
-
-// relay is a StreamTranslator that passes the provider's events on as they
-// are, only reading them (pointerTap).
-type relay interface{ relays() }
-
-// relays reports whether tr passes the provider's events on as they are:
-// none does, or a relay.
-func relays(tr providers.StreamTranslator) bool {
-	if tr == nil {
-		return true
-	}
-	_, ok := tr.(relay)
-	return ok
-}
-
-// tapOf returns the tap that reads tr, or nil.
-func tapOf(tr providers.StreamTranslator) *tapStream {
-	t, _ := tr.(*tapStream)
-	return t
 }
 
 // releaseBuffers returns a finished stream's buffers to the pool.

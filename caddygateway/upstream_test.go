@@ -10,6 +10,9 @@ import (
 
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/anthropic"
+	"github.com/modelgate/modelgate/providers/messages"
+	"github.com/modelgate/modelgate/providers/openai"
+	"github.com/modelgate/modelgate/providers/responses"
 )
 
 // TestUpstreamWriter drives the writer as reverse_proxy does: headers into
@@ -83,15 +86,14 @@ func TestUpstreamWriter(t *testing.T) {
 		want := strings.Repeat(`data: {"id":"c","choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}`+"\n\n", 2) + "data: [DONE]\n\n"
 		for cut := range len(stream) {
 			rec := httptest.NewRecorder()
-			m := &meter{}
-			w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, api: openAIAPI, wantStream: true,
-				tr: &tapStream{m: m, parse: chatUsage.event, strip: true}}
+			tr := openai.NewRelay(false)
+			w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, api: openAIAPI, wantStream: true, tr: tr}
 			w.Header().Set("Content-Type", "text/event-stream")
 			_, _ = w.Write([]byte(stream[:cut]))
 			_, _ = w.Write([]byte(stream[cut:]))
 			w.finishStream(false)
-			if rec.Body.String() != want || m.usage != (usageInfo{Prompt: 14, Completion: 3, Known: true}) {
-				t.Fatalf("cut at %d: %q, usage %+v", cut, rec.Body, m.usage)
+			if rec.Body.String() != want || tr.Usage() != (usageInfo{Prompt: 14, Completion: 3, Known: true}) {
+				t.Fatalf("cut at %d: %q, usage %+v", cut, rec.Body, tr.Usage())
 			}
 		}
 	})
@@ -105,8 +107,8 @@ func TestUpstreamWriter(t *testing.T) {
 		for cut := range len(stream) {
 			rec := httptest.NewRecorder()
 			m := &meter{}
-			w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, api: openAIAPI, wantStream: true,
-				tr: &tapStream{m: m, parse: chatUsage.event}}
+			tr := openai.NewRelay(true)
+			w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, api: openAIAPI, wantStream: true, tr: tr, meter: m}
 			w.Header().Set("Content-Type", "text/event-stream")
 			_, _ = w.Write([]byte(stream[:cut]))
 			if whole := strings.HasSuffix(stream[:cut], "\n\n") && !strings.Contains(stream[:cut], `"usage":{`); whole && len(w.out) > 0 {
@@ -114,8 +116,8 @@ func TestUpstreamWriter(t *testing.T) {
 			}
 			_, _ = w.Write([]byte(stream[cut:]))
 			w.finishStream(false)
-			if rec.Body.String() != stream || m.usage != (usageInfo{Prompt: 14, Completion: 3, Known: true}) || m.firstByte.IsZero() {
-				t.Fatalf("cut at %d: %q, usage %+v, first byte %v", cut, rec.Body, m.usage, m.firstByte)
+			if rec.Body.String() != stream || tr.Usage() != (usageInfo{Prompt: 14, Completion: 3, Known: true}) || m.firstByte.IsZero() {
+				t.Fatalf("cut at %d: %q, usage %+v, first byte %v", cut, rec.Body, tr.Usage(), m.firstByte)
 			}
 		}
 	})
@@ -130,10 +132,9 @@ func TestUpstreamWriter(t *testing.T) {
 			aborted bool
 		}{
 			{"no translator", nil, true},
-			{"read by the meter", &tapStream{m: &meter{}, parse: chatUsage.event}, true},
-			{"read by the meter, usage stripped", &tapStream{m: &meter{}, parse: chatUsage.event, strip: true}, true},
-			{"read by the meter, not aborted", &tapStream{m: &meter{}, parse: chatUsage.event}, false},
-			{"read by a relay (a stored Responses stream)", &tapStream{inner: &pointerTap{onID: func(string) {}}, m: &meter{}}, true},
+			{"a relay", openai.NewRelay(true), true},
+			{"a relay, usage stripped", openai.NewRelay(false), true},
+			{"a relay reading a stored Responses stream's id", responses.NewRelay(func(string) {}), true},
 		} {
 			rec := httptest.NewRecorder()
 			w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, api: openAIAPI, wantStream: true, tr: tc.tr}
@@ -149,7 +150,7 @@ func TestUpstreamWriter(t *testing.T) {
 		// client has the whole answer, and no error after it.
 		rec := httptest.NewRecorder()
 		w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, api: openAIAPI, wantStream: true,
-			tr: &tapStream{m: &meter{}, parse: chatUsage.event, ends: openAIAPI.ends}}
+			tr: openai.NewRelay(true)}
 		w.Header().Set("Content-Type", "text/event-stream")
 		const whole = "data: {\"choices\":[]}\n\ndata: [DONE]\n\n"
 		_, _ = w.Write([]byte(whole))
@@ -169,46 +170,44 @@ func TestUpstreamWriter(t *testing.T) {
 		const finish = `data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n"
 		const nullFinish = `data: {"choices":[{"index":0,"delta":{"content":"b"},"finish_reason":null}]}` + "\n\n"
 		const usageChunk = `data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}` + "\n\n"
+		chat := func() providers.Relay { return openai.NewRelay(true) }
+		responsesRelay := func() providers.Relay { return responses.NewRelay(nil) }
+		storedResponsesRelay := func() providers.Relay { return responses.NewRelay(func(string) {}) }
 		for _, tc := range []struct {
 			name, stream string
-			api          *api
-			relay        bool // read by a relay (pointerTap), as a stored Responses stream is
+			relay        func() providers.Relay
 			wantError    string
 		}{
-			{"chat ended", chunk + "data: [DONE]\n\n", openAIAPI, false, ""},
-			{"chat ended, a keep-alive after", chunk + "data: [DONE]\n\n: keep-alive\n\n", openAIAPI, false, ""},
-			{"chat ended by an error", chunk + `data: {"error":{"message":"overloaded"}}` + "\n\n", openAIAPI, false, ""},
-			{"chat cut", chunk + chunk, openAIAPI, false, `data: {"error":{"message":"the provider's stream ended before the answer was complete"`},
-			{"chat cut, a keep-alive after", chunk + ": keep-alive\n\n", openAIAPI, false, `"code":"stream_incomplete"`},
-			{"chat with a chunk after the end", chunk + "data: [DONE]\n\n" + chunk, openAIAPI, false, ""},
-			{"chat ended, a stray line end", chunk + "data: [DONE]\n\n\n", openAIAPI, false, ""},
-			{"chat ended, a stray line end and a keep-alive", chunk + "data: [DONE]\n\n\n: ping\n\n", openAIAPI, false, ""},
-			{"chat ended, an id line", chunk + "data: [DONE]\nid: 9\n\n", openAIAPI, false, ""},
-			{"chat ended, a retry event", chunk + "data: [DONE]\n\nretry: 3000\n\n", openAIAPI, false, ""},
-			{"chat ended by a named error event", chunk + "event: error\ndata: {\"message\":\"overloaded\"}\n\n", openAIAPI, false, ""},
+			{"chat ended", chunk + "data: [DONE]\n\n", chat, ""},
+			{"chat ended, a keep-alive after", chunk + "data: [DONE]\n\n: keep-alive\n\n", chat, ""},
+			{"chat ended by an error", chunk + `data: {"error":{"message":"overloaded"}}` + "\n\n", chat, ""},
+			{"chat cut", chunk + chunk, chat, `data: {"error":{"message":"the provider's stream ended before the answer was complete"`},
+			{"chat cut, a keep-alive after", chunk + ": keep-alive\n\n", chat, `"code":"stream_incomplete"`},
+			{"chat with a chunk after the end", chunk + "data: [DONE]\n\n" + chunk, chat, ""},
+			{"chat ended, a stray line end", chunk + "data: [DONE]\n\n\n", chat, ""},
+			{"chat ended, a stray line end and a keep-alive", chunk + "data: [DONE]\n\n\n: ping\n\n", chat, ""},
+			{"chat ended, an id line", chunk + "data: [DONE]\nid: 9\n\n", chat, ""},
+			{"chat ended, a retry event", chunk + "data: [DONE]\n\nretry: 3000\n\n", chat, ""},
+			{"chat ended by a named error event", chunk + "event: error\ndata: {\"message\":\"overloaded\"}\n\n", chat, ""},
 			// Some OpenAI-compatible servers never send [DONE]: the answer
 			// is whole once a choice's finish_reason came.
-			{"chat finished without [DONE]", chunk + finish + usageChunk, openAIAPI, false, ""},
-			{"chat finished without [DONE], spaced JSON", chunk + `data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}` + "\n\n", openAIAPI, false, ""},
-			{"chat cut, finish_reason null", chunk + nullFinish, openAIAPI, false, `"code":"stream_incomplete"`},
-			{"chat cut after the usage chunk", chunk + usageChunk, openAIAPI, false, `"code":"stream_incomplete"`},
-			{"messages ended", start + "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n", messagesAPI, false, ""},
-			{"messages ended, a stray line end and a comment", start + "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n\n: x\n\n", messagesAPI, false, ""},
-			{"messages ended by an error", start + "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"o\"}}\n\n", messagesAPI, false, ""},
-			{"messages cut", start, messagesAPI, false, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\""},
-			{"responses ended", delta + "event: response.completed\ndata: {\"type\":\"response.completed\"}\n\n", responsesAPI, false, ""},
-			{"responses ended, no event names", "data: {\"type\":\"response.incomplete\"}\n\n", responsesAPI, false, ""},
-			{"responses cut", delta, responsesAPI, false, "event: error\ndata: {\"type\":\"error\",\"code\":\"stream_incomplete\""},
-			{"responses cut, read by a relay", delta, responsesAPI, true, `"code":"stream_incomplete"`},
-			{"responses ended, read by a relay", delta + "event: response.failed\ndata: {\"type\":\"response.failed\"}\n\n", responsesAPI, true, ""},
+			{"chat finished without [DONE]", chunk + finish + usageChunk, chat, ""},
+			{"chat finished without [DONE], spaced JSON", chunk + `data: {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}` + "\n\n", chat, ""},
+			{"chat cut, finish_reason null", chunk + nullFinish, chat, `"code":"stream_incomplete"`},
+			{"chat cut after the usage chunk", chunk + usageChunk, chat, `"code":"stream_incomplete"`},
+			{"messages ended", start + "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n", messages.NewRelay, ""},
+			{"messages ended, a stray line end and a comment", start + "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n\n: x\n\n", messages.NewRelay, ""},
+			{"messages ended by an error", start + "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"o\"}}\n\n", messages.NewRelay, ""},
+			{"messages cut", start, messages.NewRelay, "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"api_error\""},
+			{"responses ended", delta + "event: response.completed\ndata: {\"type\":\"response.completed\"}\n\n", responsesRelay, ""},
+			{"responses ended, no event names", "data: {\"type\":\"response.incomplete\"}\n\n", responsesRelay, ""},
+			{"responses cut", delta, responsesRelay, "event: error\ndata: {\"type\":\"error\",\"code\":\"stream_incomplete\""},
+			{"responses cut, read by a relay", delta, storedResponsesRelay, `"code":"stream_incomplete"`},
+			{"responses ended, read by a relay", delta + "event: response.failed\ndata: {\"type\":\"response.failed\"}\n\n", storedResponsesRelay, ""},
 		} {
 			for cut := range len(tc.stream) {
 				rec := httptest.NewRecorder()
-				tap := &tapStream{m: &meter{}, ends: tc.api.ends}
-				if tc.relay {
-					tap.inner = &pointerTap{onID: func(string) {}}
-				}
-				w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, api: tc.api, wantStream: true, tr: tap}
+				w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, api: openAIAPI, wantStream: true, tr: tc.relay()}
 				w.Header().Set("Content-Type", "text/event-stream")
 				_, _ = w.Write([]byte(tc.stream[:cut]))
 				_, _ = w.Write([]byte(tc.stream[cut:]))
@@ -300,11 +299,14 @@ func (e *endingTranslator) Close(dst []byte) []byte {
 
 func (e *endingTranslator) Ended() bool { return e.ended }
 
+func (e *endingTranslator) Usage() providers.Used { return providers.Used{} }
+
 // notEnding is endingTranslator without providers.StreamEnder.
 type notEnding struct{ e *endingTranslator }
 
 func (n notEnding) Event(dst, ev []byte) ([]byte, error) { return n.e.Event(dst, ev) }
 func (n notEnding) Close(dst []byte) []byte              { return n.e.Close(dst) }
+func (n notEnding) Usage() providers.Used                { return providers.Used{} }
 
 // TestUpstreamWriterAfterTheEnd: a frame the framing cannot read after the
 // translator ended the client's stream is dropped with the rest (the stream

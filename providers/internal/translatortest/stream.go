@@ -135,6 +135,7 @@ func (r Replay) Transcripts(t *testing.T, dir string) {
 			if !bytes.Equal(got, want) {
 				t.Fatalf("unified stream differs\ngot:\n%s\nwant:\n%s", got, want)
 			}
+			r.checkUsage(t, opts, upstream)
 
 			// Framing must not matter: random chunk sizes, one byte at a
 			// time, and every line-ending style SSE allows.
@@ -153,6 +154,42 @@ func (r Replay) Transcripts(t *testing.T, dir string) {
 			}
 		})
 	}
+}
+
+// checkUsage checks that a translator reports the usage its stream
+// carries, as data (StreamTranslator.Usage): what the usage chunk of the
+// stream translated with IncludeUsage says, whether the client asked for
+// usage or not.
+func (r Replay) checkUsage(t *testing.T, opts providers.StreamOptions, upstream []byte) {
+	t.Helper()
+	var want providers.Used
+	for _, includeUsage := range []bool{true, false} {
+		o := opts
+		o.IncludeUsage = includeUsage
+		tr := r.New(o)
+		out, err := Translate(tr, r.Framing, upstream, nil)
+		if err != nil {
+			t.Fatalf("Event: %v", err)
+		}
+		if includeUsage {
+			want = StreamUsage(out)
+		}
+		if got := tr.Usage(); got != want {
+			t.Errorf("include_usage %v: the translator reports the usage %+v; the stream's usage chunk carries %+v", includeUsage, got, want)
+		}
+	}
+}
+
+// StreamUsage reads the usage a unified stream's usage chunk carries; not
+// Known when it has none.
+func StreamUsage(out []byte) providers.Used {
+	var u providers.Used
+	for _, data := range Data(out) {
+		if bytes.Contains(data, []byte(`"usage":{`)) {
+			u = providers.ReadUsage(gjson.GetBytes(data, "usage"))
+		}
+	}
+	return u
 }
 
 // Refuses checks that a new translator refuses each of events, given
@@ -384,4 +421,29 @@ func (r Replay) Fuzz(f *testing.F) {
 			t.Fatalf("%s\nupstream: %q\nunified:\n%s", msg, upstream, out)
 		}
 	})
+}
+
+// RelayWrites sends a provider's stream, in writes, through the relay r
+// as the gateway does: a write of whole events that r lets pass
+// (Relay.Passes) goes to the client as it is; anything else is cut into
+// events, each given to Event; then Close. It returns what the client got.
+func RelayWrites(r providers.Relay, writes ...string) string {
+	var out, pending []byte
+	for _, p := range writes {
+		if len(pending) == 0 && r.Passes([]byte(p)) {
+			out = append(out, p...)
+			continue
+		}
+		pending = append(pending, p...)
+		for {
+			ev, rest, ok, _ := providers.SSE.Cut(pending)
+			if !ok {
+				break
+			}
+			out, _ = r.Event(out, ev)
+			pending = rest
+		}
+		pending = append([]byte(nil), pending...)
+	}
+	return string(r.Close(out))
 }
