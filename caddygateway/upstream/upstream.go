@@ -90,14 +90,21 @@ func (u *Upstream) Serve(w http.ResponseWriter, r *http.Request, preq providers.
 			err = ErrAborted
 		}
 	}()
-	err = u.proxy.ServeHTTP(w, u.request(r, preq, stream), noNext)
+	if err = u.proxy.ServeHTTP(w, u.request(r, preq, stream), noNext); err != nil {
+		err = classify(err)
+	}
+	return err
+}
+
+// classify wraps a failure of reverse_proxy in the error that says what it
+// was: ErrCredentials, ErrTimeout, or none.
+func classify(err error) error {
 	var he caddyhttp.HandlerError
 	switch {
-	case err == nil:
 	case errors.As(err, new(authError)):
-		err = fmt.Errorf("%w: %w", ErrCredentials, err)
+		return fmt.Errorf("%w: %w", ErrCredentials, err)
 	case errors.As(err, &he) && he.StatusCode == http.StatusGatewayTimeout:
-		err = fmt.Errorf("%w: %w", ErrTimeout, err)
+		return fmt.Errorf("%w: %w", ErrTimeout, err)
 	}
 	return err
 }
