@@ -15,35 +15,40 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/modelgate/modelgate/gateway"
 	"github.com/modelgate/modelgate/pricing"
 )
 
-// TestSettleReports checks what settling an answered request tells the
-// access log and the placeholders, for a priced stream that fell back
-// once and for an unpriced answer to a batch line (no key).
+// TestSettleReports checks what a settled call tells the access log and
+// the placeholders, for a priced stream that fell back once and for an
+// unpriced answer to a batch line (no key).
 func TestSettleReports(t *testing.T) {
 	prices, err := pricing.Load(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	oa := &provider{name: "oa", typ: "openai", base: &ProviderBase{}}
-	down := &provider{name: "down", typ: "openai", base: &ProviderBase{}}
-	app := &App{logger: zap.NewNop(), prices: prices, knownModels: map[string]struct{}{}, providers: map[string]*provider{"oa": oa, "down": down}}
-	ac := accountant{app: app}
+	oa := &gateway.Provider{Name: "oa", Type: "openai"}
+	down := &gateway.Provider{Name: "down", Type: "openai"}
 	start := time.Now()
+	settled := func(key *Key, o *gateway.Outcome) *gateway.Outcome {
+		o.Key, o.Settled, o.Target = key, true, o.Tried[len(o.Tried)-1]
+		o.Cost, o.Priced = prices.Cost(o.Target.Provider.Type, o.Target.Model, pricing.Usage{PromptTokens: o.Usage.Prompt,
+			CachedTokens: o.Usage.Cached, CompletionTokens: o.Usage.Completion})
+		return o
+	}
 
 	for _, tc := range []struct {
 		name      string
 		key       *Key
-		m         *meter
+		m         *gateway.Outcome
 		log       string
 		wantPlace map[string]string // placeholders; "" must be unset
 	}{{
 		name: "priced stream after a fallback",
 		key:  &Key{Name: "alice-key", Owner: "alice"},
-		m: &meter{start: start, firstByte: start.Add(42 * time.Millisecond), stream: true, provider: oa, model: "gpt-4o-mini",
-			tried: []target{{provider: down, model: "gpt-4o"}, {provider: oa, model: "gpt-4o-mini"}},
-			usage: usageInfo{Prompt: 1200, Cached: 200, Completion: 300, Known: true}},
+		m: &gateway.Outcome{Start: start, FirstByte: start.Add(42 * time.Millisecond), Streamed: true,
+			Tried: []gateway.Target{{Provider: down, Model: "gpt-4o"}, {Provider: oa, Model: "gpt-4o-mini"}},
+			Usage: gateway.Usage{Prompt: 1200, Cached: 200, Completion: 300, Known: true}},
 		log: `{"msg":"handled request","modelgate_provider":"oa","modelgate_model":"gpt-4o-mini","modelgate_tokens_in":1200,` +
 			`"modelgate_tokens_out":300,"modelgate_tokens_cached":200,"modelgate_fallback":["down/gpt-4o","oa/gpt-4o-mini"],` +
 			`"modelgate_cost":"0.000345","modelgate_key":"alice-key","modelgate_owner":"alice","modelgate_ttft_ms":42}`,
@@ -52,8 +57,8 @@ func TestSettleReports(t *testing.T) {
 			"http.modelgate.fallback": "down/gpt-4o > oa/gpt-4o-mini", "http.modelgate.ttft_ms": "42"},
 	}, {
 		name: "unpriced, no key",
-		m: &meter{start: start, provider: oa, model: "no-such-model", tried: []target{{provider: oa, model: "no-such-model"}},
-			usage: usageInfo{Prompt: 7, Completion: 3, Known: true}},
+		m: &gateway.Outcome{Start: start, Tried: []gateway.Target{{Provider: oa, Model: "no-such-model"}},
+			Usage: gateway.Usage{Prompt: 7, Completion: 3, Known: true}},
 		log: `{"msg":"handled request","modelgate_provider":"oa","modelgate_model":"no-such-model","modelgate_tokens_in":7,` +
 			`"modelgate_tokens_out":3,"modelgate_tokens_cached":0,"modelgate_fallback":["oa/no-such-model"],"modelgate_cost":"unpriced"}`,
 		wantPlace: map[string]string{"http.modelgate.provider": "oa", "http.modelgate.model": "no-such-model", "http.modelgate.tokens_in": "7", "http.modelgate.tokens_out": "3",
@@ -66,11 +71,12 @@ func TestSettleReports(t *testing.T) {
 			ctx := context.WithValue(context.Background(), caddy.ReplacerCtxKey, repl)
 			ctx = context.WithValue(ctx, caddyhttp.ExtraLogFieldsCtxKey, extra)
 			r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions", nil)
-			repl.Map(tc.m.placeholder) // as dispatcher.serve does
+			repl.Map((*outcome)(tc.m).placeholder) // as serveCall does
 			if v, ok := repl.GetString("http.modelgate.tokens_in"); ok {
 				t.Errorf("{http.modelgate.tokens_in} = %q before the request is settled", v)
 			}
-			ac.settle(r, tc.key, &call{endpoint: endpointChat}, tc.m)
+			settled(tc.key, tc.m)
+			logSettled(r, tc.m)
 
 			// The access log entry, as Caddy's server writes it: the
 			// extra fields after its own. (ExtraLogFields keeps them
@@ -97,8 +103,8 @@ func TestSettleReports(t *testing.T) {
 	}
 }
 
-// TestSettleAccessLogFields checks that settling adds the gateway's
-// fields to the access log entry of a request a server may log, and skips
+// TestSettleAccessLogFields checks that a settled call's fields go into
+// the access log entry of a request a server may log, and skips
 // them where the server keeps no access log (they would cost every
 // request an allocation or two for nothing). TestIntegrationLogs reads
 // them in a real access log.
@@ -107,8 +113,7 @@ func TestSettleAccessLogFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	oa := &provider{name: "oa", typ: "openai", base: &ProviderBase{}}
-	ac := accountant{app: &App{logger: zap.NewNop(), prices: prices, knownModels: map[string]struct{}{}, providers: map[string]*provider{"oa": oa}}}
+	oa := &gateway.Provider{Name: "oa", Type: "openai"}
 	for _, tc := range []struct {
 		name   string
 		server *caddyhttp.Server // nil: none in the context
@@ -126,8 +131,11 @@ func TestSettleAccessLogFields(t *testing.T) {
 				ctx = context.WithValue(ctx, caddyhttp.ServerCtxKey, tc.server)
 			}
 			r := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions", nil)
-			m := &meter{start: time.Now(), provider: oa, model: "gpt-4o-mini", usage: usageInfo{Prompt: 10, Completion: 5, Known: true}}
-			ac.settle(r, &Key{Name: "k"}, &call{endpoint: endpointChat}, m)
+			t0 := gateway.Target{Provider: oa, Model: "gpt-4o-mini"}
+			m := &gateway.Outcome{Start: time.Now(), Target: t0, Tried: []gateway.Target{t0}, Key: &Key{Name: "k"}, Settled: true,
+				Usage: gateway.Usage{Prompt: 10, Completion: 5, Known: true}}
+			m.Cost, m.Priced = prices.Cost("openai", "gpt-4o-mini", pricing.Usage{PromptTokens: 10, CompletionTokens: 5})
+			logSettled(r, m)
 			// ExtraLogFields keeps its fields unexported.
 			fields := reflect.ValueOf(extra).Elem().FieldByName("fields")
 			if fields.Kind() != reflect.Slice {

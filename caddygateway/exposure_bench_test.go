@@ -59,6 +59,7 @@ func BenchmarkExposureFakeKeys(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			g := newBenchGateway(b)
 			g.app.managed = keys.NewManager(&certmagic.FileStorage{Path: b.TempDir()}, "modelgate")
+			g.rebuild(b)
 			for i := range stored {
 				if _, _, err := g.app.managed.Create(context.Background(), keys.NewKey{Name: fmt.Sprint("k", i)}); err != nil {
 					b.Fatal(err)
@@ -70,7 +71,7 @@ func BenchmarkExposureFakeKeys(b *testing.B) {
 				if err := g.serveModelgate(w, g.request(w, "/v1/chat/completions", body, hdr...)); err != nil || w.status != 200 {
 					b.Fatalf("status %d, error %v", w.status, err)
 				}
-				g.app.exposures.wait()
+				g.app.gw.WaitExposures()
 			}
 			serve()
 			b.ReportAllocs()

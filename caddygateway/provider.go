@@ -3,7 +3,6 @@ package caddygateway
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/url"
 	"strings"
 
@@ -11,7 +10,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/modelgate/modelgate/caddygateway/upstream"
-	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/gateway"
 )
 
 // Provider is the contract of a provider type: a guest module of the
@@ -36,9 +35,9 @@ import (
 //	func (p *Acme) Endpoints() caddygateway.Endpoints { return caddygateway.Endpoints{Chat: p.chat} }
 //
 // A provider is a translator (package providers' contracts) plus Caddy's own
-// reverse_proxy, which ProviderBase provisions from the provider's config:
-// requests reach the provider only through it, from the HTTP handlers and
-// from batch workers alike.
+// reverse_proxy, which ProviderBase provisions from the provider's config
+// (caddygateway/upstream): requests reach the provider only through it, from
+// the HTTP handlers and from batch workers alike.
 type Provider interface {
 	caddy.Module
 
@@ -53,28 +52,11 @@ type Provider interface {
 }
 
 // Endpoints are the translators of the unified API's endpoints that a
-// provider type serves; nil means the type does not serve that endpoint.
-type Endpoints struct {
-	// Chat serves POST /v1/chat/completions.
-	Chat providers.Chat
-
-	// Rerank serves POST /v1/rerank.
-	Rerank providers.Rerank
-
-	// Embeddings serves POST /v1/embeddings.
-	Embeddings providers.Embeddings
-
-	// Responses passes POST /v1/responses through to the provider's own
-	// Responses API (OpenAI, Azure OpenAI). A provider without it still
-	// serves the Responses API when it serves Chat: translated.
-	Responses providers.Native
-
-	// Messages passes POST /v1/messages and /v1/messages/count_tokens
-	// through to the provider's own Messages API (Anthropic). A provider
-	// without it still serves the Messages API when it serves Chat:
-	// translated.
-	Messages providers.Native
-}
+// provider type serves; nil means the type does not serve that endpoint:
+// Chat (POST /v1/chat/completions), Rerank, Embeddings, and Responses and
+// Messages, which pass those APIs through to a provider that speaks them
+// (a provider without them still serves them through Chat, translated).
+type Endpoints = gateway.Endpoints
 
 // ProviderType is what a provider type tells ProviderBase.ProvisionBase
 // (and ProviderBase.UnmarshalBlock) about itself.
@@ -244,34 +226,4 @@ func (b *ProviderBase) UnmarshalBlock(d *caddyfile.Dispenser, t ProviderType, op
 		return d.Errf("provider type %s needs api_key (for example: api_key {env.%s_API_KEY})", t.Name, strings.ToUpper(t.Name))
 	}
 	return nil
-}
-
-// provider is a configured provider as the dispatcher uses it.
-type provider struct {
-	name string
-	typ  string // the provider type, as modelgate.providers.<typ>: the price table's key
-	base *ProviderBase
-	Endpoints
-
-	// chatError is Chat.Error, bound once (by newProvider) rather than
-	// for every request: a method value of an interface is an allocation.
-	chatError func(status int, header http.Header, body []byte) *providers.Error
-}
-
-// newProvider is the provider name of type typ, as the dispatcher uses it.
-func newProvider(name, typ string, base *ProviderBase, e Endpoints) *provider {
-	p := &provider{name: name, typ: typ, base: base, Endpoints: e}
-	if e.Chat != nil {
-		p.chatError = e.Chat.Error
-	}
-	return p
-}
-
-// chatErrorMapper returns Chat.Error, bound once by newProvider (a
-// provider a test put together itself gets it bound here).
-func (p *provider) chatErrorMapper() func(status int, header http.Header, body []byte) *providers.Error {
-	if p.chatError != nil {
-		return p.chatError
-	}
-	return p.Chat.Error
 }

@@ -114,16 +114,17 @@ func TestUpstreamRequestContext(t *testing.T) {
 	vars := map[string]any{"a": 1}
 	ctx := context.WithValue(context.Background(), caddyhttp.VarsCtxKey, vars)
 	ctx = context.WithValue(ctx, otherKey{}, "other")
-	r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil).WithContext(ctx)
+	ctx = context.WithValue(ctx, caddy.ReplacerCtxKey, caddy.NewReplacer())
 	b := &Upstream{basePath: "/v1"}
 	body := []byte(`{"model":"m"}`)
-	r2 := b.request(r, providers.Request{Path: "/chat/completions", Body: body}, false)
+	w := httptest.NewRecorder()
+	r2 := b.request(ctx, providers.Request{Path: "/chat/completions", Body: body}, false, w)
 
 	if got := requestBody(r2.Context()); !bytes.Equal(got, body) {
 		t.Errorf("body %q, want %q", got, body)
 	}
-	if requestBody(r.Context()) != nil {
-		t.Error("the client's request has a provider body")
+	if requestBody(ctx) != nil {
+		t.Error("the client's context has a provider body")
 	}
 	v2, _ := r2.Context().Value(caddyhttp.VarsCtxKey).(map[string]any)
 	if v2 == nil || v2["a"] != 1 {
@@ -135,7 +136,7 @@ func TestUpstreamRequestContext(t *testing.T) {
 	}
 	// A second call (a fallback's) gets a copy, with what the first wrote.
 	for i := range 2 {
-		r3 := b.request(r, providers.Request{Path: "/chat/completions", Body: body}, false)
+		r3 := b.request(ctx, providers.Request{Path: "/chat/completions", Body: body}, false, w)
 		v3, _ := r3.Context().Value(caddyhttp.VarsCtxKey).(map[string]any)
 		if v3 == nil || v3["a"] != 1 || v3["b"] != 2 {
 			t.Fatalf("call %d's variables are %v, want a copy of %v", i+2, v3, vars)
@@ -160,10 +161,17 @@ func TestUpstreamRequestContext(t *testing.T) {
 		t.Errorf("path %q", r2.URL.Path)
 	}
 
-	// Without variables, none appear.
-	r3 := b.request(httptest.NewRequest(http.MethodPost, "/", nil), providers.Request{Path: "/x", Body: body}, false)
-	if v, ok := r3.Context().Value(caddyhttp.VarsCtxKey).(map[string]any); ok {
-		t.Errorf("variables %v appeared", v)
+	// A context without Caddy's request values (a batch line's) gets them:
+	// a replacer, variables of its own, and a client address.
+	r3 := b.request(context.Background(), providers.Request{Path: "/x", Body: body}, false, w)
+	if r3.Context().Value(caddy.ReplacerCtxKey) == nil {
+		t.Error("a request without Caddy's values has no replacer")
+	}
+	if v, ok := r3.Context().Value(caddyhttp.VarsCtxKey).(map[string]any); !ok || v == nil {
+		t.Error("a request without Caddy's values has no variables")
+	}
+	if r3.RemoteAddr != batchRemoteAddr || r3.URL.Path != "/v1/x" {
+		t.Errorf("a batch request has address %q, path %q", r3.RemoteAddr, r3.URL.Path)
 	}
 }
 
@@ -224,7 +232,7 @@ func TestProviderRequestHeaders(t *testing.T) {
 				// A translator's header map, which it may share between
 				// requests, is only read.
 				shared := http.Header{"Anthropic-Version": {"2023-06-01"}}
-				if err := u.Serve(rec, r, providers.Request{Path: "/chat", Body: []byte(`{"q":1}`), Header: shared}, false); err != nil || rec.Code != 200 {
+				if err := u.Send(r.Context(), providers.Request{Path: "/chat", Body: []byte(`{"q":1}`), Header: shared}, false, rec); err != nil || rec.Code != 200 {
 					t.Fatalf("status %d, error %v", rec.Code, err)
 				}
 				if want := (http.Header{"Anthropic-Version": {"2023-06-01"}}); !reflect.DeepEqual(shared, want) {

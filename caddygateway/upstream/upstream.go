@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,11 +16,14 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy"
 
+	"github.com/modelgate/modelgate/gateway"
 	"github.com/modelgate/modelgate/providers"
 )
 
 // Upstream carries requests to one provider through the provider's own
-// reverse_proxy handler, loaded from the provider's configuration.
+// reverse_proxy handler, loaded from the provider's configuration: the
+// gateway's Upstream (gateway.Upstream), and the one place that knows
+// reverse_proxy's ways (docs/design/core.md).
 type Upstream struct {
 	proxy    *reverseproxy.Handler
 	basePath string // the base URL's path, escaped, without a trailing slash
@@ -69,42 +73,40 @@ func New(ctx caddy.Context, c Config) (*Upstream, error) {
 // scrubbing): a provider in memory, for tests and benchmarks.
 func (u *Upstream) SetNext(rt http.RoundTripper) { u.proxy.Transport.(*authTransport).next = rt }
 
-// The errors Serve returns wrap these: the provider broke off its answer,
-// did not answer in time, or could not be authenticated to.
-var (
-	ErrAborted     = errors.New("upstream answer aborted")
-	ErrTimeout     = errors.New("the provider did not answer in time")
-	ErrCredentials = errors.New("the gateway could not authenticate to the provider")
-)
+var _ gateway.Upstream = (*Upstream)(nil)
 
-// Serve sends preq, a translated request of the client's request r, to the
-// provider and writes its answer into w as reverse_proxy writes it. An
-// answer the provider broke off (reverse_proxy's abort panic) returns an
-// error wrapping ErrAborted.
-func (u *Upstream) Serve(w http.ResponseWriter, r *http.Request, preq providers.Request, stream bool) (err error) {
+// Send sends preq to the provider through its reverse_proxy, which writes
+// the provider's answer into w (gateway.Upstream). ctx is the call's: a
+// client's request context, as Caddy's server made it, whose replacer and
+// variables reverse_proxy uses as plain reverse_proxy would; a context
+// without them (a batch goroutine's) gets its own, with what
+// reverse_proxy needs. reverse_proxy panics with http.ErrAbortHandler
+// when the provider breaks off its answer: that is an error wrapping
+// gateway.ErrAborted here, and nowhere else.
+func (u *Upstream) Send(ctx context.Context, preq providers.Request, stream bool, w http.ResponseWriter) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			if v != http.ErrAbortHandler { //nolint:errorlint // panic values are compared, not wrapped
 				panic(v)
 			}
-			err = ErrAborted
+			err = gateway.ErrAborted
 		}
 	}()
-	if err = u.proxy.ServeHTTP(w, u.request(r, preq, stream), noNext); err != nil {
+	if err = u.proxy.ServeHTTP(w, u.request(ctx, preq, stream, w), noNext); err != nil {
 		err = classify(err)
 	}
 	return err
 }
 
-// classify wraps a failure of reverse_proxy in the error that says what it
-// was: ErrCredentials, ErrTimeout, or none.
+// classify wraps a failure of reverse_proxy in the gateway's error that
+// says what it was: gateway.ErrCredentials, gateway.ErrTimeout, or none.
 func classify(err error) error {
 	var he caddyhttp.HandlerError
 	switch {
 	case errors.As(err, new(authError)):
-		return fmt.Errorf("%w: %w", ErrCredentials, err)
+		return fmt.Errorf("%w: %w", gateway.ErrCredentials, err)
 	case errors.As(err, &he) && he.StatusCode == http.StatusGatewayTimeout:
-		return fmt.Errorf("%w: %w", ErrTimeout, err)
+		return fmt.Errorf("%w: %w", gateway.ErrTimeout, err)
 	}
 	return err
 }
@@ -116,13 +118,20 @@ const upstreamCalledVar = "modelgate.upstream_called"
 // noNext ends reverse_proxy's handler chain.
 var noNext = caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
 
-// request builds the request reverse_proxy sends to the provider. It
-// starts from a fresh header map, so nothing of the client's request (its
-// gateway key above all) reaches the provider except the translated body.
-// The Host header is the provider's (a proxy block's header operations may
-// still set another). The provider's credentials are added by the
-// transport.
-func (u *Upstream) request(r *http.Request, preq providers.Request, stream bool) *http.Request {
+// batchRemoteAddr is the client address of a request without a client
+// (a batch line's).
+const batchRemoteAddr = "127.0.0.1:0"
+
+// request builds the request reverse_proxy sends to the provider. It is a
+// fresh request with a fresh header map, so nothing of the client's
+// request (its gateway key above all) reaches the provider except the
+// translated body; of the client's request only its address is kept
+// (reverse_proxy's load-balancing policies may read it). The Host header is
+// the provider's (a proxy block's header operations may still set
+// another). The provider's credentials are added by the transport. A ctx
+// without Caddy's request values gets them, with w as the response
+// writer their placeholders read.
+func (u *Upstream) request(ctx context.Context, preq providers.Request, stream bool, w http.ResponseWriter) *http.Request {
 	body := preq.Body
 	// Every provider call after a request's first gets its own copy of the
 	// request variables: reverse_proxy writes into them before it sends,
@@ -132,18 +141,24 @@ func (u *Upstream) request(r *http.Request, preq providers.Request, stream bool)
 	// them before reverse_proxy starts anything that reads them; a later
 	// call only reads them, to copy them. The body goes down to the
 	// transport's Authenticator beside the request.
-	call := &upstreamCall{upstreamCtx: upstreamCtx{Context: r.Context(), body: body}}
-	if vars, ok := r.Context().Value(caddyhttp.VarsCtxKey).(map[string]any); ok {
+	call := &upstreamCall{upstreamCtx: upstreamCtx{Context: ctx, body: body}}
+	caddyValues := ctx.Value(caddy.ReplacerCtxKey) != nil
+	if vars, ok := ctx.Value(caddyhttp.VarsCtxKey).(map[string]any); ok {
 		if _, called := vars[upstreamCalledVar]; called {
 			call.vars = maps.Clone(vars)
 		} else {
 			vars[upstreamCalledVar] = true
 		}
 	}
-	r2 := r.WithContext(&call.upstreamCtx) // a shallow copy, whose fields are replaced below
+	var zero http.Request
+	r2 := zero.WithContext(&call.upstreamCtx) // a new request, whose fields are set below
+	r2.Proto, r2.ProtoMajor, r2.ProtoMinor = "HTTP/1.1", 1, 1
+	r2.RemoteAddr = batchRemoteAddr
+	if orig, ok := ctx.Value(caddyhttp.OriginalRequestCtxKey).(http.Request); ok {
+		r2.RemoteAddr = orig.RemoteAddr
+	}
 
 	ru := &call.url
-	*ru = *r.URL
 	setPath(ru, u.basePath+preq.Path)
 	ru.RawQuery = preq.Query
 	r2.URL = ru
@@ -151,7 +166,6 @@ func (u *Upstream) request(r *http.Request, preq providers.Request, stream bool)
 	if preq.Method != "" {
 		r2.Method = preq.Method
 	}
-	r2.RequestURI = ""
 	r2.Host = u.host
 
 	accept := "application/json"
@@ -183,8 +197,12 @@ func (u *Upstream) request(r *http.Request, preq providers.Request, stream bool)
 	r2.Body = &call.reader
 	r2.ContentLength = int64(len(body))
 	r2.GetBody = func() (io.ReadCloser, error) { return newBytesBody(body), nil }
-	r2.TransferEncoding = nil
-	r2.Close = false
+	if !caddyValues {
+		// What Caddy's server gives a request, which reverse_proxy needs: a
+		// replacer, the variables (the client's address, whether it is a
+		// trusted proxy) and a server.
+		r2 = caddyhttp.PrepareRequest(r2, caddy.NewReplacer(), w, &caddyhttp.Server{})
+	}
 	return r2
 }
 

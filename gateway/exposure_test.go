@@ -1,20 +1,15 @@
-package caddygateway
+package gateway
 
 import (
 	"bytes"
 	"context"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
-	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/modules/caddyevents"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
 	"github.com/modelgate/modelgate/internal/storagetest"
@@ -98,21 +93,58 @@ func (c *countingStorage) List(ctx context.Context, dir string, recursive bool) 
 	return c.Storage.List(ctx, dir, recursive)
 }
 
-// newExposureApp is an app with managed keys on s and the events app,
-// enough to find and mark keys exposed.
-func newExposureApp(t *testing.T, s keys.Storage) *App {
+// newExposureGateway is a gateway with managed keys on s, enough to find
+// and mark keys exposed, whose Observer counts what it is told.
+func newExposureGateway(t *testing.T, s keys.Storage) (*Gateway, *countingObserver) {
 	t.Helper()
-	ctx, err := caddy.ProvisionContext(&caddy.Config{})
+	obs := &countingObserver{}
+	g, err := New(Config{Managed: keys.NewManager(s, "modelgate"), Observer: obs, Logger: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err := ctx.App("events")
-	if err != nil {
-		t.Fatal(err)
+	return g, obs
+}
+
+// countingObserver counts what a gateway tells its Observer.
+type countingObserver struct {
+	noObserver
+	mu       sync.Mutex
+	skipped  map[string]int
+	exposed  []keys.Key
+	outcomes []*Outcome
+}
+
+func (o *countingObserver) Answered(_ *Call, out *Outcome) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.outcomes = append(o.outcomes, out)
+}
+
+func (o *countingObserver) answered() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.outcomes)
+}
+
+func (o *countingObserver) ExposureSkipped(reason string, n int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.skipped == nil {
+		o.skipped = map[string]int{}
 	}
-	a := &App{ctx: ctx, logger: zap.NewNop(), events: ev.(*caddyevents.App), managed: keys.NewManager(s, "modelgate")}
-	a.exposures = newExposureQueue(a.checkExposure, a.logger)
-	return a
+	o.skipped[reason] += n
+}
+
+func (o *countingObserver) KeyExposed(k keys.Key, _ keys.Exposure, _ bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.exposed = append(o.exposed, k)
+}
+
+func (o *countingObserver) skips(reason string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.skipped[reason]
 }
 
 // TestScanExposureFakeKeys: a prompt full of fake managed keys (well
@@ -125,13 +157,13 @@ func newExposureApp(t *testing.T, s keys.Storage) *App {
 func TestScanExposureFakeKeys(t *testing.T) {
 	ctx := context.Background()
 	cs := &countingStorage{Storage: storagetest.NewMemory()}
-	a := newExposureApp(t, cs)
+	g, obs := newExposureGateway(t, cs)
 	for i := range 16 {
-		if _, _, err := a.managed.Create(ctx, keys.NewKey{Name: fmt.Sprint("k", i)}); err != nil {
+		if _, _, err := g.managed.Create(ctx, keys.NewKey{Name: fmt.Sprint("k", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	known, knownSecret, err := a.managed.Create(ctx, keys.NewKey{Name: "known"})
+	known, knownSecret, err := g.managed.Create(ctx, keys.NewKey{Name: "known"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,17 +182,16 @@ func TestScanExposureFakeKeys(t *testing.T) {
 		}
 	}
 	prompt.WriteString(knownSecret)
-	body := benchChatBodyText("oa/gpt-4o-mini", prompt.String())
+	body := []byte(`{"model":"oa/gpt-4o-mini","max_tokens":256,"messages":[{"role":"user","content":"` + prompt.String() + `"}]}`)
 
-	capped0 := sample(t, metrics.exposure, map[string]string{"reason": "request_cap"})
 	cs.loads.Store(0)
 	cs.lists.Store(0)
-	a.scanExposure("POST /v1/chat/completions", "", body, "key alice (owner a)")
-	a.exposures.wait()
+	g.scanExposure("POST /v1/chat/completions", "", body, &Key{Name: "alice", Owner: "a"})
+	g.WaitExposures()
 	loads, lists := cs.loads.Load(), cs.lists.Load()
 
 	for _, k := range []keys.Key{known, elsewhere} {
-		got, err := a.managed.Get(ctx, k.ID)
+		got, err := g.managed.Get(ctx, k.ID)
 		if err != nil || got.ExposedAt == nil || got.Exposure.Source != "the request content of POST /v1/chat/completions, sent by key alice (owner a)" {
 			t.Errorf("%s: %+v, %v; want it exposed", k.Name, got.Exposure, err)
 		}
@@ -170,8 +201,11 @@ func TestScanExposureFakeKeys(t *testing.T) {
 	if loads > maxExposureLookups+4 || lists != 0 {
 		t.Errorf("%d loads and %d lists of storage for one request, want at most %d loads and no list", loads, lists, maxExposureLookups+4)
 	}
-	if got := sample(t, metrics.exposure, map[string]string{"reason": "request_cap"}) - capped0; got != fakes-(maxExposureLookups-1) {
+	if got := obs.skips("request_cap"); got != fakes-(maxExposureLookups-1) {
 		t.Errorf("request_cap counted %v keys, want %d", got, fakes-(maxExposureLookups-1))
+	}
+	if len(obs.exposed) != 2 {
+		t.Errorf("the Observer was told of %d exposed keys, want 2", len(obs.exposed))
 	}
 }
 
@@ -180,6 +214,7 @@ func TestScanExposureFakeKeys(t *testing.T) {
 // maxQueuedLookups are dropped and counted, known keys never.
 func TestExposureQueue(t *testing.T) {
 	started, release := make(chan struct{}), make(chan struct{})
+	obs := &countingObserver{}
 	var mu sync.Mutex
 	var ran []exposureCheck
 	running, most := 0, 0
@@ -197,7 +232,7 @@ func TestExposureQueue(t *testing.T) {
 		mu.Lock()
 		running--
 		mu.Unlock()
-	}, zap.NewNop())
+	}, zap.NewNop(), obs.ExposureSkipped)
 	check := func(i int, known bool) exposureCheck {
 		c := exposureCheck{known: known}
 		c.digest[0], c.digest[1], c.digest[2] = byte(i), byte(i>>8), 1
@@ -207,7 +242,6 @@ func TestExposureQueue(t *testing.T) {
 		return c
 	}
 
-	dropped0 := sample(t, metrics.exposure, map[string]string{"reason": "queue_full"})
 	q.add([]exposureCheck{check(0, false)}) // runs, and blocks the queue
 	<-started
 	const extra = 100
@@ -221,7 +255,7 @@ func TestExposureQueue(t *testing.T) {
 	close(release)
 	q.wait()
 
-	if got := sample(t, metrics.exposure, map[string]string{"reason": "queue_full"}) - dropped0; got != extra {
+	if got := obs.skips("queue_full"); got != extra {
 		t.Errorf("queue_full counted %v, want %d", got, extra)
 	}
 	if want := 1 + 1 + maxQueuedLookups; len(ran) != want {
@@ -238,32 +272,5 @@ func TestExposureQueue(t *testing.T) {
 	q.wait()
 	if len(ran) != 3+maxQueuedLookups {
 		t.Errorf("a check after the queue stopped did not run")
-	}
-}
-
-// TestAuthUnknownManagedKeyReadsNoStorage: a well-formed managed key that
-// exists nowhere gets 401 from the in-memory index alone.
-func TestAuthUnknownManagedKeyReadsNoStorage(t *testing.T) {
-	cs := &countingStorage{Storage: storagetest.NewMemory()}
-	a := newExposureApp(t, cs)
-	for i := range 16 {
-		if _, _, err := a.managed.Create(context.Background(), keys.NewKey{Name: fmt.Sprint("k", i)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	h := &Auth{app: a, logger: zap.NewNop()}
-	cs.loads.Store(0)
-	for range 100 {
-		fake, _ := keys.Generate()
-		r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
-		r.Header.Set("Authorization", "Bearer "+fake)
-		w := httptest.NewRecorder()
-		r = caddyhttp.PrepareRequest(r, caddy.NewReplacer(), w, &caddyhttp.Server{})
-		if err := h.ServeHTTP(w, r, noNext); err != nil || w.Code != http.StatusUnauthorized {
-			t.Fatalf("a fake key: %d, %v", w.Code, err)
-		}
-	}
-	if loads, lists := cs.loads.Load(), cs.lists.Load(); loads != 0 || lists != 0 {
-		t.Errorf("100 fake bearer keys read storage: %d loads, %d lists", loads, lists)
 	}
 }

@@ -1,4 +1,4 @@
-package caddygateway
+package gateway
 
 import (
 	"bytes"

@@ -1,6 +1,7 @@
-package caddygateway
+package gateway
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -8,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/modelgate/modelgate/caddygateway/upstream"
 	"github.com/modelgate/modelgate/providers"
 )
 
@@ -16,27 +16,32 @@ import (
 // error body; a longer answer is a provider fault (502).
 const maxUpstreamBody = 64 << 20
 
-// failure is an attempt that wrote nothing to the client: the error to send
-// if no other target answers, and the provider headers that go with it.
+// failure is an attempt that sent nothing to the client: the error to
+// send if no other target answers, and the provider headers that go with
+// it.
 type failure struct {
 	err    *providers.Error
 	header http.Header
 	cause  error // why the provider could not be reached, for the log; may be nil
 }
 
-func (f *failure) write(w http.ResponseWriter, a *api) {
-	if a == nil {
-		a = openAIAPI
-	}
-	h := w.Header()
+// failWith sets o to the failure f in the API's shape, with the provider
+// headers a client may see, and the retry hints: the provider's, else
+// what f's error says (a provider that says when to retry in its body,
+// Google's RetryInfo), which the headers then carry for the SDKs.
+func (o *Outcome) failWith(a *api, f *failure) {
+	h := o.Header
 	copyClientHeaders(h, f.header)
-	// A provider that says when to retry in its body (Google's RetryInfo)
-	// gets the headers the SDKs and the batch runner read.
-	if d := f.err.RetryAfter; d > 0 && h.Get("Retry-After") == "" {
-		h.Set("Retry-After", strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10))
-		h.Set("Retry-After-Ms", strconv.FormatInt(d.Milliseconds(), 10))
+	o.RequestID = requestID(f.header)
+	d := f.err.RetryAfter
+	switch {
+	case d > 0 && headerValue(f.header, "Retry-After") == "":
+		retryAfterHeaders(h, d)
+		o.RetryAfter = msOf(d)
+	default:
+		o.RetryAfter = retryAfter(f.header, time.Now())
 	}
-	a.writeError(w, f.err)
+	o.fail(a, f.err)
 }
 
 // retryable reports whether the next target should be tried: connection
@@ -55,142 +60,139 @@ func (f *failure) retryable() bool {
 type exchange struct {
 	stream    bool
 	tr        providers.StreamTranslator
-	translate func(body []byte) ([]byte, usageInfo, error)
+	translate func(body []byte) ([]byte, Usage, error)
 	mapError  func(status int, header http.Header, body []byte) *providers.Error
 
 	more    []providers.Request
-	collect func(headers []http.Header, bodies [][]byte) ([]byte, usageInfo, error)
-
-	// api writes the gateway's own errors in the endpoint's API; set by
-	// the dispatcher.
-	api *api
+	collect func(headers []http.Header, bodies [][]byte) ([]byte, Usage, error)
 
 	// answer, when set, is the answer itself: the gateway answers without
 	// calling the provider (a token count estimated for a provider that
 	// has no such endpoint).
 	answer []byte
-
-	// meter follows what the call used; set by the dispatcher.
-	meter *meter
 }
 
-// forward sends one translated request through the provider's
-// reverse_proxy and answers the client, returning the status it sent, unless
-// the attempt failed in a way that lets the next target try: then it has
-// written nothing and returns the failure.
-func (p *provider) forward(w http.ResponseWriter, r *http.Request, preq providers.Request, ex exchange) (int, *failure) {
+// attempt is one provider call of a call: where its answer goes.
+type attempt struct {
+	api  *api     // how the call's API writes the gateway's own errors
+	sink Sink     // where a stream goes; nil: nowhere
+	o    *Outcome // what the call became
+	obs  Observer
+}
+
+// forward sends one translated request to the provider and answers the
+// client (into o: a buffered answer, or a stream to the sink), returning
+// the status it gave, unless the attempt failed in a way that lets the next
+// target try: then it has sent nothing and returns the failure.
+func (at *attempt) forward(ctx context.Context, p *Provider, preq providers.Request, ex *exchange) (int, *failure) {
+	o := at.o
 	if ex.answer != nil {
-		WriteJSON(w, http.StatusOK, ex.answer)
+		o.answer(ex.answer)
 		return http.StatusOK, nil
 	}
 	if ex.collect != nil {
-		return p.forwardAll(w, r, append([]providers.Request{preq}, ex.more...), ex)
+		return at.forwardAll(ctx, p, append([]providers.Request{preq}, ex.more...), ex)
 	}
-	uw, f := p.send(w, r, preq, ex)
+	uw, f := at.send(ctx, p, preq, ex)
 	if uw.streaming {
+		o.Status, o.Streamed = http.StatusOK, true
 		return http.StatusOK, nil
 	}
 	if f != nil {
-		return p.settle(w, f, ex.api)
+		return at.settle(f)
 	}
 	out, used, err := ex.translate(uw.buf)
 	if err != nil {
-		return 0, p.unreadable(err)
+		return 0, unreadable(p, err)
 	}
-	ex.used(used)
-	copyClientHeaders(w.Header(), uw.header)
-	WriteJSON(w, http.StatusOK, out)
+	o.Usage = used
+	copyClientHeaders(o.Header, uw.header)
+	o.RequestID = requestID(uw.header)
+	o.answer(out)
 	return http.StatusOK, nil
 }
 
-// used notes what an answer used.
-func (ex *exchange) used(u usageInfo) {
-	if ex.meter != nil {
-		ex.meter.usage = u
-	}
-}
-
-// forwardAll sends reqs in turn, each answer buffered, and writes what
+// forwardAll sends reqs in turn, each answer buffered, and answers what
 // ex.collect makes of them; the first failure ends the call.
-func (p *provider) forwardAll(w http.ResponseWriter, r *http.Request, reqs []providers.Request, ex exchange) (int, *failure) {
+func (at *attempt) forwardAll(ctx context.Context, p *Provider, reqs []providers.Request, ex *exchange) (int, *failure) {
 	headers := make([]http.Header, len(reqs))
 	bodies := make([][]byte, len(reqs))
 	for i, req := range reqs {
-		uw, f := p.send(w, r, req, ex)
+		uw, f := at.send(ctx, p, req, ex)
 		if f != nil {
-			return p.settle(w, f, ex.api)
+			return at.settle(f)
 		}
 		headers[i], bodies[i] = uw.header, uw.buf
 	}
 	out, used, err := ex.collect(headers, bodies)
 	if err != nil {
-		return 0, p.unreadable(err)
+		return 0, unreadable(p, err)
 	}
-	ex.used(used)
-	copyClientHeaders(w.Header(), headers[len(headers)-1])
-	WriteJSON(w, http.StatusOK, out)
+	o := at.o
+	o.Usage = used
+	copyClientHeaders(o.Header, headers[len(headers)-1])
+	o.RequestID = requestID(headers[len(headers)-1])
+	o.answer(out)
 	return http.StatusOK, nil
 }
 
 // send makes one upstream request. A stream that reached the client is
 // finished here; otherwise the answer is in the writer's buffer, or the
 // failure says why there is none.
-func (p *provider) send(w http.ResponseWriter, r *http.Request, preq providers.Request, ex exchange) (*upstreamWriter, *failure) {
+func (at *attempt) send(ctx context.Context, p *Provider, preq providers.Request, ex *exchange) (*upstreamWriter, *failure) {
 	framing := preq.Framing
 	if framing == nil {
 		framing = providers.SSE
 	}
-	if ex.api == nil {
-		ex.api = openAIAPI
-	}
-	uw := &upstreamWriter{client: w, header: make(http.Header), wantStream: ex.stream, tr: ex.tr, framing: framing, api: ex.api, meter: ex.meter}
+	uw := &upstreamWriter{sink: at.sink, client: at.o.Header, header: make(http.Header), wantStream: ex.stream && at.sink != nil,
+		tr: ex.tr, framing: framing, api: at.api, o: at.o}
 	start := time.Now()
-	err := p.base.upstream.Serve(uw, r, preq, ex.stream)
-	observeUpstream(p.name, uw.status, start)
+	err := p.Upstream.Send(ctx, preq, ex.stream, uw)
+	at.obs.Upstream(p.Name, uw.status, time.Since(start))
 	switch {
 	case uw.streaming:
 		uw.finishStream(err != nil)
 		if ex.tr != nil {
-			ex.used(ex.tr.Usage())
+			at.o.Usage = ex.tr.Usage()
 		}
 		return uw, nil
 	case err != nil || uw.tooLarge:
-		return uw, &failure{err: unreachable(p.name, err, uw.tooLarge), cause: err}
+		return uw, &failure{err: unreachable(p.Name, err, uw.tooLarge), cause: err}
 	case uw.status >= 400:
-		return uw, &failure{err: p.upstreamError(uw.status, uw.header, uw.buf, ex.mapError), header: uw.header}
+		return uw, &failure{err: upstreamError(p, uw.status, uw.header, uw.buf, ex.mapError), header: uw.header}
 	}
 	return uw, nil
 }
 
-// settle returns a failure the next target may retry, and writes any
-// other (a 4xx that is the client's to fix) to the client.
-func (p *provider) settle(w http.ResponseWriter, f *failure, a *api) (int, *failure) {
+// settle returns a failure the next target may retry, and answers any
+// other (a 4xx that is the client's to fix).
+func (at *attempt) settle(f *failure) (int, *failure) {
 	if f.cause != nil || f.retryable() {
 		return 0, f
 	}
-	f.write(w, a)
+	at.o.failWith(at.api, f)
 	return f.err.Status, nil
 }
 
 // unreadable is the failure of an answer that could not be translated. A
 // translator that read the answer and found a failure in it (Cohere's
 // finish_reason ERROR, say) returns a *providers.Error, which is kept.
-func (p *provider) unreadable(err error) *failure {
+func unreadable(p *Provider, err error) *failure {
 	if pe, ok := errors.AsType[*providers.Error](err); ok {
 		return &failure{err: pe, cause: err}
 	}
 	return &failure{err: &providers.Error{Status: http.StatusBadGateway, Type: "server_error",
-		Code: "bad_upstream_response", Message: "provider " + p.name + " sent an answer that could not be read"}, cause: err}
+		Code: "bad_upstream_response", Message: "provider " + p.Name + " sent an answer that could not be read"}, cause: err}
 }
 
 // upstreamError maps a provider's error answer. A 401 or 403 from the
 // provider means the gateway's own provider key is wrong, not the client's:
 // the client gets a 502 that does not repeat the provider's message, which
 // may quote part of that key.
-func (p *provider) upstreamError(status int, header http.Header, body []byte, mapError func(int, http.Header, []byte) *providers.Error) *providers.Error {
+func upstreamError(p *Provider, status int, header http.Header, body []byte, mapError func(int, http.Header, []byte) *providers.Error) *providers.Error {
 	if status == http.StatusUnauthorized || status == http.StatusForbidden {
 		return &providers.Error{Status: http.StatusBadGateway, Type: "server_error", Code: "upstream_auth_failed",
-			Message: "provider " + p.name + " rejected the gateway's credentials (status " + strconv.Itoa(status) + ")"}
+			Message: "provider " + p.Name + " rejected the gateway's credentials (status " + strconv.Itoa(status) + ")"}
 	}
 	e := mapError(status, header, body)
 	if e.Status < 400 || e.Status > 599 {
@@ -207,11 +209,11 @@ func unreachable(name string, err error, tooLarge bool) *providers.Error {
 	switch {
 	case tooLarge:
 		e.Code, e.Message = "bad_upstream_response", "provider "+name+" sent an answer larger than the gateway accepts"
-	case errors.Is(err, upstream.ErrTimeout):
+	case errors.Is(err, ErrTimeout):
 		e.Status, e.Code, e.Message = http.StatusGatewayTimeout, "upstream_timeout", "provider "+name+" did not answer in time"
-	case errors.Is(err, upstream.ErrAborted):
+	case errors.Is(err, ErrAborted):
 		e.Code, e.Message = "upstream_aborted", "provider "+name+" broke off its answer"
-	case errors.Is(err, upstream.ErrCredentials):
+	case errors.Is(err, ErrCredentials):
 		e.Code, e.Message = "upstream_auth_failed", "the gateway could not authenticate to provider "+name
 	}
 	return e
@@ -221,7 +223,7 @@ func unreachable(name string, err error, tooLarge bool) *providers.Error {
 // provider's own rate-limit headers (x-ratelimit-*, anthropic-ratelimit-*)
 // are not among them: they tell of the gateway's account with the
 // provider, shared by every key and only one of the targets, not of the
-// client's limits — those the gateway sets itself (quota.go).
+// client's limits — those the gateway sets itself (admission.go).
 var clientHeaders = []string{"X-Request-Id", "Openai-Processing-Ms", "Retry-After", "Retry-After-Ms"}
 
 // copyClientHeaders copies the allow-listed provider headers; Anthropic's
@@ -237,22 +239,56 @@ func copyClientHeaders(dst, src http.Header) {
 	}
 }
 
-// upstreamWriter is the ResponseWriter reverse_proxy writes the provider's
+// requestID is the provider's id of an answer with header h: its
+// x-request-id, or Anthropic's request-id.
+func requestID(h http.Header) string {
+	if id := headerValue(h, "X-Request-Id"); id != "" {
+		return id
+	}
+	return headerValue(h, "Request-Id")
+}
+
+// retryAfter reads how long a provider's header h asks to wait:
+// retry-after-ms, then retry-after (seconds or an HTTP date).
+func retryAfter(h http.Header, now time.Time) time.Duration {
+	if v := headerValue(h, "Retry-After-Ms"); v != "" {
+		if ms, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && ms > 0 {
+			return time.Duration(ms * float64(time.Millisecond))
+		}
+	}
+	v := strings.TrimSpace(headerValue(h, "Retry-After"))
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil {
+		if s <= 0 {
+			return 0
+		}
+		return time.Duration(s * float64(time.Second))
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
+}
+
+// upstreamWriter is the ResponseWriter an Upstream writes the provider's
 // answer into. It keeps its own header map, so nothing reaches the client
-// before modelgate decides what to do with the answer:
+// before the gateway decides what to do with the answer:
 //
 //   - a 2xx event stream, when the client asked for one, is translated event
 //     by event and flushed to the client as reverse_proxy flushes;
 //   - anything else (a non-streamed answer, an error) is buffered, so that a
 //     429 or 5xx can still fall back to the next target.
 type upstreamWriter struct {
-	client     http.ResponseWriter
-	header     http.Header
+	sink       Sink        // where a stream goes
+	client     http.Header // the header the sink sends
+	header     http.Header // the provider's
 	wantStream bool
 	tr         providers.StreamTranslator // nil: events pass through as they are
 	framing    providers.Framing          // how the provider's stream is cut into events
 	api        *api                       // how the client's API ends a stream the gateway cannot finish
-	meter      *meter                     // times the first byte a stream sends the client; may be nil
+	o          *Outcome                   // times the first byte a stream sends the client
 
 	wroteHeader bool
 	status      int
@@ -293,12 +329,12 @@ func (w *upstreamWriter) WriteHeader(status int) {
 		return
 	}
 	w.streaming = true
-	h := w.client.Header()
+	h := w.client
 	copyClientHeaders(h, w.header)
 	setHeader(h, "Content-Type", "text/event-stream")
 	setHeader(h, "Cache-Control", "no-cache")
 	delete(h, "Content-Length")
-	w.client.WriteHeader(http.StatusOK)
+	w.sink.WriteHeader(http.StatusOK)
 	if w.tr != nil {
 		w.bufs = streamBufferPool.Get().(*streamBuffers)
 		w.buf, w.out = w.bufs.pending[:0], w.bufs.out[:0]
@@ -330,13 +366,13 @@ func (w *upstreamWriter) Write(p []byte) (int, error) {
 		return len(p), nil
 	case w.tr == nil:
 		w.firstByte()
-		return w.client.Write(p)
+		return w.sink.Write(p)
 	}
 	if r, ok := w.tr.(providers.Relay); ok && len(w.buf) == 0 && w.framing == providers.SSE && r.Passes(p) {
 		// Whole events passed through as they are, nothing in them to read
 		// or take out: the client gets p itself, without a copy.
 		w.firstByte()
-		return w.client.Write(p)
+		return w.sink.Write(p)
 	}
 	// While no part of an event is pending, events are cut from p itself;
 	// only what is left of one is kept (p is reverse_proxy's, reused).
@@ -372,7 +408,7 @@ func (w *upstreamWriter) Write(p []byte) (int, error) {
 	w.out = out
 	if len(out) > 0 {
 		w.firstByte()
-		if _, err := w.client.Write(out); err != nil {
+		if _, err := w.sink.Write(out); err != nil {
 			return 0, err
 		}
 	}
@@ -381,18 +417,18 @@ func (w *upstreamWriter) Write(p []byte) (int, error) {
 
 // firstByte notes when the first bytes of a stream reach the client.
 func (w *upstreamWriter) firstByte() {
-	if w.meter != nil && w.meter.firstByte.IsZero() {
-		w.meter.firstByte = time.Now()
+	if w.o.FirstByte.IsZero() {
+		w.o.FirstByte = time.Now()
 	}
 }
 
-// FlushError is what http.ResponseController, which reverse_proxy flushes
+// FlushError is what http.ResponseController, which an upstream flushes
 // through, calls. Only a stream has anything to flush.
 func (w *upstreamWriter) FlushError() error {
 	if !w.streaming {
 		return nil
 	}
-	return http.NewResponseController(w.client).Flush()
+	return w.sink.Flush()
 }
 
 // finishStream ends a stream that reached the client: the translator
@@ -412,9 +448,9 @@ func (w *upstreamWriter) finishStream(aborted bool) {
 		out = w.tr.Close(w.out[:0])
 	}
 	if len(out) > 0 {
-		_, _ = w.client.Write(out)
+		_, _ = w.sink.Write(out)
 	}
-	_ = http.NewResponseController(w.client).Flush()
+	_ = w.sink.Flush()
 	w.releaseBuffers()
 }
 
@@ -432,9 +468,4 @@ func (w *upstreamWriter) releaseBuffers() {
 	}
 	streamBufferPool.Put(w.bufs)
 	w.bufs, w.buf, w.out = nil, nil, nil
-}
-
-func isEventStream(contentType string) bool {
-	mt, _, _ := strings.Cut(contentType, ";")
-	return strings.EqualFold(strings.TrimSpace(mt), "text/event-stream")
 }

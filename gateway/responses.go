@@ -1,10 +1,11 @@
-package caddygateway
+package gateway
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"path"
 	"strings"
 	"sync"
@@ -18,8 +19,9 @@ import (
 	"github.com/modelgate/modelgate/providers/responses"
 )
 
-// This file serves OpenAI's Responses API (DESIGN.md §2a), for Codex CLI
-// and the OpenAI Agents SDK:
+// This file serves OpenAI's Responses API
+// (docs/design/hub-and-pass-through.md), for Codex CLI and the OpenAI
+// Agents SDK:
 //
 //	POST   /v1/responses                     a response, streamed or not
 //	GET    /v1/responses/{id}                a stored response
@@ -32,18 +34,17 @@ import (
 // default) and the gateway keeps a pointer, so that GET, DELETE and
 // input_items reach that provider. Any other chat provider gets the
 // request translated through the chat hub; the gateway stores what it
-// answered, per owner, in the app's storage, and continues it on
+// answered, per owner, in the storage, and continues it on
 // previous_response_id.
 
-var endpointResponses = endpoint{label: "responses", serves: func(p *provider) bool { return p.Responses != nil || p.Chat != nil }}
+var endpointResponses = &endpoint{label: "responses", serves: func(p *Provider) bool { return p.Responses != nil || p.Chat != nil },
+	api: responsesAPI}
 
 // responsesAPI ends a passed-through stream the gateway cannot finish with
-// the Responses API's error event.
-var responsesAPI = &api{writeError: WriteError, streamError: responses.AppendErrorEvent}
+// the Responses API's error event; its errors are OpenAI's.
+var responsesAPI = &api{errorBody: openAIAPI.errorBody, streamError: responses.AppendErrorEvent}
 
-func init() { endpointResponses.api = responsesAPI }
-
-// responseStore keeps stored responses in the app's storage:
+// ResponseStore keeps stored responses in a storage:
 // modelgate/o/<owner hash>/responses/<id>.json, a record of the translated
 // conversation (providers/responses' record), or a pointer to the provider
 // that stores a passed-through one: {"provider": "<name>"}.
@@ -57,28 +58,29 @@ func init() { endpointResponses.api = responsesAPI }
 // so that the next request finds it on any instance; a Redis write takes
 // tens of microseconds.
 //
-// A stored response expires ttl after it was created: it is then gone for
-// its owner (404), and the retention sweep deletes it (responseKind).
+// A stored response expires TTL after it was created: it is then gone for
+// its owner (404), and the retention sweep deletes it.
 // What is stored counts against its owner's storage quota: stored is told
 // of each write and deletion, and room refuses a response the gateway
 // would store for an owner at its quota.
-type responseStore struct {
-	s      storage.Storage
-	id     string          // the storage's identity: pending writes are per storage and key
-	writes *sync.WaitGroup // the app's writes in flight, which its Cleanup waits for
-	now    bool            // write on the request path (a shared state)
+type ResponseStore struct {
+	Storage storage.Storage // nil: nothing is stored
+	ID      string          // the storage's identity: pending writes are per storage and key
+	Writes  *sync.WaitGroup // the host's writes in flight, which it waits for at cleanup; may be nil
+	Now     bool            // write on the request path (a shared state)
 
-	ttl   time.Duration    // 0: kept until deleted
-	clock func() time.Time // nil: time.Now
-	quota *App             // counts what is stored against the owner's storage quota; nil: nothing
+	TTL   time.Duration    // 0: kept until deleted
+	Clock func() time.Time // nil: time.Now
+
+	quota *StorageQuota // counts what is stored against the owner's storage quota (set by New)
 }
 
 // expired reports whether the stored record rec (a translated response's
 // record, or a pointer) has expired: ttl after its creation. A pointer
 // from before pointers recorded it never expires here; the retention
 // sweep dates it by when it was written.
-func (rs responseStore) expired(rec []byte) bool {
-	if rs.ttl <= 0 {
+func (rs ResponseStore) expired(rec []byte) bool {
+	if rs.TTL <= 0 {
 		return false
 	}
 	f := gjson.GetManyBytes(rec, "response.created_at", "created_at")
@@ -89,75 +91,75 @@ func (rs responseStore) expired(rec []byte) bool {
 	if created <= 0 {
 		return false
 	}
-	return !rs.time().Before(time.Unix(created, 0).Add(rs.ttl))
+	return !rs.time().Before(time.Unix(created, 0).Add(rs.TTL))
 }
 
 // counted tells the storage quota that owner stores delta bytes more (or
 // fewer).
-func (rs responseStore) counted(ctx context.Context, owner string, delta int64) {
+func (rs ResponseStore) counted(ctx context.Context, owner string, delta int64) {
 	if rs.quota != nil {
-		rs.quota.countStored(ctx, owner, delta)
+		rs.quota.Count(ctx, owner, delta)
 	}
 }
 
 // room refuses a response the gateway would store for owner when owner
 // is at its storage quota.
-func (rs responseStore) room(ctx context.Context, owner string) *providers.Error {
+func (rs ResponseStore) room(ctx context.Context, owner string) *providers.Error {
 	if rs.quota == nil {
 		return nil
 	}
-	_, perr := rs.quota.storageRoom(ctx, owner, "store")
+	_, perr := rs.quota.Room(ctx, owner, "store")
 	return perr
 }
 
 // time is the store's clock's time.
-func (rs responseStore) time() time.Time {
-	if rs.clock != nil {
-		return rs.clock()
+func (rs ResponseStore) time() time.Time {
+	if rs.Clock != nil {
+		return rs.Clock()
 	}
 	return time.Now()
 }
 
-func (rs responseStore) key(owner, id string) string {
+func (rs ResponseStore) key(owner, id string) string {
 	return path.Join(storage.OwnerDir("modelgate", owner), "responses", id+".json")
 }
 
-func (rs responseStore) load(ctx context.Context, owner, id string) ([]byte, error) {
+func (rs ResponseStore) load(ctx context.Context, owner, id string) ([]byte, error) {
 	key := rs.key(owner, id)
-	if w := pendingWrites.get(rs.id, key); w != nil {
+	if w := pendingWrites.get(rs.ID, key); w != nil {
 		return w.record, nil
 	}
-	return rs.s.Load(ctx, key)
+	return rs.Storage.Load(ctx, key)
 }
 
 // saveLater stores record as owner's response id without waiting for the
 // storage; a failure is logged. When too many writes are already waiting
 // (the storage is not keeping up), or when the state is shared, it waits
 // for its own.
-func (rs responseStore) saveLater(ctx context.Context, owner, id string, record []byte, log *zap.Logger) {
+func (rs ResponseStore) saveLater(ctx context.Context, owner, id string, record []byte, log *zap.Logger) {
 	key := rs.key(owner, id)
-	w := &pendingWrite{s: rs.s, storageID: rs.id, key: key, id: id, record: record, stored: make(chan struct{}),
-		ctx: context.WithoutCancel(ctx), wg: rs.writes, log: log}
+	w := &pendingWrite{s: rs.Storage, storageID: rs.ID, key: key, id: id, record: record, stored: make(chan struct{}),
+		ctx: context.WithoutCancel(ctx), wg: rs.Writes, log: log}
 	if rs.quota != nil {
 		w.written = func(ctx context.Context) { rs.counted(ctx, owner, int64(len(record))) }
 	}
-	if rs.now || !pendingWrites.add(w) {
+	if rs.Now || !pendingWrites.add(w) {
 		w.write()
 	}
 }
 
 // delete forgets owner's response id, once a write of it still pending has
 // landed (else that write would bring it back).
-func (rs responseStore) delete(ctx context.Context, owner, id string) error {
+func (rs ResponseStore) delete(ctx context.Context, owner, id string) error {
 	key := rs.key(owner, id)
-	if p := pendingWrites.get(rs.id, key); p != nil {
+	if p := pendingWrites.get(rs.ID, key); p != nil {
 		select {
 		case <-p.stored:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
-	return rs.s.Delete(ctx, key)
+	return rs.Storage.Delete(ctx, key)
 }
 
 // maxPendingWrites bounds the records waiting for the storage, in memory,
@@ -192,7 +194,7 @@ type pendingWrite struct {
 	record    []byte
 	stored    chan struct{} // closed once the storage has answered
 	ctx       context.Context
-	wg        *sync.WaitGroup // the app's writes, or nil
+	wg        *sync.WaitGroup // the host's writes, or nil
 	log       *zap.Logger
 	queued    bool                      // for the writers (else written by the request itself)
 	written   func(ctx context.Context) // told once the record is stored, or nil
@@ -264,24 +266,6 @@ func (w *pendingWrite) write() {
 	}
 }
 
-// waitResponseWrites waits, at most timeout, for the app's records still
-// on their way to the storage.
-func (a *App) waitResponseWrites(timeout time.Duration) {
-	if a.responseWrites == nil {
-		return // not provisioned
-	}
-	done := make(chan struct{})
-	go func() {
-		a.responseWrites.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(timeout):
-		a.logger.Warn("stored responses still being written at shutdown", zap.Duration("waited", timeout))
-	}
-}
-
 // pointer is the record of a response a provider stores itself, and
 // when the gateway learnt of it (for its expiry).
 type pointer struct {
@@ -289,8 +273,9 @@ type pointer struct {
 	CreatedAt int64  `json:"created_at,omitempty"`
 }
 
-// validResponseID is a response id the gateway may use in a storage key.
-func validResponseID(id string) bool {
+// ValidResponseID reports whether id is a response id the gateway may use
+// in a storage key.
+func ValidResponseID(id string) bool {
 	if !strings.HasPrefix(id, "resp_") || len(id) > 128 {
 		return false
 	}
@@ -302,22 +287,22 @@ func validResponseID(id string) bool {
 	return true
 }
 
-// responses serves POST /v1/responses for owner (empty: no key, so
-// nothing is stored or continued).
-func (d *dispatcher) responses(w http.ResponseWriter, r *http.Request, body []byte, key *Key, store responseStore, log *zap.Logger) {
+// serveResponses serves POST /v1/responses for the call's key's owner (no
+// key: nothing is stored or continued).
+func (g *Gateway) serveResponses(ctx context.Context, c *Call, o *Outcome) {
+	body, key, log, store := c.Body, c.Key, c.Log, g.responses
 	// Only what routing needs is read here: a provider that speaks the
 	// Responses API gets the request as it is (built-in tools, background,
 	// whatever it takes); the rest is checked when it is translated.
 	info, err := responses.Head(body)
 	if err != nil {
-		writeEndpointError(w, endpointResponses, "", asProviderError(err))
+		o.fail(responsesAPI, asProviderError(err))
 		return
 	}
 	owner := ""
-	if key != nil {
-		owner = key.storageOwner()
+	if key != nil && store.Storage != nil {
+		owner = key.StorageOwner()
 	}
-	ctx := r.Context()
 
 	// A previous response the gateway stored continues here: its
 	// conversation is the history of this one, whichever provider answers.
@@ -334,16 +319,14 @@ func (d *dispatcher) responses(w http.ResponseWriter, r *http.Request, body []by
 			// Not a 404: the response is there, and the client would
 			// start the conversation over.
 			log.Error("reading the previous response", zap.String("response_id", id), zap.Error(err))
-			writeStorageUnreachable(w, "reading the previous response", func(w http.ResponseWriter, pe *providers.Error) {
-				writeEndpointError(w, endpointResponses, "", pe)
-			})
+			o.storageUnreachable(responsesAPI, "reading the previous response")
 			return
 		case err != nil:
-			writeEndpointError(w, endpointResponses, "", responses.NotFound(id))
+			o.fail(responsesAPI, responses.NotFound(id))
 			return
 		default:
 			if history, err = responses.History(rec); err != nil {
-				writeEndpointError(w, endpointResponses, "", asProviderError(err))
+				o.fail(responsesAPI, asProviderError(err))
 				return
 			}
 		}
@@ -358,15 +341,15 @@ func (d *dispatcher) responses(w http.ResponseWriter, r *http.Request, body []by
 		parsed, err = responses.Parse(body)
 		return parsed, err
 	}
-	d.serve(w, r, key, &call{endpoint: endpointResponses, model: info.Model, body: body, history: history, log: log,
-		prepare: func(p *provider, model string) (providers.Request, exchange, error) {
-			if storedBy != "" && (p.name != storedBy || p.Responses == nil) {
+	g.serve(ctx, c, o, &request{endpoint: endpointResponses, model: info.Model, body: body, history: history,
+		prepare: func(p *Provider, model string) (providers.Request, exchange, error) {
+			if storedBy != "" && (p.Name != storedBy || p.Responses == nil) {
 				e := responses.NotFound(info.PreviousResponseID)
 				e.Message += " Provider " + storedBy + " stores it: continue it with a model that provider serves."
 				return providers.Request{}, exchange{}, e
 			}
 			if p.Responses != nil && history == nil {
-				return passResponses(ctx, p, body, model, r.Header, info, owner, store, log)
+				return passResponses(ctx, p, body, model, c.Header, info, owner, store, log)
 			}
 			if p.Chat == nil {
 				return providers.Request{}, exchange{}, responses.NotFound(info.PreviousResponseID)
@@ -381,19 +364,19 @@ func (d *dispatcher) responses(w http.ResponseWriter, r *http.Request, body []by
 
 // passResponses sends a Responses request to a provider that speaks the
 // API itself, and keeps a pointer to the response it stores.
-func passResponses(ctx context.Context, p *provider, body []byte, model string, h http.Header, info responses.Info,
-	owner string, store responseStore, log *zap.Logger) (providers.Request, exchange, error) {
+func passResponses(ctx context.Context, p *Provider, body []byte, model string, h http.Header, info responses.Info,
+	owner string, store ResponseStore, log *zap.Logger) (providers.Request, exchange, error) {
 	preq, err := p.Responses.NativeRequest("/responses", body, model, h)
-	ex := exchange{stream: info.Stream, mapError: nativeError(p), translate: func(answer []byte) ([]byte, usageInfo, error) {
+	ex := exchange{stream: info.Stream, mapError: nativeError(p), translate: func(answer []byte) ([]byte, Usage, error) {
 		if info.Store && owner != "" {
-			savePointer(ctx, store, owner, gjson.GetBytes(answer, "id").Str, p.name, log)
+			savePointer(ctx, store, owner, gjson.GetBytes(answer, "id").Str, p.Name, log)
 		}
 		return answer, responses.AnswerUsage(answer), nil
 	}}
 	if info.Stream {
 		var onID func(string)
 		if info.Store && owner != "" {
-			onID = func(id string) { savePointer(ctx, store, owner, id, p.name, log) }
+			onID = func(id string) { savePointer(ctx, store, owner, id, p.Name, log) }
 		}
 		ex.tr = responses.NewRelay(onID)
 	}
@@ -402,8 +385,8 @@ func passResponses(ctx context.Context, p *provider, body []byte, model string, 
 
 // translateResponses sends a Responses request through the chat hub to
 // p, and stores what it answered for owner.
-func translateResponses(ctx context.Context, p *provider, req *responses.Request, history []byte, model string, info responses.Info,
-	owner string, store responseStore, log *zap.Logger) (providers.Request, exchange, error) {
+func translateResponses(ctx context.Context, p *Provider, req *responses.Request, history []byte, model string, info responses.Info,
+	owner string, store ResponseStore, log *zap.Logger) (providers.Request, exchange, error) {
 	if info.Store && owner != "" {
 		// The gateway stores what it translates: not for an owner at its
 		// storage quota.
@@ -423,10 +406,10 @@ func translateResponses(ctx context.Context, p *provider, req *responses.Request
 		}
 	}
 	ex := exchange{stream: info.Stream, mapError: p.chatErrorMapper(),
-		translate: func(answer []byte) ([]byte, usageInfo, error) {
+		translate: func(answer []byte) ([]byte, Usage, error) {
 			hub, _, err := p.Chat.ChatResponse(answer)
 			if err != nil {
-				return nil, usageInfo{}, err
+				return nil, Usage{}, err
 			}
 			out, err := x.Response(withModel(hub, model))
 			if err == nil {
@@ -446,8 +429,8 @@ var errPointer = errors.New("the response is stored by its provider")
 
 // loadRecord loads owner's stored response id: its record, or errPointer
 // for a passed-through one (whose provider the pointer names).
-func loadRecord(ctx context.Context, store responseStore, owner, id string) ([]byte, error) {
-	if owner == "" || !validResponseID(id) {
+func loadRecord(ctx context.Context, store ResponseStore, owner, id string) ([]byte, error) {
+	if owner == "" || store.Storage == nil || !ValidResponseID(id) {
 		return nil, storageNotExist
 	}
 	rec, err := store.load(ctx, owner, id)
@@ -466,8 +449,8 @@ func loadRecord(ctx context.Context, store responseStore, owner, id string) ([]b
 var storageNotExist = errors.New("no such response")
 
 // savePointer records that provider stores the passed-through response id.
-func savePointer(ctx context.Context, store responseStore, owner, id, provider string, log *zap.Logger) {
-	if !validResponseID(id) {
+func savePointer(ctx context.Context, store ResponseStore, owner, id, provider string, log *zap.Logger) {
+	if !ValidResponseID(id) {
 		return
 	}
 	b, _ := json.Marshal(pointer{Provider: provider, CreatedAt: store.time().Unix()})
@@ -518,81 +501,82 @@ func (c *hubChain) Close(dst []byte) []byte {
 	return dst
 }
 
-// serveStoredResponse answers GET and DELETE /v1/responses/{id} and GET
-// /v1/responses/{id}/input_items for the key's owner: from the record the
-// gateway keeps, or from the provider that stores a passed-through one.
-func (h *Handler) serveStoredResponse(w http.ResponseWriter, r *http.Request, rest string) {
-	who, ok := owner(w, r)
-	if !ok {
-		return
+// A StoredRequest is a request to a stored response: GET or DELETE
+// /v1/responses/{id}, GET /v1/responses/{id}/input_items.
+type StoredRequest struct {
+	Method string
+	Owner  string // the storage owner of the request's key (Key.StorageOwner)
+	ID     string // the response's id
+	Items  bool   // input_items
+	Query  url.Values
+	Header http.Header // the client's, for a provider that stores the response
+}
+
+// StoredResponse answers a request to a stored response of its owner: from
+// the record the gateway keeps, or from the provider that stores a
+// passed-through one.
+func (g *Gateway) StoredResponse(ctx context.Context, r StoredRequest, o *Outcome) {
+	if o.Header == nil {
+		o.Header = make(http.Header)
 	}
-	id, sub, _ := strings.Cut(rest, "/")
-	if sub != "" && sub != "input_items" {
-		writeError(w, notFound("path", "no such path: "+r.URL.Path))
-		return
-	}
-	methods := []string{http.MethodGet, http.MethodDelete}
-	if sub != "" {
-		methods = methods[:1]
-	}
-	if !AllowMethod(w, r, methods...) {
-		return
-	}
-	ctx := r.Context()
-	store := h.app.responseStore()
-	rec, err := loadRecord(ctx, store, who, id)
+	store := g.responses
+	rec, err := loadRecord(ctx, store, r.Owner, r.ID)
 	switch {
 	case errors.Is(err, errPointer):
 		var ptr pointer
 		_ = json.Unmarshal(rec, &ptr)
-		h.proxyStoredResponse(w, r, who, id, rest, ptr.Provider, int64(len(rec)))
+		g.proxyStoredResponse(ctx, r, o, ptr.Provider, int64(len(rec)))
 		return
 	case err != nil && storage.IsNotExist(err) || errors.Is(err, storageNotExist):
-		writeError(w, responses.NotFound(id))
+		o.fail(openAIAPI, responses.NotFound(r.ID))
 		return
 	case err != nil:
-		h.internalError(w, "reading response "+id, err)
+		g.internalError(o, "reading response "+r.ID, err)
 		return
 	}
 	switch {
 	case r.Method == http.MethodDelete:
-		if err := store.delete(ctx, who, id); err != nil {
-			h.internalError(w, "deleting response "+id, err)
+		if err := store.delete(ctx, r.Owner, r.ID); err != nil {
+			g.internalError(o, "deleting response "+r.ID, err)
 			return
 		}
-		store.counted(ctx, who, -int64(len(rec)))
-		WriteJSON(w, http.StatusOK, responses.Deleted(id))
-	case sub == "input_items":
-		p, err := responses.ParseListParams(r.URL.Query())
+		store.counted(ctx, r.Owner, -int64(len(rec)))
+		o.answer(responses.Deleted(r.ID))
+	case r.Items:
+		p, err := responses.ParseListParams(r.Query)
 		if err == nil {
 			var out []byte
 			if out, err = responses.InputItems(rec, p); err == nil {
-				WriteJSON(w, http.StatusOK, out)
+				o.answer(out)
 				return
 			}
 		}
-		writeError(w, asProviderError(err))
+		o.fail(openAIAPI, asProviderError(err))
 	default:
-		out, err := responses.StoredResponse(rec, r.URL.Query()["include[]"])
+		out, err := responses.StoredResponse(rec, r.Query["include[]"])
 		if err != nil {
-			writeError(w, asProviderError(err))
+			o.fail(openAIAPI, asProviderError(err))
 			return
 		}
-		WriteJSON(w, http.StatusOK, out)
+		o.answer(out)
 	}
 }
 
 // proxyStoredResponse sends GET or DELETE of a passed-through response to
 // the provider that stores it; a DELETE forgets the pointer too.
-func (h *Handler) proxyStoredResponse(w http.ResponseWriter, r *http.Request, who, id, rest, name string, size int64) {
-	p := h.app.dispatch.providers[name]
+func (g *Gateway) proxyStoredResponse(ctx context.Context, r StoredRequest, o *Outcome, name string, size int64) {
+	p := g.providers[name]
 	if p == nil || p.Responses == nil {
-		writeError(w, responses.NotFound(id))
+		o.fail(openAIAPI, responses.NotFound(r.ID))
 		return
+	}
+	rest := r.ID
+	if r.Items {
+		rest += "/input_items"
 	}
 	preq, err := p.Responses.NativeRequest("/responses/"+rest, nil, "", r.Header)
 	if err != nil {
-		writeError(w, asProviderError(err))
+		o.fail(openAIAPI, asProviderError(err))
 		return
 	}
 	preq.Method, preq.Body = r.Method, nil
@@ -600,9 +584,9 @@ func (h *Handler) proxyStoredResponse(w http.ResponseWriter, r *http.Request, wh
 		// The client's query stays here: the provider gets only what the
 		// gateway knows of it, written anew (a provider's own parameters,
 		// such as Azure's api-version, are in preq.Query already).
-		q, err := responses.StoredQuery(r.URL.Query(), strings.HasSuffix(rest, "/input_items"))
+		q, err := responses.StoredQuery(r.Query, r.Items)
 		if err != nil {
-			writeError(w, asProviderError(err))
+			o.fail(openAIAPI, asProviderError(err))
 			return
 		}
 		if q != "" {
@@ -612,19 +596,42 @@ func (h *Handler) proxyStoredResponse(w http.ResponseWriter, r *http.Request, wh
 			preq.Query += q
 		}
 	}
-	status, f := p.forward(w, r, preq, exchange{translate: passThrough, mapError: nativeError(p)})
+	at := attempt{api: openAIAPI, o: o, obs: g.obs}
+	status, f := at.forward(ctx, p, preq, &exchange{translate: passThrough, mapError: nativeError(p)})
 	if f != nil {
-		f.write(w, openAIAPI)
+		o.failWith(openAIAPI, f)
 		return
 	}
 	if r.Method == http.MethodDelete && status == http.StatusOK {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		store := h.app.responseStore()
-		if err := store.delete(ctx, who, id); err != nil {
-			h.logger.Error("forgetting a response pointer", zap.String("response_id", id), zap.Error(err))
+		store := g.responses
+		if err := store.delete(ctx, r.Owner, r.ID); err != nil {
+			g.log.Error("forgetting a response pointer", zap.String("response_id", r.ID), zap.Error(err))
 			return
 		}
-		store.counted(ctx, who, -size)
+		store.counted(ctx, r.Owner, -size)
 	}
+}
+
+// internalError logs err and answers 500 without its text, which may name
+// storage paths; or 503 with retry-after when the storage cannot be
+// reached (Redis down): clients try again, and it is back in a moment.
+func (g *Gateway) internalError(o *Outcome, doing string, err error) {
+	g.log.Error(doing, zap.Error(err))
+	if StorageUnreachable(err) {
+		o.storageUnreachable(openAIAPI, doing)
+		return
+	}
+	o.fail(openAIAPI, &providers.Error{Status: http.StatusInternalServerError, Type: "server_error",
+		Message: "the gateway failed " + doing})
+}
+
+// storageUnreachable answers 503 with retry-after: 1 for a request that
+// needs the storage while it cannot be reached, in the API's shape.
+func (o *Outcome) storageUnreachable(a *api, doing string) {
+	setHeader(o.Header, "Retry-After", "1")
+	o.fail(a, &providers.Error{Status: http.StatusServiceUnavailable, Type: "server_error",
+		Message: "the gateway's storage cannot be reached just now (" + doing + "); try again shortly"})
+	o.RetryAfter = time.Second
 }

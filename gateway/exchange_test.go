@@ -1,4 +1,4 @@
-package caddygateway
+package gateway
 
 import (
 	"errors"
@@ -20,7 +20,7 @@ import (
 func TestUpstreamWriter(t *testing.T) {
 	t.Run("error is buffered, client untouched", func(t *testing.T) {
 		rec := httptest.NewRecorder()
-		w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, api: openAIAPI, wantStream: true}
+		w := toClient(rec, &upstreamWriter{header: make(http.Header), framing: providers.SSE, api: openAIAPI, wantStream: true})
 		w.Header().Set("Content-Type", "text/event-stream")
 		w.WriteHeader(http.StatusTooManyRequests)
 		_, _ = w.Write([]byte(`{"error":{"message":"slow down"}}`))
@@ -34,7 +34,7 @@ func TestUpstreamWriter(t *testing.T) {
 	})
 
 	t.Run("1xx is ignored", func(t *testing.T) {
-		w := &upstreamWriter{client: httptest.NewRecorder(), header: make(http.Header), framing: providers.SSE, api: openAIAPI}
+		w := toClient(httptest.NewRecorder(), &upstreamWriter{header: make(http.Header), framing: providers.SSE, api: openAIAPI})
 		w.WriteHeader(http.StatusContinue)
 		w.WriteHeader(http.StatusOK)
 		if w.status != 200 {
@@ -45,7 +45,7 @@ func TestUpstreamWriter(t *testing.T) {
 	t.Run("stream translated event by event", func(t *testing.T) {
 		rec := httptest.NewRecorder()
 		tr := (&anthropic.Chat{}).ChatStream(providers.StreamOptions{})
-		w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, api: openAIAPI, wantStream: true, tr: tr}
+		w := toClient(rec, &upstreamWriter{header: make(http.Header), framing: providers.SSE, api: openAIAPI, wantStream: true, tr: tr})
 		w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 		w.Header().Set("Content-Length", "999")
 		w.Header().Set("Request-Id", "req_1")
@@ -87,12 +87,12 @@ func TestUpstreamWriter(t *testing.T) {
 		for cut := range len(stream) {
 			rec := httptest.NewRecorder()
 			tr := openai.NewRelay(false)
-			w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, api: openAIAPI, wantStream: true, tr: tr}
+			w := toClient(rec, &upstreamWriter{header: make(http.Header), framing: providers.SSE, api: openAIAPI, wantStream: true, tr: tr})
 			w.Header().Set("Content-Type", "text/event-stream")
 			_, _ = w.Write([]byte(stream[:cut]))
 			_, _ = w.Write([]byte(stream[cut:]))
 			w.finishStream(false)
-			if rec.Body.String() != want || tr.Usage() != (usageInfo{Prompt: 14, Completion: 3, Known: true}) {
+			if rec.Body.String() != want || tr.Usage() != (Usage{Prompt: 14, Completion: 3, Known: true}) {
 				t.Fatalf("cut at %d: %q, usage %+v", cut, rec.Body, tr.Usage())
 			}
 		}
@@ -106,9 +106,9 @@ func TestUpstreamWriter(t *testing.T) {
 		stream := ": keep-alive\n\n" + chunk + chunk + `data: {"id":"c","choices":[],"usage":{"prompt_tokens":14,"completion_tokens":3,"total_tokens":17}}` + "\n\ndata: [DONE]\n\n"
 		for cut := range len(stream) {
 			rec := httptest.NewRecorder()
-			m := &meter{}
+			m := &Outcome{}
 			tr := openai.NewRelay(true)
-			w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, api: openAIAPI, wantStream: true, tr: tr, meter: m}
+			w := toClient(rec, &upstreamWriter{header: make(http.Header), framing: providers.SSE, api: openAIAPI, wantStream: true, tr: tr, o: m})
 			w.Header().Set("Content-Type", "text/event-stream")
 			_, _ = w.Write([]byte(stream[:cut]))
 			if whole := strings.HasSuffix(stream[:cut], "\n\n") && !strings.Contains(stream[:cut], `"usage":{`); whole && len(w.out) > 0 {
@@ -116,8 +116,8 @@ func TestUpstreamWriter(t *testing.T) {
 			}
 			_, _ = w.Write([]byte(stream[cut:]))
 			w.finishStream(false)
-			if rec.Body.String() != stream || tr.Usage() != (usageInfo{Prompt: 14, Completion: 3, Known: true}) || m.firstByte.IsZero() {
-				t.Fatalf("cut at %d: %q, usage %+v, first byte %v", cut, rec.Body, tr.Usage(), m.firstByte)
+			if rec.Body.String() != stream || tr.Usage() != (Usage{Prompt: 14, Completion: 3, Known: true}) || m.FirstByte.IsZero() {
+				t.Fatalf("cut at %d: %q, usage %+v, first byte %v", cut, rec.Body, tr.Usage(), m.FirstByte)
 			}
 		}
 	})
@@ -137,7 +137,7 @@ func TestUpstreamWriter(t *testing.T) {
 			{"a relay reading a stored Responses stream's id", responses.NewRelay(func(string) {}), true},
 		} {
 			rec := httptest.NewRecorder()
-			w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, api: openAIAPI, wantStream: true, tr: tc.tr}
+			w := toClient(rec, &upstreamWriter{header: make(http.Header), framing: providers.SSE, api: openAIAPI, wantStream: true, tr: tc.tr})
 			w.Header().Set("Content-Type", "text/event-stream")
 			_, _ = w.Write([]byte("data: {\"choices\":[]}\n\n"))
 			w.finishStream(tc.aborted)
@@ -149,8 +149,8 @@ func TestUpstreamWriter(t *testing.T) {
 		// The provider reset its connection after its last event: the
 		// client has the whole answer, and no error after it.
 		rec := httptest.NewRecorder()
-		w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, api: openAIAPI, wantStream: true,
-			tr: openai.NewRelay(true)}
+		w := toClient(rec, &upstreamWriter{header: make(http.Header), framing: providers.SSE, api: openAIAPI, wantStream: true,
+			tr: openai.NewRelay(true)})
 		w.Header().Set("Content-Type", "text/event-stream")
 		const whole = "data: {\"choices\":[]}\n\ndata: [DONE]\n\n"
 		_, _ = w.Write([]byte(whole))
@@ -207,7 +207,7 @@ func TestUpstreamWriter(t *testing.T) {
 		} {
 			for cut := range len(tc.stream) {
 				rec := httptest.NewRecorder()
-				w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, api: openAIAPI, wantStream: true, tr: tc.relay()}
+				w := toClient(rec, &upstreamWriter{header: make(http.Header), framing: providers.SSE, api: openAIAPI, wantStream: true, tr: tc.relay()})
 				w.Header().Set("Content-Type", "text/event-stream")
 				_, _ = w.Write([]byte(tc.stream[:cut]))
 				_, _ = w.Write([]byte(tc.stream[cut:]))
@@ -225,7 +225,7 @@ func TestUpstreamWriter(t *testing.T) {
 
 	t.Run("non-stream answer with a stream content type is buffered", func(t *testing.T) {
 		rec := httptest.NewRecorder()
-		w := &upstreamWriter{client: rec, header: make(http.Header), framing: providers.SSE, api: openAIAPI, wantStream: false}
+		w := toClient(rec, &upstreamWriter{header: make(http.Header), framing: providers.SSE, api: openAIAPI, wantStream: false})
 		w.Header().Set("Content-Type", "text/event-stream")
 		_, _ = w.Write([]byte("data: x\n\n"))
 		if w.streaming || rec.Body.Len() != 0 {
@@ -234,22 +234,28 @@ func TestUpstreamWriter(t *testing.T) {
 	})
 }
 
+// TestFailureRetryAfter: a failure's retry hint reaches the client's
+// headers, as the SDKs read them, and the outcome, as the batch runner
+// reads it: what the provider's headers say, else its error's.
 func TestFailureRetryAfter(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
 		header       http.Header
 		after        time.Duration
 		want, wantMs string
+		retryAfter   time.Duration
 	}{
-		{"from the body", http.Header{}, 1500 * time.Millisecond, "2", "1500"},
-		{"the provider's header wins", http.Header{"Retry-After": {"7"}}, time.Second, "7", ""},
-		{"none", http.Header{}, 0, "", ""},
+		{"from the body", http.Header{}, 1500 * time.Millisecond, "2", "1500", 1500 * time.Millisecond},
+		{"the provider's header wins", http.Header{"Retry-After": {"7"}}, time.Second, "7", "", 7 * time.Second},
+		{"the provider's milliseconds first", http.Header{"Retry-After": {"7"}, "Retry-After-Ms": {"6500"}}, time.Second, "7", "6500", 6500 * time.Millisecond},
+		{"none", http.Header{}, 0, "", "", 0},
 	} {
-		rec := httptest.NewRecorder()
+		o := &Outcome{Header: make(http.Header)}
 		f := &failure{err: &providers.Error{Status: 429, Type: "rate_limit_error", Message: "slow down", RetryAfter: tc.after}, header: tc.header}
-		f.write(rec, openAIAPI)
-		if rec.Code != 429 || rec.Header().Get("Retry-After") != tc.want || rec.Header().Get("Retry-After-Ms") != tc.wantMs {
-			t.Errorf("%s: %d %v", tc.name, rec.Code, rec.Header())
+		o.failWith(openAIAPI, f)
+		if o.Status != 429 || o.Header.Get("Retry-After") != tc.want || o.Header.Get("Retry-After-Ms") != tc.wantMs ||
+			o.RetryAfter != tc.retryAfter || !o.Retryable || o.Err != f.err {
+			t.Errorf("%s: %d %v %+v", tc.name, o.Status, o.Header, o)
 		}
 	}
 }
@@ -333,7 +339,7 @@ func TestUpstreamWriterAfterTheEnd(t *testing.T) {
 			if !tc.ender {
 				tr = notEnding{et}
 			}
-			w := &upstreamWriter{client: rec, header: make(http.Header), framing: lineFraming{}, api: openAIAPI, wantStream: true, tr: tr}
+			w := toClient(rec, &upstreamWriter{header: make(http.Header), framing: lineFraming{}, api: openAIAPI, wantStream: true, tr: tr})
 			w.WriteHeader(http.StatusOK)
 			for _, piece := range strings.Split(tc.upstream, "|") {
 				if n, err := w.Write([]byte(piece)); n != len(piece) || err != nil {
@@ -364,3 +370,20 @@ func TestUpstreamWriterAfterTheEnd(t *testing.T) {
 		})
 	}
 }
+
+// toClient makes w write to rec as the gateway writes to a client: rec's
+// header map is the outcome's, and rec the stream's sink.
+func toClient(rec *httptest.ResponseRecorder, w *upstreamWriter) *upstreamWriter {
+	w.sink, w.client = recorderSink{rec}, rec.Header()
+	if w.o == nil {
+		w.o = &Outcome{}
+	}
+	return w
+}
+
+// recorderSink is a ResponseRecorder as a stream's sink.
+type recorderSink struct{ rec *httptest.ResponseRecorder }
+
+func (s recorderSink) WriteHeader(status int)      { s.rec.WriteHeader(status) }
+func (s recorderSink) Write(p []byte) (int, error) { return s.rec.Write(p) }
+func (s recorderSink) Flush() error                { s.rec.Flush(); return nil }

@@ -1,6 +1,7 @@
-package caddygateway
+package gateway
 
 import (
+	"fmt"
 	"sync"
 
 	"go.uber.org/zap"
@@ -30,8 +31,9 @@ const maxQueuedLookups = 1024
 // does not know wait in a bounded queue. A digest already waiting is not
 // queued again.
 type exposureQueue struct {
-	run    func(exposureCheck)
-	logger *zap.Logger
+	run     func(exposureCheck)
+	logger  *zap.Logger
+	skipped func(reason string, n int) // told of the lookups dropped
 
 	mu      sync.Mutex
 	idle    sync.Cond // signalled when the goroutine stops
@@ -41,9 +43,10 @@ type exposureQueue struct {
 	running bool
 }
 
-// newExposureQueue returns a queue whose checks run runs.
-func newExposureQueue(run func(exposureCheck), logger *zap.Logger) *exposureQueue {
-	q := &exposureQueue{run: run, logger: logger, queued: make(map[[32]byte]struct{})}
+// newExposureQueue returns a queue whose checks run runs, and which tells
+// skipped of the lookups it drops.
+func newExposureQueue(run func(exposureCheck), logger *zap.Logger, skipped func(reason string, n int)) *exposureQueue {
+	q := &exposureQueue{run: run, logger: logger, skipped: skipped, queued: make(map[[32]byte]struct{})}
 	q.idle.L = &q.mu
 	return q
 }
@@ -73,7 +76,7 @@ func (q *exposureQueue) add(checks []exposureCheck) {
 	}
 	q.mu.Unlock()
 	if dropped > 0 {
-		exposureSkipped("queue_full").Add(float64(dropped))
+		q.skipped("queue_full", dropped)
 	}
 	if start {
 		go q.drain()
@@ -116,5 +119,13 @@ func (q *exposureQueue) wait() {
 	defer q.mu.Unlock()
 	for q.running {
 		q.idle.Wait()
+	}
+}
+
+// recoverLog logs a panic of a background goroutine instead of ending the
+// process.
+func recoverLog(log *zap.Logger, doing string) {
+	if v := recover(); v != nil {
+		log.Error("panic while "+doing, zap.String("panic", fmt.Sprint(v)))
 	}
 }

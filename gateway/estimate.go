@@ -1,4 +1,4 @@
-package caddygateway
+package gateway
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ import (
 )
 
 // This file estimates what a request will use before it is sent, for the
-// limits and budgets that count it up front (quota.go): its input tokens
+// limits and budgets that count it up front (admission.go): its input tokens
 // and its output at most, priced at the dearest target that may serve it.
 // The estimate must not be passed by what the provider then counts: text
 // is bounded by providers.MaxTextTokens, media by rules of their own, and
@@ -36,7 +36,7 @@ const outputAllowance = 1000
 // inputs of an embeddings request, the query and documents of a rerank),
 // its output by the maximum it asks for times the answers it asks for,
 // priced at the most expensive of the targets that may serve it.
-func (a *App) estimateCall(c *call, targets []target) estimate {
+func (g *Gateway) estimateCall(c *request, targets []Target) estimate {
 	var u pricing.Usage
 	var tokens int64
 	switch {
@@ -60,10 +60,10 @@ func (a *App) estimateCall(c *call, targets []target) estimate {
 	}
 	e := estimate{tokens: tokens, priced: true}
 	for _, t := range targets {
-		if !c.endpoint.serves(t.provider) {
+		if !c.endpoint.serves(t.Provider) {
 			continue
 		}
-		cost, ok := a.prices.Cost(t.provider.typ, t.model, u)
+		cost, ok := g.prices.Cost(t.Provider.Type, t.Model, u)
 		if !ok {
 			e.priced = false
 			continue
@@ -73,7 +73,7 @@ func (a *App) estimateCall(c *call, targets []target) estimate {
 		if u.PromptTokens > 0 {
 			w := u
 			w.CacheWriteTokens = w.PromptTokens
-			if wc, ok := a.prices.Cost(t.provider.typ, t.model, w); ok {
+			if wc, ok := g.prices.Cost(t.Provider.Type, t.Model, w); ok {
 				cost = max(cost, wc)
 			}
 		}
@@ -430,7 +430,7 @@ func countOf(raw string) int64 {
 	if raw == "" {
 		return 0
 	}
-	if n, ok := digits(raw); ok {
+	if n, ok := providers.Digits(raw); ok {
 		return n
 	}
 	v := gjson.Parse(raw)
@@ -441,24 +441,6 @@ func countOf(raw string) int64 {
 		return math.MaxInt64
 	}
 	return int64(math.Ceil(v.Num))
-}
-
-// digits reads a JSON number written in up to 18 decimal digits alone,
-// how nearly every maximum and token count is written; ok is false for
-// anything else (a sign, a fraction, an exponent, another type), which
-// the callers leave to gjson.
-func digits(s string) (n int64, ok bool) {
-	if len(s) == 0 || len(s) > 18 {
-		return 0, false
-	}
-	for i := 0; i < len(s); i++ {
-		d := s[i] - '0'
-		if d > 9 {
-			return 0, false
-		}
-		n = n*10 + int64(d)
-	}
-	return n, true
 }
 
 // Media are counted by rules of their own, each about the most a provider

@@ -1,21 +1,17 @@
-package caddygateway
+package gateway
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
-	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
-	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
@@ -41,12 +37,13 @@ func (g *gatedStorage) Store(ctx context.Context, key string, value []byte) erro
 // TestResponseStoreWritesLater: a stored response (or a pointer) is
 // readable at once while the storage is still writing it, is in the
 // storage once written, and a delete waits for the write (else the write
-// would bring the response back); the app's Cleanup waits for its writes.
+// would bring the response back); the host's wait group of writes (which
+// its cleanup waits for) counts each one until it is written.
 func TestResponseStoreWritesLater(t *testing.T) {
 	ctx := context.Background()
 	g := &gatedStorage{Memory: storagetest.NewMemory(), release: make(chan struct{})}
 	var wg sync.WaitGroup
-	rs := responseStore{s: g, id: t.Name(), writes: &wg}
+	rs := ResponseStore{Storage: g, ID: t.Name(), Writes: &wg}
 
 	rs.saveLater(ctx, "alice", "resp_1", []byte(`{"provider":"oa"}`), zap.NewNop())
 	if rec, err := rs.load(ctx, "alice", "resp_1"); err != nil || string(rec) != `{"provider":"oa"}` {
@@ -78,7 +75,7 @@ func TestResponseStoreWritesLater(t *testing.T) {
 	// Written: in the storage, and no longer pending.
 	rs.saveLater(ctx, "alice", "resp_2", []byte(`{"provider":"oa"}`), zap.NewNop())
 	wg.Wait()
-	if pendingWrites.get(rs.id, rs.key("alice", "resp_2")) != nil {
+	if pendingWrites.get(rs.ID, rs.key("alice", "resp_2")) != nil {
 		t.Error("a finished write is still pending")
 	}
 	if rec, err := g.Memory.Load(ctx, rs.key("alice", "resp_2")); err != nil || string(rec) != `{"provider":"oa"}` {
@@ -94,16 +91,16 @@ func TestResponseStoreWritesLater(t *testing.T) {
 		t.Errorf("a failed write is readable: %v", err)
 	}
 
-	// Cleanup waits for the app's writes.
+	// The host's cleanup waits for its writes.
 	gate := &gatedStorage{Memory: storagetest.NewMemory(), release: make(chan struct{})}
-	a := &App{logger: zap.NewNop(), storage: nil, responseWrites: new(sync.WaitGroup), responsesID: t.Name() + "/app"}
-	rs = responseStore{s: gate, id: a.responsesID, writes: a.responseWrites}
+	writes := new(sync.WaitGroup)
+	rs = ResponseStore{Storage: gate, ID: t.Name() + "/host", Writes: writes}
 	rs.saveLater(ctx, "alice", "resp_4", []byte(`{}`), zap.NewNop())
 	cleaned := make(chan struct{})
-	go func() { a.waitResponseWrites(10 * time.Second); close(cleaned) }()
+	go func() { writes.Wait(); close(cleaned) }()
 	select {
 	case <-cleaned:
-		t.Fatal("Cleanup did not wait for a write")
+		t.Fatal("the wait for the host's writes did not wait for a write")
 	case <-time.After(20 * time.Millisecond):
 	}
 	close(gate.release)
@@ -119,7 +116,7 @@ func TestResponseStoreWritesLater(t *testing.T) {
 func TestResponseStoreWritesNowWhenShared(t *testing.T) {
 	ctx := context.Background()
 	g := &gatedStorage{Memory: storagetest.NewMemory(), release: make(chan struct{})}
-	rs := responseStore{s: g, id: t.Name(), writes: new(sync.WaitGroup), now: true}
+	rs := ResponseStore{Storage: g, ID: t.Name(), Writes: new(sync.WaitGroup), Now: true}
 	saved := make(chan struct{})
 	go func() {
 		rs.saveLater(ctx, "alice", "resp_1", []byte(`{"provider":"oa"}`), zap.NewNop())
@@ -135,7 +132,7 @@ func TestResponseStoreWritesNowWhenShared(t *testing.T) {
 	if rec, err := g.Memory.Load(ctx, rs.key("alice", "resp_1")); err != nil || string(rec) != `{"provider":"oa"}` {
 		t.Errorf("not in the storage: %s %v", rec, err)
 	}
-	if pendingWrites.get(rs.id, rs.key("alice", "resp_1")) != nil {
+	if pendingWrites.get(rs.ID, rs.key("alice", "resp_1")) != nil {
 		t.Error("a write made on the request path is left pending")
 	}
 }
@@ -158,7 +155,7 @@ func TestResponseStoreQueueFull(t *testing.T) {
 	ctx := context.Background()
 	g := &countingGate{gatedStorage: gatedStorage{Memory: storagetest.NewMemory(), release: make(chan struct{})}}
 	var wg sync.WaitGroup
-	rs := responseStore{s: g, id: t.Name(), writes: &wg}
+	rs := ResponseStore{Storage: g, ID: t.Name(), Writes: &wg}
 	until := func(what string, ok func() bool) {
 		t.Helper()
 		for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(time.Millisecond) {
@@ -190,7 +187,7 @@ func TestResponseStoreQueueFull(t *testing.T) {
 		t.Fatal("saveLater returned before the storage had the record, with the queue full")
 	default:
 	}
-	if pendingWrites.get(rs.id, rs.key("alice", "resp_direct")) != nil {
+	if pendingWrites.get(rs.ID, rs.key("alice", "resp_direct")) != nil {
 		t.Error("a record written by its request is in the pending table")
 	}
 	if len(pendingWrites.queue) != maxPendingWrites {
@@ -205,7 +202,7 @@ func TestResponseStoreQueueFull(t *testing.T) {
 		if _, err := g.Memory.Load(ctx, rs.key("alice", id)); err != nil {
 			t.Fatalf("%s lost: %v", id, err)
 		}
-		if pendingWrites.get(rs.id, rs.key("alice", id)) != nil {
+		if pendingWrites.get(rs.ID, rs.key("alice", id)) != nil {
 			t.Fatalf("%s still pending after it was written", id)
 		}
 	}
@@ -214,92 +211,115 @@ func TestResponseStoreQueueFull(t *testing.T) {
 	}
 }
 
-// upstreamRecorder sends requests on to next and keeps their URLs.
-type upstreamRecorder struct {
-	next http.RoundTripper
-	mu   sync.Mutex
-	urls []*url.URL
-}
-
-func (u *upstreamRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
-	u.mu.Lock()
-	u.urls = append(u.urls, r.URL)
-	u.mu.Unlock()
-	return u.next.RoundTrip(r)
-}
-
-func (u *upstreamRecorder) sent() []*url.URL {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	return slices.Clone(u.urls)
-}
-
-// recordUpstream records what g's provider name is sent.
-func (g *benchGateway) recordUpstream(name string) *upstreamRecorder {
-	rec := &upstreamRecorder{next: g.upstream}
-	g.app.providers[name].base.upstream.SetNext(rec)
-	return rec
-}
-
-// serve sends method path (with its query) and body through
-// modelgate_auth and modelgate with the key.
-func (g *benchGateway) serve(t testing.TB, method, target string, body []byte, key string) *httptest.ResponseRecorder {
-	t.Helper()
-	rec := httptest.NewRecorder()
-	r := httptest.NewRequest(method, "http://gateway.example"+target, bytes.NewReader(body))
-	r.Header.Set("Authorization", "Bearer "+key)
-	if body != nil {
-		r.Header.Set("Content-Type", "application/json")
-	}
-	r = caddyhttp.PrepareRequest(r, caddy.NewReplacer(), rec, g.server)
-	if err := g.serveModelgate(rec, r); err != nil {
-		t.Fatal(err)
-	}
-	return rec
-}
-
 // A response its provider stores is fetched from that provider with a
 // query the gateway writes itself: the client's query never reaches the
 // provider as it came — a key or an option in it stays at the gateway.
 func TestStoredResponseQueryRebuilt(t *testing.T) {
-	g := newBenchGateway(t)
-	up := g.recordUpstream("oa")
-	rec := g.serve(t, http.MethodPost, "/v1/responses", benchResponsesBody("oa/gpt-4o-mini"), benchStaticKey)
-	id := gjson.Get(rec.Body.String(), "id").Str
-	if rec.Code != http.StatusOK || id == "" {
-		t.Fatalf("POST: %d %s", rec.Code, rec.Body)
+	g := newTestGateway(t)
+	up := g.upstreams["oa"]
+	o, _ := g.serve(t, APIResponses, []byte(`{"model":"oa/gpt-4o-mini","max_output_tokens":256,"instructions":"You are a terse assistant.","input":"Summarise the plot of Hamlet in one sentence please"}`), g.static)
+	id := gjson.GetBytes(o.Body, "id").Str
+	if o.Status != http.StatusOK || id == "" {
+		t.Fatalf("POST: %d %s", o.Status, o.Body)
 	}
-	g.app.waitResponseWrites(time.Minute) // the pointer
-
+	get := func(id string, items bool, query string) *Outcome {
+		t.Helper()
+		q, err := url.ParseQuery(query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := &Outcome{}
+		g.StoredResponse(context.Background(), StoredRequest{Method: http.MethodGet, Owner: g.static.StorageOwner(), ID: id, Items: items, Query: q}, o)
+		return o
+	}
 	for _, tc := range []struct {
-		name, target, path, query string
+		name, query, path, wantQuery string
+		items                        bool
 	}{
-		{"GET", "/v1/responses/" + id + "?include[]=reasoning.encrypted_content&api_key=sk-client-secret&store=false",
-			"/v1/responses/" + id, "include%5B%5D=reasoning.encrypted_content"},
-		{"GET without a query", "/v1/responses/" + id + "?foo=bar", "/v1/responses/" + id, ""},
-		{"input_items", "/v1/responses/" + id + "/input_items?limit=2&order=asc&Authorization=Bearer+x",
-			"/v1/responses/" + id + "/input_items", "limit=2&order=asc"},
+		{"GET", "include[]=reasoning.encrypted_content&api_key=sk-client-secret&store=false",
+			"/v1/responses/" + id, "include%5B%5D=reasoning.encrypted_content", false},
+		{"GET without a query", "foo=bar", "/v1/responses/" + id, "", false},
+		{"input_items", "limit=2&order=asc&Authorization=Bearer+x",
+			"/v1/responses/" + id + "/input_items", "limit=2&order=asc", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before := len(up.sent())
-			g.serve(t, http.MethodGet, tc.target, nil, benchStaticKey)
-			sent := up.sent()[before:]
-			if len(sent) != 1 || sent[0].Path != tc.path || sent[0].RawQuery != tc.query {
-				t.Fatalf("the provider was sent %v, want one %s?%s", sent, tc.path, tc.query)
+			before := len(up.requests())
+			get(id, tc.items, tc.query)
+			sent := up.requests()[before:]
+			if len(sent) != 1 || sent[0].URL.Path != tc.path || sent[0].URL.RawQuery != tc.wantQuery {
+				t.Fatalf("the provider was sent %v, want one %s?%s", sent, tc.path, tc.wantQuery)
 			}
 		})
 	}
 	t.Run("refused before the provider", func(t *testing.T) {
-		before := len(up.sent())
-		for _, target := range []string{"/v1/responses/" + id + "?stream=true", "/v1/responses/" + id + "?include[]=a%26api_key%3Dx",
-			"/v1/responses/" + id + "/input_items?limit=1000"} {
-			rec := g.serve(t, http.MethodGet, target, nil, benchStaticKey)
-			if rec.Code != http.StatusBadRequest || gjson.Get(rec.Body.String(), "error.type").Str != "invalid_request_error" {
-				t.Errorf("%s: %d %s", target, rec.Code, rec.Body)
+		before := len(up.requests())
+		for _, tc := range []struct {
+			query string
+			items bool
+		}{{"stream=true", false}, {"include[]=a%26api_key%3Dx", false}, {"limit=1000", true}} {
+			o := get(id, tc.items, tc.query)
+			if o.Status != http.StatusBadRequest || gjson.GetBytes(o.Body, "error.type").Str != "invalid_request_error" {
+				t.Errorf("%s: %d %s", tc.query, o.Status, o.Body)
 			}
 		}
-		if sent := up.sent()[before:]; len(sent) != 0 {
+		if sent := up.requests()[before:]; len(sent) != 0 {
 			t.Errorf("refused requests reached the provider: %v", sent)
 		}
 	})
+}
+
+// fakeNow is a clock a test moves.
+type fakeNow struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeNow) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeNow) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// Stored responses expire their retention after their creation: a
+// translated response's record by its created_at, a pointer to one its
+// provider stores by when the gateway learnt of it. Expired, they are not
+// found (for GET and for previous_response_id alike), and the host's
+// retention sweep deletes them; a pointer from before pointers were dated
+// does not expire here (the sweep dates it by when it was written).
+func TestStoredResponsesExpire(t *testing.T) {
+	ctx := context.Background()
+	mem := storagetest.NewMemory()
+	start := time.Now()
+	clk := &fakeNow{t: start}
+	rs := ResponseStore{Storage: mem, ID: t.Name(), Writes: new(sync.WaitGroup), Now: true, TTL: time.Hour, Clock: clk.now}
+	log := zap.NewNop()
+
+	record := `{"input":[],"response":{"id":"resp_made","object":"response","created_at":` + strconv.FormatInt(start.Unix(), 10) + `,"output":[]}}`
+	rs.saveLater(ctx, "alice", "resp_made", []byte(record), log)
+	savePointer(ctx, rs, "alice", "resp_passed", "oa", log)
+	if err := mem.Store(ctx, rs.key("alice", "resp_old"), []byte(`{"provider":"oa"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := mem.Load(ctx, rs.key("alice", "resp_passed")); gjson.GetBytes(p, "created_at").Int() != start.Unix() {
+		t.Errorf("a pointer without its time: %s", p)
+	}
+	check := func(when string, want map[string]error) {
+		t.Helper()
+		for id, wantErr := range want {
+			if _, err := loadRecord(ctx, rs, "alice", id); !errors.Is(err, wantErr) {
+				t.Errorf("%s: loading %s: %v, want %v", when, id, err, wantErr)
+			}
+		}
+	}
+	check("at once", map[string]error{"resp_made": nil, "resp_passed": errPointer, "resp_old": errPointer})
+	clk.advance(time.Hour - time.Second)
+	check("an hour less a second on", map[string]error{"resp_made": nil, "resp_passed": errPointer})
+	clk.advance(time.Second)
+	check("an hour on", map[string]error{"resp_made": storageNotExist, "resp_passed": storageNotExist, "resp_old": errPointer})
 }

@@ -1,11 +1,10 @@
-package caddygateway
+package gateway
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -24,8 +23,8 @@ import (
 
 // ExposureReporter tells the owner of a newly exposed key and applies its
 // policy (auto_revoke). modelgate_secret_scanning registers itself with the
-// app, so that exposures the gateway finds are told as partner alerts are
-// (with several such handlers, the one provisioned last).
+// gateway, so that exposures the gateway finds are told as partner alerts
+// are (with several such handlers, the one provisioned last).
 type ExposureReporter interface {
 	// ReportExposure is called once per key, at its first exposure; it
 	// says whether it revoked (deleted) the key.
@@ -33,22 +32,22 @@ type ExposureReporter interface {
 }
 
 // SetExposureReporter makes r the reporter of exposed keys.
-func (a *App) SetExposureReporter(r ExposureReporter) { a.reporter.Store(&r) }
-
-// exposureReporter holds the app's reporter.
-type exposureReporter = atomic.Pointer[ExposureReporter]
+func (g *Gateway) SetExposureReporter(r ExposureReporter) { g.reporter.Store(&r) }
 
 // Exposed marks the managed key with this secret's digest exposed, as e
 // says where. found is false when no managed key has that digest. The
 // first exposure of a key is logged, emitted as key_exposed and handed to
 // r (nil: the app's reporter, registered by a secret-scanning handler);
 // later ones change nothing.
-func (a *App) Exposed(ctx context.Context, digest [32]byte, e keys.Exposure, r ExposureReporter) (found bool, err error) {
-	k, found, err := a.managed.FindByDigest(ctx, digest)
+func (g *Gateway) Exposed(ctx context.Context, digest [32]byte, e keys.Exposure, r ExposureReporter) (found bool, err error) {
+	if g.managed == nil {
+		return false, nil
+	}
+	k, found, err := g.managed.FindByDigest(ctx, digest)
 	if err != nil || !found {
 		return false, err
 	}
-	k, first, err := a.managed.MarkExposed(ctx, k.ID, e)
+	k, first, err := g.managed.MarkExposed(ctx, k.ID, e)
 	if errors.Is(err, keys.ErrNotFound) {
 		return false, nil // deleted meanwhile
 	}
@@ -57,7 +56,7 @@ func (a *App) Exposed(ctx context.Context, digest [32]byte, e keys.Exposure, r E
 	}
 	revoked := false
 	if r == nil {
-		if p := a.reporter.Load(); p != nil {
+		if p := g.reporter.Load(); p != nil {
 			r = *p
 		}
 	}
@@ -66,13 +65,10 @@ func (a *App) Exposed(ctx context.Context, digest [32]byte, e keys.Exposure, r E
 			return true, err
 		}
 	}
-	a.logger.Warn("API key exposed", zap.String("key_id", k.ID), zap.String("name", k.Name),
+	g.log.Warn("API key exposed", zap.String("key_id", k.ID), zap.String("name", k.Name),
 		zap.String("owner", k.Owner), zap.String("hint", k.Hint), zap.String("reporter", e.Reporter),
 		zap.String("url", e.URL), zap.String("source", e.Source), zap.Bool("revoked", revoked))
-	a.events.Emit(a.ctx, "key_exposed", map[string]any{
-		"key_id": k.ID, "name": k.Name, "owner": k.Owner, "hint": k.Hint,
-		"reporter": e.Reporter, "url": e.URL, "source": e.Source, "revoked": revoked,
-	})
+	g.obs.KeyExposed(k, e, revoked)
 	return true, nil
 }
 
@@ -119,29 +115,42 @@ func isBase62(c byte) bool {
 // index knows are checked whatever their number.
 const maxExposureLookups = 16
 
+// ScanQuery looks for managed keys in a request's URL query (path names
+// the request, key who sent it), and reports each one found, as Serve does
+// those in a call's body.
+func (g *Gateway) ScanQuery(method, path, query string, key *Key) {
+	if strings.Contains(query, keys.Prefix) {
+		g.scanExposure(method+" "+path, query, nil, key)
+	}
+}
+
 // scanExposure looks for managed keys in a request's content and URL
 // query and reports each one found. It never holds the request up: finding
 // none costs a search for "mgk_" (benchmarked); each distinct key found is
 // checked against the in-memory index at once, and those to mark exposed
 // or to look up in storage (at most maxExposureLookups of them) go to the
-// app's exposure queue. where names the request ("POST
-// /v1/chat/completions", or a batch line), by whom it was sent.
-func (a *App) scanExposure(where, query string, body []byte, by string) {
-	s := exposureScan{managed: a.managed}
+// gateway's exposure queue. where names the request ("POST
+// /v1/chat/completions", or a batch line), key who sent it.
+func (g *Gateway) scanExposure(where, query string, body []byte, key *Key) {
+	if g.managed == nil {
+		return
+	}
+	s := exposureScan{managed: g.managed}
 	s.find(body, "the request content")
 	if strings.Contains(query, keys.Prefix) {
 		s.find([]byte(query), "the URL query")
 	}
 	if s.capped > 0 {
-		exposureSkipped("request_cap").Add(float64(s.capped))
+		g.obs.ExposureSkipped("request_cap", s.capped)
 	}
 	if len(s.checks) == 0 {
 		return
 	}
+	by := sender(key)
 	for i := range s.checks {
 		s.checks[i].e.Source += " of " + where + ", sent by " + by
 	}
-	a.exposures.add(s.checks)
+	g.exposures.add(s.checks)
 }
 
 // exposureScan gathers the checks of one request's keys.
@@ -182,18 +191,14 @@ func (s *exposureScan) find(b []byte, source string) {
 }
 
 // checkExposure marks the key of c exposed, if it is a managed key.
-func (a *App) checkExposure(c exposureCheck) {
+func (g *Gateway) checkExposure(c exposureCheck) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := a.Exposed(ctx, c.digest, c.e, nil); err != nil {
-		a.logger.Error("marking a key found in a request exposed", zap.String("source", c.e.Source), zap.Error(err))
+	if _, err := g.Exposed(ctx, c.digest, c.e, nil); err != nil {
+		g.log.Error("marking a key found in a request exposed", zap.String("source", c.e.Source), zap.Error(err))
 	}
 }
 
-// sender names who sent a request, for an exposure's source.
-func sender(k *Key) string {
-	if k == nil {
-		return "a client without a key"
-	}
-	return "key " + k.Name + " (owner " + k.Owner + ")"
-}
+// WaitExposures returns once the checks of keys found in requests so far
+// have run (tests; a host shutting down).
+func (g *Gateway) WaitExposures() { g.exposures.wait() }

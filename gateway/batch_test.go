@@ -1,4 +1,4 @@
-package caddygateway
+package gateway
 
 import (
 	"context"
@@ -21,12 +21,7 @@ import (
 func TestBatchLineKey(t *testing.T) {
 	ctx := context.Background()
 	mem := storagetest.NewMemory()
-	a := &App{managed: keys.NewManager(mem, "modelgate")}
-	a.keys, _ = provisionStaticKeys([]StaticKey{{Name: "alice", Secret: "alice-secret"}})
-	a.staticByName = map[string]*Key{}
-	for _, k := range a.keys {
-		a.staticByName[k.Name] = k
-	}
+	a := &Gateway{managed: keys.NewManager(mem, "modelgate"), static: map[string]*Key{"alice": {Name: "alice", Owner: "alice"}}}
 	limits := &keys.Limits{RequestsPerMinute: 7}
 	budget := &keys.Budget{USD: "1", Period: "day"}
 	here, _, err := a.managed.Create(ctx, keys.NewKey{Name: "here", Owner: "team", Limits: limits, Budget: budget})
@@ -58,11 +53,11 @@ func TestBatchLineKey(t *testing.T) {
 		{"managed, deleted", batch.Request{Owner: "team", KeyID: deleted.ID, KeyName: "deleted"}, nil},
 		{"managed, never was", batch.Request{Owner: "team", KeyID: "key_06h0f3dmbnbda28kaqnrfi69", KeyName: "x"}, nil},
 		{"managed, another owner's", batch.Request{Owner: "alice", KeyID: here.ID, KeyName: "here"}, nil},
-		{"static", batch.Request{Owner: staticOwnerPrefix + "alice", KeyName: "alice"}, &Key{Name: "alice", Owner: "alice"}},
+		{"static", batch.Request{Owner: StaticOwnerPrefix + "alice", KeyName: "alice"}, &Key{Name: "alice", Owner: "alice"}},
 		// Created before static keys' owners were kept apart.
 		{"static, kept under its name", batch.Request{Owner: "alice", KeyName: "alice"}, &Key{Name: "alice", Owner: "alice"}},
-		{"static, another owner's", batch.Request{Owner: staticOwnerPrefix + "bob", KeyName: "alice"}, nil},
-		{"static, no longer configured", batch.Request{Owner: staticOwnerPrefix + "carol", KeyName: "carol"}, nil},
+		{"static, another owner's", batch.Request{Owner: StaticOwnerPrefix + "bob", KeyName: "alice"}, nil},
+		{"static, no longer configured", batch.Request{Owner: StaticOwnerPrefix + "carol", KeyName: "carol"}, nil},
 		{"no key recorded", batch.Request{Owner: "alice"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -71,7 +66,7 @@ func TestBatchLineKey(t *testing.T) {
 				if !errors.Is(err, errKeyGone) {
 					t.Fatalf("got %+v, %v; want errKeyGone", got, err)
 				}
-				if gone, err := a.batchKeyGone(ctx, tc.req.Owner, tc.req.KeyID, tc.req.KeyName); !gone || err != nil {
+				if gone, err := a.BatchKeyGone(ctx, tc.req.Owner, tc.req.KeyID, tc.req.KeyName); !gone || err != nil {
 					t.Errorf("batchKeyGone = %v, %v; want gone", gone, err)
 				}
 				return
@@ -83,7 +78,7 @@ func TestBatchLineKey(t *testing.T) {
 				!samePolicy(got.Limits, tc.want.Limits) || !samePolicy(got.Budget, tc.want.Budget) {
 				t.Errorf("got %+v, want %+v", got, tc.want)
 			}
-			if gone, err := a.batchKeyGone(ctx, tc.req.Owner, tc.req.KeyID, tc.req.KeyName); gone || err != nil {
+			if gone, err := a.BatchKeyGone(ctx, tc.req.Owner, tc.req.KeyID, tc.req.KeyName); gone || err != nil {
 				t.Errorf("batchKeyGone = %v, %v; want not gone", gone, err)
 			}
 		})
@@ -92,7 +87,7 @@ func TestBatchLineKey(t *testing.T) {
 	// The storage cannot be read: a key missing from the index is
 	// neither gone nor there.
 	mem.Fail(errors.New("storage down"))
-	gone, err := a.batchKeyGone(ctx, "team", deleted.ID, "deleted")
+	gone, err := a.BatchKeyGone(ctx, "team", deleted.ID, "deleted")
 	if gone || err == nil {
 		t.Errorf("with the storage down: gone %v, %v; want an error", gone, err)
 	}
@@ -106,26 +101,30 @@ func samePolicy[T comparable](a, b *T) bool {
 }
 
 // TestBatchExecutorKeyGone: the executor does not run a line whose key is
-// gone (nothing is dispatched, nothing scanned) and says so with KeyGone;
-// one whose key cannot be read now gets a 503 the runner retries.
+// gone (nothing is served, nothing scanned) and says so with KeyGone; one
+// whose key cannot be read now gets a 503 the runner retries.
 func TestBatchExecutorKeyGone(t *testing.T) {
-	scanned := 0
-	ex := batchExecutor{log: zap.NewNop(), scan: func(string, string, []byte, string) { scanned++ }}
-	req := batch.Request{BatchID: "batch_x", CustomID: "a", Owner: "team", KeyID: "key_x", Endpoint: batch.EndpointChat,
+	mem := storagetest.NewMemory()
+	obs := &countingObserver{}
+	g, err := New(Config{Managed: keys.NewManager(mem, "modelgate"), Observer: obs, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := g.BatchExecutor()
+	req := batch.Request{BatchID: "batch_x", CustomID: "a", Owner: "team", KeyID: "key_06h0f3dmbnbda28kaqnrfi69", Endpoint: batch.EndpointChat,
 		Body: []byte(`{"model":"oa/gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`)}
 
-	ex.lineKey = func(context.Context, batch.Request) (*Key, error) { return nil, errKeyGone }
 	if resp := ex.Do(context.Background(), req); !resp.KeyGone || resp.Status != 0 {
 		t.Errorf("a line of a revoked key: %+v, want KeyGone and no answer", resp)
 	}
 
-	ex.lineKey = func(context.Context, batch.Request) (*Key, error) { return nil, errors.New("storage down") }
+	mem.Fail(errors.New("storage down"))
 	resp := ex.Do(context.Background(), req)
 	if resp.KeyGone || resp.Status != 503 || resp.Final {
 		t.Errorf("a line whose key cannot be read now: %+v, want a 503 to retry", resp)
 	}
-	if scanned != 0 {
-		t.Errorf("%d lines that did not run were scanned", scanned)
+	if n := obs.answered(); n != 0 {
+		t.Errorf("%d lines that did not run were served (and scanned)", n)
 	}
 }
 
@@ -136,15 +135,15 @@ func TestStorageOwner(t *testing.T) {
 	static := &Key{Name: "alice", Owner: "alice"}
 	named := &Key{Name: "alice", Owner: "alice", ID: "key_1"}
 	owned := &Key{Name: "ci", Owner: "alice", ID: "key_2"}
-	if static.storageOwner() == named.storageOwner() || static.storageOwner() == owned.storageOwner() {
-		t.Errorf("static %q, managed %q and %q: a managed key shares a static key's owner", static.storageOwner(), named.storageOwner(), owned.storageOwner())
+	if static.StorageOwner() == named.StorageOwner() || static.StorageOwner() == owned.StorageOwner() {
+		t.Errorf("static %q, managed %q and %q: a managed key shares a static key's owner", static.StorageOwner(), named.StorageOwner(), owned.StorageOwner())
 	}
-	if named.storageOwner() != owned.storageOwner() || owned.storageOwner() != "alice" {
-		t.Errorf("managed keys of owner alice: %q and %q", named.storageOwner(), owned.storageOwner())
+	if named.StorageOwner() != owned.StorageOwner() || owned.StorageOwner() != "alice" {
+		t.Errorf("managed keys of owner alice: %q and %q", named.StorageOwner(), owned.StorageOwner())
 	}
 	for _, k := range []*Key{static, named, owned} {
-		if got := ownerName(k.storageOwner()); got != "alice" {
-			t.Errorf("ownerName(%q) = %q, want alice", k.storageOwner(), got)
+		if got := OwnerName(k.StorageOwner()); got != "alice" {
+			t.Errorf("OwnerName(%q) = %q, want alice", k.StorageOwner(), got)
 		}
 	}
 }
@@ -153,12 +152,7 @@ func TestStorageOwner(t *testing.T) {
 // managed key in the index, a static key.
 func BenchmarkBatchLineKey(b *testing.B) {
 	ctx := context.Background()
-	a := &App{managed: keys.NewManager(storagetest.NewMemory(), "modelgate")}
-	a.keys, _ = provisionStaticKeys([]StaticKey{{Name: "alice", Secret: "alice-secret"}})
-	a.staticByName = map[string]*Key{}
-	for _, k := range a.keys {
-		a.staticByName[k.Name] = k
-	}
+	a := &Gateway{managed: keys.NewManager(storagetest.NewMemory(), "modelgate"), static: map[string]*Key{"alice": {Name: "alice", Owner: "alice"}}}
 	mk, _, err := a.managed.Create(ctx, keys.NewKey{Name: "ci", Owner: "team"})
 	if err != nil {
 		b.Fatal(err)
@@ -168,7 +162,7 @@ func BenchmarkBatchLineKey(b *testing.B) {
 		req  batch.Request
 	}{
 		{"managed", batch.Request{Owner: "team", KeyID: mk.ID, KeyName: "ci"}},
-		{"static", batch.Request{Owner: staticOwnerPrefix + "alice", KeyName: "alice"}},
+		{"static", batch.Request{Owner: StaticOwnerPrefix + "alice", KeyName: "alice"}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()

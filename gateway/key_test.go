@@ -1,4 +1,4 @@
-package caddygateway
+package gateway
 
 import "testing"
 
@@ -24,12 +24,12 @@ func TestKeyAllows(t *testing.T) {
 		{[]string{"a", "b"}, "", false},
 	} {
 		k := &Key{Models: tc.models}
-		if got := k.allows(tc.model); got != tc.want {
+		if got := k.Allows(tc.model); got != tc.want {
 			t.Errorf("%v allows %q = %v, want %v", tc.models, tc.model, got, tc.want)
 		}
 	}
 	var none *Key
-	if !none.allows("x") {
+	if !none.Allows("x") {
 		t.Error("a request without a key is not limited here (modelgate_auth refuses it)")
 	}
 }

@@ -1,34 +1,28 @@
-package caddygateway
+package gateway
 
 import (
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
-
-	"github.com/modelgate/modelgate/keys"
 )
-
-// budgetOf and tpmOf are limits blocks that give every key a daily budget
-// of usd dollars, or a tokens-per-minute limit.
-func budgetOf(usd string) func() *LimitsConfig {
-	return func() *LimitsConfig {
-		return &LimitsConfig{Key: &keys.Policy{Budget: &keys.Budget{USD: usd, Period: "day"}}}
-	}
-}
-
-func tpmOf(n int64) func() *LimitsConfig {
-	return func() *LimitsConfig {
-		return &LimitsConfig{Key: &keys.Policy{Limits: &keys.Limits{TokensPerMinute: n}}}
-	}
-}
 
 // chatWith is a chat request of model with fields added at its top level
 // and one user message.
-func chatWith(model, fields, content string) []byte {
-	return fmt.Appendf(nil, `{"model":%q%s,"messages":[{"role":"user","content":%q}]}`, model, fields, content)
+func chatWith(model, fields, content string) []byte { return chatBody(model, fields, content) }
+
+// benchEmbeddingsBody is an embeddings request of 64 inputs of ~30 words,
+// 1,536 dimensions, in format ("float" or "base64").
+func benchEmbeddingsBody(model, format string) []byte {
+	b := []byte(`{"model":"` + model + `","dimensions":1536,"encoding_format":"` + format + `","input":[`)
+	for i := range 64 {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = fmt.Appendf(b, `"input %d: %s"`, i, strings.Repeat("word ", 30))
+	}
+	return append(b, "]}"...)
 }
 
 // TestAdmissionRefusesUpFront: a request whose estimate alone passes a
@@ -38,6 +32,10 @@ func chatWith(model, fields, content string) []byte {
 // rerank were estimated at nothing) — and a budget refusal says what the
 // request would do. The same requests made smaller are admitted.
 func TestAdmissionRefusesUpFront(t *testing.T) {
+	budget := func(usd string) func(testing.TB) Policies {
+		return func(tb testing.TB) Policies { return budgetOf(tb, usd) }
+	}
+	tpm := func(n int64) func(testing.TB) Policies { return func(testing.TB) Policies { return tpmOf(n) } }
 	cjk := strings.Repeat("人工智能正在改变我们的生活方式。", 700)                                                  // 33 KiB, no space
 	minified := strings.Repeat(`{"id":12345,"name":"Widget","tags":["a","b"],"price":9.99},`, 1000) // 58 KiB
 	rerankBody := func(docs int) []byte {
@@ -55,58 +53,53 @@ func TestAdmissionRefusesUpFront(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name   string
-		limits func() *LimitsConfig
-		path   string
+		limits func(testing.TB) Policies
+		api    API
 		body   []byte // refused
 		fits   []byte // admitted
 		code   string // error.code (OpenAI) or error.type (Anthropic)
 		says   string
 	}{
-		{"n answers pass a budget", budgetOf("0.01"), "/v1/chat/completions",
+		{"n answers pass a budget", budget("0.01"), APIChat,
 			chatWith("oa/gpt-4o-mini", `,"n":128,"max_tokens":16000`, "hi"), chatWith("oa/gpt-4o-mini", `,"n":2,"max_tokens":1000`, "hi"),
 			"insufficient_quota", "is more than the whole budget of key \"bench\" ($0.01 per day)"},
-		{"n answers pass tokens per minute", tpmOf(20000), "/v1/chat/completions",
+		{"n answers pass tokens per minute", tpm(20000), APIChat,
 			chatWith("oa/gpt-4o-mini", `,"n":128,"max_tokens":16000`, "hi"), chatWith("oa/gpt-4o-mini", `,"n":2,"max_tokens":1000`, "hi"),
 			"rate_limit_exceeded", "Request too large for tokens per minute"},
-		{"CJK prose passes a budget", budgetOf("0.003"), "/v1/chat/completions",
+		{"CJK prose passes a budget", budget("0.003"), APIChat,
 			chatWith("oa/gpt-4o-mini", `,"max_tokens":16`, cjk), chatWith("oa/gpt-4o-mini", `,"max_tokens":16`, cjk[:3000]),
 			"insufficient_quota", "is more than the whole budget"},
-		{"minified JSON passes tokens per minute", tpmOf(20000), "/v1/chat/completions",
+		{"minified JSON passes tokens per minute", tpm(20000), APIChat,
 			chatWith("oa/gpt-4o-mini", `,"max_tokens":16`, minified), chatWith("oa/gpt-4o-mini", `,"max_tokens":16`, minified[:3000]),
 			"rate_limit_exceeded", "Request too large for tokens per minute"},
-		{"a Messages request's max_tokens", budgetOf("0.05"), "/v1/messages",
+		{"a Messages request's max_tokens", budget("0.05"), APIMessages,
 			messages(100000), messages(1000),
 			"rate_limit_error", "is more than the whole budget"},
-		{"embeddings' inputs", tpmOf(1000), "/v1/embeddings",
+		{"embeddings' inputs", tpm(1000), APIEmbeddings,
 			benchEmbeddingsBody("oa/text-embedding-3-small", "float"), []byte(`{"model":"oa/text-embedding-3-small","input":"hi"}`),
 			"rate_limit_exceeded", "Request too large for tokens per minute"},
-		{"a rerank's searches", budgetOf("0.01"), "/v1/rerank",
+		{"a rerank's searches", budget("0.01"), APIRerank,
 			rerankBody(1000), rerankBody(10),
 			"insufficient_quota", "is more than the whole budget"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := newBenchGateway(t)
-			withLimits(t, g, tc.limits())
-			header := []string{"Authorization", "Bearer " + benchStaticKey}
+			g := newTestGateway(t)
+			g.withLimits(t, tc.limits(t))
 			code := "error.code"
-			if tc.path == "/v1/messages" {
-				header, code = []string{"X-Api-Key", benchStaticKey}, "error.type"
+			if tc.api == APIMessages {
+				code = "error.type"
 			}
-			w := &sink{header: make(http.Header), keep: true}
-			if err := g.serveModelgate(w, g.request(w, tc.path, tc.body, header...)); err != nil {
-				t.Fatal(err)
-			}
-			body := w.body.String()
-			if w.status != http.StatusTooManyRequests || gjson.Get(body, code).Str != tc.code ||
-				!strings.Contains(gjson.Get(body, "error.message").Str, tc.says) || w.header.Get("X-Should-Retry") != "false" {
-				t.Fatalf("refused? %d %s %v", w.status, body, w.header)
+			o, _ := g.serve(t, tc.api, tc.body, g.static)
+			body := string(o.Body)
+			if o.Status != 429 || gjson.Get(body, code).Str != tc.code ||
+				!strings.Contains(gjson.Get(body, "error.message").Str, tc.says) || o.Header.Get("X-Should-Retry") != "false" || o.Retryable {
+				t.Fatalf("refused? %d %s %v", o.Status, body, o.Header)
 			}
 			if strings.Contains(body, "exceeded the budget") {
 				t.Errorf("nothing was spent, yet: %s", body)
 			}
-			w = &sink{header: make(http.Header), keep: true}
-			if err := g.serveModelgate(w, g.request(w, tc.path, tc.fits, header...)); err != nil || w.status != http.StatusOK {
-				t.Fatalf("a request that fits: %d %v %s", w.status, err, w.body.Bytes())
+			if o, s := g.serve(t, tc.api, tc.fits, g.static); o.Status != 200 {
+				t.Fatalf("a request that fits: %d %s", o.Status, answer(o, s))
 			}
 		})
 	}
@@ -116,26 +109,21 @@ func TestAdmissionRefusesUpFront(t *testing.T) {
 // estimate passes what is left is told how much is left, not that the
 // budget was exceeded.
 func TestBudgetRefusalWouldPass(t *testing.T) {
-	g := newBenchGateway(t)
-	withLimits(t, g, budgetOf("0.001")())
-	header := []string{"Authorization", "Bearer " + benchStaticKey}
+	g := newTestGateway(t)
+	g.withLimits(t, budgetOf(t, "0.001"))
 	// 5,000 words, which the fake provider counts as 5,000 tokens, and an
 	// answer of 10: $0.000756 of gpt-4o-mini spent, $0.000244 left.
-	w := &sink{header: make(http.Header), keep: true}
 	spend := chatWith("oa/gpt-4o-mini", `,"max_tokens":10`, strings.TrimSpace(strings.Repeat("a ", 5000)))
-	if err := g.serveModelgate(w, g.request(w, "/v1/chat/completions", spend, header...)); err != nil || w.status != 200 {
-		t.Fatalf("spending: %d %v %s", w.status, err, w.body.Bytes())
+	if o, s := g.serve(t, APIChat, spend, g.static); o.Status != 200 {
+		t.Fatalf("spending: %d %s", o.Status, answer(o, s))
 	}
 	// At most 1,000 tokens of output: $0.0006, and the input.
-	w = &sink{header: make(http.Header), keep: true}
-	if err := g.serveModelgate(w, g.request(w, "/v1/chat/completions", chatWith("oa/gpt-4o-mini", `,"max_tokens":1000`, "hi"), header...)); err != nil {
-		t.Fatal(err)
-	}
-	msg := gjson.Get(w.body.String(), "error.message").Str
-	if w.status != 429 || !strings.HasPrefix(msg, "This request, estimated at $0.0006") ||
+	o, _ := g.serve(t, APIChat, chatWith("oa/gpt-4o-mini", `,"max_tokens":1000`, "hi"), g.static)
+	msg := gjson.GetBytes(o.Body, "error.message").Str
+	if o.Status != 429 || !strings.HasPrefix(msg, "This request, estimated at $0.0006") ||
 		!strings.Contains(msg, `would pass the budget of key "bench": $0.000244 left of $0.001 per day ($0.000756 spent or reserved)`) ||
-		w.header.Get("Retry-After") == "" {
-		t.Fatalf("%d %s %v", w.status, w.body.Bytes(), w.header)
+		o.Header.Get("Retry-After") == "" || o.RetryAfter <= 0 || o.Retryable {
+		t.Fatalf("%d %s %v %+v", o.Status, o.Body, o.Header, o)
 	}
 }
 
@@ -146,10 +134,9 @@ func TestBudgetRefusalWouldPass(t *testing.T) {
 // the price table does not know, is still 403 model_not_priced.
 func TestUnknownModelUnderBudget(t *testing.T) {
 	for _, def := range []string{"", "oa"} {
-		g := newBenchGateway(t)
-		withLimits(t, g, budgetOf("1")())
-		g.app.dispatch.defaultProvider = def
-		header := []string{"Authorization", "Bearer " + benchStaticKey}
+		g := newTestGateway(t)
+		g.cfg.DefaultProvider = def
+		g.withLimits(t, budgetOf(t, "1"))
 		for _, tc := range []struct {
 			model  string
 			status int
@@ -162,12 +149,9 @@ func TestUnknownModelUnderBudget(t *testing.T) {
 			if def == "" && tc.model == "gpt-4o-mini" {
 				tc.status, tc.code = 404, "model_not_found"
 			}
-			w := &sink{header: make(http.Header), keep: true}
-			if err := g.serveModelgate(w, g.request(w, "/v1/chat/completions", chatWith(tc.model, "", "hi"), header...)); err != nil {
-				t.Fatal(err)
-			}
-			if w.status != tc.status || gjson.Get(w.body.String(), "error.code").Str != tc.code {
-				t.Errorf("default provider %q, model %q: %d %s", def, tc.model, w.status, w.body.Bytes())
+			o, s := g.serve(t, APIChat, chatWith(tc.model, "", "hi"), g.static)
+			if o.Status != tc.status || gjson.Get(answer(o, s), "error.code").Str != tc.code {
+				t.Errorf("default provider %q, model %q: %d %s", def, tc.model, o.Status, answer(o, s))
 			}
 		}
 	}

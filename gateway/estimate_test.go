@@ -1,4 +1,4 @@
-package caddygateway
+package gateway
 
 import (
 	"encoding/base64"
@@ -133,14 +133,14 @@ func TestEstimateCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &App{prices: prices}
-	oa := &provider{name: "oa", typ: "openai", base: &ProviderBase{}, Endpoints: Endpoints{Chat: openai.Chat{}, Embeddings: embeddings.OpenAI}}
-	claude := &provider{name: "claude", typ: "anthropic", base: &ProviderBase{}, Endpoints: Endpoints{Chat: &anthropic.Chat{}}}
-	co := &provider{name: "co", typ: "cohere", base: &ProviderBase{}, Endpoints: Endpoints{Rerank: rerank.Cohere}}
-	mini := target{provider: oa, model: "gpt-4o-mini"}
-	big := target{provider: oa, model: "gpt-4o"}
-	unpriced := target{provider: oa, model: "my-finetune"}
-	sonnet := target{provider: claude, model: "claude-sonnet-4-5"}
+	a := &Gateway{prices: prices}
+	oa := &Provider{Name: "oa", Type: "openai", Endpoints: Endpoints{Chat: openai.Chat{}, Embeddings: embeddings.OpenAI}}
+	claude := &Provider{Name: "claude", Type: "anthropic", Endpoints: Endpoints{Chat: &anthropic.Chat{}}}
+	co := &Provider{Name: "co", Type: "cohere", Endpoints: Endpoints{Rerank: rerank.Cohere}}
+	mini := Target{Provider: oa, Model: "gpt-4o-mini"}
+	big := Target{Provider: oa, Model: "gpt-4o"}
+	unpriced := Target{Provider: oa, Model: "my-finetune"}
+	sonnet := Target{Provider: claude, Model: "claude-sonnet-4-5"}
 	body := []byte(`{"model":"x","max_tokens":100,"messages":[{"role":"user","content":"12345678"}]}`)
 	many := []byte(`{"model":"x","n":128,"max_tokens":16000,"messages":[{"role":"user","content":"12345678"}]}`)
 	bare := []byte(`{"messages":[{"role":"user","content":"12345678"}]}`)
@@ -165,26 +165,26 @@ func TestEstimateCall(t *testing.T) {
 	rrTokens, rrSearches := rerankEstimate(rr)
 	for _, tc := range []struct {
 		name    string
-		c       *call
-		targets []target
+		c       *request
+		targets []Target
 		tokens  int64
 		cost    pricing.Money
 		priced  bool
 	}{
-		{"max_tokens counted", &call{endpoint: endpointChat, body: body}, []target{mini}, in + 100, chat("gpt-4o-mini", in, 100), true},
-		{"the dearest target", &call{endpoint: endpointChat, body: body}, []target{mini, big}, in + 100, chat("gpt-4o", in, 100), true},
-		{"an unpriced target", &call{endpoint: endpointChat, body: body}, []target{big, unpriced}, in + 100, chat("gpt-4o", in, 100), false},
-		{"without max_tokens: the allowance, for cost only", &call{endpoint: endpointChat, body: bare}, []target{mini},
+		{"max_tokens counted", &request{endpoint: endpointChat, body: body}, []Target{mini}, in + 100, chat("gpt-4o-mini", in, 100), true},
+		{"the dearest target", &request{endpoint: endpointChat, body: body}, []Target{mini, big}, in + 100, chat("gpt-4o", in, 100), true},
+		{"an unpriced target", &request{endpoint: endpointChat, body: body}, []Target{big, unpriced}, in + 100, chat("gpt-4o", in, 100), false},
+		{"without max_tokens: the allowance, for cost only", &request{endpoint: endpointChat, body: bare}, []Target{mini},
 			inBare, chat("gpt-4o-mini", inBare, outputAllowance), true},
-		{"n answers: n times the output", &call{endpoint: endpointChat, body: many}, []target{mini},
+		{"n answers: n times the output", &request{endpoint: endpointChat, body: many}, []Target{mini},
 			inMany + 128*16000, chat("gpt-4o-mini", inMany, 128*16000), true},
-		{"a prompt written to the cache costs its rate", &call{endpoint: endpointMessages, body: body}, []target{sonnet},
+		{"a prompt written to the cache costs its rate", &request{endpoint: endpointMessages, body: body}, []Target{sonnet},
 			in + 100, cost("anthropic", "claude-sonnet-4-5", pricing.Usage{PromptTokens: in, CacheWriteTokens: in, CompletionTokens: 100}), true},
-		{"a conversation continued", &call{endpoint: endpointResponses, body: body, history: []byte(`[{"role":"user","content":"` + strings.Repeat("earlier ", 100) + `"}]`)}, []target{mini},
+		{"a conversation continued", &request{endpoint: endpointResponses, body: body, history: []byte(`[{"role":"user","content":"` + strings.Repeat("earlier ", 100) + `"}]`)}, []Target{mini},
 			in + 100 + 2 + text("role", "user", "content", strings.Repeat("earlier ", 100)), chat("gpt-4o-mini", in+2+text("role", "user", "content", strings.Repeat("earlier ", 100)), 100), true},
-		{"embeddings: texts bounded, token ids exact", &call{endpoint: endpointEmbeddings, embeddings: emb}, []target{{provider: oa, model: "text-embedding-3-small"}},
+		{"embeddings: texts bounded, token ids exact", &request{endpoint: endpointEmbeddings, embeddings: emb}, []Target{{Provider: oa, Model: "text-embedding-3-small"}},
 			text("hello world", "日本語") + 3, cost("openai", "text-embedding-3-small", pricing.Usage{EmbeddingTokens: text("hello world", "日本語") + 3}), true},
-		{"rerank: by searches", &call{endpoint: endpointRerank, rerank: rr}, []target{{provider: co, model: "rerank-v3.5"}},
+		{"rerank: by searches", &request{endpoint: endpointRerank, rerank: rr}, []Target{{Provider: co, Model: "rerank-v3.5"}},
 			rrTokens, cost("cohere", "rerank-v3.5", pricing.Usage{PromptTokens: rrTokens, Searches: rrSearches}), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -201,7 +201,7 @@ func TestEstimateCall(t *testing.T) {
 	}
 	// A cache write costs more than the input at Anthropic: the estimate
 	// is above the plain input's price.
-	if plain := cost("anthropic", "claude-sonnet-4-5", pricing.Usage{PromptTokens: in, CompletionTokens: 100}); a.estimateCall(&call{endpoint: endpointMessages, body: body}, []target{sonnet}).cost <= plain {
+	if plain := cost("anthropic", "claude-sonnet-4-5", pricing.Usage{PromptTokens: in, CompletionTokens: 100}); a.estimateCall(&request{endpoint: endpointMessages, body: body}, []Target{sonnet}).cost <= plain {
 		t.Error("the cache-write rate was not counted")
 	}
 }
