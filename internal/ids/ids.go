@@ -52,3 +52,16 @@ func Valid(id, prefix string) bool {
 	}
 	return true
 }
+
+// Time returns when an ID that Valid accepts was made, to the
+// millisecond.
+func Time(id, prefix string) time.Time {
+	rest := strings.TrimPrefix(id, prefix)
+	var v uint64
+	// The first 10 characters are 50 bits: the 48 of the milliseconds and
+	// 2 random ones.
+	for i := 0; i < 10 && i < len(rest); i++ {
+		v = v<<5 | uint64(strings.IndexByte(Alphabet, rest[i])&31)
+	}
+	return time.UnixMilli(int64(v >> 2))
+}

@@ -94,3 +94,12 @@ func BenchmarkNew(b *testing.B) {
 		_ = New("key_", now)
 	}
 }
+
+func TestTime(t *testing.T) {
+	for _, at := range []time.Time{time.UnixMilli(0), time.UnixMilli(1798761600123), time.Date(2200, 1, 2, 3, 4, 5, 6e6, time.UTC)} {
+		id := New("x_", at)
+		if got := Time(id, "x_"); !got.Equal(at.Truncate(time.Millisecond)) {
+			t.Errorf("Time(New(%v)) = %v", at, got)
+		}
+	}
+}
