@@ -13,6 +13,7 @@ import (
 	"github.com/caddyserver/certmagic"
 	"go.uber.org/zap"
 
+	"github.com/modelgate/modelgate/accounts"
 	"github.com/modelgate/modelgate/batch"
 	"github.com/modelgate/modelgate/keys"
 	"github.com/modelgate/modelgate/pricing"
@@ -54,6 +55,11 @@ type App struct {
 	// none.
 	Limits *LimitsConfig `json:"limits,omitempty"`
 
+	// Accounts are the account holders' members and group rules, and the
+	// audit log's retention. Default: every identity that signs in to the
+	// key settings page owns the account of its name.
+	Accounts *AccountsConfig `json:"accounts,omitempty"`
+
 	// Prices override and extend the price table shipped in the binary
 	// (pricing/prices.json): a JSON price file and entries of their own.
 	// Default: the shipped table alone.
@@ -93,6 +99,10 @@ type App struct {
 	storageID   string
 	managed     *keys.Manager // managed keys, in storage
 	stopKeys    func()        // stops the key refresher
+
+	accounts *accounts.Manager // account records, in storage
+	audit    *accounts.AuditLog
+	service  *accounts.Service
 
 	store     *batch.Store
 	runner    *batch.Runner
@@ -186,6 +196,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.provisionManagedKeys(ctx); err != nil {
 		return err
 	}
+	if err := a.provisionAccounts(ctx); err != nil {
+		return err
+	}
 	return a.provisionBatch()
 }
 
@@ -194,6 +207,11 @@ func (a *App) Provision(ctx caddy.Context) error {
 func (a *App) Validate() error {
 	if err := a.Limits.validate(); err != nil {
 		return err
+	}
+	if a.Accounts != nil {
+		if err := a.Accounts.Validate(); err != nil {
+			return fmt.Errorf("accounts: %v", err)
+		}
 	}
 	for _, alias := range sortedKeys(a.Models) {
 		if err := checkAlias(alias, a.Models[alias], func(name string) bool { return a.providers[name] != nil }); err != nil {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/modelgate/modelgate/accounts"
 	"github.com/modelgate/modelgate/caddymodule"
 
 	"github.com/caddyserver/caddy/v2"
@@ -15,11 +16,13 @@ func init() {
 	caddy.RegisterModule(AdminAPI{})
 }
 
-// AdminAPI serves key management and usage on Caddy's admin endpoint,
-// under /modelgate/ (see keyAPI): POST and GET /modelgate/keys, GET, PATCH
-// and DELETE /modelgate/keys/{id}, GET /modelgate/keys/{id}/usage and GET
-// /modelgate/usage; and GET /modelgate/ready, the readiness probe.
-// `caddy modelgate key` and `caddy modelgate usage` talk to it. It also
+// AdminAPI serves key, account and usage management on Caddy's admin
+// endpoint, under /modelgate/, as the operator (see keyAPI and
+// accountapi.go): POST and GET /modelgate/keys, GET, PATCH and DELETE
+// /modelgate/keys/{id}, GET /modelgate/keys/{id}/usage, GET
+// /modelgate/usage, /modelgate/accounts…; and GET /modelgate/ready, the
+// readiness probe. `caddy modelgate key`, `caddy modelgate account` and
+// `caddy modelgate usage` talk to it. It also
 // serves the key settings page at /modelgate/, whose script finds the same
 // API under /modelgate/api/.
 //
@@ -60,7 +63,7 @@ func (a *AdminAPI) Routes() []caddy.AdminRoute {
 }
 
 func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
-	rest := strings.TrimPrefix(r.URL.Path, "/modelgate/")
+	rest := strings.TrimPrefix(r.URL.EscapedPath(), "/modelgate/")
 	if rest == "ready" {
 		return a.ready(w, r)
 	}
@@ -69,7 +72,8 @@ func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 			return caddy.APIError{HTTPStatus: http.StatusNotFound,
 				Err: errors.New("the modelgate app is not configured: add the modelgate global option")}
 		}
-		return keyAPI{keys: a.app.ManagedKeys(), app: a.app, logger: a.logger, by: "admin API"}.serve(w, r, p)
+		return keyAPI{svc: a.app.AccountService(), app: a.app, logger: a.logger,
+			actor: accounts.Operator("admin API", r.RemoteAddr)}.serve(w, r, p)
 	}
 	if strings.Contains(rest, "/") {
 		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: errors.New("no such modelgate admin route")}

@@ -14,6 +14,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
+	"github.com/modelgate/modelgate/accounts"
 	"github.com/modelgate/modelgate/internal/storagetest"
 	"github.com/modelgate/modelgate/keys"
 )
@@ -35,7 +36,7 @@ func TestKeyAPIStorageDown(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mem := storagetest.NewMemory()
-			api := keyAPI{keys: keys.NewManager(mem, "modelgate"), logger: zap.NewNop(), by: "test"}
+			api := keyAPI{svc: testService(mem, keys.NewManager(mem, "modelgate")), logger: zap.NewNop(), actor: accounts.Operator("test", "")}
 			mem.Fail(tc.fail)
 			for _, r := range []struct{ method, rest, body string }{
 				{http.MethodPost, "keys", `{"name":"n","owner":"o"}`},
@@ -64,4 +65,9 @@ func TestKeyAPIStorageDown(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testService is an accounts service on st with the key manager km.
+func testService(st accounts.Storage, km *keys.Manager) *accounts.Service {
+	return &accounts.Service{Keys: km, Accounts: accounts.NewManager(st, "modelgate"), Audit: accounts.NewAuditLog(st, "modelgate")}
 }
