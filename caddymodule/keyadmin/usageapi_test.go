@@ -16,9 +16,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/modelgate/modelgate/internal/storagetest"
 	"github.com/modelgate/modelgate/accounts"
 	"github.com/modelgate/modelgate/batch"
+	"github.com/modelgate/modelgate/internal/storagetest"
 	"github.com/modelgate/modelgate/keys"
 	"github.com/modelgate/modelgate/pricing"
 	"github.com/modelgate/modelgate/quota"
