@@ -207,12 +207,12 @@ func (h *KeySettings) principal(r *http.Request) accounts.Principal {
 	if ip, ok := caddyhttp.GetVar(r.Context(), caddyhttp.ClientIPVarKey).(string); ok && ip != "" {
 		from = ip
 	}
-	p := accounts.Principal{Identity: strings.TrimSpace(repl.ReplaceKnown(identity, "")), From: from}
+	p := accounts.Principal{Identity: strings.TrimSpace(repl.ReplaceAll(identity, "")), From: from}
 	if h.Email != "" {
-		p.Email = strings.TrimSpace(repl.ReplaceKnown(h.Email, ""))
+		p.Email = strings.TrimSpace(repl.ReplaceAll(h.Email, ""))
 	}
 	if h.Groups != "" {
-		p.Groups = strings.FieldsFunc(repl.ReplaceKnown(h.Groups, ""), func(r rune) bool { return r == ',' || unicode.IsSpace(r) })
+		p.Groups = strings.FieldsFunc(repl.ReplaceAll(h.Groups, ""), func(r rune) bool { return r == ',' || unicode.IsSpace(r) })
 	}
 	return p
 }
