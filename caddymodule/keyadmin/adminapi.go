@@ -2,6 +2,7 @@ package keyadmin
 
 import (
 	"errors"
+	"net"
 	"net/http"
 	"strings"
 
@@ -73,12 +74,20 @@ func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 				Err: errors.New("the modelgate app is not configured: add the modelgate global option")}
 		}
 		return keyAPI{svc: a.app.AccountService(), app: a.app, logger: a.logger,
-			actor: accounts.Operator("admin API", r.RemoteAddr)}.serve(w, r, p)
+			actor: accounts.Operator("admin API", remoteHost(r))}.serve(w, r, p)
 	}
 	if strings.Contains(rest, "/") {
 		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: errors.New("no such modelgate admin route")}
 	}
 	return servePage(w, r, pageFile(r.URL.Path))
+}
+
+// remoteHost is the address a request came from, without its port.
+func remoteHost(r *http.Request) string {
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return host
+	}
+	return r.RemoteAddr
 }
 
 // ready answers GET /modelgate/ready: 200 when the storage and the shared
