@@ -289,3 +289,45 @@ func TestIntegrationAccountLeakMail(t *testing.T) {
 		t.Errorf("the audit log after the alert: %d %s", status, res)
 	}
 }
+
+// TestIntegrationAccountDeleted: the operator deletes an account with a
+// batch running: its keys stop working, its batch is cancelled for them
+// (lines key_revoked), the operator reads the batch through the account's
+// route, nobody signs in to the account again, and no key is made for it.
+func TestIntegrationAccountDeleted(t *testing.T) {
+	startRevokeGateway(t)
+	secret, _ := adminKey(t, `{"name":"doomed","owner":"team-d"}`)
+	reader, _ := adminKey(t, `{"name":"reader","owner":"team-d"}`)
+	b := doomedBatch(t, secret, reader, 300)
+
+	status, body, _ := admin(t, http.MethodDelete, "/modelgate/accounts/team-d", "")
+	if status != 200 || gjson.Get(body, "keys_deleted.#").Int() != 2 {
+		t.Fatalf("DELETE the account: %d %s", status, body)
+	}
+	for _, s := range []string{secret, reader} {
+		if got := getWith(t, "/v1/models", s); got != 401 {
+			t.Errorf("a key of the deleted account: %d", got)
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, body, _ = admin(t, http.MethodGet, "/modelgate/accounts/team-d/batches", "")
+		got := gjson.Get(body, `data.#(id=="`+b.ID+`")`)
+		if got.Get("status").Str == "cancelled" && got.Get("errors.data.0.code").Str == "key_revoked" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the deleted account's batch: %s", body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if status, body, _ = admin(t, http.MethodPost, "/modelgate/keys", `{"name":"again","owner":"team-d"}`); status != http.StatusConflict {
+		t.Errorf("a key for the deleted account: %d %s", status, body)
+	}
+	if status, body, _ = admin(t, http.MethodGet, "/modelgate/accounts/team-d", ""); status != 200 || gjson.Get(body, "deleted_at").Int() == 0 {
+		t.Errorf("the deleted account: %d %s", status, body)
+	}
+	if status, body, _ = admin(t, http.MethodDelete, "/modelgate/accounts/team-d", ""); status != http.StatusNotFound {
+		t.Errorf("deleting it again: %d %s", status, body)
+	}
+}
