@@ -442,3 +442,31 @@ func TestManagersShareStorage(t *testing.T) {
 		t.Error("an id with a control character was stored")
 	}
 }
+
+// TestExistingKeysBelongToAccounts: keys stored before accounts existed
+// (an owner, no creator, no account record) are their owner's account's
+// at once: its holder sees and manages them, the operator lists the
+// account, and nothing was written to make it so.
+func TestExistingKeysBelongToAccounts(t *testing.T) {
+	e := newEnv(t, Config{})
+	ctx := context.Background()
+	old, _, err := e.svc.Keys.Create(ctx, keys.NewKey{Name: "from-before", Owner: "team-old"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := e.signIn(t, "team-old")
+	list, err := e.svc.ListKeys(ctx, holder, "")
+	if err != nil || len(list) != 1 || list[0].ID != old.ID {
+		t.Fatalf("the holder's keys: %+v %v", list, err)
+	}
+	if _, err := e.svc.SetKeyPolicy(ctx, holder, old.ID, keys.Policy{Limits: &keys.Limits{RequestsPerMinute: 3}}); err != nil {
+		t.Errorf("the holder limits a key from before: %v", err)
+	}
+	accts, err := e.svc.ListAccounts(ctx, Operator("admin API", ""))
+	if err != nil || len(accts) != 1 || accts[0].ID != "team-old" || accts[0].Keys != 1 {
+		t.Errorf("the operator's accounts: %+v %v", accts, err)
+	}
+	if recs := e.svc.Accounts.Records(); len(recs) != 0 {
+		t.Errorf("account records were written: %+v", recs)
+	}
+}
