@@ -2,6 +2,7 @@ package accounts
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/mail"
@@ -463,6 +464,25 @@ type View struct {
 	Account
 	Ceilings keys.Policy  `json:"ceilings"`
 	Everyone []MemberView `json:"members_all"`
+}
+
+// MarshalJSON writes the account's fields, then its ceilings and members
+// (Account's own MarshalJSON would otherwise be promoted and leave them
+// out).
+func (v View) MarshalJSON() ([]byte, error) {
+	f := accountFields(v.Account)
+	if f.Members == nil {
+		f.Members = []Member{}
+	}
+	everyone := v.Everyone
+	if everyone == nil {
+		everyone = []MemberView{}
+	}
+	return json.Marshal(struct {
+		accountFields
+		Ceilings keys.Policy  `json:"ceilings"`
+		Everyone []MemberView `json:"members_all"`
+	}{f, v.Ceilings, everyone})
 }
 
 // MemberView is a member and where its role comes from: "config",

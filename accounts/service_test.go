@@ -470,3 +470,24 @@ func TestExistingKeysBelongToAccounts(t *testing.T) {
 		t.Errorf("account records were written: %+v", recs)
 	}
 }
+
+// TestViewJSON: an account's view carries its record's fields, its
+// ceilings and its members from every source.
+func TestViewJSON(t *testing.T) {
+	e := newEnv(t, Config{Members: []ConfigMember{{Identity: "m", Account: "t", Role: RoleMember}}})
+	ctx := context.Background()
+	op := Operator("admin API", "")
+	if _, err := e.svc.SetAccountPolicy(ctx, op, "t", keys.Policy{Limits: &keys.Limits{RequestsPerMinute: 5}}); err != nil {
+		t.Fatal(err)
+	}
+	v, err := e.svc.GetAccount(ctx, op, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(v)
+	var back View
+	if err := json.Unmarshal(b, &back); err != nil || back.ID != "t" || back.Ceilings.Limits == nil || back.Ceilings.Limits.RequestsPerMinute != 5 ||
+		len(back.Everyone) < 1 || back.Everyone[0].Source != "config" || !strings.Contains(string(b), `"members":[]`) {
+		t.Errorf("the view's JSON: %s %v", b, err)
+	}
+}
