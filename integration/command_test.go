@@ -125,7 +125,9 @@ func TestCommandAccounts(t *testing.T) {
 	}
 	startScanningGateway(t)
 	addr := []string{"--address", strings.TrimPrefix(adminURL, "http://")}
-	acct := func(args ...string) []string { return append(append([]string{"modelgate", "account"}, args...), addr...) }
+	acct := func(args ...string) []string {
+		return append(append([]string{"modelgate", "account"}, args...), addr...)
+	}
 	run := func(args ...string) string {
 		t.Helper()
 		out, errOut, ok := runCaddy(t, acct(args...)...)
