@@ -71,3 +71,25 @@ func TestKeyAPIStorageDown(t *testing.T) {
 func testService(st accounts.Storage, km *keys.Manager) *accounts.Service {
 	return &accounts.Service{Keys: km, Accounts: accounts.NewManager(st, "modelgate"), Audit: accounts.NewAuditLog(st, "modelgate")}
 }
+
+// FuzzParseAPIPath: any path relative to the API either is none of its
+// paths or names one whose key id or member identity holds no separator
+// it was not sent escaped with, and nothing panics.
+func FuzzParseAPIPath(f *testing.F) {
+	for _, s := range []string{"keys", "keys/key_06h0f3dmbnbda28kaqnrfi69", "keys/key_x/usage", "usage", "account",
+		"members/bob%40example.com", "members/a%2Fb", "accounts/team%20a/members/x", "accounts/a/audit", "keys/%zz", "", "/", "keys//usage"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, rest string) {
+		p, ok := parseAPIPath(rest)
+		if !ok {
+			return
+		}
+		if p.kind == 0 {
+			t.Fatalf("%q: a path of no kind", rest)
+		}
+		if (p.kind == keyPath || p.kind == keyUsagePath) && strings.Contains(p.id, "/") && !strings.Contains(rest, "%2F") && !strings.Contains(rest, "%2f") {
+			t.Fatalf("%q: key id %q", rest, p.id)
+		}
+	})
+}
