@@ -180,7 +180,8 @@ func (l *AuditLog) List(ctx context.Context, account string, opt ListOptions) (P
 		if !ids.Valid(opt.Before, entryPrefix) {
 			return Page{}, invalid("before", "before %q is not an audit entry id", opt.Before)
 		}
-		beforeDay = ids.Time(opt.Before, entryPrefix).UTC().Format(dayLayout)
+		at, _ := ids.Time(opt.Before, entryPrefix)
+		beforeDay = at.UTC().Format(dayLayout)
 	}
 	days, err := l.list(ctx, l.accountDir(account))
 	if err != nil {

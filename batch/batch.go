@@ -123,6 +123,10 @@ type batchRecord struct {
 	// is whole seconds, cut down, and would end a window up to a second
 	// early (a window under a second at once).
 	Deadline int64 `json:"deadline_ms,omitempty"`
+	// OutputExpiresAfter is how long the output and error files are to
+	// be kept after they are written, in seconds (CreateParams); 0: as
+	// Settings.OutputRetention says.
+	OutputExpiresAfter int64 `json:"output_expires_after_s,omitempty"`
 }
 
 // deadline is when rec's completion window ends.
@@ -160,6 +164,11 @@ type CreateParams struct {
 	// Window is how long the batch may run; the caller derives it from
 	// CompletionWindow and its own limit.
 	Window time.Duration
+	// OutputExpiresAfter, when positive, is how long the output and
+	// error files are kept after they are written (OpenAI's
+	// output_expires_after, anchored at their created_at), unless
+	// Settings.OutputRetention is shorter.
+	OutputExpiresAfter time.Duration
 }
 
 // InvalidError is a request the API refuses (400), naming the parameter.
@@ -204,12 +213,13 @@ func (s *Store) CreateBatch(ctx context.Context, owner string, p CreateParams) (
 			Status: StatusValidating, CreatedAt: now.Unix(), ExpiresAt: ptr(now.Add(p.Window).Unix()),
 			Metadata: p.Metadata,
 		},
-		Owner:    owner,
-		Models:   p.Models,
-		KeyID:    p.KeyID,
-		KeyName:  p.KeyName,
-		Window:   p.Window.Milliseconds(),
-		Deadline: now.Add(p.Window).UnixMilli(),
+		Owner:              owner,
+		Models:             p.Models,
+		KeyID:              p.KeyID,
+		KeyName:            p.KeyName,
+		Window:             p.Window.Milliseconds(),
+		Deadline:           now.Add(p.Window).UnixMilli(),
+		OutputExpiresAfter: seconds(max(p.OutputExpiresAfter, 0)),
 	}
 	if err := s.storeJSON(ctx, path.Join(s.batchDir(owner, rec.ID), "batch.json"), rec); err != nil {
 		return Batch{}, err

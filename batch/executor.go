@@ -90,6 +90,10 @@ type Settings struct {
 	// renewing it: the time another instance waits before taking over the
 	// parts of one that died.
 	Lease time.Duration
+	// OutputRetention is how long a batch's output and error files are
+	// kept after they are written (a batch may ask for less); 0 keeps
+	// them until they are deleted.
+	OutputRetention time.Duration
 }
 
 // DefaultSettings are the defaults modelgate documents.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"path"
 	"strconv"
+	"time"
 
 	"github.com/modelgate/modelgate/internal/ids"
 	"github.com/modelgate/modelgate/internal/storage"
@@ -49,6 +50,28 @@ type fileRecord struct {
 // ErrTooLarge is returned by PutFile when the content exceeds the limit.
 var ErrTooLarge = errors.New("file too large")
 
+// ErrUnreadable wraps the error of reading a file's content from its
+// source (an upload cut short, a broken request body): the sender's
+// failure, where any other error of PutFile or UploadFile is the
+// storage's.
+var ErrUnreadable = errors.New("the file's content could not be read")
+
+// sourceReader reads a file's content and keeps the error its source
+// failed with, so that a failed upload can tell the sender's failure from
+// the storage's.
+type sourceReader struct {
+	r   io.Reader
+	err error
+}
+
+func (s *sourceReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && err != io.EOF {
+		s.err = err
+	}
+	return n, err
+}
+
 // PutFile stores the content of r as a new file of owner, reading at most
 // limit bytes (ErrTooLarge beyond, and nothing is kept). It is streamed: one
 // ChunkSize part is in memory at a time.
@@ -66,11 +89,23 @@ func (s *Store) PutFile(ctx context.Context, owner, filename, purpose string, r 
 type PendingFile struct {
 	s   *Store
 	rec fileRecord
+	ttl time.Duration // ExpireAfter's
 }
+
+// Bytes is the size of the uploaded content.
+func (p *PendingFile) Bytes() int64 { return p.rec.Bytes }
+
+// ExpireAfter asks for the file to expire ttl after its creation (OpenAI's
+// expires_after, anchored at created_at), or sooner if the Store's
+// Retention keeps files less long. Without it the file expires as the
+// Retention says.
+func (p *PendingFile) ExpireAfter(ttl time.Duration) { p.ttl = ttl }
 
 // UploadFile stores the content of r for a new file of owner, streamed,
 // reading at most limit bytes (ErrTooLarge beyond, and nothing is kept).
-// The file exists for Get and List only once it is committed.
+// An error reading r is returned wrapped in ErrUnreadable, and nothing is
+// kept either. The file exists for Get and List only once it is
+// committed.
 func (s *Store) UploadFile(ctx context.Context, owner, filename string, r io.Reader, limit int64) (*PendingFile, error) {
 	now := s.now()
 	rec := fileRecord{
@@ -79,11 +114,14 @@ func (s *Store) UploadFile(ctx context.Context, owner, filename string, r io.Rea
 		Owner: owner,
 	}
 	w := s.newChunkWriter(ctx, s.fileDir(owner, rec.ID))
-	n, err := io.Copy(w, io.LimitReader(r, limit+1))
-	if err == nil && n > limit {
+	src := &sourceReader{r: r}
+	n, err := io.Copy(w, io.LimitReader(src, limit+1))
+	switch {
+	case src.err != nil:
+		err = fmt.Errorf("%w: %w", ErrUnreadable, src.err)
+	case err == nil && n > limit:
 		err = ErrTooLarge
-	}
-	if err == nil {
+	case err == nil:
 		err = w.Close()
 	}
 	if err != nil {
@@ -94,10 +132,13 @@ func (s *Store) UploadFile(ctx context.Context, owner, filename string, r io.Rea
 	return &PendingFile{s: s, rec: rec}, nil
 }
 
-// Commit records the file with its purpose; from now on it can be listed,
-// read and used.
+// Commit records the file with its purpose and when it expires; from now
+// on it can be listed, read and used, until it expires.
 func (p *PendingFile) Commit(ctx context.Context, purpose string) (File, error) {
 	p.rec.Purpose = purpose
+	if ttl := shortest(p.ttl, p.s.retention.Files); ttl > 0 {
+		p.rec.ExpiresAt = ptr(p.rec.CreatedAt + seconds(ttl))
+	}
 	if err := p.s.storeJSON(ctx, path.Join(p.s.fileDir(p.rec.Owner, p.rec.ID), "meta.json"), p.rec); err != nil {
 		p.Discard(ctx)
 		return File{}, err
@@ -116,6 +157,8 @@ func (s *Store) GetFile(ctx context.Context, owner, id string) (File, error) {
 	return rec.File, err
 }
 
+// fileRecord loads owner's file id. A file that has expired is not found,
+// whether or not the retention sweep has deleted it yet.
 func (s *Store) fileRecord(ctx context.Context, owner, id string) (fileRecord, error) {
 	var rec fileRecord
 	if !ids.Valid(id, "file-") {
@@ -125,8 +168,46 @@ func (s *Store) fileRecord(ctx context.Context, owner, id string) (fileRecord, e
 	if storage.IsNotExist(err) || err == nil && rec.Owner != owner {
 		return fileRecord{}, ErrNotFound
 	}
-	return rec, err
+	if err != nil {
+		return rec, err
+	}
+	if exp := s.expires(&rec); !exp.IsZero() && !s.now().Before(exp) {
+		return fileRecord{}, ErrNotFound
+	}
+	return rec, nil
 }
+
+// expires returns when rec expires (zero for never). A file that does not
+// say, stored before expiry was recorded, expires its Retention after its
+// creation; expires fills that in as its expires_at.
+func (s *Store) expires(rec *fileRecord) time.Time {
+	if rec.ExpiresAt == nil {
+		ttl := s.retention.Files
+		if rec.Purpose == PurposeBatchOutput {
+			ttl = s.retention.Output
+		}
+		if ttl <= 0 {
+			return time.Time{}
+		}
+		rec.ExpiresAt = ptr(rec.CreatedAt + seconds(ttl))
+	}
+	return time.Unix(*rec.ExpiresAt, 0)
+}
+
+// shortest is the shorter of two retentions, zero standing for none.
+func shortest(a, b time.Duration) time.Duration {
+	switch {
+	case a <= 0:
+		return b
+	case b <= 0:
+		return a
+	}
+	return min(a, b)
+}
+
+// seconds is d in whole seconds, rounded up: an expires_at never comes
+// before the time asked for.
+func seconds(d time.Duration) int64 { return int64((d + time.Second - 1) / time.Second) }
 
 // OpenFile returns the content of owner's file id, read part by part.
 func (s *Store) OpenFile(ctx context.Context, owner, id string) (File, io.ReadCloser, error) {
@@ -137,13 +218,19 @@ func (s *Store) OpenFile(ctx context.Context, owner, id string) (File, io.ReadCl
 	return rec.File, &chunkReader{ctx: ctx, s: s, dir: s.fileDir(owner, id), chunks: rec.Chunks}, nil
 }
 
-// DeleteFile deletes owner's file id.
-func (s *Store) DeleteFile(ctx context.Context, owner, id string) error {
-	if _, err := s.fileRecord(ctx, owner, id); err != nil {
-		return err
+// DeleteFile deletes owner's file id, and returns what it was.
+func (s *Store) DeleteFile(ctx context.Context, owner, id string) (File, error) {
+	rec, err := s.fileRecord(ctx, owner, id)
+	if err != nil {
+		return File{}, err
 	}
-	dir := s.fileDir(owner, id)
-	if err := s.storage.Delete(ctx, path.Join(dir, "meta.json")); err != nil {
+	return rec.File, s.removeFile(ctx, s.fileDir(owner, id))
+}
+
+// removeFile deletes the file in dir: its record first, so that it is gone
+// for readers before its content is.
+func (s *Store) removeFile(ctx context.Context, dir string) error {
+	if err := s.storage.Delete(ctx, path.Join(dir, "meta.json")); err != nil && !storage.IsNotExist(err) {
 		return err
 	}
 	return s.deleteDir(ctx, dir)

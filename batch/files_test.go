@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/modelgate/modelgate/internal/ids"
@@ -165,22 +166,26 @@ func (r *failingReader) Read(p []byte) (int, error) {
 }
 
 // An upload that fails after its first part, on the client's side or on
-// the storage's, leaves nothing.
+// the storage's, leaves nothing; the client's failure is ErrUnreadable
+// (an upload cut short, which the Files API answers with 400), the
+// storage's is not.
 func TestPutFileFails(t *testing.T) {
 	boom := errors.New("disk full")
 	for _, tc := range []struct {
-		name    string
-		content io.Reader
-		onStore func(key string, _ []byte) error
-		err     error
+		name       string
+		content    io.Reader
+		onStore    func(key string, _ []byte) error
+		err        error
+		unreadable bool
 	}{
-		{"reader", &failingReader{n: ChunkSize + 5}, nil, errReader},
+		{"reader", &failingReader{n: ChunkSize + 5}, nil, errReader, true},
+		{"cut short", io.MultiReader(bytes.NewReader(randomBytes(10)), iotest.ErrReader(io.ErrUnexpectedEOF)), nil, io.ErrUnexpectedEOF, true},
 		{"storage", bytes.NewReader(randomBytes(ChunkSize + 5)), func(key string, _ []byte) error {
 			if path.Base(key) == "000001" {
 				return boom
 			}
 			return nil
-		}, boom},
+		}, boom, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mem := storagetest.NewMemory()
@@ -189,6 +194,9 @@ func TestPutFileFails(t *testing.T) {
 			_, err := st.PutFile(context.Background(), testOwner, "x", PurposeBatch, tc.content, 1<<30)
 			if !errors.Is(err, tc.err) {
 				t.Fatalf("PutFile error %v, want %v", err, tc.err)
+			}
+			if errors.Is(err, ErrUnreadable) != tc.unreadable {
+				t.Errorf("PutFile error %v: ErrUnreadable is %v, want %v", err, !tc.unreadable, tc.unreadable)
 			}
 			checkNothingLeft(t, mem, "a failed upload")
 		})
@@ -236,7 +244,7 @@ func TestGetAndDeleteFile(t *testing.T) {
 	if got, err := st.GetFile(ctx, testOwner, f.ID); err != nil || got != f {
 		t.Fatalf("GetFile: %+v, %v; want %+v", got, err, f)
 	}
-	if err := st.DeleteFile(ctx, testOwner, f.ID); err != nil {
+	if _, err := st.DeleteFile(ctx, testOwner, f.ID); err != nil {
 		t.Fatalf("DeleteFile: %v", err)
 	}
 	if _, err := st.GetFile(ctx, testOwner, f.ID); !errors.Is(err, ErrNotFound) {
@@ -245,7 +253,7 @@ func TestGetAndDeleteFile(t *testing.T) {
 	if _, _, err := st.OpenFile(ctx, testOwner, f.ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("OpenFile after delete: %v, want ErrNotFound", err)
 	}
-	if err := st.DeleteFile(ctx, testOwner, f.ID); !errors.Is(err, ErrNotFound) {
+	if _, err := st.DeleteFile(ctx, testOwner, f.ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("DeleteFile twice: %v, want ErrNotFound", err)
 	}
 	checkNothingLeft(t, mem, "DeleteFile")
@@ -275,7 +283,7 @@ func TestFilesBelongToTheirOwner(t *testing.T) {
 	if _, _, err := st.OpenFile(ctx, "bob", a1.ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("bob's OpenFile of alice's file: %v, want ErrNotFound", err)
 	}
-	if err := st.DeleteFile(ctx, "bob", a1.ID); !errors.Is(err, ErrNotFound) {
+	if _, err := st.DeleteFile(ctx, "bob", a1.ID); !errors.Is(err, ErrNotFound) {
 		t.Errorf("bob's DeleteFile of alice's file: %v, want ErrNotFound", err)
 	}
 	if _, err := st.GetFile(ctx, "alice", a1.ID); err != nil {

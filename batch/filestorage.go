@@ -2,6 +2,7 @@ package batch
 
 import (
 	"context"
+	"time"
 )
 
 // FileStorage is where a Store keeps bulk bytes: the contents of files
@@ -32,6 +33,23 @@ func WithFileStorage(fs FileStorage) Option {
 			s.files, s.separateFiles = fs, true
 		}
 	}
+}
+
+// Retention is how long a Store keeps files that do not say themselves
+// when they expire (files stored before expiry was recorded): uploads
+// (purpose batch) Files after their creation, batch results (purpose
+// batch_output) Output after theirs. Zero keeps them for ever. Files
+// uploaded now record when they expire (PendingFile.ExpireAfter,
+// Settings.OutputRetention), and expire then whatever the Retention.
+type Retention struct {
+	Files  time.Duration
+	Output time.Duration
+}
+
+// WithRetention sets how long the Store keeps files (see Retention), and
+// how long a file uploaded to it is kept unless it asks for less.
+func WithRetention(r Retention) Option {
+	return func(s *Store) { s.retention = r }
 }
 
 // deleteDir deletes dir, which may hold records and bulk bytes, in both

@@ -132,7 +132,7 @@ func runSplit(t *testing.T, main, files *recording, st *Store) {
 	}
 
 	// Deleting a file deletes it from both storages.
-	if err := st.DeleteFile(ctx, testOwner, in.ID); err != nil {
+	if _, err := st.DeleteFile(ctx, testOwner, in.ID); err != nil {
 		t.Fatal(err)
 	}
 	dir := st.fileDir(testOwner, in.ID)

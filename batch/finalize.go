@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path"
 	"strconv"
+	"time"
 
 	"github.com/modelgate/modelgate/internal/ids"
 	"github.com/modelgate/modelgate/internal/storage"
@@ -176,6 +177,8 @@ func (r *Runner) writeResults(ctx context.Context, lv Live, rec *batchRecord, c 
 
 	now := s.now()
 	unix := now.Unix()
+	ttl := shortest(time.Duration(rec.OutputExpiresAfter)*time.Second, lv.Settings.OutputRetention)
+	var stored int64
 	for _, f := range []struct {
 		id **string
 		w  *chunkWriter
@@ -191,9 +194,16 @@ func (r *Runner) writeResults(ctx context.Context, lv Live, rec *batchRecord, c 
 		}
 		meta := fileRecord{File: File{ID: **f.id, Object: "file", Bytes: f.w.n, CreatedAt: unix,
 			Filename: name, Purpose: PurposeBatchOutput, Status: "processed"}, Owner: rec.Owner, Chunks: f.w.chunks}
+		if ttl > 0 {
+			meta.ExpiresAt = ptr(unix + seconds(ttl))
+		}
 		if err := s.storeJSON(ctx, path.Join(s.fileDir(rec.Owner, meta.ID), "meta.json"), meta); err != nil {
 			return err
 		}
+		stored += f.w.n
+	}
+	if lv.Stored != nil && stored > 0 {
+		lv.Stored(ctx, rec.Owner, stored)
 	}
 
 	counts.Total = rec.RequestCounts.Total

@@ -38,6 +38,10 @@ type Live struct {
 	// other instances sharing the storage can be told to look now rather
 	// than at their next poll.
 	Cancelled func(batchID string)
+	// Stored, when set, is told of the bytes of the output and error
+	// files this runner wrote for owner, once they are files: what they
+	// count against the owner's storage quota.
+	Stored func(ctx context.Context, owner string, bytes int64)
 }
 
 // finished tells lv.Finished of rec, if it listens.

@@ -52,6 +52,8 @@ type Store struct {
 
 	separateFiles bool // files is not storage
 
+	retention Retention
+
 	// now is the clock; tests replace it.
 	now func() time.Time
 }

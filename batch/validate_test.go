@@ -189,7 +189,7 @@ func TestValidateMissingInput(t *testing.T) {
 	st := NewStore(storagetest.NewMemory(), "mg")
 	f := putInput(t, st, goodLines(3)...)
 	b := createBatch(t, st, f, time.Hour)
-	if err := st.DeleteFile(context.Background(), testOwner, f.ID); err != nil {
+	if _, err := st.DeleteFile(context.Background(), testOwner, f.ID); err != nil {
 		t.Fatal(err)
 	}
 	startRunner(t, st, "inst-a", staticLive(testSettings(), newFakeExecutor()))

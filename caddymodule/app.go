@@ -3,6 +3,7 @@ package caddymodule
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"github.com/modelgate/modelgate/keys"
 	"github.com/modelgate/modelgate/pricing"
 	"github.com/modelgate/modelgate/quota"
+	"github.com/modelgate/modelgate/retention"
 	"github.com/modelgate/modelgate/state"
 	"github.com/modelgate/modelgate/usage"
 )
@@ -59,6 +61,14 @@ type App struct {
 	// audit log's retention. Default: every identity that signs in to the
 	// key settings page owns the account of its name.
 	Accounts *AccountsConfig `json:"accounts,omitempty"`
+
+	// Retention is how long files, batch results and stored responses
+	// are kept. Default: 30 days each, swept hourly.
+	Retention *RetentionConfig `json:"retention,omitempty"`
+
+	// StorageQuota bounds the bytes each owner keeps in the storage.
+	// Default: 10 GiB per owner.
+	StorageQuota *StorageQuotaConfig `json:"storage_quota,omitempty"`
 
 	// Prices override and extend the price table shipped in the binary
 	// (pricing/prices.json): a JSON price file and entries of their own.
@@ -106,7 +116,9 @@ type App struct {
 
 	store     *batch.Store
 	runner    *batch.Runner
-	batchExec *batchExecutor // one per config: the runner tells configs apart by it
+	ledger    *retention.Ledger // owners' stored bytes, for the storage quota
+	sweeper   *sweepWorker      // deletes what expired; shared with the configs on the same storage
+	batchExec *batchExecutor    // one per config: the runner tells configs apart by it
 
 	reporter    *exposureReporter // tells owners of exposed keys
 	exposures   *exposureQueue    // checks of keys found in requests
@@ -199,7 +211,10 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.provisionAccounts(ctx); err != nil {
 		return err
 	}
-	return a.provisionBatch()
+	if err := a.provisionBatch(); err != nil {
+		return err
+	}
+	return a.provisionRetention()
 }
 
 // Validate checks that every alias target and the default provider name a
@@ -242,6 +257,9 @@ func (a *App) Start() error {
 		return err
 	}
 	a.runner = v.(*batch.Runner)
+	if err := a.startSweeper(); err != nil {
+		return err
+	}
 	a.startKeyRefresh()
 	a.startShared()
 	a.usage.Start()
@@ -269,7 +287,7 @@ func (a *App) Stop() error {
 	}
 	a.runner = nil
 	_, err := runners.Delete(a.storageID)
-	return err
+	return errors.Join(err, a.stopSweeper())
 }
 
 // checkAlias checks an alias's targets: each "<provider>/<model>" with a
@@ -316,7 +334,8 @@ func (a *App) provisionPrices() error {
 // responseStore is where the Responses API keeps stored responses: the
 // app's storage.
 func (a *App) responseStore() responseStore {
-	return responseStore{s: a.storage, id: a.responsesID, writes: a.responseWrites, now: a.stateShared}
+	return responseStore{s: a.storage, id: a.responsesID, writes: a.responseWrites, now: a.stateShared,
+		ttl: time.Duration(a.retention().Responses), quota: a}
 }
 
 // Cleanup releases the state Provision took.

@@ -69,6 +69,15 @@ func init() {
 //	        file <path>
 //	        model <type>/<model> input <$/M> cached <$/M> cache_write <$/M> output <$/M> search <$/1k> embedding <$/M>
 //	    }
+//	    retention {
+//	        files          <duration>
+//	        batch_output   <duration>
+//	        responses      <duration>
+//	        sweep_interval <duration>
+//	    }
+//	    storage_quota {
+//	        owner [<owner>] <size>|unlimited
+//	    }
 //	}
 func parseModelgateOption(d *caddyfile.Dispenser, existing any) (any, error) {
 	app := new(App)
@@ -201,6 +210,14 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 					return d.Errf("prices: %v", err)
 				}
 			}
+		case "retention":
+			if err := a.unmarshalRetention(d); err != nil {
+				return err
+			}
+		case "storage_quota":
+			if err := a.unmarshalStorageQuota(d); err != nil {
+				return err
+			}
 		case "state":
 			if !d.AllArgs(&a.State) {
 				return d.ArgErr()
@@ -300,6 +317,94 @@ func (a *App) unmarshalBatch(d *caddyfile.Dispenser) error {
 		}
 		if err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// unmarshalRetention reads the retention { … } block.
+func (a *App) unmarshalRetention(d *caddyfile.Dispenser) error {
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	if a.Retention == nil {
+		a.Retention = new(RetentionConfig)
+	}
+	c := a.Retention
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		opt := d.Val()
+		var dst *caddy.Duration
+		switch opt {
+		case "files":
+			dst = &c.Files
+		case "batch_output":
+			dst = &c.BatchOutput
+		case "responses":
+			dst = &c.Responses
+		case "sweep_interval":
+			dst = &c.SweepInterval
+		default:
+			return d.Errf("unrecognized retention option %q (files, batch_output, responses, sweep_interval)", opt)
+		}
+		var arg string
+		if !d.AllArgs(&arg) {
+			return d.ArgErr()
+		}
+		v, err := caddy.ParseDuration(arg)
+		if err != nil || v <= 0 {
+			return d.Errf("retention %s: %q is not a duration such as 720h or 30d", opt, arg)
+		}
+		*dst = caddy.Duration(v)
+	}
+	return nil
+}
+
+// unmarshalStorageQuota reads the storage_quota { … } block: lines
+// "owner <size>" (every owner without a line of its own) and "owner
+// <owner> <size>"; a size of 0 or unlimited is no quota.
+func (a *App) unmarshalStorageQuota(d *caddyfile.Dispenser) error {
+	if d.NextArg() {
+		return d.ArgErr()
+	}
+	if a.StorageQuota == nil {
+		a.StorageQuota = new(StorageQuotaConfig)
+	}
+	c := a.StorageQuota
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		if d.Val() != "owner" {
+			return d.Errf("storage_quota: %q is not owner", d.Val())
+		}
+		args := d.RemainingArgs()
+		var name, size string
+		switch len(args) {
+		case 1:
+			size = args[0]
+		case 2:
+			name, size = args[0], args[1]
+		default:
+			return d.ArgErr()
+		}
+		var n uint64
+		if size != "unlimited" {
+			var err error
+			if n, err = humanize.ParseBytes(size); err != nil || n > 1<<62 {
+				return d.Errf("storage_quota owner %s: %q is not a size such as 10GiB (or 0 or unlimited, for none)", name, size)
+			}
+		}
+		q := int64(n)
+		switch {
+		case name == "" && c.Owner != nil:
+			return d.Err("storage_quota owner (the default) is given twice")
+		case name == "":
+			c.Owner = &q
+		default:
+			if _, dup := c.Owners[name]; dup {
+				return d.Errf("storage_quota owner %s is given twice", name)
+			}
+			if c.Owners == nil {
+				c.Owners = make(map[string]int64)
+			}
+			c.Owners[name] = q
 		}
 	}
 	return nil

@@ -28,6 +28,11 @@ func init() {
 // Keys are compared by their SHA-256 digests; the secret is never logged.
 // Static keys come from the config, managed keys (mgk_…) from the app's
 // storage; a managed key with a wrong checksum is refused without a lookup.
+//
+// Once it has read the key, good or not, the handler removes the key
+// headers from the request (forgetKey), so nothing after it — a
+// placeholder, another proxy, its logs — holds the key; and the access and
+// error logs of its server write them as REDACTED (redactServerLogs).
 type Auth struct {
 	app    *App
 	logger *zap.Logger
@@ -41,7 +46,8 @@ func (Auth) CaddyModule() caddy.ModuleInfo {
 	}
 }
 
-// Provision finds the modelgate app of this config.
+// Provision finds the modelgate app of this config and makes the logs of
+// the server the handler is in keep keys out (redactServerLogs).
 func (h *Auth) Provision(ctx caddy.Context) error {
 	h.logger = ctx.Logger()
 	app, err := ConfiguredApp(ctx)
@@ -49,6 +55,11 @@ func (h *Auth) Provision(ctx caddy.Context) error {
 		return fmt.Errorf("modelgate_auth: %w", err)
 	}
 	h.app = app
+	if srv, ok := ctx.Value(caddyhttp.ServerCtxKey).(*caddyhttp.Server); ok && srv != nil {
+		if err := redactServerLogs(srv); err != nil {
+			return fmt.Errorf("modelgate_auth: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -58,6 +69,7 @@ const ctxKeyVar = "modelgate.key"
 // ServeHTTP checks the bearer key and passes the request on when it is known.
 func (h *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	secret, ok := credential(r)
+	forgetKey(r)
 	if !ok {
 		apiForPath(r.URL.Path).writeError(w, &providers.Error{
 			Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
@@ -106,16 +118,37 @@ func (h *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 	return next.ServeHTTP(w, r)
 }
 
+// keyHeaders are the request headers modelgate_auth takes a key from, in
+// canonical form: credential reads them (in its own way: a new one needs
+// its place there), forgetKey removes them from the request, and the
+// server's logs write them as REDACTED (redactKeyHeaders). The gateway
+// takes no key from anywhere else: not from a query parameter, nor from
+// x-goog-api-key.
+var keyHeaders = [...]string{"Authorization", "X-Api-Key"}
+
 // credential returns the key a request carries: "Authorization: Bearer
 // <key>", or, as Anthropic's clients send it, "x-api-key: <key>". An
 // Authorization header that is not a bearer token is no key, even with an
 // x-api-key beside it.
 func credential(r *http.Request) (string, bool) {
-	if h := headerValue(r.Header, "Authorization"); h != "" {
+	if h := headerValue(r.Header, keyHeaders[0]); h != "" {
 		return bearer(h)
 	}
-	k := strings.TrimSpace(headerValue(r.Header, "X-Api-Key"))
+	k := strings.TrimSpace(headerValue(r.Header, keyHeaders[1]))
 	return k, k != ""
+}
+
+// forgetKey removes the key headers from a request whose key has been
+// read, whatever it was worth: what runs after modelgate_auth — a
+// placeholder such as {http.request.header.X-Api-Key} in a header or
+// log_append directive, a reverse_proxy to another backend, its debug
+// log — finds no key in the request. (Caddy's access and error logs write
+// a copy of the request taken before any handler ran: redactKeyHeaders
+// keeps the key out of those.)
+func forgetKey(r *http.Request) {
+	for _, k := range keyHeaders {
+		delete(r.Header, k)
+	}
 }
 
 // bearer extracts the token of an "Authorization: Bearer <token>" header.

@@ -129,7 +129,7 @@ func (a *App) provisionBatch() error {
 		return errors.New("batch: settings must not be negative")
 	}
 
-	var opts []batch.Option
+	opts := []batch.Option{batch.WithRetention(a.retention().batch())}
 	if a.fileStorage != nil {
 		opts = append(opts, batch.WithFileStorage(a.fileStorage))
 	}
@@ -187,10 +187,13 @@ func liveBatch() (batch.Live, bool) {
 		return batch.Live{}, false
 	}
 	log := a.logger.Named("batch")
-	return batch.Live{Settings: a.Batch.settings(), Executor: a.BatchExecutor(), Logger: log,
+	set := a.Batch.settings()
+	set.OutputRetention = time.Duration(a.retention().BatchOutput)
+	return batch.Live{Settings: set, Executor: a.BatchExecutor(), Logger: log,
 		Finished:  func(owner string, b batch.Batch) { a.batchEvent("batch_"+b.Status, owner, b) },
 		KeyGone:   a.batchKeyGone,
 		Cancelled: func(id string) { a.publish(channelBatches, id) },
+		Stored:    a.countStored,
 	}, true
 }
 

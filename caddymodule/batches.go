@@ -67,10 +67,14 @@ func (h *Handler) createBatch(w http.ResponseWriter, r *http.Request, who string
 		return
 	}
 	var in struct {
-		InputFileID      string            `json:"input_file_id"`
-		Endpoint         string            `json:"endpoint"`
-		CompletionWindow string            `json:"completion_window"`
-		Metadata         map[string]string `json:"metadata"`
+		InputFileID        string            `json:"input_file_id"`
+		Endpoint           string            `json:"endpoint"`
+		CompletionWindow   string            `json:"completion_window"`
+		Metadata           map[string]string `json:"metadata"`
+		OutputExpiresAfter *struct {
+			Anchor  string          `json:"anchor"`
+			Seconds json.RawMessage `json:"seconds"`
+		} `json:"output_expires_after"`
 	}
 	if !providers.ValidJSON(body) {
 		writeError(w, BadRequest("", "the body is not valid JSON"))
@@ -97,9 +101,22 @@ func (h *Handler) createBatch(w http.ResponseWriter, r *http.Request, who string
 		return
 	}
 	window = min(window, time.Duration(h.app.Batch.CompletionWindow))
+	var outputTTL time.Duration
+	if e := in.OutputExpiresAfter; e != nil {
+		if outputTTL, perr = (expiresAfter{given: true, anchor: e.Anchor, seconds: string(e.Seconds)}).duration("output_expires_after"); perr != nil {
+			writeError(w, perr)
+			return
+		}
+	}
+	// A batch writes results for its owner: one at its storage quota
+	// already has no room for them.
+	if _, perr := h.app.storageRoom(r.Context(), who, ""); perr != nil {
+		writeError(w, perr)
+		return
+	}
 	params := batch.CreateParams{
 		InputFileID: in.InputFileID, Endpoint: in.Endpoint, CompletionWindow: in.CompletionWindow,
-		Metadata: in.Metadata, Window: window,
+		Metadata: in.Metadata, Window: window, OutputExpiresAfter: outputTTL,
 	}
 	if k := requestKey(r); k != nil {
 		params.Models, params.KeyID, params.KeyName = k.Models, k.ID, k.Name

@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -315,5 +316,104 @@ func TestContractErrorMapping(t *testing.T) {
 	f.write(rec, openAIAPI)
 	if rec.Code != 429 || rec.Header().Get("Retry-After") != "7" || rec.Header().Get("X-Toy-Error-Type") != "" {
 		t.Fatalf("client got %d %v %s", rec.Code, rec.Header(), rec.Body)
+	}
+}
+
+// TestContractAnswersScrubbed checks that whatever a provider's answer
+// quotes of the provider's credentials — the key it was sent, a token the
+// Authenticator fetched, another secret of its configuration — reaches
+// nothing the gateway passes on: the error of any status (written to the
+// client or kept for a fallback), the headers a client gets, a stream
+// passed through, the error of a failed authentication.
+func TestContractAnswersScrubbed(t *testing.T) {
+	const (
+		key      = "sk-configured-provider-key"
+		token    = "ya29.token-of-the-provider"
+		secret   = "aws-secret-key-never-sent"
+		received = "the credentials you sent: "
+	)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		quote := received + r.Header.Get("X-Api-Key") + r.Header.Get("Authorization") + " and " + secret
+		w.Header().Set("X-Request-Id", quote)
+		status, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/toy/v1/"))
+		if status == http.StatusOK {
+			w.Header().Set("Content-Type", "text/event-stream")
+			fmt.Fprintf(w, "data: {\"a\":1}\n\ndata: {\"error\":{\"message\":%q}}\n\n", quote)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		fmt.Fprintf(w, `{"error":{"message":%q,"type":"invalid_request_error"}}`, quote)
+	}))
+	defer up.Close()
+	ctx, err := caddy.ProvisionContext(&caddy.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	newProvider := func(t *testing.T, typ ProviderType, apiKey string) *provider {
+		b := &ProviderBase{BaseURL: up.URL + "/toy/v1", APIKey: apiKey}
+		typ.Name, typ.Secrets = "toy", []string{secret}
+		if err := b.ProvisionBase(ctx, typ); err != nil {
+			t.Fatal(err)
+		}
+		return &provider{name: "toy", base: b}
+	}
+	leaks := func(t *testing.T, what, s string) {
+		t.Helper()
+		for _, v := range []string{key, token, secret} {
+			if strings.Contains(s, v) {
+				t.Errorf("%s holds %q: %s", what, v, s)
+			}
+		}
+	}
+	for _, p := range []struct {
+		name string
+		p    *provider
+	}{
+		{"api_key in x-api-key", newProvider(t, ProviderType{KeyHeader: "x-api-key"}, key)},
+		{"a token", newProvider(t, ProviderType{Auth: NewTokenAuth(oauth2.StaticTokenSource(&oauth2.Token{AccessToken: token}))}, "")},
+	} {
+		for _, status := range []int{400, 429, 500, 200} {
+			t.Run(fmt.Sprintf("%s, %d", p.name, status), func(t *testing.T) {
+				r, rec := clientRequest(t)
+				got, f := p.p.forward(rec, r, providers.Request{Path: "/" + strconv.Itoa(status), Body: []byte(`{}`)},
+					exchange{stream: status == 200, mapError: mapBody, translate: func(b []byte) ([]byte, error) { return b, nil }})
+				if f != nil {
+					// A failure a fallback may retry: what the client
+					// gets if none does, and what the WARN line says.
+					if f.cause != nil {
+						t.Fatalf("the provider could not be reached: %v", f.cause)
+					}
+					f.write(rec, nil)
+					got = f.err.Status
+				}
+				if got != status {
+					t.Fatalf("status %d, want %d", got, status)
+				}
+				if !strings.Contains(rec.Body.String(), received) {
+					t.Fatalf("the answer does not pass the provider's message on; the check proves nothing: %s", rec.Body)
+				}
+				leaks(t, "the client's body", rec.Body.String())
+				for k, v := range rec.Header() {
+					leaks(t, "the client's "+k+" header", strings.Join(v, " "))
+				}
+				if f != nil {
+					leaks(t, "the failure's message", f.err.Message)
+				}
+			})
+		}
+	}
+	// Authentication that fails with a secret in its error's text.
+	p := newProvider(t, ProviderType{Auth: AuthenticatorFunc(func(*http.Request, []byte) error {
+		return errors.New("the token endpoint refused the client secret " + secret)
+	})}, "")
+	r, rec := clientRequest(t)
+	_, f := p.forward(rec, r, providers.Request{Path: "/200", Body: []byte(`{}`)}, exchange{mapError: mapBody})
+	if f == nil || f.cause == nil || f.err.Code != "upstream_auth_failed" {
+		t.Fatalf("failure %+v, want a failed authentication", f)
+	}
+	leaks(t, "the cause", f.cause.Error())
+	if !strings.Contains(f.cause.Error(), "the client secret REDACTED") {
+		t.Errorf("cause %q", f.cause)
 	}
 }

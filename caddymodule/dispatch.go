@@ -83,6 +83,20 @@ func (d *dispatcher) resolve(model string) []target {
 	return nil
 }
 
+// byDefault reports whether only the default provider takes model: no
+// configured provider is named in it, no alias is it, no models list has
+// it. Nothing in the configuration says such a model exists.
+func (d *dispatcher) byDefault(model string) bool {
+	if pname, rest, ok := strings.Cut(model, "/"); ok && rest != "" {
+		if _, ok := d.providers[pname]; ok {
+			return false
+		}
+	}
+	_, alias := d.aliases[model]
+	_, listed := d.bare[model]
+	return !alias && !listed && d.defaultProvider != ""
+}
+
 // modelIDs lists every model name a client can use without knowing the
 // configuration: the aliases and each provider's listed models as
 // "<provider>/<model>", sorted.
@@ -113,8 +127,10 @@ type endpoint struct {
 	api *api
 	// usage reads what a request used from the endpoint's answers.
 	usage usageParser
-	// free is set for endpoints the providers do not charge for
-	// (count_tokens): their calls cost nothing rather than being unpriced.
+	// free is set for endpoints that cost nothing (count_tokens, which
+	// the providers do not charge for; file uploads, which no provider
+	// sees): their calls are priced at nothing rather than unpriced, and
+	// count against requests per minute alone (requestsOnly).
 	free bool
 }
 
@@ -194,7 +210,13 @@ type call struct {
 	endpoint endpoint
 	model    string // as the client named it
 	body     []byte // the request as the client sent it, for estimates
-	log      *zap.Logger
+	// What the estimate reads instead of the body, where there is one:
+	// the conversation a Responses request continues, which is sent with
+	// it; an embeddings request's inputs; a rerank's query and documents.
+	history    []byte
+	embeddings *providers.EmbeddingsRequest
+	rerank     *providers.RerankRequest
+	log        *zap.Logger
 	// prepare translates the request for a target's provider, which serves
 	// the endpoint. A translation error is the client's (400) and ends the
 	// request.
@@ -378,7 +400,7 @@ func (d *dispatcher) rerank(w http.ResponseWriter, r *http.Request, body []byte,
 		writeEndpointError(w, endpointRerank, "", asProviderError(err))
 		return
 	}
-	d.serve(w, r, key, &call{endpoint: endpointRerank, model: req.Model, log: log,
+	d.serve(w, r, key, &call{endpoint: endpointRerank, model: req.Model, rerank: &req, log: log,
 		prepare: func(p *provider, model string) (providers.Request, exchange, error) {
 			tr := p.Rerank
 			preq, err := tr.RerankRequest(req, model)
@@ -411,7 +433,7 @@ func (d *dispatcher) embeddings(w http.ResponseWriter, r *http.Request, body []b
 		writeEndpointError(w, endpointEmbeddings, "", asProviderError(err))
 		return
 	}
-	d.serve(w, r, key, &call{endpoint: endpointEmbeddings, model: req.Model, log: log,
+	d.serve(w, r, key, &call{endpoint: endpointEmbeddings, model: req.Model, embeddings: &req, log: log,
 		prepare: func(p *provider, model string) (providers.Request, exchange, error) {
 			tr := p.Embeddings
 			reqs, err := tr.EmbeddingsRequests(&req, model)

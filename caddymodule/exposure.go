@@ -56,7 +56,9 @@ func (a *App) Exposed(ctx context.Context, digest [32]byte, e keys.Exposure, r E
 	if err != nil || !first {
 		return true, err
 	}
-	a.service.KeyExposed(ctx, accounts.Scanner(e.Reporter), before, k)
+	if a.service != nil {
+		a.service.KeyExposed(ctx, accounts.Scanner(e.Reporter), before, k)
+	}
 	revoked := false
 	if r == nil {
 		if p := a.reporter.Load(); p != nil {

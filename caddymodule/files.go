@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
@@ -66,7 +67,10 @@ func (h *Handler) serveFiles(w http.ResponseWriter, r *http.Request, rest string
 			f, err := h.app.store.GetFile(r.Context(), who, id)
 			h.answer(w, "file", id, f, err)
 		case http.MethodDelete:
-			err := h.app.store.DeleteFile(r.Context(), who, id)
+			f, err := h.app.store.DeleteFile(r.Context(), who, id)
+			if err == nil {
+				h.app.countStored(r.Context(), who, -f.Bytes)
+			}
 			h.answer(w, "file", id, map[string]any{"id": id, "object": "file", "deleted": true}, err)
 		default:
 			AllowMethod(w, r, http.MethodGet, http.MethodDelete)
@@ -81,7 +85,16 @@ func (h *Handler) serveFiles(w http.ResponseWriter, r *http.Request, rest string
 	}
 }
 
+// endpointFiles is POST /v1/files to the limits: a request that costs
+// nothing, counted against requests per minute.
+var endpointFiles = endpoint{label: "files", free: true}
+
 func (h *Handler) createFile(w http.ResponseWriter, r *http.Request, who string) {
+	done, ok := h.app.admitRequest(w, r, requestKey(r), endpointFiles)
+	if !ok {
+		return
+	}
+	defer done()
 	limit := h.app.Batch.MaxFileSize
 	if r.ContentLength > limit+multipartSlack {
 		writeError(w, fileTooLarge(limit))
@@ -91,6 +104,17 @@ func (h *Handler) createFile(w http.ResponseWriter, r *http.Request, who string)
 		writeError(w, BadRequest("", "POST /v1/files takes multipart/form-data with the fields file and purpose"))
 		return
 	}
+	// An owner at its storage quota is refused before the upload is
+	// read; one near it may upload what is left.
+	room, perr := h.app.storageRoom(r.Context(), who, "file")
+	if perr != nil {
+		writeError(w, perr)
+		return
+	}
+	readLimit := limit
+	if room >= 0 && room < limit {
+		readLimit = room
+	}
 	mr, err := r.MultipartReader()
 	if err != nil {
 		writeError(w, BadRequest("", "the multipart body could not be read: "+err.Error()))
@@ -98,6 +122,7 @@ func (h *Handler) createFile(w http.ResponseWriter, r *http.Request, who string)
 	}
 	var (
 		purpose string
+		expiry  expiresAfter
 		pending *batch.PendingFile
 	)
 	discard := func() {
@@ -117,26 +142,39 @@ func (h *Handler) createFile(w http.ResponseWriter, r *http.Request, who string)
 		}
 		switch part.FormName() {
 		case "purpose":
-			b, _ := io.ReadAll(io.LimitReader(part, 64))
-			purpose = strings.TrimSpace(string(b))
+			purpose = formValue(part)
+		case "expires_after[anchor]":
+			expiry.anchor, expiry.given = formValue(part), true
+		case "expires_after[seconds]":
+			expiry.seconds, expiry.given = formValue(part), true
 		case "file":
 			if pending != nil {
 				discard()
 				writeError(w, BadRequest("file", "send one file per upload"))
 				return
 			}
-			pending, err = h.app.store.UploadFile(r.Context(), who, part.FileName(), part, limit)
-			if errors.Is(err, batch.ErrTooLarge) {
+			pending, err = h.app.store.UploadFile(r.Context(), who, part.FileName(), part, readLimit)
+			switch {
+			case errors.Is(err, batch.ErrTooLarge) && readLimit < limit:
+				quota := h.app.StorageQuota.limit(who)
+				writeError(w, storageQuotaExceeded("file", quota-readLimit, quota))
+				return
+			case errors.Is(err, batch.ErrTooLarge):
 				writeError(w, fileTooLarge(limit))
 				return
-			}
-			if err != nil {
+			case errors.Is(err, batch.ErrUnreadable):
+				// The body ended before its closing boundary (an upload
+				// cut short) or could not be read: nothing was kept.
+				writeError(w, BadRequest("file", "the multipart body ended early or could not be read: send the whole file again"))
+				return
+			case err != nil:
 				h.internalError(w, "storing an upload", err)
 				return
 			}
 		}
 		_ = part.Close()
 	}
+	ttl, perr := expiry.duration("expires_after")
 	switch {
 	case pending == nil:
 		writeError(w, BadRequest("file", "the upload has no file field"))
@@ -145,14 +183,65 @@ func (h *Handler) createFile(w http.ResponseWriter, r *http.Request, who string)
 		discard()
 		writeError(w, BadRequest("purpose", fmt.Sprintf("purpose %q is not supported: modelgate stores files with purpose %q", purpose, batch.PurposeBatch)))
 		return
+	case perr != nil:
+		discard()
+		writeError(w, perr)
+		return
+	}
+	pending.ExpireAfter(ttl)
+	// Counted against the quota before it is a file, at once across
+	// instances: of two uploads that each fit alone, the second may not.
+	release, perr := h.app.reserveStorage(r.Context(), who, "file", pending.Bytes())
+	if perr != nil {
+		discard()
+		writeError(w, perr)
+		return
 	}
 	f, err := pending.Commit(r.Context(), purpose)
 	if err != nil {
+		release()
 		h.internalError(w, "recording an upload", err)
 		return
 	}
 	h.logger.Info("file uploaded", zap.String("file_id", f.ID), zap.Int64("bytes", f.Bytes))
 	WriteValue(w, http.StatusOK, f)
+}
+
+// formValue reads a short form field of a multipart upload.
+func formValue(part io.Reader) string {
+	b, _ := io.ReadAll(io.LimitReader(part, 64))
+	return strings.TrimSpace(string(b))
+}
+
+// expiresAfter is OpenAI's expiration policy of an upload
+// (expires_after) or of a batch's results (output_expires_after): an
+// anchor, which must be created_at, and a number of seconds.
+type expiresAfter struct {
+	given   bool
+	anchor  string
+	seconds string
+}
+
+// OpenAI's bounds of expires_after.seconds: an hour to 30 days.
+const (
+	minExpiresAfter = 3600
+	maxExpiresAfter = 2592000
+)
+
+// duration checks the policy as OpenAI does and returns how long after
+// its anchor the file expires; 0 when none was given.
+func (e expiresAfter) duration(param string) (time.Duration, *providers.Error) {
+	if !e.given {
+		return 0, nil
+	}
+	if e.anchor != "" && e.anchor != "created_at" {
+		return 0, BadRequest(param+".anchor", fmt.Sprintf("%s.anchor %q is not supported: the one anchor is created_at", param, e.anchor))
+	}
+	n, err := strconv.ParseInt(e.seconds, 10, 64)
+	if err != nil || n < minExpiresAfter || n > maxExpiresAfter {
+		return 0, BadRequest(param+".seconds", fmt.Sprintf("%s.seconds must be a whole number of seconds from %d (an hour) to %d (30 days)", param, minExpiresAfter, maxExpiresAfter))
+	}
+	return time.Duration(n) * time.Second, nil
 }
 
 func (h *Handler) listFiles(w http.ResponseWriter, r *http.Request, who string) {

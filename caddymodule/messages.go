@@ -68,7 +68,7 @@ func (d *dispatcher) messages(w http.ResponseWriter, r *http.Request, body []byt
 		writeEndpointError(w, endpointMessages, "", asProviderError(err))
 		return
 	}
-	d.serve(w, r, key, &call{endpoint: endpointMessages, model: info.Model, log: log,
+	d.serve(w, r, key, &call{endpoint: endpointMessages, model: info.Model, body: body, log: log,
 		prepare: func(p *provider, model string) (providers.Request, exchange, error) {
 			if p.Messages != nil {
 				preq, err := p.Messages.NativeRequest("/messages", body, model, r.Header)

@@ -100,6 +100,14 @@ type ProviderType struct {
 	// api_key: a request signer (AWS SigV4) or a source of short-lived
 	// tokens (Google, Azure Entra ID). See Authenticator.
 	Auth Authenticator
+
+	// Secrets are the other secrets of the provider's configuration, such
+	// as a client secret or an AWS secret key and session token,
+	// resolved. Like api_key, and like the credentials a request to the
+	// provider carries, they are scrubbed from the provider's answers —
+	// their headers, bodies and streams — before anything reads them:
+	// nothing the gateway passes on or logs repeats them.
+	Secrets []string
 }
 
 // ProviderBase is the configuration every provider type shares: where the
@@ -188,7 +196,9 @@ func (b *ProviderBase) ProvisionBase(ctx caddy.Context, t ProviderType) error {
 	b.proxy = mod.(*reverseproxy.Handler)
 	// The credential lives in the transport, set here in memory: it never
 	// appears in the config (nor in Caddy's autosave of it).
-	b.proxy.Transport.(*authTransport).auth = auth
+	tr := b.proxy.Transport.(*authTransport)
+	tr.auth = auth
+	tr.secrets = newProviderSecrets(append([]string{b.Key()}, t.Secrets...)...)
 	return nil
 }
 

@@ -1,7 +1,6 @@
 package caddymodule
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
-	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
 	"github.com/modelgate/modelgate/keys"
@@ -136,6 +134,29 @@ func (lc *LimitsConfig) budget(b *keys.Budget) quota.Budget {
 	return quota.Budget{Amount: amount, Period: quota.Period(b.Period)}
 }
 
+// requestsOnly is what a request that costs nothing (a free endpoint:
+// count_tokens, a file upload) counts against of s: the requests per
+// minute of the key and of its owner, as every request does; not tokens
+// per minute, concurrency or budgets, which measure what requests cost
+// and use.
+func requestsOnly(s quota.Subjects) quota.Subjects {
+	s.Key.Limits = quota.Limits{RequestsPerMinute: s.Key.Limits.RequestsPerMinute}
+	s.Owner.Limits = quota.Limits{RequestsPerMinute: s.Owner.Limits.RequestsPerMinute}
+	s.Key.Budget, s.Owner.Budget = quota.Budget{}, quota.Budget{}
+	return s
+}
+
+// admitRequest admits a request the gateway answers itself at endpoint e
+// (a file upload), by the limits of its key and owner, as admitQuota
+// admits a call, or refuses it, answering the client. done settles it.
+func (a *App) admitRequest(w http.ResponseWriter, r *http.Request, key *Key, e endpoint) (done func(), ok bool) {
+	ad, ok := a.admitQuota(w, r, key, &call{endpoint: e}, nil)
+	if !ok {
+		return nil, false
+	}
+	return func() { ad.done(r.Context(), nil, 0, true) }, true
+}
+
 // enforced reports whether s has anything to check: a request of a key
 // and owner without limits or budgets costs the state nothing.
 func enforced(s *quota.Subjects) bool {
@@ -163,244 +184,18 @@ type admission struct {
 	est estimate
 }
 
-// estimate is what a request is expected to use before it is sent.
-type estimate struct {
-	tokens int64 // counted against tokens per minute
-	cost   pricing.Money
-	priced bool // every target that may serve it has a price
-}
-
-// outputAllowance is the answer a request without a maximum is expected to
-// cost: what its budget reservation counts for the output.
-const outputAllowance = 1000
-
-// estimateCall estimates what c will use: its input by its text (see
-// estimateInputTokens), its output by the maximum it asks for, priced at
-// the most expensive of the targets that may serve it.
-func (a *App) estimateCall(c *call, targets []target) estimate {
-	in, maxOut := estimateBody(c.body)
-	e := estimate{tokens: in + maxOut, priced: true}
-	var u pricing.Usage
-	switch c.endpoint.label {
-	case endpointEmbeddings.label:
-		u.EmbeddingTokens = in
-	case endpointRerank.label:
-		u.Searches = 1
-	default:
-		u.PromptTokens, u.CompletionTokens = in, maxOut
-		if maxOut == 0 {
-			u.CompletionTokens = outputAllowance
-		}
-	}
-	for _, t := range targets {
-		if !c.endpoint.serves(t.provider) {
-			continue
-		}
-		cost, ok := a.prices.Cost(t.provider.typ, t.model, u)
-		if !ok {
-			e.priced = false
-			continue
-		}
-		e.cost = max(e.cost, cost)
-	}
-	return e
-}
-
-// maxOutputFields are the fields a request asks for its maximum output
-// with, the first present (and a positive number) winning.
-var maxOutputFields = [...]string{"max_completion_tokens", "max_tokens", "max_output_tokens"}
-
-// estimateBody reads in one pass what estimateCall needs of a request
-// body: its input tokens (estimateInputTokens) and the maximum output it
-// asks for (the first of maxOutputFields at its top level that is a
-// positive number; 0 for none).
-//
-// It scans the bytes once, keeping only which containers it is in: a walk
-// with gjson's ForEach reads every nested value once per level above it,
-// and request bodies nest (messages, content parts, tool calls). The body
-// has been checked to be JSON; on a broken one it returns some estimate,
-// never panics, and never reads past the end.
-func estimateBody(body []byte) (in, maxOut int64) {
-	// Every variable is the loop's own (no closure shares them), so that
-	// they stay in registers: the loop runs for every byte outside strings.
-	var (
-		stack     [16]bool
-		objects   = stack[:0] // the containers we are in: true for an object
-		expectKey bool        // in an object, before a key
-		skip      int         // > 0: inside the value of a "model" field, this deep
-		skipNext  bool        // the next value is a "model" field's
-		outNext   = -1        // the next value is this maxOutputFields' one
-		outs      [len(maxOutputFields)]string
-		seen      [len(maxOutputFields)]bool
-	)
-	for i := 0; i < len(body); i++ {
-		raw := "" // a number's text
-		switch c := body[i]; c {
-		case '"':
-			end := providers.SkipString(body, i)
-			if end < 0 {
-				return in, maxOutOf(outs)
-			}
-			start := i + 1
-			i = end - 1 // the closing quote
-			if skip > 0 {
-				continue
-			}
-			str := providers.InPlace(body[start:i])
-			if bytes.IndexByte(body[start:i], '\\') >= 0 {
-				str = gjson.Parse(providers.InPlace(body[start-1 : i+1])).Str
-			}
-			if expectKey {
-				expectKey = false
-				skipNext = str == "model"
-				if len(objects) == 1 {
-					for j, f := range maxOutputFields {
-						if str == f {
-							outNext = j
-						}
-					}
-				}
-				continue
-			}
-			if !skipNext {
-				in += stringTokens(str)
-			}
-		case '{', '[':
-			switch {
-			case skip > 0:
-				skip++
-				continue
-			case skipNext:
-				skip = 1
-			default:
-				objects = append(objects, c == '{')
-				expectKey = c == '{'
-			}
-		case '}', ']':
-			switch {
-			case skip > 0:
-				skip--
-			case len(objects) > 0:
-				objects = objects[:len(objects)-1]
-				expectKey = false
-			}
-			continue
-		case ',':
-			if skip == 0 && len(objects) > 0 {
-				expectKey = objects[len(objects)-1]
-			}
-			continue
-		case ':', ' ', '\t', '\n', '\r':
-			continue
-		default: // a number, true, false or null
-			start := i
-			for i+1 < len(body) && !jsonDelimiter[body[i+1]] {
-				i++
-			}
-			if skip > 0 {
-				continue
-			}
-			if c == '-' || c >= '0' && c <= '9' {
-				raw = providers.InPlace(body[start : i+1])
-			}
-		}
-		// A value (its start, for a container) ends the field it is of.
-		skipNext = false
-		if outNext >= 0 {
-			if !seen[outNext] {
-				seen[outNext], outs[outNext] = true, raw
-			}
-			outNext = -1
-		}
-	}
-	return in, maxOutOf(outs)
-}
-
-// jsonDelimiter marks the bytes that end a number, true, false or null.
-var jsonDelimiter = [256]bool{',': true, ':': true, ']': true, '}': true, ' ': true, '\t': true,
-	'\n': true, '\r': true, '"': true, '{': true, '[': true}
-
-// maxOutOf is the maximum output of a request whose maxOutputFields'
-// values are outs (the numbers' texts; "" for none or another type).
-func maxOutOf(outs [len(maxOutputFields)]string) int64 {
-	for _, raw := range outs {
-		if raw == "" {
-			continue
-		}
-		if n, ok := digits(raw); ok {
-			if n > 0 {
-				return n
-			}
-			continue
-		}
-		if v := gjson.Parse(raw); v.Type == gjson.Number && v.Int() > 0 {
-			return v.Int()
-		}
-	}
-	return 0
-}
-
-// digits reads a JSON number written in up to 18 decimal digits alone,
-// how nearly every maximum and token count is written; ok is false for
-// anything else (a sign, a fraction, an exponent, another type), which
-// the callers leave to gjson.
-func digits(s string) (n int64, ok bool) {
-	if len(s) == 0 || len(s) > 18 {
-		return 0, false
-	}
-	for i := 0; i < len(s); i++ {
-		d := s[i] - '0'
-		if d > 9 {
-			return 0, false
-		}
-		n = n*10 + int64(d)
-	}
-	return n, true
-}
-
-// estimateInputTokens estimates the input tokens of a request body of any
-// of the APIs: every string value by providers.EstimateTextTokens, except
-// what is binary (a data: URL, base64) — an image or a document, counted
-// as imageTokens — and the names of fields and the values of "model". It
-// is meant for limits, not bills: it errs high on JSON-heavy bodies such
-// as tool schemas.
-func estimateInputTokens(body []byte) int64 {
-	in, _ := estimateBody(body)
-	return in
-}
-
-// imageTokens is what an image or a document in a request is counted as:
-// about the cost of the largest image Anthropic and OpenAI take unresized.
-const imageTokens = 1600
-
-func stringTokens(s string) int64 {
-	if len(s) > 1024 {
-		head := s[:1024]
-		if len(head) >= 5 && head[:5] == "data:" || !containsSpace(head) {
-			return imageTokens
-		}
-	}
-	return int64(providers.EstimateTextTokens(s))
-}
-
-func containsSpace(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] == ' ' || s[i] == '\n' {
-			return true
-		}
-	}
-	return false
-}
-
 // admitQuota admits a request of key (live, or a batch line) or refuses
 // it, answering the client. It returns the zero admission and true when
 // nothing applies. (An admission is a value: it travels in the settling
 // closure without an allocation of its own.)
 func (a *App) admitQuota(w http.ResponseWriter, r *http.Request, key *Key, c *call, targets []target) (admission, bool) {
-	if key == nil || a.quota == nil || c.endpoint.free {
+	if key == nil || a.quota == nil {
 		return admission{}, true
 	}
 	s := a.subjects(key)
+	if c.endpoint.free {
+		s = requestsOnly(s)
+	}
 	batchLine := r.Context().Value(batchLineKey{}) != nil
 	if batchLine {
 		s.Key.Limits, s.Owner.Limits = quota.Limits{}, quota.Limits{}
@@ -414,6 +209,13 @@ func (a *App) admitQuota(w http.ResponseWriter, r *http.Request, key *Key, c *ca
 	if estimated(&s) {
 		est = a.estimateCall(c, targets)
 		if !est.priced && budgeted(&s) && !a.Limits.allowUnpriced() {
+			if a.dispatch != nil && a.dispatch.byDefault(c.model) {
+				// Neither the configuration nor the price table knows
+				// the model: it is not found, as for a key without a
+				// budget the default provider would most likely say.
+				writeEndpointError(w, c.endpoint, "", modelNotFound(c.model))
+				return admission{}, false
+			}
 			refuseUnpriced(w, c, key, s)
 			return admission{}, false
 		}

@@ -78,6 +78,7 @@ func BenchmarkPerRequestFull(b *testing.B) {
 	stream := benchChatBody("oa/gpt-4o-mini", 45, true)
 	anthropicChat := benchChatBody("claude/claude-sonnet-4-5", 0, false)
 	messages := []byte(`{"model":"claude/claude-sonnet-4-5","max_tokens":256,"messages":[{"role":"user","content":"Summarise the plot of Hamlet in one sentence please"}]}`)
+	cjk := benchCJKBody("oa/gpt-4o-mini", 100<<10)
 	for _, bc := range []struct {
 		name     string
 		path     string
@@ -90,6 +91,10 @@ func BenchmarkPerRequestFull(b *testing.B) {
 		{"openai_managed_key", "/v1/chat/completions", chat, true, nil, false},
 		{"openai_managed_key_limit", "/v1/chat/completions", chat, true, oneLimit, false},
 		{"openai_managed_key_full", "/v1/chat/completions", chat, true, fullLimits, false},
+		// A 100 KiB prompt of Chinese prose, whose every byte the
+		// estimate reads.
+		{"openai_cjk_100k_managed_key", "/v1/chat/completions", cjk, true, nil, false},
+		{"openai_cjk_100k_managed_key_full", "/v1/chat/completions", cjk, true, fullLimits, false},
 		{"openai_managed_key_50_in_flight", "/v1/chat/completions", chat, true, nil, true},
 		{"openai_managed_key_full_50_in_flight", "/v1/chat/completions", chat, true, fullLimits, true},
 		// The paths whose features cost the most in cmd/loadbench's runs:
@@ -190,18 +195,25 @@ func BenchmarkAdmitQuota(b *testing.B) {
 		b.Fatal("gpt-4o-mini has no price")
 	}
 
-	b.Run("request", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			clear(w.header)
-			ad, ok := a.admitQuota(w, r, key, c, targets)
-			if !ok || ad.adm == nil {
-				b.Fatalf("refused: %d", w.status)
+	// The harness's chat request, and one with 100 KiB of Chinese prose.
+	cjk := &call{endpoint: endpointChat, model: "oa/gpt-4o-mini", body: benchCJKBody("oa/gpt-4o-mini", 100<<10)}
+	for _, bc := range []struct {
+		name string
+		c    *call
+	}{{"", c}, {"_cjk_100k", cjk}} {
+		b.Run("request"+bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				clear(w.header)
+				ad, ok := a.admitQuota(w, r, key, bc.c, targets)
+				if !ok || ad.adm == nil {
+					b.Fatalf("refused: %d", w.status)
+				}
+				a.recordUsage(key, m, ad, cost, priced)
+				ad.done(r.Context(), m, cost, priced)
 			}
-			a.recordUsage(key, m, ad, cost, priced)
-			ad.done(r.Context(), m, cost, priced)
-		}
-	})
+		})
+	}
 	b.Run("subjects", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
@@ -210,14 +222,20 @@ func BenchmarkAdmitQuota(b *testing.B) {
 			}
 		}
 	})
-	b.Run("estimate", func(b *testing.B) {
-		b.ReportAllocs()
-		for b.Loop() {
-			if e := a.estimateCall(c, targets); !e.priced {
-				b.Fatal("unpriced")
+	for _, bc := range []struct {
+		name string
+		c    *call
+	}{{"", c}, {"_cjk_100k", cjk}} {
+		b.Run("estimate"+bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(bc.c.body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if e := a.estimateCall(bc.c, targets); !e.priced {
+					b.Fatal("unpriced")
+				}
 			}
-		}
-	})
+		})
+	}
 	s := a.subjects(key)
 	est := a.estimateCall(c, targets)
 	ask := quota.Ask{EstimatedTokens: est.tokens, EstimatedCost: est.cost, Rate: true}
@@ -279,10 +297,11 @@ func BenchmarkEstimateBody(b *testing.B) {
 	}{
 		{"chat", benchChatBody("oa/gpt-4o-mini", 0, false)},
 		{"long_chat", []byte(long.String())},
+		{"cjk_100k", benchCJKBody("oa/gpt-4o-mini", 100<<10)},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			if in, out := estimateBody(bc.body); in == 0 || out == 0 {
-				b.Fatalf("estimate %d, max output %d", in, out)
+			if e := estimateBody(bc.body); e.in == 0 || e.maxOut == 0 {
+				b.Fatalf("estimate %+v", e)
 			}
 			b.SetBytes(int64(len(bc.body)))
 			b.ReportAllocs()

@@ -83,11 +83,66 @@ func init() { endpointResponses.api = responsesAPI }
 // a shared state (a cluster on Redis) the request writes its own record,
 // so that the next request finds it on any instance; a Redis write takes
 // tens of microseconds.
+//
+// A stored response expires ttl after it was created: it is then gone for
+// its owner (404), and the retention sweep deletes it (responseKind).
+// What is stored counts against its owner's storage quota: stored is told
+// of each write and deletion, and room refuses a response the gateway
+// would store for an owner at its quota.
 type responseStore struct {
 	s      storage.Storage
 	id     string          // the storage's identity: pending writes are per storage and key
 	writes *sync.WaitGroup // the app's writes in flight, which its Cleanup waits for
 	now    bool            // write on the request path (a shared state)
+
+	ttl   time.Duration    // 0: kept until deleted
+	clock func() time.Time // nil: time.Now
+	quota *App             // counts what is stored against the owner's storage quota; nil: nothing
+}
+
+// expired reports whether the stored record rec (a translated response's
+// record, or a pointer) has expired: ttl after its creation. A pointer
+// from before pointers recorded it never expires here; the retention
+// sweep dates it by when it was written.
+func (rs responseStore) expired(rec []byte) bool {
+	if rs.ttl <= 0 {
+		return false
+	}
+	f := gjson.GetManyBytes(rec, "response.created_at", "created_at")
+	created := f[0].Int()
+	if created == 0 {
+		created = f[1].Int()
+	}
+	if created <= 0 {
+		return false
+	}
+	return !rs.time().Before(time.Unix(created, 0).Add(rs.ttl))
+}
+
+// counted tells the storage quota that owner stores delta bytes more (or
+// fewer).
+func (rs responseStore) counted(ctx context.Context, owner string, delta int64) {
+	if rs.quota != nil {
+		rs.quota.countStored(ctx, owner, delta)
+	}
+}
+
+// room refuses a response the gateway would store for owner when owner
+// is at its storage quota.
+func (rs responseStore) room(ctx context.Context, owner string) *providers.Error {
+	if rs.quota == nil {
+		return nil
+	}
+	_, perr := rs.quota.storageRoom(ctx, owner, "store")
+	return perr
+}
+
+// time is the store's clock's time.
+func (rs responseStore) time() time.Time {
+	if rs.clock != nil {
+		return rs.clock()
+	}
+	return time.Now()
 }
 
 func (rs responseStore) key(owner, id string) string {
@@ -110,6 +165,9 @@ func (rs responseStore) saveLater(ctx context.Context, owner, id string, record 
 	key := rs.key(owner, id)
 	w := &pendingWrite{s: rs.s, storageID: rs.id, key: key, id: id, record: record, stored: make(chan struct{}),
 		ctx: context.WithoutCancel(ctx), wg: rs.writes, log: log}
+	if rs.quota != nil {
+		w.written = func(ctx context.Context) { rs.counted(ctx, owner, int64(len(record))) }
+	}
 	if rs.now || !pendingWrites.add(w) {
 		w.write()
 	}
@@ -163,7 +221,8 @@ type pendingWrite struct {
 	ctx       context.Context
 	wg        *sync.WaitGroup // the app's writes, or nil
 	log       *zap.Logger
-	queued    bool // for the writers (else written by the request itself)
+	queued    bool                      // for the writers (else written by the request itself)
+	written   func(ctx context.Context) // told once the record is stored, or nil
 }
 
 // add queues w for the writers, or reports false when the queue is full.
@@ -224,6 +283,8 @@ func (w *pendingWrite) write() {
 	close(w.stored)
 	if err != nil {
 		w.log.Error("storing a response", zap.String("response_id", w.id), zap.Error(err))
+	} else if w.written != nil {
+		w.written(w.ctx)
 	}
 	if w.queued && w.wg != nil {
 		w.wg.Done()
@@ -248,9 +309,11 @@ func (a *App) waitResponseWrites(timeout time.Duration) {
 	}
 }
 
-// pointer is the record of a response a provider stores itself.
+// pointer is the record of a response a provider stores itself, and
+// when the gateway learnt of it (for its expiry).
 type pointer struct {
-	Provider string `json:"provider"`
+	Provider  string `json:"provider"`
+	CreatedAt int64  `json:"created_at,omitempty"`
 }
 
 // validResponseID is a response id the gateway may use in a storage key.
@@ -322,7 +385,7 @@ func (d *dispatcher) responses(w http.ResponseWriter, r *http.Request, body []by
 		parsed, err = responses.Parse(body)
 		return parsed, err
 	}
-	d.serve(w, r, key, &call{endpoint: endpointResponses, model: info.Model, body: body, log: log,
+	d.serve(w, r, key, &call{endpoint: endpointResponses, model: info.Model, body: body, history: history, log: log,
 		prepare: func(p *provider, model string) (providers.Request, exchange, error) {
 			if storedBy != "" && (p.name != storedBy || p.Responses == nil) {
 				e := responses.NotFound(info.PreviousResponseID)
@@ -364,6 +427,14 @@ func passResponses(ctx context.Context, p *provider, body []byte, model string, 
 // p, and stores what it answered for owner.
 func translateResponses(ctx context.Context, p *provider, req *responses.Request, history []byte, model string, info responses.Info,
 	owner string, store responseStore, log *zap.Logger) (providers.Request, exchange, error) {
+	if info.Store && owner != "" {
+		// The gateway stores what it translates: not for an owner at its
+		// storage quota.
+		if perr := store.room(ctx, owner); perr != nil {
+			perr.Message += " Or send store: false."
+			return providers.Request{}, exchange{}, perr
+		}
+	}
 	x, err := responses.Translator{}.New(req, history)
 	if err != nil {
 		return providers.Request{}, exchange{}, err
@@ -406,6 +477,9 @@ func loadRecord(ctx context.Context, store responseStore, owner, id string) ([]b
 	if err != nil {
 		return nil, err
 	}
+	if store.expired(rec) {
+		return nil, storageNotExist // for the sweep to delete
+	}
 	if gjson.GetBytes(rec, "provider").Exists() {
 		return rec, errPointer
 	}
@@ -419,7 +493,7 @@ func savePointer(ctx context.Context, store responseStore, owner, id, provider s
 	if !validResponseID(id) {
 		return
 	}
-	b, _ := json.Marshal(pointer{Provider: provider})
+	b, _ := json.Marshal(pointer{Provider: provider, CreatedAt: store.time().Unix()})
 	store.saveLater(ctx, owner, id, b, log)
 }
 
@@ -513,7 +587,7 @@ func (h *Handler) serveStoredResponse(w http.ResponseWriter, r *http.Request, re
 	case errors.Is(err, errPointer):
 		var ptr pointer
 		_ = json.Unmarshal(rec, &ptr)
-		h.proxyStoredResponse(w, r, who, id, rest, ptr.Provider)
+		h.proxyStoredResponse(w, r, who, id, rest, ptr.Provider, int64(len(rec)))
 		return
 	case err != nil && storage.IsNotExist(err) || errors.Is(err, storageNotExist):
 		writeError(w, responses.NotFound(id))
@@ -528,6 +602,7 @@ func (h *Handler) serveStoredResponse(w http.ResponseWriter, r *http.Request, re
 			h.internalError(w, "deleting response "+id, err)
 			return
 		}
+		store.counted(ctx, who, -int64(len(rec)))
 		WriteJSON(w, http.StatusOK, responses.Deleted(id))
 	case sub == "input_items":
 		p, err := responses.ParseListParams(r.URL.Query())
@@ -551,7 +626,7 @@ func (h *Handler) serveStoredResponse(w http.ResponseWriter, r *http.Request, re
 
 // proxyStoredResponse sends GET or DELETE of a passed-through response to
 // the provider that stores it; a DELETE forgets the pointer too.
-func (h *Handler) proxyStoredResponse(w http.ResponseWriter, r *http.Request, who, id, rest, name string) {
+func (h *Handler) proxyStoredResponse(w http.ResponseWriter, r *http.Request, who, id, rest, name string, size int64) {
 	p := h.app.dispatch.providers[name]
 	if p == nil || p.Responses == nil {
 		writeError(w, responses.NotFound(id))
@@ -563,11 +638,21 @@ func (h *Handler) proxyStoredResponse(w http.ResponseWriter, r *http.Request, wh
 		return
 	}
 	preq.Method, preq.Body = r.Method, nil
-	if r.URL.RawQuery != "" {
-		if preq.Query != "" {
-			preq.Query += "&"
+	if r.Method == http.MethodGet {
+		// The client's query stays here: the provider gets only what the
+		// gateway knows of it, written anew (a provider's own parameters,
+		// such as Azure's api-version, are in preq.Query already).
+		q, err := responses.StoredQuery(r.URL.Query(), strings.HasSuffix(rest, "/input_items"))
+		if err != nil {
+			writeError(w, asProviderError(err))
+			return
 		}
-		preq.Query += r.URL.RawQuery
+		if q != "" {
+			if preq.Query != "" {
+				preq.Query += "&"
+			}
+			preq.Query += q
+		}
 	}
 	status, f := p.forward(w, r, preq, exchange{translate: passThrough, mapError: nativeError(p)})
 	if f != nil {
@@ -577,8 +662,11 @@ func (h *Handler) proxyStoredResponse(w http.ResponseWriter, r *http.Request, wh
 	if r.Method == http.MethodDelete && status == http.StatusOK {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
 		defer cancel()
-		if err := h.app.responseStore().delete(ctx, who, id); err != nil {
+		store := h.app.responseStore()
+		if err := store.delete(ctx, who, id); err != nil {
 			h.logger.Error("forgetting a response pointer", zap.String("response_id", id), zap.Error(err))
+			return
 		}
+		store.counted(ctx, who, -size)
 	}
 }

@@ -1,14 +1,22 @@
 package caddymodule
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
 	"github.com/modelgate/modelgate/internal/storage"
@@ -204,4 +212,95 @@ func TestResponseStoreQueueFull(t *testing.T) {
 	if rec, err := g.Memory.Load(ctx, rs.key("alice", "resp_direct")); err != nil || string(rec) != `{"direct":true}` {
 		t.Errorf("the direct write: %s %v", rec, err)
 	}
+}
+
+// upstreamRecorder sends requests on to next and keeps their URLs.
+type upstreamRecorder struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	urls []*url.URL
+}
+
+func (u *upstreamRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
+	u.mu.Lock()
+	u.urls = append(u.urls, r.URL)
+	u.mu.Unlock()
+	return u.next.RoundTrip(r)
+}
+
+func (u *upstreamRecorder) sent() []*url.URL {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return slices.Clone(u.urls)
+}
+
+// recordUpstream records what g's provider name is sent.
+func (g *benchGateway) recordUpstream(name string) *upstreamRecorder {
+	tr := g.app.providers[name].base.proxy.Transport.(*authTransport)
+	rec := &upstreamRecorder{next: tr.next}
+	tr.next = rec
+	return rec
+}
+
+// serve sends method path (with its query) and body through
+// modelgate_auth and modelgate with the key.
+func (g *benchGateway) serve(t testing.TB, method, target string, body []byte, key string) *httptest.ResponseRecorder {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	r := httptest.NewRequest(method, "http://gateway.example"+target, bytes.NewReader(body))
+	r.Header.Set("Authorization", "Bearer "+key)
+	if body != nil {
+		r.Header.Set("Content-Type", "application/json")
+	}
+	r = caddyhttp.PrepareRequest(r, caddy.NewReplacer(), rec, g.server)
+	if err := g.serveModelgate(rec, r); err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// A response its provider stores is fetched from that provider with a
+// query the gateway writes itself: the client's query never reaches the
+// provider as it came — a key or an option in it stays at the gateway.
+func TestStoredResponseQueryRebuilt(t *testing.T) {
+	g := newBenchGateway(t)
+	up := g.recordUpstream("oa")
+	rec := g.serve(t, http.MethodPost, "/v1/responses", benchResponsesBody("oa/gpt-4o-mini"), benchStaticKey)
+	id := gjson.Get(rec.Body.String(), "id").Str
+	if rec.Code != http.StatusOK || id == "" {
+		t.Fatalf("POST: %d %s", rec.Code, rec.Body)
+	}
+	g.app.waitResponseWrites(time.Minute) // the pointer
+
+	for _, tc := range []struct {
+		name, target, path, query string
+	}{
+		{"GET", "/v1/responses/" + id + "?include[]=reasoning.encrypted_content&api_key=sk-client-secret&store=false",
+			"/v1/responses/" + id, "include%5B%5D=reasoning.encrypted_content"},
+		{"GET without a query", "/v1/responses/" + id + "?foo=bar", "/v1/responses/" + id, ""},
+		{"input_items", "/v1/responses/" + id + "/input_items?limit=2&order=asc&Authorization=Bearer+x",
+			"/v1/responses/" + id + "/input_items", "limit=2&order=asc"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := len(up.sent())
+			g.serve(t, http.MethodGet, tc.target, nil, benchStaticKey)
+			sent := up.sent()[before:]
+			if len(sent) != 1 || sent[0].Path != tc.path || sent[0].RawQuery != tc.query {
+				t.Fatalf("the provider was sent %v, want one %s?%s", sent, tc.path, tc.query)
+			}
+		})
+	}
+	t.Run("refused before the provider", func(t *testing.T) {
+		before := len(up.sent())
+		for _, target := range []string{"/v1/responses/" + id + "?stream=true", "/v1/responses/" + id + "?include[]=a%26api_key%3Dx",
+			"/v1/responses/" + id + "/input_items?limit=1000"} {
+			rec := g.serve(t, http.MethodGet, target, nil, benchStaticKey)
+			if rec.Code != http.StatusBadRequest || gjson.Get(rec.Body.String(), "error.type").Str != "invalid_request_error" {
+				t.Errorf("%s: %d %s", target, rec.Code, rec.Body)
+			}
+		}
+		if sent := up.sent()[before:]; len(sent) != 0 {
+			t.Errorf("refused requests reached the provider: %v", sent)
+		}
+	})
 }

@@ -160,11 +160,14 @@ func (*memBody) Close() error { return nil }
 // computed over the request reverse_proxy finally sends. The transport
 // authenticates a copy of each request as it leaves, below the logging.
 // On the way back, it takes the provider's rate-limit headers out of a
-// successful answer before reverse_proxy copies them (see send).
+// successful answer before reverse_proxy copies them (see send), and
+// scrubs the answer of the provider's credentials (see scrub.go).
 type authTransport struct {
 	*reverseproxy.HTTPTransport
 
 	auth Authenticator // set by ProviderBase.ProvisionBase; nil: none
+
+	secrets *providerSecrets // set by ProviderBase.ProvisionBase; nil: none configured
 
 	// next sends the request in the HTTPTransport's place when set: the
 	// benchmarks' provider in memory, under the transport's own work.
@@ -202,27 +205,40 @@ func (t *authTransport) Provision(ctx caddy.Context) error {
 // The copy's header is outgoingHeader's: without the Via header
 // reverse_proxy adds, nor the X-Forwarded-* entries upstreamRequest left
 // empty, so an Authenticator that signs every header signs what is sent.
+//
+// The answer, or the error, is scrubbed of the provider's credentials —
+// those configured and those the request carried — before reverse_proxy
+// reads it (see scrub.go).
 func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	body := requestBody(req.Context())
 	inMemory := len(body) > 0 && req.Body != nil && req.ContentLength == int64(len(body))
 	strip := revealing(req.Header)
-	if t.auth == nil && !inMemory && !strip {
-		return t.send(req)
-	}
-	r2 := new(http.Request)
-	*r2 = *req
-	if inMemory {
-		r2.Body = newBytesBody(body)
-	}
-	if t.auth != nil || strip {
-		r2.Header = outgoingHeader(req.Header, t.auth != nil)
-	}
-	if t.auth != nil {
-		if err := t.auth.Authenticate(r2, body); err != nil {
-			return nil, authError{err}
+	if t.auth != nil || inMemory || strip {
+		r2 := new(http.Request)
+		*r2 = *req
+		if inMemory {
+			r2.Body = newBytesBody(body)
 		}
+		if t.auth != nil || strip {
+			r2.Header = outgoingHeader(req.Header, t.auth != nil)
+		}
+		if t.auth != nil {
+			if err := t.auth.Authenticate(r2, body); err != nil {
+				return nil, t.secrets.configuredScrubber().error(authError{err})
+			}
+		}
+		req = r2
 	}
-	return t.send(r2)
+	s := t.secrets.scrubberFor(req.Header)
+	res, err := t.send(req)
+	if err != nil {
+		return nil, s.error(err)
+	}
+	s.header(res.Header)
+	if res.StatusCode != http.StatusSwitchingProtocols {
+		res.Body = s.body(res.Body)
+	}
+	return res, nil
 }
 
 // send sends req and drops the provider's rate-limit headers from a

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"net/http"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -113,6 +114,79 @@ func TestCommandKeys(t *testing.T) {
 	}
 }
 
+// TestCommandKeyLimits drives the limits and budget flags of `caddy
+// modelgate key create` and `update` of the built binary: a key created
+// with limits of its own is held to them at once, an update changes what
+// it names and keeps the rest, --default-limits and --default-budget
+// return the key to the defaults, and mistakes exit non-zero saying which
+// flag.
+func TestCommandKeyLimits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the caddy binary")
+	}
+	startScanningGateway(t)
+	addr := []string{"--address", strings.TrimPrefix(adminURL, "http://")}
+	cmd := func(args ...string) []string { return append(append([]string{"modelgate", "key"}, args...), addr...) }
+	policy := func(id string) gjson.Result {
+		t.Helper()
+		status, body, _ := admin(t, http.MethodGet, "/modelgate/keys/"+id, "")
+		if status != 200 {
+			t.Fatalf("GET key: %d %s", status, body)
+		}
+		return gjson.Parse(body)
+	}
+
+	out, errOut, ok := runCaddy(t, cmd("create", "--name", "limited", "--rpm", "2", "--concurrent", "3", "--budget", "7.5", "--period", "day")...)
+	if !ok || !strings.Contains(out, "Limits: its own: rpm 2, tpm none, concurrent 3. Budget: its own: $7.5 per day (UTC).") {
+		t.Fatalf("create: %q %s", out, errOut)
+	}
+	secret := regexp.MustCompile(keys.Pattern).FindString(out)
+	id := strings.Trim(regexp.MustCompile(`\(key_[0-9A-Za-z]+\)`).FindString(out), "()")
+	if p := policy(id); p.Get("limits").Raw != `{"requests_per_minute":2,"concurrent_requests":3}` || p.Get("budget").Raw != `{"usd":"7.5","period":"day"}` {
+		t.Errorf("the created key's policy: %s", p.Raw)
+	}
+	for i, want := range []int{200, 200, 429} {
+		res := post(t, "/v1/chat/completions", secret, `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}`)
+		res.Body.Close()
+		if res.StatusCode != want {
+			t.Errorf("request %d of a key allowed 2 a minute: %d, want %d", i+1, res.StatusCode, want)
+		}
+	}
+
+	out, errOut, ok = runCaddy(t, cmd("update", id, "--tpm", "5000", "--period", "month")...)
+	if !ok || !strings.Contains(out, "Updated key limited ("+id+")") {
+		t.Fatalf("update: %q %s", out, errOut)
+	}
+	if p := policy(id); p.Get("limits").Raw != `{"requests_per_minute":2,"tokens_per_minute":5000,"concurrent_requests":3}` ||
+		p.Get("budget").Raw != `{"usd":"7.5","period":"month"}` {
+		t.Errorf("after update --tpm 5000 --period month: %s", p.Raw)
+	}
+	out, errOut, ok = runCaddy(t, cmd("update", id, "--default-limits", "--default-budget")...)
+	if p := policy(id); !ok || p.Get("limits").Exists() || p.Get("budget").Exists() ||
+		!strings.Contains(out, "Limits: the defaults for keys. Budget: the default for keys.") {
+		t.Errorf("back to the defaults: %q %s; %s", out, errOut, p.Raw)
+	}
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no amount", []string{"create", "--name", "x", "--budget", "much"}, "--budget"},
+		{"a negative limit", []string{"create", "--name", "x", "--rpm", "-5"}, "--rpm must not be negative"},
+		{"nothing to update", []string{"update", id}, "nothing to change"},
+		{"an unknown key", []string{"update", "key_doesnotexist", "--rpm", "5"}, "404"},
+		{"no id", []string{"update", "--rpm", "5"}, "accepts 1 arg"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errOut, ok := runCaddy(t, cmd(tc.args...)...)
+			if ok || !strings.Contains(errOut, tc.want) {
+				t.Errorf("exit 0 = %v, stdout %q, stderr %q; want a failure saying %q", ok, out, errOut, tc.want)
+			}
+		})
+	}
+}
+
 // TestCommandAccounts drives `caddy modelgate account …` of the built
 // binary against a running gateway's admin API, as the operator: the list
 // shows an account of a key's owner; set gives it ceilings; suspend stops
@@ -145,7 +219,7 @@ func TestCommandAccounts(t *testing.T) {
 	if out := run("list"); !regexp.MustCompile(`(?m)^team-cli\s+1\s+0\s+0\s+-\s+active$`).MatchString(out) {
 		t.Errorf("list:\n%s", out)
 	}
-	if out := run("set", "team-cli", "--rpm", "600", "--budget", "100/month", "--email", "billing@team-cli.example"); !strings.Contains(out, "rpm 600 budget 100 month") {
+	if out := run("set", "team-cli", "--rpm", "600", "--budget", "100", "--period", "month", "--email", "billing@team-cli.example"); !strings.Contains(out, "rpm 600 budget 100 month") {
 		t.Errorf("set: %s", out)
 	}
 	run("suspend", "team-cli", "--reason", "invoice overdue")
@@ -177,7 +251,7 @@ func TestCommandAccounts(t *testing.T) {
 	if s := getWith(t, "/v1/models", secret); s != 401 {
 		t.Errorf("the deleted account's key: %d", s)
 	}
-	for _, bad := range [][]string{{"member", "add", "team-x", "erin", "boss"}, {"set", "team-x", "--budget", "25"}, {"resume", "team-cli"}} {
+	for _, bad := range [][]string{{"member", "add", "team-x", "erin", "boss"}, {"set", "team-x", "--budget", "25", "--period", "week"}, {"resume", "team-cli"}} {
 		if out, errOut, ok := runCaddy(t, acct(bad...)...); ok || errOut == "" {
 			t.Errorf("account %s: exit 0 (%s %s)", strings.Join(bad, " "), out, errOut)
 		}

@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddytest"
+	"github.com/caddyserver/certmagic"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/tidwall/gjson"
@@ -42,8 +44,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	testRoot = dir
-	os.Setenv("XDG_DATA_HOME", filepath.Join(dir, "data"))
-	os.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
+	isolateCaddy(dir)
 	os.Setenv("NO_PROXY", "127.0.0.1,localhost,::1")
 	if err := awaitFreeAdmin(2 * time.Minute); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -52,6 +53,21 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// isolateCaddy points the Caddy that caddytest runs in this process at
+// directories under dir: its data directory (the default storage, which
+// the gateways' files, batches, keys and usage go to, and instance.uuid)
+// and its config directory (the autosaved config). Setting XDG_DATA_HOME
+// and XDG_CONFIG_HOME is not enough: Caddy fixes its default storage and
+// autosave paths when its package is initialised, before TestMain runs,
+// so they are set again from the new environment, as Caddy's own command
+// does after loading an environment file.
+func isolateCaddy(dir string) {
+	os.Setenv("XDG_DATA_HOME", filepath.Join(dir, "data"))
+	os.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
+	caddy.ConfigAutosavePath = filepath.Join(caddy.AppConfigDir(), "autosave.json")
+	caddy.DefaultStorage = &certmagic.FileStorage{Path: caddy.AppDataDir()}
 }
 
 // awaitFreeAdmin waits until nothing answers on caddytest's admin address,

@@ -192,7 +192,7 @@ func TestIntegrationBudgets(t *testing.T) {
 		spent := 0.0
 		for i := 0; ; i++ {
 			if i == 10 {
-				t.Fatal("a $0.0001 budget admitted 10 requests")
+				t.Fatal("a $0.0003 budget admitted 10 requests")
 			}
 			status, body, h := chat(t, spentKey, chatBody("oa/gpt-4o", "spend a little", 5))
 			if status == 200 {
@@ -208,8 +208,8 @@ func TestIntegrationBudgets(t *testing.T) {
 			}
 			break
 		}
-		if spent > 0.0001 {
-			t.Errorf("spent $%f of a $0.0001 budget", spent)
+		if spent > 0.0003 {
+			t.Errorf("spent $%f of a $0.0003 budget", spent)
 		}
 		// The OpenAI SDK, with its retries on, does not retry a budget.
 		before := len(fake.Requests())

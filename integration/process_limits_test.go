@@ -29,7 +29,22 @@ const pricedModel = "oa/slow-400ms"
 
 // estimatedAt finds a budget refusal's estimate of the request in its
 // message.
-var estimatedAt = regexp.MustCompile(`estimated at \$([0-9.]+)\.`)
+var estimatedAt = regexp.MustCompile(`estimated at \$([0-9.]+)[.,]`)
+
+// costlyPrefix starts a prompt the fake providers of the process tests
+// count at two tokens a byte: more than the gateway's estimate of any
+// text, for a budget passed by answers costlier than their estimates.
+// They count every other prompt in words.
+const costlyPrefix = "costly:"
+
+// processPromptTokens is how the process tests' fake providers count a
+// text of a prompt (costlyPrefix).
+func processPromptTokens(text string) int {
+	if strings.HasPrefix(text, costlyPrefix) {
+		return 2 * len(text)
+	}
+	return len(strings.Fields(text))
+}
 
 // pricedCost is what an answer of pricedModel costs, exactly.
 func pricedCost(body string) pricing.Money {
@@ -247,10 +262,11 @@ func (lc limitCase) create(t *testing.T, c *redisCluster, want map[string]*tally
 //     at all), and once they are settled both instances show that spend
 //     and nothing reserved.
 //   - a budget's overshoot: 20 requests at once whose answers cost more
-//     than their estimates (a prompt the estimator counts at half the
-//     fake's count) take a $0.005 budget past its amount by no more than
-//     the README's bound, the sum of (actual cost − estimate) of the
-//     requests in flight; the next request is refused on either instance.
+//     than their estimates (a prompt the fake counts at two tokens a
+//     byte, more than any estimate) take a $0.005 budget past its amount
+//     by no more than the README's bound, the sum of (actual cost −
+//     estimate) of the requests in flight; the next request is refused on
+//     either instance.
 //   - usage: GET /modelgate/usage on either instance counts every admitted
 //     request of those keys exactly once — requests, tokens and cost as
 //     the answers said, refused requests not at all — and still does
@@ -475,14 +491,14 @@ func TestProcessRedisLimits(t *testing.T) {
 	}
 
 	t.Run("a budget passed by answers costlier than their estimates, within the stated bound", func(t *testing.T) {
-		// 400 one-letter words: estimated at 200 tokens (a token per 4
-		// ASCII characters), counted by the fake as 400. Each request in
+		// A prompt the fake counts at two tokens a byte, more than the
+		// estimate (a token a byte at most, for any text). Each request in
 		// flight can take the budget past its amount by (actual cost −
 		// estimate), and by no more: README "Budgets", overshoot bound.
 		const budget = pricing.Cent / 2 // $0.005 a day
 		secret, id := limitedKey(t, c, "costly", "team", `,"budget":{"usd":"0.005","period":"day"}`)
 		want[id] = new(tally)
-		prompt := strings.TrimSpace(strings.Repeat("a ", 400))
+		prompt := costlyPrefix + strings.Repeat(" a", 100)
 		const n = 20
 		shots := burst(c.ins, []string{secret}, n, func(int) string { return chatBody(pricedModel, prompt, 20) })
 		var spent pricing.Money

@@ -46,7 +46,7 @@ func startRedisCluster(t *testing.T, n int, vars ...string) *redisCluster {
 	t.Helper()
 	c := &redisCluster{redis: redistest.Start(t)}
 	for i := range n {
-		fake := providertest.Start(t, providertest.Options{OpenAIKey: openAIKey})
+		fake := providertest.Start(t, providertest.Options{OpenAIKey: openAIKey, PromptTokens: processPromptTokens})
 		in := newInstance(t, string(rune('a'+i)), t.TempDir(), fake).
 			set("MG_STORAGE_KIND=redis", "MG_REDIS="+c.redis.Addr).set(vars...)
 		c.ins, c.fakes = append(c.ins, in), append(c.fakes, fake)

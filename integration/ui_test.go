@@ -208,6 +208,24 @@ func drivePage(t *testing.T, browserCtx context.Context, km *keys.Manager, pageU
 		t.Errorf("the first key's limits: %q, budget %q", rpm, budget)
 	}
 
+	// The create form tells what a new key follows by default: the
+	// configured limits for keys, and no budget.
+	for sel, want := range map[string]string{"limits": "(1000 requests/min)", "budget": "(no budget)"} {
+		css := chromedp.CSS(`#new-policy [data-default="` + sel + `"]`)
+		run("see the default "+sel, chromedp.WaitVisible(css))
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			text, err := chromedp.Run(ctx, chromedp.Text(css))
+			if err == nil && text == want {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the create form's default %s: %q (%v), want %q", sel, text, err, want)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+
 	// Create a named key with limits and a budget: the secret is shown
 	// once, with a copy button.
 	policy := func(sel string) chromedp.CSS { return chromedp.CSS(`#new-policy ` + sel) }

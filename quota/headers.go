@@ -196,7 +196,8 @@ type Refusal struct {
 
 	// For budgets: the budget, what is spent or reserved in the period,
 	// what the request would reserve, and when the period ends (zero for
-	// a total budget).
+	// a total budget, and for a request estimated at more than the
+	// budget, which no period would admit).
 	Budget    Budget
 	Spent     pricing.Money
 	Estimated pricing.Money
@@ -261,8 +262,19 @@ func (r *Refusal) Message() string {
 	case Month:
 		per = "per month"
 	}
-	msg := fmt.Sprintf("You exceeded the budget of %s: $%s %s, $%s spent or reserved, and this request is estimated at $%s.",
-		who, r.Budget.Amount, per, r.Spent, r.Estimated)
+	var msg string
+	switch {
+	case r.Estimated > r.Budget.Amount:
+		// Nothing spent would make room for it.
+		return fmt.Sprintf("This request, estimated at $%s, is more than the whole budget of %s ($%s %s). Ask for fewer tokens (max_tokens, n) or send less, or have the budget raised.",
+			r.Estimated, who, r.Budget.Amount, per)
+	case r.Spent < r.Budget.Amount:
+		msg = fmt.Sprintf("This request, estimated at $%s, would pass the budget of %s: $%s left of $%s %s ($%s spent or reserved). Ask for fewer tokens (max_tokens, n) or send less.",
+			r.Estimated, who, r.Budget.Amount-r.Spent, r.Budget.Amount, per, r.Spent)
+	default:
+		msg = fmt.Sprintf("You exceeded the budget of %s: $%s %s, $%s spent or reserved, and this request is estimated at $%s.",
+			who, r.Budget.Amount, per, r.Spent, r.Estimated)
+	}
 	if !r.Resets.IsZero() {
 		msg += " The budget resets at " + r.Resets.UTC().Format(time.RFC3339) + "."
 	}
@@ -343,7 +355,9 @@ func (q *Quota) refusal(plans []plan, res []state.Result, at time.Time) *Refusal
 		if p.rs >= 0 && !res[p.rs].OK && (p.seeded || !res[p.spent].Missing) {
 			r := base
 			r.Limit, r.Budget, r.Spent, r.Estimated = LimitBudget, p.s.Budget, pricing.Money(res[p.rs].Total), pricing.Money(p.reserve)
-			if !p.b.end.IsZero() {
+			// A request estimated at more than the whole budget fits in
+			// no period: no time to retry after.
+			if !p.b.end.IsZero() && p.reserve <= int64(p.s.Budget.Amount) {
 				r.Resets, r.RetryAfter = p.b.end, p.b.end.Sub(at)
 			}
 			consider(&r)

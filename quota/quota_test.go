@@ -210,8 +210,11 @@ func TestBudgetRefusal(t *testing.T) {
 			} else if ref.RetryAfter != tc.resets.Sub(t0) || h.Get("retry-after") == "" {
 				t.Fatalf("retry after %v, header %q", ref.RetryAfter, h.Get("retry-after"))
 			}
+			// Something is left: the message says what the request
+			// would do.
 			msg := ref.Message()
-			if !strings.Contains(msg, "$5 "+tc.per+", $4 spent or reserved, and this request is estimated at $2.") {
+			if !strings.Contains(msg, "This request, estimated at $2, would pass the budget of key \"name-k\": $1 left of $5 "+tc.per+" ($4 spent or reserved).") ||
+				strings.Contains(msg, "exceeded") {
 				t.Fatalf("message %q", msg)
 			}
 			// What is left still admits a request that fits.
@@ -219,6 +222,30 @@ func TestBudgetRefusal(t *testing.T) {
 				t.Fatalf("a request within the budget refused: %s", ref.Message())
 			}
 		})
+	}
+}
+
+// A budget refusal says what happened: a request estimated at more than
+// the whole budget can never be admitted (no retry-after), one that would
+// pass what is left says so, and once the budget is spent it is exceeded.
+func TestBudgetRefusalSays(t *testing.T) {
+	q := newQuota(t, state.NewLocal(), nil, newClock(t0), 0)
+	s := quota.Subjects{Key: withBudget(key("k"), 5*dollar, quota.Day)}
+	_, ref := admit(t, q, s, quota.Ask{EstimatedCost: 6 * dollar})
+	h := http.Header{}
+	if ref == nil {
+		t.Fatal("a request estimated at more than the budget admitted")
+	}
+	ref.SetOpenAIHeaders(h)
+	if msg := ref.Message(); msg != `This request, estimated at $6, is more than the whole budget of key "name-k" ($5 per day). Ask for fewer tokens (max_tokens, n) or send less, or have the budget raised.` ||
+		ref.RetryAfter != 0 || h.Get("retry-after") != "" || h.Get("x-should-retry") != "false" {
+		t.Fatalf("message %q, retry after %v, headers %v", msg, ref.RetryAfter, h)
+	}
+	adm, _ := admit(t, q, s, quota.Ask{EstimatedCost: 5 * dollar})
+	done(t, adm, quota.Actual{Cost: 5 * dollar, Priced: true})
+	_, ref = admit(t, q, s, quota.Ask{EstimatedCost: dollar})
+	if ref == nil || !strings.HasPrefix(ref.Message(), `You exceeded the budget of key "name-k": $5 per day, $5 spent or reserved, and this request is estimated at $1.`) {
+		t.Fatalf("refusal %+v", ref)
 	}
 }
 

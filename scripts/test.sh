@@ -7,7 +7,9 @@
 # built binary's module list, `caddy adapt --validate` of every Caddyfile in
 # the repository, one iteration of every benchmark, then the race-enabled
 # unit tests and the caddytest integration tests (one package at a time),
-# which include the process tests running the built binary (crash, cluster).
+# which include the process tests running the built binary (crash, cluster,
+# the quick start driven by Claude Code). Last, it checks that the suite
+# left nothing in the user's own Caddy directories.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,16 +18,45 @@ export GOFLAGS=${GOFLAGS:--buildvcs=false}
 
 step() { printf '\n== %s\n' "$*"; }
 
+# The user's own Caddy directories, where a caddy outside the suite keeps
+# its storage and autosaved config: the suite must not write there. Every
+# step runs with Caddy's directories (XDG_DATA_HOME, XDG_CONFIG_HOME) in a
+# temporary one instead; the go command keeps its own settings file.
+user_caddy_dirs=("${XDG_DATA_HOME:-$HOME/.local/share}/caddy" "${XDG_CONFIG_HOME:-$HOME/.config}/caddy")
+snapshot_user_caddy_dirs() {
+	for d in "${user_caddy_dirs[@]}"; do
+		if [ -e "$d" ]; then find "$d" -printf '%p %y %s %T@\n'; else echo "$d absent"; fi
+	done | sort
+}
+user_caddy_before=$(snapshot_user_caddy_dirs)
+suite_home=$(mktemp -d)
+GOENV=$(go env GOENV)
+export GOENV XDG_DATA_HOME="$suite_home/data" XDG_CONFIG_HOME="$suite_home/config"
+fuzzlog=$(mktemp)
+trap 'rm -rf "$suite_home" "$fuzzlog"' EXIT
+
 step "tools"
 need=()
 command -v gcc >/dev/null 2>&1 || need+=(gcc)                   # the race detector needs cgo
 command -v chromium >/dev/null 2>&1 || need+=(chromium)         # the key settings page's browser test
+command -v npm >/dev/null 2>&1 || need+=(npm)                   # installs Claude Code, below
 if [ ${#need[@]} -gt 0 ]; then
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
 fi
 # The browser test fails rather than skips here: CI must run it. Its
 # screenshot goes to .artifacts/.
 export MODELGATE_REQUIRE_BROWSER=1
+# Claude Code, at a pinned version, drives the quick start in its process
+# test; installed into .tmp/ (npm's cache too), kept there between runs.
+claude_code_version=2.1.332
+claude_code=.tmp/claude-code/node_modules/.bin/claude
+if [ "$(HOME="$suite_home" "$claude_code" --version 2>/dev/null | cut -d' ' -f1)" != "$claude_code_version" ]; then
+	npm install --prefix .tmp/claude-code --cache .tmp/npm-cache --no-audit --no-fund --loglevel=error \
+		"@anthropic-ai/claude-code@$claude_code_version"
+fi
+MODELGATE_CLAUDE_CODE="$PWD/$claude_code"
+export MODELGATE_CLAUDE_CODE MODELGATE_REQUIRE_CLAUDE_CODE=1
+HOME="$suite_home" "$MODELGATE_CLAUDE_CODE" --version
 go version
 
 step "gofmt"
@@ -55,8 +86,6 @@ step "fuzz targets: ${#targets[@]}, $FUZZTIME each"
 # a bare "context deadline exceeded" although it found nothing (go.dev/issue/75804,
 # fixed in Go 1.27). Such a run wrote no failing input; the target's corpus is
 # then run once more as a plain test, and only a real failure fails the step.
-fuzzlog=$(mktemp)
-trap 'rm -f "$fuzzlog"' EXIT
 for t in "${targets[@]}"; do
 	pkg=${t% *} target=${t#* }
 	echo "-- $pkg $target"
@@ -96,10 +125,17 @@ while IFS= read -r f; do
 	for name in $(grep -oE '\{env\.[A-Za-z_][A-Za-z0-9_]*\}' "$f" | sed -E 's/\{env\.(.*)\}/\1/' | sort -u); do
 		case $name in
 		*_CREDENTIALS) vars+=("$name=$logdir/credentials.json") ;; # a credentials file's path
+		*_BASE_URL) ;; # unset: the provider's public endpoint
 		*) vars+=("$name=$(printf '%s' "$name" | sha256sum | cut -c1-16)") ;;
 		esac
 	done
-	env "${vars[@]}" MG_LOG_DIR="$logdir" ./caddy adapt --config "$f" --validate >/dev/null
+	# A site name read when the Caddyfile is adapted (an example's).
+	for name in $(grep -oE '^\{\$[A-Z_]*_SITE\}' "$f" | sed -E 's/\{\$(.*)\}/\1/' | sort -u); do
+		vars+=("$name=gateway.example.com")
+	done
+	# Validation provisions the storage (the local CA lands there): the
+	# team example's goes to the temporary directory, not /var/lib.
+	env "${vars[@]}" MG_LOG_DIR="$logdir" MODELGATE_STORAGE="$logdir/storage" ./caddy adapt --config "$f" --validate >/dev/null
 done < <(git ls-files -co --exclude-standard | grep -E '(^|/)Caddyfile$|\.Caddyfile$')
 rm -rf "$logdir"
 
@@ -111,6 +147,14 @@ go test -race -short -count=1 -timeout 20m ./...
 
 step "integration tests (caddytest, process, browser: one package at a time)"
 go test -race -p 1 -count=1 -timeout 45m ./integration/...
+
+step "the user's Caddy directories are as the suite found them"
+user_caddy_after=$(snapshot_user_caddy_dirs)
+if [ "$user_caddy_before" != "$user_caddy_after" ]; then
+	echo "the suite wrote to ${user_caddy_dirs[*]}:"
+	diff <(echo "$user_caddy_before") <(echo "$user_caddy_after") || true
+	exit 1
+fi
 
 echo
 echo "all checks passed"

@@ -33,7 +33,7 @@ in to the key settings page manage their own account's keys there.
 
   caddy modelgate account list [--json]
   caddy modelgate account show <account>
-  caddy modelgate account set <account> [--rpm n] [--tpm n] [--concurrent n] [--budget 25/month|none] [--email a@b.example]
+  caddy modelgate account set <account> [--rpm n] [--tpm n] [--concurrent n] [--budget 25 --period month] [--default-limits] [--default-budget] [--email a@b.example]
   caddy modelgate account suspend <account> [--reason text]
   caddy modelgate account resume <account>
   caddy modelgate account delete <account>
@@ -47,12 +47,14 @@ in to the key settings page manage their own account's keys there.
 	list.Flags().Bool("json", false, "Print the admin API's JSON")
 	show := withArgs(&cobra.Command{Use: "show <account>", Short: "Prints an account: its ceilings, members, state"}, 1, cmdAccountShow)
 	set := withArgs(&cobra.Command{Use: "set <account> [flags]", Short: "Sets an account's ceilings (limits and budget of all its keys) or e-mail"}, 1, cmdAccountSet)
-	set.Flags().Int64("rpm", 0, "Requests per minute of all the account's keys together")
-	set.Flags().Int64("tpm", 0, "Tokens per minute of all the account's keys together")
-	set.Flags().Int64("concurrent", 0, "Requests in flight at once of all the account's keys together")
-	set.Flags().String("budget", "", "Budget of all the account's keys: <usd>/<day|month|total>, or none")
-	set.Flags().Bool("default", false, "Back to the configured owner limits and budget")
-	set.Flags().String("email", "", "Where leak mail about the account's keys goes (\"\" with --clear-email to remove it)")
+	set.Flags().Int64("rpm", 0, "Requests per minute of all the account's keys together (0: none)")
+	set.Flags().Int64("tpm", 0, "Tokens per minute of all the account's keys together (0: none)")
+	set.Flags().Int64("concurrent", 0, "Requests in flight at once of all the account's keys together (0: none)")
+	set.Flags().String("budget", "", "Budget of all the account's keys in US dollars (25, 0.50) per --period")
+	set.Flags().String("period", "month", "The budget's period: day or month (UTC calendar), or total")
+	set.Flags().Bool("default-limits", false, "Drop the account's own limits: back to the configured owner limits")
+	set.Flags().Bool("default-budget", false, "Drop the account's own budget: back to the configured owner budget")
+	set.Flags().String("email", "", "Where leak mail about the account's keys goes")
 	set.Flags().Bool("clear-email", false, "Remove the account's e-mail")
 	suspend := withArgs(&cobra.Command{Use: "suspend <account> [--reason text]", Short: "Refuses every key of the account on every instance, until resume"}, 1,
 		func(fl caddycmd.Flags, args []string) (int, error) {
@@ -154,15 +156,15 @@ func writeAccountTable(w io.Writer, list []accountSummary) error {
 		case a.SuspendedAt != nil:
 			state = "suspended " + dayOf(*a.SuspendedAt)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", a.ID, a.Keys, a.Members, a.SpentUSD, policyText(a.Ceilings), state)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", a.ID, a.Keys, a.Members, a.SpentUSD, ceilingText(a.Ceilings), state)
 	}
 	return tw.Flush()
 }
 
 func dayOf(unix int64) string { return time.Unix(unix, 0).UTC().Format("2006-01-02") }
 
-// policyText writes limits and a budget in the Caddyfile's words.
-func policyText(p keys.Policy) string {
+// ceilingText writes limits and a budget in the Caddyfile's words.
+func ceilingText(p keys.Policy) string {
 	var parts []string
 	if l := p.Limits; l != nil {
 		for _, f := range []struct {
@@ -210,7 +212,7 @@ func writeAccount(w io.Writer, v accounts.View) error {
 	if email == "" {
 		email = "-"
 	}
-	fmt.Fprintf(w, "  E-mail:    %s\n  Ceilings:  %s\n  Own:       %s\n\n", email, policyText(v.Ceilings), policyText(v.Policy()))
+	fmt.Fprintf(w, "  E-mail:    %s\n  Ceilings:  %s\n  Own:       %s\n\n", email, ceilingText(v.Ceilings), ceilingText(v.Policy()))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "MEMBER\tROLE\tSET IN")
 	for _, m := range v.Everyone {
@@ -226,59 +228,35 @@ func cmdAccountSet(fl caddycmd.Flags, args []string) (int, error) {
 	} else if e := fl.String("email"); e != "" {
 		body["email"] = e
 	}
-	p, set, err := policyFlags(fl)
+	// The flags change the account's own policy as they change a key's
+	// (key update): what they do not name stays.
+	b, err := adminCall(fl, http.MethodGet, accountURI(args[0], ""), nil)
 	if err != nil {
 		return caddy.ExitCodeFailedStartup, err
 	}
-	if set {
+	var v accounts.View
+	if err := json.Unmarshal(b, &v); err != nil {
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("unexpected answer from the admin API")
+	}
+	p, changed, err := applyPolicyFlags(fl, v.Policy())
+	if err != nil {
+		return caddy.ExitCodeFailedStartup, err
+	}
+	if changed {
 		body["limits"], body["budget"] = p.Limits, p.Budget
 	}
 	if len(body) == 0 {
-		return caddy.ExitCodeFailedStartup, fmt.Errorf("nothing to set: give --rpm, --tpm, --concurrent, --budget, --default or --email")
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("nothing to set: give --rpm, --tpm, --concurrent, --budget, --default-limits, --default-budget or --email")
 	}
-	b, err := adminCall(fl, http.MethodPatch, accountURI(args[0], ""), body)
-	if err != nil {
+	if b, err = adminCall(fl, http.MethodPatch, accountURI(args[0], ""), body); err != nil {
 		return caddy.ExitCodeFailedStartup, err
 	}
 	var a accounts.Account
 	if err := json.Unmarshal(b, &a); err != nil {
 		return caddy.ExitCodeFailedStartup, fmt.Errorf("unexpected answer from the admin API")
 	}
-	fmt.Printf("Account %s: own ceilings %s.\n", a.ID, policyText(a.Policy()))
+	fmt.Printf("Account %s: own ceilings %s.\n", a.ID, ceilingText(a.Policy()))
 	return caddy.ExitCodeSuccess, nil
-}
-
-// policyFlags reads --rpm, --tpm, --concurrent, --budget and --default;
-// set is false when none is given.
-func policyFlags(fl caddycmd.Flags) (keys.Policy, bool, error) {
-	var p keys.Policy
-	set := fl.Bool("default")
-	var l keys.Limits
-	for _, f := range []struct {
-		name string
-		dst  *int64
-	}{{"rpm", &l.RequestsPerMinute}, {"tpm", &l.TokensPerMinute}, {"concurrent", &l.ConcurrentRequests}} {
-		if v := fl.String(f.name); v != "" && v != "0" {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n < 0 {
-				return p, false, fmt.Errorf("--%s %q is not a whole number", f.name, v)
-			}
-			*f.dst, set = n, true
-		}
-	}
-	if l != (keys.Limits{}) {
-		p.Limits = &l
-	}
-	if s := fl.String("budget"); s != "" && s != "none" {
-		usd, period, ok := strings.Cut(s, "/")
-		if !ok {
-			return p, false, fmt.Errorf("--budget %q: give <usd>/<day|month|total>, such as 25/month", s)
-		}
-		p.Budget, set = &keys.Budget{USD: strings.TrimPrefix(usd, "$"), Period: period}, true
-	} else if s == "none" {
-		set = true
-	}
-	return p, set, keys.ValidatePolicy(p)
 }
 
 func cmdAccountDelete(fl caddycmd.Flags, args []string) (int, error) {

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/modelgate/modelgate/accounts"
+	"github.com/modelgate/modelgate/keys"
 )
 
 // setCommand is `caddy modelgate account set`.
@@ -23,26 +24,28 @@ func setCommand(t *testing.T) *cobra.Command {
 	return nil
 }
 
+// TestAccountSetFlags: account set changes an account's own ceilings as
+// key update changes a key's: what the flags do not name stays.
 func TestAccountSetFlags(t *testing.T) {
+	own := keys.Policy{Budget: &keys.Budget{USD: "50", Period: "month"}}
 	for _, tc := range []struct {
 		args []string
-		want string // the body's limits and budget as JSON; "" for none set
+		want string // the limits and budget as JSON; "" for none changed
 		err  string
 	}{
-		{[]string{"--rpm", "100", "--budget", "25/month"}, `{"limits":{"requests_per_minute":100},"budget":{"usd":"25","period":"month"}}`, ""},
-		{[]string{"--tpm", "5000", "--concurrent", "3"}, `{"limits":{"tokens_per_minute":5000,"concurrent_requests":3}}`, ""},
-		{[]string{"--budget", "$0.50/day"}, `{"budget":{"usd":"0.50","period":"day"}}`, ""},
-		{[]string{"--default"}, `{}`, ""},
-		{[]string{"--budget", "none"}, `{}`, ""},
+		{[]string{"--rpm", "100"}, `{"limits":{"requests_per_minute":100},"budget":{"usd":"50","period":"month"}}`, ""},
+		{[]string{"--tpm", "5000", "--concurrent", "3", "--budget", "25", "--period", "day"}, `{"limits":{"tokens_per_minute":5000,"concurrent_requests":3},"budget":{"usd":"25","period":"day"}}`, ""},
+		{[]string{"--budget", "$0.50"}, `{"budget":{"usd":"0.50","period":"month"}}`, ""},
+		{[]string{"--default-budget"}, `{}`, ""},
 		{[]string{"--email", "a@b.example"}, "", ""},
-		{[]string{"--budget", "25"}, "", "--budget"},
-		{[]string{"--budget", "25/week"}, "", "budget.period"},
+		{[]string{"--budget", "25", "--period", "week"}, "", "--period"},
+		{[]string{"--budget", "lots"}, "", "--budget"},
 	} {
 		c := setCommand(t)
 		if err := c.ParseFlags(tc.args); err != nil {
 			t.Fatal(err)
 		}
-		p, set, err := policyFlags(caddycmd.Flags{FlagSet: c.Flags()})
+		p, changed, err := applyPolicyFlags(caddycmd.Flags{FlagSet: c.Flags()}, own)
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%q: %v, want an error naming %s", tc.args, err, tc.err)
@@ -50,8 +53,8 @@ func TestAccountSetFlags(t *testing.T) {
 			continue
 		}
 		b, _ := json.Marshal(p)
-		if err != nil || set != (tc.want != "") || set && string(b) != tc.want {
-			t.Errorf("%q: %s set=%v %v, want %s", tc.args, b, set, err, tc.want)
+		if err != nil || changed != (tc.want != "") || changed && string(b) != tc.want {
+			t.Errorf("%q: %s changed=%v %v, want %s", tc.args, b, changed, err, tc.want)
 		}
 	}
 }

@@ -30,6 +30,7 @@ import (
 //	DELETE keys/{id}        delete it
 //	GET    keys/{id}/usage  its usage per day, policy and standing (usageapi.go)
 //	GET    usage            the usage records summed and grouped (usageapi.go)
+//	GET    policy           the limits and budget a new key gets (policyapi.go)
 //	…                       the account's and the accounts' (accountapi.go)
 //
 // An account holder sees only what its account and role let it
@@ -78,6 +79,7 @@ const (
 	filesPath                          // files
 	accountsPath                       // accounts (the operator's)
 	accountByIDPath                    // accounts/{id}[/…] (the operator's)
+	policyPath                         // policy
 )
 
 // parseAPIPath reads rest, a path relative to the API, as escaped in the
@@ -95,7 +97,7 @@ func parseAPIPath(rest string) (apiPath, bool) {
 	switch {
 	case len(segs) == 1:
 		kind, ok := map[string]apiKind{"keys": keysPath, "usage": usagePath, "account": accountPath, "members": membersPath,
-			"audit": auditPath, "batches": batchesPath, "files": filesPath, "accounts": accountsPath}[segs[0]]
+			"audit": auditPath, "batches": batchesPath, "files": filesPath, "accounts": accountsPath, "policy": policyPath}[segs[0]]
 		return apiPath{kind: kind}, ok
 	case segs[0] == "keys" && len(segs) == 2:
 		return apiPath{kind: keyPath, id: segs[1]}, true
@@ -122,6 +124,8 @@ func (a keyAPI) serve(w http.ResponseWriter, r *http.Request, p apiPath) error {
 		return methodError(w, "GET, POST")
 	case usagePath:
 		return a.usage(w, r)
+	case policyPath:
+		return a.policy(w, r)
 	case keyUsagePath:
 		return a.keyUsage(w, r, p.id)
 	case keyPath:

@@ -108,8 +108,9 @@ type fakeApp struct {
 	keyPolicy keys.Policy
 	ownPolicy keys.Policy
 
-	mu      sync.Mutex
-	queries []usage.Query
+	mu         sync.Mutex
+	queries    []usage.Query
+	policyKeys []keys.Key // the keys EffectivePolicy was asked about
 }
 
 func (f *fakeApp) Usage(ctx context.Context, q usage.Query) (usage.Report, error) {
@@ -126,7 +127,10 @@ func (f *fakeApp) KeyStatus(context.Context, keys.Key) (quota.Status, error) {
 	return f.status, f.statusErr
 }
 
-func (f *fakeApp) EffectivePolicy(keys.Key) (keys.Policy, keys.Policy) {
+func (f *fakeApp) EffectivePolicy(k keys.Key) (keys.Policy, keys.Policy) {
+	f.mu.Lock()
+	f.policyKeys = append(f.policyKeys, k)
+	f.mu.Unlock()
 	return f.keyPolicy, f.ownPolicy
 }
 

@@ -53,15 +53,18 @@ func Valid(id, prefix string) bool {
 	return true
 }
 
-// Time returns when an ID that Valid accepts was made, to the
-// millisecond.
-func Time(id, prefix string) time.Time {
-	rest := strings.TrimPrefix(id, prefix)
-	var v uint64
-	// The first 10 characters are 50 bits: the 48 of the milliseconds and
-	// 2 random ones.
-	for i := 0; i < 10 && i < len(rest); i++ {
-		v = v<<5 | uint64(strings.IndexByte(Alphabet, rest[i])&31)
+// Time returns when New made id (to the millisecond), for an id Valid
+// with prefix; false for any other.
+func Time(id, prefix string) (time.Time, bool) {
+	if !Valid(id, prefix) {
+		return time.Time{}, false
 	}
-	return time.UnixMilli(int64(v >> 2))
+	rest := id[len(prefix):]
+	// The first 10 characters are 50 bits: the 48 of the time, then 2
+	// random ones.
+	var v uint64
+	for i := range 10 {
+		v = v<<5 | uint64(strings.IndexByte(Alphabet, rest[i]))
+	}
+	return time.UnixMilli(int64(v >> 2)), true
 }

@@ -57,6 +57,24 @@ func TestNewTimePart(t *testing.T) {
 	}
 }
 
+// Time reads back the millisecond New made an id at, and nothing from an
+// id New did not make.
+func TestTime(t *testing.T) {
+	for _, ms := range []int64{0, 1, 1_700_000_000_123, 1<<48 - 1} {
+		at := time.UnixMilli(ms)
+		for range 20 { // whatever the random bits
+			if got, ok := Time(New("file-", at), "file-"); !ok || !got.Equal(at) {
+				t.Fatalf("Time of an id made at %d ms = %v, %v", ms, got.UnixMilli(), ok)
+			}
+		}
+	}
+	for _, id := range []string{"", "file-", "file-0123456789abcdefghijklm", "resp_" + strings.Repeat("ab", 24), New("batch_", time.Now())} {
+		if _, ok := Time(id, "file-"); ok {
+			t.Errorf("Time(%q) ok", id)
+		}
+	}
+}
+
 func TestValid(t *testing.T) {
 	good := New("file-", time.Now())
 	for _, tc := range []struct {
@@ -92,14 +110,5 @@ func BenchmarkNew(b *testing.B) {
 	now := time.Now()
 	for b.Loop() {
 		_ = New("key_", now)
-	}
-}
-
-func TestTime(t *testing.T) {
-	for _, at := range []time.Time{time.UnixMilli(0), time.UnixMilli(1798761600123), time.Date(2200, 1, 2, 3, 4, 5, 6e6, time.UTC)} {
-		id := New("x_", at)
-		if got := Time(id, "x_"); !got.Equal(at.Truncate(time.Millisecond)) {
-			t.Errorf("Time(New(%v)) = %v", at, got)
-		}
 	}
 }

@@ -225,13 +225,14 @@ func schemaInstance(b []byte, root, s gjson.Result, text string, depth int) []by
 }
 
 // chatConversation reads msgs, messages of OpenAI's shape ({role,
-// content}, tool results in role "tool"), for decide: the prompt's word
-// count, the text of the last user message, whether the conversation ends
-// with it, and the tool results that end it. text gives a content's text.
-func chatConversation(msgs []gjson.Result, text func(gjson.Result) string) (promptWords int, userText string, userLast bool, results []string) {
+// content}, tool results in role "tool"), for decide: the prompt's token
+// count (count of each content), the text of the last user message,
+// whether the conversation ends with it, and the tool results that end
+// it. text gives a content's text.
+func chatConversation(msgs []gjson.Result, text func(gjson.Result) string, count func(string) int) (promptWords int, userText string, userLast bool, results []string) {
 	for _, m := range msgs {
 		t := text(m.Get("content"))
-		promptWords += countWords(t)
+		promptWords += count(t)
 		switch m.Get("role").Str {
 		case "user":
 			userText, userLast, results = t, true, results[:0]

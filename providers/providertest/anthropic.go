@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tidwall/gjson"
 
@@ -21,8 +22,17 @@ var anthropicFields = map[string]bool{
 	"mcp_servers": true, "context_management": true,
 }
 
-// anthropicVersions are the anthropic-version values the API knows.
-var anthropicVersions = map[string]bool{"2023-06-01": true, "2023-01-01": true}
+// validAnthropicVersion reports whether v is a well-formed anthropic-version:
+// a calendar date, YYYY-MM-DD. Anthropic takes any such date, the versions
+// its SDKs and Claude Code send as they are released included; it refuses
+// a missing header and one that is not a date.
+func validAnthropicVersion(v string) bool {
+	if len(v) != len("2006-01-02") {
+		return false
+	}
+	_, err := time.Parse(time.DateOnly, v)
+	return err == nil
+}
 
 // anthropicFormat is Anthropic's Messages API (WIRE_FORMATS C). It owns
 // every path under /v1/messages: their 404s are in its shape.
@@ -77,10 +87,10 @@ func (anthropicFormat) serve(c *call) {
 			"send the API key as x-api-key only; an Authorization header (here besides x-api-key) is taken for an OAuth token, so a gateway must not forward its own")
 		return
 	}
-	if v := r.Header.Get("Anthropic-Version"); !anthropicVersions[v] {
+	if v := r.Header.Get("Anthropic-Version"); !validAnthropicVersion(v) {
 		msg := "anthropic-version: header is required"
 		if v != "" {
-			msg = "anthropic-version: " + strconv.Quote(v) + " is not a valid version (2023-06-01 or 2023-01-01)"
+			msg = "anthropic-version: " + strconv.Quote(v) + " is not a valid version (a date such as 2023-06-01)"
 		}
 		anthropicError(w, http.StatusBadRequest, "invalid_request_error", msg)
 		return
@@ -99,15 +109,15 @@ func (anthropicFormat) serve(c *call) {
 	}
 	model, id := q.model.Str, c.id
 
-	promptWords := countWords(contentText(q.system))
+	promptWords := c.s.promptTokens(contentText(q.system))
 	msgs := q.msgs
 	userText := ""
 	for _, m := range msgs {
 		text := contentText(m.Get("content"))
-		promptWords += countWords(text)
+		promptWords += c.s.promptTokens(text)
 		for _, b := range m.Get("content").Array() {
 			if b.Get("type").Str == "tool_result" {
-				promptWords += countWords(contentText(b.Get("content")))
+				promptWords += c.s.promptTokens(contentText(b.Get("content")))
 			}
 		}
 		if m.Get("role").Str == "user" && text != "" {
@@ -148,7 +158,7 @@ func (anthropicFormat) serve(c *call) {
 	if f := q.outputConfig.Get("format.schema"); a.tool == "" && !a.truncated && f.IsObject() {
 		a.structured(f, a.text())
 	}
-	x := anExtras{}
+	x := anExtras{omitted: q.think.omitted}
 	if q.think.on {
 		x.thinking = thinkingText(userText, results)
 		if strings.Contains(model, "redacted") {
@@ -169,9 +179,9 @@ func (anthropicFormat) serve(c *call) {
 	b = append(b, `,"content":[`...)
 	if x.thinking != "" {
 		b = append(b, `{"type":"thinking","thinking":`...)
-		b = appendString(b, x.thinking)
+		b = appendString(b, x.shown())
 		b = append(b, `,"signature":`...)
-		b = appendString(b, thinkingSignature(x.thinking))
+		b = appendString(b, thinkingSignature(x.shown()))
 		b = append(b, "},"...)
 		if x.redacted != "" {
 			b = append(b, `{"type":"redacted_thinking","data":`...)
@@ -206,6 +216,16 @@ func (anthropicFormat) serve(c *call) {
 type anExtras struct {
 	thinking, redacted   string
 	input, created, read int
+	omitted              bool // display "omitted": the thinking is counted, not shown
+}
+
+// shown is the thinking text the answer shows: none when the request asked
+// for it omitted.
+func (x *anExtras) shown() string {
+	if x.omitted {
+		return ""
+	}
+	return x.thinking
 }
 
 // appendUsage appends the usage object for an answer of output tokens
@@ -547,14 +567,14 @@ func streamAnthropic(c *call, a *answer, x *anExtras) {
 	index := 0
 	if x.thinking != "" {
 		event("content_block_start", []byte(`{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}`))
-		for i, w := range strings.Fields(x.thinking) {
+		for i, w := range strings.Fields(x.shown()) {
 			if i > 0 {
 				w = " " + w
 			}
 			d := appendString([]byte(`{"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":`), w)
 			event("content_block_delta", append(d, "}}"...))
 		}
-		sig := appendString([]byte(`{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":`), thinkingSignature(x.thinking))
+		sig := appendString([]byte(`{"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":`), thinkingSignature(x.shown()))
 		event("content_block_delta", append(sig, "}}"...))
 		event("content_block_stop", []byte(`{"type":"content_block_stop","index":0}`))
 		index++
@@ -629,9 +649,9 @@ func countTokens(c *call) {
 	if c.scripted() {
 		return
 	}
-	n := countWords(contentText(root.Get("system")))
+	n := c.s.promptTokens(contentText(root.Get("system")))
 	for _, m := range msgs.Array() {
-		n += countWords(contentText(m.Get("content")))
+		n += c.s.promptTokens(contentText(m.Get("content")))
 	}
 	writeJSON(c.w, http.StatusOK, append(providers.AppendInt([]byte(`{"input_tokens":`), int64(n)), '}'))
 }

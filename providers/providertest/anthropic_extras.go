@@ -58,6 +58,10 @@ func redactedOK(data string) bool {
 // anThinking is a request's thinking configuration.
 type anThinking struct {
 	on, budget bool // thinking is on; in the budget (type enabled) form
+	// omitted is display "omitted": thinking blocks come with an empty
+	// thinking text (no thinking_delta events) and a signature that
+	// holds good for the block as it came, as at Anthropic.
+	omitted bool
 }
 
 // checkThinking validates thinking and output_config and the rules that
@@ -89,6 +93,7 @@ func checkThinking(q *anRequest) (anThinking, string) {
 		if d := th.Get("display"); d.Exists() && d.Str != "summarized" && d.Str != "omitted" {
 			return t, "thinking.display: Input should be 'summarized' or 'omitted'"
 		}
+		t.omitted = t.on && th.Get("display").Str == "omitted"
 	}
 	if oc := q.outputConfig; oc.Exists() {
 		if !oc.IsObject() {
@@ -283,16 +288,16 @@ func (s *Server) cacheUsage(q *anRequest, promptWords int) (input, created, read
 	}
 	blocks := func(c gjson.Result) {
 		if c.Type == gjson.String {
-			words += countWords(c.Str)
+			words += s.promptTokens(c.Str)
 			mark(gjson.Result{}, c.Raw)
 			return
 		}
 		for _, b := range c.Array() {
 			switch b.Get("type").Str {
 			case "text":
-				words += countWords(b.Get("text").Str)
+				words += s.promptTokens(b.Get("text").Str)
 			case "tool_result":
-				words += countWords(contentText(b.Get("content")))
+				words += s.promptTokens(contentText(b.Get("content")))
 			}
 			mark(b.Get("cache_control"), b.Raw)
 			if b.Get("cache_control").Exists() {

@@ -187,3 +187,59 @@ func TestAnthropicThinkingStream(t *testing.T) {
 		t.Errorf("blocks %v, thinking %q, text %q", order, thinking.String(), text.String())
 	}
 }
+
+// TestAnthropicThinkingOmitted checks display "omitted", as Claude Code
+// asks for it: thinking blocks come with no text (a stream sends only the
+// signature), the thinking is still counted, and the block as it came
+// is taken back in the tool loop that follows.
+func TestAnthropicThinkingOmitted(t *testing.T) {
+	s := newFake(t)
+	const omitted = `"thinking":{"type":"enabled","budget_tokens":1024,"display":"omitted"}`
+	for _, stream := range []bool{false, true} {
+		req := `{"model":"claude-x","max_tokens":2000,"stream":` + map[bool]string{false: "false", true: "true"}[stream] + `,` + omitted + `,` + anWeatherTool +
+			`,"messages":[{"role":"user","content":"Paris"}]}`
+		res, got := post(t, s, anPath, req, anAuth...)
+		if res.StatusCode != 200 {
+			t.Fatalf("stream %v: %d %s", stream, res.StatusCode, got)
+		}
+		var thinkingText, sig, toolID string
+		thinkingTokens := int64(-1)
+		if stream {
+			for _, ev := range strings.Split(got, "\n\n") {
+				_, data, _ := strings.Cut(ev, "data: ")
+				v := gjson.Parse(data)
+				switch v.Get("type").Str {
+				case "content_block_start":
+					if v.Get("content_block.type").Str == "tool_use" {
+						toolID = v.Get("content_block.id").Str
+					}
+				case "content_block_delta":
+					if d := v.Get("delta"); d.Get("type").Str == "thinking_delta" {
+						t.Errorf("an omitted thinking streams a thinking_delta: %s", data)
+					}
+					sig += v.Get("delta.signature").Str
+				case "message_delta":
+					thinkingTokens = v.Get("usage.output_tokens_details.thinking_tokens").Int()
+				}
+			}
+		} else {
+			r := gjson.Parse(got)
+			if r.Get("content.0.type").Str != "thinking" || !r.Get("content.0.thinking").Exists() {
+				t.Fatalf("content %s", r.Get("content").Raw)
+			}
+			thinkingText, sig, toolID = r.Get("content.0.thinking").Str, r.Get("content.0.signature").Str, r.Get("content.1.id").Str
+			thinkingTokens = r.Get("usage.output_tokens_details.thinking_tokens").Int()
+		}
+		if thinkingText != "" || sig == "" || toolID == "" || thinkingTokens != 3 {
+			t.Fatalf("stream %v: thinking %q, signature %q, tool %q, thinking tokens %d: %s", stream, thinkingText, sig, toolID, thinkingTokens, got)
+		}
+		assistant := `[{"type":"thinking","thinking":"","signature":` + string(appendString(nil, sig)) + `},` +
+			`{"type":"tool_use","id":"` + toolID + `","name":"weather","input":{"city":"Paris"}}]`
+		body := `{"model":"claude-x","max_tokens":2000,` + omitted + `,` + anWeatherTool + `,"messages":[` +
+			`{"role":"user","content":"Paris"},{"role":"assistant","content":` + assistant + `},` +
+			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"` + toolID + `","content":"sunny"}]}]}`
+		if res, got := post(t, s, anPath, body, anAuth...); res.StatusCode != 200 || gjson.Get(got, "content.1.text").Str != "tool said: sunny" {
+			t.Errorf("stream %v: the loop with the omitted block: %d %s", stream, res.StatusCode, got)
+		}
+	}
+}

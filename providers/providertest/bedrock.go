@@ -305,14 +305,14 @@ func (bedrockFormat) serve(c *call) {
 
 	promptWords := 0
 	for _, b := range q.system.Array() {
-		promptWords += countWords(b.Get("text").Str)
+		promptWords += c.s.promptTokens(b.Get("text").Str)
 	}
 	userText := ""
 	for _, m := range q.msgs {
 		text := bedrockText(m.Get("content"))
-		promptWords += countWords(text)
+		promptWords += c.s.promptTokens(text)
 		for _, b := range m.Get("content").Array() {
-			promptWords += countWords(bedrockText(b.Get("toolResult.content")))
+			promptWords += c.s.promptTokens(bedrockText(b.Get("toolResult.content")))
 		}
 		if m.Get("role").Str == "user" && text != "" {
 			userText = text

@@ -108,7 +108,7 @@ func serveBedrockInvoke(c *call) {
 
 	tokens := 0
 	for _, t := range texts {
-		tokens += countWords(t)
+		tokens += c.s.promptTokens(t)
 	}
 	c.w.Header().Set("X-Amzn-Bedrock-Input-Token-Count", strconv.Itoa(tokens))
 	c.w.Header().Set("X-Amzn-Bedrock-Invocation-Latency", "42")

@@ -409,7 +409,7 @@ func (cohereChatFormat) serve(c *call) {
 		return
 	}
 
-	promptWords, userText, userLast, results := chatConversation(q.msgs, cohereText)
+	promptWords, userText, userLast, results := chatConversation(q.msgs, cohereText, c.s.promptTokens)
 	var tools []string
 	for _, t := range q.tools.Array() {
 		tools = append(tools, t.Get("function.name").Str)

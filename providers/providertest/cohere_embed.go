@@ -204,7 +204,7 @@ func (cohereEmbedFormat) serve(c *call) {
 	for i, in := range inputs {
 		vecs[i] = EmbeddingVector(in, dims)
 		if !strings.HasPrefix(in, "data:") {
-			tokens += countWords(in)
+			tokens += c.s.promptTokens(in)
 		}
 	}
 	b := make([]byte, 0, 160+len(inputs)*dims*12*len(types))

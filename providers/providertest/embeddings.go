@@ -123,7 +123,7 @@ func (f *embeddingsFormat) serve(c *call) {
 	b = append(b, `{"object":"list","data":[`...)
 	tokens := 0
 	for i, in := range inputs {
-		tokens += countWords(in)
+		tokens += c.s.promptTokens(in)
 		if i > 0 {
 			b = append(b, ',')
 		}

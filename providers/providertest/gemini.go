@@ -286,16 +286,16 @@ func serveGenerate(c *call, vertex bool) {
 
 	promptWords := 0
 	q.systemInstruction.Get("parts").ForEach(func(_, p gjson.Result) bool {
-		promptWords += countWords(p.Get("text").Str)
+		promptWords += c.s.promptTokens(p.Get("text").Str)
 		return true
 	})
 	userText := ""
 	var results []string
 	for _, ct := range q.list {
 		text, res := geminiContentText(ct)
-		promptWords += countWords(text)
+		promptWords += c.s.promptTokens(text)
 		for _, r := range res {
-			promptWords += countWords(r)
+			promptWords += c.s.promptTokens(r)
 		}
 		if ct.Get("role").Str != "model" && text != "" {
 			userText = text

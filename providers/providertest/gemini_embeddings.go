@@ -111,9 +111,9 @@ func serveGoogleEmbeddings(c *call, method string, vertex bool) {
 		b = append(b, '}')
 		if vertex {
 			b = append(b, `,"usageMetadata":{"promptTokenCount":`...)
-			b = strconv.AppendInt(b, int64(countWords(in.text)), 10)
+			b = strconv.AppendInt(b, int64(c.s.promptTokens(in.text)), 10)
 			b = append(b, `,"totalTokenCount":`...)
-			b = strconv.AppendInt(b, int64(countWords(in.text)), 10)
+			b = strconv.AppendInt(b, int64(c.s.promptTokens(in.text)), 10)
 			b = append(b, `},"truncated":false`...)
 		}
 		b = append(b, '}')
@@ -124,7 +124,7 @@ func serveGoogleEmbeddings(c *call, method string, vertex bool) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			n := countWords(in.text)
+			n := c.s.promptTokens(in.text)
 			tokens += n
 			chars += len([]rune(in.text))
 			b = append(b, `{"embeddings":{"statistics":{"truncated":false,"token_count":`...)

@@ -71,7 +71,7 @@ func (openAIFormat) serve(c *call) {
 	}
 	msgs, model := q.msgs, q.model
 
-	promptWords, userText, userLast, results := chatConversation(msgs, contentText)
+	promptWords, userText, userLast, results := chatConversation(msgs, contentText, c.s.promptTokens)
 	var tools []string
 	for _, t := range q.tools.Array() {
 		if t.Get("type").Str == "function" {

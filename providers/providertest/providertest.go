@@ -59,8 +59,8 @@
 // (the one tool_choice names, if any) with arguments {"query": "<last user
 // text>"}. max_tokens (max_completion_tokens) shorter than the answer cuts
 // it to that many words. Token counts are word counts: the prompt's over
-// every message's text (system and tool results included), the answer's
-// words, 1 for a tool call.
+// every message's text (system and tool results included; or what
+// Options.PromptTokens counts), the answer's words, 1 for a tool call.
 //
 // The Anthropic format also speaks extended thinking, JSON outputs and
 // prompt caching. With thinking on ({"type":"enabled"} with a budget of at
@@ -164,6 +164,22 @@ type Options struct {
 	// complete (a stream's when it ends) with the status answered. The
 	// Recorded has no Header or Body when NoRecord is set.
 	Log func(r Recorded, status int)
+
+	// PromptTokens, if set, counts the tokens of each text of a prompt
+	// (a message's or a system prompt's, an instruction's, a tool
+	// result's, an embedding input's, a rerank query's) in place of its
+	// words, in every format: a test can have the fake count as a
+	// provider's tokenizer does. Answers are still counted in words.
+	PromptTokens func(text string) int
+}
+
+// promptTokens counts a text of a prompt: Options.PromptTokens, else its
+// words.
+func (s *Server) promptTokens(text string) int {
+	if s.opts.PromptTokens != nil {
+		return s.opts.PromptTokens(text)
+	}
+	return countWords(text)
 }
 
 // Recorded is one request the fake received.

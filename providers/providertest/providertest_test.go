@@ -726,3 +726,38 @@ func TestFlaky(t *testing.T) {
 		})
 	}
 }
+
+// TestPromptTokens: Options.PromptTokens counts the prompts of every
+// format in place of their words.
+func TestPromptTokens(t *testing.T) {
+	bytesCount := func(s string) int { return len(s) }
+	s := Start(t, Options{PromptTokens: bytesCount})
+	for _, tc := range []struct {
+		path, body, usage string
+		want              int64
+	}{
+		{"/v1/chat/completions", `{"model":"m","messages":[{"role":"system","content":"be brief"},{"role":"user","content":"日本語です"}]}`, "usage.prompt_tokens", 8 + 15},
+		{"/v1/messages", `{"model":"m","max_tokens":5,"system":"be brief","messages":[{"role":"user","content":"日本語です"}]}`, "usage.input_tokens", 8 + 15},
+		{"/v1/responses", `{"model":"m","instructions":"be brief","input":"日本語です"}`, "usage.input_tokens", 8 + 15},
+		{"/v1/embeddings", `{"model":"m","input":["日本語です","two words"]}`, "usage.prompt_tokens", 15 + 9},
+	} {
+		header := []string{"Authorization", "Bearer k"}
+		if tc.path == "/v1/messages" {
+			header = []string{"X-Api-Key", "k", "Anthropic-Version", "2023-06-01"}
+		}
+		req, _ := http.NewRequest(http.MethodPost, s.URL+tc.path, strings.NewReader(tc.body))
+		req.Header.Set("Content-Type", "application/json")
+		for i := 0; i < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if got := gjson.GetBytes(b, tc.usage).Int(); res.StatusCode != 200 || got != tc.want {
+			t.Errorf("%s: %d %s; want %s %d", tc.path, res.StatusCode, b, tc.usage, tc.want)
+		}
+	}
+}

@@ -146,7 +146,7 @@ func (f *rerankFormat) serve(c *call) {
 		b = append(b, "}}}"...)
 	case f.results != "":
 		b = append(b, `,"usage":{"total_tokens":`...)
-		b = strconv.AppendInt(b, int64(countWords(query)*len(results)), 10)
+		b = strconv.AppendInt(b, int64(c.s.promptTokens(query)*len(results)), 10)
 		b = append(b, "}}"...)
 	}
 	writeJSON(c.w, http.StatusOK, b)

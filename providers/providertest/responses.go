@@ -108,7 +108,7 @@ func (responsesFormat) serve(c *call) {
 		return
 	}
 	body := gjson.ParseBytes(c.body)
-	a, custom, userText := decideResponses(body)
+	a, custom, userText := decideResponses(body, c.s.promptTokens)
 	if f := body.Get("text.format"); a.tool == "" {
 		switch f.Get("type").Str {
 		case "json_schema":
@@ -200,14 +200,14 @@ func (responsesFormat) serve(c *call) {
 // formats decide theirs: from the last user text, the tool outputs that
 // end the input, the function and custom tools offered and tool_choice.
 // custom says the tool called is a custom one.
-func decideResponses(body gjson.Result) (a *answer, custom bool, userText string) {
-	promptWords := countWords(body.Get("instructions").Str)
+func decideResponses(body gjson.Result, count func(string) int) (a *answer, custom bool, userText string) {
+	promptWords := count(body.Get("instructions").Str)
 	userLast := false
 	var results []string
 	items := body.Get("input")
 	if items.Type == gjson.String {
 		userText, userLast = items.Str, true
-		promptWords += countWords(items.Str)
+		promptWords += count(items.Str)
 		items = gjson.Result{}
 	}
 	items.ForEach(func(_, it gjson.Result) bool {
@@ -218,7 +218,7 @@ func decideResponses(body gjson.Result) (a *answer, custom bool, userText string
 		switch typ {
 		case "message":
 			text := itemText(it.Get("content"))
-			promptWords += countWords(text)
+			promptWords += count(text)
 			if it.Get("role").Str == "user" {
 				userText, userLast, results = text, true, results[:0]
 			} else {
@@ -226,7 +226,7 @@ func decideResponses(body gjson.Result) (a *answer, custom bool, userText string
 			}
 		case "function_call_output", "custom_tool_call_output":
 			text := itemText(it.Get("output"))
-			promptWords += countWords(text)
+			promptWords += count(text)
 			userLast, results = false, append(results, text)
 		default:
 			userLast, results = false, results[:0]

@@ -172,17 +172,21 @@ func TestAnthropicRules(t *testing.T) {
 		})
 	}
 
+	// Anthropic takes any date as a version, as newer SDKs and Claude Code
+	// send newer ones; it refuses what is not a date.
 	t.Run("anthropic-version", func(t *testing.T) {
-		for _, v := range []string{"2023-06-01", "2023-01-01"} {
+		for _, v := range []string{"2023-06-01", "2023-01-01", "2024-01-01", "2026-10-21", "2031-02-28"} {
 			if res, body := post(t, s, anPath, `{`+min+`}`, "X-Api-Key", "ak", "Anthropic-Version", v); res.StatusCode != 200 {
 				t.Errorf("%s: %d %s", v, res.StatusCode, body)
 			}
 		}
-		res, body := post(t, s, anPath, `{`+min+`}`, "X-Api-Key", "ak", "Anthropic-Version", "2024-01-01")
-		if res.StatusCode != 400 || !strings.Contains(gjson.Get(body, "error.message").Str, "anthropic-version") {
-			t.Errorf("unknown version: %d %s", res.StatusCode, body)
+		for _, v := range []string{"latest", "2023-6-1", "2023-06-01T00:00:00Z", "2023-13-01", "2023-02-30", "20230601"} {
+			res, body := post(t, s, anPath, `{`+min+`}`, "X-Api-Key", "ak", "Anthropic-Version", v)
+			if res.StatusCode != 400 || !strings.Contains(gjson.Get(body, "error.message").Str, "anthropic-version") {
+				t.Errorf("%q: %d %s", v, res.StatusCode, body)
+			}
+			checkAnthropicError(t, body, "invalid_request_error")
 		}
-		checkAnthropicError(t, body, "invalid_request_error")
 	})
 }
 

@@ -311,3 +311,80 @@ func (x *Exchange) appendNormalized(b []byte, it gjson.Result, typ string) []byt
 	}
 	return append(b, '}')
 }
+
+// maxIncludes bounds the include[] values of a stored-response request.
+const maxIncludes = 16
+
+// StoredQuery is the query string the gateway sends to the provider that
+// stores a passed-through response, for GET /v1/responses/{id} (items
+// false) or GET /v1/responses/{id}/input_items (items true), made from q,
+// the client's query: only the parameters the gateway knows — include[]
+// for both, limit, order and after for the items — each checked and
+// written anew. Anything else the client sent stays with the gateway, so
+// that no parameter it does not know (a credential, an option the
+// provider honours and the gateway would not pass on) reaches the
+// provider. stream=true is refused (400 unsupported_parameter): the
+// gateway does not replay a stored response as a stream.
+func StoredQuery(q url.Values, items bool) (string, error) {
+	out := url.Values{}
+	include := append(q["include[]"], q["include"]...)
+	if len(include) > maxIncludes {
+		return "", invalid("include", "include takes at most "+strconv.Itoa(maxIncludes)+" values")
+	}
+	for _, v := range include {
+		if !includeValue(v) {
+			return "", invalid("include", "include "+strconv.Quote(v)+" is not a field path such as reasoning.encrypted_content")
+		}
+		out.Add("include[]", v)
+	}
+	if !items {
+		if s := q.Get("stream"); s != "" && s != "false" {
+			return "", providers.UnsupportedBecause("stream", "a stored response is returned whole: stream is not supported")
+		}
+		return out.Encode(), nil
+	}
+	p, err := ParseListParams(q)
+	if err != nil {
+		return "", err
+	}
+	if p.Limit > 0 {
+		out.Set("limit", strconv.Itoa(p.Limit))
+	}
+	if p.Order != "" {
+		out.Set("order", p.Order)
+	}
+	if p.After != "" {
+		if !itemID(p.After) {
+			return "", invalid("after", "after "+strconv.Quote(p.After)+" is not an item id")
+		}
+		out.Set("after", p.After)
+	}
+	return out.Encode(), nil
+}
+
+// includeValue reports whether v reads as an include value: a dotted
+// path of lower-case words, such as reasoning.encrypted_content.
+func includeValue(v string) bool {
+	if v == "" || len(v) > 64 {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// itemID reports whether id reads as the id of an item (msg_…, fc_…).
+func itemID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

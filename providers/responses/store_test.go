@@ -228,6 +228,95 @@ func TestParseListParams(t *testing.T) {
 	}
 }
 
+// The query a stored-response request sends to the provider that stores
+// the response holds only what the gateway knows, written anew: whatever
+// else the client put in its query (a key, a provider's own option) is
+// left out, and a value the gateway cannot vouch for is refused.
+func TestStoredQuery(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		query string
+		items bool
+		want  string // "" and code: refused with that code
+		code  string
+	}{
+		{"nothing", "", false, "", ""},
+		{"include", "include[]=reasoning.encrypted_content", false, "include%5B%5D=reasoning.encrypted_content", ""},
+		{"include without brackets", "include=message.input_image.image_url", false, "include%5B%5D=message.input_image.image_url", ""},
+		{"what the gateway does not know stays", "include[]=reasoning.encrypted_content&api_key=sk-secret&api-version=2020-01-01&starting_after=3&x=1",
+			false, "include%5B%5D=reasoning.encrypted_content", ""},
+		{"list parameters of a response are not passed", "limit=5&order=asc&after=msg_1", false, "", ""},
+		{"stream false", "stream=false", false, "", ""},
+		{"stream", "stream=true", false, "", "unsupported_parameter"},
+		{"a smuggled parameter", "include[]=reasoning.encrypted_content%26api_key%3Dx", false, "", "invalid_value"},
+		{"items", "limit=5&order=asc&after=msg_1&include[]=reasoning.encrypted_content&token=t",
+			true, "after=msg_1&include%5B%5D=reasoning.encrypted_content&limit=5&order=asc", ""},
+		{"items: a bad limit", "limit=500", true, "", "invalid_value"},
+		{"items: a bad after", "after=msg_1%2F..%2Fx", true, "", "invalid_value"},
+		{"items: stream is not theirs", "stream=true", true, "", ""},
+		{"too many includes", strings.Repeat("include[]=a&", maxIncludes+1), false, "", "invalid_value"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q, err := url.ParseQuery(tc.query)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := StoredQuery(q, tc.items)
+			if tc.code != "" {
+				var e *providers.Error
+				if !errors.As(err, &e) || e.Status != 400 || e.Code != tc.code {
+					t.Fatalf("StoredQuery = %q, %v; want a 400 %s", got, err, tc.code)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("StoredQuery = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// FuzzStoredQuery checks that whatever a client's query holds, the query
+// sent on holds nothing but the parameters the gateway knows, or the
+// request is refused with a 400.
+func FuzzStoredQuery(f *testing.F) {
+	f.Add("include[]=reasoning.encrypted_content&api_key=x", false)
+	f.Add("limit=5&order=asc&after=msg_1&include=a.b", true)
+	f.Add("stream=true&starting_after=2", false)
+	f.Fuzz(func(t *testing.T, raw string, items bool) {
+		q, err := url.ParseQuery(raw)
+		if err != nil {
+			return
+		}
+		out, err := StoredQuery(q, items)
+		if err != nil {
+			var e *providers.Error
+			if !errors.As(err, &e) || e.Status != 400 {
+				t.Fatalf("error %v is not a 400", err)
+			}
+			return
+		}
+		sent, err := url.ParseQuery(out)
+		if err != nil {
+			t.Fatalf("the query sent on does not parse: %q: %v", out, err)
+		}
+		known := map[string]bool{"include[]": true}
+		if items {
+			known["limit"], known["order"], known["after"] = true, true, true
+		}
+		for k, vs := range sent {
+			if !known[k] {
+				t.Fatalf("%q sent on from %q", k, raw)
+			}
+			for _, v := range vs {
+				if strings.ContainsAny(v, "&=?#/%") {
+					t.Fatalf("%s=%q sent on from %q", k, v, raw)
+				}
+			}
+		}
+	})
+}
+
 func TestDeletedAndNotFound(t *testing.T) {
 	if got := string(Deleted("resp_1")); got != `{"id":"resp_1","object":"response","deleted":true}` {
 		t.Errorf("Deleted = %s", got)

@@ -8,6 +8,7 @@
 "use strict";
 
 const api = "api/keys";
+const policyAPI = "api/policy";
 // me is who is signed in (GET api/account): {operator, identity, role,
 // account}.
 let me = { operator: true };
@@ -67,6 +68,21 @@ const plural = (n, one, many) => n + " " + (n === 1 ? one : many);
 const periods = { day: "per day", month: "per month", total: "in total" };
 const budgetText = (b) => usd(b.usd) + " " + (periods[b.period] || b.period);
 
+// limitsText lists the limits of a policy: "60 requests/min, 8 concurrent".
+function limitsText(l) {
+	const parts = [];
+	if (l && l.requests_per_minute) parts.push(l.requests_per_minute + " requests/min");
+	if (l && l.tokens_per_minute) parts.push(l.tokens_per_minute + " tokens/min");
+	if (l && l.concurrent_requests) parts.push(l.concurrent_requests + " concurrent");
+	return parts.join(", ");
+}
+
+// defaults reads the limits and budget a key without its own gets, and
+// those of owner, which its keys share.
+function defaults(owner) {
+	return call("GET", policyAPI + (owner ? "?owner=" + encodeURIComponent(owner) : ""));
+}
+
 // ---- The limits and budget fields (create form and edit dialog) ----
 
 // policyEditor puts the limits and budget fields into container; name
@@ -112,6 +128,18 @@ function policyEditor(container, name) {
 				p.budget = { usd: v, period: field("period").value };
 			}
 			return p;
+		},
+		// showDefaults tells, beside "The gateway's default", what that
+		// default is (p: an answer of GET policy), and what the owner's
+		// keys share.
+		showDefaults(p, owner) {
+			const text = (sel, t) => { container.querySelector(`[data-default="${sel}"]`).textContent = t; };
+			text("limits", "(" + (limitsText(p.key.limits) || "no limits") + ")");
+			text("budget", "(" + (p.key.budget ? budgetText(p.key.budget) : "no budget") + ")");
+			const shared = [limitsText(p.owner && p.owner.limits), p.owner && p.owner.budget ? budgetText(p.owner.budget) : ""].filter(Boolean);
+			const line = container.querySelector('[data-default="owner"]');
+			line.textContent = shared.length ? "Shared with the other keys of owner " + owner + ": " + shared.join(", ") + "." : "";
+			line.hidden = !shared.length;
 		},
 		// fill shows a key's own limits and budget.
 		fill(k) {
@@ -350,11 +378,24 @@ function spendChart(u) {
 
 // ---- Edit, delete, create ----
 
+// showNewDefaults shows in the create form what a new key would follow:
+// one of the signed-in account, or for the operator, of the owner typed
+// (or of the name, its default owner).
+async function showNewDefaults() {
+	const owner = me.operator ? $("owner").value.trim() || $("name").value.trim() : me.account.id;
+	try {
+		newPolicy.showDefaults(await defaults(owner), owner);
+	} catch (e) {
+		show($("create-error"), "The gateway's defaults could not be read: " + e.message);
+	}
+}
+
 function openEdit(k) {
 	const dlg = $("edit");
 	$("edit-name").textContent = k.name;
 	show($("edit-error"), "");
 	editPolicy.fill(k);
+	defaults(k.owner).then((p) => editPolicy.showDefaults(p, k.owner), (e) => show($("edit-error"), "The gateway's defaults could not be read: " + e.message));
 	$("edit-form").onsubmit = async (ev) => {
 		ev.preventDefault();
 		let p;
@@ -423,6 +464,7 @@ async function create(ev) {
 		$("copied").hidden = true;
 		$("create-form").reset();
 		newPolicy.sync();
+		showNewDefaults();
 		$("secret").select();
 	} catch (e) {
 		show($("create-error"), e.message);
@@ -602,11 +644,14 @@ document.addEventListener("DOMContentLoaded", async () => {
 	newPolicy = policyEditor($("new-policy"), "new");
 	editPolicy = policyEditor($("edit-policy"), "edit");
 	$("create-form").addEventListener("submit", create);
+	$("name").addEventListener("change", showNewDefaults);
+	$("owner").addEventListener("change", showNewDefaults);
 	$("copy").addEventListener("click", copySecret);
 	$("done").addEventListener("click", forgetSecret);
 	$("edit-cancel").addEventListener("click", () => $("edit").close());
 	$("member-form").addEventListener("submit", addMember);
 	if (!(await loadAccount())) return;
+	showNewDefaults();
 	await load();
 	await refreshAccount();
 });

@@ -124,6 +124,7 @@ func (p *Provider) Provision(ctx caddy.Context) error {
 			return fmt.Errorf("azure_openai entra: %w", err)
 		}
 		t.Auth = caddymodule.NewTokenAuth(src)
+		t.Secrets = []string{caddy.NewReplacer().ReplaceKnown(p.Entra.ClientSecret, "")}
 	case p.APIKey == "":
 		return errors.New("azure_openai needs api_key or entra")
 	default:

@@ -120,6 +120,8 @@ func (p *Provider) Provision(ctx caddy.Context) error {
 	}
 	t := providerType
 	t.BaseURL, t.Auth = endpoint(region), auth
+	r := p.resolve()
+	t.Secrets = []string{r.secret, r.token}
 	return p.ProvisionBase(ctx, t)
 }
 
