@@ -381,7 +381,7 @@ func TestChunkWriterWrite(t *testing.T) {
 	}
 }
 
-// TestChunkSizeFitsRedis: on Redis (storage redis) a part is a string
+// TestChunkSizeFitsRedis: on Redis (storage modelgate_redis) a part is a string
 // with a header of up to 9 bytes and a terminator in a hash, allocated by
 // jemalloc in size classes four apart above 4 MiB; a part of 4 MiB
 // exactly took 5 MiB there (MEMORY USAGE 5243096 for 4194304 bytes, and

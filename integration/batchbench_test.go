@@ -23,7 +23,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/batch"
-	"github.com/modelgate/modelgate/caddymodule"
+	"github.com/modelgate/modelgate/caddygateway"
 	"github.com/modelgate/modelgate/providers/providertest"
 )
 
@@ -257,7 +257,7 @@ func runExecutor(b *testing.B, n, conc int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ex := v.(*caddymodule.App).BatchExecutor()
+	ex := v.(*caddygateway.App).BatchExecutor()
 	body := []byte(`{"model":"oa/gpt-4o-mini","max_tokens":50,"messages":[{"role":"user","content":"x says hi"}]}`)
 	var wg sync.WaitGroup
 	next := make(chan int)

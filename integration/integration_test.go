@@ -39,7 +39,7 @@ const (
 func TestMain(m *testing.M) {
 	// caddytest runs Caddy in this process; keep its autosave and instance
 	// files out of the user's directories.
-	dir, err := os.MkdirTemp("", "modelgate-caddymodule-test")
+	dir, err := os.MkdirTemp("", "modelgate-caddygateway-test")
 	if err != nil {
 		panic(err)
 	}

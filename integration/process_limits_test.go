@@ -20,7 +20,7 @@ import (
 )
 
 // The process tests of limits, budgets and usage across instances on Redis
-// (issue 14 points 1, 3 and 4; README "Tolerances across instances"): two
+// (issue 14 points 1, 3 and 4; docs/limits-and-usage.md): two
 // caddy binaries on one redis-server, with requests fired at both at once.
 
 // pricedModel is the fake's model instance.Caddyfile prices: $2.50 and $10
@@ -241,7 +241,7 @@ func (lc limitCase) create(t *testing.T, c *redisCluster, want map[string]*tally
 }
 
 // TestProcessRedisLimits: two instances on one redis-server share the
-// limits and budgets of keys and of owners, and the usage, as README
+// limits and budgets of keys and of owners, and the usage, as docs/limits-and-usage.md
 // "Tolerances across instances" states. Requests are fired at both at
 // once (with two keys of one owner for an owner's limit):
 //
@@ -258,13 +258,13 @@ func (lc limitCase) create(t *testing.T, c *redisCluster, want map[string]*tally
 //     exactly 3 are admitted; once they are done, 3 more are.
 //   - budgets, of a key and of an owner (team-budget): a burst of 40 at a
 //     nearly spent $0.001: the spend stays within it (every estimate here
-//     is at least its request's cost, so the README allows no overshoot
+//     is at least its request's cost, so the documentation allows no overshoot
 //     at all), and once they are settled both instances show that spend
 //     and nothing reserved.
 //   - a budget's overshoot: 20 requests at once whose answers cost more
 //     than their estimates (a prompt the fake counts at two tokens a
 //     byte, more than any estimate) take a $0.005 budget past its amount
-//     by no more than the README's bound, the sum of (actual cost −
+//     by no more than the documented bound, the sum of (actual cost −
 //     estimate) of the requests in flight; the next request is refused on
 //     either instance.
 //   - usage: GET /modelgate/usage on either instance counts every admitted
@@ -494,7 +494,7 @@ func TestProcessRedisLimits(t *testing.T) {
 		// A prompt the fake counts at two tokens a byte, more than the
 		// estimate (a token a byte at most, for any text). Each request in
 		// flight can take the budget past its amount by (actual cost −
-		// estimate), and by no more: README "Budgets", overshoot bound.
+		// estimate), and by no more: docs/limits-and-usage.md, Budgets, overshoot bound.
 		const budget = pricing.Cent / 2 // $0.005 a day
 		secret, id := limitedKey(t, c, "costly", "team", `,"budget":{"usd":"0.005","period":"day"}`)
 		want[id] = new(tally)

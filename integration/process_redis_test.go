@@ -25,10 +25,10 @@ import (
 
 // The process tests of a cluster on Redis (issue 13): caddy binaries on one
 // real redis-server (internal/redistest), with instance.Caddyfile's
-// storage-redis snippet (storage redis, so the shared state is on Redis
+// storage-redis snippet (storage modelgate_redis, so the shared state is on Redis
 // too) or storage-redis-files (file bytes on a shared directory).
 
-// redisPrefix is the key prefix of instance.Caddyfile's storage redis.
+// redisPrefix is the key prefix of instance.Caddyfile's storage modelgate_redis.
 const redisPrefix = "{modelgate-test}"
 
 // redisCluster is instances sharing one redis-server, each in front of a
@@ -41,7 +41,7 @@ type redisCluster struct {
 }
 
 // startRedisCluster starts a redis-server and n instances on it, with the
-// instance.Caddyfile variables vars (NAME=value) on top of storage redis.
+// instance.Caddyfile variables vars (NAME=value) on top of storage modelgate_redis.
 func startRedisCluster(t *testing.T, n int, vars ...string) *redisCluster {
 	t.Helper()
 	c := &redisCluster{redis: redistest.Start(t)}
@@ -183,8 +183,8 @@ func adminRequest(method, url, body string) (int, string, error) {
 // deleted just after the subscriptions' connections were cut is refused
 // within the second too: the subscriptions come back and reload the keys.
 // Run with
-// Redis as the app's storage (modelgate { storage redis }) and as Caddy's
-// (the global storage redis, which the app then uses).
+// Redis as the app's storage (modelgate { storage modelgate_redis }) and as Caddy's
+// (the global storage modelgate_redis, which the app then uses).
 func TestProcessRedisKeys(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the caddy binary and redis-server")
@@ -370,7 +370,7 @@ func TestProcessRedisBatchKill(t *testing.T) {
 			t.Logf("%s: file chunks in Redis %d, on the shared directory %d", kind, chunks, onDisk)
 			switch {
 			case kind == "redis" && (chunks == 0 || onDisk != 0):
-				t.Errorf("storage redis: %d file chunks in Redis, %d files on disk; want them all in Redis", chunks, onDisk)
+				t.Errorf("storage modelgate_redis: %d file chunks in Redis, %d files on disk; want them all in Redis", chunks, onDisk)
 			case kind == "redis-files" && (chunks != 0 || onDisk == 0):
 				t.Errorf("file_storage file_system: %d file chunks in Redis, %d files on disk; want none in Redis", chunks, onDisk)
 			}

@@ -17,7 +17,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/tidwall/gjson"
 
-	"github.com/modelgate/modelgate/caddymodule"
+	"github.com/modelgate/modelgate/caddygateway"
 	"github.com/modelgate/modelgate/providers/providertest"
 )
 
@@ -73,7 +73,7 @@ func startProviders(t *testing.T) (*providertest.Server, *entraServer) {
 			"bedrock": bedrockKeyID + ":" + bedrockSecret + ":" + bedrockToken, "bedrock_api_key": bedrockAPIKey},
 		// Vertex's access tokens are replaced TokenEarlyExpiry before
 		// they expire: these are replaced 3 s after they are issued.
-		GoogleTokenLifetime: caddymodule.TokenEarlyExpiry + vertexTokenFresh})
+		GoogleTokenLifetime: caddygateway.TokenEarlyExpiry + vertexTokenFresh})
 	setBedrockEnv(t)
 	entra := &entraServer{}
 	es := httptest.NewServer(entra)
@@ -256,7 +256,7 @@ const vertexTokenFresh = 3 * time.Second
 
 // TestIntegrationGoogleCredentials: the gateway authenticates to Vertex AI
 // with the service account's access tokens, each reused while it has more
-// than caddymodule.TokenEarlyExpiry to live and replaced while it is still
+// than caddygateway.TokenEarlyExpiry to live and replaced while it is still
 // valid; every request Vertex saw carried a token the fake issued and that
 // had not expired. A Gemini key Google refuses (with a 400) is the
 // gateway's 502, not a 401 that would blame the client's key.
@@ -314,7 +314,7 @@ func TestIntegrationGoogleCredentials(t *testing.T) {
 	second := chat()
 	old := issued(first)
 	if second == first || len(fake.GoogleTokens()) != 2 {
-		t.Fatalf("a token with less than %v to live was not replaced: %s, then %s", caddymodule.TokenEarlyExpiry, first, second)
+		t.Fatalf("a token with less than %v to live was not replaced: %s, then %s", caddygateway.TokenEarlyExpiry, first, second)
 	}
 	if !time.Now().Before(old.Expiry) {
 		t.Errorf("the first token was replaced only after it expired (%v)", old.Expiry)

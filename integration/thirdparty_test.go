@@ -14,7 +14,7 @@ import (
 )
 
 // TestIntegrationThirdPartyProvider loads a provider type that lives
-// outside modelgate's caddymodule tree (integration/toyprovider, written as a
+// outside modelgate's caddygateway tree (integration/toyprovider, written as a
 // third party would) from a Caddyfile and serves chat through it with the
 // OpenAI SDK: its own wire format, a query string, requests signed over
 // their final bytes, a stream framing of its own, and its own error

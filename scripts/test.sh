@@ -106,7 +106,7 @@ go tool xcaddy build v2.11.9 --with github.com/modelgate/modelgate@v0.0.0=. --ou
 export MODELGATE_CADDY="$PWD/caddy"
 
 step "built modules"
-./caddy list-modules | grep -E 'modelgate|^caddy\.storage\.redis$' | sort >.tmp-modules.txt || true
+./caddy list-modules | grep -E 'modelgate' | sort >.tmp-modules.txt || true
 if ! diff -u testdata/modules.txt .tmp-modules.txt; then
 	rm -f .tmp-modules.txt; echo "the built caddy lacks modules of testdata/modules.txt"; exit 1
 fi

@@ -161,7 +161,7 @@ func (v *variant) caddyfile(p ports) string {
 		}
 		if v.redis {
 			// Each caddy process its own keys on the one server.
-			fmt.Fprintf(&b, "storage redis {\naddress %s\nkey_prefix loadbench-%d\n}\n", p.redis, p.http)
+			fmt.Fprintf(&b, "storage modelgate_redis {\naddress %s\nkey_prefix loadbench-%d\n}\n", p.redis, p.http)
 		}
 		b.WriteString("}\n")
 	}

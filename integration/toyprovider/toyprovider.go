@@ -1,5 +1,5 @@
 // Package toyprovider is a provider type written the way a third party
-// would write one, outside modelgate's caddymodule tree: its own Caddy
+// would write one, outside modelgate's caddygateway tree: its own Caddy
 // module (modelgate.providers.toy), its own wire format, request signing,
 // stream framing and error mapping, and a fake server that speaks it. The
 // integration tests load it from a Caddyfile to show that the provider
@@ -35,7 +35,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/tidwall/gjson"
 
-	"github.com/modelgate/modelgate/caddymodule"
+	"github.com/modelgate/modelgate/caddygateway"
 	"github.com/modelgate/modelgate/providers"
 )
 
@@ -45,13 +45,13 @@ func init() {
 
 // Provider is the toy provider type.
 type Provider struct {
-	caddymodule.ProviderBase
+	caddygateway.ProviderBase
 
 	// SigningSecret signs every request (a placeholder is resolved).
 	SigningSecret string `json:"signing_secret,omitempty"`
 }
 
-var providerType = caddymodule.ProviderType{Name: "toy"}
+var providerType = caddygateway.ProviderType{Name: "toy"}
 
 // CaddyModule returns the Caddy module information.
 func (Provider) CaddyModule() caddy.ModuleInfo {
@@ -84,10 +84,10 @@ func (p *Provider) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 }
 
 // Base returns the common configuration.
-func (p *Provider) Base() *caddymodule.ProviderBase { return &p.ProviderBase }
+func (p *Provider) Base() *caddygateway.ProviderBase { return &p.ProviderBase }
 
 // Endpoints says the toy serves chat.
-func (p *Provider) Endpoints() caddymodule.Endpoints { return caddymodule.Endpoints{Chat: Chat{}} }
+func (p *Provider) Endpoints() caddygateway.Endpoints { return caddygateway.Endpoints{Chat: Chat{}} }
 
 // Signer signs requests as the toy format wants.
 type Signer struct{ Secret []byte }
@@ -246,9 +246,9 @@ func (Framing) Cut(buf []byte) (event, rest []byte, ok bool, err error) {
 
 // Interface guards
 var (
-	_ caddymodule.Provider      = (*Provider)(nil)
-	_ caddyfile.Unmarshaler     = (*Provider)(nil)
-	_ caddymodule.Authenticator = Signer{}
-	_ providers.Chat            = Chat{}
-	_ providers.Framing         = Framing{}
+	_ caddygateway.Provider      = (*Provider)(nil)
+	_ caddyfile.Unmarshaler      = (*Provider)(nil)
+	_ caddygateway.Authenticator = Signer{}
+	_ providers.Chat             = Chat{}
+	_ providers.Framing          = Framing{}
 )

@@ -4,7 +4,7 @@
 // keys) shared by every instance that points at the same Redis and key
 // prefix. It implements certmagic's Storage, TryLocker and
 // LockLeaseRenewer, and imports nothing of Caddy; the Caddy module
-// caddy.storage.redis wraps it.
+// caddy.storage.modelgate_redis wraps it.
 //
 // Layout, under the key prefix P (default "caddy"), all in the Redis
 // Cluster hash slot of "{P}" so that each operation is one atomic script:

@@ -1,0 +1,73 @@
+package caddygateway
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
+	"go.uber.org/zap"
+
+	"github.com/modelgate/modelgate/internal/storagetest"
+	"github.com/modelgate/modelgate/keys"
+)
+
+// TestAuthForgetsKey checks that modelgate_auth removes the key headers
+// from the request once it has read them, whether the key was good or
+// not: the next handler, and the placeholders read after modelgate_auth,
+// see no key.
+func TestAuthForgetsKey(t *testing.T) {
+	const static = "sk-static-key-of-the-test"
+	a := &App{logger: zap.NewNop(), keys: map[[32]byte]*Key{keys.Digest(static): {Name: "k", Owner: "o"}},
+		managed: keys.NewManager(storagetest.NewMemory(), "modelgate")}
+	_, managed, err := a.managed.Create(context.Background(), keys.NewKey{Name: "m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &Auth{app: a, logger: zap.NewNop()}
+	for _, tc := range []struct {
+		name   string
+		header [][2]string
+		status int
+	}{
+		{"static key as x-api-key", [][2]string{{"X-Api-Key", static}}, 200},
+		{"managed key as bearer", [][2]string{{"Authorization", "Bearer " + managed}}, 200},
+		{"both headers", [][2]string{{"Authorization", "Bearer " + managed}, {"X-Api-Key", static}}, 200},
+		{"unknown key", [][2]string{{"X-Api-Key", "sk-unknown-key-of-the-test"}}, 401},
+		{"malformed managed key", [][2]string{{"Authorization", "Bearer " + managed[:len(managed)-1] + "x"}}, 401},
+		{"not a bearer token", [][2]string{{"Authorization", "Basic " + static}, {"X-Api-Key", static}}, 401},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			r := httptest.NewRequest(http.MethodGet, "/v1/models", nil)
+			for _, kv := range tc.header {
+				r.Header.Add(kv[0], kv[1])
+			}
+			repl := caddy.NewReplacer()
+			r = caddyhttp.PrepareRequest(r, repl, w, nil)
+			called := false
+			err := h.ServeHTTP(w, r, caddyhttp.HandlerFunc(func(w http.ResponseWriter, r *http.Request) error {
+				called = true
+				for _, k := range keyHeaders {
+					if v, ok := r.Header[k]; ok {
+						t.Errorf("the next handler got %s: %q", k, v)
+					}
+				}
+				return nil
+			}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if status := map[bool]int{true: 200, false: w.Code}[called]; status != tc.status {
+				t.Fatalf("status %d, want %d", status, tc.status)
+			}
+			for _, k := range keyHeaders {
+				if v := repl.ReplaceAll("{http.request.header."+k+"}", ""); v != "" {
+					t.Errorf("{http.request.header.%s} is %q after modelgate_auth", k, v)
+				}
+			}
+		})
+	}
+}

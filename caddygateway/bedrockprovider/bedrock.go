@@ -1,0 +1,250 @@
+// Package bedrockprovider is the Caddy module of the bedrock provider type,
+// modelgate.providers.bedrock: Amazon Bedrock's Converse API for chat and
+// its InvokeModel API for the Titan and Cohere embeddings models, behind the
+// translators of package providers/bedrock, with every request signed with
+// AWS SigV4 (or carrying a Bedrock API key).
+package bedrockprovider
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/modelgate/modelgate/caddygateway"
+	"github.com/modelgate/modelgate/providers/bedrock"
+)
+
+func init() {
+	caddy.RegisterModule(Provider{})
+}
+
+// Provider is Amazon Bedrock in one AWS region. Chat requests are
+// translated to Converse (ConverseStream for streams), embeddings requests
+// to InvokeModel for Titan Text Embeddings and Cohere Embed. The model is a
+// Bedrock model id ("anthropic.claude-sonnet-4-5-20250929-v1:0"), an
+// inference profile id ("us.anthropic.…", "global.…") or an ARN.
+//
+// Requests are signed with AWS SigV4 (service "bedrock") by the transport,
+// over the final request: its Host, path, headers and body. Credentials
+// are the static keys given here, or else the standard AWS chain
+// (environment, shared config and credentials files, SSO, web identity,
+// container and instance roles), optionally exchanged for a role's through
+// STS (assume_role); the SDK's credentials cache keeps them and refreshes
+// them before they expire. A Bedrock API key (api_key, or
+// AWS_BEARER_TOKEN_BEDROCK for the chain) is sent as a bearer token
+// instead.
+type Provider struct {
+	caddygateway.ProviderBase
+
+	// Region is the AWS region, such as us-east-1; placeholders are
+	// resolved. It names the default base URL,
+	// https://bedrock-runtime.{region}.amazonaws.com, and the signatures'
+	// scope. Default: the AWS chain's (AWS_REGION, AWS_DEFAULT_REGION, the
+	// profile's region); one of them is required.
+	Region string `json:"region,omitempty"`
+
+	// AccessKeyID, SecretAccessKey and SessionToken are static AWS
+	// credentials, usually placeholders such as {env.BEDROCK_KEY_ID}.
+	// Without them the AWS chain provides credentials.
+	AccessKeyID     string `json:"access_key_id,omitempty"`
+	SecretAccessKey string `json:"secret_access_key,omitempty"`
+	SessionToken    string `json:"session_token,omitempty"`
+
+	// Profile is the shared config profile the AWS chain reads. Default:
+	// AWS_PROFILE, else "default".
+	Profile string `json:"profile,omitempty"`
+
+	// AssumeRole, when set, exchanges the credentials (static or from the
+	// chain) for a role's through STS.
+	AssumeRole *AssumeRole `json:"assume_role,omitempty"`
+
+	// StructuredOutput is how response_format json_schema reaches the
+	// model: "native" (Converse's outputConfig.textFormat; the default) or
+	// "tool" (a forced tool, for models without native structured output).
+	StructuredOutput string `json:"structured_output,omitempty"`
+
+	// BaseModels names the model behind a model id that does not say which
+	// it is (an application inference profile or provisioned throughput
+	// ARN): its family decides the reasoning configuration and, for
+	// embeddings, the body. Keys are the model as routed to this provider.
+	BaseModels map[string]string `json:"base_models,omitempty"`
+
+	chat       bedrock.Chat
+	embeddings bedrock.Embeddings
+}
+
+// AssumeRole is an IAM role the gateway assumes through STS (AssumeRole),
+// with the credentials it has, to call Bedrock as that role.
+type AssumeRole struct {
+	// RoleARN is the role, arn:aws:iam::<account>:role/<name>.
+	RoleARN string `json:"role_arn"`
+
+	// ExternalID is the external id the role's trust policy asks for.
+	ExternalID string `json:"external_id,omitempty"`
+
+	// SessionName names the role session (it appears in CloudTrail).
+	// Default: modelgate.
+	SessionName string `json:"session_name,omitempty"`
+
+	// Duration is how long the role's credentials last. Default: STS's,
+	// 15 minutes; they are renewed 5 minutes before they expire.
+	Duration caddy.Duration `json:"duration,omitempty"`
+}
+
+// CaddyModule returns the Caddy module information.
+func (Provider) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "modelgate.providers.bedrock",
+		New: func() caddy.Module { return new(Provider) },
+	}
+}
+
+// providerType is the type's description for the Caddyfile: its base URL
+// and authentication depend on the configuration (see Provision).
+var providerType = caddygateway.ProviderType{Name: "bedrock"}
+
+// Provision sets up the translators, the credentials and the reverse proxy.
+func (p *Provider) Provision(ctx caddy.Context) error {
+	switch p.StructuredOutput {
+	case "", bedrock.StructuredNative, bedrock.StructuredTool:
+	default:
+		return fmt.Errorf("bedrock: structured_output must be %s or %s, not %q", bedrock.StructuredNative, bedrock.StructuredTool, p.StructuredOutput)
+	}
+	p.chat = bedrock.Chat{StructuredOutput: p.StructuredOutput, BaseModels: p.BaseModels}
+	p.embeddings = bedrock.Embeddings{BaseModels: p.BaseModels}
+	auth, region, err := p.authenticator(ctx)
+	if err != nil {
+		return fmt.Errorf("bedrock: %w", err)
+	}
+	t := providerType
+	t.BaseURL, t.Auth = endpoint(region), auth
+	r := p.resolve()
+	t.Secrets = []string{r.secret, r.token}
+	return p.ProvisionBase(ctx, t)
+}
+
+// UnmarshalCaddyfile reads a bedrock provider block. Syntax:
+//
+//	provider <name> bedrock {
+//	    region            <region>
+//	    access_key_id     <id>
+//	    secret_access_key <secret>
+//	    session_token     <token>
+//	    profile           <shared config profile>
+//	    assume_role       <role arn> {
+//	        external_id  <id>
+//	        session_name <name>
+//	        duration     <duration>
+//	    }
+//	    api_key           <Bedrock API key>
+//	    structured_output native|tool
+//	    base_model        <model> <base model id>   # repeatable
+//	    base_url          <url>
+//	    models            <model>...
+//	    proxy { <reverse_proxy subdirectives> }
+//	}
+func (p *Provider) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	err := p.UnmarshalBlock(d, providerType, func(d *caddyfile.Dispenser) (bool, error) {
+		switch opt := d.Val(); opt {
+		case "region", "access_key_id", "secret_access_key", "session_token", "profile":
+			dst := map[string]*string{
+				"region": &p.Region, "access_key_id": &p.AccessKeyID, "secret_access_key": &p.SecretAccessKey,
+				"session_token": &p.SessionToken, "profile": &p.Profile,
+			}[opt]
+			if !d.AllArgs(dst) {
+				return true, d.ArgErr()
+			}
+		case "structured_output":
+			if !d.AllArgs(&p.StructuredOutput) {
+				return true, d.ArgErr()
+			}
+			if p.StructuredOutput != bedrock.StructuredNative && p.StructuredOutput != bedrock.StructuredTool {
+				return true, d.Errf("structured_output must be %s or %s, not %q", bedrock.StructuredNative, bedrock.StructuredTool, p.StructuredOutput)
+			}
+		case "base_model":
+			var model, base string
+			if !d.AllArgs(&model, &base) {
+				return true, d.ArgErr()
+			}
+			if _, dup := p.BaseModels[model]; dup {
+				return true, d.Errf("base_model for %q given twice", model)
+			}
+			if p.BaseModels == nil {
+				p.BaseModels = map[string]string{}
+			}
+			p.BaseModels[model] = base
+		case "assume_role":
+			p.AssumeRole = new(AssumeRole)
+			if !d.NextArg() {
+				return true, d.ArgErr()
+			}
+			p.AssumeRole.RoleARN = d.Val()
+			if d.NextArg() {
+				return true, d.ArgErr()
+			}
+			return true, p.AssumeRole.unmarshal(d)
+		default:
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	switch {
+	case (p.AccessKeyID == "") != (p.SecretAccessKey == ""):
+		return d.Err("provider type bedrock needs access_key_id and secret_access_key together")
+	case p.SessionToken != "" && p.AccessKeyID == "":
+		return d.Err("provider type bedrock takes session_token only with access_key_id and secret_access_key")
+	case p.APIKey != "" && (p.AccessKeyID != "" || p.Profile != "" || p.AssumeRole != nil):
+		return d.Err("provider type bedrock takes api_key (a Bedrock API key) or AWS credentials (access keys, profile, assume_role), not both")
+	}
+	return nil
+}
+
+func (a *AssumeRole) unmarshal(d *caddyfile.Dispenser) error {
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		switch opt := d.Val(); opt {
+		case "external_id":
+			if !d.AllArgs(&a.ExternalID) {
+				return d.ArgErr()
+			}
+		case "session_name":
+			if !d.AllArgs(&a.SessionName) {
+				return d.ArgErr()
+			}
+		case "duration":
+			var s string
+			if !d.AllArgs(&s) {
+				return d.ArgErr()
+			}
+			dur, err := caddy.ParseDuration(s)
+			if err != nil || dur < 15*time.Minute || dur > 12*time.Hour {
+				return d.Errf("assume_role duration must be from 15m to 12h, not %q", s)
+			}
+			a.Duration = caddy.Duration(dur)
+		default:
+			return d.Errf("unrecognized assume_role option %q", opt)
+		}
+	}
+	return nil
+}
+
+// Base returns the provider's common configuration.
+func (p *Provider) Base() *caddygateway.ProviderBase { return &p.ProviderBase }
+
+// Endpoints returns the translators: Bedrock serves chat (Converse) and
+// embeddings (InvokeModel).
+func (p *Provider) Endpoints() caddygateway.Endpoints {
+	return caddygateway.Endpoints{Chat: p.chat, Embeddings: p.embeddings}
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner          = (*Provider)(nil)
+	_ caddyfile.Unmarshaler      = (*Provider)(nil)
+	_ caddygateway.Provider      = (*Provider)(nil)
+	_ caddygateway.Authenticator = (*sigV4)(nil)
+)

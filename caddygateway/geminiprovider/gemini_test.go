@@ -1,0 +1,33 @@
+package geminiprovider
+
+import (
+	"testing"
+
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/modelgate/modelgate/caddygateway/internal/caddyfiletest"
+)
+
+// TestUnmarshalCaddyfile unmarshals Caddyfile blocks into the provider's
+// JSON, or fails with an error of which the case gives a substring after
+// "error: ".
+func TestUnmarshalCaddyfile(t *testing.T) {
+	caddyfiletest.Run(t, func() caddyfile.Unmarshaler { return new(Provider) }, []struct{ Name, In, Want string }{
+		{"key", `gemini {
+			api_key {env.GEMINI_API_KEY}
+		}`, `{"api_key":"{env.GEMINI_API_KEY}"}`},
+		{"every common option", `gemini {
+			base_url https://generativelanguage.googleapis.com/v1alpha
+			api_key k
+			models gemini-2.5-flash gemini-embedding-001
+		}`, `{"base_url":"https://generativelanguage.googleapis.com/v1alpha","api_key":"k","models":["gemini-2.5-flash","gemini-embedding-001"]}`},
+		{"no key", `gemini {
+			models gemini-2.5-flash
+		}`, "error: provider type gemini needs api_key"},
+		{"no block", `gemini`, "error: provider type gemini needs api_key"},
+		{"a Vertex option", `gemini {
+			api_key k
+			project p
+		}`, `error: unrecognized option "project" for provider type gemini`},
+	})
+}

@@ -1,0 +1,99 @@
+package caddygateway
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/modelgate/modelgate/pricing"
+)
+
+// TestObserve checks that each observation lands in the series of its
+// labels, the first time and through the cached children after.
+func TestObserve(t *testing.T) {
+	requests := func(code string) float64 {
+		return sample(t, metrics.requests, map[string]string{"endpoint": "chat_completions", "provider": "metrics-test", "code": code})
+	}
+	ok0, limited0 := requests("200"), requests("429")
+	for range 3 {
+		observeRequest("chat_completions", "metrics-test", 200)
+	}
+	observeRequest("chat_completions", "metrics-test", 429)
+	if got := requests("200") - ok0; got != 3 {
+		t.Errorf("requests 200: +%v, want +3", got)
+	}
+	if got := requests("429") - limited0; got != 1 {
+		t.Errorf("requests 429: +%v, want +1", got)
+	}
+
+	tokens := func(model, kind string) float64 {
+		return sample(t, metrics.tokens, map[string]string{"provider": "metrics-test", "model": model, "kind": kind})
+	}
+	cost := func(model string) float64 {
+		return sample(t, metrics.cost, map[string]string{"provider": "metrics-test", "model": model})
+	}
+	unpriced := func(model string) float64 {
+		return sample(t, metrics.unpriced, map[string]string{"provider": "metrics-test", "model": model})
+	}
+	in0, out0, cost0, unpriced0 := tokens("m", "input"), tokens("m", "output"), cost("m"), unpriced("other")
+	m := &meter{usage: usageInfo{Prompt: 100, Completion: 7, Known: true}}
+	for range 2 {
+		observeUsage("metrics-test", "m", m, pricing.Money(2500), true)
+	}
+	observeUsage("metrics-test", "other", m, 0, false)
+	if in, out := tokens("m", "input")-in0, tokens("m", "output")-out0; in != 200 || out != 14 {
+		t.Errorf("tokens input +%v output +%v, want +200 +14", in, out)
+	}
+	if got, want := cost("m")-cost0, 2*pricing.Money(2500).Dollars(); got != want {
+		t.Errorf("cost +%v, want +%v", got, want)
+	}
+	if got := unpriced("other") - unpriced0; got != 1 {
+		t.Errorf("unpriced +%v, want +1", got)
+	}
+	if got := cost("other"); got != 0 {
+		t.Errorf("an unpriced request added %v to the cost", got)
+	}
+
+	// A provider call without an answer is counted under "error".
+	upstream := func(code string) float64 {
+		return sample(t, metrics.upstream, map[string]string{"provider": "metrics-test", "code": code})
+	}
+	errors0, ok0 := upstream("error"), upstream("200")
+	observeUpstream("metrics-test", 0, time.Now())
+	observeUpstream("metrics-test", 0, time.Now())
+	observeUpstream("metrics-test", 200, time.Now())
+	if e, ok := upstream("error")-errors0, upstream("200")-ok0; e != 2 || ok != 1 {
+		t.Errorf("upstream observations: error +%v, 200 +%v; want +2, +1", e, ok)
+	}
+}
+
+// sample is the value of a counter, or the observation count of a
+// histogram, in the series of c with exactly these labels (0: none yet).
+func sample(t *testing.T, c prometheus.Collector, labels map[string]string) float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+	series:
+		for _, m := range f.GetMetric() {
+			if len(m.GetLabel()) != len(labels) {
+				continue
+			}
+			for _, l := range m.GetLabel() {
+				if labels[l.GetName()] != l.GetValue() {
+					continue series
+				}
+			}
+			if h := m.GetHistogram(); h != nil {
+				return float64(h.GetSampleCount())
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
+}

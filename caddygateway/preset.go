@@ -1,0 +1,110 @@
+package caddygateway
+
+import (
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+
+	"github.com/modelgate/modelgate/providers/embeddings"
+	"github.com/modelgate/modelgate/providers/openai"
+	"github.com/modelgate/modelgate/providers/rerank"
+)
+
+// presets are the provider types whose wire format is a row of a table
+// rather than a package of their own: the OpenAI-compatible chat providers
+// (type openai with a base_url serves any other compatible server), and the
+// rerank and embeddings providers whose formats providers/rerank and
+// providers/embeddings describe. TEI and Infinity are self-hosted: they have
+// no public endpoint, so base_url is required. Each is a module
+// modelgate.providers.<name>; the key, when the type takes one, is sent as
+// "Authorization: Bearer <api_key>".
+var presets = []preset{
+	{name: "openai", baseURL: "https://api.openai.com/v1", keyRequired: true, endpoints: Endpoints{Chat: openai.Chat{}, Embeddings: embeddings.OpenAI, Responses: openai.Native{}}},
+	{name: "groq", baseURL: "https://api.groq.com/openai/v1", keyRequired: true, endpoints: Endpoints{Chat: openai.Chat{}}},
+	{name: "mistral", baseURL: "https://api.mistral.ai/v1", keyRequired: true, endpoints: Endpoints{Chat: openai.Chat{}, Embeddings: embeddings.Mistral}},
+	{name: "together", baseURL: "https://api.together.xyz/v1", keyRequired: true, endpoints: Endpoints{Chat: openai.Chat{}, Rerank: rerank.Together, Embeddings: embeddings.Together}},
+	{name: "fireworks", baseURL: "https://api.fireworks.ai/inference/v1", keyRequired: true, endpoints: Endpoints{Chat: openai.Chat{}, Embeddings: embeddings.Together}},
+	{name: "deepseek", baseURL: "https://api.deepseek.com/v1", keyRequired: true, endpoints: Endpoints{Chat: openai.Chat{}}},
+	{name: "openrouter", baseURL: "https://openrouter.ai/api/v1", keyRequired: true, endpoints: Endpoints{Chat: openai.Chat{}}},
+	{name: "xai", baseURL: "https://api.x.ai/v1", keyRequired: true, endpoints: Endpoints{Chat: openai.Chat{}}},
+	{name: "perplexity", baseURL: "https://api.perplexity.ai", keyRequired: true, endpoints: Endpoints{Chat: openai.Chat{}}},
+	{name: "deepinfra", baseURL: "https://api.deepinfra.com/v1/openai", keyRequired: true, endpoints: Endpoints{Chat: openai.Chat{}, Embeddings: embeddings.Together}},
+	{name: "cerebras", baseURL: "https://api.cerebras.ai/v1", keyRequired: true, endpoints: Endpoints{Chat: openai.Chat{}}},
+	{name: "vllm", baseURL: "http://localhost:8000/v1", endpoints: Endpoints{Chat: openai.Chat{}, Rerank: rerank.VLLM, Embeddings: embeddings.VLLM}},
+	{name: "ollama", baseURL: "http://localhost:11434/v1", endpoints: Endpoints{Chat: openai.Chat{}, Embeddings: embeddings.Ollama}},
+	{name: "jina", baseURL: "https://api.jina.ai/v1", keyRequired: true, endpoints: Endpoints{Rerank: rerank.Jina, Embeddings: embeddings.Jina}},
+	{name: "voyage", baseURL: "https://api.voyageai.com/v1", keyRequired: true, endpoints: Endpoints{Rerank: rerank.Voyage, Embeddings: embeddings.Voyage}},
+	{name: "mixedbread", baseURL: "https://api.mixedbread.com/v1", keyRequired: true, endpoints: Endpoints{Rerank: rerank.Mixedbread}},
+	{name: "tei", endpoints: Endpoints{Rerank: rerank.TEI, Embeddings: embeddings.TEI}},
+	{name: "infinity", endpoints: Endpoints{Rerank: rerank.Infinity, Embeddings: embeddings.Infinity}},
+}
+
+// preset is one row of the presets table.
+type preset struct {
+	name        string
+	baseURL     string
+	keyRequired bool
+	endpoints   Endpoints
+}
+
+func (p preset) providerType() ProviderType {
+	return ProviderType{Name: p.name, BaseURL: p.baseURL, KeyRequired: p.keyRequired}
+}
+
+func init() {
+	for _, p := range presets {
+		caddy.RegisterModule(Preset{preset: p})
+	}
+}
+
+// Preset is a provider type defined by a row of the presets table: an
+// OpenAI-compatible chat provider — OpenAI itself (type openai, or any
+// compatible server with a base_url), groq, mistral, together, fireworks,
+// deepseek, openrouter, xai, perplexity, deepinfra, cerebras, vllm, ollama —
+// or a rerank provider: jina, voyage, mixedbread, tei, infinity (vllm and
+// together serve rerank too). Cohere, with a wire format of its own, is a
+// package of its own: caddygateway/cohereprovider. The key, when the type takes one,
+// is sent as "Authorization: Bearer <api_key>".
+type Preset struct {
+	ProviderBase
+
+	preset preset
+}
+
+// CaddyModule returns the Caddy module information.
+func (p Preset) CaddyModule() caddy.ModuleInfo {
+	row := p.preset
+	return caddy.ModuleInfo{
+		ID:  caddy.ModuleID("modelgate.providers." + row.name),
+		New: func() caddy.Module { return &Preset{preset: row} },
+	}
+}
+
+// Provision sets up the reverse proxy to the provider.
+func (p *Preset) Provision(ctx caddy.Context) error {
+	return p.ProvisionBase(ctx, p.preset.providerType())
+}
+
+// UnmarshalCaddyfile reads the provider block. Syntax:
+//
+//	provider <name> <type> {
+//	    base_url <url>
+//	    api_key  <secret>
+//	    models   <model>...
+//	    proxy { <reverse_proxy subdirectives> }
+//	}
+func (p *Preset) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	return p.UnmarshalBlock(d, p.preset.providerType(), nil)
+}
+
+// Base returns the provider's common configuration.
+func (p *Preset) Base() *ProviderBase { return &p.ProviderBase }
+
+// Endpoints returns the row's translators.
+func (p *Preset) Endpoints() Endpoints { return p.preset.endpoints }
+
+// Interface guards
+var (
+	_ caddy.Provisioner     = (*Preset)(nil)
+	_ caddyfile.Unmarshaler = (*Preset)(nil)
+	_ Provider              = (*Preset)(nil)
+)

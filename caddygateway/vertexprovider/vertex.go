@@ -1,0 +1,368 @@
+// Package vertexprovider is the Caddy module of the vertex provider type,
+// modelgate.providers.vertex: Gemini on Google Cloud's Vertex AI behind the
+// translator of package providers/gemini (chat and embeddings), with
+// credentials from golang.org/x/oauth2/google.
+package vertexprovider
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"regexp"
+	"time"
+
+	"github.com/caddyserver/caddy/v2"
+	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
+	"golang.org/x/oauth2"
+	"golang.org/x/oauth2/google"
+
+	"github.com/modelgate/modelgate/caddygateway"
+	"github.com/modelgate/modelgate/providers/gemini"
+)
+
+func init() {
+	caddy.RegisterModule(Provider{})
+}
+
+// Provider is Gemini on Vertex AI. Requests go to
+// {base}/projects/{project}/locations/{location}/publishers/google/models/
+// {model}:generateContent (and :streamGenerateContent, :predict,
+// :embedContent) with an OAuth 2 access token of the cloud-platform scope,
+// taken from a credentials file, credentials JSON, or Application Default
+// Credentials, cached and replaced before it expires. With api_key instead,
+// Vertex AI's express mode: the key in x-goog-api-key and, without a
+// project, the paths /publishers/google/models/{model}:….
+type Provider struct {
+	caddygateway.ProviderBase
+
+	// Project is the Google Cloud project. Placeholders are resolved.
+	// Default: {env.GOOGLE_CLOUD_PROJECT}, else the credentials' project
+	// (a service account's project_id, the metadata server's project).
+	// Not needed in express mode.
+	Project string `json:"project,omitempty"`
+
+	// Location is the Vertex AI location: "global", a multi-region ("us",
+	// "eu") or a region ("us-central1"). It picks the default base URL
+	// (gemini.VertexBaseURL). Default: {env.GOOGLE_CLOUD_LOCATION}, else
+	// global.
+	Location string `json:"location,omitempty"`
+
+	// CredentialsFile is the path of a credentials file: a service
+	// account key, or any other credential file golang.org/x/oauth2/google
+	// reads (authorized_user from gcloud, external_account for workload
+	// identity federation, impersonated_service_account). Placeholders
+	// are resolved.
+	CredentialsFile string `json:"credentials_file,omitempty"`
+
+	// Credentials is the JSON of such a file, usually a placeholder
+	// ({env.GOOGLE_CREDENTIALS_JSON}, {file./run/secrets/sa.json}).
+	// Without CredentialsFile, Credentials and api_key, Application
+	// Default Credentials are used: GOOGLE_APPLICATION_CREDENTIALS,
+	// gcloud's application_default_credentials.json, then the GCE/GKE
+	// metadata server (workload identity included).
+	Credentials string `json:"credentials,omitempty"`
+
+	// QuotaProject is sent as X-Goog-User-Project, the project billed and
+	// whose quota counts. Default: {env.GOOGLE_CLOUD_QUOTA_PROJECT}, else
+	// the credentials' quota_project_id (gcloud's user credentials carry
+	// one), else none.
+	QuotaProject string `json:"quota_project,omitempty"`
+
+	chat gemini.Chat
+}
+
+// expressBaseURL is the base URL of requests authenticated with an API key,
+// whatever the location, as go-genai sends them.
+const expressBaseURL = "https://aiplatform.googleapis.com/v1"
+
+// tokenTimeout bounds one token request to Google (or the metadata server).
+const tokenTimeout = 30 * time.Second
+
+// metadataEarlyRefresh is how long before expiry a token from the metadata
+// server is replaced: Google's own choice for its metadata token source,
+// which caches tokens for at least four minutes.
+const metadataEarlyRefresh = 225 * time.Second
+
+// location is a Vertex AI location; it becomes part of the default base
+// URL's host name, so nothing else passes.
+var location = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
+
+// providerType describes the type to the host; Provision completes it.
+var providerType = caddygateway.ProviderType{Name: "vertex"}
+
+// CaddyModule returns the Caddy module information.
+func (Provider) CaddyModule() caddy.ModuleInfo {
+	return caddy.ModuleInfo{
+		ID:  "modelgate.providers.vertex",
+		New: func() caddy.Module { return new(Provider) },
+	}
+}
+
+// Provision reads the credentials, sets up the translator and the reverse
+// proxy to the provider.
+func (p *Provider) Provision(ctx caddy.Context) error {
+	t, err := p.setup(ctx)
+	if err != nil {
+		return fmt.Errorf("vertex: %w", err)
+	}
+	return p.ProvisionBase(ctx, t)
+}
+
+// setup resolves the options and reads the credentials: it returns the
+// provider type as ProvisionBase wants it and sets up the translator.
+func (p *Provider) setup(ctx context.Context) (caddygateway.ProviderType, error) {
+	t := providerType
+	repl := caddy.NewReplacer()
+	get := func(v, env string) string {
+		if v == "" {
+			v = "{env." + env + "}"
+		}
+		return repl.ReplaceKnown(v, "")
+	}
+	project := get(p.Project, "GOOGLE_CLOUD_PROJECT")
+	loc := get(p.Location, "GOOGLE_CLOUD_LOCATION")
+	if loc == "" {
+		loc = "global"
+	}
+	if !location.MatchString(loc) {
+		return t, fmt.Errorf("location %q is not a Vertex AI location (such as global, us, eu, us-central1)", loc)
+	}
+	if p.APIKey != "" {
+		switch {
+		case p.CredentialsFile != "" || p.Credentials != "":
+			return t, errors.New("give api_key (express mode) or credentials, not both")
+		case p.QuotaProject != "":
+			return t, errors.New("quota_project applies to credentials, not to api_key")
+		}
+		t.KeyRequired, t.KeyHeader, t.BaseURL = true, "x-goog-api-key", expressBaseURL
+		p.chat = gemini.Chat{Vertex: true, Project: project, Location: loc}
+		return t, nil
+	}
+
+	creds, err := p.credentials(ctx)
+	if err != nil {
+		return t, err
+	}
+	if project == "" {
+		project = creds.project
+	}
+	if project == "" {
+		return t, errors.New("project is required: set project, GOOGLE_CLOUD_PROJECT, or use credentials that name one")
+	}
+	quota := get(p.QuotaProject, "GOOGLE_CLOUD_QUOTA_PROJECT")
+	if quota == "" {
+		quota = creds.quotaProject
+	}
+	t.Auth = googleAuth{tokens: caddygateway.NewTokenAuth(creds.source), quotaProject: quota}
+	t.BaseURL = gemini.VertexBaseURL(loc)
+	p.chat = gemini.Chat{Vertex: true, Project: project, Location: loc}
+	return t, nil
+}
+
+// credentials are what the gateway authenticates to Vertex AI with. The
+// source is x/oauth2's, which caches its token; caddygateway.NewTokenAuth
+// caches it in turn and asks for a new one TokenEarlyExpiry before it
+// expires, which x/oauth2's cache then fetches (TestTokensReplacedBeforeExpiry).
+type credentials struct {
+	source       oauth2.TokenSource
+	project      string // the project the credentials name, if any
+	quotaProject string // their quota_project_id, if any
+}
+
+// credentialTypes are the credential files taken, by their "type". Others
+// (an OAuth client's "installed" or "web" file) would need a person to sign
+// in.
+var credentialTypes = map[string]bool{
+	string(google.ServiceAccount): true, string(google.AuthorizedUser): true, string(google.ExternalAccount): true,
+	string(google.ExternalAccountAuthorizedUser): true, string(google.ImpersonatedServiceAccount): true,
+}
+
+// credentials reads credentials_file, or credentials, or finds Application
+// Default Credentials. What it reads never appears in an error.
+func (p *Provider) credentials(ctx context.Context) (credentials, error) {
+	repl := caddy.NewReplacer()
+	// Token requests belong to the config, not to a client's request, and
+	// end with it; each is bounded.
+	tokenCtx := context.WithValue(context.WithoutCancel(ctx), oauth2.HTTPClient, &http.Client{Timeout: tokenTimeout})
+	params := google.CredentialsParams{Scopes: []string{gemini.VertexScope}, EarlyTokenRefresh: metadataEarlyRefresh}
+	var data []byte
+	option := "credentials"
+	switch {
+	case p.CredentialsFile != "" && p.Credentials != "":
+		return credentials{}, errors.New("give credentials_file or credentials, not both")
+	case p.CredentialsFile != "":
+		option = "credentials_file"
+		path := repl.ReplaceKnown(p.CredentialsFile, "")
+		if path == "" {
+			return credentials{}, fmt.Errorf("credentials_file %s is empty (is the environment variable set?)", p.CredentialsFile)
+		}
+		var err error
+		if data, err = os.ReadFile(path); err != nil {
+			return credentials{}, fmt.Errorf("credentials_file: %w", err)
+		}
+	case p.Credentials != "":
+		if data = []byte(repl.ReplaceKnown(p.Credentials, "")); len(data) == 0 {
+			return credentials{}, errors.New("credentials is empty (is the placeholder's variable or file set?)")
+		}
+	default:
+		found, err := google.FindDefaultCredentialsWithParams(tokenCtx, params)
+		if err != nil {
+			return credentials{}, fmt.Errorf("no credentials_file, credentials or api_key, and no Application Default Credentials: %v", err)
+		}
+		if found.JSON == nil {
+			// The metadata server: its source caches each token and
+			// replaces it metadataEarlyRefresh before it expires.
+			return credentials{source: copySource{found.TokenSource}, project: found.ProjectID}, nil
+		}
+		option, data = "Application Default Credentials", found.JSON
+	}
+	return fromJSON(tokenCtx, option, data, params)
+}
+
+// fromJSON checks a credentials file's JSON and makes its token source.
+func fromJSON(ctx context.Context, option string, data []byte, params google.CredentialsParams) (credentials, error) {
+	var f struct {
+		Type           string `json:"type"`
+		ProjectID      string `json:"project_id"`
+		QuotaProjectID string `json:"quota_project_id"`
+		ClientEmail    string `json:"client_email"`
+		PrivateKey     string `json:"private_key"`
+	}
+	if err := json.Unmarshal(data, &f); err != nil {
+		return credentials{}, fmt.Errorf("%s is not a credentials file's JSON", option)
+	}
+	if !credentialTypes[f.Type] {
+		return credentials{}, fmt.Errorf("%s: credentials of type %q are not supported (use a service account key, or authorized_user, external_account, impersonated_service_account credentials)", option, f.Type)
+	}
+	if f.Type == string(google.ServiceAccount) {
+		if f.ClientEmail == "" {
+			return credentials{}, fmt.Errorf("%s: the service account key has no client_email", option)
+		}
+		if !privateKey(f.PrivateKey) {
+			return credentials{}, fmt.Errorf("%s: the service account key's private_key is not a PEM-encoded RSA key", option)
+		}
+	}
+	creds, err := google.CredentialsFromJSONWithTypeAndParams(ctx, data, google.CredentialsType(f.Type), params)
+	if err != nil {
+		return credentials{}, fmt.Errorf("%s: the credentials cannot be used: %v", option, err)
+	}
+	return credentials{source: creds.TokenSource, project: creds.ProjectID, quotaProject: f.QuotaProjectID}, nil
+}
+
+// privateKey reports whether s is a PEM-encoded RSA private key, PKCS#8 or
+// PKCS#1, as Google's service account keys are.
+func privateKey(s string) bool {
+	block, _ := pem.Decode([]byte(s))
+	if block == nil {
+		return false
+	}
+	if _, err := x509.ParsePKCS8PrivateKey(block.Bytes); err == nil {
+		return true
+	}
+	_, err := x509.ParsePKCS1PrivateKey(block.Bytes)
+	return err == nil
+}
+
+// copySource hands out copies of its source's tokens. NewTokenAuth's cache
+// sets its own expiry margin on the tokens it keeps; on a copy, that margin
+// does not reach the cache of the metadata server's source, which keeps
+// Google's (metadataEarlyRefresh). Otherwise a token the metadata server
+// hands out with less than TokenEarlyExpiry to live (it caches tokens until
+// about four minutes before they expire) would send every request to it.
+type copySource struct{ src oauth2.TokenSource }
+
+func (s copySource) Token() (*oauth2.Token, error) {
+	t, err := s.src.Token()
+	if err != nil {
+		return nil, err
+	}
+	c := *t
+	return &c, nil
+}
+
+// googleAuth sends the access token, and the quota project when there is
+// one.
+type googleAuth struct {
+	tokens       caddygateway.TokenAuth
+	quotaProject string
+}
+
+// Authenticate sets Authorization and X-Goog-User-Project.
+func (a googleAuth) Authenticate(req *http.Request, body []byte) error {
+	if err := a.tokens.Authenticate(req, body); err != nil {
+		return err
+	}
+	if a.quotaProject != "" {
+		req.Header.Set("X-Goog-User-Project", a.quotaProject)
+	}
+	return nil
+}
+
+// UnmarshalCaddyfile reads a Vertex AI provider block. Syntax:
+//
+//	provider <name> vertex {
+//	    project          <project>
+//	    location         <location>   # default global
+//	    credentials_file <path>       # or:
+//	    credentials      <json>       # e.g. {env.GOOGLE_CREDENTIALS_JSON}
+//	    quota_project    <project>
+//	    api_key          <secret>     # express mode, instead of credentials
+//	    base_url         <url>        # default: by location
+//	    models           <model>...
+//	    proxy { <reverse_proxy subdirectives> }
+//	}
+//
+// Without credentials_file, credentials and api_key, Application Default
+// Credentials are used.
+func (p *Provider) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
+	err := p.UnmarshalBlock(d, providerType, func(d *caddyfile.Dispenser) (bool, error) {
+		dst := map[string]*string{
+			"project": &p.Project, "location": &p.Location, "credentials_file": &p.CredentialsFile,
+			"credentials": &p.Credentials, "quota_project": &p.QuotaProject,
+		}[d.Val()]
+		if dst == nil {
+			return false, nil
+		}
+		if *dst != "" {
+			return true, d.Errf("%s given twice", d.Val())
+		}
+		if !d.AllArgs(dst) {
+			return true, d.ArgErr()
+		}
+		return true, nil
+	})
+	if err != nil {
+		return err
+	}
+	switch {
+	case p.CredentialsFile != "" && p.Credentials != "":
+		return d.Err("provider type vertex takes credentials_file or credentials, not both")
+	case p.APIKey != "" && (p.CredentialsFile != "" || p.Credentials != ""):
+		return d.Err("provider type vertex takes api_key (express mode) or credentials, not both")
+	case p.APIKey != "" && p.QuotaProject != "":
+		return d.Err("quota_project applies to credentials, not to api_key")
+	}
+	return nil
+}
+
+// Base returns the provider's common configuration.
+func (p *Provider) Base() *caddygateway.ProviderBase { return &p.ProviderBase }
+
+// Endpoints returns the translators: Vertex AI serves chat and embeddings.
+func (p *Provider) Endpoints() caddygateway.Endpoints {
+	return caddygateway.Endpoints{Chat: p.chat, Embeddings: gemini.Embeddings{Chat: p.chat}}
+}
+
+// Interface guards
+var (
+	_ caddy.Provisioner          = (*Provider)(nil)
+	_ caddyfile.Unmarshaler      = (*Provider)(nil)
+	_ caddygateway.Provider      = (*Provider)(nil)
+	_ caddygateway.Authenticator = googleAuth{}
+	_ oauth2.TokenSource         = copySource{}
+)

@@ -1,6 +1,0 @@
-//go:build !unix
-
-package caddymodule
-
-// processCPU is not measured on this system.
-func processCPU() (int64, bool) { return 0, false }
