@@ -14,6 +14,7 @@ import (
 	"github.com/caddyserver/certmagic"
 	"go.uber.org/zap"
 
+	"github.com/modelgate/modelgate/accounts"
 	"github.com/modelgate/modelgate/batch"
 	"github.com/modelgate/modelgate/keys"
 	"github.com/modelgate/modelgate/pricing"
@@ -55,6 +56,11 @@ type App struct {
 	// Limits are the rate limits and budgets of keys and owners. Default:
 	// none.
 	Limits *LimitsConfig `json:"limits,omitempty"`
+
+	// Accounts are the account holders' members and group rules, and the
+	// audit log's retention. Default: every identity that signs in to the
+	// key settings page owns the account of its name.
+	Accounts *AccountsConfig `json:"accounts,omitempty"`
 
 	// Retention is how long files, batch results and stored responses
 	// are kept. Default: 30 days each, swept hourly.
@@ -103,6 +109,10 @@ type App struct {
 	storageID   string
 	managed     *keys.Manager // managed keys, in storage
 	stopKeys    func()        // stops the key refresher
+
+	accounts *accounts.Manager // account records, in storage
+	audit    *accounts.AuditLog
+	service  *accounts.Service
 
 	store     *batch.Store
 	runner    *batch.Runner
@@ -198,6 +208,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.provisionManagedKeys(ctx); err != nil {
 		return err
 	}
+	if err := a.provisionAccounts(ctx); err != nil {
+		return err
+	}
 	if err := a.provisionBatch(); err != nil {
 		return err
 	}
@@ -209,6 +222,11 @@ func (a *App) Provision(ctx caddy.Context) error {
 func (a *App) Validate() error {
 	if err := a.Limits.validate(); err != nil {
 		return err
+	}
+	if a.Accounts != nil {
+		if err := a.Accounts.Validate(); err != nil {
+			return fmt.Errorf("accounts: %v", err)
+		}
 	}
 	for _, alias := range sortedKeys(a.Models) {
 		if err := checkAlias(alias, a.Models[alias], func(name string) bool { return a.providers[name] != nil }); err != nil {

@@ -59,6 +59,12 @@ func init() {
 //	        key   [<static key>] [rpm <n>] [tpm <n>] [concurrent <n>] [budget <usd> day|month|total]
 //	        owner [<owner>]      [rpm <n>] [tpm <n>] [concurrent <n>] [budget <usd> day|month|total]
 //	    }
+//	    accounts {
+//	        member <identity> <account> owner|admin|member|viewer
+//	        group  <group>    <account> owner|admin|member|viewer
+//	        personal_accounts on|off
+//	        audit_retention <duration>
+//	    }
 //	    prices {
 //	        file <path>
 //	        model <type>/<model> input <$/M> cached <$/M> cache_write <$/M> output <$/M> search <$/1k> embedding <$/M>
@@ -182,6 +188,13 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				a.Limits = new(LimitsConfig)
 			}
 			if err := a.Limits.unmarshalLimits(d); err != nil {
+				return err
+			}
+		case "accounts":
+			if a.Accounts == nil {
+				a.Accounts = new(AccountsConfig)
+			}
+			if err := a.Accounts.unmarshalAccounts(d); err != nil {
 				return err
 			}
 		case "prices":

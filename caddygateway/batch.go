@@ -229,7 +229,7 @@ func (a *App) batchEvent(name, owner string, b batch.Batch) {
 // run requests through it as the batch runner does.
 func (a *App) BatchExecutor() batch.Executor {
 	if a.batchExec == nil {
-		a.batchExec = &batchExecutor{dispatch: a.dispatch, log: a.logger.Named("batch"), scan: a.scanExposure, lineKey: a.batchLineKey}
+		a.batchExec = &batchExecutor{dispatch: a.dispatch, log: a.logger.Named("batch"), scan: a.scanExposure, lineKey: a.batchLineKey, blocked: a.accountBlocked}
 	}
 	return a.batchExec
 }
@@ -244,6 +244,9 @@ type batchExecutor struct {
 	// lineKey is the key a line runs under: the batch's creator, as it
 	// is now. errKeyGone when there is none: the line must not run.
 	lineKey func(ctx context.Context, req batch.Request) (*Key, error)
+	// blocked reports whether a key's account is suspended or deleted:
+	// its lines are refused (nil: none is).
+	blocked func(*Key) bool
 }
 
 // errKeyGone says that the key that created a batch is gone: a managed
@@ -377,6 +380,10 @@ func (e batchExecutor) Do(ctx context.Context, req batch.Request) (resp batch.Re
 		}
 		log.Warn("the key that created the batch could not be read; the line is tried again", zap.Error(err))
 		return batchError(http.StatusServiceUnavailable, "server_error", "the API key that created the batch could not be checked just now")
+	}
+	if e.blocked != nil && e.blocked(key) {
+		metrics.suspended.Inc()
+		return batch.Response{Status: http.StatusForbidden, Body: accountSuspended().JSON()}
 	}
 	r = r.WithContext(context.WithValue(r.Context(), batchLineKey{}, true))
 	e.scan("batch "+req.BatchID+" line "+req.CustomID, "", req.Body, sender(key))

@@ -228,7 +228,9 @@ func newBenchGateway(b testing.TB) *benchGateway {
 		b.Fatal(err)
 	}
 	a.dispatch.guard = accountant{app: a}
-	a.managed = keys.NewManager(storagetest.NewMemory(), "modelgate")
+	mem := storagetest.NewMemory()
+	a.managed = keys.NewManager(mem, "modelgate")
+	withAccounts(a, mem)
 	a.exposures = newExposureQueue(a.checkExposure, a.logger)
 	_, secret, err := a.managed.Create(context.Background(), keys.NewKey{Name: "bench-managed"})
 	if err != nil {

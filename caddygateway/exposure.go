@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/modelgate/modelgate/accounts"
 	"github.com/modelgate/modelgate/keys"
 )
 
@@ -44,16 +45,19 @@ type exposureReporter = atomic.Pointer[ExposureReporter]
 // r (nil: the app's reporter, registered by a secret-scanning handler);
 // later ones change nothing.
 func (a *App) Exposed(ctx context.Context, digest [32]byte, e keys.Exposure, r ExposureReporter) (found bool, err error) {
-	k, found, err := a.managed.FindByDigest(ctx, digest)
+	before, found, err := a.managed.FindByDigest(ctx, digest)
 	if err != nil || !found {
 		return false, err
 	}
-	k, first, err := a.managed.MarkExposed(ctx, k.ID, e)
+	k, first, err := a.managed.MarkExposed(ctx, before.ID, e)
 	if errors.Is(err, keys.ErrNotFound) {
 		return false, nil // deleted meanwhile
 	}
 	if err != nil || !first {
 		return true, err
+	}
+	if a.service != nil {
+		a.service.KeyExposed(ctx, accounts.Scanner(e.Reporter), before, k)
 	}
 	revoked := false
 	if r == nil {

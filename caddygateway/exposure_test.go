@@ -111,6 +111,7 @@ func newExposureApp(t *testing.T, s keys.Storage) *App {
 		t.Fatal(err)
 	}
 	a := &App{ctx: ctx, logger: zap.NewNop(), events: ev.(*caddyevents.App), managed: keys.NewManager(s, "modelgate")}
+	withAccounts(a, s)
 	a.exposures = newExposureQueue(a.checkExposure, a.logger)
 	return a
 }

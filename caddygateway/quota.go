@@ -103,7 +103,7 @@ func (a *App) subjects(key *Key) quota.Subjects {
 	kp := lc.keyPolicy(key)
 	s.Key.Limits, s.Key.Budget = quotaLimits(kp.Limits), lc.budget(kp.Budget)
 	if key.Owner != "" {
-		op := lc.ownerPolicy(key.Owner)
+		op := a.ownerPolicy(key)
 		s.Owner = quota.Subject{ID: key.Owner, Name: key.Owner, Limits: quotaLimits(op.Limits), Budget: lc.budget(op.Budget)}
 	}
 	return s
@@ -369,9 +369,10 @@ func (a *App) KeyStatus(ctx context.Context, k keys.Key) (quota.Status, error) {
 // its owner: its own limits and budget where it has them, else the
 // configured ones.
 func (a *App) EffectivePolicy(k keys.Key) (key, owner keys.Policy) {
-	key = a.Limits.keyPolicy(&Key{Name: k.Name, Owner: k.Owner, ID: k.ID, Limits: k.Limits, Budget: k.Budget})
+	mk := &Key{Name: k.Name, Owner: k.Owner, ID: k.ID, Limits: k.Limits, Budget: k.Budget}
+	key = a.Limits.keyPolicy(mk)
 	if k.Owner != "" {
-		owner = a.Limits.ownerPolicy(k.Owner)
+		owner = a.ownerPolicy(mk)
 	}
 	return key, owner
 }
