@@ -21,8 +21,8 @@ import (
 // An event that carries text is held until the next event of the same
 // text (or its end) arrives, and leaves with the text released by then in
 // place of its own: text moves to an earlier event, never a later one,
-// and no event is added or dropped. Events that carry no text pass at
-// once; those that end a text (finish_reason, response.*.done,
+// and no event is added, dropped or reordered (events behind a held one
+// wait for it). Events that end a text (finish_reason, response.*.done,
 // content_block_stop, message_stop, response.completed) first release
 // the rest of it, and carry the masked whole where they repeat it
 // (response.output_text.done's text, output_item.done, completed).
@@ -196,31 +196,26 @@ func (s *AnswerStream) closeAll(ctx context.Context) *Decision {
 	return nil
 }
 
-// hold adds an event with slots to the held ones; an event without passes.
+// hold queues an event: every event waits behind those before it, so
+// that none is reordered; one with texts waits for them too.
 func (s *AnswerStream) hold(data []byte, slots []slot) {
-	if len(slots) > 0 {
-		// An earlier event of the same text is settled by this one.
-		s.held = append(s.held, &heldEvent{data: data, slots: slots})
-	}
+	s.held = append(s.held, &heldEvent{data: data, slots: slots})
 }
 
-// emit returns the held events that are settled (each of whose texts has
-// a later event, or ended), in order, with their texts in place, followed
-// by then (when not nil).
+// emit returns the events at the head of the queue that are settled (each
+// of whose texts has a later event, or ended), in order, with their texts
+// in place; then, when not nil, is queued first.
 func (s *AnswerStream) emit(out [][]byte, then []byte) [][]byte {
-	kept := s.held[:0]
-	for i, h := range s.held {
-		if !s.settled(h, s.held[i+1:]) {
-			kept = append(kept, h)
-			continue
-		}
-		out = append(out, s.place(h))
-	}
-	clear(s.held[len(kept):])
-	s.held = kept
 	if then != nil {
-		out = append(out, then)
+		s.hold(then, nil)
 	}
+	n := 0
+	for n < len(s.held) && s.settled(s.held[n], s.held[n+1:]) {
+		out = append(out, s.place(s.held[n]))
+		n++
+	}
+	clear(s.held[:n])
+	s.held = s.held[n:]
 	return out
 }
 
@@ -242,6 +237,9 @@ func (s *AnswerStream) settled(h *heldEvent, later []*heldEvent) bool {
 
 // place returns h's data with each text's released text in its string.
 func (s *AnswerStream) place(h *heldEvent) []byte {
+	if len(h.slots) == 0 {
+		return h.data
+	}
 	out := make([]byte, 0, len(h.data)+32)
 	last := 0
 	for _, sl := range h.slots {
@@ -293,10 +291,7 @@ func (s *AnswerStream) chat(ctx context.Context, data []byte) ([][]byte, *Decisi
 		}
 	}
 	s.hold(data, slots)
-	if len(slots) > 0 {
-		return s.emit(nil, nil), nil
-	}
-	return s.emit(nil, data), nil
+	return s.emit(nil, nil), nil
 }
 
 // chatDelta adds the texts of a chunk's delta.

@@ -277,7 +277,7 @@ func (r *regexScanner) find(text string, dst []Match) []Match {
 	return dst
 }
 
-func (r *regexScanner) hold(text string) int       { return min(r.span, len(text)) }
+func (r *regexScanner) hold(text string) int     { return min(r.span, len(text)) }
 func (r *regexScanner) placeholder(Match) string { return r.replacement }
 
 // patternSpan returns the longest match of pattern in bytes, and false

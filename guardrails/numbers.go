@@ -151,7 +151,7 @@ func numRightOK(text string, i int) bool {
 	switch c := text[i]; {
 	case isAlnum(c) || c == '_' || c == '@':
 		return false
-	case c == ',' || c == '.' || c == ':':
+	case c == ',' || c == '.':
 		return i+1 == len(text) || !isDigit(text[i+1])
 	}
 	return true
@@ -201,10 +201,7 @@ func (d *Detectors) number(text string, t *numToken, from, to int) (Kind, int, b
 	}
 	start := gs[0].start
 	if d.on[IPAddress] && !plus && isIPv4(text, gs) && !versionBefore(text, start) {
-		if len(gs) == 5 {
-			return IPAddress, end, true // with its prefix length
-		}
-		return IPAddress, end, true
+		return IPAddress, end, true // with its prefix length, if any
 	}
 	if d.on[USSSN] && !plus && isSSN(text, gs) {
 		return USSSN, end, true
@@ -404,12 +401,20 @@ func isPhone(text string, gs []group, plus bool) bool {
 	if !sameSeps(gs, sep) || strings.IndexByte(" -./", sep) < 0 {
 		return false
 	}
-	for _, g := range gs {
+	// Groups of two throughout ("06 12 34 56 78"), or of three or more
+	// after the first ("020 7946 0958", "06-12345678"): not a date's
+	// "0022-11-2020" nor a part number's "0123-4567-89".
+	pairs := true
+	for i, g := range gs {
 		if g.len() < 2 || g.len() > 8 {
 			return false
 		}
+		pairs = pairs && g.len() == 2
+		if i > 0 && g.len() < 3 && !pairs {
+			return false
+		}
 	}
-	return true
+	return !pairs || len(gs) == 5
 }
 
 // nanp reports whether gs are a North American number: 3-3-4 digits, area

@@ -40,7 +40,16 @@ func findSecrets(text string, dst []Match) []Match {
 	dst = eachByte(text, '-', dst, dashSecret)
 	dst = eachByte(text, '_', dst, underscoreSecret)
 	for _, prefix := range [...]string{"AKIA", "ASIA"} {
+		n := len(dst)
 		dst = eachPrefix(text, prefix, dst, awsKeyID)
+		// The secret access key close after a key id is the pair's other
+		// half: a match of its own, so that a stream that released the
+		// id still holds the secret.
+		for _, id := range dst[n:] {
+			if end := awsSecretNear(text, id.End, 64); end > 0 {
+				dst = append(dst, Match{Start: end - 40, End: end, Kind: Secret})
+			}
+		}
 	}
 	dst = eachPrefix(text, "AIza", dst, googleKey)
 	dst = eachPrefix(text, "eyJ", dst, jwt)
@@ -207,9 +216,8 @@ func byteAt(text string, i int) byte {
 	return 0
 }
 
-// awsKeyID finds an AWS access key id at text[i] ("AKIA" or "ASIA" and 16
-// capitals or digits) and, close after it, the secret access key of the
-// pair, which it includes.
+// awsKeyID finds an AWS access key id at text[i]: "AKIA" or "ASIA" and 16
+// capitals or digits.
 func awsKeyID(text string, i int) int {
 	end := i + 20
 	if end > len(text) || tokenClass[byteAt(text, end)] {
@@ -219,9 +227,6 @@ func awsKeyID(text string, i int) int {
 		if !isUpper(text[k]) && !isDigit(text[k]) {
 			return -1
 		}
-	}
-	if e := awsSecretNear(text, end, 64); e > 0 {
-		return e
 	}
 	return end
 }

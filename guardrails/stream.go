@@ -6,8 +6,8 @@ import (
 )
 
 // contextBytes is how much released text a stage keeps for detectors that
-// look back (a word boundary, an AWS key id before its secret).
-const contextBytes = 64
+// look back (a word boundary, an AWS key id 64 bytes before its secret).
+const contextBytes = 128
 
 // lookahead is how many bytes after a match must be seen before it is
 // final: a number's end depends on the byte after it, and on one more
