@@ -231,9 +231,9 @@ func TestConfigErrors(t *testing.T) {
 // max_span's default when it has none.
 func TestPatternSpan(t *testing.T) {
 	for _, tt := range []struct {
-		p    string
-		n    int
-		ok   bool
+		p  string
+		n  int
+		ok bool
 	}{{"abc", 3, true}, {"a|bcd", 3, true}, {"é{2}", 4, true}, {"x?[a-z]{3,5}", 6, true}, {"a+", 0, false}, {"(?i)ab", 8, true}, {`\bfoo\b`, 3, true}, {"a{2,}", 0, false}} {
 		n, ok := patternSpan(tt.p)
 		if ok != tt.ok || ok && n != tt.n {
@@ -253,5 +253,21 @@ func TestErrors(t *testing.T) {
 	var pe *providers.Error = (&Result{Verdict: Allowed}).Error()
 	if pe != nil {
 		t.Errorf("allowed: %+v", pe)
+	}
+}
+
+// TestUnquote reads JSON strings as encoding/json does.
+func TestUnquote(t *testing.T) {
+	for _, raw := range []string{`""`, `"plain"`, `"a\"b\\c\/d\b\f\n\r\t"`, `"\u00e9\u20ac"`, `"\ud83d\ude00 x"`, `"\ud800 lone"`, `"\udc00\ud800"`, `"tail\\"`} {
+		got, ok := unquote([]byte(raw))
+		var want string
+		if err := json.Unmarshal([]byte(raw), &want); err != nil || !ok || got != want {
+			t.Errorf("%s: got %q %v, want %q (%v)", raw, got, ok, want, err)
+		}
+	}
+	for _, bad := range []string{`"\x"`, `"\u12"`, `"abc`, `"\"`, `x`} {
+		if _, ok := unquote([]byte(bad)); ok {
+			t.Errorf("%s read", bad)
+		}
 	}
 }

@@ -31,6 +31,7 @@ func (g group) len() int { return g.end - g.start }
 // asks the detectors in turn (IBAN, IPv4, SSN, card, phone) whether the
 // token, or a part of it cut at spaces, is theirs.
 func (d *Detectors) findNumbers(text string, dst []Match) []Match {
+	var t numToken
 	for i := 0; ; {
 		p := nextDigit(text, i)
 		if p < 0 {
@@ -47,7 +48,6 @@ func (d *Detectors) findNumbers(text string, dst []Match) []Match {
 				continue
 			}
 		}
-		var t numToken
 		if !readToken(text, p, &t) {
 			i = max(t.end, skipDigits(text, p))
 			continue
@@ -70,7 +70,7 @@ func skipDigits(text string, i int) int {
 // word or a longer number before it ("v1.2", "x=3-4", "1,234"), or
 // followed by one ("…@", ",5", a letter), or longer than maxGroups.
 func readToken(text string, p int, t *numToken) bool {
-	t.start = p
+	t.start, t.plus, t.n = p, false, 0
 	paren := false
 	if p > 0 && text[p-1] == '(' {
 		t.start, paren = p-1, true

@@ -39,21 +39,19 @@ func findSecrets(text string, dst []Match) []Match {
 	start := len(dst)
 	dst = eachByte(text, '-', dst, dashSecret)
 	dst = eachByte(text, '_', dst, underscoreSecret)
-	for _, prefix := range [...]string{"AKIA", "ASIA"} {
-		n := len(dst)
-		dst = eachPrefix(text, prefix, dst, awsKeyID)
-		// The secret access key close after a key id is the pair's other
-		// half: a match of its own, so that a stream that released the
-		// id still holds the secret.
-		for _, id := range dst[n:] {
+	n := len(dst)
+	dst = eachByte(text, 'A', dst, capitalASecret)
+	// The secret access key close after a key id is the pair's other half:
+	// a match of its own, so that a stream that released the id still
+	// holds the secret.
+	for _, id := range dst[n:] {
+		if id.End-id.Start == 20 && (text[id.Start+1] == 'K' || text[id.Start+1] == 'S') {
 			if end := awsSecretNear(text, id.End, 64); end > 0 {
 				dst = append(dst, Match{Start: end - 40, End: end, Kind: Secret})
 			}
 		}
 	}
-	dst = eachPrefix(text, "AIza", dst, googleKey)
-	dst = eachPrefix(text, "eyJ", dst, jwt)
-	dst = awsSecretLabels(text, dst)
+	dst = eachByte(text, 'J', dst, jwtSecret)
 	return resolve(dst, start)
 }
 
@@ -69,25 +67,6 @@ func eachByte(text string, c byte, dst []Match, find func(text string, i int) (s
 		from = i + 1
 		if start, end := find(text, i); end > 0 {
 			dst = append(dst, Match{Start: start, End: end, Kind: Secret})
-			from = end
-		}
-	}
-}
-
-// eachPrefix calls find at each prefix in text that starts a word.
-func eachPrefix(text, prefix string, dst []Match, find func(text string, i int) int) []Match {
-	for from := 0; ; {
-		j := strings.Index(text[from:], prefix)
-		if j < 0 {
-			return dst
-		}
-		i := from + j
-		from = i + len(prefix)
-		if wordBefore(text, i) || i > 0 && text[i-1] == '-' {
-			continue
-		}
-		if end := find(text, i); end > 0 {
-			dst = append(dst, Match{Start: i, End: end, Kind: Secret})
 			from = end
 		}
 	}
@@ -193,6 +172,11 @@ func underscoreSecret(text string, i int) (int, int) {
 		if end-(i+6) >= 20 && !tokenClass[byteAt(text, end)] && random(text[i+6:end]) {
 			return i - 2, end
 		}
+	case i >= 6 && (text[i-6:i] == "secret" || text[i-6:i] == "SECRET") &&
+		(strings.HasPrefix(text[i:], "_access_key") || strings.HasPrefix(text[i:], "_ACCESS_KEY")):
+		if end := awsSecretNear(text, i+11, 16); end > 0 {
+			return end - 40, end
+		}
 	case i >= 3 && text[i-3:i] == "mgk" && startsToken(text, i-3):
 		start, end := i-3, i-3+keys.Length
 		if end <= len(text) && !wordAt(text, end) && keys.WellFormed(text[start:end]) {
@@ -231,24 +215,34 @@ func awsKeyID(text string, i int) int {
 	return end
 }
 
-// awsSecretLabels appends the AWS secret access keys that follow their
-// label ("aws_secret_access_key = …", "SecretAccessKey": "…").
-func awsSecretLabels(text string, dst []Match) []Match {
-	for _, label := range [...]string{"ecret_access_key", "ECRET_ACCESS_KEY", "ecretAccessKey"} {
-		for from := 0; ; {
-			j := strings.Index(text[from:], label)
-			if j < 0 {
-				break
-			}
-			i := from + j + len(label)
-			from = i
-			if end := awsSecretNear(text, i, 16); end > 0 {
-				dst = append(dst, Match{Start: end - 40, End: end, Kind: Secret})
-				from = end
-			}
+// capitalASecret finds the secret whose format has an 'A' at text[i]:
+// an AWS access key id ("AKIA…", "ASIA…"), a Google API key ("AIza…"), or
+// the secret after a SecretAccessKey label.
+func capitalASecret(text string, i int) (int, int) {
+	rest := text[i:]
+	switch {
+	case strings.HasPrefix(rest, "AKIA") || strings.HasPrefix(rest, "ASIA"):
+		if startsToken(text, i) {
+			return i, awsKeyID(text, i)
+		}
+	case strings.HasPrefix(rest, "AIza"):
+		if startsToken(text, i) {
+			return i, googleKey(text, i)
+		}
+	case strings.HasPrefix(rest, "AccessKey") && i >= 6 && text[i-6:i] == "Secret":
+		if end := awsSecretNear(text, i+9, 16); end > 0 {
+			return end - 40, end
 		}
 	}
-	return dst
+	return -1, -1
+}
+
+// jwtSecret finds a JSON Web Token whose "eyJ" ends at text[i].
+func jwtSecret(text string, i int) (int, int) {
+	if i < 2 || text[i-2:i] != "ey" || !startsToken(text, i-2) || i > 2 && text[i-3] == '.' {
+		return -1, -1
+	}
+	return i - 2, jwt(text, i-2)
 }
 
 // awsSecretNear returns the end of a 40-character AWS secret access key

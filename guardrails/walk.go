@@ -289,18 +289,20 @@ func unquote(raw []byte) (string, bool) {
 		return providers.InPlace(in), true
 	}
 	out := make([]byte, 0, len(in))
-	for i := 0; i < len(in); i++ {
-		c := in[i]
-		if c != '\\' {
-			out = append(out, c)
-			continue
+	for {
+		j := bytes.IndexByte(in, '\\')
+		if j < 0 {
+			out = append(out, in...)
+			return string(out), true
 		}
-		if i++; i == len(in) {
+		out = append(out, in[:j]...)
+		if j+1 == len(in) {
 			return "", false
 		}
-		switch in[i] {
+		c, n := in[j+1], 2
+		switch c {
 		case '"', '\\', '/':
-			out = append(out, in[i])
+			out = append(out, c)
 		case 'b':
 			out = append(out, '\b')
 		case 'f':
@@ -312,23 +314,19 @@ func unquote(raw []byte) (string, bool) {
 		case 't':
 			out = append(out, '\t')
 		case 'u':
-			r, ok := hex4(in, i+1)
+			r, ok := hex4(in, j+2)
 			if !ok {
 				return "", false
 			}
-			i += 4
+			n = 6
 			if utf16.IsSurrogate(r) {
 				r2, ok := rune(0), false
-				if i+2 < len(in) && in[i+1] == '\\' && in[i+2] == 'u' {
-					r2, ok = hex4(in, i+3)
+				if j+7 < len(in) && in[j+6] == '\\' && in[j+7] == 'u' {
+					r2, ok = hex4(in, j+8)
 				}
-				if ok {
-					if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
-						r = d
-						i += 6
-					}
-				}
-				if utf16.IsSurrogate(r) {
+				if d := utf16.DecodeRune(r, r2); ok && d != utf8.RuneError {
+					r, n = d, 12
+				} else {
 					r = utf8.RuneError
 				}
 			}
@@ -336,8 +334,8 @@ func unquote(raw []byte) (string, bool) {
 		default:
 			return "", false
 		}
+		in = in[j+n:]
 	}
-	return string(out), true
 }
 
 // hex4 reads the four hex digits at b[i:].
