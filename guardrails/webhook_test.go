@@ -150,7 +150,9 @@ func TestWebhookStream(t *testing.T) {
 	}
 	var text string
 	for _, ev := range sent {
-		var c struct{ Choices []struct{ Delta struct{ Content string } } }
+		var c struct {
+			Choices []struct{ Delta struct{ Content string } }
+		}
 		json.Unmarshal(ev, &c)
 		text += c.Choices[0].Delta.Content
 	}
