@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelgate/modelgate/accounts"
 	"github.com/modelgate/modelgate/batch"
+	"github.com/modelgate/modelgate/guardrails"
 	"github.com/modelgate/modelgate/keys"
 	"github.com/modelgate/modelgate/pricing"
 	"github.com/modelgate/modelgate/quota"
@@ -69,6 +70,10 @@ type App struct {
 	// StorageQuota bounds the bytes each owner keeps in the storage.
 	// Default: 10 GiB per owner.
 	StorageQuota *StorageQuotaConfig `json:"storage_quota,omitempty"`
+
+	// Guardrails are the guards of requests and answers (PII, patterns,
+	// a screening service, moderation). Default: none.
+	Guardrails *guardrails.Config `json:"guardrails,omitempty"`
 
 	// Prices override and extend the price table shipped in the binary
 	// (pricing/prices.json): a JSON price file and entries of their own.

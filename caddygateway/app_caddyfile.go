@@ -78,6 +78,9 @@ func init() {
 //	    storage_quota {
 //	        owner [<owner>] <size>|unlimited
 //	    }
+//	    guardrails {
+//	        guard <name> { … }   (see unmarshalGuardrails)
+//	    }
 //	}
 func parseModelgateOption(d *caddyfile.Dispenser, existing any) (any, error) {
 	app := new(App)
@@ -212,6 +215,10 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 		case "retention":
 			if err := a.unmarshalRetention(d); err != nil {
+				return err
+			}
+		case "guardrails":
+			if err := a.unmarshalGuardrails(d); err != nil {
 				return err
 			}
 		case "storage_quota":

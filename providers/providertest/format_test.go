@@ -41,6 +41,13 @@ var formatExamples = map[string]example{
 		overloaded: 503,
 		isError:    isOpenAIError,
 	},
+	"openai_moderations": {
+		request: func(model string) (string, string, []string) {
+			return "/v1/moderations", `{"model":"` + model + `","input":["hi"]}`, oaAuth
+		},
+		overloaded: 503,
+		isError:    isOpenAIError,
+	},
 	"openai_responses": {
 		request: func(model string) (string, string, []string) {
 			return "/v1/responses", `{"model":"` + model + `","input":"hi"}`, oaAuth

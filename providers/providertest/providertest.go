@@ -7,6 +7,8 @@
 // The formats, by name (the key of Options.Keys) and path:
 //
 //	openai       POST /v1/chat/completions (Authorization: Bearer)
+//	openai_moderations POST /v1/moderations (Authorization: Bearer), OpenAI's
+//	             moderations API: flags by ModerationTriggers (moderation.go)
 //	openai_responses POST /v1/responses (Authorization: Bearer), OpenAI's
 //	             Responses API, streamed or not (responses.go)
 //	anthropic    POST /v1/messages (x-api-key, anthropic-version)
