@@ -27,6 +27,10 @@ type Executor interface {
 type Route struct {
 	Model    string
 	Provider string
+	// Upstream is the provider's own name of the model (the first
+	// target's): what a line of a native part is encoded for. Empty: the
+	// line runs in the gateway.
+	Upstream string
 }
 
 // Request is one line of a batch, as the executor gets it.
@@ -94,6 +98,14 @@ type Settings struct {
 	// kept after they are written (a batch may ask for less); 0 keeps
 	// them until they are deleted.
 	OutputRetention time.Duration
+	// NativePoll is the first wait between two polls of a provider batch;
+	// it doubles up to NativePollMax.
+	NativePoll    time.Duration
+	NativePollMax time.Duration
+	// NativeCancelWait is how long a cancelled or expired batch waits for
+	// its provider batches to confirm the cancel and hand over their
+	// finished results, before it ends without them.
+	NativeCancelWait time.Duration
 }
 
 // DefaultSettings are the defaults modelgate documents.
@@ -108,6 +120,9 @@ func DefaultSettings() Settings {
 		CheckpointInterval: time.Second,
 		PartLines:          1000,
 		Lease:              30 * time.Second,
+		NativePoll:         2 * time.Second,
+		NativePollMax:      time.Minute,
+		NativeCancelWait:   30 * time.Minute,
 	}
 }
 
@@ -124,6 +139,9 @@ func (s Settings) withDefaults() Settings {
 	orDefault(&s.CheckpointInterval, d.CheckpointInterval)
 	orDefault(&s.PartLines, d.PartLines)
 	orDefault(&s.Lease, d.Lease)
+	orDefault(&s.NativePoll, d.NativePoll)
+	orDefault(&s.NativePollMax, d.NativePollMax)
+	orDefault(&s.NativeCancelWait, d.NativeCancelWait)
 	return s
 }
 

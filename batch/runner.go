@@ -42,6 +42,12 @@ type Live struct {
 	// files this runner wrote for owner, once they are files: what they
 	// count against the owner's storage quota.
 	Stored func(ctx context.Context, owner string, bytes int64)
+	// Native, when set, returns the own batch API of the provider named
+	// provider when lines routed to it go there (its batch mode is
+	// native), else nil: they run in the gateway through Executor.
+	Native func(provider string) NativeAPI
+	// Accounting meters and admits the lines of native parts; nil: none.
+	Accounting NativeAccounting
 }
 
 // finished tells lv.Finished of rec, if it listens.
@@ -295,7 +301,7 @@ func (r *Runner) validate(lv Live, id, owner string) error {
 	if err != nil || rec.Status != StatusValidating {
 		return err // someone else got there first
 	}
-	v, err := r.store.validate(ctx, rec, lv.Executor, lv.Settings)
+	v, err := r.store.validate(ctx, rec, lv.Executor, lv.Settings, lv.Native)
 	if err != nil {
 		return err
 	}
