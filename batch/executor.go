@@ -106,23 +106,29 @@ type Settings struct {
 	// its provider batches to confirm the cancel and hand over their
 	// finished results, before it ends without them.
 	NativeCancelWait time.Duration
+	// NativeSubmitTimeout bounds one submission of a part to its
+	// provider (uploading its records included). A submission another
+	// instance began is taken over only after it: until then it may
+	// still reach the provider.
+	NativeSubmitTimeout time.Duration
 }
 
 // DefaultSettings are the defaults modelgate documents.
 func DefaultSettings() Settings {
 	return Settings{
-		Workers:            32,
-		PerProvider:        16,
-		MaxRequests:        50000,
-		MaxLineBytes:       16 << 20,
-		MaxRetries:         5,
-		RetryBackoff:       time.Second,
-		CheckpointInterval: time.Second,
-		PartLines:          1000,
-		Lease:              30 * time.Second,
-		NativePoll:         2 * time.Second,
-		NativePollMax:      time.Minute,
-		NativeCancelWait:   30 * time.Minute,
+		Workers:             32,
+		PerProvider:         16,
+		MaxRequests:         50000,
+		MaxLineBytes:        16 << 20,
+		MaxRetries:          5,
+		RetryBackoff:        time.Second,
+		CheckpointInterval:  time.Second,
+		PartLines:           1000,
+		Lease:               30 * time.Second,
+		NativePoll:          2 * time.Second,
+		NativePollMax:       time.Minute,
+		NativeCancelWait:    30 * time.Minute,
+		NativeSubmitTimeout: 10 * time.Minute,
 	}
 }
 
@@ -142,6 +148,7 @@ func (s Settings) withDefaults() Settings {
 	orDefault(&s.NativePoll, d.NativePoll)
 	orDefault(&s.NativePollMax, d.NativePollMax)
 	orDefault(&s.NativeCancelWait, d.NativeCancelWait)
+	orDefault(&s.NativeSubmitTimeout, d.NativeSubmitTimeout)
 	return s
 }
 

@@ -80,6 +80,9 @@ func (r *Runner) finish(lv Live, rec *batchRecord, status string) error {
 				if !c.Parts[i].Done && c.Parts[i].leasedByOther(r.me, now) {
 					return nil // another instance still works on it
 				}
+				if c.Parts[i].windingDown() {
+					return nil // a provider batch is still to be cancelled and collected
+				}
 			}
 			if status == StatusCompleted && !c.allDone() {
 				return nil

@@ -218,13 +218,13 @@ type NativeAccounting interface {
 // Reservation is what a native part holds against budgets.
 type Reservation struct {
 	// ID is the part's marker, the same after a crash.
-	ID                     string
-	BatchID, Owner         string
-	KeyID, KeyName         string
-	Endpoint               string
-	Provider, Model        string
-	Requests               int
-	Amount                 int64
+	ID              string
+	BatchID, Owner  string
+	KeyID, KeyName  string
+	Endpoint        string
+	Provider, Model string
+	Requests        int
+	Amount          int64
 }
 
 // Settlement is one request of a native part with its result.

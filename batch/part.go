@@ -30,14 +30,16 @@ type result struct {
 // stopped (cancel, expiry, shutdown), or its claim is lost.
 func (r *Runner) startPart(lv Live, rec *batchRecord, i int, ps partState) {
 	ctx, cancel := context.WithCancel(r.ctx)
-	if deadline, ok := rec.deadline(); ok {
+	// A native part watches the deadline itself: at its end it cancels
+	// its provider batch and collects what finished.
+	if deadline, ok := rec.deadline(); ok && ps.Native == nil {
 		var c2 context.CancelFunc
 		ctx, c2 = context.WithDeadline(ctx, deadline)
 		c1 := cancel
 		cancel = func() { c2(); c1() }
 	}
 	key := partKey{rec.ID, i}
-	act := &active{cancel: cancel}
+	act := &active{cancel: cancel, native: ps.Native != nil, stop: make(chan struct{})}
 	r.mu.Lock()
 	r.parts[key] = act
 	r.mu.Unlock()
@@ -57,7 +59,11 @@ func (r *Runner) startPart(lv Live, rec *batchRecord, i int, ps partState) {
 				log.Error("batch part panicked", zap.String("panic", fmt.Sprint(v)))
 			}
 		}()
-		if err := r.runPart(ctx, lv, log, rec, i, ps, act); err != nil && r.ctx.Err() == nil {
+		run := r.runPart
+		if ps.Native != nil {
+			run = r.runNative
+		}
+		if err := run(ctx, lv, log, rec, i, ps, act); err != nil && r.ctx.Err() == nil {
 			log.Error("batch part stopped; it will be taken up again", zap.Error(err))
 		}
 		r.Wake()
