@@ -32,8 +32,29 @@ type example struct {
 	isError func(body string) bool
 }
 
+// batchUpload is a multipart upload of a batch input file.
+const (
+	batchUploadType = "multipart/form-data; boundary=b0"
+	batchUpload     = "--b0\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n" +
+		"--b0\r\nContent-Disposition: form-data; name=\"file\"; filename=\"in.jsonl\"\r\n\r\n{}\n\r\n--b0--\r\n"
+)
+
 // formatExamples has an example for every row of formats, by name.
 var formatExamples = map[string]example{
+	"openai_batch": {
+		request: func(string) (string, string, []string) {
+			return "/v1/files", batchUpload, append([]string{"Content-Type", batchUploadType}, oaAuth...)
+		},
+		noModel: true,
+		isError: isOpenAIError,
+	},
+	"azure_openai_batch": {
+		request: func(string) (string, string, []string) {
+			return "/openai/files?api-version=2024-10-21", batchUpload, []string{"Content-Type", batchUploadType, "api-key", "k"}
+		},
+		noModel: true,
+		isError: isOpenAIError,
+	},
 	"openai": {
 		request: func(model string) (string, string, []string) {
 			return oaPath, `{"model":"` + model + `","messages":[{"role":"user","content":"hi"}]}`, oaAuth
