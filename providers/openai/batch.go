@@ -164,7 +164,7 @@ func (b Batches) Find(ctx context.Context, s *batch.NativeSubmission) (batch.Nat
 		}
 		data := gjson.GetBytes(got, "data").Array()
 		for _, v := range data {
-			if v.Get("metadata." + markerKey).Str == s.Marker {
+			if v.Get("metadata."+markerKey).Str == s.Marker {
 				return batch.NativeRef{ID: v.Get("id").Str, Data: map[string]string{"input_file_id": v.Get("input_file_id").Str}}, true, nil
 			}
 		}
