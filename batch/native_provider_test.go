@@ -20,6 +20,7 @@ import (
 	"github.com/modelgate/modelgate/batch"
 	"github.com/modelgate/modelgate/internal/storagetest"
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/anthropic"
 	"github.com/modelgate/modelgate/providers/openai"
 	"github.com/modelgate/modelgate/providers/providertest"
 )
@@ -360,6 +361,64 @@ func TestNativeOpenAICancelAndExpiry(t *testing.T) {
 			}
 			if want := map[bool]int{true: 1, false: 0}[tc.name == "cancel"]; cancels != want {
 				t.Errorf("%d cancels sent to the provider, want %d", cancels, want)
+			}
+		})
+	}
+}
+
+// TestNativeAnthropicBatches runs chat lines through Anthropic's Message
+// Batches API (the fake): translated as live requests are, answered as
+// chat.completions, a model whose requests fail ending in the error
+// file, and a crash right after the create call finding the batch again.
+func TestNativeAnthropicBatches(t *testing.T) {
+	for _, crash := range []bool{false, true} {
+		t.Run(map[bool]string{false: "run", true: "crash after create"}[crash], func(t *testing.T) {
+			fake := providertest.Start(t, providertest.Options{AnthropicKey: "an-key"})
+			base := httpSend(fake.URL, func(h http.Header) { h.Set("X-Api-Key", "an-key") })
+			cs := &crashSend{next: base, method: http.MethodPost, path: "/v1/messages/batches", at: make(chan struct{})}
+			send := base
+			if crash {
+				send = cs.send
+			}
+			ex := &routeExecutor{}
+			st := batch.NewStore(storagetest.NewMemory(), "mg")
+			r := batch.NewRunner(st, "inst", 10*time.Millisecond, live(ex, map[string]batch.NativeAPI{"anthropic": anthropic.Batches{Send: send}}))
+			var lines []string
+			for i := range 8 {
+				lines = append(lines, chatLine(fmt.Sprintf("c-%d", i), "anthropic/claude-sonnet-4-5", ""))
+			}
+			lines = append(lines, chatLine("f-0", "anthropic/x-fail-500", ""), chatLine("f-1", "anthropic/x-fail-500", ""))
+			ctx := context.Background()
+			f, _ := st.PutFile(ctx, "o", "in.jsonl", batch.PurposeBatch, strings.NewReader(strings.Join(lines, "\n")+"\n"), 1<<30)
+			b, err := st.CreateBatch(ctx, "o", batch.CreateParams{InputFileID: f.ID, Endpoint: batch.EndpointChat, CompletionWindow: "24h", Window: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if crash {
+				<-cs.at
+				_ = r.Destruct()
+				r = batch.NewRunner(st, "inst", 10*time.Millisecond, live(ex, map[string]batch.NativeAPI{"anthropic": anthropic.Batches{Send: base}}))
+			}
+			t.Cleanup(func() { _ = r.Destruct() })
+			done := waitStatus(t, st, b.ID, batch.StatusCompleted)
+			got, counts := results(t, st, done)
+			if len(counts) != 10 {
+				t.Fatalf("%d custom_ids have results, want 10", len(counts))
+			}
+			for i := range 8 {
+				l := got[fmt.Sprintf("c-%d", i)]
+				if l.Get("response.status_code").Int() != 200 || l.Get("response.body.object").Str != "chat.completion" ||
+					l.Get("response.body.choices.0.message.content").Str != fmt.Sprintf("echo: say c-%d", i) || l.Get("response.body.usage.total_tokens").Int() == 0 {
+					t.Errorf("c-%d: %s", i, l.Raw)
+				}
+			}
+			for _, id := range []string{"f-0", "f-1"} {
+				if l := got[id]; l.Get("response.status_code").Int() != 500 || l.Get("response.body.error.type").Str == "" {
+					t.Errorf("%s: %s", id, l.Raw)
+				}
+			}
+			if n := fake.AnthropicBatchesCreated(); n != 2 || ex.ran.Load() != 0 {
+				t.Errorf("%d message batches, %d gateway lines; want 2 (one per model) and 0", n, ex.ran.Load())
 			}
 		})
 	}

@@ -43,6 +43,7 @@ type wireFormat interface {
 var formats = []wireFormat{
 	openAIBatchFormat{},
 	openAIBatchFormat{azure: true},
+	anthropicBatchFormat{},
 	openAIFormat{},
 	responsesFormat{},
 	anthropicFormat{},

@@ -30,6 +30,8 @@ type example struct {
 	unauthorized int
 	// isError reports whether a body is an error in the format's shape.
 	isError func(body string) bool
+	// listed says a GET of the path is served too (it lists).
+	listed bool
 }
 
 // batchUpload is a multipart upload of a batch input file.
@@ -47,6 +49,17 @@ var formatExamples = map[string]example{
 		},
 		noModel: true,
 		isError: isOpenAIError,
+	},
+	"anthropic_batch": {
+		request: func(string) (string, string, []string) {
+			return "/v1/messages/batches", `{"requests":[{"custom_id":"r1","params":{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}}]}`,
+				[]string{"x-api-key", "k", "anthropic-version", "2023-06-01"}
+		},
+		noModel: true,
+		listed:  true,
+		isError: func(body string) bool {
+			return gjson.Get(body, "type").Str == "error" && gjson.Get(body, "error.message").Str != ""
+		},
 	},
 	"azure_openai_batch": {
 		request: func(string) (string, string, []string) {
@@ -224,6 +237,9 @@ func TestEveryFormat(t *testing.T) {
 				wantError(t, res, body, status)
 			})
 			t.Run("another method", func(t *testing.T) {
+				if ex.listed {
+					t.Skip("a GET of the path lists")
+				}
 				res, body := send(t, http.MethodGet, model)
 				wantError(t, res, body, 404)
 			})

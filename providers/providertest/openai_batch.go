@@ -128,6 +128,9 @@ func (s *Server) HoldBatches(hold bool) {
 	st.mu.Lock()
 	st.hold = hold
 	st.mu.Unlock()
+	s.batchHoldMu.Lock()
+	s.batchHold = hold
+	s.batchHoldMu.Unlock()
 }
 
 // BatchesCreated is how many batches the fake's OpenAI and Azure batch
@@ -149,6 +152,22 @@ func (s *Server) ExpireBatches() {
 			s.endBatch(st, b, "expired")
 		}
 	}
+	an := s.anthropicBatches()
+	an.mu.Lock()
+	defer an.mu.Unlock()
+	for _, b := range an.batches {
+		if b.status == "in_progress" {
+			s.endAnthropicBatch(b, "expired")
+		}
+	}
+}
+
+// AnthropicBatchesCreated is how many message batches the fake created.
+func (s *Server) AnthropicBatchesCreated() int {
+	st := s.anthropicBatches()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return len(st.order)
 }
 
 func (f openAIBatchFormat) serve(c *call) {

@@ -210,6 +210,12 @@ type Server struct {
 
 	batchOnce sync.Once
 	batchAPI  *batchStore // the Files and Batch APIs' state
+
+	anOnce     sync.Once
+	anBatchAPI *anBatchStore // the Message Batches API's state
+
+	batchHoldMu sync.Mutex
+	batchHold   bool // HoldBatches
 }
 
 // New returns a fake provider that is not listening; serve it yourself.
