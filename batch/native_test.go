@@ -726,3 +726,17 @@ func TestNativeModeTurnedOffBeforeSubmit(t *testing.T) {
 		t.Error("submitted to a provider whose mode is gateway")
 	}
 }
+
+func TestModes(t *testing.T) {
+	for typ, want := range map[string]string{"openai": ModeNative, "azure_openai": ModeNative, "anthropic": ModeNative,
+		"gemini": ModeNative, "vertex": ModeNative, "bedrock": ModeNative, "groq": ModeGateway, "cohere": ModeGateway, "acme": ModeGateway} {
+		if got := DefaultMode(typ); got != want {
+			t.Errorf("DefaultMode(%s) = %s, want %s", typ, got, want)
+		}
+	}
+	for in, ok := range map[string]bool{"": true, "native": true, "gateway": true, "Native": false, "both": false} {
+		if _, err := ParseMode(in); (err == nil) != ok {
+			t.Errorf("ParseMode(%q): %v", in, err)
+		}
+	}
+}
