@@ -65,7 +65,7 @@ func (b Batches) Submit(ctx context.Context, s *batch.NativeSubmission) (batch.N
 	defer records.Close()
 	req := b.request(http.MethodPost, batchesPath, nil)
 	req.Header = http.Header{"Anthropic-Version": req.Header["Anthropic-Version"], "Content-Type": {"application/json"}}
-	req.Upload = io.MultiReader(strings.NewReader(head), &commaJoin{r: bufio.NewReaderSize(records, 64<<10)}, strings.NewReader(tail))
+	req.Upload = io.MultiReader(strings.NewReader(head), providers.JoinLines(records), strings.NewReader(tail))
 	req.Length = int64(len(head)) + s.Bytes - 1 + int64(len(tail))
 	got, err := b.do(ctx, req)
 	if err != nil {
@@ -76,42 +76,6 @@ func (b Batches) Submit(ctx context.Context, s *batch.NativeSubmission) (batch.N
 		return batch.NativeRef{}, errors.New("the provider created a batch without an id")
 	}
 	return batch.NativeRef{ID: id}, nil
-}
-
-// commaJoin reads newline-ended lines and joins them with commas: the
-// records file becomes the members of a JSON array.
-type commaJoin struct {
-	r       *bufio.Reader
-	pending bool // a newline was read and not yet written as a comma
-}
-
-func (c *commaJoin) Read(p []byte) (int, error) {
-	n := 0
-	for n < len(p) {
-		ch, err := c.r.ReadByte()
-		if err != nil {
-			if n > 0 && err == io.EOF {
-				return n, nil
-			}
-			return n, err
-		}
-		if ch == '\n' {
-			c.pending = true
-			continue
-		}
-		if c.pending {
-			p[n] = ','
-			n++
-			c.pending = false
-			if n == len(p) {
-				_ = c.r.UnreadByte()
-				return n, nil
-			}
-		}
-		p[n] = ch
-		n++
-	}
-	return n, nil
 }
 
 // Find looks, among the provider's batches created from a minute before

@@ -1,9 +1,6 @@
 package anthropic
 
 import (
-	"bufio"
-	"io"
-	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -31,32 +28,3 @@ func FuzzResultLine(f *testing.F) {
 	})
 }
 
-// FuzzCommaJoin: the records joined with commas are the lines joined
-// with commas, whatever the reads' sizes.
-func FuzzCommaJoin(f *testing.F) {
-	f.Add("{\"a\":1}\n{\"b\":2}\n", 3)
-	f.Add("x\n", 1)
-	f.Fuzz(func(t *testing.T, records string, size int) {
-		if !strings.HasSuffix(records, "\n") || strings.Contains(records, "\n\n") || strings.HasPrefix(records, "\n") {
-			return // records are non-empty lines, each ending in a newline
-		}
-		size = (size%7+7)%7 + 1
-		c := &commaJoin{r: bufio.NewReaderSize(strings.NewReader(records), 16)}
-		var got []byte
-		buf := make([]byte, size)
-		for {
-			n, err := c.Read(buf)
-			got = append(got, buf[:n]...)
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-		}
-		want := strings.Join(strings.Split(strings.TrimSuffix(records, "\n"), "\n"), ",")
-		if string(got) != want {
-			t.Errorf("joined %q, want %q", got, want)
-		}
-	})
-}
