@@ -21,6 +21,7 @@ import (
 	"github.com/modelgate/modelgate/internal/storagetest"
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/anthropic"
+	"github.com/modelgate/modelgate/providers/gemini"
 	"github.com/modelgate/modelgate/providers/openai"
 	"github.com/modelgate/modelgate/providers/providertest"
 )
@@ -419,6 +420,83 @@ func TestNativeAnthropicBatches(t *testing.T) {
 			}
 			if n := fake.AnthropicBatchesCreated(); n != 2 || ex.ran.Load() != 0 {
 				t.Errorf("%d message batches, %d gateway lines; want 2 (one per model) and 0", n, ex.ran.Load())
+			}
+		})
+	}
+}
+
+// TestNativeGeminiBatches runs chat lines through the Gemini batch mode
+// (the fake, inline requests): answers back as chat.completions, a line
+// the provider refuses as an inline error in the error file, a crash
+// right after the create call finding the batch again by its display
+// name, and a provider expiry's unfinished lines as batch_expired.
+func TestNativeGeminiBatches(t *testing.T) {
+	for _, tc := range []string{"run", "crash after create", "provider expiry"} {
+		t.Run(tc, func(t *testing.T) {
+			fake := providertest.Start(t, providertest.Options{Keys: map[string]string{"gemini_batch": "g-key", "gemini": "g-key"}})
+			base := httpSend(fake.URL+"/v1beta", func(h http.Header) { h.Set("X-Goog-Api-Key", "g-key") })
+			cs := &crashSend{next: base, method: http.MethodPost, path: ":batchGenerateContent", at: make(chan struct{})}
+			send := base
+			if tc == "crash after create" {
+				send = cs.send
+			}
+			if tc == "provider expiry" {
+				fake.HoldBatches(true)
+			}
+			ex := &routeExecutor{}
+			st := batch.NewStore(storagetest.NewMemory(), "mg")
+			r := batch.NewRunner(st, "inst", 10*time.Millisecond, live(ex, map[string]batch.NativeAPI{"gemini": gemini.Batches{Send: send}}))
+			var lines []string
+			for i := range 8 {
+				extra := ""
+				if i == 3 {
+					extra = `,"temperature":5` // the provider refuses this one
+				}
+				lines = append(lines, chatLine(fmt.Sprintf("g-%d", i), "gemini/gemini-2.5-flash", extra))
+			}
+			ctx := context.Background()
+			f, _ := st.PutFile(ctx, "o", "in.jsonl", batch.PurposeBatch, strings.NewReader(strings.Join(lines, "\n")+"\n"), 1<<30)
+			b, err := st.CreateBatch(ctx, "o", batch.CreateParams{InputFileID: f.ID, Endpoint: batch.EndpointChat, CompletionWindow: "24h", Window: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch tc {
+			case "crash after create":
+				<-cs.at
+				_ = r.Destruct()
+				r = batch.NewRunner(st, "inst", 10*time.Millisecond, live(ex, map[string]batch.NativeAPI{"gemini": gemini.Batches{Send: base}}))
+			case "provider expiry":
+				for deadline := time.Now().Add(10 * time.Second); fake.GeminiBatchesCreated() == 0; time.Sleep(5 * time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatal("no provider batch")
+					}
+				}
+				fake.ExpireBatches()
+			}
+			t.Cleanup(func() { _ = r.Destruct() })
+			done := waitStatus(t, st, b.ID, batch.StatusCompleted)
+			got, counts := results(t, st, done)
+			if len(counts) != 8 {
+				t.Fatalf("%d custom_ids have results, want 8", len(counts))
+			}
+			for i := range 8 {
+				l := got[fmt.Sprintf("g-%d", i)]
+				switch {
+				case tc == "provider expiry" && i >= 4:
+					if l.Get("error.code").Str != "batch_expired" {
+						t.Errorf("g-%d: %s", i, l.Raw)
+					}
+				case i == 3:
+					if l.Get("response.status_code").Int() != 400 || l.Get("response.body.error.message").Str == "" {
+						t.Errorf("g-3: %s, want the provider's 400", l.Raw)
+					}
+				case l.Get("response.status_code").Int() != 200 || l.Get("response.body.object").Str != "chat.completion" ||
+					!strings.Contains(l.Get("response.body.choices.0.message.content").Str, fmt.Sprintf("say g-%d", i)):
+					t.Errorf("g-%d: %s", i, l.Raw)
+				}
+			}
+			if n := fake.GeminiBatchesCreated(); n != 1 || ex.ran.Load() != 0 {
+				t.Errorf("%d provider batches, %d gateway lines; want 1 and 0", n, ex.ran.Load())
 			}
 		})
 	}

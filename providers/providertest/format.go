@@ -44,6 +44,7 @@ var formats = []wireFormat{
 	openAIBatchFormat{},
 	openAIBatchFormat{azure: true},
 	anthropicBatchFormat{},
+	geminiBatchFormat{},
 	openAIFormat{},
 	responsesFormat{},
 	anthropicFormat{},

@@ -61,6 +61,16 @@ var formatExamples = map[string]example{
 			return gjson.Get(body, "type").Str == "error" && gjson.Get(body, "error.message").Str != ""
 		},
 	},
+	"gemini_batch": {
+		request: func(model string) (string, string, []string) {
+			return "/v1beta/models/" + model + ":batchGenerateContent",
+				`{"batch":{"displayName":"d","inputConfig":{"requests":{"requests":[{"request":{"contents":[{"role":"user","parts":[{"text":"hi"}]}]},"metadata":{"key":"0"}}]}}}}`,
+				[]string{"x-goog-api-key", "k"}
+		},
+		noModel:      true,
+		unauthorized: 403,
+		isError:      func(body string) bool { return gjson.Get(body, "error.message").Str != "" && gjson.Get(body, "error.status").Str != "" },
+	},
 	"azure_openai_batch": {
 		request: func(string) (string, string, []string) {
 			return "/openai/files?api-version=2024-10-21", batchUpload, []string{"Content-Type", batchUploadType, "api-key", "k"}

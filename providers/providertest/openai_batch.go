@@ -160,6 +160,14 @@ func (s *Server) ExpireBatches() {
 			s.endAnthropicBatch(b, "expired")
 		}
 	}
+	gb := s.geminiBatches()
+	gb.mu.Lock()
+	defer gb.mu.Unlock()
+	for _, b := range gb.batches {
+		if b.state == "BATCH_STATE_RUNNING" {
+			s.endGeminiBatch(b, "BATCH_STATE_EXPIRED")
+		}
+	}
 }
 
 // AnthropicBatchesCreated is how many message batches the fake created.

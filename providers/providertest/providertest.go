@@ -214,6 +214,9 @@ type Server struct {
 	anOnce     sync.Once
 	anBatchAPI *anBatchStore // the Message Batches API's state
 
+	gemOnce     sync.Once
+	gemBatchAPI *geminiBatchStore // the Gemini batch mode's state
+
 	batchHoldMu sync.Mutex
 	batchHold   bool // HoldBatches
 }
