@@ -27,4 +27,3 @@ func FuzzResultLine(f *testing.F) {
 		}
 	})
 }
-

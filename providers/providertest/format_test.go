@@ -69,7 +69,9 @@ var formatExamples = map[string]example{
 		},
 		noModel:      true,
 		unauthorized: 403,
-		isError:      func(body string) bool { return gjson.Get(body, "error.message").Str != "" && gjson.Get(body, "error.status").Str != "" },
+		isError: func(body string) bool {
+			return gjson.Get(body, "error.message").Str != "" && gjson.Get(body, "error.status").Str != ""
+		},
 	},
 	"azure_openai_batch": {
 		request: func(string) (string, string, []string) {
