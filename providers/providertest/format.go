@@ -41,6 +41,10 @@ type wireFormat interface {
 // first row that serves it, else to the first row that owns its path, else
 // to OpenAI's (whose 404 is the fake's default).
 var formats = []wireFormat{
+	openAIBatchFormat{},
+	openAIBatchFormat{azure: true},
+	anthropicBatchFormat{},
+	geminiBatchFormat{},
 	openAIFormat{},
 	responsesFormat{},
 	anthropicFormat{},

@@ -209,6 +209,18 @@ type Server struct {
 	caches  map[[32]byte]time.Time // Anthropic prompt cache: prefix → expiry, under mu
 	stored  map[string][]byte      // stored Responses, by id, under mu
 	google  googleAuth             // the Google service account and its tokens
+
+	batchOnce sync.Once
+	batchAPI  *batchStore // the Files and Batch APIs' state
+
+	anOnce     sync.Once
+	anBatchAPI *anBatchStore // the Message Batches API's state
+
+	gemOnce     sync.Once
+	gemBatchAPI *geminiBatchStore // the Gemini batch mode's state
+
+	batchHoldMu sync.Mutex
+	batchHold   bool // HoldBatches
 }
 
 // New returns a fake provider that is not listening; serve it yourself.
@@ -296,7 +308,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer func() { s.opts.Log(rec, sw.status) }()
 	}
 	f.headers(c.w.Header(), c.id)
-	body, err := readAll(r)
+	limit := int64(MaxBody)
+	if l, ok := f.(interface{ maxBody() int64 }); ok {
+		limit = l.maxBody()
+	}
+	body, err := readAll(r, limit)
 	if err != nil {
 		fl := unreadable
 		if _, tooBig := errors.AsType[*http.MaxBytesError](err); tooBig {
@@ -326,10 +342,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// readAll reads the body, at most MaxBody bytes of it.
-func readAll(r *http.Request) ([]byte, error) {
-	rd := http.MaxBytesReader(nil, r.Body, MaxBody)
-	if n := r.ContentLength; n >= 0 && n <= MaxBody {
+// readAll reads the body, at most limit bytes of it.
+func readAll(r *http.Request, limit int64) ([]byte, error) {
+	rd := http.MaxBytesReader(nil, r.Body, limit)
+	if n := r.ContentLength; n >= 0 && n <= limit {
 		// The server holds the body to its Content-Length: read it into
 		// one buffer of that size.
 		buf := make([]byte, n)
