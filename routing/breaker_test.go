@@ -285,13 +285,19 @@ func TestBreakerTrialSlotsComeBack(t *testing.T) {
 		t.Fatalf("with the trial held, offered %s, want the secondary", got)
 	}
 	clk.Advance(10 * time.Second)
-	if got := next(); got != "p0/m" {
-		t.Fatalf("after OpenFor the lost trial should be written off; offered %s", got)
+	held, _ := r.Plan("a", false)
+	defer held.Close()
+	if tg, _ := held.Next(); tg.Key() != "p0/m" {
+		t.Fatalf("after OpenFor the lost trial should be written off; offered %s", tg.Key())
 	}
-	// The lost trial's late report counts for nothing.
+	// The lost trial's late report counts for nothing: it neither closes
+	// the breaker nor frees the slot of the trial that replaced it.
 	lost.Report(ok200)
 	if got := healthOf(r, "p0/m").State; got != HalfOpen {
 		t.Fatalf("a written-off trial's success changed the breaker to %s", got)
+	}
+	if got := next(); got != "p1/m" {
+		t.Fatalf("a written-off trial's report freed the new trial's slot: offered %s", got)
 	}
 }
 

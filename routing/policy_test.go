@@ -138,15 +138,25 @@ func TestLatencyPrefersTheFast(t *testing.T) {
 // times to first byte, other plans whole answers.
 func TestLatencyByKind(t *testing.T) {
 	r, _ := testRouter(t, Config{Aliases: []AliasConfig{alias("a", LowestLatency, 2)}})
-	// p0: fast first byte, slow whole answers; p1 the other way round.
-	reportLatency(t, r, "a", "p0/m", true, 100*time.Millisecond)
-	reportLatency(t, r, "a", "p1/m", true, 800*time.Millisecond)
-	reportLatency(t, r, "a", "p0/m", false, 5*time.Second)
-	reportLatency(t, r, "a", "p1/m", false, time.Second)
+	report := func(key string, stream bool, ttfb, whole time.Duration) {
+		p, _ := r.PlanTarget(key, stream)
+		p.Next()
+		p.Report(Result{Kind: Answered, Status: 200, TTFB: ttfb, Latency: whole})
+		p.Close()
+	}
+	// p0 starts streaming fast and takes long to finish; p1 the other
+	// way round. Streams and whole answers each keep their own average.
+	report("p0/m", true, 100*time.Millisecond, 9*time.Second)
+	report("p1/m", true, 800*time.Millisecond, 2*time.Second)
+	report("p0/m", false, 0, 5*time.Second)
+	report("p1/m", false, 0, time.Second)
 	for range 50 {
 		if s, n := first(t, r, "a", true), first(t, r, "a", false); s != "p0/m" || n != "p1/m" {
 			t.Fatalf("stream picked %s, non-stream %s; want p0/m and p1/m", s, n)
 		}
+	}
+	if h := healthOf(r, "p0/m"); h.TTFBMS != 100 || h.LatencyMS != 5000 {
+		t.Fatalf("p0/m averages: ttfb %v ms, whole %v ms", h.TTFBMS, h.LatencyMS)
 	}
 }
 
