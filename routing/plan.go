@@ -7,8 +7,8 @@ import (
 
 // Plan routes one request: it offers the alias's targets one at a time,
 // in the policy's order, skipping the targets that are out of rotation.
-// A Plan is a value, used by one goroutine; its zero value offers
-// nothing.
+// A Plan is a value, used by one goroutine and not copied once Next was
+// called; its zero value offers nothing.
 //
 // Every target Next offers is either reported (Report) or passed over:
 // the next call of Next or Close gives back what an offer held (a trial
@@ -67,7 +67,9 @@ func (a *Alias) Plan(stream bool) Plan {
 
 // Next offers the next target to try, or reports false when there is none
 // (Stop says why). A target it offers after a reported attempt is a retry,
-// counted against the alias's retry budget.
+// counted against the alias's retry budget: call it again only after an
+// attempt whose Result asks for a retry, or to pass over the target it
+// offered last.
 func (p *Plan) Next() (*Target, bool) {
 	if p.a == nil || p.stop != Going {
 		return nil, false
