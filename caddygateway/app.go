@@ -43,6 +43,12 @@ type App struct {
 	// has been sent to the client yet.
 	Models map[string][]string `json:"models,omitempty"`
 
+	// Routing tunes how aliases choose among their targets and keep
+	// failing ones out of rotation: circuit breakers, the providers'
+	// cool-downs, a retry budget, stream timeouts, each alias's policy.
+	// Default: every setting's default, aliases ordered.
+	Routing *RoutingConfig `json:"routing,omitempty"`
+
 	// DefaultProvider serves bare model names that neither an alias nor a
 	// provider's models list claims. Default: none (such names get 404).
 	DefaultProvider string `json:"default_provider,omitempty"`

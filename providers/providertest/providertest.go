@@ -102,6 +102,15 @@
 //	redacted          (Anthropic, thinking on) a redacted_thinking block
 //	                  follows the thinking block
 //
+// # Failing as providers fail
+//
+// StartChaos (chaos.go) puts a fake behind failures a gateway's circuit
+// breakers, cool-downs and routing must handle: a black hole, a
+// connection reset mid-stream, a 429 storm announcing its end in each
+// provider's headers, 500s and overloads, a slow first token, a slow but
+// working provider, and a provider that flaps between healthy and
+// failing. Its failures take each wire format's own error shape.
+//
 // # Adding a wire format
 //
 // Write one file, <name>.go, with a type that implements wireFormat
