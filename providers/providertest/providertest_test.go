@@ -329,7 +329,7 @@ func TestUnknownPath(t *testing.T) {
 		method, path string
 		anthropic    bool
 	}{
-		{http.MethodPost, "/v1/moderations", false},
+		{http.MethodPost, "/v1/unknown", false},
 		{http.MethodPost, "/v2/chat/completions", false},
 		{http.MethodGet, oaPath, false},
 		{http.MethodGet, "/", false},
