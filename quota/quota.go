@@ -191,9 +191,9 @@ type Quota struct {
 	hold    time.Duration
 	now     func() time.Time
 
-	names   nameCache
+	names     nameCache
 	holderSeq atomic.Uint64 // slot holders: prefix + number
-	prefix  string
+	prefix    string
 
 	seedMu sync.Mutex
 	seeds  map[string]*seedCall
