@@ -2,6 +2,7 @@ package quota_test
 
 import (
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -87,24 +88,35 @@ func BenchmarkAdmitDone(b *testing.B) {
 			q.Start()
 			b.Cleanup(func() { _ = q.Stop(bg) })
 			s := fullSubjects("k")
-			adm, _ := admit(b, q, s, ask)
-			done(b, adm, actual)
+			request := func() bool {
+				adm, ref, err := q.Admit(bg, s, ask)
+				if err != nil || ref != nil {
+					b.Error(ref, err)
+					return false
+				}
+				if err := adm.Done(bg, actual); err != nil {
+					b.Error(err)
+					return false
+				}
+				return true
+			}
+			// The steady state: half a second of the same load first,
+			// in which leases learn the rate of use and are filled.
+			var wg sync.WaitGroup
+			for range 50 {
+				wg.Go(func() {
+					for end := time.Now().Add(500 * time.Millisecond); time.Now().Before(end) && request(); {
+					}
+				})
+			}
+			wg.Wait()
 			procCPU := func(pid int) time.Duration { d, _ := procstat.CPU(pid); return d }
 			b.SetParallelism(25) // × GOMAXPROCS 2 on the CI machine
 			b.ReportAllocs()
 			cpu0, rcpu0, rt0 := procCPU(os.Getpid()), procCPU(srv.PID()), rt.n.Load()
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					adm, ref, err := q.Admit(bg, s, ask)
-					if err != nil || ref != nil {
-						b.Error(ref, err)
-						return
-					}
-					if err := adm.Done(bg, actual); err != nil {
-						b.Error(err)
-						return
-					}
+				for pb.Next() && request() {
 				}
 			})
 			b.StopTimer()

@@ -243,15 +243,31 @@ type windowLease struct {
 	remaining int64 // what the state said was left besides avail, lately
 	want      int64 // the slice sought
 	asking    bool  // a refill is on its way
+	kicked    bool  // a round was asked for, to refill it
 	drop      bool  // the limit changed: give avail back
 	use       use
 	corr      []correction // for the state
 }
 
-// correction is a count for a window of the state: n at the time at.
+// correction is a count for a window of the state: n at the time at,
+// in the fixed window index.
 type correction struct {
-	at time.Time
-	n  int64
+	index int64
+	at    time.Time
+	n     int64
+}
+
+// correct adds n at the time at (in the fixed window index) to what w
+// has for the state: one correction per window, however many requests
+// it sums.
+func (w *windowLease) correct(index int64, at time.Time, n int64) {
+	for i := range w.corr {
+		if w.corr[i].index == index {
+			w.corr[i].n += n
+			return
+		}
+	}
+	w.corr = append(w.corr, correction{index: index, at: at, n: n})
 }
 
 // has reports whether w holds n in window index for limit.
@@ -259,9 +275,15 @@ func (w *windowLease) has(limit, index, n int64) bool {
 	return w.limit == limit && w.index == index && !w.drop && w.avail >= n
 }
 
-// low reports whether w should ask for a refill in window index.
+// low reports whether w should ask for a refill in window index, and
+// notes that it asks: a request that finds it low asks for a round once,
+// not every request after it until the round.
 func (w *windowLease) low(index int64) bool {
-	return !w.asking && w.want > 0 && (w.index != index || w.avail < (w.want+1)/2)
+	if w.kicked || w.asking || w.want == 0 || w.index == index && w.avail >= (w.want+1)/2 {
+		return false
+	}
+	w.kicked = true
+	return true
 }
 
 // giveBack returns n of window index to the slice, or to the state when
@@ -273,7 +295,7 @@ func (w *windowLease) giveBack(n, index int64, at time.Time) {
 		n -= keep
 	}
 	if n > 0 {
-		w.corr = append(w.corr, correction{at: at, n: -n})
+		w.correct(index, at, -n)
 	}
 }
 
@@ -288,13 +310,20 @@ type slotLease struct {
 	peakEst  int64 // the most in flight lately
 	want     int64 // free slots sought
 	asking   bool
+	kicked   bool
 	renewed  int64 // Unix ms
 	last     int64 // Unix ms of the last request
 }
 
 func (s *slotLease) has(limit int64) bool { return s.limit == limit && s.held-s.inflight >= 1 }
 
-func (s *slotLease) low() bool { return !s.asking && s.want > 0 && s.held-s.inflight < (s.want+1)/2 }
+func (s *slotLease) low() bool {
+	if s.kicked || s.asking || s.want == 0 || s.held-s.inflight >= (s.want+1)/2 {
+		return false
+	}
+	s.kicked = true
+	return true
+}
 
 func (s *slotLease) busy(now int64) {
 	s.peak = max(s.peak, s.inflight+s.exact)
@@ -318,11 +347,17 @@ type budgetLease struct {
 	pending         int64 // spent, for the state
 	seeded          bool  // the spend's counter was found in the state
 	want            int64
-	asking          bool
+	asking, kicked  bool
 	use             use
 }
 
-func (b *budgetLease) low() bool { return !b.asking && b.want > 0 && b.avail < (b.want+1)/2 }
+func (b *budgetLease) low() bool {
+	if b.kicked || b.asking || b.want == 0 || b.avail >= (b.want+1)/2 {
+		return false
+	}
+	b.kicked = true
+	return true
+}
 
 func (b *budgetLease) settled() bool {
 	return b.inflight == 0 && b.pending == 0 && b.inState == 0 && b.avail == 0
@@ -586,7 +621,7 @@ func (l *leaser) done(ctx context.Context, a *Admission, actual Actual) error {
 					w.avail -= take
 				}
 				if delta > take && live {
-					w.corr = append(w.corr, correction{at: a.at, n: delta - take})
+					w.correct(index, a.at, delta-take)
 				}
 			}
 		}

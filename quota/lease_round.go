@@ -120,6 +120,7 @@ func (l *leaser) buildWindow(sl *subjectLeases, w *windowLease, name string, b *
 	}
 	ms := now.UnixMilli()
 	index, size, _, _ := state.WindowSpan(window, now)
+	w.kicked = false
 	w.use.update(ms, l.c.Interval.Milliseconds())
 	idle := ms-w.use.last >= l.c.Idle.Milliseconds()
 	if w.avail > 0 && (w.index != index || w.drop || idle || final) {
@@ -130,7 +131,7 @@ func (l *leaser) buildWindow(sl *subjectLeases, w *windowLease, name string, b *
 		w.index, w.drop = index, false
 	}
 	for _, c := range w.corr {
-		if ci, _, _, _ := state.WindowSpan(window, c.at); ms < (ci+2)*size {
+		if c.n != 0 && ms < (c.index+2)*size {
 			b.add(state.Op{Kind: state.OpTake, Name: name, N: c.n, Limit: -1, Window: window, At: c.at})
 		}
 	}
@@ -155,7 +156,7 @@ func (l *leaser) buildWindow(sl *subjectLeases, w *windowLease, name string, b *
 			w.avail += g
 			w.remaining = res[i].Taken.Remaining
 		} else if g > 0 {
-			w.corr = append(w.corr, correction{at: now, n: -g})
+			w.correct(index, now, -g)
 		}
 	}})
 }
@@ -168,19 +169,26 @@ func (l *leaser) buildSlots(sl *subjectLeases, b *leaseBatch, now time.Time, fin
 		return
 	}
 	ms := now.UnixMilli()
+	c.kicked = false
 	if ms-c.peakAt >= l.c.Interval.Milliseconds() || final {
-		c.peakEst = max(c.peak, c.peakEst/2)
+		// The most in flight lately: a higher peak at once, a lower one
+		// slowly.
+		c.peakEst = max(c.peak, c.peakEst-c.peakEst/8)
 		c.peak, c.peakAt = c.inflight+c.exact, ms
 	}
+	// The slots sought: the peak in flight and a quarter more (want),
+	// of which no more than a slice unused.
 	share := c.limit / l.c.Share
 	c.want = 0
 	if share >= 2 && !final && ms-c.last < l.c.Idle.Milliseconds() {
-		c.want = min(share, max(1, (c.peakEst+3)/4))
+		c.want = min(share, max(1, c.peakEst/4))
 	}
-	target := min(c.inflight+c.want, state.MaxSlotRange)
-	free := c.held - c.inflight
+	target := min(max(c.peakEst, c.inflight)+c.want, c.inflight+share, state.MaxSlotRange)
+	if c.want == 0 {
+		target = c.inflight
+	}
 	renew := c.held > 0 && ms-c.renewed >= (l.c.Life/3).Milliseconds()
-	if c.held > target && (free > 2*c.want || c.want == 0) {
+	if c.held > target && (c.held > target+c.want || c.want == 0) {
 		b.add(state.Op{Kind: state.OpFreeSlots, Name: sl.n.conc, Holder: l.holder, From: target, N: c.held - target})
 		c.held = target
 	}
@@ -216,6 +224,7 @@ func (l *leaser) buildSlots(sl *subjectLeases, b *leaseBatch, now time.Time, fin
 func (l *leaser) buildBudget(sl *subjectLeases, bl *budgetLease, b *leaseBatch, now time.Time, final bool) {
 	ms := now.UnixMilli()
 	life := l.c.Life.Milliseconds()
+	bl.kicked = false
 	bl.use.update(ms, l.c.Interval.Milliseconds())
 	idle := ms-bl.use.last >= l.c.Idle.Milliseconds()
 	if bl.avail > 0 && (final || idle || !bl.seeded) {
