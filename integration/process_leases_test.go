@@ -65,6 +65,9 @@ func flood(ins []*instance, secret string, workers int, body func() string, stop
 					}
 					out = append(out, s)
 					mu.Unlock()
+					if s.status == http.StatusTooManyRequests {
+						time.Sleep(10 * time.Millisecond) // as a client backs off
+					}
 				}
 			})
 		}
@@ -125,9 +128,9 @@ func budgetStatus(t *testing.T, in *instance, id string) (spent, reserved pricin
 // TestProcessRedisLeases: three instances on one redis-server, each sent
 // requests of one key at once, under a limit large enough to be leased.
 //
-//   - requests per minute (1,200: a slice is up to 75): never passed, the
+//   - requests per minute (6,000: a slice is up to 375): never passed, the
 //     first refusal at most two slices short, the providers reached by the
-//     admitted alone, and under one script per request;
+//     admitted alone, and one script on Redis for five requests or more;
 //   - a budget ($0.05 a day, requests whose estimates cover their cost):
 //     never passed, reached within two slices; once the instances are
 //     idle every instance shows the spend the answers add up to, nothing
@@ -141,8 +144,8 @@ func TestProcessRedisLeases(t *testing.T) {
 	c := startRedisCluster(t, 3, "MG_KEY_REFRESH=10m")
 
 	t.Run("requests per minute", func(t *testing.T) {
-		const limit = 1200
-		secret, _ := limitedKey(t, c, "leased-rpm", "leases", `,"limits":{"requests_per_minute":1200}`)
+		const limit = 6000
+		secret, _ := limitedKey(t, c, "leased-rpm", "leases", `,"limits":{"requests_per_minute":6000}`)
 		oneMinute(40 * time.Second)
 		before, calls := c.sent(), evalCalls(t, c)
 		var refused atomic.Int64
@@ -186,14 +189,16 @@ func TestProcessRedisLeases(t *testing.T) {
 		if got > limit {
 			t.Errorf("admitted %d requests in a minute under a limit of %d", got, limit)
 		}
-		if f := firstRefusal.Load(); f < limit-2*limit/share-3 {
+		if f := firstRefusal.Load(); f < limit-2*limit/share-12 {
 			t.Errorf("the first refusal came after %d admitted: more than two slices of %d short of %d", f, limit/share, limit)
 		}
 		if sent := c.sent() - before; sent != got {
 			t.Errorf("the providers received %d requests for %d admitted", sent, got)
 		}
-		// Refusals cost a script each; the admitted, most of them none.
-		if float64(scripts-int64(no)) > 0.25*float64(got) {
+		// Refusals cost a script each; the admitted, most of them none
+		// (the first ones, before the instances know their rate, one
+		// each).
+		if float64(scripts-int64(no)) > 0.2*float64(got) {
 			t.Errorf("%d scripts on Redis for %d admitted and %d refused requests: the limit was not leased", scripts, got, no)
 		}
 	})
@@ -317,4 +322,145 @@ func TestProcessRedisLeases(t *testing.T) {
 			t.Errorf("admitted %d, refused %d: the limit should admit some and refuse some", ok, no)
 		}
 	})
+}
+
+// TestProcessRedisLeaseKill: an instance killed (SIGKILL) while it holds
+// slices of a budget and of concurrency slots, with requests in flight,
+// gives them back by expiry: with leases of 2 s, within twice that (and
+// a second for clocks apart) nothing it held is reserved any more, and
+// the other instances can take every slot.
+func TestProcessRedisLeaseKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the caddy binary and redis-server")
+	}
+	const life = 2 * time.Second
+	c := startRedisCluster(t, 3, "MG_KEY_REFRESH=10m", "MG_LEASE_LIFE=2s")
+	a, victim := c.ins[0], c.ins[2]
+	secret, id := limitedKey(t, c, "leased-kill", "leases", `,"limits":{"concurrent_requests":64},"budget":{"usd":"1","period":"day"}`)
+	stop := make(chan struct{})
+	done := make(chan []shot)
+	go func() {
+		done <- flood([]*instance{victim}, secret, 8, func() string { return chatBody(pricedModel, "hold a slice", 20) }, stop, nil)
+	}()
+	time.Sleep(3 * time.Second)
+	victim.kill()
+	died := time.Now()
+	close(stop)
+	shots := <-done
+	ok := 0
+	for _, s := range shots {
+		if s.status == 200 {
+			ok++
+		}
+	}
+	_, reserved := budgetStatus(t, a, id)
+	t.Logf("%d requests answered on the victim before it was killed; then the budget had $%s reserved", ok, reserved)
+	if reserved == 0 {
+		t.Fatal("the killed instance held nothing of the budget")
+	}
+	for {
+		if _, reserved = budgetStatus(t, a, id); reserved == 0 {
+			break
+		}
+		if time.Since(died) > 2*life+2*time.Second {
+			t.Fatalf("%v after the kill the budget has $%s reserved", time.Since(died).Round(time.Millisecond), reserved)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("what the killed instance held was no longer reserved %v after it died (leases of %v)", time.Since(died).Round(10*time.Millisecond), life)
+	// Every slot is free again: 64 requests at once on the others, and
+	// no more.
+	var admitted, refused int
+	for _, s := range burst(c.ins[:2], []string{secret}, 70, func(int) string { return chatBody(pricedModel, "every slot", 20) }) {
+		switch {
+		case s.err != nil:
+			t.Errorf("a request: %v", s.err)
+		case s.status == 200:
+			admitted++
+		case s.status == 429:
+			refused++
+		default:
+			t.Errorf("a request on %s: %d %s", c.ins[s.in].name, s.status, s.body)
+		}
+	}
+	t.Logf("70 requests at once on the two left: %d admitted, %d refused", admitted, refused)
+	if admitted != 64 {
+		t.Errorf("admitted %d of 70 requests at once with 64 concurrent allowed", admitted)
+	}
+}
+
+// TestProcessRedisLeaseHung: redis-server hangs (SIGSTOP) while requests
+// admitted from slices are answered and settled, and while more are sent:
+// every request is served (from what each instance holds), the
+// settlements wait, and once Redis is back they are counted once — the
+// budget's spend, on every instance, is what the answers cost, as the
+// usage records say — though a settlement sent before the hang reached
+// Redis only when it went on, and was sent again after.
+func TestProcessRedisLeaseHung(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the caddy binary and redis-server")
+	}
+	// Slices of 5 s of use: what the instances hold covers the test's
+	// requests while Redis hangs.
+	c := startRedisCluster(t, 3, "MG_KEY_REFRESH=10m", "MG_LEASE_HORIZON=5s")
+	secret, id := limitedKey(t, c, "leased-hung", "leases", `,"limits":{"requests_per_minute":100000},"budget":{"usd":"10","period":"day"}`)
+	var answers tally
+	var spent pricing.Money
+	count := func(what string, shots []shot) {
+		for _, s := range shots {
+			if s.err != nil || s.status != 200 {
+				t.Errorf("%s: a request on %s: %d %s %v", what, c.ins[s.in].name, s.status, s.body, s.err)
+				continue
+			}
+			answers.add(pricedModel, s.body)
+			spent += pricedCost(s.body)
+		}
+	}
+	body := func(int) string { return chatBody(pricedModel, "settle me once", 20) }
+	stop := make(chan struct{})
+	time.AfterFunc(3*time.Second, func() { close(stop) })
+	count("warming up", flood(c.ins, secret, 4, func() string { return body(0) }, stop, nil))
+
+	// A burst admitted from slices; Redis hangs before its answers come
+	// (the fake takes 400 ms), so their settlements wait for it.
+	paused := make(chan struct{})
+	go func() {
+		time.Sleep(150 * time.Millisecond)
+		if err := c.redis.Pause(); err != nil {
+			t.Error(err)
+		}
+		close(paused)
+	}()
+	count("the burst", burst(c.ins, []string{secret}, 30, body))
+	<-paused
+	hung := time.Now()
+	resumed := false
+	defer func() {
+		if !resumed {
+			_ = c.redis.Resume()
+		}
+	}()
+	time.Sleep(2500 * time.Millisecond) // the first settlements time out
+	count("while Redis hangs", burst(c.ins, []string{secret}, 9, body))
+	time.Sleep(time.Until(hung.Add(5 * time.Second)))
+	if err := c.redis.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	resumed = true
+	t.Logf("Redis hung %v; %d requests answered in all, costing $%s", time.Since(hung).Round(time.Millisecond), answers.requests, spent)
+	// Every instance shows what the answers cost, once.
+	deadline := time.Now().Add(20 * time.Second)
+	for _, in := range c.ins {
+		for {
+			got, reserved := budgetStatus(t, in, id)
+			if got == spent && reserved == 0 {
+				break
+			}
+			if time.Now().After(deadline) || got > spent {
+				t.Fatalf("on %s the budget shows $%s spent, $%s reserved; the answers cost $%s", in.name, got, reserved, spent)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	waitUsage(t, c.ins, map[string]*tally{id: &answers}, 30*time.Second)
 }
