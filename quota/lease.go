@@ -64,12 +64,14 @@ import (
 //
 // What leasing gives up: an instance holding an unused slice keeps other
 // instances from it until it uses or gives it back, so a limit across N
-// instances may refuse requests up to (N-1) slices before it is reached
-// (at most (N-1)/Share of it); and the rate-limit headers of a request
-// admitted from a slice tell what was left at the instance's last round
-// trip, as it sees it. A limit is never passed by more than without
-// leasing: by requests that cost more than their estimates (budgets,
-// tokens per minute), settled within an Interval rather than at once.
+// instances may refuse requests up to a slice per instance before it is
+// reached (the others' unused slices, and the refill on its way of the
+// instance refusing): at most N/Share of it. And the rate-limit headers
+// of a request admitted from a slice tell what was left at the
+// instance's last round trip, as it sees it. A limit is never passed by
+// more than without leasing: by requests that cost more than their
+// estimates (budgets, tokens per minute), settled within an Interval
+// rather than at once.
 
 // Leasing configures leases. The zero value takes every default.
 type Leasing struct {
@@ -615,10 +617,13 @@ func (l *leaser) done(ctx context.Context, a *Admission, actual Actual) error {
 			case delta < 0:
 				w.giveBack(-delta, index, a.at)
 			case delta > 0:
+				// Used beyond the estimate: from the slice, which is
+				// sized by what requests take from it, this too.
 				take := int64(0)
 				if w.index == index && !w.drop {
 					take = max(0, min(delta, w.avail))
 					w.avail -= take
+					w.use.n += delta
 				}
 				if delta > take && live {
 					w.correct(index, a.at, delta-take)
@@ -635,6 +640,9 @@ func (l *leaser) done(ctx context.Context, a *Admission, actual Actual) error {
 			}
 			b.avail = min(b.avail+d.reserved-cost, max(b.avail, keep))
 			b.pending += cost
+			if cost > d.reserved {
+				b.use.n += cost - d.reserved
+			}
 		}
 		if d.conc {
 			sl.conc.inflight--
