@@ -183,6 +183,7 @@ type use struct {
 	perSec  float64 // smoothed
 	need    int64   // the most one request needed since at
 	needEst int64   // the most one request needed lately
+	burst   int64   // the most used in one interval lately
 	last    int64   // Unix ms of the last use
 }
 
@@ -217,12 +218,17 @@ func (u *use) update(now, interval int64) {
 		// slowly; none keeps it.
 		u.needEst = max(u.need, u.needEst-u.needEst/8)
 	}
+	// The most used in one interval lately, likewise: requests that come
+	// together (clients that send again when answered) need a slice that
+	// holds them together.
+	u.burst = max(u.n*interval/dt, u.burst-u.burst/8)
 	u.n, u.need, u.at = 0, 0, now
 }
 
 // slice is the size of a slice of a limit for u: about horizon of its
-// use, at most limit/share; 0 when that would not hold two requests'
-// needs at the limit's share, or one at the rate of use.
+// use, or what it used at once lately if more, at most limit/share; 0
+// when that would not hold two requests' needs at the limit's share, or
+// one at the rate of use.
 func (u *use) slice(limit int64, c *Leasing) int64 {
 	share := limit / c.Share
 	need := max(u.needEst, 1)
@@ -233,7 +239,7 @@ func (u *use) slice(limit int64, c *Leasing) int64 {
 	if want < need {
 		return 0
 	}
-	return min(want, share)
+	return min(max(want, u.burst), share)
 }
 
 // windowLease is a slice of a requests- or tokens-per-minute limit, taken
