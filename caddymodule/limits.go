@@ -58,7 +58,8 @@ type LeasesConfig struct {
 	// Redis to admit it and one to settle it.
 	Off bool `json:"off,omitempty"`
 	// Life is how long the slices of budgets and concurrency an instance
-	// held outlive it when it dies (a budget's: up to twice that).
+	// held outlive it when it dies (a budget's: up to twice that and a
+	// second).
 	// Default: 10s.
 	Life caddy.Duration `json:"life,omitempty"`
 	// Share: a slice holds at most 1/share of a limit. Default: 16.

@@ -77,7 +77,7 @@ import (
 type Leasing struct {
 	// Life is how long the slices of budgets and of concurrency slots an
 	// instance holds outlive it when it dies (it renews them while it
-	// runs): a budget's, up to twice that. Default: 10s.
+	// runs): a budget's, up to twice that and a second. Default: 10s.
 	Life time.Duration
 	// Share: a slice holds at most 1/Share of a limit. Default: 16.
 	Share int64
