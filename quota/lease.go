@@ -183,7 +183,8 @@ type use struct {
 	perSec  float64 // smoothed
 	need    int64   // the most one request needed since at
 	needEst int64   // the most one request needed lately
-	burst   int64   // the most used in one interval lately
+	burst   int64   // the most used between two updates lately
+	burstAt int64   // Unix ms when burst was last reached
 	last    int64   // Unix ms of the last use
 }
 
@@ -218,17 +219,28 @@ func (u *use) update(now, interval int64) {
 		// slowly; none keeps it.
 		u.needEst = max(u.need, u.needEst-u.needEst/8)
 	}
-	// The most used in one interval lately, likewise: requests that come
+	// The most used between two updates lately: requests that come
 	// together (clients that send again when answered) need a slice that
-	// holds them together.
-	u.burst = max(u.n*interval/dt, u.burst-u.burst/8)
+	// holds them together. It is kept for burstHold intervals, then
+	// decays.
+	switch {
+	case u.n >= u.burst:
+		u.burst, u.burstAt = u.n, now
+	case now-u.burstAt >= burstHold*interval:
+		u.burst -= u.burst / 8
+	}
 	u.n, u.need, u.at = 0, 0, now
 }
 
+// burstHold is how many intervals a use's burst is kept before it
+// decays.
+const burstHold = 20
+
 // slice is the size of a slice of a limit for u: about horizon of its
-// use, or what it used at once lately if more, at most limit/share; 0
-// when that would not hold two requests' needs at the limit's share, or
-// one at the rate of use.
+// use, or twice what it used at once lately if more (a slice is refilled
+// when half of it is left: half holds such a burst), at most
+// limit/share; 0 when that would not hold two requests' needs at the
+// limit's share, or one at the rate of use.
 func (u *use) slice(limit int64, c *Leasing) int64 {
 	share := limit / c.Share
 	need := max(u.needEst, 1)
@@ -239,7 +251,7 @@ func (u *use) slice(limit int64, c *Leasing) int64 {
 	if want < need {
 		return 0
 	}
-	return min(max(want, u.burst), share)
+	return min(max(want, 2*u.burst), share)
 }
 
 // windowLease is a slice of a requests- or tokens-per-minute limit, taken

@@ -34,6 +34,8 @@ func leaseClock() func() time.Time {
 type countingState struct {
 	state.State
 	applies atomic.Int64
+	exact   atomic.Int64 // of them, not the leases' background batches: requests counted one by one
+	delay   time.Duration // of every Apply: a round trip on a network
 	down    atomic.Bool
 	lose    atomic.Int64
 	lost    atomic.Int64
@@ -41,6 +43,10 @@ type countingState struct {
 
 func (c *countingState) Apply(ctx context.Context, scope string, ops []state.Op, res []state.Result) (bool, error) {
 	c.applies.Add(1)
+	if len(ops) > 0 && ops[0].Kind != state.OpAdvance {
+		c.exact.Add(1)
+	}
+	time.Sleep(c.delay)
 	if c.down.Load() {
 		return false, fmt.Errorf("%w: down", state.ErrUnavailable)
 	}
@@ -570,4 +576,77 @@ func TestLeaseStateDown(t *testing.T) {
 			t.Errorf("the budget: spent $%s, reserved $%s; want $%s, nothing reserved", b.Spent, b.Reserved, pricing.Money(n)*actual.Cost)
 		}
 	})
+}
+
+// TestLeaseAnswersBeyondEstimates: requests whose answers use far more
+// than their estimates (a request estimated at one token that uses 40)
+// take it from the slice, which is sized by what they take: they are
+// still admitted and settled without round trips, and the window counts
+// what they used.
+func TestLeaseAnswersBeyondEstimates(t *testing.T) {
+	bothStates(t, func(t *testing.T, open opener) {
+		c := &countingState{State: open(t, 1)[0]}
+		q := leasedQuotas(t, []state.State{c}, 1, fastLeasing)[0]
+		s := leaseSubjects(quota.Limits{TokensPerMinute: 1e9}, quota.Budget{Amount: 1000 * dollar, Period: quota.Month})
+		var l load
+		stop := make(chan struct{})
+		time.AfterFunc(time.Second, func() { close(stop) })
+		l.run(t, []*quota.Quota{q}, 8, s, quota.Ask{EstimatedTokens: 1, EstimatedCost: 100, Rate: true},
+			quota.Actual{Tokens: 40, Cost: 4000, Priced: true}, time.Millisecond, 0, stop)
+		applies := c.applies.Load()
+		t.Logf("%d admitted, %d applies", l.admitted.Load(), applies)
+		if l.errors.Load() != 0 || l.refused.Load() != 0 {
+			t.Fatalf("%d errors, %d refused", l.errors.Load(), l.refused.Load())
+		}
+		if applies*10 > l.admitted.Load() {
+			t.Errorf("%d applies for %d requests: their slices ran dry", applies, l.admitted.Load())
+		}
+		if err := q.Stop(bg); err != nil {
+			t.Fatal(err)
+		}
+		st := status(t, reader(t, c.State), s)
+		if got := 1e9 - st.Key.Tokens.Remaining; got != l.tokens.Load() {
+			t.Errorf("the tokens-per-minute window counts %d, want %d", got, l.tokens.Load())
+		}
+		if b := st.Key.Budget; b.Spent != pricing.Money(l.cost.Load()) || b.Reserved != 0 {
+			t.Errorf("the budget: spent $%s, reserved $%s; want $%s, nothing reserved", b.Spent, b.Reserved, pricing.Money(l.cost.Load()))
+		}
+	})
+}
+
+// TestLeaseBursts: clients that send again as soon as they are answered
+// come together; a slice holds what came at once lately, so a burst is
+// admitted from it, though the instance's rate would size a smaller one
+// and a refill takes a round trip (20 ms here) to come.
+func TestLeaseBursts(t *testing.T) {
+	c := &countingState{State: local(t, 1)[0], delay: 20 * time.Millisecond}
+	q := leasedQuotas(t, []state.State{c}, 1, quota.Leasing{Life: time.Second})[0]
+	s := leaseSubjects(quota.Limits{RequestsPerMinute: 1e6, Concurrent: 10_000}, quota.Budget{Amount: 1000 * dollar, Period: quota.Month})
+	ask := quota.Ask{EstimatedTokens: 10, EstimatedCost: 1000, Rate: true}
+	actual := quota.Actual{Tokens: 10, Cost: 1000, Priced: true}
+	const clients, rounds = 32, 10
+	var exact atomic.Int64
+	for r := range rounds {
+		before := c.exact.Load()
+		var wg sync.WaitGroup
+		adms := make([]*quota.Admission, clients)
+		for i := range clients {
+			wg.Go(func() { adms[i], _ = admit(t, q, s, ask) })
+		}
+		wg.Wait()
+		if r >= rounds/2 {
+			exact.Add(c.exact.Load() - before)
+		}
+		// Answered 400 ms later, all of them: more than the 250 ms a
+		// slice holds at their rate.
+		time.Sleep(400 * time.Millisecond)
+		for _, adm := range adms {
+			wg.Go(func() { done(t, adm, actual) })
+		}
+		wg.Wait()
+	}
+	t.Logf("%d bursts of %d requests: %d of the last %d bursts' requests counted one by one", rounds, clients, exact.Load(), rounds/2)
+	if exact.Load() > rounds/2 {
+		t.Errorf("%d of %d bursts of %d requests counted one by one: their slices did not hold a burst", exact.Load(), rounds/2, clients)
+	}
 }
