@@ -34,7 +34,7 @@ func leaseClock() func() time.Time {
 type countingState struct {
 	state.State
 	applies atomic.Int64
-	exact   atomic.Int64 // of them, not the leases' background batches: requests counted one by one
+	exact   atomic.Int64  // of them, not the leases' background batches: requests counted one by one
 	delay   time.Duration // of every Apply: a round trip on a network
 	down    atomic.Bool
 	lose    atomic.Int64
