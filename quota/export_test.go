@@ -14,3 +14,12 @@ func (q *Quota) Kill() {
 		<-l.ended
 	}
 }
+
+// ActiveLeases is how many subjects the background work of q's leases
+// still visits.
+func (q *Quota) ActiveLeases() int {
+	l := q.leases
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.subjects)
+}

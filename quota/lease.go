@@ -335,8 +335,11 @@ type slotLease struct {
 	last     int64 // Unix ms of the last request
 }
 
+// has reports whether s holds a free slot for limit.
 func (s *slotLease) has(limit int64) bool { return s.limit == limit && s.held-s.inflight >= 1 }
 
+// low reports whether s should ask for more slots, and notes that it
+// asks (see windowLease.low).
 func (s *slotLease) low() bool {
 	if s.kicked || s.asking || s.want == 0 || s.held-s.inflight >= (s.want+1)/2 {
 		return false
@@ -345,6 +348,7 @@ func (s *slotLease) low() bool {
 	return true
 }
 
+// busy notes a request admitted at now, for the peak in flight.
 func (s *slotLease) busy(now int64) {
 	s.peak = max(s.peak, s.inflight+s.exact)
 	s.last = now
@@ -371,6 +375,8 @@ type budgetLease struct {
 	use             use
 }
 
+// low reports whether b should ask for a refill, and notes that it asks
+// (see windowLease.low).
 func (b *budgetLease) low() bool {
 	if b.kicked || b.asking || b.want == 0 || b.avail >= (b.want+1)/2 {
 		return false
@@ -379,6 +385,7 @@ func (b *budgetLease) low() bool {
 	return true
 }
 
+// settled reports whether b holds nothing and has nothing for the state.
 func (b *budgetLease) settled() bool {
 	return b.inflight == 0 && b.pending == 0 && b.inState == 0 && b.avail == 0
 }

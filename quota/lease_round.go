@@ -230,6 +230,11 @@ func (l *leaser) buildBudget(sl *subjectLeases, bl *budgetLease, b *leaseBatch, 
 	if bl.avail > 0 && (final || idle || !bl.seeded) {
 		bl.avail = 0
 	}
+	if bl.avail < 0 && bl.inflight == 0 {
+		// What answers cost beyond their estimates is spent, in full:
+		// with nothing in flight the state counts it all.
+		bl.avail = 0
+	}
 	if bl.pending != 0 {
 		b.add(state.Op{Kind: state.OpAdd, Name: bl.spent, N: bl.pending, IfExists: true})
 		bl.pending = 0

@@ -650,3 +650,31 @@ func TestLeaseBursts(t *testing.T) {
 		t.Errorf("%d of %d bursts of %d requests counted one by one: their slices did not hold a burst", exact.Load(), rounds/2, clients)
 	}
 }
+
+// TestLeaseQuiet: leases that hold nothing and are not used any more are
+// left by the background work, those of a budget whose answers cost more
+// than their estimates too (what they cost beyond is spent in full).
+func TestLeaseQuiet(t *testing.T) {
+	q := leasedQuotas(t, local(t, 1), 1, fastLeasing)[0]
+	s := leaseSubjects(quota.Limits{RequestsPerMinute: 1e6, Concurrent: 1000}, quota.Budget{Amount: dollar, Period: quota.Month})
+	s.Owner = quota.Subject{ID: "team-quiet", Budget: quota.Budget{Amount: dollar, Period: quota.Month}}
+	ask := quota.Ask{EstimatedTokens: 10, EstimatedCost: 1000, Rate: true}
+	warm(t, q, s, ask, quota.Actual{Tokens: 10, Cost: 5000, Priced: true}, 500*time.Millisecond)
+	// The last answer costs far more than its slice holds, and than the
+	// budget has left to cover it with.
+	adm := q.AdmitHeld(s, ask)
+	if adm == nil {
+		t.Fatal("nothing held to admit from")
+	}
+	done(t, adm, quota.Actual{Tokens: 10, Cost: 10 * dollar, Priced: true})
+	if n := q.ActiveLeases(); n != 2 {
+		t.Fatalf("%d subjects with leases, want the key and its owner", n)
+	}
+	deadline := time.Now().Add(10*fastLeasing.Idle + 2*time.Second)
+	for q.ActiveLeases() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d subjects still visited %v after their last request", q.ActiveLeases(), 10*fastLeasing.Idle+2*time.Second)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
