@@ -58,6 +58,8 @@ func init() {
 //	    limits {
 //	        key   [<static key>] [rpm <n>] [tpm <n>] [concurrent <n>] [budget <usd> day|month|total]
 //	        owner [<owner>]      [rpm <n>] [tpm <n>] [concurrent <n>] [budget <usd> day|month|total]
+//	        allow_unpriced
+//	        leases off | leases { life <duration>  share <n>  horizon <duration>  idle <duration> }
 //	    }
 //	    prices {
 //	        file <path>
