@@ -274,12 +274,22 @@ func (a *App) Start() error {
 	a.startKeyRefresh()
 	a.startShared()
 	a.usage.Start()
+	a.quota.Start()
 	return nil
 }
 
 // Stop releases this config's reference to the batch runner; the last one
 // stops it, after each running part has written its finished results.
 func (a *App) Stop() error {
+	if a.quota != nil {
+		// What was settled in slices reaches the shared state, and the
+		// unused slices go back to the other instances.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := a.quota.Stop(ctx); err != nil {
+			a.logger.Warn("settling the slices of limits in the shared state", zap.Error(err))
+		}
+		cancel()
+	}
 	if a.usage != nil {
 		// What was counted since the last flush is written now.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -61,6 +61,8 @@ func init() {
 //	    limits {
 //	        key   [<static key>] [rpm <n>] [tpm <n>] [concurrent <n>] [budget <usd> day|month|total]
 //	        owner [<owner>]      [rpm <n>] [tpm <n>] [concurrent <n>] [budget <usd> day|month|total]
+//	        allow_unpriced
+//	        leases off | leases { life <duration>  share <n>  horizon <duration>  idle <duration> }
 //	    }
 //	    accounts {
 //	        member <identity> <account> owner|admin|member|viewer
