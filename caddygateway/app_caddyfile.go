@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelgate/modelgate/keys"
 	"github.com/modelgate/modelgate/pricing"
+	"github.com/modelgate/modelgate/providers/responses"
 
 	"github.com/dustin/go-humanize"
 
@@ -37,6 +38,7 @@ func init() {
 //	    }
 //	    model <alias> <provider>/<model> [<provider>/<model>...]
 //	    default_provider <name>
+//	    builtin_tools    drop|refuse
 //	    key <name> <secret>
 //	    key_refresh <duration>
 //	    batch {
@@ -120,6 +122,13 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				a.Models = make(map[string][]string)
 			}
 			a.Models[alias] = targets
+		case "builtin_tools":
+			if !d.AllArgs(&a.BuiltinTools) {
+				return d.ArgErr()
+			}
+			if a.BuiltinTools != responses.BuiltinDrop && a.BuiltinTools != responses.BuiltinRefuse {
+				return d.Errf("builtin_tools must be %s or %s, not %q", responses.BuiltinDrop, responses.BuiltinRefuse, a.BuiltinTools)
+			}
 		case "default_provider":
 			if !d.NextArg() {
 				return d.ArgErr()
