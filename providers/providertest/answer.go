@@ -151,6 +151,45 @@ func (a *answer) structured(schema gjson.Result, text string) {
 	a.tool, a.toolArgs = "", nil
 }
 
+// toolInput is the input of a call of a tool whose input schema is
+// schema, as a model fills it: the properties the schema requires, each
+// an instance of its own schema (see Structured), or every property when
+// it requires none.
+func toolInput(schema gjson.Result, text string) []byte {
+	req := schema.Get("required")
+	if !req.IsArray() || len(req.Array()) == 0 {
+		return schemaInstance(nil, schema, schema, text, 0)
+	}
+	b := []byte{'{'}
+	for i, k := range req.Array() {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, k.Str)
+		b = append(b, ':')
+		p := schema.Get("properties." + gjsonEscape(k.Str))
+		b = schemaInstance(b, schema, p, text, 1)
+	}
+	return append(b, '}')
+}
+
+// gjsonEscape escapes the characters of a gjson path in a key.
+func gjsonEscape(k string) string {
+	var sb strings.Builder
+	for _, c := range k {
+		if strings.ContainsRune(`.*?|#@\!=<>%`, c) {
+			sb.WriteByte('\\')
+		}
+		sb.WriteRune(c)
+	}
+	return sb.String()
+}
+
+// textOnly reports whether model asks the fake to answer in text although
+// tools are offered (the scripted model name no-tools): a turn an agent,
+// which always offers its tools, completes without a tool call.
+func textOnly(model string) bool { return strings.Contains(model, "no-tools") }
+
 // SchemaInstance returns the JSON instance of schema that the fake's
 // structured answers carry for text (see the package doc).
 func SchemaInstance(schema, text string) []byte {
