@@ -99,6 +99,15 @@ func (anthropicFormat) serve(c *call) {
 		countTokens(c)
 		return
 	}
+	serveMessages(c)
+}
+
+// serveMessages answers c.body, a Messages request, as Anthropic's API
+// does: its checks, then the answer, streamed or not, into c.w. The
+// Messages API of the clouds (Bedrock's InvokeModel, Vertex AI's
+// rawPredict) answers through it too, once their envelope is taken off.
+func serveMessages(c *call) {
+	w := c.w
 	q, msg := checkAnthropic(c.body)
 	if msg != "" {
 		anthropicError(w, http.StatusBadRequest, "invalid_request_error", msg)
