@@ -13,7 +13,9 @@
 //	azure_openai POST /openai/deployments/{deployment}/chat/completions?api-version=…,
 //	             POST /openai/v1/chat/completions (api-key, or an Entra bearer token)
 //	bedrock      POST /model/{modelId}/converse, POST /model/{modelId}/converse-stream,
-//	             POST /model/{modelId}/invoke (Titan and Cohere embeddings)
+//	             POST /model/{modelId}/invoke (Titan and Cohere embeddings; Anthropic's
+//	             Messages body for Claude, and …/invoke-with-response-stream, see
+//	             bedrock_messages.go)
 //	             (AWS SigV4; the key is "<access key id>:<secret access key>"
 //	             [":<session token>"], and the fake recomputes the signature;
 //	             or a Bedrock API key as a bearer token, Keys["bedrock_api_key"])
@@ -97,6 +99,8 @@
 //	                  retry-after-ms: 50 (and retry-after: 1); a repeat of
 //	                  it is answered
 //	unsorted          rerank results in request order, top_n ignored
+//	no-tools          (Anthropic's and OpenAI's Responses formats) an answer in
+//	                  text although tools are offered
 //	redacted          (Anthropic, thinking on) a redacted_thinking block
 //	                  follows the thinking block
 //
