@@ -7,6 +7,8 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers/providertest"
@@ -28,6 +30,11 @@ var cloudClaudes = []cloudClaude{
 		streamPath: "/model/us.anthropic.claude-sonnet-4-5-20250929-v1:0/invoke-with-response-stream",
 		sentPath:   "/model/us.anthropic.claude-sonnet-4-5-20250929-v1:0/invoke",
 		version:    "bedrock-2023-05-31", betaInBody: true},
+	{name: "vertex", model: "vertex/claude-sonnet-4-5@20250929",
+		streamPath: "/v1/projects/test-project/locations/us-central1/publishers/anthropic/models/claude-sonnet-4-5@20250929:streamRawPredict",
+		sentPath:   "/v1/projects/test-project/locations/us-central1/publishers/anthropic/models/claude-sonnet-4-5@20250929:rawPredict",
+		countPath:  "/v1/projects/test-project/locations/us-central1/publishers/anthropic/models/count-tokens:rawPredict",
+		version:    "vertex-2023-10-16"},
 }
 
 // TestIntegrationClaudeOnClouds drives the Messages API with Anthropic's
@@ -71,7 +78,7 @@ func TestIntegrationClaudeOnClouds(t *testing.T) {
 			if !signed || useID == "" || msg.StopReason != anthropic.StopReasonToolUse || msg.Usage.CacheCreationInputTokens == 0 {
 				t.Fatalf("want a signed thinking block, a tool call and a cache write: %+v", msg)
 			}
-			sent := fake.Requests()[before:]
+			sent := calls(fake, before)
 			if len(sent) != 1 {
 				t.Fatalf("the provider got %d requests", len(sent))
 			}
@@ -92,7 +99,7 @@ func TestIntegrationClaudeOnClouds(t *testing.T) {
 			if text != "tool said: sunny, 21 C" || final.Usage.CacheReadInputTokens == 0 {
 				t.Errorf("after the tool: %+v", final)
 			}
-			checkCloudBody(t, cc, fake.Requests()[before], cc.sentPath, "")
+			checkCloudBody(t, cc, calls(fake, before)[0], cc.sentPath, "")
 
 			// count_tokens: the cloud's own where it has one, else the
 			// gateway's estimate.
@@ -102,8 +109,25 @@ func TestIntegrationClaudeOnClouds(t *testing.T) {
 			if err != nil || n.InputTokens <= 0 {
 				t.Errorf("count_tokens: %v %+v", err, n)
 			}
-			if sent := fake.Requests()[before:]; cc.countPath == "" && len(sent) != 0 || cc.countPath != "" && (len(sent) != 1 || sent[0].Path != cc.countPath) {
+			if sent := calls(fake, before); cc.countPath == "" && len(sent) != 0 || cc.countPath != "" && (len(sent) != 1 || sent[0].Path != cc.countPath) {
 				t.Errorf("count_tokens reached the provider as %+v", sent)
+			}
+
+			// Chat and Responses reach the same model translated, to the
+			// same endpoint.
+			oc := sdk(aliceKey)
+			before = len(fake.Requests())
+			chat, err := oc.Chat.Completions.New(ctx, userChat(cc.model, "hello from chat"))
+			if err != nil || len(chat.Choices) != 1 || chat.Choices[0].Message.Content != "echo: hello from chat" {
+				t.Errorf("chat: %v %+v", err, chat)
+			}
+			if sent := calls(fake, before); len(sent) != 1 || (sent[0].Path != cc.sentPath && !strings.HasSuffix(sent[0].Path, "/converse")) {
+				t.Errorf("chat reached the provider as %+v", sent)
+			}
+			resp, err := oc.Responses.New(ctx, responses.ResponseNewParams{Model: cc.model,
+				Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("hello from responses")}})
+			if err != nil || resp.OutputText() != "echo: hello from responses" {
+				t.Errorf("responses: %v %+v", err, resp)
 			}
 		})
 	}
@@ -115,9 +139,21 @@ func TestIntegrationClaudeOnClouds(t *testing.T) {
 	if err != nil || len(msg.Content) != 1 || msg.Content[0].Text != "echo: hello nova" {
 		t.Fatalf("nova: %v %+v", err, msg)
 	}
-	if sent := fake.Requests()[before:]; len(sent) != 1 || !strings.HasSuffix(sent[0].Path, "/converse") {
+	if sent := calls(fake, before); len(sent) != 1 || !strings.HasSuffix(sent[0].Path, "/converse") {
 		t.Errorf("nova went to %+v", sent)
 	}
+}
+
+// calls are the requests the fake got since the first before, but for
+// Google's token requests.
+func calls(fake *providertest.Server, before int) []providertest.Recorded {
+	var out []providertest.Recorded
+	for _, r := range fake.Requests()[before:] {
+		if r.Path != providertest.GoogleTokenPath {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // checkCloudBody checks a Messages request as the cloud takes it.
@@ -134,8 +170,8 @@ func checkCloudBody(t *testing.T, cc cloudClaude, r providertest.Recorded, path,
 		if got := body.Get("anthropic_beta.0").Str; got != beta {
 			t.Errorf("anthropic_beta = %s, want %q", body.Get("anthropic_beta").Raw, beta)
 		}
-	} else if got := r.Header.Get("Anthropic-Beta"); got != beta {
-		t.Errorf("anthropic-beta = %q, want %q", got, beta)
+	} else if got := r.Header.Get("Anthropic-Beta"); got != beta || r.Header.Get("Anthropic-Version") != "" {
+		t.Errorf("anthropic-beta = %q, want %q; anthropic-version %q", got, beta, r.Header.Get("Anthropic-Version"))
 	}
 	if strings.Contains(string(r.Body), aliceKey) || r.Header.Get("X-Api-Key") != "" {
 		t.Errorf("the client's key reached the provider")
