@@ -119,6 +119,23 @@ func contentText(c gjson.Result) string {
 	return strings.Join(parts, " ")
 }
 
+// lastText is the text of a user turn's content the answer follows: the
+// string, or its last text block. A client that puts context before the
+// user's words in one turn (Claude Code's reminders, Codex's environment
+// once translated) has the answer follow the words.
+func lastText(c gjson.Result) string {
+	if c.Type == gjson.String {
+		return c.Str
+	}
+	text := ""
+	for _, p := range c.Array() {
+		if p.Get("type").Str == "text" {
+			text = p.Get("text").Str
+		}
+	}
+	return text
+}
+
 // isInt reports whether v is a JSON integer of at least min.
 func isInt(v gjson.Result, min int64) bool {
 	return v.Type == gjson.Number && !strings.ContainsAny(v.Raw, ".eE") && v.Int() >= min
@@ -275,6 +292,10 @@ func chatConversation(msgs []gjson.Result, text func(gjson.Result) string, count
 		switch m.Get("role").Str {
 		case "user":
 			userText, userLast, results = t, true, results[:0]
+		case "system", "developer":
+			// Instructions, wherever a client puts them (Claude Code ends
+			// its conversation with one for a model not Anthropic's): not a
+			// turn.
 		case "tool":
 			userLast, results = false, append(results, t)
 		default:

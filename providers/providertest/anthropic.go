@@ -130,7 +130,7 @@ func serveMessages(c *call) {
 			}
 		}
 		if m.Get("role").Str == "user" && text != "" {
-			userText = text
+			userText = lastText(m.Get("content"))
 		}
 	}
 	// The answer follows the last message: a user turn of only tool

@@ -54,7 +54,10 @@
 // key.
 //
 // Chat answers are derived from the request, so a test can check what went
-// through: the answer is "echo: <last user text>"; or "tool said: <tool
+// through: the answer is "echo: <last user text>" (system messages,
+// wherever they are, are not turns; in Anthropic's format, of a user turn
+// of several text blocks the last one's, as a client's context comes
+// before its words in one turn there); or "tool said: <tool
 // results>" when the conversation ends with tool results (all of them, in
 // order, joined with spaces); or, when tools are offered and the
 // conversation ends with a user's text, a call of the first offered tool
