@@ -15,10 +15,13 @@ import (
 	"github.com/caddyserver/certmagic"
 	"go.uber.org/zap"
 
+	"github.com/modelgate/modelgate/accounts"
 	"github.com/modelgate/modelgate/batch"
 	"github.com/modelgate/modelgate/gateway"
+	"github.com/modelgate/modelgate/guardrails"
 	"github.com/modelgate/modelgate/keys"
 	"github.com/modelgate/modelgate/pricing"
+	"github.com/modelgate/modelgate/providers/responses"
 	"github.com/modelgate/modelgate/quota"
 	"github.com/modelgate/modelgate/retention"
 	"github.com/modelgate/modelgate/state"
@@ -43,9 +46,25 @@ type App struct {
 	// has been sent to the client yet.
 	Models map[string][]string `json:"models,omitempty"`
 
+	// Routing tunes how aliases choose among their targets and keep
+	// failing ones out of rotation: circuit breakers, the providers'
+	// cool-downs, a retry budget, stream timeouts, each alias's policy.
+	// Default: every setting's default, aliases ordered.
+	Routing *RoutingConfig `json:"routing,omitempty"`
+
 	// DefaultProvider serves bare model names that neither an alias nor a
 	// provider's models list claims. Default: none (such names get 404).
 	DefaultProvider string `json:"default_provider,omitempty"`
+
+	// BuiltinTools is what becomes of a built-in tool of a Responses
+	// request (web_search, image_generation, code_interpreter, …) that
+	// the model's provider has no equivalent of, when the request is
+	// translated: "drop" leaves it out and names it in the
+	// X-Modelgate-Dropped-Tools response header; "refuse" answers 400
+	// unsupported_parameter. A web search goes to the provider's own
+	// where it has one (Anthropic's, Gemini's Google Search). Default:
+	// drop.
+	BuiltinTools string `json:"builtin_tools,omitempty"`
 
 	// Keys are static API keys, managed in the config.
 	Keys []StaticKey `json:"keys,omitempty"`
@@ -58,6 +77,11 @@ type App struct {
 	// none.
 	Limits *LimitsConfig `json:"limits,omitempty"`
 
+	// Accounts are the account holders' members and group rules, and the
+	// audit log's retention. Default: every identity that signs in to the
+	// key settings page owns the account of its name.
+	Accounts *AccountsConfig `json:"accounts,omitempty"`
+
 	// Retention is how long files, batch results and stored responses
 	// are kept. Default: 30 days each, swept hourly.
 	Retention *RetentionConfig `json:"retention,omitempty"`
@@ -65,6 +89,10 @@ type App struct {
 	// StorageQuota bounds the bytes each owner keeps in the storage.
 	// Default: 10 GiB per owner.
 	StorageQuota *StorageQuotaConfig `json:"storage_quota,omitempty"`
+
+	// Guardrails are the guards of requests and answers (PII, patterns,
+	// a screening service, moderation). Default: none.
+	Guardrails *guardrails.Config `json:"guardrails,omitempty"`
 
 	// Prices override and extend the price table shipped in the binary
 	// (pricing/prices.json): a JSON price file and entries of their own.
@@ -105,6 +133,10 @@ type App struct {
 	storageID   string
 	managed     *keys.Manager // managed keys, in storage
 	stopKeys    func()        // stops the key refresher
+
+	accounts *accounts.Manager // account records, in storage
+	audit    *accounts.AuditLog
+	service  *accounts.Service
 
 	store     *batch.Store
 	runner    *batch.Runner
@@ -170,6 +202,11 @@ func (a *App) Provision(ctx caddy.Context) error {
 		}
 		a.providers[name] = gateway.NewProvider(name, string(p.CaddyModule().ID.Name()), b.Models, p.Endpoints(), b.upstream)
 	}
+	switch a.BuiltinTools {
+	case "", responses.BuiltinDrop, responses.BuiltinRefuse:
+	default:
+		return fmt.Errorf("builtin_tools must be %s or %s, not %q", responses.BuiltinDrop, responses.BuiltinRefuse, a.BuiltinTools)
+	}
 	if err := a.provisionPrices(); err != nil {
 		return err
 	}
@@ -194,6 +231,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.provisionManagedKeys(ctx); err != nil {
 		return err
 	}
+	if err := a.provisionAccounts(ctx); err != nil {
+		return err
+	}
 	if err := a.provisionBatch(); err != nil {
 		return err
 	}
@@ -211,12 +251,15 @@ func (a *App) provisionGateway() error {
 		Providers:       a.providers,
 		Aliases:         a.Models,
 		DefaultProvider: a.DefaultProvider,
+		BuiltinTools:    a.BuiltinTools,
 		Prices:          a.prices,
-		Limits: gateway.Limits{Quota: a.quota, Standby: a.standbyQuota, Policies: a.Limits,
+		Limits: gateway.Limits{Quota: a.quota, Standby: a.standbyQuota, Policies: policies{a},
 			StateDown:    a.health.stateDown.Load,
 			SetStateDown: func(err error) { a.setStateDown(true, err) }},
 		Usage:      a.usage,
 		Managed:    a.managed,
+		Accounts:   a.service,
+		Blocked:    a.accountBlocked,
 		StaticKeys: a.staticByName,
 		Responses: gateway.ResponseStore{Storage: a.storage, ID: a.responsesID, Writes: a.responseWrites, Now: a.stateShared,
 			TTL: time.Duration(a.retention().Responses)},
@@ -236,6 +279,11 @@ func (a *App) provisionGateway() error {
 func (a *App) Validate() error {
 	if err := a.Limits.validate(); err != nil {
 		return err
+	}
+	if a.Accounts != nil {
+		if err := a.Accounts.Validate(); err != nil {
+			return fmt.Errorf("accounts: %v", err)
+		}
 	}
 	for _, alias := range sortedKeys(a.Models) {
 		if err := checkAlias(alias, a.Models[alias], func(name string) bool { return a.providers[name] != nil }); err != nil {
@@ -272,12 +320,22 @@ func (a *App) Start() error {
 	a.startKeyRefresh()
 	a.startShared()
 	a.usage.Start()
+	a.quota.Start()
 	return nil
 }
 
 // Stop releases this config's reference to the batch runner; the last one
 // stops it, after each running part has written its finished results.
 func (a *App) Stop() error {
+	if a.quota != nil {
+		// What was settled in slices reaches the shared state, and the
+		// unused slices go back to the other instances.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := a.quota.Stop(ctx); err != nil {
+			a.logger.Warn("settling the slices of limits in the shared state", zap.Error(err))
+		}
+		cancel()
+	}
 	if a.usage != nil {
 		// What was counted since the last flush is written now.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

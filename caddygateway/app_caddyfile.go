@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelgate/modelgate/keys"
 	"github.com/modelgate/modelgate/pricing"
+	"github.com/modelgate/modelgate/providers/responses"
 
 	"github.com/dustin/go-humanize"
 
@@ -35,8 +36,12 @@ func init() {
 //	            <reverse_proxy subdirectives>
 //	        }
 //	    }
-//	    model <alias> <provider>/<model> [<provider>/<model>...]
+//	    model <alias> <provider>/<model> [<provider>/<model>...] [{
+//	        policy ordered|weighted|latency|cost
+//	        target <provider>/<model> [weight <n>] [priority <n>] [first_token_timeout <d>] [idle_timeout <d>]
+//	    }]
 //	    default_provider <name>
+//	    builtin_tools    drop|refuse
 //	    key <name> <secret>
 //	    key_refresh <duration>
 //	    batch {
@@ -58,6 +63,14 @@ func init() {
 //	    limits {
 //	        key   [<static key>] [rpm <n>] [tpm <n>] [concurrent <n>] [budget <usd> day|month|total]
 //	        owner [<owner>]      [rpm <n>] [tpm <n>] [concurrent <n>] [budget <usd> day|month|total]
+//	        allow_unpriced
+//	        leases off | leases { life <duration>  share <n>  horizon <duration>  idle <duration> }
+//	    }
+//	    accounts {
+//	        member <identity> <account> owner|admin|member|viewer
+//	        group  <group>    <account> owner|admin|member|viewer
+//	        personal_accounts on|off
+//	        audit_retention <duration>
 //	    }
 //	    prices {
 //	        file <path>
@@ -71,6 +84,17 @@ func init() {
 //	    }
 //	    storage_quota {
 //	        owner [<owner>] <size>|unlimited
+//	    }
+//	    guardrails {
+//	        guard <name> { … }   (see unmarshalGuardrails)
+//	    }
+//	    routing {
+//	        breaker off | { consecutive_failures, error_rate, min_requests, window, open_for, max_open_for, half_open_probes }
+//	        cooldown { default, max }
+//	        retry_budget off | { ratio, min_per_second, window }
+//	        latency_samples     <n>
+//	        first_token_timeout <duration>
+//	        idle_timeout        <duration>
 //	    }
 //	}
 func parseModelgateOption(d *caddyfile.Dispenser, existing any) (any, error) {
@@ -104,22 +128,20 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 		case "model":
-			var alias string
-			if !d.Args(&alias) {
+			if err := a.unmarshalModel(d); err != nil {
+				return err
+			}
+		case "routing":
+			if err := a.unmarshalRouting(d); err != nil {
+				return err
+			}
+		case "builtin_tools":
+			if !d.AllArgs(&a.BuiltinTools) {
 				return d.ArgErr()
 			}
-			targets := d.RemainingArgs()
-			if _, dup := a.Models[alias]; dup {
-				return d.Errf("model alias %q is defined twice", alias)
+			if a.BuiltinTools != responses.BuiltinDrop && a.BuiltinTools != responses.BuiltinRefuse {
+				return d.Errf("builtin_tools must be %s or %s, not %q", responses.BuiltinDrop, responses.BuiltinRefuse, a.BuiltinTools)
 			}
-			defined := func(name string) bool { _, ok := a.ProvidersRaw[name]; return ok }
-			if err := checkAlias(alias, targets, defined); err != nil {
-				return d.Errf("%v (providers must be defined before the aliases that use them)", err)
-			}
-			if a.Models == nil {
-				a.Models = make(map[string][]string)
-			}
-			a.Models[alias] = targets
 		case "default_provider":
 			if !d.NextArg() {
 				return d.ArgErr()
@@ -184,6 +206,13 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if err := a.Limits.unmarshalLimits(d); err != nil {
 				return err
 			}
+		case "accounts":
+			if a.Accounts == nil {
+				a.Accounts = new(AccountsConfig)
+			}
+			if err := a.Accounts.unmarshalAccounts(d); err != nil {
+				return err
+			}
 		case "prices":
 			if d.NextArg() {
 				return d.ArgErr()
@@ -199,6 +228,10 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 		case "retention":
 			if err := a.unmarshalRetention(d); err != nil {
+				return err
+			}
+		case "guardrails":
+			if err := a.unmarshalGuardrails(d); err != nil {
 				return err
 			}
 		case "storage_quota":

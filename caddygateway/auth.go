@@ -99,6 +99,11 @@ func (h *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 		})
 		return nil
 	}
+	if h.app.accountBlocked(key) {
+		metrics.suspended.Inc()
+		writeAPIError(w, apiForPath(r.URL.Path), accountSuspended())
+		return nil
+	}
 	// The key's placeholders are answered from the key, not set in the
 	// replacer's map: reverse_proxy sets about sixteen entries of its own in
 	// that map and one per header of the provider's answer, and whatever

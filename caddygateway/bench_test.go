@@ -239,7 +239,9 @@ func newBenchGateway(b testing.TB) *benchGateway {
 		storage: &certmagic.FileStorage{Path: b.TempDir()}, responseWrites: new(sync.WaitGroup), health: new(health)}
 	a.staticByName = map[string]*Key{"bench": a.keys[keys.Digest(benchStaticKey)]}
 	b.Cleanup(func() { a.waitResponseWrites(time.Minute) }) // before TempDir's removal
-	a.managed = keys.NewManager(storagetest.NewMemory(), "modelgate")
+	mem := storagetest.NewMemory()
+	a.managed = keys.NewManager(mem, "modelgate")
+	withAccounts(a, mem)
 	if err := a.provisionGateway(); err != nil {
 		b.Fatal(err)
 	}

@@ -58,7 +58,9 @@ func BenchmarkExposureFakeKeys(b *testing.B) {
 		stored, body := bc.stored, bc.body
 		b.Run(bc.name, func(b *testing.B) {
 			g := newBenchGateway(b)
-			g.app.managed = keys.NewManager(&certmagic.FileStorage{Path: b.TempDir()}, "modelgate")
+			fs := &certmagic.FileStorage{Path: b.TempDir()}
+			g.app.managed = keys.NewManager(fs, "modelgate")
+			withAccounts(g.app, fs)
 			g.rebuild(b)
 			for i := range stored {
 				if _, _, err := g.app.managed.Create(context.Background(), keys.NewKey{Name: fmt.Sprint("k", i)}); err != nil {

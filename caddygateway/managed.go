@@ -44,9 +44,10 @@ func (a *App) provisionManagedKeys(ctx caddy.Context) error {
 	return nil
 }
 
-// startKeyRefresh reloads the managed keys every key_refresh, which is how
-// keys created or deleted on other instances arrive here, and writes when
-// keys were last used.
+// startKeyRefresh reloads the managed keys and the accounts every
+// key_refresh, which is how keys created or deleted and accounts changed
+// on other instances arrive here, writes when keys were last used, and
+// prunes the audit log.
 func (a *App) startKeyRefresh() {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -55,6 +56,9 @@ func (a *App) startKeyRefresh() {
 		defer wg.Done()
 		t := time.NewTicker(time.Duration(a.KeyRefresh))
 		defer t.Stop()
+		prune := time.NewTicker(auditPruneInterval)
+		defer prune.Stop()
+		a.pruneAudit(ctx)
 		for {
 			select {
 			case <-ctx.Done():
@@ -63,6 +67,9 @@ func (a *App) startKeyRefresh() {
 				if err := a.managed.Refresh(ctx); err != nil && ctx.Err() == nil {
 					a.logger.Error("reloading managed keys", zap.Error(err))
 				}
+				a.refreshAccounts(ctx)
+			case <-prune.C:
+				a.pruneAudit(ctx)
 			}
 		}
 	}()

@@ -27,6 +27,8 @@ var metrics = struct {
 	ttft      *prometheus.HistogramVec
 	refusals  *prometheus.CounterVec
 	exposure  *prometheus.CounterVec
+	audit     *prometheus.CounterVec
+	suspended prometheus.Counter
 }{
 	requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "caddy", Subsystem: "modelgate", Name: "requests_total",
@@ -66,12 +68,20 @@ var metrics = struct {
 		Namespace: "caddy", Subsystem: "modelgate", Name: "exposure_checks_skipped_total",
 		Help: "Well-formed managed keys found in requests that no key in memory has and that were not looked up in storage, by reason: request_cap (past the lookups one request may cause; each occurrence counts) or queue_full (the queue of lookups was full). Keys in memory are always checked.",
 	}, []string{"reason"}),
+	audit: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "caddy", Subsystem: "modelgate", Name: "audit_entries_total",
+		Help: "Audit entries of changes to keys, accounts and members, by action and result: stored, or failed (the storage refused it; the entry is in the log at ERROR).",
+	}, []string{"action", "result"}),
+	suspended: prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "caddy", Subsystem: "modelgate", Name: "account_suspended_refusals_total",
+		Help: "Requests and batch lines refused because their key's account is suspended or deleted.",
+	}),
 }
 
 // registerMetrics adds modelgate's collectors to a config's registry.
 func registerMetrics(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{metrics.requests, metrics.upstream, metrics.fallbacks,
-		metrics.tokens, metrics.cost, metrics.unpriced, metrics.ttft, metrics.refusals, metrics.exposure} {
+		metrics.tokens, metrics.cost, metrics.unpriced, metrics.ttft, metrics.refusals, metrics.exposure, metrics.audit, metrics.suspended} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {
@@ -232,6 +242,8 @@ func (observer) Refused(limit, scope string) {
 func (observer) ExposureSkipped(reason string, n int) {
 	exposureSkipped(reason).Add(float64(n))
 }
+
+func (observer) Suspended() { metrics.suspended.Inc() }
 
 // KeyExposed emits key_exposed through Caddy's events app.
 func (ob observer) KeyExposed(k keys.Key, e keys.Exposure, revoked bool) {

@@ -28,9 +28,11 @@ import (
 const usagePrefix = "modelgate/usage"
 
 // provisionQuota makes the usage recorder and the quota engine on the
-// app's storage and state. With a shared state, a second engine on an
-// in-process state stands by: while the shared one cannot be reached,
-// limits and budgets count on this instance alone rather than not at all.
+// app's storage and state. With a shared state, the engine leases large
+// limits and budgets to this instance in slices (quota.Leasing), and a
+// second engine on an in-process state stands by: while the shared one
+// cannot be reached, limits and budgets count within what this instance
+// holds, then on this instance alone, rather than not at all.
 func (a *App) provisionQuota() error {
 	id, err := caddy.InstanceID()
 	if err != nil {
@@ -40,7 +42,11 @@ func (a *App) provisionQuota() error {
 	if err != nil {
 		return fmt.Errorf("usage: %v", err)
 	}
-	if a.quota, err = quota.New(quota.Config{State: a.state, Spender: a.usage}); err != nil {
+	qc := quota.Config{State: a.state, Spender: a.usage}
+	if a.stateShared {
+		qc.Lease, qc.Logger = a.Limits.leasing(), a.logger.Named("limits")
+	}
+	if a.quota, err = quota.New(qc); err != nil {
 		return fmt.Errorf("limits: %v", err)
 	}
 	if a.stateShared {
@@ -82,14 +88,27 @@ func (s standbySpender) Spent(ctx context.Context, by usage.Dimension, id string
 	return s.a.usage.Spent(ctx, by, id, from, to)
 }
 
-// Subjects are what key's requests count against: the key, under its own
-// policy or the configured one, and its owner (gateway.Policies).
-func (lc *LimitsConfig) Subjects(key *Key) quota.Subjects {
+// policies are the gateway's Policies of an app: its configured limits,
+// and the ceilings of an account for its members' keys.
+type policies struct{ a *App }
+
+// Subjects are what key's requests count against (gateway.Policies).
+func (p policies) Subjects(key *Key) quota.Subjects { return p.a.subjects(key) }
+
+// AllowsUnpriced reports whether budgeted keys may use unpriced models
+// (gateway.Policies).
+func (p policies) AllowsUnpriced() bool { return p.a.Limits.allowUnpriced() }
+
+// subjects are what key's requests count against: the key, under its own
+// policy or the configured one, and its owner (an account's ceilings, or
+// the configured owner policy).
+func (a *App) subjects(key *Key) quota.Subjects {
+	lc := a.Limits
 	s := quota.Subjects{Key: quota.Subject{ID: key.CountedAs(), Name: key.Name}}
 	kp := lc.keyPolicy(key)
 	s.Key.Limits, s.Key.Budget = quotaLimits(kp.Limits), lc.budget(kp.Budget)
 	if key.Owner != "" {
-		op := lc.ownerPolicy(key.Owner)
+		op := a.ownerPolicy(key)
 		s.Owner = quota.Subject{ID: key.Owner, Name: key.Owner, Limits: quotaLimits(op.Limits), Budget: lc.budget(op.Budget)}
 	}
 	return s
@@ -120,10 +139,6 @@ func (lc *LimitsConfig) budget(b *keys.Budget) quota.Budget {
 	return quota.Budget{Amount: amount, Period: quota.Period(b.Period)}
 }
 
-// AllowsUnpriced reports whether budgeted keys may use unpriced models
-// (gateway.Policies).
-func (lc *LimitsConfig) AllowsUnpriced() bool { return lc.allowUnpriced() }
-
 // admitRequest admits a request the gateway answers itself at api (a file
 // upload), by the limits of its key and owner, as the gateway admits a
 // call, or refuses it, answering the client. done settles it.
@@ -152,7 +167,7 @@ func (a *App) KeyStatus(ctx context.Context, k keys.Key) (quota.Status, error) {
 	if a.quota == nil {
 		return quota.Status{}, errors.New("limits are not checked")
 	}
-	s := a.Limits.Subjects(&Key{Name: k.Name, Owner: k.Owner, ID: k.ID, Limits: k.Limits, Budget: k.Budget})
+	s := a.subjects(&Key{Name: k.Name, Owner: k.Owner, ID: k.ID, Limits: k.Limits, Budget: k.Budget})
 	st, err := a.quota.Status(ctx, s)
 	if err != nil && a.standbyQuota != nil {
 		st, err = a.standbyQuota.Status(ctx, s)
@@ -164,9 +179,10 @@ func (a *App) KeyStatus(ctx context.Context, k keys.Key) (quota.Status, error) {
 // its owner: its own limits and budget where it has them, else the
 // configured ones.
 func (a *App) EffectivePolicy(k keys.Key) (key, owner keys.Policy) {
-	key = a.Limits.keyPolicy(&Key{Name: k.Name, Owner: k.Owner, ID: k.ID, Limits: k.Limits, Budget: k.Budget})
+	mk := &Key{Name: k.Name, Owner: k.Owner, ID: k.ID, Limits: k.Limits, Budget: k.Budget}
+	key = a.Limits.keyPolicy(mk)
 	if k.Owner != "" {
-		owner = a.Limits.ownerPolicy(k.Owner)
+		owner = a.ownerPolicy(mk)
 	}
 	return key, owner
 }

@@ -181,7 +181,7 @@ func BenchmarkSubjects(b *testing.B) {
 	key := gateway.FromManaged(k)
 	b.ReportAllocs()
 	for b.Loop() {
-		if s := g.app.Limits.Subjects(key); s.Key.Budget.Amount == 0 {
+		if s := g.app.subjects(key); s.Key.Budget.Amount == 0 {
 			b.Fatal("nothing enforced")
 		}
 	}

@@ -40,6 +40,7 @@ const (
 const (
 	channelKeys    = "keys"    // payload: the id of a key created, deleted or marked exposed
 	channelBatches = "batches" // payload: the id of a batch created or cancelled
+	// channelAccounts (accounts.go): the id of an account changed.
 )
 
 // localStates keeps each storage's in-process state across config
@@ -140,7 +141,7 @@ func (a *App) startShared() {
 // to look at now. A message lost while the state was unreachable arrives
 // as a resync: every key is reloaded and the runner woken.
 func (a *App) follow(ctx context.Context) {
-	sub, err := a.state.Subscribe(ctx, channelKeys, channelBatches)
+	sub, err := a.state.Subscribe(ctx, channelKeys, channelBatches, channelAccounts)
 	if err != nil {
 		a.logger.Error("subscribing to the shared state; key changes arrive at key_refresh", zap.Error(err))
 		return
@@ -172,6 +173,10 @@ func (a *App) follow(ctx context.Context) {
 				a.wakeRunner()
 			case m.Channel == channelBatches:
 				a.wakeRunner()
+			case m.Channel == channelAccounts:
+				if err := a.accounts.Reload(ctx, string(m.Payload)); err != nil && ctx.Err() == nil {
+					a.logger.Warn("reloading an account another instance changed", zap.String("account", string(m.Payload)), zap.Error(err))
+				}
 			}
 		}
 	}
@@ -183,6 +188,7 @@ func (a *App) resync(ctx context.Context) {
 	if err := a.managed.Refresh(ctx); err != nil && ctx.Err() == nil {
 		a.logger.Error("reloading managed keys", zap.Error(err))
 	}
+	a.refreshAccounts(ctx)
 	a.wakeRunner()
 }
 

@@ -114,14 +114,21 @@ func (g *Gateway) admit(ctx context.Context, c *Call, o *Outcome, rq *request, t
 	}
 	ask := quota.Ask{EstimatedTokens: est.tokens, EstimatedCost: est.cost, Rate: !batchLine}
 	q, standby := g.limits.Quota, g.limits.Standby
+	var adm *quota.Admission
+	var ref *quota.Refusal
+	var err error
 	if standby != nil && g.limits.StateDown != nil && g.limits.StateDown() {
 		// Known to be unreachable (the host's watch, or an earlier
-		// request): the standby at once, rather than each request waiting
-		// for its own failure, which takes the whole command timeout when
-		// Redis hangs.
-		q = standby
+		// request): what this instance holds of the limits, else the
+		// standby at once, rather than each request waiting for its own
+		// failure, which takes the whole command timeout when Redis hangs.
+		if adm = q.AdmitHeld(s, ask); adm == nil {
+			q = standby
+		}
 	}
-	adm, ref, err := q.Admit(ctx, s, ask)
+	if adm == nil {
+		adm, ref, err = q.Admit(ctx, s, ask)
+	}
 	if err != nil && q != standby && standby != nil {
 		if StorageUnreachable(err) && g.limits.SetStateDown != nil {
 			g.limits.SetStateDown(err) // until the host's next check says otherwise

@@ -145,6 +145,10 @@ func (e batchExecutor) Do(ctx context.Context, req batch.Request) (resp batch.Re
 		log.Warn("the key that created the batch could not be read; the line is tried again", zap.Error(err))
 		return batchError(http.StatusServiceUnavailable, "server_error", "the API key that created the batch could not be checked just now")
 	}
+	if g.blocked != nil && g.blocked(key) {
+		g.obs.Suspended()
+		return batch.Response{Status: http.StatusForbidden, Body: AccountSuspended().JSON()}
+	}
 	defer func() {
 		if v := recover(); v != nil {
 			log.Error("batch request panicked", zap.String("panic", fmt.Sprint(v)))

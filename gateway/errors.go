@@ -44,3 +44,10 @@ func AsProviderError(err error) *providers.Error {
 }
 
 func asProviderError(err error) *providers.Error { return AsProviderError(err) }
+
+// AccountSuspended is the 403 of a call whose key's account is suspended
+// or deleted.
+func AccountSuspended() *providers.Error {
+	return &providers.Error{Status: http.StatusForbidden, Type: "invalid_request_error", Code: "account_suspended",
+		Message: "the account this API key belongs to is suspended: ask the gateway's operator"}
+}

@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/modelgate/modelgate/accounts"
 	"github.com/modelgate/modelgate/keys"
 )
 
@@ -43,16 +44,19 @@ func (g *Gateway) Exposed(ctx context.Context, digest [32]byte, e keys.Exposure,
 	if g.managed == nil {
 		return false, nil
 	}
-	k, found, err := g.managed.FindByDigest(ctx, digest)
+	before, found, err := g.managed.FindByDigest(ctx, digest)
 	if err != nil || !found {
 		return false, err
 	}
-	k, first, err := g.managed.MarkExposed(ctx, k.ID, e)
+	k, first, err := g.managed.MarkExposed(ctx, before.ID, e)
 	if errors.Is(err, keys.ErrNotFound) {
 		return false, nil // deleted meanwhile
 	}
 	if err != nil || !first {
 		return true, err
+	}
+	if g.accounts != nil {
+		g.accounts.KeyExposed(ctx, accounts.Scanner(e.Reporter), before, k)
 	}
 	revoked := false
 	if r == nil {

@@ -22,6 +22,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/modelgate/modelgate/accounts"
 	"github.com/modelgate/modelgate/keys"
 	"github.com/modelgate/modelgate/pricing"
 	"github.com/modelgate/modelgate/providers"
@@ -138,6 +139,9 @@ type Observer interface {
 	ExposureSkipped(reason string, n int)
 	// KeyExposed is told of a managed key's first exposure.
 	KeyExposed(k keys.Key, e keys.Exposure, revoked bool)
+	// Suspended is told that a call of a key whose account is suspended
+	// or deleted was refused.
+	Suspended()
 }
 
 // Limits are how calls are admitted: the quota engine, on the shared
@@ -162,6 +166,9 @@ type Config struct {
 	Providers       map[string]*Provider
 	Aliases         map[string][]string
 	DefaultProvider string
+	// BuiltinTools is the Responses translator's policy for the built-in
+	// tools a provider cannot run (responses.BuiltinDrop, …; "": drop).
+	BuiltinTools string
 
 	Prices *pricing.Prices // the price table; nil: the one shipped (pricing.Load)
 	Limits Limits
@@ -169,7 +176,14 @@ type Config struct {
 
 	// Managed are the managed keys (exposure, batch lines); StaticKeys
 	// the static keys by name (batch lines of static keys run under them).
-	Managed    *keys.Manager
+	Managed *keys.Manager
+	// Blocked reports whether key's account is suspended or deleted: the
+	// lines of its batches are refused (nil: none is). The host refuses
+	// its live requests before they become calls.
+	Blocked func(key *Key) bool
+	// Accounts records in the account's audit log what becomes of its
+	// keys (a key found exposed); nil: nothing is recorded.
+	Accounts   *accounts.Service
 	StaticKeys map[string]*Key
 
 	// Responses is where the Responses API keeps stored responses.
@@ -193,8 +207,13 @@ type Gateway struct {
 	static    map[string]*Key
 	responses ResponseStore
 	storage   *StorageQuota
-	obs       Observer
-	log       *zap.Logger
+	accounts  *accounts.Service
+	blocked   func(*Key) bool
+	// builtinTools is the Responses translator's policy for built-in
+	// tools (responses.BuiltinDrop, …).
+	builtinTools string
+	obs          Observer
+	log          *zap.Logger
 
 	exposures *exposureQueue
 	reporter  atomic.Pointer[ExposureReporter]
@@ -206,7 +225,7 @@ type Gateway struct {
 // configuration checks that).
 func New(c Config) (*Gateway, error) {
 	g := &Gateway{providers: c.Providers, prices: c.Prices, limits: c.Limits, usage: c.Usage, managed: c.Managed,
-		static: c.StaticKeys, responses: c.Responses, storage: c.StorageQuota, obs: c.Observer, log: c.Logger}
+		static: c.StaticKeys, responses: c.Responses, storage: c.StorageQuota, builtinTools: c.BuiltinTools, accounts: c.Accounts, blocked: c.Blocked, obs: c.Observer, log: c.Logger}
 	if g.obs == nil {
 		g.obs = noObserver{}
 	}
@@ -242,3 +261,4 @@ func (noObserver) Answered(*Call, *Outcome)                 {}
 func (noObserver) Refused(string, string)                   {}
 func (noObserver) ExposureSkipped(string, int)              {}
 func (noObserver) KeyExposed(keys.Key, keys.Exposure, bool) {}
+func (noObserver) Suspended()                               {}

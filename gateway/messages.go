@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"net/http"
 
 	"github.com/modelgate/modelgate/providers"
@@ -50,12 +51,17 @@ func (g *Gateway) messages(ctx context.Context, c *Call, o *Outcome) {
 		prepare: func(p *Provider, model string) (providers.Request, exchange, error) {
 			if p.Messages != nil {
 				preq, err := p.Messages.NativeRequest("/messages", body, model, c.Header)
-				ex := exchange{stream: info.Stream, mapError: nativeError(p),
-					translate: func(answer []byte) ([]byte, Usage, error) { return answer, messages.AnswerUsage(answer), nil }}
-				if info.Stream {
-					ex.tr = messages.NewRelay()
+				if !errors.Is(err, providers.ErrNotNative) {
+					ex := exchange{stream: info.Stream, mapError: nativeError(p),
+						translate: func(answer []byte) ([]byte, Usage, error) { return answer, messages.AnswerUsage(answer), nil }}
+					if info.Stream {
+						ex.tr = messages.NewRelay()
+					}
+					return preq, ex, err
 				}
-				return preq, ex, err
+			}
+			if p.Chat == nil {
+				return providers.Request{}, exchange{}, notServed(p, endpointMessages)
 			}
 			tr := messages.Chat{Inner: p.Chat}
 			preq, err := tr.ChatRequest(body, model)
@@ -88,11 +94,20 @@ func (g *Gateway) countTokens(ctx context.Context, c *Call, o *Outcome) {
 		prepare: func(p *Provider, model string) (providers.Request, exchange, error) {
 			if p.Messages != nil {
 				preq, err := p.Messages.NativeRequest("/messages/count_tokens", body, model, c.Header)
-				return preq, exchange{translate: passThrough, mapError: nativeError(p)}, err
+				if !errors.Is(err, providers.ErrNotNative) {
+					return preq, exchange{translate: passThrough, mapError: nativeError(p)}, err
+				}
 			}
 			out, err := messages.CountTokens(body)
 			return providers.Request{}, exchange{answer: out}, err
 		}})
+}
+
+// notServed is the error of a provider that serves an endpoint natively
+// for some models only, asked for another.
+func notServed(p *Provider, e *endpoint) *providers.Error {
+	return &providers.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "unsupported_endpoint",
+		Message: "provider " + p.Name + " does not serve " + e.label + " for this model"}
 }
 
 // passThrough is the translation of a native API's answer: none, and

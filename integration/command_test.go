@@ -186,3 +186,74 @@ func TestCommandKeyLimits(t *testing.T) {
 		})
 	}
 }
+
+// TestCommandAccounts drives `caddy modelgate account …` of the built
+// binary against a running gateway's admin API, as the operator: the list
+// shows an account of a key's owner; set gives it ceilings; suspend stops
+// its key and resume lets it work; members are added and removed; the
+// audit log shows each change; delete revokes the key; mistakes exit
+// non-zero with the admin API's message.
+func TestCommandAccounts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the caddy binary")
+	}
+	startScanningGateway(t)
+	addr := []string{"--address", strings.TrimPrefix(adminURL, "http://")}
+	acct := func(args ...string) []string {
+		return append(append([]string{"modelgate", "account"}, args...), addr...)
+	}
+	run := func(args ...string) string {
+		t.Helper()
+		out, errOut, ok := runCaddy(t, acct(args...)...)
+		if !ok {
+			t.Fatalf("account %s: %s %s", strings.Join(args, " "), out, errOut)
+		}
+		return out
+	}
+	status, body, _ := admin(t, "POST", "/modelgate/keys", `{"name":"cli-key","owner":"team-cli"}`)
+	if status != 201 {
+		t.Fatalf("%d %s", status, body)
+	}
+	secret := gjson.Get(body, "key").Str
+
+	if out := run("list"); !regexp.MustCompile(`(?m)^team-cli\s+1\s+0\s+0\s+-\s+active$`).MatchString(out) {
+		t.Errorf("list:\n%s", out)
+	}
+	if out := run("set", "team-cli", "--rpm", "600", "--budget", "100", "--period", "month", "--email", "billing@team-cli.example"); !strings.Contains(out, "rpm 600 budget 100 month") {
+		t.Errorf("set: %s", out)
+	}
+	run("suspend", "team-cli", "--reason", "invoice overdue")
+	if s := getWith(t, "/v1/models", secret); s != 403 {
+		t.Errorf("the suspended account's key: %d", s)
+	}
+	if out := run("show", "team-cli"); !strings.Contains(out, "suspended") || !strings.Contains(out, "invoice overdue") ||
+		!strings.Contains(out, "billing@team-cli.example") || !strings.Contains(out, "Ceilings:  rpm 600 budget 100 month") {
+		t.Errorf("show:\n%s", out)
+	}
+	run("resume", "team-cli")
+	if s := getWith(t, "/v1/models", secret); s != 200 {
+		t.Errorf("the resumed account's key: %d", s)
+	}
+	run("member", "add", "team-cli", "dana@example.com", "admin")
+	if out := run("show", "team-cli"); !regexp.MustCompile(`dana@example.com\s+admin\s+api`).MatchString(out) {
+		t.Errorf("show after member add:\n%s", out)
+	}
+	run("member", "remove", "team-cli", "dana@example.com")
+	out := run("audit", "team-cli")
+	for _, action := range []string{"member.removed", "member.added", "account.resumed", "account.suspended", "account.updated", "key.created"} {
+		if !strings.Contains(out, action) {
+			t.Errorf("the audit log lacks %s:\n%s", action, out)
+		}
+	}
+	if out := run("delete", "team-cli"); !strings.Contains(out, "1 key revoked") {
+		t.Errorf("delete: %s", out)
+	}
+	if s := getWith(t, "/v1/models", secret); s != 401 {
+		t.Errorf("the deleted account's key: %d", s)
+	}
+	for _, bad := range [][]string{{"member", "add", "team-x", "erin", "boss"}, {"set", "team-x", "--budget", "25", "--period", "week"}, {"resume", "team-cli"}} {
+		if out, errOut, ok := runCaddy(t, acct(bad...)...); ok || errOut == "" {
+			t.Errorf("account %s: exit 0 (%s %s)", strings.Join(bad, " "), out, errOut)
+		}
+	}
+}

@@ -57,10 +57,11 @@ func TestIntegrationKeySettings(t *testing.T) {
 
 	// The page's API creates a key the admin endpoint lists and the
 	// gateway accepts at once, and deletes it.
-	status, body, _ := settings(t, http.MethodPost, settingsURL+"api/keys", `{"name":"from-page","owner":"team-p"}`, true,
+	status, body, _ := settings(t, http.MethodPost, settingsURL+"api/keys", `{"name":"from-page"}`, true,
 		"Origin", gatewayBase, "Sec-Fetch-Site", "same-origin")
 	secret, id := gjson.Get(body, "key").Str, gjson.Get(body, "id").Str
-	if status != http.StatusCreated || !strings.HasPrefix(secret, "mgk_") || gjson.Get(body, "owner").Str != "team-p" {
+	if status != http.StatusCreated || !strings.HasPrefix(secret, "mgk_") || gjson.Get(body, "owner").Str != settingsUser ||
+		gjson.Get(body, "created_by").Str != settingsUser {
 		t.Fatalf("create on the page: %d %s", status, body)
 	}
 	if s := getWith(t, "/v1/models", secret); s != 200 {
@@ -91,6 +92,7 @@ func TestIntegrationKeySettings(t *testing.T) {
 		{"cross-origin delete", "DELETE", settingsURL + "api/keys/" + id, "", true,
 			[]string{"Origin", "https://attacker.example"}, 403},
 		{"bad body", "POST", settingsURL + "api/keys", `{"nam":"x"}`, true, nil, 400},
+		{"another account's key", "POST", settingsURL + "api/keys", `{"name":"x","owner":"team-p"}`, true, nil, 400},
 		{"unknown key", "GET", settingsURL + "api/keys/key_nope", "", true, nil, 404},
 		{"no such file", "GET", settingsURL + "nope.html", "", true, nil, 404},
 		{"post to the page", "POST", settingsURL, `{}`, true, nil, 405},

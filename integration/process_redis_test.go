@@ -904,3 +904,101 @@ func TestProcessRedisRevokedKeyBatch(t *testing.T) {
 		}
 	}
 }
+
+// TestProcessRedisAccountSuspended: three instances on one redis-server,
+// key_refresh 10m, so that only publish/subscribe can explain the change
+// arriving elsewhere. An account suspended on a's admin API has its keys
+// refused (403 account_suspended) on a at once and on b and c within one
+// second of a's answer, in every round; resumed, they work again
+// everywhere within the second; another account's key works throughout.
+// Deleting the account on b revokes its keys on every instance too.
+func TestProcessRedisAccountSuspended(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the caddy binary and redis-server")
+	}
+	c := startRedisCluster(t, 3, "MG_KEY_REFRESH=10m")
+	a, others := c.ins[0], c.ins[1:]
+	secret, _ := createKey(t, a, "team-key") // owner "team"
+	status, body, err := adminRequest(http.MethodPost, a.adminURL+"/modelgate/keys", `{"name":"other","owner":"other-team"}`)
+	if err != nil || status != http.StatusCreated {
+		t.Fatalf("the other account's key: %d %s %v", status, body, err)
+	}
+	other := gjson.Get(body, "key").Str
+	if _, err := propagation(c.ins, secret, 200, time.Now(), 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := propagation(c.ins, other, 200, time.Now(), 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	const rounds, bound = 5, time.Second
+	var suspended, resumed latencies
+	for r := range rounds {
+		if status, body, err := adminRequest(http.MethodPost, a.adminURL+"/modelgate/accounts/team/suspend", `{"reason":"round"}`); err != nil || status != 200 {
+			t.Fatalf("suspending: %d %s %v", status, body, err)
+		}
+		at := time.Now()
+		if s := statusWith(t, a.httpURL+"/v1/models", secret); s != http.StatusForbidden {
+			t.Fatalf("round %d: the suspended account's key on the instance that suspended it: %d", r, s)
+		}
+		took, err := propagation(others, secret, http.StatusForbidden, at, 5*time.Second)
+		if err != nil {
+			t.Fatalf("round %d, suspended: %v", r, err)
+		}
+		suspended = append(suspended, took...)
+		for _, in := range c.ins {
+			if s := statusWith(t, in.httpURL+"/v1/models", other); s != 200 {
+				t.Fatalf("round %d: another account's key on %s: %d", r, in.name, s)
+			}
+		}
+		if status, body, err := adminRequest(http.MethodPost, a.adminURL+"/modelgate/accounts/team/resume", ""); err != nil || status != 200 {
+			t.Fatalf("resuming: %d %s %v", status, body, err)
+		}
+		at = time.Now()
+		if took, err = propagation(others, secret, 200, at, 5*time.Second); err != nil {
+			t.Fatalf("round %d, resumed: %v", r, err)
+		}
+		resumed = append(resumed, took...)
+	}
+	t.Logf("an account suspended on a was refused on b and c after: %v", suspended)
+	t.Logf("an account resumed on a worked again on b and c after: %v", resumed)
+	if m := suspended.percentile(1); m > bound {
+		t.Errorf("a suspended account's key took up to %v to be refused on the other instances; the bound is %v", m, bound)
+	}
+	if m := resumed.percentile(1); m > bound {
+		t.Errorf("a resumed account's key took up to %v to work again on the other instances; the bound is %v", m, bound)
+	}
+	// The refusal is OpenAI's shape.
+	status, body, err = func() (int, string, error) {
+		req, _ := http.NewRequest(http.MethodGet, others[1].httpURL+"/v1/models", nil)
+		req.Header.Set("Authorization", "Bearer "+secret)
+		if _, _, err := adminRequest(http.MethodPost, a.adminURL+"/modelgate/accounts/team/suspend", ""); err != nil {
+			return 0, "", err
+		}
+		if _, err := propagation(others, secret, http.StatusForbidden, time.Now(), 5*time.Second); err != nil {
+			return 0, "", err
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer res.Body.Close()
+		b, err := io.ReadAll(res.Body)
+		return res.StatusCode, string(b), err
+	}()
+	if err != nil || status != http.StatusForbidden || gjson.Get(body, "error.code").Str != "account_suspended" {
+		t.Errorf("the refusal on c: %d %s %v", status, body, err)
+	}
+
+	// Deleted on b: its keys are revoked everywhere.
+	if status, body, err := adminRequest(http.MethodDelete, others[0].adminURL+"/modelgate/accounts/team", ""); err != nil || status != 200 ||
+		gjson.Get(body, "keys_deleted.#").Int() != 1 {
+		t.Fatalf("deleting the account: %d %s %v", status, body, err)
+	}
+	if _, err := propagation(c.ins, secret, http.StatusUnauthorized, time.Now(), 5*time.Second); err != nil {
+		t.Errorf("the deleted account's key: %v", err)
+	}
+	if status, body, _ := adminRequest(http.MethodGet, a.adminURL+"/modelgate/accounts/team/audit", ""); !strings.Contains(body, `"account.deleted"`) {
+		t.Errorf("the audit log after the deletion: %d %s", status, body)
+	}
+}

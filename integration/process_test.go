@@ -67,7 +67,8 @@ type instance struct {
 	httpURL  string
 	adminURL string
 	logDir   string
-	started  bool // once: its ports are then its own for the test
+	config   string // its Caddyfile, in testdata/caddyfiles; default instance.Caddyfile
+	started  bool   // once: its ports are then its own for the test
 	cmd      *exec.Cmd
 	out      lockedBuffer // standard output and error
 }
@@ -173,7 +174,11 @@ func (in *instance) start() {
 // listen on its ports before it started.
 func (in *instance) run() bool {
 	t := in.t
-	cfg, err := filepath.Abs("../testdata/caddyfiles/instance.Caddyfile")
+	name := in.config
+	if name == "" {
+		name = "instance.Caddyfile"
+	}
+	cfg, err := filepath.Abs("../testdata/caddyfiles/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}

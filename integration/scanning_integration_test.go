@@ -124,7 +124,7 @@ func startScanningGateway(t *testing.T) *scanningGateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	adapted, err = sjson.SetRawBytes(adapted, "apps.events", []byte(`{"subscriptions":[{"events":["key_exposed","batch_submitted","batch_completed","batch_failed","batch_cancelled","batch_expired"],"handlers":[{"handler":"modelgate_test_recorder"}]}]}`))
+	adapted, err = sjson.SetRawBytes(adapted, "apps.events", []byte(`{"subscriptions":[{"events":["key_exposed","audit","batch_submitted","batch_completed","batch_failed","batch_cancelled","batch_expired"],"handlers":[{"handler":"modelgate_test_recorder"}]}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -94,10 +94,10 @@ func TestUIKeySettingsPage(t *testing.T) {
 
 	basic := "Basic " + base64.StdEncoding.EncodeToString([]byte(settingsUser+":"+settingsPassword))
 	t.Run("site", func(t *testing.T) {
-		drivePage(t, browserCtx, g.keys, settingsURL, gatewayBase, basic, "laptop", "key-settings.png")
+		drivePage(t, browserCtx, g.keys, settingsURL, gatewayBase, basic, settingsUser, "laptop", "key-settings.png")
 	})
 	t.Run("admin endpoint", func(t *testing.T) {
-		drivePage(t, browserCtx, g.keys, adminURL+"/modelgate/", adminURL, "", "deploy-bot", "")
+		drivePage(t, browserCtx, g.keys, adminURL+"/modelgate/", adminURL, "", "", "deploy-bot", "")
 	})
 }
 
@@ -109,10 +109,15 @@ func TestUIKeySettingsPage(t *testing.T) {
 // the key only after the confirmation (cancel keeps it). Every request the
 // page makes stays under pageURL, and no script error or CSP violation
 // happens. authorization, if set, is sent with every request, as a browser
-// does once its user typed the basic_auth credential into its prompt; shot,
-// if set, names the screenshot to save.
-func drivePage(t *testing.T, browserCtx context.Context, km *keys.Manager, pageURL, origin, authorization, name, shot string) {
-	status, body, _ := admin(t, http.MethodPost, "/modelgate/keys", `{"name":"batch-worker","owner":"data-team","models":["smart","oa/*"]}`)
+// does once its user typed the basic_auth credential into its prompt, and
+// account is then the account holder's account (the keys are its); empty,
+// the page is the operator's. shot, if set, names the screenshot to save.
+func drivePage(t *testing.T, browserCtx context.Context, km *keys.Manager, pageURL, origin, authorization, account, name, shot string) {
+	firstOwner, owner := "data-team", "alice"
+	if account != "" {
+		firstOwner, owner = account, account
+	}
+	status, body, _ := admin(t, http.MethodPost, "/modelgate/keys", `{"name":"batch-worker","owner":"`+firstOwner+`","models":["smart","oa/*"]}`)
 	if status != http.StatusCreated {
 		t.Fatalf("creating the first key: %d %s", status, body)
 	}
@@ -195,7 +200,7 @@ func drivePage(t *testing.T, browserCtx context.Context, km *keys.Manager, pageU
 		chromedp.WaitVisible(chromedp.CSS(row(firstID))),
 	)
 	if text, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(row(firstID)))); err != nil ||
-		!strings.Contains(text, "batch-worker") || !strings.Contains(text, "data-team") || !strings.Contains(text, "smart, oa/*") ||
+		!strings.Contains(text, "batch-worker") || !strings.Contains(text, firstOwner) || !strings.Contains(text, "smart, oa/*") ||
 		!strings.Contains(text, "Exposed") || !strings.Contains(text, leak.URL) {
 		t.Fatalf("the first key's row: %q %v", text, err)
 	}
@@ -224,9 +229,13 @@ func drivePage(t *testing.T, browserCtx context.Context, km *keys.Manager, pageU
 	// Create a named key with limits and a budget: the secret is shown
 	// once, with a copy button.
 	policy := func(sel string) chromedp.CSS { return chromedp.CSS(`#new-policy ` + sel) }
+	if account == "" {
+		run("name the owner", chromedp.SendKeys(chromedp.ID("owner"), owner))
+	} else if visible, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`!document.getElementById("owner-field").hidden`)); err != nil || visible {
+		t.Errorf("an account holder is offered an owner field (%v)", err)
+	}
 	run("create a key",
 		chromedp.SendKeys(chromedp.ID("name"), name),
-		chromedp.SendKeys(chromedp.ID("owner"), "alice"),
 		chromedp.SendKeys(chromedp.ID("models"), "oa/*"),
 		chromedp.Click(policy(`input[data-group="limits"][value="own"]`)),
 		chromedp.SendKeys(policy(`[data-f="rpm"]`), "120"),
@@ -250,7 +259,7 @@ func drivePage(t *testing.T, browserCtx context.Context, km *keys.Manager, pageU
 	// The new key is listed, exists on the admin API and works at once.
 	status, body, _ = admin(t, http.MethodGet, "/modelgate/keys", "")
 	created := gjson.Get(body, `data.#(name=="`+name+`")`)
-	if status != 200 || created.Get("owner").Str != "alice" || created.Get("models.0").Str != "oa/*" ||
+	if status != 200 || created.Get("owner").Str != owner || created.Get("models.0").Str != "oa/*" ||
 		created.Get("limits").Raw != `{"requests_per_minute":120,"tokens_per_minute":60000}` || created.Get("budget").Raw != `{"usd":"1.5","period":"month"}` {
 		t.Fatalf("the admin API's list: %d %s", status, body)
 	}

@@ -47,6 +47,11 @@ func validate(nk NewKey, now time.Time) error {
 			return &InvalidError{Param: "owner", Message: "owner " + msg}
 		}
 	}
+	if nk.CreatedBy != "" {
+		if msg := checkText(nk.CreatedBy); msg != "" {
+			return &InvalidError{Param: "created_by", Message: "created_by " + msg}
+		}
+	}
 	if len(nk.Models) > maxModels {
 		return &InvalidError{Param: "models", Message: fmt.Sprintf("models may list at most %d models", maxModels)}
 	}
@@ -82,6 +87,7 @@ func (m *Manager) Create(ctx context.Context, nk NewKey) (Key, string, error) {
 		ID:        newID(now),
 		Name:      nk.Name,
 		Owner:     owner,
+		CreatedBy: nk.CreatedBy,
 		Hint:      Hint(secret),
 		Models:    append([]string{}, nk.Models...),
 		CreatedAt: now.Unix(),

@@ -8,9 +8,13 @@ import (
 // Key is a managed key as the admin API shows it: never the secret, never
 // its digest.
 type Key struct {
-	ID         string    `json:"id"` // "key_" + a sortable unique id
-	Name       string    `json:"name"`
-	Owner      string    `json:"owner"`
+	ID    string `json:"id"` // "key_" + a sortable unique id
+	Name  string `json:"name"`
+	Owner string `json:"owner"`
+	// CreatedBy is the account holder who created the key on the key
+	// settings page (a member manages the keys it created); empty for
+	// keys the operator created, and for keys from before accounts.
+	CreatedBy  string    `json:"created_by,omitempty"`
 	Hint       string    `json:"hint"`
 	Models     []string  `json:"models"`     // empty or nil: every model
 	CreatedAt  int64     `json:"created_at"` // unix seconds
@@ -72,7 +76,10 @@ type NewKey struct {
 	Name string `json:"name"`
 	// Owner defaults to Name: as for static keys, a key without an owner
 	// owns what it creates.
-	Owner     string   `json:"owner,omitempty"`
+	Owner string `json:"owner,omitempty"`
+	// CreatedBy names the account holder who creates the key (see
+	// Key.CreatedBy).
+	CreatedBy string   `json:"created_by,omitempty"`
 	Models    []string `json:"models,omitempty"`
 	ExpiresAt *int64   `json:"expires_at,omitempty"` // unix seconds, must be in the future
 	// Limits and Budget are the key's own (nil: the defaults).

@@ -26,6 +26,9 @@ type Query struct {
 	By []Dimension
 	// KeyID and Owner, when set, keep only that key's or owner's usage.
 	KeyID, Owner string
+	// KeepKey, when set, keeps only the usage of the key ids it accepts
+	// (an account holder's view: its managed keys, or those it created).
+	KeepKey func(keyID string) bool
 }
 
 // Row is the usage of one group.
@@ -91,7 +94,7 @@ func (r *Recorder) Query(ctx context.Context, q Query) (Report, error) {
 	}
 	groups := make(map[Bucket]*group)
 	add := func(b Bucket, c Counts) {
-		if q.KeyID != "" && b.KeyID != q.KeyID || q.Owner != "" && b.Owner != q.Owner {
+		if q.KeyID != "" && b.KeyID != q.KeyID || q.Owner != "" && b.Owner != q.Owner || q.KeepKey != nil && !q.KeepKey(b.KeyID) {
 			return
 		}
 		var k Bucket

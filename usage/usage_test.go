@@ -181,6 +181,9 @@ func TestQueryGroupings(t *testing.T) {
 	check(query(t, b, q), func(r Row) string { return r.KeyID }, row{"k1", 112, 4}, row{"k2", 1000, 1})
 	q.KeyID, q.By = "k2", nil
 	check(query(t, b, q), func(r Row) string { return r.KeyID }, row{"", 1000, 1})
+	q = all
+	q.KeepKey, q.By = func(id string) bool { return id != "k1" }, []Dimension{ByKey}
+	check(query(t, b, q), func(r Row) string { return r.KeyID }, row{"k2", 1000, 1}, row{"k3", 10000, 2})
 	// a does not see b's unflushed usage; after b's flush it does, once.
 	q = all
 	if rep := query(t, a, q); rep.Total.Cost != 12 {

@@ -1,6 +1,7 @@
 // Package bedrockprovider is the Caddy module of the bedrock provider type,
-// modelgate.providers.bedrock: Amazon Bedrock's Converse API for chat and
-// its InvokeModel API for the Titan and Cohere embeddings models, behind the
+// modelgate.providers.bedrock: Amazon Bedrock's Converse API for chat, its
+// InvokeModel API for the Titan and Cohere embeddings models and for
+// Anthropic's Messages API to Claude, behind the
 // translators of package providers/bedrock, with every request signed with
 // AWS SigV4 (or carrying a Bedrock API key).
 package bedrockprovider
@@ -12,6 +13,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
+	"github.com/modelgate/modelgate/batch"
 	"github.com/modelgate/modelgate/caddygateway"
 	"github.com/modelgate/modelgate/providers/bedrock"
 )
@@ -37,6 +39,11 @@ func init() {
 // instead.
 type Provider struct {
 	caddygateway.ProviderBase
+
+	// Batch is where batches send this provider's lines: "native", to
+	// its own batch API at its batch price, or "gateway", as live
+	// requests. Default: native.
+	Batch string `json:"batch,omitempty"`
 
 	// Region is the AWS region, such as us-east-1; placeholders are
 	// resolved. It names the default base URL,
@@ -73,6 +80,7 @@ type Provider struct {
 
 	chat       bedrock.Chat
 	embeddings bedrock.Embeddings
+	messages   bedrock.Messages
 }
 
 // AssumeRole is an IAM role the gateway assumes through STS (AssumeRole),
@@ -114,6 +122,7 @@ func (p *Provider) Provision(ctx caddy.Context) error {
 	}
 	p.chat = bedrock.Chat{StructuredOutput: p.StructuredOutput, BaseModels: p.BaseModels}
 	p.embeddings = bedrock.Embeddings{BaseModels: p.BaseModels}
+	p.messages = bedrock.Messages{BaseModels: p.BaseModels}
 	auth, region, err := p.authenticator(ctx)
 	if err != nil {
 		return fmt.Errorf("bedrock: %w", err)
@@ -140,6 +149,7 @@ func (p *Provider) Provision(ctx caddy.Context) error {
 //	    }
 //	    api_key           <Bedrock API key>
 //	    structured_output native|tool
+//	    batch             native|gateway
 //	    base_model        <model> <base model id>   # repeatable
 //	    base_url          <url>
 //	    models            <model>...
@@ -156,6 +166,8 @@ func (p *Provider) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if !d.AllArgs(dst) {
 				return true, d.ArgErr()
 			}
+		case "batch":
+			return true, parseBatchMode(d, &p.Batch)
 		case "structured_output":
 			if !d.AllArgs(&p.StructuredOutput) {
 				return true, d.ArgErr()
@@ -235,10 +247,12 @@ func (a *AssumeRole) unmarshal(d *caddyfile.Dispenser) error {
 // Base returns the provider's common configuration.
 func (p *Provider) Base() *caddygateway.ProviderBase { return &p.ProviderBase }
 
-// Endpoints returns the translators: Bedrock serves chat (Converse) and
-// embeddings (InvokeModel).
+// Endpoints returns the translators: Bedrock serves chat (Converse),
+// embeddings (InvokeModel) and, for Claude, the Messages API natively
+// (InvokeModel with Anthropic's body; other models' Messages requests go
+// through Converse).
 func (p *Provider) Endpoints() caddygateway.Endpoints {
-	return caddygateway.Endpoints{Chat: p.chat, Embeddings: p.embeddings}
+	return caddygateway.Endpoints{Chat: p.chat, Embeddings: p.embeddings, Messages: p.messages}
 }
 
 // Interface guards
@@ -248,3 +262,26 @@ var (
 	_ caddygateway.Provider      = (*Provider)(nil)
 	_ caddygateway.Authenticator = (*sigV4)(nil)
 )
+
+// parseBatchMode reads the batch option's argument: native or gateway.
+func parseBatchMode(d *caddyfile.Dispenser, dst *string) error {
+	var s string
+	if !d.AllArgs(&s) {
+		return d.ArgErr()
+	}
+	mode, err := batch.ParseMode(s)
+	if err != nil {
+		return d.Errf("batch must be %s or %s, not %q", batch.ModeNative, batch.ModeGateway, s)
+	}
+	*dst = mode
+	return nil
+}
+
+// BatchMode is where batches send the provider's lines: its Batch
+// option, else the type's default (native: its API has batches).
+func (p *Provider) BatchMode() string {
+	if p.Batch != "" {
+		return p.Batch
+	}
+	return batch.DefaultMode(providerType.Name)
+}

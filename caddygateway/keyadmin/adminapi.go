@@ -2,9 +2,11 @@ package keyadmin
 
 import (
 	"errors"
+	"net"
 	"net/http"
 	"strings"
 
+	"github.com/modelgate/modelgate/accounts"
 	"github.com/modelgate/modelgate/caddygateway"
 
 	"github.com/caddyserver/caddy/v2"
@@ -15,11 +17,13 @@ func init() {
 	caddy.RegisterModule(AdminAPI{})
 }
 
-// AdminAPI serves key management and usage on Caddy's admin endpoint,
-// under /modelgate/ (see keyAPI): POST and GET /modelgate/keys, GET, PATCH
-// and DELETE /modelgate/keys/{id}, GET /modelgate/keys/{id}/usage and GET
-// /modelgate/usage; and GET /modelgate/ready, the readiness probe.
-// `caddy modelgate key` and `caddy modelgate usage` talk to it. It also
+// AdminAPI serves key, account and usage management on Caddy's admin
+// endpoint, under /modelgate/, as the operator (see keyAPI and
+// accountapi.go): POST and GET /modelgate/keys, GET, PATCH and DELETE
+// /modelgate/keys/{id}, GET /modelgate/keys/{id}/usage, GET
+// /modelgate/usage, /modelgate/accounts…; and GET /modelgate/ready, the
+// readiness probe. `caddy modelgate key`, `caddy modelgate account` and
+// `caddy modelgate usage` talk to it. It also
 // serves the key settings page at /modelgate/, whose script finds the same
 // API under /modelgate/api/.
 //
@@ -60,7 +64,7 @@ func (a *AdminAPI) Routes() []caddy.AdminRoute {
 }
 
 func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
-	rest := strings.TrimPrefix(r.URL.Path, "/modelgate/")
+	rest := strings.TrimPrefix(r.URL.EscapedPath(), "/modelgate/")
 	if rest == "ready" {
 		return a.ready(w, r)
 	}
@@ -69,12 +73,21 @@ func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 			return caddy.APIError{HTTPStatus: http.StatusNotFound,
 				Err: errors.New("the modelgate app is not configured: add the modelgate global option")}
 		}
-		return keyAPI{keys: a.app.ManagedKeys(), app: a.app, logger: a.logger, by: "admin API"}.serve(w, r, p)
+		return keyAPI{svc: a.app.AccountService(), app: a.app, logger: a.logger,
+			actor: accounts.Operator("admin API", remoteHost(r))}.serve(w, r, p)
 	}
 	if strings.Contains(rest, "/") {
 		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: errors.New("no such modelgate admin route")}
 	}
 	return servePage(w, r, pageFile(r.URL.Path))
+}
+
+// remoteHost is the address a request came from, without its port.
+func remoteHost(r *http.Request) string {
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return host
+	}
+	return r.RemoteAddr
 }
 
 // ready answers GET /modelgate/ready: 200 when the storage and the shared

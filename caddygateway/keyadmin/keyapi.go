@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -12,13 +13,15 @@ import (
 	"github.com/tidwall/sjson"
 	"go.uber.org/zap"
 
+	"github.com/modelgate/modelgate/accounts"
 	"github.com/modelgate/modelgate/caddygateway"
 	"github.com/modelgate/modelgate/keys"
 )
 
-// keyAPI is the JSON API over the managed keys and the usage records. The
-// admin endpoint serves it under /modelgate/ (for the CLI and automation)
-// and modelgate_key_settings serves it beside the key settings page:
+// keyAPI is the JSON API over the managed keys, the usage records and the
+// accounts, on behalf of an actor: the operator on the admin endpoint
+// (for the CLI and automation), an account holder beside the key settings
+// page. Paths, relative to the API's root:
 //
 //	POST   keys             create a key; the answer holds its secret, once
 //	GET    keys             list keys (never a secret or a digest)
@@ -28,15 +31,18 @@ import (
 //	GET    keys/{id}/usage  its usage per day, policy and standing (usageapi.go)
 //	GET    usage            the usage records summed and grouped (usageapi.go)
 //	GET    policy           the limits and budget a new key gets (policyapi.go)
+//	…                       the account's and the accounts' (accountapi.go)
 //
-// Errors are caddy.APIError values; both callers write them as
-// {"error": "<message>"}, as Caddy's admin endpoint does.
+// An account holder sees only what its account and role let it
+// (accounts.Actor): a key of another account is 404 for every method, as
+// if it did not exist. Errors are caddy.APIError values; both callers
+// write them as {"error": "<message>"}, as Caddy's admin endpoint does.
 type keyAPI struct {
-	keys   *keys.Manager
+	svc    *accounts.Service
 	app    usageSource
 	logger *zap.Logger
-	// by names who acts (the authenticated user of the page), for the log.
-	by string
+	// actor is who acts: the operator, or the signed-in account holder.
+	actor accounts.Actor
 	// now is the clock of usage ranges; nil is time.Now (tests set it).
 	now func() time.Time
 }
@@ -54,38 +60,53 @@ const maxKeyBody = 64 << 10
 // apiPath is a path of the API, relative to its root: what it names.
 type apiPath struct {
 	kind apiKind
-	id   string // the key's id, for keyPath and keyUsagePath
+	id   string // the key's id, or the account's
+	sub  string // an accounts/{id}/… path's rest; a member's identity
 }
 
 type apiKind int
 
 const (
-	keysPath     apiKind = iota + 1 // keys
-	keyPath                         // keys/{id}
-	keyUsagePath                    // keys/{id}/usage
-	usagePath                       // usage
-	policyPath                      // policy
+	keysPath        apiKind = iota + 1 // keys
+	keyPath                            // keys/{id}
+	keyUsagePath                       // keys/{id}/usage
+	usagePath                          // usage
+	accountPath                        // account: the signed-in account
+	membersPath                        // members
+	memberPath                         // members/{identity}
+	auditPath                          // audit
+	batchesPath                        // batches
+	filesPath                          // files
+	accountsPath                       // accounts (the operator's)
+	accountByIDPath                    // accounts/{id}[/…] (the operator's)
+	policyPath                         // policy
 )
 
-// parseAPIPath reads rest, a path relative to the API; false if it is
-// none of the API's.
+// parseAPIPath reads rest, a path relative to the API, as escaped in the
+// URL (a segment's %2F is not a separator); false if it is none of the
+// API's.
 func parseAPIPath(rest string) (apiPath, bool) {
-	switch {
-	case rest == "keys":
-		return apiPath{kind: keysPath}, true
-	case rest == "usage":
-		return apiPath{kind: usagePath}, true
-	case rest == "policy":
-		return apiPath{kind: policyPath}, true
-	case strings.HasPrefix(rest, "keys/"):
-		id := rest[len("keys/"):]
-		if i := strings.IndexByte(id, '/'); i >= 0 {
-			if id[i:] != "/usage" {
-				return apiPath{}, false
-			}
-			return apiPath{kind: keyUsagePath, id: id[:i]}, true
+	segs := strings.Split(rest, "/")
+	for i, s := range segs {
+		u, err := url.PathUnescape(s)
+		if err != nil {
+			return apiPath{}, false
 		}
-		return apiPath{kind: keyPath, id: id}, true
+		segs[i] = u
+	}
+	switch {
+	case len(segs) == 1:
+		kind, ok := map[string]apiKind{"keys": keysPath, "usage": usagePath, "account": accountPath, "members": membersPath,
+			"audit": auditPath, "batches": batchesPath, "files": filesPath, "accounts": accountsPath, "policy": policyPath}[segs[0]]
+		return apiPath{kind: kind}, ok
+	case segs[0] == "keys" && len(segs) == 2:
+		return apiPath{kind: keyPath, id: segs[1]}, true
+	case segs[0] == "keys" && len(segs) == 3 && segs[2] == "usage":
+		return apiPath{kind: keyUsagePath, id: segs[1]}, true
+	case segs[0] == "members" && len(segs) == 2:
+		return apiPath{kind: memberPath, sub: segs[1]}, true
+	case segs[0] == "accounts" && segs[1] != "":
+		return apiPath{kind: accountByIDPath, id: segs[1], sub: strings.Join(segs[2:], "/")}, true
 	}
 	return apiPath{}, false
 }
@@ -107,20 +128,36 @@ func (a keyAPI) serve(w http.ResponseWriter, r *http.Request, p apiPath) error {
 		return a.policy(w, r)
 	case keyUsagePath:
 		return a.keyUsage(w, r, p.id)
+	case keyPath:
+		return a.key(w, r, p.id)
+	case accountsPath, accountByIDPath:
+		return a.operatorAccounts(w, r, p)
 	}
-	id := p.id
+	// The signed-in account's own paths.
+	if a.actor.Is(accounts.ActorOperator) {
+		if p.kind == accountPath && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+			return respond(w, http.StatusOK, session{Operator: true, Identity: a.actor.Identity})
+		}
+		return caddy.APIError{HTTPStatus: http.StatusNotFound,
+			Err: errors.New("the operator names the account: use accounts/{id}/… (account, members, audit, batches, files)")}
+	}
+	return a.accountPaths(w, r, a.actor.Account, p.kind, p.sub)
+}
+
+// key answers keys/{id}. A key the actor does not see is 404 whatever
+// the method.
+func (a keyAPI) key(w http.ResponseWriter, r *http.Request, id string) error {
+	k, err := a.svc.GetKey(r.Context(), a.actor, id)
+	if err != nil {
+		return a.fail(err, "key", id)
+	}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
-		k, err := a.keys.Get(r.Context(), id)
-		if err != nil {
-			return a.keyError(id, err)
-		}
 		return respond(w, http.StatusOK, k)
 	case http.MethodDelete:
-		if err := a.keys.Delete(r.Context(), id); err != nil {
-			return a.keyError(id, err)
+		if err := a.svc.DeleteKey(r.Context(), a.actor, id); err != nil {
+			return a.fail(err, "key", id)
 		}
-		a.logger.Info("managed key deleted", zap.String("key_id", id), zap.String("by", a.by))
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	case http.MethodPatch:
@@ -137,15 +174,10 @@ func (a keyAPI) setPolicy(w http.ResponseWriter, r *http.Request, id string) err
 	if err := decodeOne(w, r, &p); err != nil {
 		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("the body is not a key policy {\"limits\", \"budget\"}: %v", err)}
 	}
-	k, err := a.keys.SetPolicy(r.Context(), id, p)
-	var inv *keys.InvalidError
-	if errors.As(err, &inv) {
-		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: inv}
-	}
+	k, err := a.svc.SetKeyPolicy(r.Context(), a.actor, id, p)
 	if err != nil {
-		return a.keyError(id, err)
+		return a.fail(err, "key", id)
 	}
-	a.logger.Info("managed key limits set", zap.String("key_id", id), zap.String("by", a.by))
 	return respond(w, http.StatusOK, k)
 }
 
@@ -164,33 +196,42 @@ func decodeOne(w http.ResponseWriter, r *http.Request, v any) error {
 }
 
 func (a keyAPI) list(w http.ResponseWriter, r *http.Request) error {
-	ks, err := a.keys.List(r.Context())
+	owner := ""
+	if a.actor.Is(accounts.ActorOperator) {
+		if err := singleParams(r.URL.Query(), "account"); err != nil {
+			return err
+		}
+		owner = r.URL.Query().Get("account")
+	}
+	ks, err := a.svc.ListKeys(r.Context(), a.actor, owner)
 	if err != nil {
 		a.logger.Error("listing managed keys", zap.Error(err))
 		return storageError(err, "the keys could not be read from the storage")
 	}
-	if ks == nil {
-		ks = []keys.Key{}
-	}
 	return respond(w, http.StatusOK, map[string]any{"object": "list", "data": ks})
 }
 
+// newKeyRequest is the body of POST keys: a keys.NewKey, whose created_by
+// only the service sets.
+type newKeyRequest struct {
+	Name      string       `json:"name"`
+	Owner     string       `json:"owner,omitempty"`
+	Models    []string     `json:"models,omitempty"`
+	ExpiresAt *int64       `json:"expires_at,omitempty"`
+	Limits    *keys.Limits `json:"limits,omitempty"`
+	Budget    *keys.Budget `json:"budget,omitempty"`
+}
+
 func (a keyAPI) create(w http.ResponseWriter, r *http.Request) error {
-	var nk keys.NewKey
-	if err := decodeOne(w, r, &nk); err != nil {
+	var req newKeyRequest
+	if err := decodeOne(w, r, &req); err != nil {
 		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("the body is not a key request {\"name\", \"owner\", \"models\", \"expires_at\", \"limits\", \"budget\"}: %v", err)}
 	}
-	k, secret, err := a.keys.Create(r.Context(), nk)
-	var inv *keys.InvalidError
-	if errors.As(err, &inv) {
-		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: inv}
-	}
+	nk := keys.NewKey{Name: req.Name, Owner: req.Owner, Models: req.Models, ExpiresAt: req.ExpiresAt, Limits: req.Limits, Budget: req.Budget}
+	k, secret, err := a.svc.CreateKey(r.Context(), a.actor, nk)
 	if err != nil {
-		a.logger.Error("creating a managed key", zap.Error(err))
-		return storageError(err, "the key could not be stored")
+		return a.fail(err, "key", "")
 	}
-	a.logger.Info("managed key created", zap.String("key_id", k.ID), zap.String("name", k.Name),
-		zap.String("owner", k.Owner), zap.String("by", a.by))
 	// The answer is the key with its secret as "key", this once.
 	b, err := json.Marshal(k)
 	if err == nil {
@@ -202,12 +243,29 @@ func (a keyAPI) create(w http.ResponseWriter, r *http.Request) error {
 	return respond(w, http.StatusCreated, json.RawMessage(b))
 }
 
-func (a keyAPI) keyError(id string, err error) error {
-	if errors.Is(err, keys.ErrNotFound) {
-		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no key with id %q", id)}
+// fail turns an error of the service into the API's answer: 404 for what
+// the actor does not see (named what, id), 403 for what it may not do,
+// 409 for a conflict, 400 for a refused field, 503 or 500 for the
+// storage.
+func (a keyAPI) fail(err error, what, id string) error {
+	var inv *keys.InvalidError
+	switch {
+	case errors.As(err, &inv):
+		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: inv}
+	case errors.Is(err, accounts.ErrNotFound), errors.Is(err, keys.ErrNotFound):
+		if id == "" {
+			return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no such %s", what)}
+		}
+		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no %s with id %q", what, id)}
+	case errors.Is(err, accounts.ErrSuspended):
+		return caddy.APIError{HTTPStatus: http.StatusForbidden, Err: errors.New("the account is suspended: nothing but deleting keys can be changed; ask the gateway's operator")}
+	case errors.Is(err, accounts.ErrForbidden), errors.Is(err, accounts.ErrDeleted):
+		return caddy.APIError{HTTPStatus: http.StatusForbidden, Err: err}
+	case errors.Is(err, accounts.ErrConflict):
+		return caddy.APIError{HTTPStatus: http.StatusConflict, Err: err}
 	}
-	a.logger.Error("reading a managed key", zap.String("key_id", id), zap.Error(err))
-	return storageError(err, "the key could not be read from the storage")
+	a.logger.Error("key administration", zap.String(what, id), zap.Error(err))
+	return storageError(err, "the "+what+" could not be read or written in the storage")
 }
 
 // storageError is the error for a failure of the storage the keys live

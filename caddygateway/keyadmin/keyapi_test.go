@@ -14,6 +14,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
+	"github.com/modelgate/modelgate/accounts"
 	"github.com/modelgate/modelgate/internal/storagetest"
 	"github.com/modelgate/modelgate/keys"
 )
@@ -35,7 +36,7 @@ func TestKeyAPIStorageDown(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mem := storagetest.NewMemory()
-			api := keyAPI{keys: keys.NewManager(mem, "modelgate"), logger: zap.NewNop(), by: "test"}
+			api := keyAPI{svc: testService(mem, keys.NewManager(mem, "modelgate")), logger: zap.NewNop(), actor: accounts.Operator("test", "")}
 			mem.Fail(tc.fail)
 			for _, r := range []struct{ method, rest, body string }{
 				{http.MethodPost, "keys", `{"name":"n","owner":"o"}`},
@@ -64,4 +65,31 @@ func TestKeyAPIStorageDown(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testService is an accounts service on st with the key manager km.
+func testService(st accounts.Storage, km *keys.Manager) *accounts.Service {
+	return &accounts.Service{Keys: km, Accounts: accounts.NewManager(st, "modelgate"), Audit: accounts.NewAuditLog(st, "modelgate")}
+}
+
+// FuzzParseAPIPath: any path relative to the API either is none of its
+// paths or names one whose key id or member identity holds no separator
+// it was not sent escaped with, and nothing panics.
+func FuzzParseAPIPath(f *testing.F) {
+	for _, s := range []string{"keys", "keys/key_06h0f3dmbnbda28kaqnrfi69", "keys/key_x/usage", "usage", "account",
+		"members/bob%40example.com", "members/a%2Fb", "accounts/team%20a/members/x", "accounts/a/audit", "keys/%zz", "", "/", "keys//usage"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, rest string) {
+		p, ok := parseAPIPath(rest)
+		if !ok {
+			return
+		}
+		if p.kind == 0 {
+			t.Fatalf("%q: a path of no kind", rest)
+		}
+		if (p.kind == keyPath || p.kind == keyUsagePath) && strings.Contains(p.id, "/") && !strings.Contains(rest, "%2F") && !strings.Contains(rest, "%2f") {
+			t.Fatalf("%q: key id %q", rest, p.id)
+		}
+	})
 }

@@ -22,7 +22,7 @@ import (
 func init() {
 	caddycmd.RegisterCommand(caddycmd.Command{
 		Name:  "modelgate",
-		Usage: "key create|update|list|delete ... | usage ...",
+		Usage: "key create|update|list|delete ... | usage ... | account ...",
 		Short: "Manages modelgate's API keys and reports usage through the admin API",
 		Long: `
 Manages the managed API keys of a running modelgate through Caddy's admin API,
@@ -38,6 +38,7 @@ else the admin address of --config, else the default.
   caddy modelgate key list [--json]
   caddy modelgate key delete <id>
   caddy modelgate usage [--from 2026-07-01] [--to 2026-07-31] [--group-by key,model] [--key <id>] [--owner <owner>] [--json]
+  caddy modelgate account list|show|set|suspend|resume|delete|member|audit ...
 `,
 		CobraFunc: func(cmd *cobra.Command) {
 			key := &cobra.Command{Use: "key", Short: "Creates, updates, lists and deletes managed API keys"}
@@ -86,7 +87,7 @@ else the admin address of --config, else the default.
 				adminFlags(c)
 				key.AddCommand(c)
 			}
-			cmd.AddCommand(key, usageCommand())
+			cmd.AddCommand(key, usageCommand(), accountCommand())
 		},
 	})
 }

@@ -1,8 +1,12 @@
 package keyadmin
 
 import (
+	"fmt"
 	"net/http"
 
+	"github.com/caddyserver/caddy/v2"
+
+	"github.com/modelgate/modelgate/accounts"
 	"github.com/modelgate/modelgate/keys"
 )
 
@@ -22,7 +26,8 @@ type newKeyPolicy struct {
 const newKeyID = "key_new"
 
 // policy answers GET policy?owner=<owner>: the create form of the key
-// settings page shows it as the default a new key follows.
+// settings page shows it as the default a new key follows. An account
+// holder's owner is its account (another is 404).
 func (a keyAPI) policy(w http.ResponseWriter, r *http.Request) error {
 	if err := onlyGET(w, r); err != nil {
 		return err
@@ -31,9 +36,18 @@ func (a keyAPI) policy(w http.ResponseWriter, r *http.Request) error {
 	if err := singleParams(q, "owner"); err != nil {
 		return err
 	}
-	key, owner := a.app.EffectivePolicy(keys.Key{ID: newKeyID, Owner: q.Get("owner")})
+	who := q.Get("owner")
+	if !a.actor.Is(accounts.ActorOperator) {
+		// An account holder's keys are its account's: another owner is
+		// not there for it.
+		if who != "" && who != a.actor.Account {
+			return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no account %q", who)}
+		}
+		who = a.actor.Account
+	}
+	key, owner := a.app.EffectivePolicy(keys.Key{ID: newKeyID, Owner: who})
 	p := newKeyPolicy{Key: key}
-	if q.Get("owner") != "" {
+	if who != "" {
 		p.Owner = &owner
 	}
 	return respond(w, http.StatusOK, p)

@@ -14,6 +14,8 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
+	"github.com/modelgate/modelgate/accounts"
+	"github.com/modelgate/modelgate/batch"
 	"github.com/modelgate/modelgate/keys"
 	"github.com/modelgate/modelgate/quota"
 	"github.com/modelgate/modelgate/usage"
@@ -30,6 +32,10 @@ type usageSource interface {
 	// EffectivePolicy is the policy that applies to a managed key and to
 	// its owner: its own where it has one, else the configured one.
 	EffectivePolicy(k keys.Key) (key, owner keys.Policy)
+	// ListAccountFiles and ListAccountBatches page through what an
+	// account owns.
+	ListAccountFiles(ctx context.Context, account string, opt batch.ListOptions) (batch.Page[batch.File], error)
+	ListAccountBatches(ctx context.Context, account string, opt batch.ListOptions) (batch.Page[batch.Batch], error)
 }
 
 // usageParams is a GET usage request, read from its query string.
@@ -40,6 +46,7 @@ type usageParams struct {
 	by       []usage.Dimension
 	keyID    string
 	owner    string
+	keepKey  func(keyID string) bool
 }
 
 // paramError is a refused query parameter: a 400 that names it.
@@ -104,7 +111,7 @@ func parseUsageParams(q url.Values, now time.Time) (usageParams, error) {
 
 // query is the usage.Query of p.
 func (p usageParams) query() usage.Query {
-	return usage.Query{From: p.from.Time(), To: (p.to + 1).Time(), By: p.by, KeyID: p.keyID, Owner: p.owner}
+	return usage.Query{From: p.from.Time(), To: (p.to + 1).Time(), By: p.by, KeyID: p.keyID, Owner: p.owner, KeepKey: p.keepKey}
 }
 
 // usageCounts are usage.Counts as the API writes them: cost as an exact
@@ -196,11 +203,48 @@ func (a keyAPI) usage(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	if err := a.scopeUsage(r.Context(), &p); err != nil {
+		return err
+	}
 	rep, err := a.app.Usage(r.Context(), p.query())
 	if err != nil {
 		return a.usageError(err)
 	}
 	return respond(w, http.StatusOK, reportOf(p, rep))
+}
+
+// scopeUsage keeps an account holder's usage query to its account: the
+// account's managed keys (a member's: the keys it created). Another
+// account, or a key it does not see, is 404.
+func (a keyAPI) scopeUsage(ctx context.Context, p *usageParams) error {
+	if a.actor.Is(accounts.ActorOperator) {
+		return nil
+	}
+	if p.owner != "" && p.owner != a.actor.Account {
+		return caddy.APIError{HTTPStatus: http.StatusNotFound, Err: fmt.Errorf("no account %q", p.owner)}
+	}
+	p.owner = a.actor.Account
+	if p.keyID != "" {
+		if _, err := a.svc.GetKey(ctx, a.actor, p.keyID); err != nil {
+			return a.fail(err, "key", p.keyID)
+		}
+	}
+	if a.actor.SeesAllKeys() {
+		// A static key named as the account counts under its name too:
+		// it is not the account's.
+		p.keepKey = func(id string) bool { return !strings.HasPrefix(id, "static:") }
+		return nil
+	}
+	ks, err := a.svc.ListKeys(ctx, a.actor, "")
+	if err != nil {
+		return a.fail(err, "key", "")
+	}
+	own := make(map[string]bool, len(ks))
+	for _, k := range ks {
+		own[k.ID] = true
+	}
+	p.keepKey = func(id string) bool { return own[id] }
+	return nil
 }
 
 func (a keyAPI) usageError(err error) error {
@@ -296,6 +340,11 @@ func subjectOf(s quota.SubjectStatus) subjectView {
 
 // keyUsage answers GET keys/{id}/usage?days=30.
 func (a keyAPI) keyUsage(w http.ResponseWriter, r *http.Request, id string) error {
+	// A key the actor does not see is 404 whatever the method.
+	k, err := a.svc.GetKey(r.Context(), a.actor, id)
+	if err != nil {
+		return a.fail(err, "key", id)
+	}
 	if err := onlyGET(w, r); err != nil {
 		return err
 	}
@@ -310,10 +359,6 @@ func (a keyAPI) keyUsage(w http.ResponseWriter, r *http.Request, id string) erro
 			return paramError("days", "%q is not a number of days from 1 to %d", s, maxChartDays)
 		}
 		n = v
-	}
-	k, err := a.keys.Get(r.Context(), id)
-	if err != nil {
-		return a.keyError(id, err)
 	}
 	to := usage.DayOf(a.clock())
 	p := usageParams{from: to - usage.Day(n-1), to: to, by: []usage.Dimension{usage.ByDay}, keyID: k.ID}

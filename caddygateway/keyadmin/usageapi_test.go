@@ -16,6 +16,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/modelgate/modelgate/accounts"
+	"github.com/modelgate/modelgate/batch"
 	"github.com/modelgate/modelgate/internal/storagetest"
 	"github.com/modelgate/modelgate/keys"
 	"github.com/modelgate/modelgate/pricing"
@@ -132,6 +134,14 @@ func (f *fakeApp) EffectivePolicy(k keys.Key) (keys.Policy, keys.Policy) {
 	return f.keyPolicy, f.ownPolicy
 }
 
+func (f *fakeApp) ListAccountFiles(context.Context, string, batch.ListOptions) (batch.Page[batch.File], error) {
+	return batch.Page[batch.File]{}, nil
+}
+
+func (f *fakeApp) ListAccountBatches(context.Context, string, batch.ListOptions) (batch.Page[batch.Batch], error) {
+	return batch.Page[batch.Batch]{}, nil
+}
+
 func (f *fakeApp) lastQuery(t *testing.T) usage.Query {
 	t.Helper()
 	f.mu.Lock()
@@ -189,7 +199,7 @@ func newUsageFixture(t *testing.T) *usageFixture {
 
 	app := &fakeApp{rec: rec, keyPolicy: keys.Policy{Limits: k.Limits, Budget: k.Budget},
 		ownPolicy: keys.Policy{Limits: &keys.Limits{TokensPerMinute: 50000}}}
-	api := keyAPI{keys: km, app: app, logger: zap.NewNop(), by: "test", now: func() time.Time { return testNow }}
+	api := keyAPI{svc: testService(st, km), app: app, logger: zap.NewNop(), actor: accounts.Operator("test", ""), now: func() time.Time { return testNow }}
 	return &usageFixture{api: api, app: app, key: k}
 }
 

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/mail"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/modelgate/modelgate/accounts"
 	"github.com/modelgate/modelgate/caddygateway"
 	"github.com/modelgate/modelgate/keys"
 	"github.com/modelgate/modelgate/keys/notify"
@@ -279,7 +281,8 @@ func (h *SecretScanning) handleAlert(ctx context.Context, reporter string, a key
 func (h *SecretScanning) ReportExposure(ctx context.Context, k keys.Key, e keys.Exposure) (bool, error) {
 	revoked := false
 	if h.AutoRevoke {
-		if err := h.app.ManagedKeys().Delete(ctx, k.ID); err != nil && !errors.Is(err, keys.ErrNotFound) {
+		err := h.app.AccountService().DeleteKey(ctx, accounts.Scanner(e.Reporter), k.ID)
+		if err != nil && !errors.Is(err, accounts.ErrNotFound) {
 			return false, err
 		}
 		revoked = true
@@ -294,8 +297,8 @@ func (h *SecretScanning) tell(k keys.Key, e keys.Exposure, revoked bool) {
 	if h.SMTP == nil {
 		return
 	}
-	to := h.address(k.Owner)
-	if to == "" {
+	to := h.recipients(k.Owner)
+	if len(to) == 0 {
 		h.logger.Warn("no address to tell the owner of an exposed key", zap.String("key_id", k.ID), zap.String("owner", k.Owner))
 		return
 	}
@@ -306,17 +309,32 @@ func (h *SecretScanning) tell(k keys.Key, e keys.Exposure, revoked bool) {
 	}
 	s := &notify.SMTP{Addr: h.SMTP.Address, From: h.SMTP.From, Username: h.SMTP.Username, Password: h.SMTP.Password,
 		TLS: h.SMTP.TLS, Timeout: time.Duration(h.SMTP.Timeout)}
-	msg := notify.Message(h.SMTP.From, to, leak, time.Now())
+	msg := notify.Message(h.SMTP.From, strings.Join(to, ", "), leak, time.Now())
 	logger := h.logger
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		if err := s.Send(ctx, []string{to}, msg); err != nil {
+		if err := s.Send(ctx, to, msg); err != nil {
 			logger.Error("telling the owner of an exposed key failed", zap.String("key_id", k.ID), zap.Error(err))
 			return
 		}
-		logger.Info("owner of an exposed key told", zap.String("key_id", k.ID), zap.String("to", to))
+		logger.Info("owner of an exposed key told", zap.String("key_id", k.ID), zap.Strings("to", to))
 	}()
+}
+
+// recipients are who is told of an exposed key of owner: its account's
+// e-mail and the addresses its owners and admins signed in with, and the
+// notify entry of the owner (or the owner itself when it is an address);
+// notify_default when none of these gives one.
+func (h *SecretScanning) recipients(owner string) []string {
+	to := h.app.AccountService().Recipients(owner)
+	if a := h.address(owner); a != "" && a != h.NotifyDefault && !slices.Contains(to, a) {
+		to = append(to, a)
+	}
+	if len(to) == 0 && h.NotifyDefault != "" {
+		to = append(to, h.NotifyDefault)
+	}
+	return to
 }
 
 // address is where the owner of a key is told: the notify entry, the owner

@@ -1,7 +1,9 @@
 // Package vertexprovider is the Caddy module of the vertex provider type,
-// modelgate.providers.vertex: Gemini on Google Cloud's Vertex AI behind the
-// translator of package providers/gemini (chat and embeddings), with
-// credentials from golang.org/x/oauth2/google.
+// modelgate.providers.vertex: Google Cloud's Vertex AI, Gemini behind the
+// translator of package providers/gemini (chat and embeddings) and Claude
+// behind Anthropic's (chat, and the Messages API passed through), as
+// package providers/vertex puts them together, with credentials from
+// golang.org/x/oauth2/google.
 package vertexprovider
 
 import (
@@ -21,18 +23,25 @@ import (
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/google"
 
+	"github.com/modelgate/modelgate/batch"
 	"github.com/modelgate/modelgate/caddygateway"
+	"github.com/modelgate/modelgate/providers/anthropic"
 	"github.com/modelgate/modelgate/providers/gemini"
+	"github.com/modelgate/modelgate/providers/vertex"
 )
 
 func init() {
 	caddy.RegisterModule(Provider{})
 }
 
-// Provider is Gemini on Vertex AI. Requests go to
+// Provider is Vertex AI. Requests for Google's models go to
 // {base}/projects/{project}/locations/{location}/publishers/google/models/
 // {model}:generateContent (and :streamGenerateContent, :predict,
-// :embedContent) with an OAuth 2 access token of the cloud-platform scope,
+// :embedContent); for Anthropic's Claude models (names that start with
+// claude-) to …/publishers/anthropic/models/{model}:rawPredict (and
+// :streamRawPredict) with Anthropic's Messages body, which /v1/messages
+// passes through untouched; each with an OAuth 2 access token of the
+// cloud-platform scope,
 // taken from a credentials file, credentials JSON, or Application Default
 // Credentials, cached and replaced before it expires. With api_key instead,
 // Vertex AI's express mode: the key in x-goog-api-key and, without a
@@ -73,7 +82,12 @@ type Provider struct {
 	// one), else none.
 	QuotaProject string `json:"quota_project,omitempty"`
 
-	chat gemini.Chat
+	// Batch is where batches send this provider's lines: "native", to
+	// its own batch API at its batch price, or "gateway", as live
+	// requests. Default: native.
+	Batch string `json:"batch,omitempty"`
+
+	chat vertex.Chat
 }
 
 // expressBaseURL is the base URL of requests authenticated with an API key,
@@ -140,7 +154,7 @@ func (p *Provider) setup(ctx context.Context) (caddygateway.ProviderType, error)
 			return t, errors.New("quota_project applies to credentials, not to api_key")
 		}
 		t.KeyRequired, t.KeyHeader, t.BaseURL = true, "x-goog-api-key", expressBaseURL
-		p.chat = gemini.Chat{Vertex: true, Project: project, Location: loc}
+		p.chat = chat(project, loc)
 		return t, nil
 	}
 
@@ -160,8 +174,18 @@ func (p *Provider) setup(ctx context.Context) (caddygateway.ProviderType, error)
 	}
 	t.Auth = googleAuth{tokens: caddygateway.NewTokenAuth(creds.source), quotaProject: quota}
 	t.BaseURL = gemini.VertexBaseURL(loc)
-	p.chat = gemini.Chat{Vertex: true, Project: project, Location: loc}
+	p.chat = chat(project, loc)
 	return t, nil
+}
+
+// chat is the translator of both publishers for project and location.
+// Claude needs a project: in express mode (no project) its models are
+// refused.
+func chat(project, location string) vertex.Chat {
+	return vertex.Chat{
+		Google: gemini.Chat{Vertex: true, Project: project, Location: location},
+		Claude: anthropic.Vertex{Project: project, Location: location},
+	}
 }
 
 // credentials are what the gateway authenticates to Vertex AI with. The
@@ -311,6 +335,7 @@ func (a googleAuth) Authenticate(req *http.Request, body []byte) error {
 //	    credentials_file <path>       # or:
 //	    credentials      <json>       # e.g. {env.GOOGLE_CREDENTIALS_JSON}
 //	    quota_project    <project>
+//	    batch            native|gateway
 //	    api_key          <secret>     # express mode, instead of credentials
 //	    base_url         <url>        # default: by location
 //	    models           <model>...
@@ -321,6 +346,9 @@ func (a googleAuth) Authenticate(req *http.Request, body []byte) error {
 // Credentials are used.
 func (p *Provider) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	err := p.UnmarshalBlock(d, providerType, func(d *caddyfile.Dispenser) (bool, error) {
+		if d.Val() == "batch" {
+			return true, parseBatchMode(d, &p.Batch)
+		}
 		dst := map[string]*string{
 			"project": &p.Project, "location": &p.Location, "credentials_file": &p.CredentialsFile,
 			"credentials": &p.Credentials, "quota_project": &p.QuotaProject,
@@ -353,9 +381,11 @@ func (p *Provider) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 // Base returns the provider's common configuration.
 func (p *Provider) Base() *caddygateway.ProviderBase { return &p.ProviderBase }
 
-// Endpoints returns the translators: Vertex AI serves chat and embeddings.
+// Endpoints returns the translators: Vertex AI serves chat and
+// embeddings, and the Messages API natively for Claude.
 func (p *Provider) Endpoints() caddygateway.Endpoints {
-	return caddygateway.Endpoints{Chat: p.chat, Embeddings: gemini.Embeddings{Chat: p.chat}}
+	return caddygateway.Endpoints{Chat: p.chat, Embeddings: gemini.Embeddings{Chat: p.chat.Google},
+		Messages: vertex.Messages{Claude: p.chat.Claude}}
 }
 
 // Interface guards
@@ -366,3 +396,26 @@ var (
 	_ caddygateway.Authenticator = googleAuth{}
 	_ oauth2.TokenSource         = copySource{}
 )
+
+// parseBatchMode reads the batch option's argument: native or gateway.
+func parseBatchMode(d *caddyfile.Dispenser, dst *string) error {
+	var s string
+	if !d.AllArgs(&s) {
+		return d.ArgErr()
+	}
+	mode, err := batch.ParseMode(s)
+	if err != nil {
+		return d.Errf("batch must be %s or %s, not %q", batch.ModeNative, batch.ModeGateway, s)
+	}
+	*dst = mode
+	return nil
+}
+
+// BatchMode is where batches send the provider's lines: its Batch
+// option, else the type's default (native: its API has batches).
+func (p *Provider) BatchMode() string {
+	if p.Batch != "" {
+		return p.Batch
+	}
+	return batch.DefaultMode(providerType.Name)
+}

@@ -1,11 +1,18 @@
-// The key settings page: lists keys with their limits, budget and spend
-// over the last 30 days; creates one (showing its secret once) with
-// optional limits and a budget; edits a key's limits and budget; deletes a
-// key after a confirmation. It talks to the admin API beside it.
+// The key settings page: says whose account it is; lists the account's
+// keys with their limits, budget and spend over the last 30 days; creates
+// one (showing its secret once) with optional limits and a budget; edits
+// a key's limits and budget; deletes a key after a confirmation; lists
+// the account's batches, files, members and audit log. On the admin
+// endpoint (the operator) it lists every key. It talks to the API beside
+// it.
 "use strict";
 
 const api = "api/keys";
 const policyAPI = "api/policy";
+// me is who is signed in (GET api/account): {operator, identity, role,
+// account}.
+let me = { operator: true };
+const canChange = () => me.operator || me.role !== "viewer";
 const chartDays = 30;
 const $ = (id) => document.getElementById(id);
 
@@ -194,11 +201,13 @@ async function load() {
 		cell(tr, k.last_used_at == null ? "never" : when(k.last_used_at), k.last_used_at == null ? "muted" : "");
 		cell(tr, k.expires_at == null ? "never" : when(k.expires_at), k.expires_at == null ? "muted" : "");
 		const actions = cell(tr, "", "actions");
-		const edit = el("button", { type: "button", class: "edit secondary", "aria-label": "Edit the limits and budget of key " + k.name }, "Limits");
-		edit.addEventListener("click", () => openEdit(k));
-		const del = el("button", { type: "button", class: "delete", "aria-label": "Delete key " + k.name }, "Delete");
-		del.addEventListener("click", () => confirmDelete(k));
-		actions.append(edit, del);
+		if (canChange()) {
+			const edit = el("button", { type: "button", class: "edit secondary", "aria-label": "Edit the limits and budget of key " + k.name }, "Limits");
+			edit.addEventListener("click", () => openEdit(k));
+			const del = el("button", { type: "button", class: "delete", "aria-label": "Delete key " + k.name }, "Delete");
+			del.addEventListener("click", () => confirmDelete(k));
+			actions.append(edit, del);
+		}
 
 		const more = el("tr", { class: "details" });
 		more.dataset.detailsFor = k.id;
@@ -369,10 +378,11 @@ function spendChart(u) {
 
 // ---- Edit, delete, create ----
 
-// showNewDefaults shows in the create form what a new key of the owner
-// typed (or of the name, its default owner) would follow.
+// showNewDefaults shows in the create form what a new key would follow:
+// one of the signed-in account, or for the operator, of the owner typed
+// (or of the name, its default owner).
 async function showNewDefaults() {
-	const owner = $("owner").value.trim() || $("name").value.trim();
+	const owner = me.operator ? $("owner").value.trim() || $("name").value.trim() : me.account.id;
 	try {
 		newPolicy.showDefaults(await defaults(owner), owner);
 	} catch (e) {
@@ -406,6 +416,7 @@ function openEdit(k) {
 		}
 		dlg.close();
 		await load();
+		await refreshAccount();
 	};
 	dlg.showModal();
 }
@@ -424,6 +435,7 @@ function confirmDelete(k) {
 			return;
 		}
 		await load();
+		await refreshAccount();
 	};
 	dlg.showModal();
 	$("confirm-cancel").focus();
@@ -460,6 +472,7 @@ async function create(ev) {
 		$("create").disabled = false;
 	}
 	await load();
+	await refreshAccount();
 }
 
 async function copySecret() {
@@ -478,15 +491,167 @@ function forgetSecret() {
 	$("secret-box").hidden = true;
 }
 
-document.addEventListener("DOMContentLoaded", () => {
+// ---- The account: who is signed in, its batches, files, members and audit log ----
+
+async function loadAccount() {
+	try {
+		me = await call("GET", "api/account");
+	} catch (e) {
+		show($("list-error"), "Your account could not be loaded: " + e.message);
+		return false;
+	}
+	if (me.operator) {
+		show($("whoami"), "Operator view: every account's keys.");
+		return true;
+	}
+	const a = me.account;
+	show($("whoami"), "Account " + a.id + " · signed in as " + me.identity + " (" + me.role + ")");
+	$("owner-field").hidden = true;
+	if (a.suspended_at != null) {
+		show($("suspended"), "This account is suspended" + (a.suspended_reason ? " (" + a.suspended_reason + ")" : "") +
+			": its keys are refused. Ask the gateway's operator.");
+	}
+	$("create-card").hidden = !canChange();
+	for (const id of ["batches-card", "files-card"]) $(id).hidden = false;
+	const reads = me.role !== "member";
+	$("members-card").hidden = !reads;
+	$("audit-card").hidden = !reads;
+	$("member-form").hidden = me.role !== "owner";
+	return true;
+}
+
+// listInto fills a table's body with one row per item, or shows its empty
+// line.
+function listInto(table, empty, items, row) {
+	const body = $(table).tBodies[0];
+	body.replaceChildren();
+	for (const it of items) {
+		const tr = document.createElement("tr");
+		row(tr, it);
+		body.appendChild(tr);
+	}
+	$(table).hidden = items.length === 0;
+	$(empty).hidden = items.length !== 0;
+}
+
+async function loadOwned() {
+	for (const [what, table] of [["batches", "batches"], ["files", "files"]]) {
+		let list;
+		try {
+			list = await call("GET", "api/" + what);
+		} catch (e) {
+			show($(what + "-error"), "The " + what + " could not be loaded: " + e.message);
+			continue;
+		}
+		show($(what + "-error"), "");
+		listInto(table, what + "-empty", list.data, (tr, x) => {
+			tr.dataset.id = x.id;
+			if (what === "batches") {
+				cell(tr, x.id);
+				cell(tr, x.status);
+				cell(tr, x.endpoint);
+				cell(tr, x.request_counts.completed + " done, " + x.request_counts.failed + " failed of " + x.request_counts.total);
+			} else {
+				cell(tr, x.id);
+				cell(tr, x.filename);
+				cell(tr, x.purpose);
+				cell(tr, String(x.bytes));
+			}
+			cell(tr, when(x.created_at));
+		});
+	}
+}
+
+async function loadMembers() {
+	if ($("members-card").hidden) return;
+	let list;
+	try {
+		list = await call("GET", "api/members");
+	} catch (e) {
+		show($("members-error"), "The members could not be loaded: " + e.message);
+		return;
+	}
+	show($("members-error"), "");
+	const sources = { config: "the config", group: "a group rule", api: "this page or the operator", personal: "the account's name" };
+	listInto("members", "members-empty", list.data, (tr, m) => {
+		tr.dataset.identity = m.identity;
+		cell(tr, m.identity);
+		cell(tr, m.role);
+		cell(tr, sources[m.source] || m.source);
+		const actions = cell(tr, "", "actions");
+		if (me.role === "owner" && m.source === "api") {
+			const rm = el("button", { type: "button", class: "delete", "aria-label": "Remove member " + m.identity }, "Remove");
+			rm.addEventListener("click", async () => {
+				try {
+					await call("DELETE", "api/members/" + encodeURIComponent(m.identity));
+				} catch (e) {
+					show($("members-error"), e.message);
+					return;
+				}
+				await refreshAccount();
+			});
+			actions.appendChild(rm);
+		}
+	});
+}
+
+async function addMember(ev) {
+	ev.preventDefault();
+	try {
+		await call("POST", "api/members", { identity: $("member-identity").value.trim(), role: $("member-role").value });
+	} catch (e) {
+		show($("members-error"), e.message);
+		return;
+	}
+	$("member-form").reset();
+	await refreshAccount();
+}
+
+// actorText names who made a change.
+function actorText(a) {
+	if (a.type === "operator") return "the operator";
+	if (a.type === "secret_scanner") return "secret scanning (" + a.identity + ")";
+	return a.identity + " (" + a.role + ")";
+}
+
+async function loadAudit() {
+	if ($("audit-card").hidden) return;
+	let list;
+	try {
+		list = await call("GET", "api/audit?limit=50");
+	} catch (e) {
+		show($("audit-error"), "The audit log could not be loaded: " + e.message);
+		return;
+	}
+	show($("audit-error"), "");
+	listInto("audit", "audit-empty", list.data, (tr, e) => {
+		tr.dataset.action = e.action;
+		cell(tr, new Date(e.time).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "medium" }));
+		cell(tr, actorText(e.actor));
+		cell(tr, e.actor.from || "—", e.actor.from ? "" : "muted");
+		cell(tr, e.action);
+		cell(tr, e.target.type + " " + (e.target.name || e.target.id));
+	});
+}
+
+// refreshAccount reloads what the account shows besides its keys.
+async function refreshAccount() {
+	if (me.operator) return;
+	await Promise.all([loadOwned(), loadMembers(), loadAudit()]);
+}
+
+document.addEventListener("DOMContentLoaded", async () => {
 	newPolicy = policyEditor($("new-policy"), "new");
 	editPolicy = policyEditor($("edit-policy"), "edit");
 	$("create-form").addEventListener("submit", create);
 	$("name").addEventListener("change", showNewDefaults);
 	$("owner").addEventListener("change", showNewDefaults);
-	showNewDefaults();
 	$("copy").addEventListener("click", copySecret);
 	$("done").addEventListener("click", forgetSecret);
 	$("edit-cancel").addEventListener("click", () => $("edit").close());
-	load();
+	$("member-form").addEventListener("submit", addMember);
+	if (!(await loadAccount())) return;
+	showNewDefaults();
+	await load();
+	await refreshAccount();
 });
