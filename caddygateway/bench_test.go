@@ -452,8 +452,8 @@ func BenchmarkAuth(b *testing.B) {
 
 // BenchmarkSettle is the host's part of settling one answered call:
 // the metrics of what it used and cost (the gateway's Observer), and its
-// access log fields and placeholders. (The gateway's part, pricing and
-// the usage records, is gateway's BenchmarkSettle.)
+// access log fields and placeholders. (The gateway's part, the usage
+// records, is gateway's BenchmarkAdmitQuota/record_usage.)
 func BenchmarkSettle(b *testing.B) {
 	g := newBenchGateway(b)
 	p := g.app.providers["oa"]

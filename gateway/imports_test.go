@@ -13,7 +13,7 @@ import (
 // Caddy either. (state/redisstore implements certmagic's storage
 // interface, a library of its own: it is not Caddy.)
 var engines = []string{
-	"./batch/...", "./guardrails/...", "./keys/...", "./pricing/...", "./providers/...",
+	"./accounts/...", "./batch/...", "./guardrails/...", "./keys/...", "./pricing/...", "./providers/...",
 	"./quota/...", "./retention/...", "./routing/...", "./state/...", "./usage/...",
 }
 
