@@ -140,9 +140,10 @@ type App struct {
 
 	store     *batch.Store
 	runner    *batch.Runner
-	ledger    *retention.Ledger // owners' stored bytes, for the storage quota
-	sweeper   *sweepWorker      // deletes what expired; shared with the configs on the same storage
-	batchExec batch.Executor    // one per config: the runner tells configs apart by it
+	ledger    *retention.Ledger     // owners' stored bytes, for the storage quota
+	storageQ  *gateway.StorageQuota // the ledger against the storage quota's limits
+	sweeper   *sweepWorker          // deletes what expired; shared with the configs on the same storage
+	batchExec batch.Executor        // one per config: the runner tells configs apart by it
 
 	prices      *pricing.Prices
 	knownModels map[string]struct{} // "<provider>/<model>" an alias names

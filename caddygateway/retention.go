@@ -151,6 +151,7 @@ func (a *App) provisionRetention() error {
 		return err
 	}
 	a.ledger = retention.NewLedger(a.state, ledgerTTL, a.retentionKinds()...)
+	a.storageQ = a.newStorageQuota()
 	return nil
 }
 
@@ -159,9 +160,19 @@ func (a *App) retentionKinds() []retention.Kind {
 	return []retention.Kind{a.store.FileKind(), responseKind{s: a.storage, ttl: time.Duration(a.retention().Responses)}}
 }
 
-// storageQuota is the gateway's StorageQuota of this config: the
-// ledger's counts against StorageQuota's limits.
+// storageQuota is the gateway's StorageQuota of this config, made once
+// by provisionRetention (an app a test built without it gets one made
+// now).
 func (a *App) storageQuota() *gateway.StorageQuota {
+	if q := a.storageQ; q != nil {
+		return q
+	}
+	return a.newStorageQuota()
+}
+
+// newStorageQuota is the gateway's StorageQuota of this config: the
+// ledger's counts against StorageQuota's limits.
+func (a *App) newStorageQuota() *gateway.StorageQuota {
 	return &gateway.StorageQuota{Ledger: a.ledger, Limit: a.StorageQuota.limit, Log: a.logger}
 }
 

@@ -64,6 +64,7 @@ func withQuota(g *benchGateway, limit int64) {
 	a.state = state.NewLocal()
 	a.StorageQuota = &StorageQuotaConfig{Owner: &limit}
 	a.ledger = retention.NewLedger(a.state, ledgerTTL, a.retentionKinds()...)
+	a.storageQ = a.newStorageQuota()
 	if err := a.provisionGateway(); err != nil { // the core counts against the new ledger
 		panic(err)
 	}
