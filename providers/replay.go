@@ -117,3 +117,15 @@ func (c *Chunks) endRaw(dst []byte, usage gjson.Result) []byte {
 	}
 	return append(dst, sse.Done...)
 }
+
+// UsageRaw closes the choices and writes the usage object raw, as an
+// answer or a stream gave it (compacted): its details too, which Usage
+// does not hold.
+func (c Completion) UsageRaw(raw string) {
+	c.choices.End()
+	c.root.Compact("usage", raw)
+}
+
+// Annotations writes the message's annotations, a JSON array as an answer
+// or its stream gave it (compacted): url_citation entries.
+func (m Message) Annotations(raw string) { m.msg.Compact("annotations", raw) }

@@ -50,7 +50,7 @@ func BenchmarkMemory(b *testing.B) {
 	}
 	const n = 10_000
 	for i := range n {
-		if err := c.Store(ctx, keyN(i), Chat, Entry{Body: []byte(chatAnswer)}); err != nil {
+		if err := c.Store(ctx, keyN(i), Chat, Entry{Body: []byte(storedChat)}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -78,7 +78,7 @@ func BenchmarkMemory(b *testing.B) {
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
-			if err := c.Store(ctx, keyN(n+i), Chat, Entry{Body: []byte(chatAnswer)}); err != nil {
+			if err := c.Store(ctx, keyN(n+i), Chat, Entry{Body: []byte(storedChat)}); err != nil {
 				b.Fatal(err)
 			}
 			i++
@@ -95,7 +95,7 @@ func BenchmarkRedis(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	answer := []byte(strings.Replace(chatAnswer, "Hello", strings.Repeat("word ", 400), 1))
+	answer := []byte(strings.Replace(storedChat, "Hello", strings.Repeat("word ", 400), 1))
 	if err := c.Store(ctx, keyN(0), Chat, Entry{Body: answer}); err != nil {
 		b.Fatal(err)
 	}

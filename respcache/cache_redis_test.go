@@ -49,11 +49,11 @@ func TestCacheOnRedis(t *testing.T) {
 		b, _ := New(Config{}, NewShared(st[1]))
 		ctx := context.Background()
 		k := mustKey(t, Request{Account: "acme", API: Chat, Model: "openai/gpt-4o", Body: []byte(`{"model":"gpt-4o","messages":[]}`)})
-		if err := a.Store(ctx, k, Chat, Entry{Body: []byte(chatAnswer), Usage: Usage{Prompt: 9, Completion: 1}}); err != nil {
+		if err := a.Store(ctx, k, Chat, Entry{Body: []byte(storedChat), Usage: Usage{Prompt: 9, Completion: 1}}); err != nil {
 			t.Fatal(err)
 		}
 		e, ok, err := b.Lookup(ctx, k)
-		if err != nil || !ok || string(e.Body) != chatAnswer || e.Usage.Prompt != 9 {
+		if err != nil || !ok || string(e.Body) != storedChat || e.Usage.Prompt != 9 {
 			t.Fatalf("the other instance: %+v, %v, %v", e, ok, err)
 		}
 	})
@@ -62,7 +62,7 @@ func TestCacheOnRedis(t *testing.T) {
 	t.Run("Expiry", func(t *testing.T) {
 		s := NewShared(onRedis(t, srv, 1)[0])
 		ctx := context.Background()
-		if err := s.Set(ctx, keyN(1), entryOf(chatAnswer), 200*time.Millisecond); err != nil {
+		if err := s.Set(ctx, keyN(1), entryOf(storedChat), 200*time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
 		if !has(t, s, keyN(1)) {

@@ -11,7 +11,7 @@ import (
 	"github.com/modelgate/modelgate/state"
 )
 
-const chatAnswer = `{"id":"chatcmpl-1","object":"chat.completion","created":1750000000,"model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"Hello","refusal":null},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":1,"total_tokens":10}}`
+const storedChat = `{"id":"chatcmpl-1","object":"chat.completion","created":1750000000,"model":"gpt-4o","choices":[{"index":0,"message":{"role":"assistant","content":"Hello","refusal":null},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":9,"completion_tokens":1,"total_tokens":10}}`
 
 // stores are the Stores the cache runs on, each made fresh for a test:
 // in memory, and on in-process Values (Redis in cache_redis_test.go).
@@ -50,14 +50,14 @@ func testStoreLookup(t *testing.T, s Store) {
 		t.Fatalf("an empty cache hits: %v, %v", ok, err)
 	}
 	u := Usage{Prompt: 9, Cached: 4, CacheWrite: 3, CacheWrite1h: 2, Completion: 1, Reasoning: 1}
-	if err := c.Store(ctx, alice, Chat, Entry{Body: []byte(chatAnswer), Usage: u, Provider: "openai", Model: "gpt-4o-2024-08-06"}); err != nil {
+	if err := c.Store(ctx, alice, Chat, Entry{Body: []byte(storedChat), Usage: u, Provider: "openai", Model: "gpt-4o-2024-08-06"}); err != nil {
 		t.Fatal(err)
 	}
 	e, ok, err := c.Lookup(ctx, alice)
 	if err != nil || !ok {
 		t.Fatalf("Lookup after Store: %v, %v", ok, err)
 	}
-	if string(e.Body) != chatAnswer || e.Usage != u || e.Provider != "openai" || e.Model != "gpt-4o-2024-08-06" || !e.Created.Equal(clk.now()) {
+	if string(e.Body) != storedChat || e.Usage != u || e.Provider != "openai" || e.Model != "gpt-4o-2024-08-06" || !e.Created.Equal(clk.now()) {
 		t.Fatalf("entry = %+v", e)
 	}
 	// Never across accounts.
@@ -79,7 +79,7 @@ func TestCacheShorterTTL(t *testing.T) {
 	ctx := context.Background()
 	long := newCache(t, Config{TTL: time.Hour}, s, clk)
 	k := keyN(1)
-	if err := long.Store(ctx, k, Chat, entryOf(chatAnswer)); err != nil {
+	if err := long.Store(ctx, k, Chat, entryOf(storedChat)); err != nil {
 		t.Fatal(err)
 	}
 	short := newCache(t, Config{TTL: time.Minute}, s, clk)
@@ -105,14 +105,14 @@ func TestCacheRefuses(t *testing.T) {
 		body string
 		ok   bool
 	}{
-		{Chat, chatAnswer, true},
+		{Chat, storedChat, true},
 		{Chat, `{"error":{"message":"rate limited","type":"rate_limit_error"}}`, false},
 		{Chat, `{"id":"x","choices":[],"error":{"message":"x"}}`, false},
 		{Chat, `{"id":"x","choices":{}}`, false},
 		{Chat, `{"id":"x","choices":[]`, false},
 		{Chat, `not json`, false},
 		{Embeddings, `{"object":"list","data":[{"object":"embedding","index":0,"embedding":[0.5]}],"model":"e","usage":{"prompt_tokens":1,"total_tokens":1}}`, true},
-		{Embeddings, chatAnswer, false},
+		{Embeddings, storedChat, false},
 		{Rerank, `{"id":"r","results":[{"index":0,"relevance_score":0.9}],"meta":{}}`, true},
 		{Messages, `{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"text","text":"Hi"}],"stop_reason":"end_turn"}`, true},
 		{Messages, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, false},
@@ -126,7 +126,7 @@ func TestCacheRefuses(t *testing.T) {
 			t.Errorf("%s %.60s: Store = %v, want ok %v", tt.api, tt.body, err, tt.ok)
 		}
 	}
-	if err := c.Store(ctx, keyN(3), "completions", entryOf(chatAnswer)); err == nil {
+	if err := c.Store(ctx, keyN(3), "completions", entryOf(storedChat)); err == nil {
 		t.Error("an unknown API was stored")
 	}
 }
@@ -148,7 +148,7 @@ func TestSharedCorrupt(t *testing.T) {
 }
 
 func TestEntryEncoding(t *testing.T) {
-	e := Entry{Body: []byte(chatAnswer), Usage: Usage{1, 2, 3, 4, 5, 6, 7, -8}, Provider: "prov", Model: "mod",
+	e := Entry{Body: []byte(storedChat), Usage: Usage{1, 2, 3, 4, 5, 6, 7, -8}, Provider: "prov", Model: "mod",
 		Created: time.Unix(1_750_000_000, 123456789)}
 	got, err := decodeEntry(e.encode(nil))
 	if err != nil {
