@@ -70,6 +70,10 @@ type App struct {
 	// Default: 10 GiB per owner.
 	StorageQuota *StorageQuotaConfig `json:"storage_quota,omitempty"`
 
+	// Cache turns on the response cache: an exact repeat of a request by
+	// the same account is answered without a provider call. Default: off.
+	Cache *CacheConfig `json:"cache,omitempty"`
+
 	// Prices override and extend the price table shipped in the binary
 	// (pricing/prices.json): a JSON price file and entries of their own.
 	// Default: the shipped table alone.
