@@ -138,8 +138,9 @@ func FuzzUnmarshalLine(f *testing.F) {
 // The README's Prices section shows this block and this file; both load.
 func TestReadmeExamples(t *testing.T) {
 	block := `file PRICEFILE
+		cache_hit 0.10
 		model openai/gpt-4o          input 2.50 cached 1.25 output 10.00
-		model anthropic/claude-x     input 3 cache_write 3.75 cached 0.30 output 15
+		model anthropic/claude-x     input 3 cache_write 3.75 cache_write_1h 6 cached 0.30 output 15
 		model cohere/rerank-v3.5     search 2.00
 		model voyage/voyage-3.5      embedding 0.06
 		model vllm/meta-llama/Llama-3.3-70B-Instruct input 0 output 0
@@ -180,5 +181,11 @@ func TestReadmeExamples(t *testing.T) {
 	}
 	if c, ok := p.Cost("vllm", "meta-llama/Llama-3.3-70B-Instruct", Usage{PromptTokens: 10, CompletionTokens: 10}); !ok || c != 0 {
 		t.Errorf("vllm: %s, %v", c, ok)
+	}
+	if c, ok := p.Cost("anthropic", "claude-x", Usage{PromptTokens: 1_000_000, CacheWriteTokens: 1_000_000, CacheWrite1hTokens: 1_000_000}); !ok || c != 6*Dollar {
+		t.Errorf("claude-x, an hour's writes: %s, %v", c, ok)
+	}
+	if c, ok := p.Cost("openai", "gpt-4o", Usage{CacheHits: 10}); !ok || c != Dollar/1000 {
+		t.Errorf("gpt-4o, ten cache hits: %s, %v", c, ok)
 	}
 }
