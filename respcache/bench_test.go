@@ -49,8 +49,13 @@ func BenchmarkMemory(b *testing.B) {
 		b.Fatal(err)
 	}
 	const n = 10_000
+	keys := make([]Key, 2*n)
+	for i := range keys {
+		keys[i] = keyN(i)
+	}
+	body := []byte(storedChat)
 	for i := range n {
-		if err := c.Store(ctx, keyN(i), Chat, Entry{Body: []byte(storedChat)}); err != nil {
+		if err := c.Store(ctx, keys[i], Chat, Entry{Body: body}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -58,7 +63,7 @@ func BenchmarkMemory(b *testing.B) {
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
-			if _, ok, _ := c.Lookup(ctx, keyN(i%n)); !ok {
+			if _, ok, _ := c.Lookup(ctx, keys[i%n]); !ok {
 				b.Fatal("miss")
 			}
 			i++
@@ -69,16 +74,17 @@ func BenchmarkMemory(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			i := 0
 			for pb.Next() {
-				c.Lookup(ctx, keyN(i%n))
+				c.Lookup(ctx, keys[i%n])
 				i++
 			}
 		})
 	})
+	// Store into a full memory: every store evicts the least recently used.
 	b.Run("Store", func(b *testing.B) {
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
-			if err := c.Store(ctx, keyN(n+i), Chat, Entry{Body: []byte(storedChat)}); err != nil {
+			if err := c.Store(ctx, keys[n+i%n], Chat, Entry{Body: body}); err != nil {
 				b.Fatal(err)
 			}
 			i++
@@ -107,11 +113,15 @@ func BenchmarkRedis(b *testing.B) {
 			}
 		}
 	})
+	keys := make([]Key, 1000)
+	for i := range keys {
+		keys[i] = keyN(i)
+	}
 	b.Run("Store", func(b *testing.B) {
 		b.ReportAllocs()
 		i := 1
 		for b.Loop() {
-			if err := c.Store(ctx, keyN(i%1000), Chat, Entry{Body: answer}); err != nil {
+			if err := c.Store(ctx, keys[i%len(keys)], Chat, Entry{Body: answer}); err != nil {
 				b.Fatal(err)
 			}
 			i++
