@@ -28,6 +28,15 @@ type partState struct {
 	// Completed and Failed are the part's results at the last report.
 	Completed int `json:"completed,omitempty"`
 	Failed    int `json:"failed,omitempty"`
+	// Chunks is the number of input chunks of a part written in several
+	// (input/<n>-<k>); 0: one (input/<n>).
+	Chunks int `json:"chunks,omitempty"`
+	// Provider and Model are the provider and its own model name of
+	// every line of a native part.
+	Provider string `json:"provider,omitempty"`
+	Model    string `json:"model,omitempty"`
+	// Native is set for a part that goes to its provider's batch API.
+	Native *nativeState `json:"native,omitempty"`
 }
 
 func (c *claims) progress() (completed, failed int) {

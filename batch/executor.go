@@ -27,6 +27,10 @@ type Executor interface {
 type Route struct {
 	Model    string
 	Provider string
+	// Upstream is the provider's own name of the model (the first
+	// target's): what a line of a native part is encoded for. Empty: the
+	// line runs in the gateway.
+	Upstream string
 }
 
 // Request is one line of a batch, as the executor gets it.
@@ -94,20 +98,37 @@ type Settings struct {
 	// kept after they are written (a batch may ask for less); 0 keeps
 	// them until they are deleted.
 	OutputRetention time.Duration
+	// NativePoll is the first wait between two polls of a provider batch;
+	// it doubles up to NativePollMax.
+	NativePoll    time.Duration
+	NativePollMax time.Duration
+	// NativeCancelWait is how long a cancelled or expired batch waits for
+	// its provider batches to confirm the cancel and hand over their
+	// finished results, before it ends without them.
+	NativeCancelWait time.Duration
+	// NativeSubmitTimeout bounds one submission of a part to its
+	// provider (uploading its records included). A submission another
+	// instance began is taken over only after it: until then it may
+	// still reach the provider.
+	NativeSubmitTimeout time.Duration
 }
 
 // DefaultSettings are the defaults modelgate documents.
 func DefaultSettings() Settings {
 	return Settings{
-		Workers:            32,
-		PerProvider:        16,
-		MaxRequests:        50000,
-		MaxLineBytes:       16 << 20,
-		MaxRetries:         5,
-		RetryBackoff:       time.Second,
-		CheckpointInterval: time.Second,
-		PartLines:          1000,
-		Lease:              30 * time.Second,
+		Workers:             32,
+		PerProvider:         16,
+		MaxRequests:         50000,
+		MaxLineBytes:        16 << 20,
+		MaxRetries:          5,
+		RetryBackoff:        time.Second,
+		CheckpointInterval:  time.Second,
+		PartLines:           1000,
+		Lease:               30 * time.Second,
+		NativePoll:          2 * time.Second,
+		NativePollMax:       time.Minute,
+		NativeCancelWait:    30 * time.Minute,
+		NativeSubmitTimeout: 10 * time.Minute,
 	}
 }
 
@@ -124,6 +145,10 @@ func (s Settings) withDefaults() Settings {
 	orDefault(&s.CheckpointInterval, d.CheckpointInterval)
 	orDefault(&s.PartLines, d.PartLines)
 	orDefault(&s.Lease, d.Lease)
+	orDefault(&s.NativePoll, d.NativePoll)
+	orDefault(&s.NativePollMax, d.NativePollMax)
+	orDefault(&s.NativeCancelWait, d.NativeCancelWait)
+	orDefault(&s.NativeSubmitTimeout, d.NativeSubmitTimeout)
 	return s
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,6 +53,11 @@ func (f *fakeExecutor) Check(endpoint string, body []byte, models []string) (Rou
 	if len(models) > 0 && !slices.Contains(models, m.Str) {
 		return Route{}, fmt.Errorf("the model %q is not allowed", m.Str)
 	}
+	// "<provider>/<model>" for a provider named nat…: a provider with a
+	// batch API in the native tests (when Live.Native gives one).
+	if prov, model, ok := strings.Cut(m.Str, "/"); ok && strings.HasPrefix(prov, "nat") {
+		return Route{Model: m.Str, Provider: prov, Upstream: model}, nil
+	}
 	return Route{Model: m.Str, Provider: "fake"}, nil
 }
 
@@ -97,6 +103,9 @@ func (f *fakeExecutor) Do(ctx context.Context, req Request) Response {
 		}
 	}
 	model := gjson.GetBytes(req.Body, "model").Str
+	if prov, m, ok := strings.Cut(model, "/"); ok && strings.HasPrefix(prov, "nat") {
+		model = m // a native provider's line run in the gateway
+	}
 	ok := Response{Status: 200, RequestID: "req_" + req.CustomID,
 		Body: fmt.Appendf(nil, chatAnswer, req.CustomID, model, req.CustomID)}
 	var resp Response

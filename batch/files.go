@@ -1,6 +1,7 @@
 package batch
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -421,3 +422,41 @@ func (s *Store) loadJSON(ctx context.Context, key string, v any) error {
 
 // itoa is strconv.Itoa, short.
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// inputKey is the storage key of part n's input, written whole.
+func inputKey(dir string, n int) string { return path.Join(dir, "input", fmt.Sprintf("%06d", n)) }
+
+// inputChunkKey is the storage key of chunk k of part n's input, written
+// in chunks (partState.Chunks).
+func inputChunkKey(dir string, n, k int) string {
+	return path.Join(dir, "input", fmt.Sprintf("%06d-%06d", n, k))
+}
+
+// eachInputLine calls f with each request line of part n (described by
+// ps) in order, with its position in the part, reading one chunk at a
+// time. It stops at f's first error and returns it.
+func (s *Store) eachInputLine(ctx context.Context, dir string, n int, ps partState, f func(j int, line []byte) error) error {
+	keys := []string{inputKey(dir, n)}
+	if ps.Chunks > 0 {
+		keys = keys[:0]
+		for k := range ps.Chunks {
+			keys = append(keys, inputChunkKey(dir, n, k))
+		}
+	}
+	j := 0
+	for _, key := range keys {
+		b, err := s.files.Load(ctx, key)
+		if err != nil {
+			return err
+		}
+		for len(b) > 0 && j < ps.N {
+			line, rest, _ := bytes.Cut(b, []byte{'\n'})
+			b = rest
+			if err := f(j, line); err != nil {
+				return err
+			}
+			j++
+		}
+	}
+	return nil
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"path"
+	"slices"
 	"strconv"
 	"time"
 
@@ -79,6 +80,9 @@ func (r *Runner) finish(lv Live, rec *batchRecord, status string) error {
 				if !c.Parts[i].Done && c.Parts[i].leasedByOther(r.me, now) {
 					return nil // another instance still works on it
 				}
+				if c.Parts[i].windingDown() {
+					return nil // a provider batch is still to be cancelled and collected
+				}
 			}
 			if status == StatusCompleted && !c.allDone() {
 				return nil
@@ -150,22 +154,21 @@ func (r *Runner) writeResults(ctx context.Context, lv Live, rec *batchRecord, c 
 			continue
 		}
 		code, msg := unfinishedError(rec, status)
-		var lines [][]byte
-		for j := range seen {
+		if !slices.Contains(seen, false) {
+			continue
+		}
+		err = s.eachInputLine(ctx, dir, i, ps, func(j int, line []byte) error {
 			if seen[j] {
-				continue
+				return nil
 			}
-			if lines == nil {
-				input, err := s.files.Load(ctx, path.Join(dir, "input", fmt.Sprintf("%06d", i)))
-				if err != nil {
-					return err
-				}
-				lines = bytes.Split(bytes.TrimSuffix(input, []byte{'\n'}), []byte{'\n'})
-			}
-			customID := gjson.GetBytes(lines[j], "custom_id").Raw
+			customID := gjson.GetBytes(line, "custom_id").Raw
 			_, _ = errs.Write(errorLine(rec.ID, ps.Start+j, customID, code, msg))
 			_, _ = errs.Write([]byte{'\n'})
 			counts.Failed++
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 	}
 	if err := out.Close(); err != nil {

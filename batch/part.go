@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"path"
@@ -29,14 +30,16 @@ type result struct {
 // stopped (cancel, expiry, shutdown), or its claim is lost.
 func (r *Runner) startPart(lv Live, rec *batchRecord, i int, ps partState) {
 	ctx, cancel := context.WithCancel(r.ctx)
-	if deadline, ok := rec.deadline(); ok {
+	// A native part watches the deadline itself: at its end it cancels
+	// its provider batch and collects what finished.
+	if deadline, ok := rec.deadline(); ok && ps.Native == nil {
 		var c2 context.CancelFunc
 		ctx, c2 = context.WithDeadline(ctx, deadline)
 		c1 := cancel
 		cancel = func() { c2(); c1() }
 	}
 	key := partKey{rec.ID, i}
-	act := &active{cancel: cancel}
+	act := &active{cancel: cancel, native: ps.Native != nil, stop: make(chan struct{})}
 	r.mu.Lock()
 	r.parts[key] = act
 	r.mu.Unlock()
@@ -56,7 +59,11 @@ func (r *Runner) startPart(lv Live, rec *batchRecord, i int, ps partState) {
 				log.Error("batch part panicked", zap.String("panic", fmt.Sprint(v)))
 			}
 		}()
-		if err := r.runPart(ctx, lv, log, rec, i, ps, act); err != nil && r.ctx.Err() == nil {
+		run := r.runPart
+		if ps.Native != nil {
+			run = r.runNative
+		}
+		if err := run(ctx, lv, log, rec, i, ps, act); err != nil && r.ctx.Err() == nil {
 			log.Error("batch part stopped; it will be taken up again", zap.Error(err))
 		}
 		r.Wake()
@@ -83,44 +90,25 @@ type partRun struct {
 func (r *Runner) runPart(ctx context.Context, lv Live, log *zap.Logger, rec *batchRecord, i int, ps partState, act *active) error {
 	set := lv.Settings
 	pr := &partRun{r: r, rec: rec, i: i, ps: ps, dir: r.store.batchDir(rec.Owner, rec.ID), done: make([]bool, ps.N), act: act}
-	input, err := r.store.files.Load(r.ctx, path.Join(pr.dir, "input", fmt.Sprintf("%06d", i)))
-	if err != nil {
-		return pr.release(lv, err)
-	}
 	// Results finished before a crash or by an earlier holder count.
-	if err := r.store.readCheckpoints(r.ctx, pr.dir, i, func(idx int, ok bool, _ []byte) {
-		if idx >= ps.Start && idx < ps.Start+ps.N && !pr.done[idx-ps.Start] {
-			pr.done[idx-ps.Start] = true
-			pr.nDone++
-			if ok {
-				act.ok.Add(1)
-			} else {
-				act.bad.Add(1)
-			}
-		}
-	}); err != nil {
+	if err := pr.readDone(); err != nil {
 		return pr.release(lv, err)
 	}
 
 	// The open requests go to at most Workers goroutines that live as long
 	// as the part: a goroutine per request grew its stack anew, through
 	// reverse_proxy's depth, for every one (a tenth of a line's CPU).
-	lines := bytes.Split(bytes.TrimSuffix(input, []byte{'\n'}), []byte{'\n'})
-	open := 0
-	for j := range min(len(lines), ps.N) {
-		if !pr.done[j] {
-			open++
-		}
-	}
+	// The input is read a chunk at a time as the requests are handed out.
+	open := ps.N - pr.nDone
 	results := make(chan result)
-	jobs := make(chan int) // a line's index in the part
+	jobs := make(chan job)
 	var wg sync.WaitGroup
 	for range min(set.Workers, open) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for j := range jobs {
-				if res, ok := r.runLine(ctx, lv, log, rec, ps.Start+j, lines[j]); ok {
+			for jb := range jobs {
+				if res, ok := r.runLine(ctx, lv, log, rec, ps.Start+jb.j, jb.line); ok {
 					// The loop below receives until every sender is
 					// done, stopping or not: an answer is never dropped.
 					results <- res
@@ -129,18 +117,23 @@ func (r *Runner) runPart(ctx context.Context, lv Live, log *zap.Logger, rec *bat
 		}()
 	}
 	wg.Add(1)
+	readErr := make(chan error, 1)
 	go func() { // hand out the open requests until ctx ends
 		defer wg.Done()
 		defer close(jobs)
-		for j := range min(len(lines), ps.N) {
+		err := r.store.eachInputLine(r.ctx, pr.dir, i, ps, func(j int, line []byte) error {
 			if pr.done[j] {
-				continue
+				return nil
 			}
 			select {
-			case jobs <- j:
+			case jobs <- job{j, line}:
+				return nil
 			case <-ctx.Done():
-				return
+				return ctx.Err()
 			}
+		})
+		if err != nil && ctx.Err() == nil {
+			readErr <- err
 		}
 	}()
 	finished := make(chan struct{})
@@ -167,9 +160,38 @@ func (r *Runner) runPart(ctx context.Context, lv Live, log *zap.Logger, rec *bat
 				}
 				break
 			}
-			return pr.release(lv, pr.lastCheckpoint(log, set.CheckpointInterval))
+			err := pr.lastCheckpoint(log, set.CheckpointInterval)
+			select {
+			case rerr := <-readErr:
+				err = errors.Join(fmt.Errorf("reading the part's input: %w", rerr), err)
+			default:
+			}
+			return pr.release(lv, err)
 		}
 	}
+}
+
+// job is an open request of a part: its position in the part and its line.
+type job struct {
+	j    int
+	line []byte
+}
+
+// readDone marks the requests of the part that have a result in a
+// checkpoint as done, and counts them.
+func (pr *partRun) readDone() error {
+	ps := pr.ps
+	return pr.r.store.readCheckpoints(pr.r.ctx, pr.dir, pr.i, func(idx int, ok bool, _ []byte) {
+		if idx >= ps.Start && idx < ps.Start+ps.N && !pr.done[idx-ps.Start] {
+			pr.done[idx-ps.Start] = true
+			pr.nDone++
+			if ok {
+				pr.act.ok.Add(1)
+			} else {
+				pr.act.bad.Add(1)
+			}
+		}
+	})
 }
 
 // lastCheckpoint writes the part's last results. While the storage cannot

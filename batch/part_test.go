@@ -134,7 +134,7 @@ func TestFinishDedupes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := st.validate(ctx, rec, newFakeExecutor(), testSettings())
+	v, err := st.validate(ctx, rec, newFakeExecutor(), testSettings(), nil)
 	if err != nil || len(v.errors) > 0 {
 		t.Fatal(err, v.errors)
 	}
@@ -291,12 +291,12 @@ func TestSettingsWithDefaults(t *testing.T) {
 		t.Errorf("zero settings: %+v", got)
 	}
 	neg := Settings{Workers: -1, PerProvider: -1, MaxRequests: -1, MaxLineBytes: -1, MaxRetries: -1, RetryBackoff: -1,
-		CheckpointInterval: -1, PartLines: -1, Lease: -1}
+		CheckpointInterval: -1, PartLines: -1, Lease: -1, NativePoll: -1, NativePollMax: -1, NativeCancelWait: -1, NativeSubmitTimeout: -1}
 	if got := neg.withDefaults(); got != defaults {
 		t.Errorf("negative settings: %+v", got)
 	}
 	s := Settings{Workers: 1, PerProvider: 2, MaxRequests: 3, MaxLineBytes: 4, MaxRetries: -1, RetryBackoff: 5,
-		CheckpointInterval: 6, PartLines: 7, Lease: 8}
+		CheckpointInterval: 6, PartLines: 7, Lease: 8, NativePoll: 9, NativePollMax: 10, NativeCancelWait: 11, NativeSubmitTimeout: 12}
 	want := s
 	want.MaxRetries = 0
 	if got := s.withDefaults(); got != want {

@@ -42,6 +42,12 @@ type Live struct {
 	// files this runner wrote for owner, once they are files: what they
 	// count against the owner's storage quota.
 	Stored func(ctx context.Context, owner string, bytes int64)
+	// Native, when set, returns the own batch API of the provider named
+	// provider when lines routed to it go there (its batch mode is
+	// native), else nil: they run in the gateway through Executor.
+	Native func(provider string) NativeAPI
+	// Accounting meters and admits the lines of native parts; nil: none.
+	Accounting NativeAccounting
 }
 
 // finished tells lv.Finished of rec, if it listens.
@@ -92,7 +98,21 @@ type Runner struct {
 type active struct {
 	cancel  context.CancelFunc
 	ok, bad atomic.Int64 // results so far, reported with each renewal
+
+	// native parts are not cancelled when their batch is cancelled or
+	// expires: stop tells them to wind their provider batch down.
+	native   bool
+	stop     chan struct{}
+	stopOnce sync.Once
 }
+
+// stopNative tells a native part to wind down.
+func (a *active) stopNative() { a.stopOnce.Do(func() { close(a.stop) }) }
+
+// maxNativeParts is how many native parts one runner follows at once:
+// each is a poll every minute or so at most, and none counts against
+// maxParts.
+const maxNativeParts = 256
 
 type partKey struct {
 	batch string
@@ -235,9 +255,15 @@ func (r *Runner) step(lv Live, id string) error {
 	switch {
 	case cancelAsked || rec.Status == StatusCancelling:
 		r.stopParts(id)
+		if err := r.windDown(lv, rec); err != nil {
+			return err
+		}
 		return r.finish(lv, rec, StatusCancelled)
 	case expired:
 		r.stopParts(id)
+		if err := r.windDown(lv, rec); err != nil {
+			return err
+		}
 		return r.finish(lv, rec, StatusExpired)
 	case rec.Status == StatusValidating:
 		_, err := r.store.withLock(ctx, id, lockWait, func() error { return r.validate(lv, id, string(owner)) })
@@ -295,7 +321,7 @@ func (r *Runner) validate(lv Live, id, owner string) error {
 	if err != nil || rec.Status != StatusValidating {
 		return err // someone else got there first
 	}
-	v, err := r.store.validate(ctx, rec, lv.Executor, lv.Settings)
+	v, err := r.store.validate(ctx, rec, lv.Executor, lv.Settings, lv.Native)
 	if err != nil {
 		return err
 	}
@@ -333,9 +359,7 @@ func (r *Runner) claim(lv Live, rec *batchRecord) error {
 	if err := r.renew(lv, rec); err != nil {
 		return err
 	}
-	r.mu.Lock()
-	room := maxParts - len(r.parts)
-	r.mu.Unlock()
+	room, nativeRoom := r.rooms()
 
 	now := r.store.now()
 	c, err := r.store.loadClaims(r.ctx, rec)
@@ -347,24 +371,60 @@ func (r *Runner) claim(lv Live, rec *batchRecord) error {
 	}
 	claimable := func(c *claims, i int) bool {
 		p := &c.Parts[i]
-		return !p.Done && !p.leasedByOther(r.me, now) && !r.running(rec.ID, i)
+		return !p.Done && !(p.Native != nil && p.Native.Closed) && !p.leasedByOther(r.me, now) && !r.running(rec.ID, i)
 	}
 	open := false
 	for i := range c.Parts {
-		open = open || claimable(c, i)
+		open = open || claimable(c, i) && (c.Parts[i].Native == nil && room > 0 || c.Parts[i].Native != nil && nativeRoom > 0)
 	}
-	if room <= 0 || !open {
+	if !open {
 		return nil
 	}
+	return r.take(lv, rec, now, func(c *claims, i int, gateway, native int) bool {
+		if !claimable(c, i) {
+			return false
+		}
+		if c.Parts[i].Native != nil {
+			return native < nativeRoom
+		}
+		return gateway < room
+	})
+}
 
+// rooms returns how many more gateway parts and native parts this runner
+// may take on.
+func (r *Runner) rooms() (gateway, native int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	gateway, native = maxParts, maxNativeParts
+	for _, a := range r.parts {
+		if a.native {
+			native--
+		} else {
+			gateway--
+		}
+	}
+	return gateway, native
+}
+
+// take claims the parts of rec that want says to, under the batch's
+// lock, and starts them. want is told how many gateway and native parts
+// were taken so far.
+func (r *Runner) take(lv Live, rec *batchRecord, now time.Time, want func(c *claims, i int, gateway, native int) bool) error {
 	var (
-		mine  []int
-		parts []partState
+		mine            []int
+		parts           []partState
+		gateway, native int
 	)
-	_, err = r.store.updateClaims(r.ctx, rec, lockWait, func(c *claims) bool {
+	_, err := r.store.updateClaims(r.ctx, rec, lockWait, func(c *claims) bool {
 		for i := range c.Parts {
-			if len(mine) == room || !claimable(c, i) {
+			if !want(c, i, gateway, native) {
 				continue
+			}
+			if c.Parts[i].Native != nil {
+				native++
+			} else {
+				gateway++
 			}
 			c.Parts[i].Holder, c.Parts[i].Until = r.me, now.Add(lv.Settings.Lease).UnixMilli()
 			mine = append(mine, i)
@@ -379,6 +439,42 @@ func (r *Runner) claim(lv Live, rec *batchRecord) error {
 		r.startPart(lv, rec, i, parts[i])
 	}
 	return nil
+}
+
+// windDown takes the native parts of rec, cancelled or expired, whose
+// provider batches are still to be cancelled and collected, and that
+// nobody works on; they stop at their provider and keep its finished
+// results.
+func (r *Runner) windDown(lv Live, rec *batchRecord) error {
+	if rec.InProgressAt == nil {
+		return nil // not validated: no parts
+	}
+	if err := r.renew(lv, rec); err != nil {
+		return err
+	}
+	c, err := r.store.loadClaims(r.ctx, rec)
+	if storage.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	now := r.store.now()
+	_, nativeRoom := r.rooms()
+	due := func(c *claims, i int) bool {
+		p := &c.Parts[i]
+		return p.windingDown() && !p.leasedByOther(r.me, now) && !r.running(rec.ID, i)
+	}
+	open := false
+	for i := range c.Parts {
+		open = open || due(c, i)
+	}
+	if !open || nativeRoom <= 0 {
+		return nil
+	}
+	return r.take(lv, rec, now, func(c *claims, i int, _, native int) bool {
+		return due(c, i) && native < nativeRoom
+	})
 }
 
 // renew extends, every third of the lease, the claims on the parts of rec
@@ -444,12 +540,19 @@ func (r *Runner) runningBatch(batchID string) bool {
 }
 
 // stopParts cancels this runner's work on a batch; each part writes its
-// finished results and gives up its claim.
+// finished results and gives up its claim. Native parts are told to wind
+// their provider batches down instead: they cancel them, collect what
+// finished, and then give up their claims.
 func (r *Runner) stopParts(batchID string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k, a := range r.parts {
-		if k.batch == batchID {
+		if k.batch != batchID {
+			continue
+		}
+		if a.native {
+			a.stopNative()
+		} else {
 			a.cancel()
 		}
 	}

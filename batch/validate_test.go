@@ -216,7 +216,7 @@ func TestValidateParts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := st.validate(ctx, rec, newFakeExecutor(), testSettings())
+	v, err := st.validate(ctx, rec, newFakeExecutor(), testSettings(), nil)
 	if err != nil || len(v.errors) > 0 {
 		t.Fatalf("validate: %v %+v", err, v.errors)
 	}
@@ -256,7 +256,7 @@ func TestValidateModel(t *testing.T) {
 		}
 		b := createBatch(t, st, putInput(t, st, ls...), time.Hour)
 		rec, _ := st.batchRecord(ctx, testOwner, b.ID)
-		v, err := st.validate(ctx, rec, newFakeExecutor(), testSettings())
+		v, err := st.validate(ctx, rec, newFakeExecutor(), testSettings(), nil)
 		if err != nil || v.model != tc.want {
 			t.Errorf("models %v: model %q (%v), want %q", tc.models, v.model, err, tc.want)
 		}
@@ -428,7 +428,7 @@ func TestValidateAllowedModels(t *testing.T) {
 				t.Fatal(err)
 			}
 			rec, _ := st.batchRecord(ctx, testOwner, b.ID)
-			v, err := st.validate(ctx, rec, newFakeExecutor(), testSettings())
+			v, err := st.validate(ctx, rec, newFakeExecutor(), testSettings(), nil)
 			if err != nil {
 				t.Fatal(err)
 			}

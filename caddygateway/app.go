@@ -16,6 +16,7 @@ import (
 
 	"github.com/modelgate/modelgate/accounts"
 	"github.com/modelgate/modelgate/batch"
+	"github.com/modelgate/modelgate/guardrails"
 	"github.com/modelgate/modelgate/keys"
 	"github.com/modelgate/modelgate/pricing"
 	"github.com/modelgate/modelgate/quota"
@@ -41,6 +42,12 @@ type App struct {
 	// previous could not be reached or answered 429 or 5xx, as long as nothing
 	// has been sent to the client yet.
 	Models map[string][]string `json:"models,omitempty"`
+
+	// Routing tunes how aliases choose among their targets and keep
+	// failing ones out of rotation: circuit breakers, the providers'
+	// cool-downs, a retry budget, stream timeouts, each alias's policy.
+	// Default: every setting's default, aliases ordered.
+	Routing *RoutingConfig `json:"routing,omitempty"`
 
 	// DefaultProvider serves bare model names that neither an alias nor a
 	// provider's models list claims. Default: none (such names get 404).
@@ -73,6 +80,10 @@ type App struct {
 	// Cache turns on the response cache: an exact repeat of a request by
 	// the same account is answered without a provider call. Default: off.
 	Cache *CacheConfig `json:"cache,omitempty"`
+
+	// Guardrails are the guards of requests and answers (PII, patterns,
+	// a screening service, moderation). Default: none.
+	Guardrails *guardrails.Config `json:"guardrails,omitempty"`
 
 	// Prices override and extend the price table shipped in the binary
 	// (pricing/prices.json): a JSON price file and entries of their own.

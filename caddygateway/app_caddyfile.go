@@ -35,7 +35,10 @@ func init() {
 //	            <reverse_proxy subdirectives>
 //	        }
 //	    }
-//	    model <alias> <provider>/<model> [<provider>/<model>...]
+//	    model <alias> <provider>/<model> [<provider>/<model>...] [{
+//	        policy ordered|weighted|latency|cost
+//	        target <provider>/<model> [weight <n>] [priority <n>] [first_token_timeout <d>] [idle_timeout <d>]
+//	    }]
 //	    default_provider <name>
 //	    key <name> <secret>
 //	    key_refresh <duration>
@@ -86,6 +89,17 @@ func init() {
 //	    storage_quota {
 //	        owner [<owner>] <size>|unlimited
 //	    }
+//	    guardrails {
+//	        guard <name> { … }   (see unmarshalGuardrails)
+//	    }
+//	    routing {
+//	        breaker off | { consecutive_failures, error_rate, min_requests, window, open_for, max_open_for, half_open_probes }
+//	        cooldown { default, max }
+//	        retry_budget off | { ratio, min_per_second, window }
+//	        latency_samples     <n>
+//	        first_token_timeout <duration>
+//	        idle_timeout        <duration>
+//	    }
 //	}
 func parseModelgateOption(d *caddyfile.Dispenser, existing any) (any, error) {
 	app := new(App)
@@ -118,22 +132,13 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return err
 			}
 		case "model":
-			var alias string
-			if !d.Args(&alias) {
-				return d.ArgErr()
+			if err := a.unmarshalModel(d); err != nil {
+				return err
 			}
-			targets := d.RemainingArgs()
-			if _, dup := a.Models[alias]; dup {
-				return d.Errf("model alias %q is defined twice", alias)
+		case "routing":
+			if err := a.unmarshalRouting(d); err != nil {
+				return err
 			}
-			defined := func(name string) bool { _, ok := a.ProvidersRaw[name]; return ok }
-			if err := checkAlias(alias, targets, defined); err != nil {
-				return d.Errf("%v (providers must be defined before the aliases that use them)", err)
-			}
-			if a.Models == nil {
-				a.Models = make(map[string][]string)
-			}
-			a.Models[alias] = targets
 		case "default_provider":
 			if !d.NextArg() {
 				return d.ArgErr()
@@ -228,6 +233,10 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			a.Cache = new(CacheConfig)
 			if err := a.Cache.UnmarshalCaddyfile(d); err != nil {
+				return err
+			}
+		case "guardrails":
+			if err := a.unmarshalGuardrails(d); err != nil {
 				return err
 			}
 		case "storage_quota":

@@ -129,6 +129,10 @@ func Merge(base *Table, overrides ...*Table) *Table {
 			if op.Source != "" {
 				dst.Source = op.Source
 			}
+			if op.BatchDiscount != nil {
+				d := *op.BatchDiscount
+				dst.BatchDiscount = &d
+			}
 			dst.Prefixes = appendNew(dst.Prefixes, op.Prefixes)
 			dst.Suffixes = appendNew(dst.Suffixes, op.Suffixes)
 			if dst.Models == nil {
@@ -206,6 +210,9 @@ type entry struct {
 	base                    rates
 	tiers                   []tier
 	cacheHit                *Rate // the entry's own price of 1,000 cache hits
+	// batch is the entry at the provider's batch prices; nil when they
+	// are its live prices.
+	batch *entry
 }
 
 type tier struct {
@@ -251,6 +258,7 @@ func compile(t *Table) *Prices {
 				r.set(tr.Input, tr.Cached, tr.CacheWrite, tr.CacheWrite1h, tr.Output)
 				e.tiers = append(e.tiers, tier{above: tr.Above, rates: r.effective()})
 			}
+			e.batch = batchEntry(e, pr, raw, pp.BatchDiscount)
 			cp.names[name] = e
 			for _, a := range pr.Aliases {
 				cp.names[a] = e
@@ -260,6 +268,45 @@ func compile(t *Table) *Prices {
 		p.providers[typ] = cp
 	}
 	return p
+}
+
+// batchEntry is e at the batch prices: pr's Batch rates where given, the
+// rest (and the tiers) discount per cent off the live ones; nil when
+// neither applies.
+func batchEntry(e *entry, pr *Price, raw rawRates, discount *int) *entry {
+	d := 0
+	if discount != nil {
+		d = *discount
+	}
+	if pr.Batch == nil && d == 0 {
+		return nil
+	}
+	off := func(r *Rate) *Rate {
+		if r == nil {
+			return nil
+		}
+		// Half up, to the micro-dollar: (r × (100−d) + 50) / 100.
+		v := Rate((int64(*r)*int64(100-d) + 50) / 100)
+		return &v
+	}
+	b := rawRates{off(raw.input), off(raw.cached), off(raw.cacheWrite), off(raw.cacheWrite1h), off(raw.output), off(raw.embedding), off(raw.search)}
+	if o := pr.Batch; o != nil {
+		for _, p := range []struct {
+			dst **Rate
+			v   *Rate
+		}{{&b.input, o.Input}, {&b.cached, o.Cached}, {&b.cacheWrite, o.CacheWrite}, {&b.cacheWrite1h, o.CacheWrite1h}, {&b.output, o.Output}, {&b.embedding, o.Embedding}} {
+			if p.v != nil {
+				*p.dst = p.v
+			}
+		}
+	}
+	be := &entry{typ: e.typ, name: e.name, source: e.source, asOf: e.asOf, base: b.effective(), cacheHit: e.cacheHit}
+	for _, tr := range pr.Tiers {
+		t := b
+		t.set(off(tr.Input), off(tr.Cached), off(tr.CacheWrite), off(tr.CacheWrite1h), off(tr.Output))
+		be.tiers = append(be.tiers, tier{above: tr.Above, rates: t.effective()})
+	}
+	return be
 }
 
 type rawRates struct {
@@ -400,6 +447,25 @@ func (p *Prices) Cost(providerType, model string, u Usage) (Money, bool) {
 		return 0, false
 	}
 	return e.Cost(u)
+}
+
+// Batch is the entry at the provider's batch prices: what a request of
+// the provider's own batch API costs. An entry without batch prices is
+// itself.
+func (e Entry) Batch() Entry {
+	if e.e != nil && e.e.batch != nil {
+		return Entry{e: e.e.batch, hit: e.hit}
+	}
+	return e
+}
+
+// BatchCost is Cost at the provider's batch prices (Entry.Batch).
+func (p *Prices) BatchCost(providerType, model string, u Usage) (Money, bool) {
+	e, ok := p.Lookup(providerType, model)
+	if !ok {
+		return 0, false
+	}
+	return e.Batch().Cost(u)
 }
 
 // Model is the name of the table entry (not the alias or versioned name

@@ -260,6 +260,10 @@ func TestCostShipped(t *testing.T) {
 			t.Errorf("%s/%s with cache reads and writes: %s, %v; want 0.0186", tm[0], tm[1], got, ok)
 		}
 	}
+	// A native batch pays half, one-hour writes included.
+	if got, ok := p.BatchCost("anthropic", "claude-sonnet-4-5", cached); !ok || got != 9300*Microdollar {
+		t.Errorf("claude-sonnet-4-5 in a native batch: %s, %v; want 0.0093", got, ok)
+	}
 	// The same writes all for five minutes cost less.
 	fiveMinutes := cached
 	fiveMinutes.CacheWrite1hTokens = 0

@@ -66,6 +66,13 @@ type ProviderPrices struct {
 
 	// Models maps a model name to its price.
 	Models map[string]*Price `json:"models,omitempty"`
+
+	// BatchDiscount is how much less, in per cent of every rate, a
+	// request costs in the provider's own batch API (50: half the live
+	// price, as OpenAI, Anthropic, Google and AWS bill batches). An entry's
+	// Batch rates, where it has them, take its place. Unset: batch
+	// requests cost what live ones do.
+	BatchDiscount *int `json:"batch_discount,omitempty"`
 }
 
 // Price is the price of one model. Every rate is in US dollars, per million
@@ -121,6 +128,11 @@ type Price struct {
 	// the highest threshold below the prompt's length applies.
 	Tiers []Tier `json:"tiers,omitempty"`
 
+	// Batch are the model's rates in the provider's own batch API, where
+	// they are not the provider's BatchDiscount off its live rates. A rate
+	// left out takes the live rate less the discount.
+	Batch *BatchRates `json:"batch,omitempty"`
+
 	// Aliases are other exact names of the same model, priced the same
 	// ("chatgpt-4o-latest", a Bedrock "global." profile id, …).
 	Aliases []string `json:"aliases,omitempty"`
@@ -149,6 +161,16 @@ type Tier struct {
 	CacheWrite   *Rate `json:"cache_write,omitempty"`
 	CacheWrite1h *Rate `json:"cache_write_1h,omitempty"`
 	Output       *Rate `json:"output,omitempty"`
+}
+
+// BatchRates are a model's batch prices, in the units of Price.
+type BatchRates struct {
+	Input        *Rate `json:"input,omitempty"`
+	Cached       *Rate `json:"cached,omitempty"`
+	CacheWrite   *Rate `json:"cache_write,omitempty"`
+	CacheWrite1h *Rate `json:"cache_write_1h,omitempty"`
+	Output       *Rate `json:"output,omitempty"`
+	Embedding    *Rate `json:"embedding,omitempty"`
 }
 
 // ParseTable reads a price table or price file strictly: unknown fields,
@@ -297,6 +319,9 @@ func (p *ProviderPrices) validate(typ string) error {
 			errs = append(errs, fmt.Errorf("%s: suffix %q: %w", typ, pat, err))
 		}
 	}
+	if d := p.BatchDiscount; d != nil && (*d < 0 || *d > 100) {
+		errs = append(errs, fmt.Errorf("%s: batch_discount %d is not a per cent from 0 to 100", typ, *d))
+	}
 	if dup := firstDuplicate(p.Prefixes); dup != "" {
 		errs = append(errs, fmt.Errorf("%s: prefix %q is listed twice", typ, dup))
 	}
@@ -362,6 +387,13 @@ func (pr *Price) validate(where string) error {
 	if pr.Source != "" {
 		if err := checkSource(pr.Source); err != nil {
 			errs = append(errs, fmt.Errorf("%s: source: %w", where, err))
+		}
+	}
+	if b := pr.Batch; b != nil {
+		for _, r := range []*Rate{b.Input, b.Cached, b.CacheWrite, b.CacheWrite1h, b.Output, b.Embedding} {
+			if err := checkRate(r); err != nil {
+				errs = append(errs, fmt.Errorf("%s: batch: %w", where, err))
+			}
 		}
 	}
 	var last int64
@@ -472,6 +504,10 @@ func (p *ProviderPrices) clone() *ProviderPrices {
 		return nil
 	}
 	out := &ProviderPrices{AsOf: p.AsOf, Source: p.Source, Prefixes: slices.Clone(p.Prefixes), Suffixes: slices.Clone(p.Suffixes)}
+	if p.BatchDiscount != nil {
+		d := *p.BatchDiscount
+		out.BatchDiscount = &d
+	}
 	if p.Models != nil {
 		out.Models = make(map[string]*Price, len(p.Models))
 		for m, pr := range p.Models {
@@ -495,6 +531,10 @@ func (pr *Price) clone() *Price {
 	out.Search = cloneRate(pr.Search)
 	out.CacheHit = cloneRate(pr.CacheHit)
 	out.Aliases = slices.Clone(pr.Aliases)
+	if pr.Batch != nil {
+		out.Batch = &BatchRates{Input: cloneRate(pr.Batch.Input), Cached: cloneRate(pr.Batch.Cached), CacheWrite: cloneRate(pr.Batch.CacheWrite), CacheWrite1h: cloneRate(pr.Batch.CacheWrite1h),
+			Output: cloneRate(pr.Batch.Output), Embedding: cloneRate(pr.Batch.Embedding)}
+	}
 	if pr.Tiers != nil {
 		out.Tiers = make([]Tier, len(pr.Tiers))
 		for i, t := range pr.Tiers {

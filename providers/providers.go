@@ -15,6 +15,8 @@
 package providers
 
 import (
+	"context"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -53,7 +55,28 @@ type Request struct {
 	// Framing is how a streamed answer to this request is cut into events.
 	// Nil: server-sent events (SSE).
 	Framing Framing
+
+	// Upload, when set, is the body instead of Body: Length bytes read
+	// from it as the request goes out, never held whole (the records
+	// file of a native batch).
+	Upload io.Reader
+	Length int64
 }
+
+// An Answer is a provider's answer to a request a native batch API sends:
+// its status, headers and body, read as it arrives. The caller closes
+// Body.
+type Answer struct {
+	Status int
+	Header http.Header
+	Body   io.ReadCloser
+}
+
+// Send carries one request of a native batch API to the provider: the
+// host sends it through the provider's upstream (its reverse_proxy, with
+// its credentials), to its base URL joined with req.Path and req.Query,
+// and returns the answer as it comes. An error means there is no answer.
+type Send func(ctx context.Context, req Request) (Answer, error)
 
 // Framing cuts a provider's streamed answer into events as its bytes
 // arrive. Server-sent events are the default (SSE); a provider whose

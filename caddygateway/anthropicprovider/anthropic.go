@@ -9,6 +9,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
+	"github.com/modelgate/modelgate/batch"
 	"github.com/modelgate/modelgate/caddygateway"
 	"github.com/modelgate/modelgate/providers/anthropic"
 )
@@ -30,6 +31,11 @@ type Provider struct {
 
 	// Version is the anthropic-version header. Default: 2023-06-01.
 	Version string `json:"version,omitempty"`
+
+	// Batch is where batches send this provider's lines: "native", to
+	// its own batch API at its batch price, or "gateway", as live
+	// requests. Default: native.
+	Batch string `json:"batch,omitempty"`
 
 	chat *anthropic.Chat
 }
@@ -64,6 +70,7 @@ func (p *Provider) Provision(ctx caddy.Context) error {
 //	    models     <model>...
 //	    max_tokens <n>
 //	    version    <anthropic-version>
+//	    batch      native|gateway
 //	    proxy { <reverse_proxy subdirectives> }
 //	}
 func (p *Provider) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
@@ -79,6 +86,8 @@ func (p *Provider) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return true, d.Errf("max_tokens must be a positive integer, not %q", s)
 			}
 			p.MaxTokens = n
+		case "batch":
+			return true, parseBatchMode(d, &p.Batch)
 		case "version":
 			if !d.AllArgs(&p.Version) {
 				return true, d.ArgErr()
@@ -105,3 +114,26 @@ var (
 	_ caddyfile.Unmarshaler = (*Provider)(nil)
 	_ caddygateway.Provider = (*Provider)(nil)
 )
+
+// parseBatchMode reads the batch option's argument: native or gateway.
+func parseBatchMode(d *caddyfile.Dispenser, dst *string) error {
+	var s string
+	if !d.AllArgs(&s) {
+		return d.ArgErr()
+	}
+	mode, err := batch.ParseMode(s)
+	if err != nil {
+		return d.Errf("batch must be %s or %s, not %q", batch.ModeNative, batch.ModeGateway, s)
+	}
+	*dst = mode
+	return nil
+}
+
+// BatchMode is where batches send the provider's lines: its Batch
+// option, else the type's default (native: its API has batches).
+func (p *Provider) BatchMode() string {
+	if p.Batch != "" {
+		return p.Batch
+	}
+	return batch.DefaultMode(providerType.Name)
+}

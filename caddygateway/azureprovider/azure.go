@@ -20,6 +20,7 @@ import (
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 
+	"github.com/modelgate/modelgate/batch"
 	"github.com/modelgate/modelgate/caddygateway"
 	"github.com/modelgate/modelgate/providers/azure"
 )
@@ -50,6 +51,11 @@ type Provider struct {
 	// Entra authenticates with Microsoft Entra ID tokens instead of an
 	// api-key. Exactly one of api_key and entra is required.
 	Entra *Entra `json:"entra,omitempty"`
+
+	// Batch is where batches send this provider's lines: "native", to
+	// its own batch API at its batch price, or "gateway", as live
+	// requests. Default: native.
+	Batch string `json:"batch,omitempty"`
 
 	chat azure.Chat
 }
@@ -264,6 +270,7 @@ func (s *imdsSource) Token() (*oauth2.Token, error) {
 //	    api_version <version>            # classic deployment URLs; omit for the v1 API
 //	    deployment  <model> <deployment> # repeatable
 //	    models      <model>...
+//	    batch       native|gateway
 //	    entra {
 //	        tenant_id            <id>
 //	        client_id            <id>
@@ -279,6 +286,8 @@ func (s *imdsSource) Token() (*oauth2.Token, error) {
 func (p *Provider) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	err := p.UnmarshalBlock(d, providerType, func(d *caddyfile.Dispenser) (bool, error) {
 		switch d.Val() {
+		case "batch":
+			return true, parseBatchMode(d, &p.Batch)
 		case "api_version":
 			if !d.AllArgs(&p.APIVersion) {
 				return true, d.ArgErr()
@@ -360,3 +369,26 @@ var (
 	_ oauth2.TokenSource    = (*imdsSource)(nil)
 	_ oauth2.TokenSource    = (*assertionSource)(nil)
 )
+
+// parseBatchMode reads the batch option's argument: native or gateway.
+func parseBatchMode(d *caddyfile.Dispenser, dst *string) error {
+	var s string
+	if !d.AllArgs(&s) {
+		return d.ArgErr()
+	}
+	mode, err := batch.ParseMode(s)
+	if err != nil {
+		return d.Errf("batch must be %s or %s, not %q", batch.ModeNative, batch.ModeGateway, s)
+	}
+	*dst = mode
+	return nil
+}
+
+// BatchMode is where batches send the provider's lines: its Batch
+// option, else the type's default (native: its API has batches).
+func (p *Provider) BatchMode() string {
+	if p.Batch != "" {
+		return p.Batch
+	}
+	return batch.DefaultMode(providerType.Name)
+}

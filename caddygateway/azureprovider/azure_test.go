@@ -23,6 +23,11 @@ import (
 // "error: ".
 func TestUnmarshalCaddyfile(t *testing.T) {
 	caddyfiletest.Run(t, func() caddyfile.Unmarshaler { return new(Provider) }, []struct{ Name, In, Want string }{
+		{"batch native", `azure_openai {
+			base_url https://res.openai.azure.com
+			api_key k
+			batch native
+		}`, `{"base_url":"https://res.openai.azure.com","api_key":"k","batch":"native"}`},
 		{"key, classic, deployments", `azure_openai {
 			base_url https://res.openai.azure.com
 			api_key {env.AZ}

@@ -12,6 +12,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
+	"github.com/modelgate/modelgate/batch"
 	"github.com/modelgate/modelgate/caddygateway"
 	"github.com/modelgate/modelgate/providers/bedrock"
 )
@@ -37,6 +38,11 @@ func init() {
 // instead.
 type Provider struct {
 	caddygateway.ProviderBase
+
+	// Batch is where batches send this provider's lines: "native", to
+	// its own batch API at its batch price, or "gateway", as live
+	// requests. Default: native.
+	Batch string `json:"batch,omitempty"`
 
 	// Region is the AWS region, such as us-east-1; placeholders are
 	// resolved. It names the default base URL,
@@ -140,6 +146,7 @@ func (p *Provider) Provision(ctx caddy.Context) error {
 //	    }
 //	    api_key           <Bedrock API key>
 //	    structured_output native|tool
+//	    batch             native|gateway
 //	    base_model        <model> <base model id>   # repeatable
 //	    base_url          <url>
 //	    models            <model>...
@@ -156,6 +163,8 @@ func (p *Provider) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if !d.AllArgs(dst) {
 				return true, d.ArgErr()
 			}
+		case "batch":
+			return true, parseBatchMode(d, &p.Batch)
 		case "structured_output":
 			if !d.AllArgs(&p.StructuredOutput) {
 				return true, d.ArgErr()
@@ -248,3 +257,26 @@ var (
 	_ caddygateway.Provider      = (*Provider)(nil)
 	_ caddygateway.Authenticator = (*sigV4)(nil)
 )
+
+// parseBatchMode reads the batch option's argument: native or gateway.
+func parseBatchMode(d *caddyfile.Dispenser, dst *string) error {
+	var s string
+	if !d.AllArgs(&s) {
+		return d.ArgErr()
+	}
+	mode, err := batch.ParseMode(s)
+	if err != nil {
+		return d.Errf("batch must be %s or %s, not %q", batch.ModeNative, batch.ModeGateway, s)
+	}
+	*dst = mode
+	return nil
+}
+
+// BatchMode is where batches send the provider's lines: its Batch
+// option, else the type's default (native: its API has batches).
+func (p *Provider) BatchMode() string {
+	if p.Batch != "" {
+		return p.Batch
+	}
+	return batch.DefaultMode(providerType.Name)
+}

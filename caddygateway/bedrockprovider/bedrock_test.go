@@ -33,6 +33,13 @@ import (
 // "error: ".
 func TestUnmarshalCaddyfile(t *testing.T) {
 	caddyfiletest.Run(t, func() caddyfile.Unmarshaler { return new(Provider) }, []struct{ Name, In, Want string }{
+		{"batch gateway", `bedrock {
+			region us-east-1
+			batch gateway
+		}`, `{"batch":"gateway","region":"us-east-1"}`},
+		{"batch twice the wrong way", `bedrock {
+			batch native gateway
+		}`, `error: wrong argument count`},
 		{"static keys", `bedrock {
 			region us-east-1
 			access_key_id {env.K}

@@ -7,6 +7,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
+	"github.com/modelgate/modelgate/batch"
 	"github.com/modelgate/modelgate/caddygateway"
 	"github.com/modelgate/modelgate/providers/gemini"
 )
@@ -23,6 +24,11 @@ func init() {
 // own: the API version is the base URL's last segment.
 type Provider struct {
 	caddygateway.ProviderBase
+
+	// Batch is where batches send this provider's lines: "native", to
+	// its own batch API at its batch price, or "gateway", as live
+	// requests. Default: native.
+	Batch string `json:"batch,omitempty"`
 
 	chat gemini.Chat
 }
@@ -55,10 +61,16 @@ func (p *Provider) Provision(ctx caddy.Context) error {
 //	    base_url <url>     # default https://generativelanguage.googleapis.com/v1beta
 //	    api_key  <secret>
 //	    models   <model>...
+//	    batch    native|gateway
 //	    proxy { <reverse_proxy subdirectives> }
 //	}
 func (p *Provider) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return p.UnmarshalBlock(d, providerType, nil)
+	return p.UnmarshalBlock(d, providerType, func(d *caddyfile.Dispenser) (bool, error) {
+		if d.Val() != "batch" {
+			return false, nil
+		}
+		return true, parseBatchMode(d, &p.Batch)
+	})
 }
 
 // Base returns the provider's common configuration.
@@ -75,3 +87,26 @@ var (
 	_ caddyfile.Unmarshaler = (*Provider)(nil)
 	_ caddygateway.Provider = (*Provider)(nil)
 )
+
+// parseBatchMode reads the batch option's argument: native or gateway.
+func parseBatchMode(d *caddyfile.Dispenser, dst *string) error {
+	var s string
+	if !d.AllArgs(&s) {
+		return d.ArgErr()
+	}
+	mode, err := batch.ParseMode(s)
+	if err != nil {
+		return d.Errf("batch must be %s or %s, not %q", batch.ModeNative, batch.ModeGateway, s)
+	}
+	*dst = mode
+	return nil
+}
+
+// BatchMode is where batches send the provider's lines: its Batch
+// option, else the type's default (native: its API has batches).
+func (p *Provider) BatchMode() string {
+	if p.Batch != "" {
+		return p.Batch
+	}
+	return batch.DefaultMode(providerType.Name)
+}

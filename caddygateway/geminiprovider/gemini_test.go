@@ -13,6 +13,18 @@ import (
 // "error: ".
 func TestUnmarshalCaddyfile(t *testing.T) {
 	caddyfiletest.Run(t, func() caddyfile.Unmarshaler { return new(Provider) }, []struct{ Name, In, Want string }{
+		{"batch gateway", `gemini {
+			api_key k
+			batch gateway
+		}`, `{"api_key":"k","batch":"gateway"}`},
+		{"batch unknown", `gemini {
+			api_key k
+			batch later
+		}`, `error: batch must be native or gateway, not "later"`},
+		{"batch without a mode", `gemini {
+			api_key k
+			batch
+		}`, `error: wrong argument count`},
 		{"key", `gemini {
 			api_key {env.GEMINI_API_KEY}
 		}`, `{"api_key":"{env.GEMINI_API_KEY}"}`},

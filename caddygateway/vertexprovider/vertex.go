@@ -21,6 +21,7 @@ import (
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/google"
 
+	"github.com/modelgate/modelgate/batch"
 	"github.com/modelgate/modelgate/caddygateway"
 	"github.com/modelgate/modelgate/providers/gemini"
 )
@@ -72,6 +73,11 @@ type Provider struct {
 	// the credentials' quota_project_id (gcloud's user credentials carry
 	// one), else none.
 	QuotaProject string `json:"quota_project,omitempty"`
+
+	// Batch is where batches send this provider's lines: "native", to
+	// its own batch API at its batch price, or "gateway", as live
+	// requests. Default: native.
+	Batch string `json:"batch,omitempty"`
 
 	chat gemini.Chat
 }
@@ -311,6 +317,7 @@ func (a googleAuth) Authenticate(req *http.Request, body []byte) error {
 //	    credentials_file <path>       # or:
 //	    credentials      <json>       # e.g. {env.GOOGLE_CREDENTIALS_JSON}
 //	    quota_project    <project>
+//	    batch            native|gateway
 //	    api_key          <secret>     # express mode, instead of credentials
 //	    base_url         <url>        # default: by location
 //	    models           <model>...
@@ -321,6 +328,9 @@ func (a googleAuth) Authenticate(req *http.Request, body []byte) error {
 // Credentials are used.
 func (p *Provider) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	err := p.UnmarshalBlock(d, providerType, func(d *caddyfile.Dispenser) (bool, error) {
+		if d.Val() == "batch" {
+			return true, parseBatchMode(d, &p.Batch)
+		}
 		dst := map[string]*string{
 			"project": &p.Project, "location": &p.Location, "credentials_file": &p.CredentialsFile,
 			"credentials": &p.Credentials, "quota_project": &p.QuotaProject,
@@ -366,3 +376,26 @@ var (
 	_ caddygateway.Authenticator = googleAuth{}
 	_ oauth2.TokenSource         = copySource{}
 )
+
+// parseBatchMode reads the batch option's argument: native or gateway.
+func parseBatchMode(d *caddyfile.Dispenser, dst *string) error {
+	var s string
+	if !d.AllArgs(&s) {
+		return d.ArgErr()
+	}
+	mode, err := batch.ParseMode(s)
+	if err != nil {
+		return d.Errf("batch must be %s or %s, not %q", batch.ModeNative, batch.ModeGateway, s)
+	}
+	*dst = mode
+	return nil
+}
+
+// BatchMode is where batches send the provider's lines: its Batch
+// option, else the type's default (native: its API has batches).
+func (p *Provider) BatchMode() string {
+	if p.Batch != "" {
+		return p.Batch
+	}
+	return batch.DefaultMode(providerType.Name)
+}

@@ -24,6 +24,10 @@ import (
 // "error: ".
 func TestUnmarshalCaddyfile(t *testing.T) {
 	caddyfiletest.Run(t, func() caddyfile.Unmarshaler { return new(Provider) }, []struct{ Name, In, Want string }{
+		{"batch gateway", `vertex {
+			project p
+			batch gateway
+		}`, `{"project":"p","batch":"gateway"}`},
 		{"service account file", `vertex {
 			project my-proj
 			location europe-west4

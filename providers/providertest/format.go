@@ -41,6 +41,10 @@ type wireFormat interface {
 // first row that serves it, else to the first row that owns its path, else
 // to OpenAI's (whose 404 is the fake's default).
 var formats = []wireFormat{
+	openAIBatchFormat{},
+	openAIBatchFormat{azure: true},
+	anthropicBatchFormat{},
+	geminiBatchFormat{},
 	openAIFormat{},
 	responsesFormat{},
 	anthropicFormat{},
@@ -57,6 +61,7 @@ var formats = []wireFormat{
 	&rerankFormat{id: "vllm", path: "/vllm/v1/rerank", docs: "documents", count: "top_n", named: true, results: "results", score: "relevance_score", withID: true},
 	&rerankFormat{id: "infinity", path: "/infinity/rerank", docs: "documents", count: "top_n", named: true, flag: "return_documents", results: "results", score: "relevance_score", withID: true},
 	&rerankFormat{id: "together", path: "/together/v1/rerank", docs: "documents", count: "top_n", named: true, flag: "return_documents", results: "results", score: "relevance_score", withID: true},
+	moderationFormat{},
 	&embeddingsFormat{id: "openai_embeddings", path: "/v1/embeddings", dims: "dimensions", tokens: true, usage: "prompt_tokens"},
 	&embeddingsFormat{id: "vllm_embeddings", path: "/vllm/v1/embeddings", dims: "dimensions", tokens: true, usage: "prompt_tokens"},
 	&embeddingsFormat{id: "ollama_embeddings", path: "/ollama/v1/embeddings", dims: "dimensions", usage: "prompt_tokens"},

@@ -30,13 +30,66 @@ type example struct {
 	unauthorized int
 	// isError reports whether a body is an error in the format's shape.
 	isError func(body string) bool
+	// listed says a GET of the path is served too (it lists).
+	listed bool
 }
+
+// batchUpload is a multipart upload of a batch input file.
+const (
+	batchUploadType = "multipart/form-data; boundary=b0"
+	batchUpload     = "--b0\r\nContent-Disposition: form-data; name=\"purpose\"\r\n\r\nbatch\r\n" +
+		"--b0\r\nContent-Disposition: form-data; name=\"file\"; filename=\"in.jsonl\"\r\n\r\n{}\n\r\n--b0--\r\n"
+)
 
 // formatExamples has an example for every row of formats, by name.
 var formatExamples = map[string]example{
+	"openai_batch": {
+		request: func(string) (string, string, []string) {
+			return "/v1/files", batchUpload, append([]string{"Content-Type", batchUploadType}, oaAuth...)
+		},
+		noModel: true,
+		isError: isOpenAIError,
+	},
+	"anthropic_batch": {
+		request: func(string) (string, string, []string) {
+			return "/v1/messages/batches", `{"requests":[{"custom_id":"r1","params":{"model":"m","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}}]}`,
+				[]string{"x-api-key", "k", "anthropic-version", "2023-06-01"}
+		},
+		noModel: true,
+		listed:  true,
+		isError: func(body string) bool {
+			return gjson.Get(body, "type").Str == "error" && gjson.Get(body, "error.message").Str != ""
+		},
+	},
+	"gemini_batch": {
+		request: func(model string) (string, string, []string) {
+			return "/v1beta/models/" + model + ":batchGenerateContent",
+				`{"batch":{"displayName":"d","inputConfig":{"requests":{"requests":[{"request":{"contents":[{"role":"user","parts":[{"text":"hi"}]}]},"metadata":{"key":"0"}}]}}}}`,
+				[]string{"x-goog-api-key", "k"}
+		},
+		noModel:      true,
+		unauthorized: 403,
+		isError: func(body string) bool {
+			return gjson.Get(body, "error.message").Str != "" && gjson.Get(body, "error.status").Str != ""
+		},
+	},
+	"azure_openai_batch": {
+		request: func(string) (string, string, []string) {
+			return "/openai/files?api-version=2024-10-21", batchUpload, []string{"Content-Type", batchUploadType, "api-key", "k"}
+		},
+		noModel: true,
+		isError: isOpenAIError,
+	},
 	"openai": {
 		request: func(model string) (string, string, []string) {
 			return oaPath, `{"model":"` + model + `","messages":[{"role":"user","content":"hi"}]}`, oaAuth
+		},
+		overloaded: 503,
+		isError:    isOpenAIError,
+	},
+	"openai_moderations": {
+		request: func(model string) (string, string, []string) {
+			return "/v1/moderations", `{"model":"` + model + `","input":["hi"]}`, oaAuth
 		},
 		overloaded: 503,
 		isError:    isOpenAIError,
@@ -203,6 +256,9 @@ func TestEveryFormat(t *testing.T) {
 				wantError(t, res, body, status)
 			})
 			t.Run("another method", func(t *testing.T) {
+				if ex.listed {
+					t.Skip("a GET of the path lists")
+				}
 				res, body := send(t, http.MethodGet, model)
 				wantError(t, res, body, 404)
 			})

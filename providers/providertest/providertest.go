@@ -7,6 +7,8 @@
 // The formats, by name (the key of Options.Keys) and path:
 //
 //	openai       POST /v1/chat/completions (Authorization: Bearer)
+//	openai_moderations POST /v1/moderations (Authorization: Bearer), OpenAI's
+//	             moderations API: flags by ModerationTriggers (moderation.go)
 //	openai_responses POST /v1/responses (Authorization: Bearer), OpenAI's
 //	             Responses API, streamed or not (responses.go)
 //	anthropic    POST /v1/messages (x-api-key, anthropic-version)
@@ -99,6 +101,15 @@
 //	unsorted          rerank results in request order, top_n ignored
 //	redacted          (Anthropic, thinking on) a redacted_thinking block
 //	                  follows the thinking block
+//
+// # Failing as providers fail
+//
+// StartChaos (chaos.go) puts a fake behind failures a gateway's circuit
+// breakers, cool-downs and routing must handle: a black hole, a
+// connection reset mid-stream, a 429 storm announcing its end in each
+// provider's headers, 500s and overloads, a slow first token, a slow but
+// working provider, and a provider that flaps between healthy and
+// failing. Its failures take each wire format's own error shape.
 //
 // # Adding a wire format
 //
@@ -207,6 +218,18 @@ type Server struct {
 	caches  map[[32]byte]time.Time // Anthropic prompt cache: prefix → expiry, under mu
 	stored  map[string][]byte      // stored Responses, by id, under mu
 	google  googleAuth             // the Google service account and its tokens
+
+	batchOnce sync.Once
+	batchAPI  *batchStore // the Files and Batch APIs' state
+
+	anOnce     sync.Once
+	anBatchAPI *anBatchStore // the Message Batches API's state
+
+	gemOnce     sync.Once
+	gemBatchAPI *geminiBatchStore // the Gemini batch mode's state
+
+	batchHoldMu sync.Mutex
+	batchHold   bool // HoldBatches
 }
 
 // New returns a fake provider that is not listening; serve it yourself.
@@ -294,7 +317,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		defer func() { s.opts.Log(rec, sw.status) }()
 	}
 	f.headers(c.w.Header(), c.id)
-	body, err := readAll(r)
+	limit := int64(MaxBody)
+	if l, ok := f.(interface{ maxBody() int64 }); ok {
+		limit = l.maxBody()
+	}
+	body, err := readAll(r, limit)
 	if err != nil {
 		fl := unreadable
 		if _, tooBig := errors.AsType[*http.MaxBytesError](err); tooBig {
@@ -324,10 +351,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// readAll reads the body, at most MaxBody bytes of it.
-func readAll(r *http.Request) ([]byte, error) {
-	rd := http.MaxBytesReader(nil, r.Body, MaxBody)
-	if n := r.ContentLength; n >= 0 && n <= MaxBody {
+// readAll reads the body, at most limit bytes of it.
+func readAll(r *http.Request, limit int64) ([]byte, error) {
+	rd := http.MaxBytesReader(nil, r.Body, limit)
+	if n := r.ContentLength; n >= 0 && n <= limit {
 		// The server holds the body to its Content-Length: read it into
 		// one buffer of that size.
 		buf := make([]byte, n)

@@ -329,13 +329,14 @@ func TestUnknownPath(t *testing.T) {
 		method, path string
 		anthropic    bool
 	}{
-		{http.MethodPost, "/v1/moderations", false},
+		{http.MethodPost, "/v1/unknown", false},
 		{http.MethodPost, "/v2/chat/completions", false},
 		{http.MethodGet, oaPath, false},
 		{http.MethodGet, "/", false},
 		{http.MethodGet, anPath, true},
-		{http.MethodPost, anPath + "/batches", true},
-		{http.MethodGet, anPath + "/batches", true},
+		{http.MethodPost, anPath + "/other", true},
+		{http.MethodGet, anPath + "/batches/msgbatch_1/other", true},
+		{http.MethodPut, anPath + "/batches", true},
 		{http.MethodPost, anPath + "x", false},
 	} {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {

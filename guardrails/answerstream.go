@@ -1,0 +1,489 @@
+package guardrails
+
+import (
+	"context"
+	"slices"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/jsonw"
+)
+
+// An AnswerStream guards one streamed answer event by event, as the host
+// sends it to the client: chat.completion.chunk objects, Responses events
+// or Messages events (the JSON of each event's data). The texts of the
+// events — a chat chunk's delta.content, refusal and tool-call arguments,
+// response.output_text.delta, response.refusal.delta and
+// response.function_call_arguments.delta, a Messages content_block_delta's
+// text and partial_json — each go through a TextStream.
+//
+// An event that carries text is held until the next event of the same
+// text (or its end) arrives, and leaves with the text released by then in
+// place of its own: text moves to an earlier event, never a later one,
+// and no event is added, dropped or reordered (events behind a held one
+// wait for it). Events that end a text (finish_reason, response.*.done,
+// content_block_stop, message_stop, response.completed) first release
+// the rest of it, and carry the masked whole where they repeat it
+// (response.output_text.done's text, output_item.done, completed).
+//
+// It is not safe for concurrent use.
+type AnswerStream struct {
+	api    API
+	in     input
+	guards []*guard
+	decs   []Decision // one per guard, over the whole stream
+
+	texts map[textKey]*TextStream
+	held  []*heldEvent
+	final map[string]string // whole texts as received → as released
+	stop  *Decision
+
+	unplaced pending // released text not yet placed in an event
+}
+
+// textKey names one text of a stream: a choice's content (a=choice), a
+// tool call's arguments (b=tool call), a Responses content part
+// (a=output_index, b=content_index), a Messages block (a=index).
+type textKey struct {
+	a, b int
+	kind textKind
+}
+
+type textKind uint8
+
+const (
+	kindContent textKind = iota
+	kindRefusal
+	kindArguments
+)
+
+// heldEvent is an event waiting for its texts.
+type heldEvent struct {
+	data  []byte
+	slots []slot
+}
+
+// slot is a text's string in an event: data[start:end], quotes included.
+type slot struct {
+	t          *TextStream
+	start, end int
+}
+
+// AnswerStream returns the guard of a streamed answer of api for s, or
+// nil when no guard applies to answers for s.
+func (e *Engine) AnswerStream(api API, s *Scope) *AnswerStream {
+	if !e.Applies(Response, s) {
+		return nil
+	}
+	a := &AnswerStream{api: api, in: input{api: api, dir: Response, scope: s},
+		texts: make(map[textKey]*TextStream), final: make(map[string]string)}
+	for _, g := range e.guards {
+		if g.applies(Response, s) {
+			a.guards = append(a.guards, g)
+			a.decs = append(a.decs, Decision{Guard: g.name, Type: g.typ, Direction: Response, Allowed: true})
+		}
+	}
+	return a
+}
+
+// Decisions returns each guard's decision over the stream so far, for
+// the host's metrics and events at the stream's end.
+func (s *AnswerStream) Decisions() []Decision { return slices.Clone(s.decs) }
+
+// Event takes the data of the next event and returns the events to send
+// now, in order. A non-nil Decision stops the stream: a guard blocked, or
+// failed closed; the host ends the stream with its error event
+// (BlockedError, UndecidedError) and sends nothing more. An event that is
+// not JSON passes as it is.
+func (s *AnswerStream) Event(ctx context.Context, data []byte) ([][]byte, *Decision) {
+	if s.stop != nil {
+		return nil, s.stop
+	}
+	var out [][]byte
+	var err *Decision
+	switch s.api {
+	case Chat:
+		out, err = s.chat(ctx, data)
+	case Responses:
+		out, err = s.responses(ctx, data)
+	case Messages:
+		out, err = s.messages(ctx, data)
+	default:
+		out = [][]byte{data}
+	}
+	if err != nil {
+		s.stop = err
+		return nil, err
+	}
+	return out, nil
+}
+
+// End ends the stream (the host calls it before its last line, chat's
+// "data: [DONE]"): it releases the rest of every text and returns the
+// events still held.
+func (s *AnswerStream) End(ctx context.Context) ([][]byte, *Decision) {
+	if s.stop != nil {
+		return nil, s.stop
+	}
+	if d := s.closeAll(ctx); d != nil {
+		return nil, d
+	}
+	return s.emit(nil, nil), nil
+}
+
+// text returns the stream of k, made at its first piece.
+func (s *AnswerStream) text(k textKey) *TextStream {
+	t := s.texts[k]
+	if t == nil {
+		t = s.newTextStream()
+		s.texts[k] = t
+	}
+	return t
+}
+
+// pending is the text released and not yet placed in an event, per stream.
+type pending = map[*TextStream]string
+
+// write passes the string at raw (a slice of data) to t and returns its
+// slot; a stop ends the stream.
+func (s *AnswerStream) write(ctx context.Context, t *TextStream, data, raw []byte) (slot, *Decision) {
+	v, ok := unquote(raw)
+	if !ok {
+		return slot{}, nil
+	}
+	rel, d := t.Write(ctx, v)
+	if d != nil {
+		return slot{}, d
+	}
+	s.released(t, rel)
+	start := cap(data) - cap(raw)
+	return slot{t: t, start: start, end: start + len(raw)}, nil
+}
+
+// unplaced is the released text of each stream not yet in an event.
+func (s *AnswerStream) released(t *TextStream, rel string) {
+	if rel == "" {
+		return
+	}
+	if s.unplaced == nil {
+		s.unplaced = make(pending)
+	}
+	s.unplaced[t] += rel
+}
+
+// close ends t, keeping its whole text for the events that repeat it.
+func (s *AnswerStream) close(ctx context.Context, t *TextStream) *Decision {
+	if t == nil || t.closed {
+		return nil
+	}
+	rel, d := t.Close(ctx)
+	if d != nil {
+		return d
+	}
+	s.released(t, rel)
+	s.final[t.orig.String()] = t.out.String()
+	return nil
+}
+
+// closeAll ends every text.
+func (s *AnswerStream) closeAll(ctx context.Context) *Decision {
+	for _, t := range s.texts {
+		if d := s.close(ctx, t); d != nil {
+			return d
+		}
+	}
+	return nil
+}
+
+// hold queues an event: every event waits behind those before it, so
+// that none is reordered; one with texts waits for them too.
+func (s *AnswerStream) hold(data []byte, slots []slot) {
+	s.held = append(s.held, &heldEvent{data: data, slots: slots})
+}
+
+// emit returns the events at the head of the queue that are settled (each
+// of whose texts has a later event, or ended), in order, with their texts
+// in place; then, when not nil, is queued first.
+func (s *AnswerStream) emit(out [][]byte, then []byte) [][]byte {
+	if then != nil {
+		s.hold(then, nil)
+	}
+	n := 0
+	for n < len(s.held) && s.settled(s.held[n], s.held[n+1:]) {
+		out = append(out, s.place(s.held[n]))
+		n++
+	}
+	clear(s.held[:n])
+	s.held = s.held[n:]
+	return out
+}
+
+// settled reports whether every text of h has ended, or has an event in
+// later.
+func (s *AnswerStream) settled(h *heldEvent, later []*heldEvent) bool {
+	for _, sl := range h.slots {
+		if sl.t.closed {
+			continue
+		}
+		if !slices.ContainsFunc(later, func(l *heldEvent) bool {
+			return slices.ContainsFunc(l.slots, func(o slot) bool { return o.t == sl.t })
+		}) {
+			return false
+		}
+	}
+	return true
+}
+
+// place returns h's data with each text's released text in its string.
+func (s *AnswerStream) place(h *heldEvent) []byte {
+	if len(h.slots) == 0 {
+		return h.data
+	}
+	out := make([]byte, 0, len(h.data)+32)
+	last := 0
+	for _, sl := range h.slots {
+		out = append(out, h.data[last:sl.start]...)
+		out = jsonw.AppendString(out, s.unplaced[sl.t])
+		delete(s.unplaced, sl.t)
+		last = sl.end
+	}
+	return append(out, h.data[last:]...)
+}
+
+// chat handles a chat.completion.chunk.
+func (s *AnswerStream) chat(ctx context.Context, data []byte) ([][]byte, *Decision) {
+	var slots []slot
+	var ended []int
+	var stop *Decision
+	ok := providers.Members(data, func(k, v []byte) bool {
+		if string(k) != "choices" {
+			return true
+		}
+		return providers.Elements(v, func(c []byte) bool {
+			choice := int(gjson.GetBytes(c, "index").Int())
+			return providers.Members(c, func(k, v []byte) bool {
+				switch string(k) {
+				case "finish_reason":
+					if len(v) > 0 && v[0] == '"' {
+						ended = append(ended, choice)
+					}
+				case "delta":
+					stop = s.chatDelta(ctx, data, v, choice, &slots)
+				}
+				return stop == nil
+			})
+		})
+	})
+	if stop != nil {
+		return nil, stop
+	}
+	if !ok {
+		return s.emit(nil, data), nil
+	}
+	for _, c := range ended {
+		for k, t := range s.texts {
+			if k.a == c {
+				if d := s.close(ctx, t); d != nil {
+					return nil, d
+				}
+			}
+		}
+	}
+	s.hold(data, slots)
+	return s.emit(nil, nil), nil
+}
+
+// chatDelta adds the texts of a chunk's delta.
+func (s *AnswerStream) chatDelta(ctx context.Context, data, delta []byte, choice int, slots *[]slot) *Decision {
+	var stop *Decision
+	add := func(k textKey, raw []byte) bool {
+		if len(raw) == 0 || raw[0] != '"' {
+			return true
+		}
+		var sl slot
+		if sl, stop = s.write(ctx, s.text(k), data, raw); stop == nil && sl.t != nil {
+			*slots = append(*slots, sl)
+		}
+		return stop == nil
+	}
+	providers.Members(delta, func(k, v []byte) bool {
+		switch string(k) {
+		case "content":
+			return add(textKey{a: choice, kind: kindContent}, v)
+		case "refusal":
+			return add(textKey{a: choice, kind: kindRefusal}, v)
+		case "tool_calls":
+			return providers.Elements(v, func(tc []byte) bool {
+				idx := int(gjson.GetBytes(tc, "index").Int())
+				args := gjson.GetBytes(tc, "function.arguments")
+				if args.Type != gjson.String || args.Index <= 0 {
+					return true
+				}
+				raw := tc[args.Index : args.Index+len(args.Raw)]
+				return add(textKey{a: choice, b: idx, kind: kindArguments}, raw)
+			})
+		}
+		return true
+	})
+	return stop
+}
+
+// messages handles a Messages stream event.
+func (s *AnswerStream) messages(ctx context.Context, data []byte) ([][]byte, *Decision) {
+	typ := gjson.GetBytes(data, "type").Str
+	index := int(gjson.GetBytes(data, "index").Int())
+	switch typ {
+	case "content_block_delta", "content_block_start":
+		field, kind := "delta.text", kindContent
+		if typ == "content_block_start" {
+			field = "content_block.text"
+		} else if gjson.GetBytes(data, "delta.type").Str == "input_json_delta" {
+			field, kind = "delta.partial_json", kindArguments
+		}
+		v := gjson.GetBytes(data, field)
+		if v.Type != gjson.String || v.Index <= 0 || typ == "content_block_start" && v.Str == "" {
+			return s.emit(nil, data), nil
+		}
+		sl, d := s.write(ctx, s.text(textKey{a: index, kind: kind}), data, data[v.Index:v.Index+len(v.Raw)])
+		if d != nil {
+			return nil, d
+		}
+		s.hold(data, []slot{sl})
+		return s.emit(nil, nil), nil
+	case "content_block_stop":
+		for _, kind := range []textKind{kindContent, kindArguments} {
+			if d := s.close(ctx, s.texts[textKey{a: index, kind: kind}]); d != nil {
+				return nil, d
+			}
+		}
+	case "message_stop":
+		if d := s.closeAll(ctx); d != nil {
+			return nil, d
+		}
+	}
+	return s.emit(nil, data), nil
+}
+
+// responses handles a Responses stream event.
+func (s *AnswerStream) responses(ctx context.Context, data []byte) ([][]byte, *Decision) {
+	typ := gjson.GetBytes(data, "type").Str
+	key := func(kind textKind) textKey {
+		return textKey{a: int(gjson.GetBytes(data, "output_index").Int()),
+			b: int(gjson.GetBytes(data, "content_index").Int()), kind: kind}
+	}
+	switch typ {
+	case "response.output_text.delta", "response.refusal.delta", "response.function_call_arguments.delta":
+		v := gjson.GetBytes(data, "delta")
+		if v.Type != gjson.String || v.Index <= 0 {
+			return s.emit(nil, data), nil
+		}
+		sl, d := s.write(ctx, s.text(key(deltaKind(typ))), data, data[v.Index:v.Index+len(v.Raw)])
+		if d != nil {
+			return nil, d
+		}
+		s.hold(data, []slot{sl})
+		return s.emit(nil, nil), nil
+	case "response.output_text.done", "response.refusal.done", "response.function_call_arguments.done":
+		field := map[string]string{"response.output_text.done": "text", "response.refusal.done": "refusal",
+			"response.function_call_arguments.done": "arguments"}[typ]
+		if d := s.close(ctx, s.texts[key(deltaKind(typ))]); d != nil {
+			return nil, d
+		}
+		return s.repeat(ctx, data, field)
+	case "response.content_part.done":
+		return s.repeat(ctx, data, "part.text")
+	case "response.output_item.done":
+		return s.repeatNode(ctx, data, "item")
+	case "response.completed", "response.incomplete", "response.failed":
+		if d := s.closeAll(ctx); d != nil {
+			return nil, d
+		}
+		return s.repeatNode(ctx, data, "response")
+	}
+	return s.emit(nil, data), nil
+}
+
+// deltaKind is the kind of text a Responses event type carries.
+func deltaKind(typ string) textKind {
+	switch typ {
+	case "response.refusal.delta", "response.refusal.done":
+		return kindRefusal
+	case "response.function_call_arguments.delta", "response.function_call_arguments.done":
+		return kindArguments
+	}
+	return kindContent
+}
+
+// repeat sends an event that repeats a whole text at path, the text
+// replaced by what was released of it.
+func (s *AnswerStream) repeat(ctx context.Context, data []byte, path string) ([][]byte, *Decision) {
+	v := gjson.GetBytes(data, path)
+	if v.Type != gjson.String || v.Index <= 0 {
+		return s.emit(nil, data), nil
+	}
+	texts := []text{{start: v.Index, end: v.Index + len(v.Raw), s: v.Str}}
+	return s.replace(ctx, data, texts)
+}
+
+// repeatNode sends an event that repeats whole output items (an item, or
+// a response's output) at path, their texts replaced by what was
+// released of them.
+func (s *AnswerStream) repeatNode(ctx context.Context, data []byte, path string) ([][]byte, *Decision) {
+	v := gjson.GetBytes(data, path)
+	if !v.IsObject() || v.Index <= 0 {
+		return s.emit(nil, data), nil
+	}
+	w := walker{body: data}
+	obj := data[v.Index : v.Index+len(v.Raw)]
+	if path == "response" {
+		w.answer(Responses, obj)
+	} else {
+		w.node(obj, 1)
+	}
+	if w.err != nil {
+		return s.emit(nil, data), nil
+	}
+	return s.replace(ctx, data, w.texts)
+}
+
+// replace puts in data, for each of texts, what was released of it; a
+// text no stream carried (a provider that sent it whole) is guarded
+// here.
+func (s *AnswerStream) replace(ctx context.Context, data []byte, texts []text) ([][]byte, *Decision) {
+	vals := make([]string, len(texts))
+	var fresh []int
+	for i, t := range texts {
+		if out, ok := s.final[t.s]; ok {
+			vals[i] = out
+		} else {
+			vals[i] = t.s
+			fresh = append(fresh, i)
+		}
+	}
+	if len(fresh) > 0 {
+		sub := make([]string, len(fresh))
+		for j, i := range fresh {
+			sub[j] = vals[i]
+		}
+		for gi, g := range s.guards {
+			d := g.check(ctx, &s.in, sub)
+			merge(&s.decs[gi], &d)
+			if !d.Allowed {
+				return nil, &s.decs[gi]
+			}
+		}
+		for j, i := range fresh {
+			s.final[texts[i].s] = sub[j]
+			vals[i] = sub[j]
+		}
+	}
+	changed := false
+	for i := range texts {
+		changed = changed || vals[i] != texts[i].s
+	}
+	if changed {
+		data = rewrite(data, texts, vals)
+	}
+	return s.emit(nil, data), nil
+}

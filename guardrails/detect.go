@@ -1,0 +1,231 @@
+package guardrails
+
+import (
+	"math/bits"
+	"slices"
+	"strings"
+)
+
+// A Match is a piece of a text that a detector or a pattern found: the
+// bytes text[Start:End].
+type Match struct {
+	Start, End int
+	Kind       Kind
+}
+
+// Detectors is a set of built-in detectors run together over a text: one
+// pass for each family (an '@' search for e-mail addresses, one digit scan
+// for phone, card, IBAN, IPv4 and SSN numbers, a ':' search for IPv6, a
+// search for the few bytes every secret format contains), no regular
+// expressions. Its zero value finds nothing.
+type Detectors struct {
+	on      [numKinds]bool
+	numeric bool // a detector of the digit scan is on
+	span    int  // the longest match any of them finds
+}
+
+// NewDetectors returns the set of the detectors of kinds.
+func NewDetectors(kinds ...Kind) Detectors {
+	var d Detectors
+	for _, k := range kinds {
+		if k < numKinds {
+			d.on[k] = true
+			d.span = max(d.span, maxSpans[k])
+		}
+	}
+	d.numeric = d.on[Phone] || d.on[CreditCard] || d.on[IBAN] || d.on[IPAddress] || d.on[USSSN]
+	return d
+}
+
+// On reports whether the detector of k is in the set.
+func (d *Detectors) On(k Kind) bool { return k < numKinds && d.on[k] }
+
+// MaxSpan is the longest match a detector of the set finds, in bytes.
+func (d *Detectors) MaxSpan() int { return d.span }
+
+// maxSpans bound each detector's matches, in bytes: how much of a stream
+// may be held back while a match is still possible.
+var maxSpans = [numKinds]int{
+	Email:      254, // RFC 5321's longest path
+	Phone:      32,  // "+" and 15 digits, a separator after each, a parenthesis
+	CreditCard: 26,  // 19 digits and their separators
+	IBAN:       42,  // 34 characters in groups of four
+	IPAddress:  45,  // IPv6 with an IPv4 tail
+	USSSN:      11,
+	Secret:     maxSecretSpan,
+}
+
+// Find appends the matches of the set in text to dst, in order, none
+// overlapping another (of two that overlap, the one that starts first,
+// or the longer, is kept).
+func (d *Detectors) Find(text string, dst []Match) []Match {
+	start := len(dst)
+	if d.on[Email] {
+		dst = findEmails(text, dst)
+	}
+	if d.numeric {
+		dst = d.findNumbers(text, dst)
+	}
+	if d.on[IPAddress] {
+		dst = findIPv6(text, dst)
+	}
+	if d.on[Secret] {
+		dst = findSecrets(text, dst)
+	}
+	return resolve(dst, start)
+}
+
+// resolve sorts dst[start:] and drops the matches that overlap one kept.
+func resolve(dst []Match, start int) []Match {
+	found := dst[start:]
+	if len(found) < 2 {
+		return dst
+	}
+	slices.SortFunc(found, func(a, b Match) int {
+		if a.Start != b.Start {
+			return a.Start - b.Start
+		}
+		return b.End - a.End
+	})
+	kept := found[:1]
+	for _, m := range found[1:] {
+		if m.Start >= kept[len(kept)-1].End {
+			kept = append(kept, m)
+		}
+	}
+	return dst[:start+len(kept)]
+}
+
+// hold returns how many bytes at the end of text may still be part of a
+// match that more text would complete: the bytes a stream holds back.
+func (d *Detectors) hold(text string) int {
+	h := 0
+	if d.on[Email] {
+		h = max(h, trailing(text, &emailClass, maxSpans[Email]))
+	}
+	if d.on[Phone] || d.on[CreditCard] || d.on[USSSN] {
+		h = max(h, trailing(text, &phoneClass, maxSpans[Phone]))
+	}
+	if d.on[IBAN] {
+		h = max(h, trailing(text, &ibanClass, maxSpans[IBAN]))
+	}
+	if d.on[IPAddress] {
+		h = max(h, trailing(text, &ipClass, maxSpans[IPAddress]))
+	}
+	if d.on[Secret] {
+		h = max(h, secretHold(text))
+	}
+	return h
+}
+
+// trailing is the length of the run of bytes of class that ends text, at
+// most limit.
+func trailing(text string, class *[256]bool, limit int) int {
+	n := 0
+	for i := len(text) - 1; i >= 0 && n < limit && class[text[i]]; i-- {
+		n++
+	}
+	return n
+}
+
+// classOf returns the table of the bytes in set, and the ASCII letters
+// and digits when alnum.
+func classOf(set string, alnum bool) (t [256]bool) {
+	for i := 0; i < len(set); i++ {
+		t[set[i]] = true
+	}
+	if alnum {
+		for c := '0'; c <= '9'; c++ {
+			t[c] = true
+		}
+		for c := 'a'; c <= 'z'; c++ {
+			t[c], t[c-'a'+'A'] = true, true
+		}
+	}
+	return t
+}
+
+// The byte classes of the detectors' matches, for hold.
+var (
+	emailClass  = classOf("._%+-@", true)
+	phoneClass  = classOf("0123456789 +()-./", false)
+	ibanClass   = classOf("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ ", false)
+	ipClass     = classOf("0123456789abcdefABCDEF:.[]/", false)
+	secretClass = classOf("_-+/=.", true)
+)
+
+func isDigit(c byte) bool { return c-'0' < 10 }
+func isUpper(c byte) bool { return c-'A' < 26 }
+func isLower(c byte) bool { return c-'a' < 26 }
+func isAlpha(c byte) bool { return isUpper(c) || isLower(c) }
+func isAlnum(c byte) bool { return isDigit(c) || isAlpha(c) }
+
+// escapeBefore reports whether the letter at text[i-1] is the end of a
+// backslash escape (\n, \t, \r, \b, \f) written out in the text, as in the
+// JSON source of tool-call arguments: such a letter separates words.
+func escapeBefore(text string, i int) bool {
+	if i < 2 || text[i-2] != '\\' {
+		return false
+	}
+	switch text[i-1] {
+	case 'n', 't', 'r', 'b', 'f':
+		return true
+	}
+	return false
+}
+
+// wordBefore reports whether the byte before text[i] belongs to a word
+// (a letter, a digit or '_'), so that a match cannot start at i.
+func wordBefore(text string, i int) bool {
+	if i == 0 {
+		return false
+	}
+	c := text[i-1]
+	return (isAlnum(c) || c == '_') && !escapeBefore(text, i)
+}
+
+// wordAt reports whether text[i] exists and belongs to a word.
+func wordAt(text string, i int) bool {
+	return i < len(text) && (isAlnum(text[i]) || text[i] == '_')
+}
+
+// nextDigit returns the index of the first ASCII digit in text at or after
+// i, or -1. It reads eight bytes at a time: prose has few digits.
+func nextDigit(text string, i int) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for ; i+8 <= len(text); i += 8 {
+		x := load64(text, i)
+		// High bit of each byte: b+0x50 ≥ 0x80 (b ≥ '0'), b+0x46 < 0x80
+		// (b ≤ '9'), b < 0x80. A carry out of a byte ≥ 0xB0 may mark the
+		// next byte wrongly: the candidates are checked one by one.
+		m := (x + ones*0x50) &^ (x + ones*0x46) &^ x & highs
+		for m != 0 {
+			j := i + bits.TrailingZeros64(m)>>3
+			if isDigit(text[j]) {
+				return j
+			}
+			m &= m - 1
+		}
+	}
+	for ; i < len(text); i++ {
+		if isDigit(text[i]) {
+			return i
+		}
+	}
+	return -1
+}
+
+// lowerHasSuffix reports whether text[:i] ends with word, ASCII
+// case-insensitively, as a whole word.
+func lowerHasSuffix(text string, i int, word string) bool {
+	j := i - len(word)
+	return j >= 0 && strings.EqualFold(text[j:i], word) && !wordBefore(text, j)
+}
+
+// load64 reads text[i:i+8] as a little-endian word (the compiler makes it
+// one load).
+func load64(text string, i int) uint64 {
+	_ = text[i+7]
+	return uint64(text[i]) | uint64(text[i+1])<<8 | uint64(text[i+2])<<16 | uint64(text[i+3])<<24 |
+		uint64(text[i+4])<<32 | uint64(text[i+5])<<40 | uint64(text[i+6])<<48 | uint64(text[i+7])<<56
+}

@@ -1,0 +1,189 @@
+package guardrails
+
+import (
+	"context"
+	"strings"
+)
+
+// contextBytes is how much released text a stage keeps for detectors that
+// look back (a word boundary, an AWS key id 64 bytes before its secret).
+const contextBytes = 128
+
+// lookahead is how many bytes after a match must be seen before it is
+// final: a number's end depends on the byte after it, and on one more
+// (",5" continues "1,234,5").
+const lookahead = 2
+
+// stage is one guard's part of a text stream.
+type stage struct {
+	g       *guard
+	dec     *Decision // the guard's decision over the whole stream
+	pending string    // received, not yet released
+	ctx     string    // the last bytes released, as received
+}
+
+// write takes delta and returns what may be released; stop is true when
+// the guard blocked (or failed closed): nothing more is released. final
+// releases everything.
+func (st *stage) write(ctx context.Context, in *input, delta string, final bool) (string, bool) {
+	st.pending += delta
+	if st.g.local != nil {
+		return st.scan(final)
+	}
+	return st.screen(ctx, in, final)
+}
+
+// scan releases what a local guard has decided on.
+func (st *stage) scan(final bool) (string, bool) {
+	text := st.ctx + st.pending
+	o := len(st.ctx)
+	cut := len(text)
+	if !final {
+		cut = max(o, len(text)-st.g.local.hold(text))
+	}
+	var buf [8]Match
+	all := st.g.local.find(text, buf[:0])
+	ms := all[:0]
+	for _, m := range all {
+		if m.Start < o {
+			continue // within what was released
+		}
+		if m.Start < cut && (m.End > cut || !final && m.End+lookahead > len(text)) {
+			cut = m.Start // not final yet: held back, with all after it
+		}
+		if m.End <= cut {
+			ms = append(ms, m)
+		}
+	}
+	out := text[o:cut]
+	if len(ms) > 0 {
+		for i := range ms {
+			ms[i].Start -= o
+			ms[i].End -= o
+		}
+		d := Decision{Guard: st.g.name, Type: st.g.typ, Direction: Response, Matched: true, Allowed: true,
+			Found: st.g.found(ms, nil)}
+		switch st.g.action {
+		case Block:
+			d.Action, d.Allowed, d.Reason = Block, false, st.g.reason(d.Found)
+		case Log:
+			d.Action = Log
+		case Mask:
+			d.Action = Mask
+			out = st.g.mask(out, ms)
+		}
+		merge(st.dec, &d)
+		if !d.Allowed {
+			return "", true
+		}
+	}
+	released := text[:cut]
+	st.ctx = released[max(0, len(released)-contextBytes):]
+	st.pending = text[cut:]
+	return out, false
+}
+
+// screen releases what an outside service has screened: a window of
+// StreamWindow bytes (cut after a space when there is one in its second
+// half), or the rest at the end.
+func (st *stage) screen(ctx context.Context, in *input, final bool) (string, bool) {
+	p := st.pending
+	if p == "" || !final && len(p) < st.g.streamWindow {
+		return "", false
+	}
+	cut := len(p)
+	if !final {
+		if i := strings.LastIndexAny(p, " \n\t"); i >= len(p)/2 {
+			cut = i + 1
+		}
+	}
+	vals := []string{p[:cut]}
+	d := st.g.check(ctx, in, vals)
+	merge(st.dec, &d)
+	if !d.Allowed {
+		return "", true
+	}
+	st.pending = p[cut:]
+	return vals[0], false
+}
+
+// rank orders actions by how much they say, for a stream's decision.
+var rank = [...]int{Allow: 0, Log: 1, Mask: 2, Error: 3, Block: 4}
+
+// merge adds d, one piece of a stream, to the stream's decision into.
+func merge(into, d *Decision) {
+	into.Matched = into.Matched || d.Matched
+	for _, f := range d.Found {
+		if !contains(into.Found, f) {
+			into.Found = append(into.Found, f)
+		}
+	}
+	into.Elapsed += d.Elapsed
+	if rank[d.Action] > rank[into.Action] {
+		into.Action = d.Action
+	}
+	if d.Err != nil {
+		into.Err = d.Err
+	}
+	if !d.Allowed {
+		into.Allowed, into.Reason = false, d.Reason
+	}
+}
+
+// A TextStream guards one text of a streamed answer (a choice's content,
+// a tool call's arguments, a content block) as it flows: each guard in
+// turn holds back only what may still be the start of a match (a pii
+// guard the run of bytes its detectors' matches are made of, a regex guard
+// its max_span, an outside service a window) and releases the rest,
+// masked.
+type TextStream struct {
+	in     input
+	stages []stage
+	orig   strings.Builder // the text as received
+	out    strings.Builder // the text as released
+	closed bool
+}
+
+// newTextStream makes the text stream of the guards of s.
+func (s *AnswerStream) newTextStream() *TextStream {
+	t := &TextStream{in: s.in, stages: make([]stage, len(s.guards))}
+	for i, g := range s.guards {
+		t.stages[i] = stage{g: g, dec: &s.decs[i]}
+	}
+	return t
+}
+
+// Write takes the next piece of the text and returns what may be sent
+// on. A non-nil Decision stops the stream: a guard blocked, or failed
+// closed; nothing more of it may be sent.
+func (t *TextStream) Write(ctx context.Context, delta string) (string, *Decision) {
+	t.orig.WriteString(delta)
+	x := delta
+	for i := range t.stages {
+		st := &t.stages[i]
+		var stop bool
+		if x, stop = st.write(ctx, &t.in, x, false); stop {
+			return "", st.dec
+		}
+	}
+	t.out.WriteString(x)
+	return x, nil
+}
+
+// Close ends the text and returns the rest of it, decided.
+func (t *TextStream) Close(ctx context.Context) (string, *Decision) {
+	if t.closed {
+		return "", nil
+	}
+	t.closed = true
+	x := ""
+	for i := range t.stages {
+		st := &t.stages[i]
+		var stop bool
+		if x, stop = st.write(ctx, &t.in, x, true); stop {
+			return "", st.dec
+		}
+	}
+	t.out.WriteString(x)
+	return x, nil
+}

@@ -1,0 +1,290 @@
+package guardrails
+
+import (
+	"context"
+	"encoding/json"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+// pieces cuts s into pieces of random lengths (1 to max bytes).
+func pieces(r *rand.Rand, s string, maxLen int) []string {
+	var out []string
+	for s != "" {
+		n := min(len(s), 1+r.IntN(maxLen))
+		out = append(out, s[:n])
+		s = s[n:]
+	}
+	return out
+}
+
+// streamText passes the pieces through a text stream of e and returns
+// what it released, and the decision that stopped it.
+func streamText(t testing.TB, e *Engine, ps []string) (string, *Decision) {
+	ctx := context.Background()
+	ts := e.AnswerStream(Chat, nil).newTextStream()
+	var b strings.Builder
+	for _, p := range ps {
+		out, d := ts.Write(ctx, p)
+		if d != nil {
+			return b.String(), d
+		}
+		b.WriteString(out)
+	}
+	out, d := ts.Close(ctx)
+	b.WriteString(out)
+	return b.String(), d
+}
+
+// TestStreamMatchesWhole: a text masked as it streams, cut anywhere,
+// equals the text masked whole, for every text of the corpus (joined
+// with prose, so that matches fall across pieces).
+func TestStreamMatchesWhole(t *testing.T) {
+	e := newEngine(t, Options{}, piiMask)
+	lines := readCorpus(t)
+	r := rand.New(rand.NewPCG(1, 2))
+	for i, cl := range lines {
+		text := "before " + cl.text + " after"
+		vals := []string{text}
+		e.run(context.Background(), &input{dir: Response}, vals)
+		for _, maxLen := range []int{1, 3, 16} {
+			got, d := streamText(t, e, pieces(r, text, maxLen))
+			if d != nil || got != vals[0] {
+				t.Fatalf("line %d (%s:%d), pieces of up to %d:\n got %q\nwant %q", i, cl.file, cl.line, maxLen, got, vals[0])
+			}
+		}
+	}
+}
+
+// TestStreamBlocksBeforeRelease: a blocked match is never released, not
+// even its first bytes, however the stream is cut.
+func TestStreamBlocksBeforeRelease(t *testing.T) {
+	e := newEngine(t, Options{},
+		GuardConfig{Name: "cards", Type: "pii", Action: "block", Detect: []string{"credit_card", "secret"}},
+		GuardConfig{Name: "banned", Type: "regex", Pattern: `(?i)project +falcon`})
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, tt := range []struct{ text, secret, guard string }{
+		{"pay with 4111 1111 1111 1111 today", "4111", "cards"},
+		{"the key is -----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY----- ok", "MIIE", "cards"},
+		{"about Project   Falcon and more", "Falcon", "banned"},
+	} {
+		for range 50 {
+			got, d := streamText(t, e, pieces(r, tt.text, 5))
+			if d == nil || d.Guard != tt.guard || d.Action != Block {
+				t.Fatalf("%q: decision %+v", tt.text, d)
+			}
+			if strings.Contains(got, tt.secret) || strings.Contains(got, tt.secret[:2]) && tt.guard == "cards" && strings.Contains(got, "41") {
+				t.Fatalf("%q: released %q", tt.text, got)
+			}
+		}
+	}
+}
+
+// TestStreamHoldsLittle: ordinary prose is released as it comes, bar the
+// word being written.
+func TestStreamHoldsLittle(t *testing.T) {
+	e := newEngine(t, Options{}, piiMask)
+	ts := e.AnswerStream(Chat, nil).newTextStream()
+	out, _ := ts.Write(context.Background(), "The weather today is mild, with a light breeze from the west. ")
+	if held := len("The weather today is mild, with a light breeze from the west. ") - len(out); held > 4 {
+		t.Errorf("held %d bytes of prose (released %q)", held, out)
+	}
+}
+
+// chatChunk is a chat.completion.chunk with content for choice 0.
+func chatChunk(content string) []byte {
+	b, _ := json.Marshal(map[string]any{"id": "c", "object": "chat.completion.chunk",
+		"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"content": content}, "finish_reason": nil}}})
+	return b
+}
+
+// runStream passes events through an answer stream and returns what was
+// sent and the decision that stopped it.
+func runStream(t *testing.T, s *AnswerStream, events [][]byte, end bool) ([][]byte, *Decision) {
+	t.Helper()
+	ctx := context.Background()
+	var sent [][]byte
+	for _, ev := range events {
+		out, d := s.Event(ctx, ev)
+		if d != nil {
+			return sent, d
+		}
+		sent = append(sent, out...)
+	}
+	if end {
+		out, d := s.End(ctx)
+		if d != nil {
+			return sent, d
+		}
+		sent = append(sent, out...)
+	}
+	for _, ev := range sent {
+		if !json.Valid(ev) {
+			t.Fatalf("not JSON: %s", ev)
+		}
+	}
+	return sent, nil
+}
+
+// TestAnswerStreamChat: a chat stream keeps its events, in order, with
+// the texts masked across chunks; tool-call arguments likewise.
+func TestAnswerStreamChat(t *testing.T) {
+	e := newEngine(t, Options{}, piiMask)
+	text := "Write to bob@exam" + "ple.com or call +1 202 555 0173."
+	var events [][]byte
+	for _, p := range []string{"Write to bob@exam", "ple.com or call +1 2", "02 555 0173", "."} {
+		events = append(events, chatChunk(p))
+	}
+	args := []string{`{"to":"al`, `ice@example.org"}`}
+	for i, a := range args {
+		tc := map[string]any{"index": 0, "function": map[string]any{"arguments": a}}
+		if i == 0 {
+			tc["id"], tc["type"] = "call_1", "function"
+		}
+		b, _ := json.Marshal(map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"tool_calls": []any{tc}}}}})
+		events = append(events, b)
+	}
+	events = append(events, []byte(`{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`),
+		[]byte(`{"choices":[],"usage":{"prompt_tokens":3}}`))
+	sent, d := runStream(t, e.AnswerStream(Chat, nil), events, true)
+	if d != nil {
+		t.Fatal(d)
+	}
+	if len(sent) != len(events) {
+		t.Fatalf("%d events sent of %d", len(sent), len(events))
+	}
+	var content, arguments strings.Builder
+	for _, ev := range sent {
+		content.WriteString(gjson.GetBytes(ev, "choices.0.delta.content").Str)
+		arguments.WriteString(gjson.GetBytes(ev, "choices.0.delta.tool_calls.0.function.arguments").Str)
+	}
+	_ = text
+	if got := content.String(); got != "Write to [EMAIL] or call [PHONE]." {
+		t.Errorf("content %q", got)
+	}
+	if got := arguments.String(); got != `{"to":"[EMAIL]"}` {
+		t.Errorf("arguments %q", got)
+	}
+	if gjson.GetBytes(sent[4], "choices.0.delta.tool_calls.0.id").Str != "call_1" {
+		t.Errorf("the tool call's first event lost its id: %s", sent[4])
+	}
+	if gjson.GetBytes(sent[len(sent)-1], "usage.prompt_tokens").Int() != 3 {
+		t.Errorf("usage chunk: %s", sent[len(sent)-1])
+	}
+	ds := e.AnswerStream(Chat, nil)
+	_ = ds
+}
+
+// TestAnswerStreamBlock: a block stops the stream before the match, with
+// the guard's decision.
+func TestAnswerStreamBlock(t *testing.T) {
+	e := newEngine(t, Options{}, GuardConfig{Name: "secrets", Type: "pii", Detect: []string{"secret"}, Action: "block"})
+	s := e.AnswerStream(Chat, nil)
+	events := [][]byte{chatChunk("here: ghp_"), chatChunk("Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0UvWxYz"), chatChunk(" done")}
+	sent, d := runStream(t, s, events, true)
+	if d == nil || d.Guard != "secrets" || d.Allowed {
+		t.Fatalf("decision %+v", d)
+	}
+	for _, ev := range sent {
+		if strings.Contains(string(ev), "ghp") {
+			t.Errorf("sent %s", ev)
+		}
+	}
+	if _, d2 := s.Event(context.Background(), chatChunk("more")); d2 != d {
+		t.Error("the stream went on after a block")
+	}
+	if got := s.Decisions(); len(got) != 1 || got[0].Action != Block || !got[0].Matched {
+		t.Errorf("decisions %+v", got)
+	}
+}
+
+// TestAnswerStreamResponses: Responses deltas are masked, and the events
+// that repeat the whole text carry the masked whole.
+func TestAnswerStreamResponses(t *testing.T) {
+	e := newEngine(t, Options{}, piiMask)
+	ev := func(s string) []byte { return []byte(s) }
+	events := [][]byte{
+		ev(`{"type":"response.created","sequence_number":0,"response":{"id":"r","output":[]}}`),
+		ev(`{"type":"response.output_text.delta","sequence_number":1,"item_id":"m","output_index":0,"content_index":0,"delta":"mail bob@"}`),
+		ev(`{"type":"response.output_text.delta","sequence_number":2,"item_id":"m","output_index":0,"content_index":0,"delta":"example.com"}`),
+		ev(`{"type":"response.output_text.done","sequence_number":3,"item_id":"m","output_index":0,"content_index":0,"text":"mail bob@example.com"}`),
+		ev(`{"type":"response.content_part.done","sequence_number":4,"item_id":"m","output_index":0,"content_index":0,"part":{"type":"output_text","text":"mail bob@example.com","annotations":[]}}`),
+		ev(`{"type":"response.output_item.done","sequence_number":5,"output_index":0,"item":{"id":"m","type":"message","role":"assistant","content":[{"type":"output_text","text":"mail bob@example.com","annotations":[]}]}}`),
+		ev(`{"type":"response.completed","sequence_number":6,"response":{"id":"r","output":[{"id":"m","type":"message","role":"assistant","content":[{"type":"output_text","text":"mail bob@example.com","annotations":[]}]},{"type":"message","content":[{"type":"output_text","text":"whole 10.0.0.1"}]}]}}`),
+	}
+	sent, d := runStream(t, e.AnswerStream(Responses, nil), events, false)
+	if d != nil {
+		t.Fatal(d)
+	}
+	if len(sent) != len(events) {
+		t.Fatalf("%d events of %d", len(sent), len(events))
+	}
+	var deltas string
+	for i, s := range sent {
+		if n := gjson.GetBytes(s, "sequence_number").Int(); n != int64(i) {
+			t.Errorf("event %d has sequence number %d", i, n)
+		}
+		deltas += gjson.GetBytes(s, "delta").Str
+		if strings.Contains(string(s), "bob@") || strings.Contains(string(s), "10.0.0.1") {
+			t.Errorf("event %d: %s", i, s)
+		}
+	}
+	if deltas != "mail [EMAIL]" || gjson.GetBytes(sent[3], "text").Str != "mail [EMAIL]" {
+		t.Errorf("deltas %q, done %s", deltas, sent[3])
+	}
+	if gjson.GetBytes(sent[6], "response.output.1.content.0.text").Str != "whole [IP_ADDRESS]" {
+		t.Errorf("completed %s", sent[6])
+	}
+}
+
+// TestAnswerStreamMessages: Messages text and input_json deltas are
+// masked; a block's stop flushes its text; pings pass.
+func TestAnswerStreamMessages(t *testing.T) {
+	e := newEngine(t, Options{}, piiMask)
+	ev := func(s string) []byte { return []byte(s) }
+	events := [][]byte{
+		ev(`{"type":"message_start","message":{"id":"m","content":[]}}`),
+		ev(`{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`),
+		ev(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"ssn 321-54-"}}`),
+		ev(`{"type":"ping"}`),
+		ev(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"9876"}}`),
+		ev(`{"type":"content_block_stop","index":0}`),
+		ev(`{"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"t","name":"f","input":{}}}`),
+		ev(`{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"ip\": \"192.168."}}`),
+		ev(`{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"0.1\"}"}}`),
+		ev(`{"type":"content_block_stop","index":1}`),
+		ev(`{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":9}}`),
+		ev(`{"type":"message_stop"}`),
+	}
+	sent, d := runStream(t, e.AnswerStream(Messages, nil), events, false)
+	if d != nil {
+		t.Fatal(d)
+	}
+	if len(sent) != len(events) {
+		t.Fatalf("%d events of %d", len(sent), len(events))
+	}
+	var text, js string
+	for _, s := range sent {
+		text += gjson.GetBytes(s, "delta.text").Str
+		js += gjson.GetBytes(s, "delta.partial_json").Str
+	}
+	if text != "ssn [US_SSN]" || js != `{"ip": "[IP_ADDRESS]"}` {
+		t.Errorf("text %q, json %q", text, js)
+	}
+	stop := -1
+	for i, s := range sent {
+		if gjson.GetBytes(s, "type").Str == "content_block_stop" {
+			stop = i
+			break
+		}
+		if i > 0 && gjson.GetBytes(s, "type").Str == "content_block_delta" && gjson.GetBytes(s, "index").Int() == 1 {
+			t.Fatal("block 1 before block 0 stopped")
+		}
+	}
+	if stop < 0 {
+		t.Fatal("no stop")
+	}
+}

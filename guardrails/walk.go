@@ -1,0 +1,360 @@
+package guardrails
+
+import (
+	"bytes"
+	"errors"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/jsonw"
+)
+
+// An API is one of the unified API's request and answer shapes.
+type API uint8
+
+// The APIs whose texts guards read.
+const (
+	Chat       API = iota // POST /v1/chat/completions
+	Responses             // POST /v1/responses
+	Messages              // POST /v1/messages (and count_tokens)
+	Embeddings            // POST /v1/embeddings
+	Rerank                // POST /v1/rerank
+)
+
+var apiNames = [...]string{"chat", "responses", "messages", "embeddings", "rerank"}
+
+// String returns the API's name, as the webhook protocol sends it.
+func (a API) String() string {
+	if int(a) < len(apiNames) {
+		return apiNames[a]
+	}
+	return "unknown"
+}
+
+// APIForPath returns the API served at path, as a batch line's url names
+// it ("/v1/chat/completions").
+func APIForPath(path string) (API, bool) {
+	switch path {
+	case "/v1/chat/completions":
+		return Chat, true
+	case "/v1/responses":
+		return Responses, true
+	case "/v1/messages", "/v1/messages/count_tokens":
+		return Messages, true
+	case "/v1/embeddings":
+		return Embeddings, true
+	case "/v1/rerank", "/v1/reranker":
+		return Rerank, true
+	}
+	return 0, false
+}
+
+// ErrBadJSON is the error of a body the guards cannot read.
+var ErrBadJSON = errors.New("the body is not valid JSON")
+
+// maxDepth bounds the nesting the walker follows (tool inputs, object
+// documents); a deeper body is refused rather than let through unread.
+const maxDepth = 64
+
+// A text is one JSON string of a body that guards read: its bytes in the
+// body (quotes included) and its value.
+type text struct {
+	start, end int
+	s          string
+}
+
+// walker gathers the texts of a body.
+type walker struct {
+	body  []byte
+	texts []text
+	err   error
+}
+
+// off is where v, a slice of w.body, starts in it.
+func (w *walker) off(v []byte) int { return cap(w.body) - cap(v) }
+
+func (w *walker) fail() {
+	if w.err == nil {
+		w.err = ErrBadJSON
+	}
+}
+
+// str adds v when it is a string; other values (null, numbers) are no text.
+func (w *walker) str(v []byte) {
+	if len(v) == 0 || v[0] != '"' {
+		return
+	}
+	s, ok := unquote(v)
+	if !ok {
+		w.fail()
+		return
+	}
+	start := w.off(v)
+	w.texts = append(w.texts, text{start: start, end: start + len(v), s: s})
+}
+
+// members walks the members of obj, failing on a body that is not JSON.
+func (w *walker) members(obj []byte, fn func(key string, v []byte)) {
+	if len(obj) == 0 || obj[0] != '{' {
+		return
+	}
+	if !providers.Members(obj, func(k, v []byte) bool { fn(string(k), v); return w.err == nil }) {
+		w.fail()
+	}
+}
+
+// elements walks the elements of arr.
+func (w *walker) elements(arr []byte, fn func(v []byte)) {
+	if len(arr) == 0 || arr[0] != '[' {
+		return
+	}
+	if !providers.Elements(arr, func(v []byte) bool { fn(v); return w.err == nil }) {
+		w.fail()
+	}
+}
+
+// leaves adds every string value in v, at any depth (a tool's input, an
+// object document); keys are not texts.
+func (w *walker) leaves(v []byte, depth int) {
+	if depth > maxDepth {
+		w.fail()
+		return
+	}
+	switch {
+	case len(v) == 0:
+	case v[0] == '"':
+		w.str(v)
+	case v[0] == '{':
+		w.members(v, func(_ string, m []byte) { w.leaves(m, depth+1) })
+	case v[0] == '[':
+		w.elements(v, func(e []byte) { w.leaves(e, depth+1) })
+	}
+}
+
+// content adds a content value: a string, or an array of parts and
+// blocks (node).
+func (w *walker) content(v []byte, depth int) {
+	switch {
+	case len(v) == 0:
+	case v[0] == '"':
+		w.str(v)
+	case v[0] == '[':
+		if depth > maxDepth {
+			w.fail()
+			return
+		}
+		w.elements(v, func(e []byte) {
+			if len(e) > 0 && e[0] == '"' {
+				w.str(e)
+				return
+			}
+			w.node(e, depth+1)
+		})
+	}
+}
+
+// node adds the texts of a message, content part, content block, output
+// item or tool call, whichever API it comes from: its text, content
+// (strings, parts, nested tool results), refusal, a function's arguments
+// (a string of JSON), a tool's input (an object, or a custom tool's
+// string), a tool's output, and the tool calls it holds. Signed thinking
+// blocks, reasoning and media are not texts guards change.
+func (w *walker) node(v []byte, depth int) {
+	if depth > maxDepth {
+		w.fail()
+		return
+	}
+	w.members(v, func(key string, m []byte) {
+		switch key {
+		case "text", "refusal", "arguments":
+			w.str(m)
+		case "content", "output":
+			w.content(m, depth+1)
+		case "input":
+			w.leaves(m, depth+1)
+		case "tool_calls":
+			w.elements(m, func(e []byte) { w.node(e, depth+1) })
+		case "function", "function_call":
+			w.node(m, depth+1)
+		}
+	})
+}
+
+// request gathers the texts of a request body of api.
+func (w *walker) request(api API, body []byte) {
+	w.members(body, func(key string, v []byte) {
+		switch api {
+		case Chat:
+			if key == "messages" {
+				w.elements(v, func(e []byte) { w.node(e, 1) })
+			}
+		case Responses:
+			switch key {
+			case "instructions":
+				w.str(v)
+			case "input":
+				w.content(v, 1)
+			}
+		case Messages:
+			switch key {
+			case "system":
+				w.content(v, 1)
+			case "messages":
+				w.elements(v, func(e []byte) { w.node(e, 1) })
+			}
+		case Embeddings:
+			if key == "input" {
+				w.str(v)
+				w.elements(v, w.str) // strings; token arrays are no text
+			}
+		case Rerank:
+			switch key {
+			case "query":
+				w.str(v)
+			case "documents":
+				w.elements(v, func(e []byte) { w.leaves(e, 1) })
+			}
+		}
+	})
+}
+
+// answer gathers the texts of an answer body of api.
+func (w *walker) answer(api API, body []byte) {
+	w.members(body, func(key string, v []byte) {
+		switch {
+		case api == Chat && key == "choices":
+			w.elements(v, func(e []byte) {
+				w.members(e, func(k string, m []byte) {
+					if k == "message" {
+						w.node(m, 2)
+					}
+				})
+			})
+		case api == Responses && key == "output":
+			w.elements(v, func(e []byte) { w.node(e, 1) })
+		case api == Messages && key == "content":
+			w.content(v, 1)
+		}
+	})
+}
+
+// bodyTexts returns the texts of body, a request (dir Request) or an
+// answer of api.
+func bodyTexts(api API, dir Direction, body []byte) ([]text, error) {
+	w := walker{body: body}
+	if !validObject(body) {
+		return nil, ErrBadJSON
+	}
+	if dir == Request {
+		w.request(api, body)
+	} else {
+		w.answer(api, body)
+	}
+	return w.texts, w.err
+}
+
+// validObject reports whether body is a JSON object, surrounding spaces
+// allowed (its members are checked as they are walked).
+func validObject(body []byte) bool {
+	b := bytes.TrimSpace(body)
+	return len(b) >= 2 && b[0] == '{' && b[len(b)-1] == '}'
+}
+
+// rewrite returns body with each text whose value changed (vals[i] !=
+// texts[i].s) written anew as a JSON string; every other byte is kept.
+func rewrite(body []byte, texts []text, vals []string) []byte {
+	out := make([]byte, 0, len(body)+64)
+	last := 0
+	for i, t := range texts {
+		if vals[i] == t.s {
+			continue
+		}
+		out = append(out, body[last:t.start]...)
+		out = jsonw.AppendString(out, vals[i])
+		last = t.end
+	}
+	return append(out, body[last:]...)
+}
+
+// unquote returns the value of the JSON string raw (quotes included), and
+// false when raw is not one. A string without escapes is returned in
+// place, without copying: it must not outlive raw's bytes unchanged.
+func unquote(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	in := raw[1 : len(raw)-1]
+	if bytes.IndexByte(in, '\\') < 0 {
+		return providers.InPlace(in), true
+	}
+	out := make([]byte, 0, len(in))
+	for {
+		j := bytes.IndexByte(in, '\\')
+		if j < 0 {
+			out = append(out, in...)
+			return string(out), true
+		}
+		out = append(out, in[:j]...)
+		if j+1 == len(in) {
+			return "", false
+		}
+		c, n := in[j+1], 2
+		switch c {
+		case '"', '\\', '/':
+			out = append(out, c)
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r, ok := hex4(in, j+2)
+			if !ok {
+				return "", false
+			}
+			n = 6
+			if utf16.IsSurrogate(r) {
+				r2, ok := rune(0), false
+				if j+7 < len(in) && in[j+6] == '\\' && in[j+7] == 'u' {
+					r2, ok = hex4(in, j+8)
+				}
+				if d := utf16.DecodeRune(r, r2); ok && d != utf8.RuneError {
+					r, n = d, 12
+				} else {
+					r = utf8.RuneError
+				}
+			}
+			out = utf8.AppendRune(out, r)
+		default:
+			return "", false
+		}
+		in = in[j+n:]
+	}
+}
+
+// hex4 reads the four hex digits at b[i:].
+func hex4(b []byte, i int) (rune, bool) {
+	if i+4 > len(b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[i : i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}
