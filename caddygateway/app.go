@@ -19,6 +19,7 @@ import (
 	"github.com/modelgate/modelgate/guardrails"
 	"github.com/modelgate/modelgate/keys"
 	"github.com/modelgate/modelgate/pricing"
+	"github.com/modelgate/modelgate/providers/responses"
 	"github.com/modelgate/modelgate/quota"
 	"github.com/modelgate/modelgate/retention"
 	"github.com/modelgate/modelgate/state"
@@ -52,6 +53,16 @@ type App struct {
 	// DefaultProvider serves bare model names that neither an alias nor a
 	// provider's models list claims. Default: none (such names get 404).
 	DefaultProvider string `json:"default_provider,omitempty"`
+
+	// BuiltinTools is what becomes of a built-in tool of a Responses
+	// request (web_search, image_generation, code_interpreter, …) that
+	// the model's provider has no equivalent of, when the request is
+	// translated: "drop" leaves it out and names it in the
+	// X-Modelgate-Dropped-Tools response header; "refuse" answers 400
+	// unsupported_parameter. A web search goes to the provider's own
+	// where it has one (Anthropic's, Gemini's Google Search). Default:
+	// drop.
+	BuiltinTools string `json:"builtin_tools,omitempty"`
 
 	// Keys are static API keys, managed in the config.
 	Keys []StaticKey `json:"keys,omitempty"`
@@ -197,6 +208,12 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if a.dispatch, err = newDispatcher(a.providers, a.Models, a.DefaultProvider); err != nil {
 		return err
 	}
+	switch a.BuiltinTools {
+	case "", responses.BuiltinDrop, responses.BuiltinRefuse:
+		a.dispatch.builtinTools = a.BuiltinTools
+	default:
+		return fmt.Errorf("builtin_tools must be %s or %s, not %q", responses.BuiltinDrop, responses.BuiltinRefuse, a.BuiltinTools)
+	}
 	if err := a.provisionPrices(); err != nil {
 		return err
 	}
@@ -278,12 +295,22 @@ func (a *App) Start() error {
 	a.startKeyRefresh()
 	a.startShared()
 	a.usage.Start()
+	a.quota.Start()
 	return nil
 }
 
 // Stop releases this config's reference to the batch runner; the last one
 // stops it, after each running part has written its finished results.
 func (a *App) Stop() error {
+	if a.quota != nil {
+		// What was settled in slices reaches the shared state, and the
+		// unused slices go back to the other instances.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := a.quota.Stop(ctx); err != nil {
+			a.logger.Warn("settling the slices of limits in the shared state", zap.Error(err))
+		}
+		cancel()
+	}
 	if a.usage != nil {
 		// What was counted since the last flush is written now.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelgate/modelgate/keys"
 	"github.com/modelgate/modelgate/pricing"
+	"github.com/modelgate/modelgate/providers/responses"
 
 	"github.com/dustin/go-humanize"
 
@@ -40,6 +41,7 @@ func init() {
 //	        target <provider>/<model> [weight <n>] [priority <n>] [first_token_timeout <d>] [idle_timeout <d>]
 //	    }]
 //	    default_provider <name>
+//	    builtin_tools    drop|refuse
 //	    key <name> <secret>
 //	    key_refresh <duration>
 //	    batch {
@@ -61,6 +63,8 @@ func init() {
 //	    limits {
 //	        key   [<static key>] [rpm <n>] [tpm <n>] [concurrent <n>] [budget <usd> day|month|total]
 //	        owner [<owner>]      [rpm <n>] [tpm <n>] [concurrent <n>] [budget <usd> day|month|total]
+//	        allow_unpriced
+//	        leases off | leases { life <duration>  share <n>  horizon <duration>  idle <duration> }
 //	    }
 //	    accounts {
 //	        member <identity> <account> owner|admin|member|viewer
@@ -138,6 +142,13 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		case "routing":
 			if err := a.unmarshalRouting(d); err != nil {
 				return err
+			}
+		case "builtin_tools":
+			if !d.AllArgs(&a.BuiltinTools) {
+				return d.ArgErr()
+			}
+			if a.BuiltinTools != responses.BuiltinDrop && a.BuiltinTools != responses.BuiltinRefuse {
+				return d.Errf("builtin_tools must be %s or %s, not %q", responses.BuiltinDrop, responses.BuiltinRefuse, a.BuiltinTools)
 			}
 		case "default_provider":
 			if !d.NextArg() {

@@ -30,6 +30,7 @@ type dispatcher struct {
 	aliases         map[string][]string // alias -> "<provider>/<model>" targets
 	bare            map[string]string   // bare model name -> provider name, from models lists
 	defaultProvider string
+	builtinTools    string // the Responses translator's policy for built-in tools (responses.BuiltinDrop, …)
 }
 
 // newDispatcher indexes the providers' models lists; the same bare name

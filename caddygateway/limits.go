@@ -3,7 +3,9 @@ package caddygateway
 import (
 	"fmt"
 	"strconv"
+	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/modelgate/modelgate/keys"
@@ -38,7 +40,47 @@ type LimitsConfig struct {
 	// not count what they spend.
 	AllowUnpriced bool `json:"allow_unpriced,omitempty"`
 
+	// Leases tunes how an instance of a cluster holds slices of the
+	// limits and budgets it shares with the others (see
+	// docs/design/leases.md). Default: leased, with the defaults below.
+	Leases *LeasesConfig `json:"leases,omitempty"`
+
 	parsed map[keys.Budget]quota.Budget // the configured budgets, parsed
+}
+
+// LeasesConfig tunes the leases of the limits and budgets instances share
+// on Redis: large ones are leased to each instance in slices, so that a
+// request costs no round trip; small ones are counted one by one. On one
+// instance (the in-process state) nothing is leased.
+type LeasesConfig struct {
+	// Off counts every request of a limit or budget one by one in the
+	// shared state, as exactly as the limit allows, at a round trip to
+	// Redis to admit it and one to settle it.
+	Off bool `json:"off,omitempty"`
+	// Life is how long the slices of budgets and concurrency an instance
+	// held outlive it when it dies (a budget's: up to twice that and a
+	// second).
+	// Default: 10s.
+	Life caddy.Duration `json:"life,omitempty"`
+	// Share: a slice holds at most 1/share of a limit. Default: 16.
+	Share int64 `json:"share,omitempty"`
+	// Horizon: a slice holds about this long of the instance's recent
+	// use. Default: 250ms.
+	Horizon caddy.Duration `json:"horizon,omitempty"`
+	// Idle: a slice unused this long is given back. Default: 1s.
+	Idle caddy.Duration `json:"idle,omitempty"`
+}
+
+// leasing is the quota engine's lease configuration: nil when off.
+func (lc *LimitsConfig) leasing() *quota.Leasing {
+	if lc == nil || lc.Leases == nil {
+		return &quota.Leasing{}
+	}
+	l := lc.Leases
+	if l.Off {
+		return nil
+	}
+	return &quota.Leasing{Life: time.Duration(l.Life), Share: l.Share, Horizon: time.Duration(l.Horizon), Idle: time.Duration(l.Idle)}
 }
 
 // allowUnpriced reports whether budgeted keys may use unpriced models.
@@ -153,6 +195,13 @@ func (lc *LimitsConfig) validate() error {
 //	    key   [<static key name>] [rpm <n>] [tpm <n>] [concurrent <n>] [budget <usd> day|month|total]
 //	    owner [<owner>]           [rpm <n>] [tpm <n>] [concurrent <n>] [budget <usd> day|month|total]
 //	    allow_unpriced
+//	    leases off
+//	    leases {
+//	        life    <duration>
+//	        share   <n>
+//	        horizon <duration>
+//	        idle    <duration>
+//	    }
 //	}
 //
 // A line without a name sets the default for keys (or owners). rpm is also
@@ -163,15 +212,21 @@ func (lc *LimitsConfig) unmarshalLimits(d *caddyfile.Dispenser) error {
 	}
 	for nesting := d.Nesting(); d.NextBlock(nesting); {
 		scope := d.Val()
-		if scope == "allow_unpriced" {
+		switch scope {
+		case "allow_unpriced":
 			if d.NextArg() {
 				return d.ArgErr()
 			}
 			lc.AllowUnpriced = true
 			continue
+		case "leases":
+			if err := lc.unmarshalLeases(d); err != nil {
+				return err
+			}
+			continue
 		}
 		if scope != "key" && scope != "owner" {
-			return d.Errf("limits: %q is not key, owner or allow_unpriced", scope)
+			return d.Errf("limits: %q is not key, owner, allow_unpriced or leases", scope)
 		}
 		args := d.RemainingArgs()
 		name := ""
@@ -188,6 +243,55 @@ func (lc *LimitsConfig) unmarshalLimits(d *caddyfile.Dispenser) error {
 		if err := lc.set(scope, name, p); err != nil {
 			return d.Err(err.Error())
 		}
+	}
+	return nil
+}
+
+// unmarshalLeases reads "leases off" or a leases { … } block.
+func (lc *LimitsConfig) unmarshalLeases(d *caddyfile.Dispenser) error {
+	if lc.Leases != nil {
+		return d.Err("limits: leases is given twice")
+	}
+	lc.Leases = new(LeasesConfig)
+	if d.NextArg() {
+		if d.Val() != "off" || d.NextArg() {
+			return d.Errf("limits: leases %q: give off, or a block", d.Val())
+		}
+		lc.Leases.Off = true
+		return nil
+	}
+	for nesting := d.Nesting(); d.NextBlock(nesting); {
+		setting := d.Val()
+		if !d.NextArg() {
+			return d.ArgErr()
+		}
+		val := d.Val()
+		if d.NextArg() {
+			return d.ArgErr()
+		}
+		var dst *caddy.Duration
+		switch setting {
+		case "share":
+			n, err := strconv.ParseInt(val, 10, 64)
+			if err != nil || n < 1 {
+				return d.Errf("limits: leases share %q is not a whole number of 1 or more", val)
+			}
+			lc.Leases.Share = n
+			continue
+		case "life":
+			dst = &lc.Leases.Life
+		case "horizon":
+			dst = &lc.Leases.Horizon
+		case "idle":
+			dst = &lc.Leases.Idle
+		default:
+			return d.Errf("limits: leases: %q is not life, share, horizon or idle", setting)
+		}
+		v, err := caddy.ParseDuration(val)
+		if err != nil || v <= 0 {
+			return d.Errf("limits: leases %s %q is not a positive duration", setting, val)
+		}
+		*dst = caddy.Duration(v)
 	}
 	return nil
 }

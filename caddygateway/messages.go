@@ -1,6 +1,7 @@
 package caddygateway
 
 import (
+	"errors"
 	"net/http"
 	"strings"
 
@@ -72,7 +73,12 @@ func (d *dispatcher) messages(w http.ResponseWriter, r *http.Request, body []byt
 		prepare: func(p *provider, model string) (providers.Request, exchange, error) {
 			if p.Messages != nil {
 				preq, err := p.Messages.NativeRequest("/messages", body, model, r.Header)
-				return preq, exchange{stream: info.Stream, translate: passThrough, mapError: nativeError(p)}, err
+				if !errors.Is(err, providers.ErrNotNative) {
+					return preq, exchange{stream: info.Stream, translate: passThrough, mapError: nativeError(p)}, err
+				}
+			}
+			if p.Chat == nil {
+				return providers.Request{}, exchange{}, notServed(p, endpointMessages)
 			}
 			tr := messages.Chat{Inner: p.Chat}
 			preq, err := tr.ChatRequest(body, model)
@@ -104,11 +110,20 @@ func (d *dispatcher) countTokens(w http.ResponseWriter, r *http.Request, body []
 		prepare: func(p *provider, model string) (providers.Request, exchange, error) {
 			if p.Messages != nil {
 				preq, err := p.Messages.NativeRequest("/messages/count_tokens", body, model, r.Header)
-				return preq, exchange{translate: passThrough, mapError: nativeError(p)}, err
+				if !errors.Is(err, providers.ErrNotNative) {
+					return preq, exchange{translate: passThrough, mapError: nativeError(p)}, err
+				}
 			}
 			out, err := messages.CountTokens(body)
 			return providers.Request{}, exchange{answer: out}, err
 		}})
+}
+
+// notServed is the error of a provider that serves an endpoint natively
+// for some models only, asked for another.
+func notServed(p *provider, e endpoint) *providers.Error {
+	return &providers.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "unsupported_endpoint",
+		Message: "provider " + p.name + " does not serve " + e.label + " for this model"}
 }
 
 // passThrough is the translation of a native API's answer: none.

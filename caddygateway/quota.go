@@ -31,9 +31,11 @@ import (
 const usagePrefix = "modelgate/usage"
 
 // provisionQuota makes the usage recorder and the quota engine on the
-// app's storage and state. With a shared state, a second engine on an
-// in-process state stands by: while the shared one cannot be reached,
-// limits and budgets count on this instance alone rather than not at all.
+// app's storage and state. With a shared state, the engine leases large
+// limits and budgets to this instance in slices (quota.Leasing), and a
+// second engine on an in-process state stands by: while the shared one
+// cannot be reached, limits and budgets count within what this instance
+// holds, then on this instance alone, rather than not at all.
 func (a *App) provisionQuota() error {
 	id, err := caddy.InstanceID()
 	if err != nil {
@@ -43,7 +45,11 @@ func (a *App) provisionQuota() error {
 	if err != nil {
 		return fmt.Errorf("usage: %v", err)
 	}
-	if a.quota, err = quota.New(quota.Config{State: a.state, Spender: a.usage}); err != nil {
+	qc := quota.Config{State: a.state, Spender: a.usage}
+	if a.stateShared {
+		qc.Lease, qc.Logger = a.Limits.leasing(), a.logger.Named("limits")
+	}
+	if a.quota, err = quota.New(qc); err != nil {
 		return fmt.Errorf("limits: %v", err)
 	}
 	if a.stateShared {
@@ -222,14 +228,21 @@ func (a *App) admitQuota(w http.ResponseWriter, r *http.Request, key *Key, c *ca
 	}
 	ask := quota.Ask{EstimatedTokens: est.tokens, EstimatedCost: est.cost, Rate: !batchLine}
 	q := a.quota
+	var adm *quota.Admission
+	var ref *quota.Refusal
+	var err error
 	if a.standbyQuota != nil && a.health.stateDown.Load() {
 		// Known to be unreachable (watchState, or an earlier request):
-		// the standby at once,
-		// rather than each request waiting for its own failure, which
-		// takes the whole command timeout when Redis hangs.
-		q = a.standbyQuota
+		// what this instance holds of the limits, else the standby at
+		// once, rather than each request waiting for its own failure,
+		// which takes the whole command timeout when Redis hangs.
+		if adm = a.quota.AdmitHeld(s, ask); adm == nil {
+			q = a.standbyQuota
+		}
 	}
-	adm, ref, err := q.Admit(r.Context(), s, ask)
+	if adm == nil {
+		adm, ref, err = q.Admit(r.Context(), s, ask)
+	}
 	if err != nil && q != a.standbyQuota && a.standbyQuota != nil {
 		if StorageUnreachable(err) {
 			a.setStateDown(true, err) // until watchState's next ping says otherwise

@@ -7,13 +7,18 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/modelgate/modelgate/internal/procstat"
+	"github.com/modelgate/modelgate/internal/redistest"
 	"github.com/modelgate/modelgate/internal/storagetest"
 	"github.com/modelgate/modelgate/keys"
 	"github.com/modelgate/modelgate/quota"
 	"github.com/modelgate/modelgate/state"
+	"github.com/modelgate/modelgate/state/redisclient"
+	"github.com/modelgate/modelgate/state/redisstate"
 	"github.com/modelgate/modelgate/usage"
 )
 
@@ -271,6 +276,89 @@ func BenchmarkAdmitQuota(b *testing.B) {
 			a.recordUsage(key, m, ad, cost, priced)
 		}
 	})
+	// The request's admission, usage and settling with the state on a
+	// redis-server (appendfsync everysec), 50 requests in flight as
+	// cmd/loadbench's clients keep them: each counted one by one (two
+	// scripts a request), and leased to the instance in slices, as an
+	// instance of a cluster does. cpu-ns/op is this process's CPU per
+	// request, redis-cpu-ns/op redis-server's; the first half second, in
+	// which leases learn the rate of use, is not measured.
+	srv := redistest.Start(b, redistest.Options{AppendFsync: "everysec"})
+	for _, leased := range []bool{false, true} {
+		name := "request_on_redis_50_in_flight"
+		if leased {
+			name = "request_on_redis_leased_50_in_flight"
+		}
+		b.Run(name, func(b *testing.B) {
+			st := redisState(b, srv.Addr)
+			cfg := quota.Config{State: st, Spender: a.usage}
+			if leased {
+				cfg.Lease = &quota.Leasing{}
+			}
+			q, err := quota.New(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			q.Start()
+			defer func() { _ = q.Stop(ctx) }()
+			local := a.quota
+			a.quota = q
+			defer func() { a.quota = local }()
+			request := func(w *sink, r *http.Request) bool {
+				clear(w.header)
+				ad, ok := a.admitQuota(w, r, key, c, targets)
+				if !ok || ad.adm == nil {
+					b.Errorf("refused: %d", w.status)
+					return false
+				}
+				a.recordUsage(key, m, ad, cost, priced)
+				ad.done(r.Context(), m, cost, priced)
+				return true
+			}
+			var wg sync.WaitGroup
+			for range 50 {
+				wg.Go(func() {
+					w := &sink{header: make(http.Header)}
+					r := g.request(w, "/v1/chat/completions", body)
+					for end := time.Now().Add(500 * time.Millisecond); time.Now().Before(end) && request(w, r); {
+					}
+				})
+			}
+			wg.Wait()
+			cpu0, _ := processCPU()
+			rcpu0, _ := procstat.CPU(srv.PID())
+			b.SetParallelism(25) // × GOMAXPROCS 2 on the CI machine
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				w := &sink{header: make(http.Header)}
+				r := g.request(w, "/v1/chat/completions", body)
+				for pb.Next() && request(w, r) {
+				}
+			})
+			b.StopTimer()
+			cpu1, _ := processCPU()
+			rcpu1, _ := procstat.CPU(srv.PID())
+			b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(rcpu1-rcpu0)/float64(b.N), "redis-cpu-ns/op")
+		})
+	}
+}
+
+// redisState is a shared state on the redis-server at addr, under a key
+// prefix of its own.
+func redisState(tb testing.TB, addr string) state.State {
+	tb.Helper()
+	rdb, err := redisclient.New(redisclient.Options{Addresses: []string{addr}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	st, err := redisstate.New(rdb, redisstate.Options{KeyPrefix: "bench" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = st.Close(); _ = rdb.Close() })
+	return st
 }
 
 // BenchmarkEstimateBody is a request's token estimate (estimateCall's

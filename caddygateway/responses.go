@@ -402,7 +402,7 @@ func (d *dispatcher) responses(w http.ResponseWriter, r *http.Request, body []by
 			if err != nil {
 				return providers.Request{}, exchange{}, err
 			}
-			return translateResponses(ctx, p, req, history, model, info, owner, store, log)
+			return translateResponses(ctx, w.Header(), p, req, history, model, info, owner, store, d.builtinTools, log)
 		}})
 }
 
@@ -425,8 +425,10 @@ func passResponses(ctx context.Context, p *provider, body []byte, model string, 
 
 // translateResponses sends a Responses request through the chat hub to
 // p, and stores what it answered for owner.
-func translateResponses(ctx context.Context, p *provider, req *responses.Request, history []byte, model string, info responses.Info,
-	owner string, store responseStore, log *zap.Logger) (providers.Request, exchange, error) {
+// The built-in tools the provider cannot run are dropped or refused as
+// builtinTools says; those dropped are named in the client's header h.
+func translateResponses(ctx context.Context, h http.Header, p *provider, req *responses.Request, history []byte, model string, info responses.Info,
+	owner string, store responseStore, builtinTools string, log *zap.Logger) (providers.Request, exchange, error) {
 	if info.Store && owner != "" {
 		// The gateway stores what it translates: not for an owner at its
 		// storage quota.
@@ -435,11 +437,16 @@ func translateResponses(ctx context.Context, p *provider, req *responses.Request
 			return providers.Request{}, exchange{}, perr
 		}
 	}
-	x, err := responses.Translator{}.New(req, history)
+	x, err := responses.Translator{BuiltinTools: builtinTools}.New(req, history)
 	if err != nil {
 		return providers.Request{}, exchange{}, err
 	}
-	preq, err := p.Chat.ChatRequest(x.ChatBody(), model)
+	preq, err := x.ChatRequest(p.Chat, model)
+	if dropped := x.Dropped(); len(dropped) > 0 {
+		h.Set(responses.DroppedToolsHeader, strings.Join(dropped, ", "))
+	} else {
+		h.Del(responses.DroppedToolsHeader) // an earlier target's
+	}
 	saveRecord := func() {
 		if rec := x.Record(); rec != nil && owner != "" {
 			store.saveLater(ctx, owner, x.ID(), rec, log)

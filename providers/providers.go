@@ -16,6 +16,7 @@ package providers
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -81,7 +82,11 @@ type Send func(ctx context.Context, req Request) (Answer, error)
 // Framing cuts a provider's streamed answer into events as its bytes
 // arrive. Server-sent events are the default (SSE); a provider whose
 // streams are framed otherwise, as AWS's binary event stream is, supplies
-// its own in the Request.
+// its own in the Request. A framing may also take off an envelope the
+// provider wraps events in: Bedrock's InvokeModelWithResponseStream sends
+// each of Anthropic's server-sent events base64-encoded in an event-stream
+// message, and its framing for a passed-through Messages stream hands on
+// the server-sent event itself, as Anthropic would have sent it.
 type Framing interface {
 	// IsStream reports whether a successful answer with this Content-Type
 	// is a stream in this framing (rather than, say, a JSON body).
@@ -89,7 +94,8 @@ type Framing interface {
 
 	// Cut returns the first complete event in buf and the bytes after it;
 	// ok is false while buf holds no complete event yet. An error means
-	// the stream is corrupt and cannot be read further.
+	// the stream is corrupt and cannot be read further. The event may be
+	// a slice of buf or bytes of the framing's own (a decoded message).
 	Cut(buf []byte) (event, rest []byte, ok bool, err error)
 }
 
@@ -197,8 +203,17 @@ type Native interface {
 	// "/messages/count_tokens"), for model, the provider's own name of the
 	// model: body with only its model replaced, and the client headers in
 	// header the API needs (anthropic-version, anthropic-beta).
+	//
+	// A provider that serves the API for some models or paths only (Claude
+	// among Bedrock's models, say) returns ErrNotNative for the others:
+	// the gateway then serves the request as for a provider without the
+	// native API, through the chat hub (for count_tokens: its estimate).
 	NativeRequest(path string, body []byte, model string, header http.Header) (Request, error)
 }
+
+// ErrNotNative is NativeRequest's answer for a request its provider does
+// not take in its native API (see Native).
+var ErrNotNative = errors.New("providers: the provider does not serve this request in its native API")
 
 // Now returns now(), or time.Now() when now is nil: the time of a
 // translator whose clock (its Now field, which tests set) is optional.

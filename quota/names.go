@@ -19,6 +19,8 @@ import (
 //	<s>/conc                        concurrency slots, one per request in flight
 //	<s>/spent/<period>/<amount>     the budget's settled spend (nano-dollars)
 //	<s>/held/<period>/<amount>/<b>  reservations of requests admitted in bucket b
+//	<s>/lease/<period>/<amount>/<l> slices of the budget leased to instances
+//	                                in lease bucket l (lease.go)
 //
 // where <s> is "k" or "o", the length of the id, ':' and the id (so no id
 // can pass for another), <period> is d2026-07-24, m2026-07 or t, and
@@ -43,20 +45,34 @@ type names struct {
 	prefix, rpm, tpm, conc  string
 	rpmRef, tpmRef, concRef state.Ref
 	budget                  atomic.Pointer[budgetNames]
+	// leases are what this instance holds of the subject's limits, when
+	// leasing (lease.go).
+	leases atomic.Pointer[subjectLeases]
 }
 
 // budgetNames are the names of a subject's budget counters at a time: its
-// period and reservation bucket.
+// period, reservation bucket and, when leasing, lease bucket.
 type budgetNames struct {
 	period     Period
 	amount     pricing.Money
 	start, end time.Time // of the period; zero for total
 	bucket     int64     // the current reservation bucket
+	lbucket    int64     // the current lease bucket (0 without leasing)
 	spent      string
-	held       string    // the current bucket's reservations
-	with       [2]string // spent and the previous bucket's reservations
-	spentRef   state.Ref
-	heldRef    state.Ref
+	held       string // the current bucket's reservations
+	// with are counted with held by a reservation: spent, the previous
+	// bucket's reservations and, when leasing, the current and previous
+	// lease buckets' slices.
+	with []string
+	// leaseBase is the name of the lease bucket counters but their
+	// number; lease the current one's. leaseWith are counted with lease
+	// by a grant of a slice: spent, the current and previous
+	// reservations, the previous lease bucket. Empty without leasing.
+	leaseBase, lease string
+	leaseWith        []string
+	spentRef         state.Ref
+	heldRef          state.Ref
+	leaseRef         state.Ref
 }
 
 // nameCache keeps the names of the subjects seen, so that a request
@@ -96,21 +112,34 @@ func (c *nameCache) get(kind Kind, id string) *names {
 }
 
 // budgetAt returns the names of n's budget b at the time at, with
-// reservation buckets hold long.
-func (n *names) budgetAt(b Budget, at time.Time, hold time.Duration) *budgetNames {
-	bucket := at.UnixMilli() / hold.Milliseconds()
+// reservation buckets hold long and, when life > 0 (leasing), lease
+// buckets life long.
+func (n *names) budgetAt(b Budget, at time.Time, hold, life time.Duration) *budgetNames {
+	ms := at.UnixMilli()
+	bucket, lbucket := ms/hold.Milliseconds(), int64(0)
+	if life > 0 {
+		lbucket = ms / life.Milliseconds()
+	}
 	cur := n.budget.Load()
-	if cur != nil && cur.period == b.Period && cur.amount == b.Amount && cur.bucket == bucket &&
-		(cur.start.IsZero() || !at.Before(cur.start) && at.Before(cur.end)) {
+	if cur != nil && cur.period == b.Period && cur.amount == b.Amount && cur.bucket == bucket && cur.lbucket == lbucket &&
+		(cur.leaseBase != "") == (life > 0) && (cur.start.IsZero() || !at.Before(cur.start) && at.Before(cur.end)) {
 		return cur
 	}
 	id, start, end := periodOf(b.Period, at)
 	base := "/" + id + "/" + strconv.FormatInt(int64(b.Amount), 10)
-	bn := &budgetNames{period: b.Period, amount: b.Amount, start: start, end: end, bucket: bucket,
+	bn := &budgetNames{period: b.Period, amount: b.Amount, start: start, end: end, bucket: bucket, lbucket: lbucket,
 		spent: n.prefix + "/spent" + base}
 	heldBase := n.prefix + "/held" + base + "/"
 	bn.held = heldBase + strconv.FormatInt(bucket, 10)
-	bn.with = [2]string{bn.spent, heldBase + strconv.FormatInt(bucket-1, 10)}
+	prevHeld := heldBase + strconv.FormatInt(bucket-1, 10)
+	bn.with = []string{bn.spent, prevHeld}
+	if life > 0 {
+		bn.leaseBase = n.prefix + "/lease" + base + "/"
+		bn.lease = bn.leaseBase + strconv.FormatInt(lbucket, 10)
+		prevLease := bn.leaseBase + strconv.FormatInt(lbucket-1, 10)
+		bn.with = append(bn.with, bn.lease, prevLease)
+		bn.leaseWith = []string{bn.spent, bn.held, prevHeld, prevLease}
+	}
 	n.budget.Store(bn)
 	return bn
 }

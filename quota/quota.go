@@ -27,6 +27,12 @@
 // of requests that ran longer than their reservation lived (Hold to twice
 // Hold) — nothing is counted twice, and refused requests count nothing.
 //
+// Leases: with Config.Lease (a state shared by instances over a network),
+// the large limits and budgets are leased to this instance in slices, so
+// that a request in the steady state is admitted and settled without a
+// round trip to the state: see lease.go for how slices are sized, settled
+// and given back, and for what that gives up.
+//
 // Durability: the spend of a budget period lives in the state. On Redis
 // it survives restarts of the gateway; in process it does not, so the
 // first time a budget counter is used and found missing (after a start,
@@ -45,6 +51,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/modelgate/modelgate/internal/ids"
 	"github.com/modelgate/modelgate/pricing"
@@ -165,6 +173,14 @@ type Config struct {
 	Hold time.Duration
 	// Now is the clock. Default: time.Now.
 	Now func() time.Time
+	// Lease, when not nil, leases the counters of large limits and
+	// budgets to this instance in slices (lease.go): for a State shared
+	// by instances over a network, where each Apply is a round trip.
+	// Start and Stop run its background work.
+	Lease *Leasing
+	// Logger receives what the background work of leases could not do.
+	// Default: none.
+	Logger *zap.Logger
 }
 
 // Quota admits requests against limits and budgets. It is safe for
@@ -175,12 +191,14 @@ type Quota struct {
 	hold    time.Duration
 	now     func() time.Time
 
-	names   nameCache
-	holders atomic.Uint64 // slot holders: prefix + number
-	prefix  string
+	names     nameCache
+	holderSeq atomic.Uint64 // slot holders: prefix + number
+	prefix    string
 
 	seedMu sync.Mutex
 	seeds  map[string]*seedCall
+
+	leases *leaser // nil without leasing
 }
 
 // window is the rate window of requests and tokens per minute.
@@ -200,8 +218,23 @@ func New(c Config) (*Quota, error) {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	return &Quota{st: c.State, spender: c.Spender, hold: c.Hold, now: c.Now,
-		prefix: ids.New("", time.Now())[12:] + ":", seeds: make(map[string]*seedCall)}, nil
+	q := &Quota{st: c.State, spender: c.Spender, hold: c.Hold, now: c.Now,
+		prefix: ids.New("", time.Now())[12:] + ":", seeds: make(map[string]*seedCall)}
+	if c.Lease != nil {
+		var err error
+		if q.leases, err = newLeaser(q, *c.Lease, c.Logger); err != nil {
+			return nil, err
+		}
+	}
+	return q, nil
+}
+
+// life is how long the lease buckets of budgets are: 0 without leasing.
+func (q *Quota) life() time.Duration {
+	if q.leases == nil {
+		return 0
+	}
+	return q.leases.c.Life
 }
 
 // Admission is an admitted request: what its headers say, and what Done
@@ -214,19 +247,25 @@ type Admission struct {
 	holder  string // of the concurrency slots
 	subj    [2]admitted
 	done    atomic.Bool
+	// leased: admitted from what this instance holds (lease.go), and
+	// settled there.
+	leased bool
 	// detached is the context Done settles with.
 	detached detached
 }
 
 // admitted is what one subject counted for an admission: tokens in its
 // tpm window (0: none), a reservation from its budget b (nil: none), a
-// concurrency slot.
+// concurrency slot. When leasing, sl are the subject's leases, and bl the
+// budget's lease a leased admission reserved from.
 type admitted struct {
 	n        *names
 	b        *budgetNames
 	tokens   int64
 	reserved int64
 	conc     bool
+	sl       *subjectLeases
+	bl       *budgetLease
 }
 
 // At is when the request was admitted: the time its windows and budget
@@ -248,7 +287,8 @@ type plan struct {
 	b                         *budgetNames
 	rpm, tpm, conc, spent, rs int // op indexes; -1 none
 	tokens, reserve           int64
-	holder                    string
+	slot                      bool   // a concurrency slot is asked
+	holder                    string // of the slot, made when an op asks it
 	seed                      pricing.Money
 	seeded                    bool // spent is initialised with seed
 }
@@ -280,6 +320,11 @@ func (q *Quota) Admit(ctx context.Context, s Subjects, a Ask) (*Admission, *Refu
 	defer scratches.Put(sc)
 	plans := q.plans(sc, &s, a, at)
 	scope := plans[len(plans)-1].n.scope // the owner's, else the key's
+	if q.leases != nil {
+		if adm := q.leases.admit(plans, a, at, scope, true); adm != nil {
+			return adm, nil, nil
+		}
+	}
 	for attempt := 0; ; attempt++ {
 		ops := q.build(sc, plans, a, at)
 		if len(ops) == 0 {
@@ -306,6 +351,9 @@ func (q *Quota) Admit(ctx context.Context, s Subjects, a Ask) (*Admission, *Refu
 				}
 			}
 			adm.headers = rateLimits(plans, sc.res[:], false)
+			if q.leases != nil {
+				q.leases.noteExact(plans, a, at, scope, sc.res[:])
+			}
 			return adm, nil, nil
 		}
 		// A budget counter to seed, and nothing else refused: seed it
@@ -357,29 +405,39 @@ func (q *Quota) plans(sc *scratch, s *Subjects, a Ask, at time.Time) []plan {
 		n = 2
 	}
 	plans := sc.plan[:n]
-	holder := ""
 	for i := range plans {
 		p := &plans[i]
 		p.n = q.names.get(p.kind, p.s.ID)
 		p.tokens = max(a.EstimatedTokens, 1)
 		p.reserve = int64(max(a.EstimatedCost, 1))
 		if p.s.Budget.Amount > 0 {
-			p.b = p.n.budgetAt(p.s.Budget, at, q.hold)
+			p.b = p.n.budgetAt(p.s.Budget, at, q.hold, q.life())
 		}
-		if a.Rate && p.s.Limits.Concurrent > 0 {
-			if holder == "" {
-				// One holder name for the request, in each slot set.
-				var buf [40]byte
-				holder = string(strconv.AppendUint(append(buf[:0], q.prefix...), q.holders.Add(1), 36))
-			}
-			p.holder = holder
-		}
+		p.slot = a.Rate && p.s.Limits.Concurrent > 0
 	}
 	return plans
 }
 
+// holders names the slot holders of the plans that ask a concurrency
+// slot: one name for the request, in each slot set.
+func (q *Quota) holders(plans []plan) {
+	holder := ""
+	for i := range plans {
+		p := &plans[i]
+		if !p.slot || p.holder != "" {
+			continue
+		}
+		if holder == "" {
+			var buf [40]byte
+			holder = string(strconv.AppendUint(append(buf[:0], q.prefix...), q.holderSeq.Add(1), 36))
+		}
+		p.holder = holder
+	}
+}
+
 // build writes the ops of the plans into sc and returns them.
 func (q *Quota) build(sc *scratch, plans []plan, a Ask, at time.Time) []state.Op {
+	q.holders(plans)
 	ops := sc.ops[:0]
 	add := func(op state.Op) int {
 		ops = append(ops, op)
@@ -405,7 +463,7 @@ func (q *Quota) build(sc *scratch, plans []plan, a Ask, at time.Time) []state.Op
 				p.spent = add(state.Op{Kind: state.OpExists, Name: p.b.spent, Ref: &p.b.spentRef})
 			}
 			p.rs = add(state.Op{Kind: state.OpReserve, Name: p.b.held, Ref: &p.b.heldRef, N: p.reserve, Limit: int64(p.s.Budget.Amount),
-				With: p.b.with[:], TTL: q.heldTTL(p.b, at)})
+				With: p.b.with, TTL: q.heldTTL(p.b, at)})
 		}
 	}
 	return ops
@@ -472,6 +530,12 @@ func (a *Admission) Done(ctx context.Context, actual Actual) error {
 		return nil
 	}
 	q := a.q
+	if a.leased {
+		return q.leases.done(ctx, a, actual)
+	}
+	if q.leases != nil {
+		q.leases.exactDone(a)
+	}
 	sc := scratches.Get().(*scratch)
 	defer scratches.Put(sc)
 	ops := sc.ops[:0]

@@ -69,6 +69,8 @@ func (q *Quota) Status(ctx context.Context, s Subjects) (Status, error) {
 				} else {
 					p.spent = add(state.Op{Kind: state.OpExists, Name: p.b.spent})
 				}
+				// What is reserved: the requests in flight, and the
+				// slices instances hold when leasing.
 				p.rs = add(state.Op{Kind: state.OpGet, Name: p.b.held, With: p.b.with[1:]})
 			}
 		}

@@ -8,7 +8,8 @@
 # the repository, one iteration of every benchmark, then the race-enabled
 # unit tests and the caddytest integration tests (one package at a time),
 # which include the process tests running the built binary (crash, cluster,
-# the quick start driven by Claude Code). Last, it checks that the suite
+# the quick start driven by Claude Code) and the agent tests (Claude Code and
+# Codex CLI through the gateway). Last, it checks that the suite
 # left nothing in the user's own Caddy directories.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -57,6 +58,18 @@ fi
 MODELGATE_CLAUDE_CODE="$PWD/$claude_code"
 export MODELGATE_CLAUDE_CODE MODELGATE_REQUIRE_CLAUDE_CODE=1
 HOME="$suite_home" "$MODELGATE_CLAUDE_CODE" --version
+# Codex CLI, at a pinned version, runs through the gateway in the agent
+# tests (integration/agents_test.go) with Claude Code; installed likewise.
+# scripts/agents-latest.sh runs those tests against the latest releases.
+codex_version=0.171.0
+codex=.tmp/codex/node_modules/.bin/codex
+if [ "$(HOME="$suite_home" "$codex" --version 2>/dev/null | awk '{print $2}')" != "$codex_version" ]; then
+	npm install --prefix .tmp/codex --cache .tmp/npm-cache --no-audit --no-fund --loglevel=error \
+		"@openai/codex@$codex_version"
+fi
+MODELGATE_CODEX="$PWD/$codex"
+export MODELGATE_CODEX MODELGATE_REQUIRE_AGENTS=1
+HOME="$suite_home" "$MODELGATE_CODEX" --version
 go version
 
 step "gofmt"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync/atomic"
 	"time"
 )
@@ -32,8 +33,9 @@ type Atomic interface {
 // OpKind is what an Op does.
 type OpKind uint8
 
-// The operations of Apply. Only OpExists, OpReserve, OpTake and
-// OpAcquireSlot can refuse; the others always fit.
+// The operations of Apply. Only OpExists, OpReserve, OpTake,
+// OpAcquireSlot, OpAdvance and OpLeaseSlots can refuse; the others always
+// fit.
 const (
 	// OpAdd adds N to the counter Name, as Counters.Add does (a new
 	// counter expires TTL later; TTL <= 0: never). With IfExists it adds
@@ -72,10 +74,33 @@ const (
 	// OpReleaseSlot frees Holder's slot of Name, as Slots.ReleaseSlot
 	// does.
 	OpReleaseSlot
+
+	// OpAdvance sets the counter Name to N, expiring TTL later (TTL <= 0:
+	// never), if it is missing or below N, and refuses otherwise: a fence
+	// of sequence numbers. An Apply that starts with it, sent again after
+	// an error that left unknown whether it was applied (a timeout after
+	// Redis took it), is applied once: the second time the fence refuses
+	// and nothing else is applied. Result.Value is the counter before.
+	OpAdvance
+
+	// OpLeaseSlots holds, for Holder, the slots of Name numbered From to
+	// From+N-1 (each a slot of its own, as a holder of OpAcquireSlot,
+	// named Holder#i) until TTL from now: in order, renewing those Holder
+	// has and taking new ones while fewer than Limit are taken, up to the
+	// first that does not fit; those of the range after it are freed, so
+	// that Holder holds From to From+Granted-1. It refuses when Granted
+	// would be under Min. Result.Granted is how many Holder holds of the
+	// range; Result.Slots how many of Name are taken.
+	OpLeaseSlots
+
+	// OpFreeSlots frees the slots From to From+N-1 of Holder in Name (see
+	// OpLeaseSlots).
+	OpFreeSlots
 )
 
 var opNames = [...]string{OpAdd: "add", OpInit: "init", OpExists: "exists", OpGet: "get",
-	OpReserve: "reserve", OpTake: "take", OpAcquireSlot: "acquire-slot", OpReleaseSlot: "release-slot"}
+	OpReserve: "reserve", OpTake: "take", OpAcquireSlot: "acquire-slot", OpReleaseSlot: "release-slot",
+	OpAdvance: "advance", OpLeaseSlots: "lease-slots", OpFreeSlots: "free-slots"}
 
 func (k OpKind) String() string {
 	if int(k) < len(opNames) && opNames[k] != "" {
@@ -101,11 +126,20 @@ type Op struct {
 	IfExists bool
 	// With are the counters OpGet and OpReserve count with Name.
 	With []string
+	// UpTo makes OpReserve and OpTake count as much of N as fits (N > 0),
+	// but at least Min: they refuse only when not even Min fits (with
+	// Min 0, never). Result.Granted is what they counted. A lease of a
+	// slice of a limit is taken so.
+	UpTo bool
+	// Min is the least an UpTo op or OpLeaseSlots counts.
+	Min int64
 	// Window and At are OpTake's rate window and time.
 	Window Window
 	At     time.Time
 	// Holder is the holder of a slot.
 	Holder string
+	// From is the first slot of OpLeaseSlots and OpFreeSlots.
+	From int64
 	// Ref, when not nil, is where the state may remember what Name
 	// resolved to, for the next op with the same Ref (see Ref).
 	Ref *Ref
@@ -143,8 +177,20 @@ type Result struct {
 	// OK.
 	Taken Taken
 	// Slots is how many slots of Name are taken (OpAcquireSlot,
-	// OpReleaseSlot).
+	// OpReleaseSlot, OpLeaseSlots, OpFreeSlots).
 	Slots int64
+	// Granted is what an UpTo op counted, or how many slots of its range
+	// OpLeaseSlots holds; when the Apply was refused, what they would have.
+	Granted int64
+}
+
+// MaxSlotRange is the most slots one OpLeaseSlots or OpFreeSlots names.
+const MaxSlotRange = 4096
+
+// SlotName is the name of the i-th slot of holder that OpLeaseSlots
+// takes, as other ops see it.
+func SlotName(holder string, i int64) string {
+	return holder + "#" + strconv.FormatInt(i, 10)
 }
 
 // ErrBadOp is returned by Apply for ops it cannot run: an unknown kind, an
@@ -162,14 +208,14 @@ func CheckOps(scope string, ops []Op, results []Result) error {
 	}
 	for i := range ops {
 		op := &ops[i]
-		if op.Kind < OpAdd || op.Kind > OpReleaseSlot {
+		if op.Kind < OpAdd || op.Kind > OpFreeSlots {
 			return fmt.Errorf("%w: op %d has kind %d", ErrBadOp, i, op.Kind)
 		}
 		if op.Name == "" {
 			return fmt.Errorf("%w: op %d (%v) has no name", ErrBadOp, i, op.Kind)
 		}
 		switch op.Kind {
-		case OpAcquireSlot, OpReleaseSlot:
+		case OpAcquireSlot, OpReleaseSlot, OpLeaseSlots, OpFreeSlots:
 			if op.Holder == "" {
 				return fmt.Errorf("%w: op %d (%v) has no holder", ErrBadOp, i, op.Kind)
 			}
@@ -177,6 +223,12 @@ func CheckOps(scope string, ops []Op, results []Result) error {
 			if op.Window.Size < time.Millisecond {
 				return fmt.Errorf("%w: op %d (take) has a window under a millisecond", ErrBadOp, i)
 			}
+		}
+		if op.UpTo && (op.Kind != OpReserve && op.Kind != OpTake || op.N <= 0 || op.Min < 0 || op.Min > op.N) {
+			return fmt.Errorf("%w: op %d (%v) up to %d, at least %d", ErrBadOp, i, op.Kind, op.N, op.Min)
+		}
+		if (op.Kind == OpLeaseSlots || op.Kind == OpFreeSlots) && (op.From < 0 || op.N < 0 || op.N > MaxSlotRange || op.Min > op.N) {
+			return fmt.Errorf("%w: op %d (%v) of slots %d to %d, at least %d", ErrBadOp, i, op.Kind, op.From, op.From+op.N-1, op.Min)
 		}
 	}
 	return nil

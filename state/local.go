@@ -355,7 +355,7 @@ func (l *Local) Take(_ context.Context, key string, n, limit int64, w Window, at
 	}
 	defer l.mu.Unlock()
 	var buf [1]localUndo // nothing to undo: Take is one op
-	t, _ := l.take(l.entry("", key, nil), "", key, nil, n, limit, w, index, size, elapsed, now, buf[:0])
+	t, _, _ := l.take(l.entry("", key, nil), "", key, nil, n, -1, limit, w, index, size, elapsed, now, buf[:0])
 	return t, nil
 }
 

@@ -85,14 +85,14 @@ func (l *Local) applyOp(scope string, op *Op, now instant, r *Result, undo []loc
 	e := l.entry(scope, op.Name, op.Ref)
 	*r = Result{OK: true}
 	switch op.Kind {
-	case OpAdd, OpInit, OpExists, OpGet, OpReserve:
+	case OpAdd, OpInit, OpExists, OpGet, OpReserve, OpAdvance:
 		c := e.liveCounter(now)
-		add := func() {
+		add := func(n int64) {
 			if e == nil {
 				e = l.newEntry(scope, op.Name, op.Ref)
 			}
 			undo = saveCounter(undo, e, c)
-			c = e.add(op.N, op.TTL, now)
+			c = e.add(n, op.TTL, now)
 		}
 		switch op.Kind {
 		case OpAdd:
@@ -100,10 +100,10 @@ func (l *Local) applyOp(scope string, op *Op, now instant, r *Result, undo []loc
 				r.Missing = true
 				break
 			}
-			add()
+			add(op.N)
 		case OpInit:
 			if c == nil {
-				add()
+				add(op.N)
 				r.Missing = true
 			}
 		case OpExists:
@@ -117,21 +117,54 @@ func (l *Local) applyOp(scope string, op *Op, now instant, r *Result, undo []loc
 				total += l.withEntry(e, j, scope, w).value(now)
 			}
 			if op.Kind == OpReserve {
-				r.OK = total+op.N <= op.Limit
-				if r.OK {
-					add()
-					total += op.N
+				n := op.N
+				if op.UpTo {
+					n = max(0, min(op.N, op.Limit-total))
+					r.OK, r.Granted = n >= op.Min, n
+				} else {
+					r.OK = total+n <= op.Limit
+				}
+				if r.OK && (n != 0 || !op.UpTo) {
+					add(n)
+					total += n
 				}
 			}
 			r.Total = total
+		case OpAdvance:
+			if c != nil && c.value >= op.N {
+				r.OK = false
+				break
+			}
+			r.Missing = c == nil
+			if c != nil {
+				r.Value = c.value
+			}
+			if e == nil {
+				e = l.newEntry(scope, op.Name, op.Ref)
+			}
+			undo = saveCounter(undo, e, c)
+			e.hasCounter, e.counter = true, localCounter{value: op.N}
+			if op.TTL > 0 {
+				e.counter.expires = now.after(op.TTL)
+			}
+			return undo
 		}
 		if c != nil {
 			r.Value = c.value
 		}
 	case OpTake:
 		index, size, elapsed, _ := WindowSpan(op.Window, op.At)
-		r.Taken, undo = l.take(e, scope, op.Name, op.Ref, op.N, op.Limit, op.Window, index, size, elapsed, now, undo)
+		least := int64(-1) // not UpTo
+		if op.UpTo {
+			least = op.Min
+		}
+		r.Taken, r.Granted, undo = l.take(e, scope, op.Name, op.Ref, op.N, least, op.Limit, op.Window, index, size, elapsed, now, undo)
 		r.OK = r.Taken.OK
+	case OpLeaseSlots, OpFreeSlots:
+		if e == nil {
+			e = l.newEntry(scope, op.Name, op.Ref)
+		}
+		undo = l.leaseSlots(e, op, now, r, undo)
 	case OpAcquireSlot, OpReleaseSlot:
 		var set *slotSet
 		if e != nil {
@@ -160,12 +193,39 @@ func (l *Local) applyOp(scope string, op *Op, now instant, r *Result, undo []loc
 	return undo
 }
 
+// leaseSlots applies OpLeaseSlots or OpFreeSlots op to the slots of e.
+func (l *Local) leaseSlots(e *localEntry, op *Op, now instant, r *Result, undo []localUndo) []localUndo {
+	set := &e.slots
+	set.expire(now)
+	holding := op.Kind == OpLeaseSlots
+	for i := op.From; i < op.From+op.N; i++ {
+		h := SlotName(op.Holder, i)
+		exp, has := set.get(h)
+		if holding && (has || set.len() < op.Limit) {
+			undo = append(undo, localUndo{e: e, kind: undoSlot, holder: h, had: has, prev: localCounter{expires: exp}})
+			set.put(h, now.after(op.TTL))
+			r.Granted++
+			continue
+		}
+		holding = false // the rest of the range is freed
+		if has {
+			undo = append(undo, localUndo{e: e, kind: undoSlot, holder: h, had: true, prev: localCounter{expires: exp}})
+			delete(set.holders, h)
+		}
+	}
+	r.OK = op.Kind == OpFreeSlots || r.Granted >= op.Min
+	r.Slots = set.len()
+	return undo
+}
+
 // take counts n against limit in the window w of e, the entry of (scope,
 // name) or nil when it has none, at the time whose span WindowSpan gave,
 // as Counters.Take and OpTake do, and appends what it changed to undo.
-// The window's expiry counts from the real now, as on Redis.
-func (l *Local) take(e *localEntry, scope, name string, ref *Ref, n, limit int64, w Window,
-	index, size, elapsed int64, now instant, undo []localUndo) (Taken, []localUndo) {
+// With least >= 0 it counts as much of n as fits, at least least (an
+// UpTo take), and returns what it counted. The window's expiry counts from the
+// real now, as on Redis.
+func (l *Local) take(e *localEntry, scope, name string, ref *Ref, n, least, limit int64, w Window,
+	index, size, elapsed int64, now instant, undo []localUndo) (Taken, int64, []localUndo) {
 	i := e.window(w.Sliding, size, index, now)
 	var cur, prev int64
 	if i >= 0 {
@@ -174,7 +234,17 @@ func (l *Local) take(e *localEntry, scope, name string, ref *Ref, n, limit int64
 	if w.Sliding {
 		prev = e.windowValue(true, size, index-1, now)
 	}
-	ok := Fits(w, cur, prev, n, limit, size, elapsed)
+	var ok bool
+	granted := int64(0)
+	if least >= 0 {
+		if granted, ok = Grant(w, cur, prev, n, least, limit, size, elapsed); ok {
+			n = granted
+		} else {
+			n = least // what a refusal tells about
+		}
+	} else {
+		ok = Fits(w, cur, prev, n, limit, size, elapsed)
+	}
 	if ok && n != 0 {
 		if e == nil {
 			e = l.newEntry(scope, name, ref)
@@ -190,7 +260,7 @@ func (l *Local) take(e *localEntry, scope, name string, ref *Ref, n, limit int64
 		win.value = cur
 		win.expires = now.after(time.Duration(WindowTTL(w, size, elapsed)) * time.Millisecond)
 	}
-	return newTaken(w, ok, cur, prev, n, limit, index, size, elapsed), undo
+	return newTaken(w, ok, cur, prev, n, limit, index, size, elapsed), granted, undo
 }
 
 var _ Atomic = (*Local)(nil)

@@ -57,6 +57,22 @@ func Fits(w Window, cur, prev, n, limit, size, elapsed int64) bool {
 	return count+n <= limit
 }
 
+// Grant is what an UpTo take of up to n, at least least, counts in a window
+// whose current count is cur and previous count prev (0 for fixed
+// windows), at elapsed ms: as much of n as fits under limit (all of it
+// when limit < 0), and whether that is at least least.
+func Grant(w Window, cur, prev, n, least, limit, size, elapsed int64) (int64, bool) {
+	if limit < 0 {
+		return n, true
+	}
+	count := cur
+	if w.Sliding {
+		count += Weighted(prev, size, elapsed)
+	}
+	g := max(0, min(n, limit-count))
+	return g, g >= least
+}
+
 // NewTaken builds Take's answer from the counts after the operation: cur
 // includes n when ok.
 func NewTaken(w Window, ok bool, cur, prev, n, limit int64, now time.Time) Taken {

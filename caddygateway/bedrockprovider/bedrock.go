@@ -1,6 +1,7 @@
 // Package bedrockprovider is the Caddy module of the bedrock provider type,
-// modelgate.providers.bedrock: Amazon Bedrock's Converse API for chat and
-// its InvokeModel API for the Titan and Cohere embeddings models, behind the
+// modelgate.providers.bedrock: Amazon Bedrock's Converse API for chat, its
+// InvokeModel API for the Titan and Cohere embeddings models and for
+// Anthropic's Messages API to Claude, behind the
 // translators of package providers/bedrock, with every request signed with
 // AWS SigV4 (or carrying a Bedrock API key).
 package bedrockprovider
@@ -79,6 +80,7 @@ type Provider struct {
 
 	chat       bedrock.Chat
 	embeddings bedrock.Embeddings
+	messages   bedrock.Messages
 }
 
 // AssumeRole is an IAM role the gateway assumes through STS (AssumeRole),
@@ -120,6 +122,7 @@ func (p *Provider) Provision(ctx caddy.Context) error {
 	}
 	p.chat = bedrock.Chat{StructuredOutput: p.StructuredOutput, BaseModels: p.BaseModels}
 	p.embeddings = bedrock.Embeddings{BaseModels: p.BaseModels}
+	p.messages = bedrock.Messages{BaseModels: p.BaseModels}
 	auth, region, err := p.authenticator(ctx)
 	if err != nil {
 		return fmt.Errorf("bedrock: %w", err)
@@ -244,10 +247,12 @@ func (a *AssumeRole) unmarshal(d *caddyfile.Dispenser) error {
 // Base returns the provider's common configuration.
 func (p *Provider) Base() *caddygateway.ProviderBase { return &p.ProviderBase }
 
-// Endpoints returns the translators: Bedrock serves chat (Converse) and
-// embeddings (InvokeModel).
+// Endpoints returns the translators: Bedrock serves chat (Converse),
+// embeddings (InvokeModel) and, for Claude, the Messages API natively
+// (InvokeModel with Anthropic's body; other models' Messages requests go
+// through Converse).
 func (p *Provider) Endpoints() caddygateway.Endpoints {
-	return caddygateway.Endpoints{Chat: p.chat, Embeddings: p.embeddings}
+	return caddygateway.Endpoints{Chat: p.chat, Embeddings: p.embeddings, Messages: p.messages}
 }
 
 // Interface guards

@@ -1,7 +1,9 @@
 // Package vertexprovider is the Caddy module of the vertex provider type,
-// modelgate.providers.vertex: Gemini on Google Cloud's Vertex AI behind the
-// translator of package providers/gemini (chat and embeddings), with
-// credentials from golang.org/x/oauth2/google.
+// modelgate.providers.vertex: Google Cloud's Vertex AI, Gemini behind the
+// translator of package providers/gemini (chat and embeddings) and Claude
+// behind Anthropic's (chat, and the Messages API passed through), as
+// package providers/vertex puts them together, with credentials from
+// golang.org/x/oauth2/google.
 package vertexprovider
 
 import (
@@ -23,17 +25,23 @@ import (
 
 	"github.com/modelgate/modelgate/batch"
 	"github.com/modelgate/modelgate/caddygateway"
+	"github.com/modelgate/modelgate/providers/anthropic"
 	"github.com/modelgate/modelgate/providers/gemini"
+	"github.com/modelgate/modelgate/providers/vertex"
 )
 
 func init() {
 	caddy.RegisterModule(Provider{})
 }
 
-// Provider is Gemini on Vertex AI. Requests go to
+// Provider is Vertex AI. Requests for Google's models go to
 // {base}/projects/{project}/locations/{location}/publishers/google/models/
 // {model}:generateContent (and :streamGenerateContent, :predict,
-// :embedContent) with an OAuth 2 access token of the cloud-platform scope,
+// :embedContent); for Anthropic's Claude models (names that start with
+// claude-) to …/publishers/anthropic/models/{model}:rawPredict (and
+// :streamRawPredict) with Anthropic's Messages body, which /v1/messages
+// passes through untouched; each with an OAuth 2 access token of the
+// cloud-platform scope,
 // taken from a credentials file, credentials JSON, or Application Default
 // Credentials, cached and replaced before it expires. With api_key instead,
 // Vertex AI's express mode: the key in x-goog-api-key and, without a
@@ -79,7 +87,7 @@ type Provider struct {
 	// requests. Default: native.
 	Batch string `json:"batch,omitempty"`
 
-	chat gemini.Chat
+	chat vertex.Chat
 }
 
 // expressBaseURL is the base URL of requests authenticated with an API key,
@@ -146,7 +154,7 @@ func (p *Provider) setup(ctx context.Context) (caddygateway.ProviderType, error)
 			return t, errors.New("quota_project applies to credentials, not to api_key")
 		}
 		t.KeyRequired, t.KeyHeader, t.BaseURL = true, "x-goog-api-key", expressBaseURL
-		p.chat = gemini.Chat{Vertex: true, Project: project, Location: loc}
+		p.chat = chat(project, loc)
 		return t, nil
 	}
 
@@ -166,8 +174,18 @@ func (p *Provider) setup(ctx context.Context) (caddygateway.ProviderType, error)
 	}
 	t.Auth = googleAuth{tokens: caddygateway.NewTokenAuth(creds.source), quotaProject: quota}
 	t.BaseURL = gemini.VertexBaseURL(loc)
-	p.chat = gemini.Chat{Vertex: true, Project: project, Location: loc}
+	p.chat = chat(project, loc)
 	return t, nil
+}
+
+// chat is the translator of both publishers for project and location.
+// Claude needs a project: in express mode (no project) its models are
+// refused.
+func chat(project, location string) vertex.Chat {
+	return vertex.Chat{
+		Google: gemini.Chat{Vertex: true, Project: project, Location: location},
+		Claude: anthropic.Vertex{Project: project, Location: location},
+	}
 }
 
 // credentials are what the gateway authenticates to Vertex AI with. The
@@ -363,9 +381,11 @@ func (p *Provider) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 // Base returns the provider's common configuration.
 func (p *Provider) Base() *caddygateway.ProviderBase { return &p.ProviderBase }
 
-// Endpoints returns the translators: Vertex AI serves chat and embeddings.
+// Endpoints returns the translators: Vertex AI serves chat and
+// embeddings, and the Messages API natively for Claude.
 func (p *Provider) Endpoints() caddygateway.Endpoints {
-	return caddygateway.Endpoints{Chat: p.chat, Embeddings: gemini.Embeddings{Chat: p.chat}}
+	return caddygateway.Endpoints{Chat: p.chat, Embeddings: gemini.Embeddings{Chat: p.chat.Google},
+		Messages: vertex.Messages{Claude: p.chat.Claude}}
 }
 
 // Interface guards

@@ -147,7 +147,7 @@ func TestSetup(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if pt.BaseURL != tc.base || p.chat.Project != tc.project || p.chat.Location != tc.location || !p.chat.Vertex {
+			if pt.BaseURL != tc.base || p.chat.Google.Project != tc.project || p.chat.Google.Location != tc.location || !p.chat.Google.Vertex || p.chat.Claude.Project != tc.project || p.chat.Claude.Location != tc.location {
 				t.Errorf("base %s, chat %+v", pt.BaseURL, p.chat)
 			}
 			if tc.header == nil {
@@ -281,8 +281,8 @@ func TestMetadataServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.chat.Project != "gke-project" {
-		t.Errorf("project %q", p.chat.Project)
+	if p.chat.Google.Project != "gke-project" {
+		t.Errorf("project %q", p.chat.Google.Project)
 	}
 	for range 3 {
 		if got := authenticate(t, pt).Get("Authorization"); got != "Bearer ya29.metadata-1" {

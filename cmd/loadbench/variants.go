@@ -77,6 +77,10 @@ var variants = map[string]*variant{
 		// runs.
 		extra: fullLimits,
 	},
+	"modelgate_key_redis": {
+		name: "modelgate_key_redis", what: "modelgate_key as one instance of a cluster: a managed key and usage accounting, no limits or budgets, its storage and shared state on a redis-server on the gateway's CPU",
+		gateway: true, managedKey: true, redis: true,
+	},
 	"modelgate_redis": {
 		name: "modelgate_redis", what: "modelgate_full as one instance of a cluster: its storage and its shared state (every limit's and budget's counters) on a redis-server on the gateway's CPU",
 		gateway: true, managedKey: true, redis: true,

@@ -17,6 +17,7 @@ type request struct {
 	messages, maxTokens, maxCompletionTokens, stop, temperature, topP, stream gjson.Result
 	tools, toolChoice, parallelToolCalls, user, safetyIdentifier              gjson.Result
 	reasoningEffort, responseFormat, promptCacheRetention                     gjson.Result
+	webSearch                                                                 gjson.Result
 }
 
 // set records one top-level field of the unified request, or rejects it
@@ -63,8 +64,7 @@ func (r *request) set(key string, v gjson.Result) error {
 		r.promptCacheRetention = v
 	case "web_search_options":
 		if v.IsObject() {
-			return providers.UnsupportedBecause("web_search_options", "web_search_options is not supported by provider type "+providerName+
-				": Anthropic's web search is a server tool whose results and citations this translation does not carry")
+			r.webSearch = v
 		}
 	default:
 		return providers.NoEquivalent(key, v, providerName)
@@ -94,8 +94,8 @@ func versionHeader(version string) http.Header {
 // signed thinking blocks they were. reasoning_effort becomes extended
 // thinking and response_format Anthropic's JSON outputs or a forced tool,
 // as the model's Features say. Features Anthropic lacks (n > 1, logprobs,
-// audio, file and audio parts, non-function tools) and web_search_options
-// are rejected with a 400; parameters without an equivalent (seed,
+// audio, file and audio parts, non-function tools) are rejected with a
+// 400; web_search_options becomes Anthropic's web search tool; parameters without an equivalent (seed,
 // penalties, logit_bias, store, service_tier, …) are dropped.
 func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) {
 	req := providers.Request{Path: "/v1/messages", Header: versionHeader(c.Version)}
@@ -147,7 +147,7 @@ func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) 
 		o.Bool("stream", true)
 	}
 
-	haveTools, err := writeTools(o, r.tools, &format, feats.StructuredOutputs)
+	haveTools, err := writeTools(o, r.tools, r.webSearch, &format, feats.StructuredOutputs)
 	if err != nil {
 		return req, err
 	}
@@ -804,8 +804,9 @@ func writeSystem(o jsonw.Object, msgs []message) {
 // Anthropic's strict tool use where the model has it (strict says so; it
 // comes with JSON outputs) and is dropped elsewhere. It reports whether the
 // client gave tools. Other tool types, and a client tool named like the
-// response_format tool, are rejected.
-func writeTools(o jsonw.Object, tools gjson.Result, f *format, strict bool) (bool, error) {
+// response_format tool, are rejected. webSearch, the request's
+// web_search_options, adds Anthropic's web search server tool.
+func writeTools(o jsonw.Object, tools, webSearch gjson.Result, f *format, strict bool) (bool, error) {
 	mark := o.Mark()
 	list := o.Array("tools")
 	n := 0
@@ -821,6 +822,11 @@ func writeTools(o jsonw.Object, tools gjson.Result, f *format, strict bool) (boo
 		if name.Str == jsonToolName {
 			err = providers.InvalidParam("tools["+strconv.Itoa(n)+"].function.name",
 				"the tool name %s is reserved for response_format on provider type %s", jsonToolName, providerName)
+			return false
+		}
+		if name.Str == webSearchName && webSearch.Exists() {
+			err = providers.InvalidParam("tools["+strconv.Itoa(n)+"].function.name",
+				"the tool name %s is Anthropic's web search tool's, which web_search_options asks for", webSearchName)
 			return false
 		}
 		n++
@@ -841,6 +847,10 @@ func writeTools(o jsonw.Object, tools gjson.Result, f *format, strict bool) (boo
 		return false, err
 	}
 	haveTools := n > 0
+	if webSearch.Exists() {
+		n++
+		writeWebSearchTool(list, webSearch)
+	}
 	if f.kind == formatTool {
 		n++
 		writeJSONTool(list, f)
@@ -851,6 +861,35 @@ func writeTools(o jsonw.Object, tools gjson.Result, f *format, strict bool) (boo
 	}
 	list.End()
 	return haveTools, nil
+}
+
+// webSearchName is the name of Anthropic's web search tool.
+const webSearchName = "web_search"
+
+// writeWebSearchTool writes Anthropic's web search server tool for the
+// unified request's web_search_options: its user_location
+// ({"type":"approximate","approximate":{city, region, country,
+// timezone}}) becomes the tool's, and allowed_domains, which the
+// Responses translation passes on from a web_search tool's filters,
+// restricts the search. search_context_size has no equivalent.
+func writeWebSearchTool(a jsonw.Array, ws gjson.Result) {
+	t := a.Object()
+	t.Str("type", "web_search_20250305")
+	t.Str("name", webSearchName)
+	if loc := ws.Get("user_location.approximate"); loc.IsObject() {
+		ul := t.Object("user_location")
+		ul.Str("type", "approximate")
+		for _, k := range [...]string{"city", "region", "country", "timezone"} {
+			if v := loc.Get(k); v.Type == gjson.String && v.Str != "" {
+				ul.Raw(k, v.Raw)
+			}
+		}
+		ul.End()
+	}
+	if d := ws.Get("allowed_domains"); d.IsArray() && d.Get("0").Exists() {
+		t.Compact("allowed_domains", d.Raw)
+	}
+	t.End()
 }
 
 // writeSchema writes a tool's input_schema. Anthropic requires an object

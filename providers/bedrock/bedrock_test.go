@@ -211,6 +211,7 @@ func TestChatRequestErrors(t *testing.T) {
 	translatortest.BadToolArguments(t, testChat, testModel)
 	translatortest.DeepToolArguments(t, testChat, testModel, 1200)
 	translatortest.CommonRequestErrors(t, testChat, testModel)
+	translatortest.RefusesWebSearch(t, testChat, testModel)
 }
 
 // TestHTTPImageMessage checks that the refusal of an http image URL says

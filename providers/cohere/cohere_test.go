@@ -181,6 +181,7 @@ func TestChatRequestErrors(t *testing.T) {
 		})
 	}
 	translatortest.CommonRequestErrors(t, testChat, testModel)
+	translatortest.RefusesWebSearch(t, testChat, testModel)
 }
 
 // TestChatRequestDuplicateKeys checks that a message's duplicate keys are

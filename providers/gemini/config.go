@@ -48,7 +48,8 @@ func (c Chat) readToolChoice(tc gjson.Result) (toolChoice, error) {
 }
 
 // writeTools writes tools (one tool holding a functionDeclaration per
-// function tool, parameters as parametersJsonSchema) and toolConfig.
+// function tool, parameters as parametersJsonSchema, and Google Search for
+// web_search_options) and toolConfig.
 func (c Chat) writeTools(o jsonw.Object, r *request) error {
 	ch, err := c.readToolChoice(r.toolChoice)
 	if err != nil {
@@ -94,10 +95,18 @@ func (c Chat) writeTools(o jsonw.Object, r *request) error {
 			return providers.InvalidParam("tool_choice.allowed_tools.tools", "allowed_tools names none of the tools")
 		}
 		// "none", "auto" or nothing: no tools is the same thing.
+		if r.webSearch.Exists() {
+			tools := o.Array("tools")
+			writeGoogleSearch(tools)
+			tools.End()
+		}
 		return nil
 	}
 	decls.End()
 	tool.End()
+	if r.webSearch.Exists() {
+		writeGoogleSearch(tools)
+	}
 	tools.End()
 	if !found {
 		return providers.InvalidParam("tool_choice.function.name", "tool_choice names %q, which is not among the tools", ch.name)
@@ -125,6 +134,15 @@ func (c Chat) writeTools(o jsonw.Object, r *request) error {
 	fcc.End()
 	tc.End()
 	return nil
+}
+
+// writeGoogleSearch writes the tool of Grounding with Google Search,
+// {"googleSearch":{}}, which the unified request's web_search_options
+// asks for (it has no options the unified ones map to).
+func writeGoogleSearch(tools jsonw.Array) {
+	t := tools.Object()
+	t.Object("googleSearch").End()
+	t.End()
 }
 
 // writeParameters writes a declaration's parametersJsonSchema: the

@@ -17,6 +17,7 @@ type request struct {
 	messages, maxTokens, maxCompletionTokens, stop, temperature, topP, n, seed gjson.Result
 	presencePenalty, frequencyPenalty, logprobs, topLogprobs, responseFormat   gjson.Result
 	reasoningEffort, tools, toolChoice, stream, serviceTier                    gjson.Result
+	webSearch                                                                  gjson.Result
 }
 
 // set records one top-level field of the unified request, or rejects it
@@ -61,6 +62,10 @@ func (c Chat) set(r *request, key string, v gjson.Result) error {
 		r.reasoningEffort = v
 	case "tools":
 		r.tools = v
+	case "web_search_options":
+		if v.IsObject() {
+			r.webSearch = v
+		}
 	case "tool_choice":
 		r.toolChoice = v
 	case "stream":

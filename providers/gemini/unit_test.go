@@ -426,7 +426,7 @@ func TestNoAliasing(t *testing.T) {
 			b[i] = 'X'
 		}
 	}
-	body := []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"web_search_options":{}}`)
+	body := []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"audio":{"voice":"alloy","format":"mp3"}}`)
 	_, err := testChat().ChatRequest(body, "gemini-2.5-flash")
 	want := err.(*providers.Error).JSON()
 	scribble(body)

@@ -119,6 +119,23 @@ func contentText(c gjson.Result) string {
 	return strings.Join(parts, " ")
 }
 
+// lastText is the text of a user turn's content the answer follows: the
+// string, or its last text block. A client that puts context before the
+// user's words in one turn (Claude Code's reminders, Codex's environment
+// once translated) has the answer follow the words.
+func lastText(c gjson.Result) string {
+	if c.Type == gjson.String {
+		return c.Str
+	}
+	text := ""
+	for _, p := range c.Array() {
+		if p.Get("type").Str == "text" {
+			text = p.Get("text").Str
+		}
+	}
+	return text
+}
+
 // isInt reports whether v is a JSON integer of at least min.
 func isInt(v gjson.Result, min int64) bool {
 	return v.Type == gjson.Number && !strings.ContainsAny(v.Raw, ".eE") && v.Int() >= min
@@ -150,6 +167,45 @@ func (a *answer) structured(schema gjson.Result, text string) {
 	a.words = strings.Fields(string(b))
 	a.tool, a.toolArgs = "", nil
 }
+
+// toolInput is the input of a call of a tool whose input schema is
+// schema, as a model fills it: the properties the schema requires, each
+// an instance of its own schema (see Structured), or every property when
+// it requires none.
+func toolInput(schema gjson.Result, text string) []byte {
+	req := schema.Get("required")
+	if !req.IsArray() || len(req.Array()) == 0 {
+		return schemaInstance(nil, schema, schema, text, 0)
+	}
+	b := []byte{'{'}
+	for i, k := range req.Array() {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, k.Str)
+		b = append(b, ':')
+		p := schema.Get("properties." + gjsonEscape(k.Str))
+		b = schemaInstance(b, schema, p, text, 1)
+	}
+	return append(b, '}')
+}
+
+// gjsonEscape escapes the characters of a gjson path in a key.
+func gjsonEscape(k string) string {
+	var sb strings.Builder
+	for _, c := range k {
+		if strings.ContainsRune(`.*?|#@\!=<>%`, c) {
+			sb.WriteByte('\\')
+		}
+		sb.WriteRune(c)
+	}
+	return sb.String()
+}
+
+// textOnly reports whether model asks the fake to answer in text although
+// tools are offered (the scripted model name no-tools): a turn an agent,
+// which always offers its tools, completes without a tool call.
+func textOnly(model string) bool { return strings.Contains(model, "no-tools") }
 
 // SchemaInstance returns the JSON instance of schema that the fake's
 // structured answers carry for text (see the package doc).
@@ -236,6 +292,10 @@ func chatConversation(msgs []gjson.Result, text func(gjson.Result) string, count
 		switch m.Get("role").Str {
 		case "user":
 			userText, userLast, results = t, true, results[:0]
+		case "system", "developer":
+			// Instructions, wherever a client puts them (Claude Code ends
+			// its conversation with one for a model not Anthropic's): not a
+			// turn.
 		case "tool":
 			userLast, results = false, append(results, t)
 		default:

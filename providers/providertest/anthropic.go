@@ -99,6 +99,15 @@ func (anthropicFormat) serve(c *call) {
 		countTokens(c)
 		return
 	}
+	serveMessages(c)
+}
+
+// serveMessages answers c.body, a Messages request, as Anthropic's API
+// does: its checks, then the answer, streamed or not, into c.w. The
+// Messages API of the clouds (Bedrock's InvokeModel, Vertex AI's
+// rawPredict) answers through it too, once their envelope is taken off.
+func serveMessages(c *call) {
+	w := c.w
 	q, msg := checkAnthropic(c.body)
 	if msg != "" {
 		anthropicError(w, http.StatusBadRequest, "invalid_request_error", msg)
@@ -121,7 +130,7 @@ func (anthropicFormat) serve(c *call) {
 			}
 		}
 		if m.Get("role").Str == "user" && text != "" {
-			userText = text
+			userText = lastText(m.Get("content"))
 		}
 	}
 	// The answer follows the last message: a user turn of only tool
@@ -136,13 +145,15 @@ func (anthropicFormat) serve(c *call) {
 			}
 		}
 	}
-	var tools []string
+	var tools []string // the client's tools, which the fake may call
 	for _, t := range q.tools.Array() {
-		tools = append(tools, t.Get("name").Str)
+		if typ := t.Get("type").Str; typ == "" || typ == "custom" {
+			tools = append(tools, t.Get("name").Str)
+		}
 	}
 	tc := q.toolChoice
 	a := decide(userText, strings.Join(results, " "), len(results) > 0, userLast, tools, tc.Get("name").Str,
-		tc.Get("type").Str == "none", q.maxTokens.Int(), promptWords)
+		tc.Get("type").Str == "none" || textOnly(q.model.Str), q.maxTokens.Int(), promptWords)
 
 	// Structured output: a tool's input is an instance of its schema
 	// (when the schema names properties; {"query": …} otherwise), so a
@@ -151,7 +162,7 @@ func (anthropicFormat) serve(c *call) {
 	if a.tool != "" {
 		for _, t := range q.tools.Array() {
 			if t.Get("name").Str == a.tool && t.Get("input_schema.properties").IsObject() {
-				a.toolArgs = schemaInstance(nil, t.Get("input_schema"), t.Get("input_schema"), userText, 0)
+				a.toolArgs = toolInput(t.Get("input_schema"), userText)
 			}
 		}
 	}
@@ -396,6 +407,13 @@ func checkAnthropicFields(q *anRequest) string {
 			p := "tools." + strconv.Itoa(i)
 			if t.Get("name").Type != gjson.String || t.Get("name").Str == "" {
 				return p + ".name: Field required"
+			}
+			if typ := t.Get("type").Str; typ != "" && typ != "custom" {
+				if msg := checkServerTool(p, t); msg != "" {
+					return msg
+				}
+				toolNames = append(toolNames, t.Get("name").Str)
+				continue
 			}
 			if is := t.Get("input_schema"); !is.IsObject() || is.Get("type").Str != "object" {
 				return p + ".input_schema: must be a JSON Schema object with type object"
@@ -654,4 +672,34 @@ func countTokens(c *call) {
 		n += c.s.promptTokens(contentText(m.Get("content")))
 	}
 	writeJSON(c.w, http.StatusOK, append(providers.AppendInt([]byte(`{"input_tokens":`), int64(n)), '}'))
+}
+
+// serverTools are the versions of Anthropic's server tools the fake
+// takes, by type, with the name each must have.
+var serverTools = map[string]string{
+	"web_search_20250305": "web_search", "web_fetch_20250910": "web_fetch",
+}
+
+// checkServerTool checks a server tool as Anthropic does: a type it
+// knows, the name that type has, and for web search its options. The
+// fake never runs one (as a search that found nothing).
+func checkServerTool(p string, t gjson.Result) string {
+	typ := t.Get("type").Str
+	name, ok := serverTools[typ]
+	if !ok {
+		return p + ": Input tag '" + typ + "' found using 'type' does not match any of the expected tags"
+	}
+	if t.Get("name").Str != name {
+		return p + ".name: Input should be '" + name + "'"
+	}
+	if t.Get("input_schema").Exists() {
+		return p + ".input_schema: Extra inputs are not permitted"
+	}
+	if loc := t.Get("user_location"); loc.Exists() && loc.Get("type").Str != "approximate" {
+		return p + ".user_location.type: Input should be 'approximate'"
+	}
+	if d := t.Get("allowed_domains"); d.Exists() && !d.IsArray() {
+		return p + ".allowed_domains: Input should be a valid list"
+	}
+	return ""
 }

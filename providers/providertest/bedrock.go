@@ -63,7 +63,12 @@ func (bedrockFormat) route(r *http.Request) routing {
 		return notMine
 	}
 	model, op, _ := strings.Cut(rest, "/")
-	if model == "" || (op != "converse" && op != "converse-stream" && op != "invoke") || r.Method != http.MethodPost {
+	switch op {
+	case "converse", "converse-stream", "invoke", "invoke-with-response-stream":
+	default:
+		return owned
+	}
+	if model == "" || r.Method != http.MethodPost {
 		return owned
 	}
 	return served
@@ -290,7 +295,16 @@ func (bedrockFormat) serve(c *call) {
 		bedrockError(c.w, http.StatusBadRequest, "SerializationException", "Content-Type must be application/json, not "+strconv.Quote(ct))
 		return
 	}
-	if strings.HasSuffix(c.r.URL.EscapedPath(), "/invoke") {
+	if path := c.r.URL.EscapedPath(); strings.HasSuffix(path, "/invoke") || strings.HasSuffix(path, "/invoke-with-response-stream") {
+		stream := strings.HasSuffix(path, "/invoke-with-response-stream")
+		if isBedrockClaude(c.model) {
+			serveBedrockMessages(c, stream)
+			return
+		}
+		if stream {
+			bedrockError(c.w, http.StatusBadRequest, "ValidationException", "The fake streams InvokeModel for Anthropic's models only.")
+			return
+		}
 		serveBedrockInvoke(c)
 		return
 	}

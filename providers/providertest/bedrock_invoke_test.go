@@ -74,7 +74,8 @@ func TestBedrockInvokeTitan(t *testing.T) {
 		{"amazon.titan-embed-text-v2:0", `{"inputText":""}`, "#/inputText"},
 		{"amazon.titan-embed-text-v2:0", `{"inputText":"x","embeddingTypes":["int8"]}`, "#/embeddingTypes"},
 		{"amazon.titan-embed-text-v2:0", `[1]`, "Malformed input request"},
-		{"anthropic.claude-3-haiku-20240307-v1:0", `{"inputText":"x"}`, "model identifier is invalid"},
+		{"anthropic.claude-3-haiku-20240307-v1:0", `{"inputText":"x"}`, "required key [anthropic_version] not found"},
+		{"meta.llama3-8b-instruct-v1:0", `{"inputText":"x"}`, "model identifier is invalid"},
 	} {
 		res, got := bedrockInvoke(t, s, tc.model, tc.body)
 		if res.StatusCode != 400 || !strings.HasPrefix(res.Header.Get("X-Amzn-Errortype"), "ValidationException:") || !strings.Contains(got.Get("message").Str, tc.msg) {

@@ -22,7 +22,7 @@ import (
 // are Google's.
 type geminiFormat struct{}
 
-// vertexFormat is Gemini on Vertex AI (WIRE_FORMATS §H.1): POST
+// vertexFormat is Gemini on Vertex AI (and Claude, see vertex_claude.go): POST
 // /v1/projects/{project}/locations/{location}/publishers/google/models/
 // {model}:generateContent (or :streamGenerateContent?alt=sse) with an OAuth
 // bearer token, and express mode's /v1/publishers/google/models/{model}:…
@@ -103,6 +103,9 @@ func (vertexFormat) route(r *http.Request) routing {
 		}
 		rest = strings.TrimPrefix(p, "/v1/")
 	}
+	if _, claude := vertexClaudePath(rest); claude && r.Method == http.MethodPost {
+		return served
+	}
 	if _, _, ok := geminiTarget(rest, true); !ok || r.Method != http.MethodPost {
 		return owned
 	}
@@ -148,6 +151,10 @@ func (vertexFormat) model(r *http.Request, _ []byte) string {
 	rest, ok := strings.CutPrefix(r.URL.Path, vertexPrefix)
 	if !ok {
 		rest = strings.TrimPrefix(r.URL.Path, "/v1/")
+	}
+	if _, claude := vertexClaudePath(rest); claude {
+		res, _, _ := strings.Cut(rest, ":")
+		return res[strings.LastIndexByte(res, '/')+1:]
 	}
 	m, _, _ := geminiTarget(rest, true)
 	return m
@@ -243,6 +250,10 @@ func (vertexFormat) serve(c *call) {
 				`{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"`+reason+`","domain":"googleapis.com"}`)
 			return
 		}
+	}
+	if method, claude := vertexClaudePath(strings.TrimPrefix(c.r.URL.Path, vertexPrefix)); claude && strings.HasPrefix(c.r.URL.Path, vertexPrefix) {
+		serveVertexClaude(c, method)
+		return
 	}
 	serveGenerate(c, true)
 }

@@ -84,7 +84,7 @@ func (openAIFormat) serve(c *call) {
 		maxTokens = q.maxTokens.Int()
 	}
 	a := decide(userText, strings.Join(results, " "), len(results) > 0, userLast,
-		tools, tc.Get("function.name").Str, tc.Str == "none", maxTokens, promptWords)
+		tools, tc.Get("function.name").Str, tc.Str == "none" || textOnly(model.Str), maxTokens, promptWords)
 	if rf := gjson.GetBytes(c.body, "response_format"); a.tool == "" {
 		switch rf.Get("type").Str {
 		case "json_schema":

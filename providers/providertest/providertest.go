@@ -15,7 +15,9 @@
 //	azure_openai POST /openai/deployments/{deployment}/chat/completions?api-version=…,
 //	             POST /openai/v1/chat/completions (api-key, or an Entra bearer token)
 //	bedrock      POST /model/{modelId}/converse, POST /model/{modelId}/converse-stream,
-//	             POST /model/{modelId}/invoke (Titan and Cohere embeddings)
+//	             POST /model/{modelId}/invoke (Titan and Cohere embeddings; Anthropic's
+//	             Messages body for Claude, and …/invoke-with-response-stream, see
+//	             bedrock_messages.go)
 //	             (AWS SigV4; the key is "<access key id>:<secret access key>"
 //	             [":<session token>"], and the fake recomputes the signature;
 //	             or a Bedrock API key as a bearer token, Keys["bedrock_api_key"])
@@ -54,7 +56,10 @@
 // key.
 //
 // Chat answers are derived from the request, so a test can check what went
-// through: the answer is "echo: <last user text>"; or "tool said: <tool
+// through: the answer is "echo: <last user text>" (system messages,
+// wherever they are, are not turns; in Anthropic's format, of a user turn
+// of several text blocks the last one's, as a client's context comes
+// before its words in one turn there); or "tool said: <tool
 // results>" when the conversation ends with tool results (all of them, in
 // order, joined with spaces); or, when tools are offered and the
 // conversation ends with a user's text, a call of the first offered tool
@@ -99,6 +104,8 @@
 //	                  retry-after-ms: 50 (and retry-after: 1); a repeat of
 //	                  it is answered
 //	unsorted          rerank results in request order, top_n ignored
+//	no-tools          (Anthropic's and OpenAI's Responses formats) an answer in
+//	                  text although tools are offered
 //	redacted          (Anthropic, thinking on) a redacted_thinking block
 //	                  follows the thinking block
 //

@@ -108,7 +108,7 @@ func (responsesFormat) serve(c *call) {
 		return
 	}
 	body := gjson.ParseBytes(c.body)
-	a, custom, userText := decideResponses(body, c.s.promptTokens)
+	a, custom, userText := decideResponses(body, c.s.promptTokens, textOnly(c.model))
 	if f := body.Get("text.format"); a.tool == "" {
 		switch f.Get("type").Str {
 		case "json_schema":
@@ -200,7 +200,7 @@ func (responsesFormat) serve(c *call) {
 // formats decide theirs: from the last user text, the tool outputs that
 // end the input, the function and custom tools offered and tool_choice.
 // custom says the tool called is a custom one.
-func decideResponses(body gjson.Result, count func(string) int) (a *answer, custom bool, userText string) {
+func decideResponses(body gjson.Result, count func(string) int, toolsOff bool) (a *answer, custom bool, userText string) {
 	promptWords := count(body.Get("instructions").Str)
 	userLast := false
 	var results []string
@@ -235,14 +235,24 @@ func decideResponses(body gjson.Result, count func(string) int) (a *answer, cust
 	})
 	var tools []string
 	customs := map[string]bool{}
+	schemas := map[string]gjson.Result{}
 	body.Get("tools").ForEach(func(_, t gjson.Result) bool {
-		tools = append(tools, t.Get("name").Str)
-		customs[t.Get("name").Str] = t.Get("type").Str == "custom"
+		switch t.Get("type").Str {
+		case "function", "custom":
+			tools = append(tools, t.Get("name").Str)
+			customs[t.Get("name").Str] = t.Get("type").Str == "custom"
+			schemas[t.Get("name").Str] = t.Get("parameters")
+		}
 		return true
 	})
 	tc := body.Get("tool_choice")
 	a = decide(userText, strings.Join(results, " "), len(results) > 0, userLast,
-		tools, tc.Get("name").Str, tc.Str == "none", body.Get("max_output_tokens").Int(), promptWords)
+		tools, tc.Get("name").Str, tc.Str == "none" || toolsOff, body.Get("max_output_tokens").Int(), promptWords)
+	// A function's arguments are an instance of its parameters schema
+	// when it names properties, as Anthropic's tool inputs are.
+	if s := schemas[a.tool]; a.tool != "" && !customs[a.tool] && s.Get("properties").IsObject() {
+		a.toolArgs = toolInput(s, userText)
+	}
 	return a, a.tool != "" && customs[a.tool], userText
 }
 

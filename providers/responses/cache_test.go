@@ -50,3 +50,21 @@ func TestCacheControlReachesAnthropic(t *testing.T) {
 		t.Fatalf("the request's shape changed:\n%s", req.Body)
 	}
 }
+
+// A tool_search_output item's marker stays on the tool message it becomes,
+// as a function call output's does.
+func TestCacheControlOnToolSearchOutput(t *testing.T) {
+	const body = `{"model":"m","input":[{"role":"user","content":"find"},
+		{"type":"tool_search_call","call_id":"c0","execution":"client","arguments":{"query":"calendar"}},
+		{"type":"tool_search_output","call_id":"c0","execution":"client","cache_control":{"type":"ephemeral"},"tools":[
+			{"type":"function","name":"create_event","parameters":{"type":"object"}}]}],
+		"tools":[{"type":"tool_search","execution":"client","parameters":{"type":"object"}}]}`
+	x, err := newX(testTranslator(), []byte(body), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := gjson.ParseBytes(x.ChatBody()).Get("messages.2")
+	if msg.Get("role").Str != "tool" || msg.Get("cache_control.type").Str != "ephemeral" {
+		t.Errorf("tool message = %s, want a tool message marked ephemeral", msg.Raw)
+	}
+}

@@ -31,6 +31,11 @@ type Exchange struct {
 	echoErr                    error
 
 	final []byte // the complete Response, encrypted_content and all
+
+	// webSearch is the web search built-in the hub request asks for as
+	// web_search_options; dropped lists the built-in tools left out.
+	webSearch *builtin
+	dropped   []string
 }
 
 // New translates a parsed create request into a hub chat request.
@@ -41,6 +46,9 @@ type Exchange struct {
 // be read (500).
 func (t Translator) New(r *Request, history []byte) (*Exchange, error) {
 	x := &Exchange{t: t, r: r, id: t.newID("resp_"), createdAt: t.now().Unix()}
+	if err := x.builtins(); err != nil {
+		return nil, err
+	}
 	if err := x.buildChat(history); err != nil {
 		return nil, err
 	}
@@ -172,6 +180,7 @@ func (x *Exchange) buildChat(history []byte) error {
 	}
 
 	x.writeTools(o)
+	x.writeWebSearch(o)
 	if f := r.text.Get("format"); f.IsObject() {
 		switch f.Get("type").Str {
 		case "json_object":
@@ -270,8 +279,10 @@ func (x *Exchange) writeTools(o jsonw.Object) {
 		tool := tools.Object()
 		tool.Str("type", "function")
 		fn := tool.Object("function")
-		fn.Raw("name", t.nameV.Raw)
-		if t.custom {
+		fn.Str("name", t.hub)
+		if t.search {
+			writeSearchFunction(fn, t)
+		} else if t.custom {
 			fn.Str("description", customDescription(t))
 			ps := fn.Object("parameters")
 			ps.Str("type", "object")
@@ -287,8 +298,13 @@ func (x *Exchange) writeTools(o jsonw.Object) {
 			ps.Bool("additionalProperties", false)
 			ps.End()
 		} else {
-			if d := t.description; d.Type == gjson.String {
+			switch d, nd := t.description, t.nsDescription; {
+			case nd.Type == gjson.String && nd.Str != "" && d.Type == gjson.String && d.Str != "":
+				fn.Str("description", nd.Str+"\n\n"+d.Str)
+			case d.Type == gjson.String:
 				fn.Raw("description", d.Raw)
+			case nd.Type == gjson.String:
+				fn.Raw("description", nd.Raw)
 			}
 			if p := t.parameters; p.IsObject() {
 				fn.Raw("parameters", p.Raw)
@@ -311,6 +327,35 @@ func (x *Exchange) writeTools(o jsonw.Object) {
 	if providers.IsBool(r.parallelToolCalls) {
 		o.Raw("parallel_tool_calls", r.parallelToolCalls.Raw)
 	}
+}
+
+// writeSearchFunction writes the description and parameters of the
+// function the client-run tool_search becomes: the tool's own, or a
+// query and a limit.
+func writeSearchFunction(fn jsonw.Object, t *tool) {
+	if d := t.description; d.Type == gjson.String {
+		fn.Raw("description", d.Raw)
+	} else {
+		fn.Str("description", "Searches for more tools by what they do; the tools found can be called afterwards.")
+	}
+	if p := t.parameters; p.IsObject() {
+		fn.Raw("parameters", p.Raw)
+		return
+	}
+	ps := fn.Object("parameters")
+	ps.Str("type", "object")
+	props := ps.Object("properties")
+	q := props.Object("query")
+	q.Str("type", "string")
+	q.End()
+	l := props.Object("limit")
+	l.Str("type", "number")
+	l.End()
+	props.End()
+	req := ps.Array("required")
+	req.Str("query")
+	req.End()
+	ps.End()
 }
 
 // customDescription is the description of the function a custom tool
@@ -422,7 +467,31 @@ func (c *chatBuilder) item(p string, it gjson.Result, fromHistory bool) error {
 		c.message(role, it.Get("content"), it.Get("cache_control"))
 	case "function_call":
 		c.flushImages()
-		c.call(it.Get("call_id"), it.Get("name"), jsonw.Lit(it.Get("arguments").Raw))
+		name := it.Get("name")
+		if ns := it.Get("namespace"); ns.Type == gjson.String {
+			name = jsonString(ns.Str + NamespaceSeparator + name.Str)
+		}
+		c.call(it.Get("call_id"), name, jsonw.Lit(it.Get("arguments").Raw))
+	case "tool_search_call":
+		c.flushImages()
+		args := "{}"
+		if a := it.Get("arguments"); a.IsObject() {
+			args = a.Raw
+		}
+		w := jsonw.New(make([]byte, 0, len(args)+8))
+		w.Value().Compact(args)
+		b, err := w.Finish()
+		if err != nil {
+			return err
+		}
+		c.call(it.Get("call_id"), jsonString(toolSearchName), jsonw.Plain(providers.InPlace(b)))
+	case "tool_search_output":
+		c.flushTurn()
+		out, err := foundTools(it.Get("tools"))
+		if err != nil {
+			return err
+		}
+		c.toolOutput(it.Get("call_id"), jsonString(out), it.Get("cache_control"))
 	case "custom_tool_call":
 		c.flushImages()
 		w := jsonw.New(make([]byte, 0, len(it.Get("input").Raw)+16))
@@ -433,7 +502,11 @@ func (c *chatBuilder) item(p string, it gjson.Result, fromHistory bool) error {
 		if err != nil {
 			return err
 		}
-		c.call(it.Get("call_id"), it.Get("name"), jsonw.Plain(providers.InPlace(b)))
+		name := it.Get("name")
+		if ns := it.Get("namespace"); ns.Type == gjson.String {
+			name = jsonString(ns.Str + NamespaceSeparator + name.Str)
+		}
+		c.call(it.Get("call_id"), name, jsonw.Plain(providers.InPlace(b)))
 	case "function_call_output", "custom_tool_call_output":
 		c.flushTurn()
 		c.toolOutput(it.Get("call_id"), it.Get("output"), it.Get("cache_control"))
@@ -442,6 +515,47 @@ func (c *chatBuilder) item(p string, it gjson.Result, fromHistory bool) error {
 		c.reasoning(it)
 	}
 	return nil
+}
+
+// jsonString is s as a JSON string value.
+func jsonString(s string) gjson.Result {
+	return gjson.Result{Type: gjson.String, Str: s, Raw: string(providers.AppendString(nil, s))}
+}
+
+// foundTools is the tool message for a tool_search output: the names
+// and descriptions of the tools it found, which the hub request offers
+// from then on, as {"tools":[{"name","description"}]}.
+func foundTools(tools gjson.Result) (string, error) {
+	w := jsonw.New(make([]byte, 0, 64+len(tools.Raw)/4))
+	o := w.Object()
+	list := o.Array("tools")
+	var each func(ns string, t gjson.Result) bool
+	each = func(ns string, t gjson.Result) bool {
+		name := t.Get("name").Str
+		switch t.Get("type").Str {
+		case "namespace":
+			t.Get("tools").ForEach(func(_, nt gjson.Result) bool { return each(name, nt) })
+			return true
+		case "function", "custom":
+		default:
+			return true
+		}
+		if ns != "" {
+			name = ns + NamespaceSeparator + name
+		}
+		e := list.Object()
+		e.Str("name", name)
+		if d := t.Get("description"); d.Type == gjson.String {
+			e.Raw("description", d.Raw)
+		}
+		e.End()
+		return true
+	}
+	tools.ForEach(func(_, t gjson.Result) bool { return each("", t) })
+	list.End()
+	o.End()
+	b, err := w.Finish()
+	return string(b), err
 }
 
 // lookup finds an item by id among the items seen so far.

@@ -18,6 +18,7 @@ const (
 	kindMessage
 	kindFunction
 	kindCustom
+	kindToolSearch // a call of the client-run tool_search
 )
 
 // outItem is one output item of a Response, as a stream builds it up or
@@ -36,7 +37,8 @@ type outItem struct {
 
 	// function and custom tool calls
 	callID, name string
-	args         []byte // arguments (function) or input (custom)
+	namespace    string // a function's namespace, "" for none
+	args         []byte // arguments (function, tool_search) or input (custom)
 }
 
 // outPart is a message's output_text or refusal part.
@@ -78,14 +80,44 @@ func writeItem(v jsonw.Value, it *outItem, encrypted bool) {
 		o.Str("arguments", providers.InPlace(it.args))
 		o.Str("call_id", it.callID)
 		o.Str("name", it.name)
+		if it.namespace != "" {
+			o.Str("namespace", it.namespace)
+		}
+	case kindToolSearch:
+		o.Str("type", "tool_search_call")
+		o.Str("status", it.status)
+		o.Str("call_id", it.callID)
+		o.Str("execution", "client")
+		writeSearchArguments(o, it.args, it.status == "completed")
 	case kindCustom:
 		o.Str("type", "custom_tool_call")
 		o.Str("status", it.status)
 		o.Str("call_id", it.callID)
 		o.Str("name", it.name)
+		if it.namespace != "" {
+			o.Str("namespace", it.namespace)
+		}
 		o.Str("input", providers.InPlace(it.args))
 	}
 	o.End()
+}
+
+// writeSearchArguments writes a tool_search call's arguments, an
+// object: the arguments the model gave when they are one (while they
+// stream in, done is false and they are {} until then), else the text it
+// gave as the query.
+func writeSearchArguments(o jsonw.Object, args []byte, done bool) {
+	a := gjson.ParseBytes(args)
+	switch {
+	case a.IsObject() && providers.ValidJSON(args):
+		o.Key("arguments").Compact(a.Raw)
+	case done && len(args) > 0:
+		q := o.Object("arguments")
+		q.Str("query", providers.InPlace(args))
+		q.End()
+	default:
+		o.Object("arguments").End()
+	}
 }
 
 // writeSummaryText writes a summary_text part of text.
@@ -483,10 +515,16 @@ func (x *Exchange) outputOf(msg, logprobs gjson.Result) []*outItem {
 // newCall starts the item of a call of the tool name: a custom_tool_call
 // for a custom tool of the request, else a function_call.
 func (x *Exchange) newCall(callID, name string) *outItem {
-	if x.r.isCustom(name) {
-		return &outItem{kind: kindCustom, id: x.t.newID("ctc_"), callID: callID, name: name}
+	switch t := x.r.hubTool(name); {
+	case t == nil:
+		return &outItem{kind: kindFunction, id: x.t.newID("fc_"), callID: callID, name: name}
+	case t.custom:
+		return &outItem{kind: kindCustom, id: x.t.newID("ctc_"), callID: callID, name: t.name, namespace: t.namespace}
+	case t.search:
+		return &outItem{kind: kindToolSearch, id: x.t.newID("tsc_"), callID: callID, name: t.name}
+	default:
+		return &outItem{kind: kindFunction, id: x.t.newID("fc_"), callID: callID, name: t.name, namespace: t.namespace}
 	}
-	return &outItem{kind: kindFunction, id: x.t.newID("fc_"), callID: callID, name: name}
 }
 
 // customInput is the input of a custom tool call from the arguments of

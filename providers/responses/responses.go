@@ -57,6 +57,12 @@ type Translator struct {
 	// NewID returns a new unique id that starts with prefix ("resp_",
 	// "msg_", "fc_", …); nil means prefix followed by 48 random hex digits.
 	NewID func(prefix string) string
+
+	// BuiltinTools is what becomes of a built-in tool (web_search,
+	// image_generation, code_interpreter, …) that the model's provider
+	// has no equivalent of: BuiltinDrop (the default, also for "") or
+	// BuiltinRefuse.
+	BuiltinTools string
 }
 
 func (t Translator) now() time.Time { return providers.Now(t.Now) }

@@ -127,16 +127,18 @@ func TestRequestErrors(t *testing.T) {
 		{"output without output", `{"model":"m","input":[{"type":"function_call_output","call_id":"c"}]}`, "input[0].output", "invalid_value"},
 		{"output of a number", `{"model":"m","input":[{"type":"custom_tool_call_output","call_id":"c","output":1}]}`, "input[0].output", "invalid_value"},
 		{"reasoning without summary", `{"model":"m","input":[{"type":"reasoning"}]}`, "input[0].summary", "invalid_value"},
-		{"hosted item", `{"model":"m","input":[{"type":"web_search_call","id":"ws_1"}]}`, "input[0].type", "unsupported_parameter"},
+		{"only a search's record", `{"model":"m","input":[{"type":"web_search_call","id":"ws_1"}]}`, "input", "invalid_value"},
 		{"local shell item", `{"model":"m","input":[{"type":"local_shell_call","call_id":"c"}]}`, "input[0].type", "unsupported_parameter"},
 		{"unknown reference", `{"model":"m","input":[{"role":"user","content":"a"},{"type":"item_reference","id":"msg_x"}]}`, "input[1].id", "invalid_value"},
 		{"reference without id", `{"model":"m","input":[{"type":"item_reference"}]}`, "input[0].id", "invalid_value"},
 		{"instructions not a string", `{"model":"m","input":"a","instructions":["x"]}`, "instructions", "invalid_value"},
-		{"web search tool", `{"model":"m","input":"a","tools":[{"type":"web_search"}]}`, "tools[0].type", "unsupported_parameter"},
-		{"file search tool", `{"model":"m","input":"a","tools":[` + fn + `,{"type":"file_search","vector_store_ids":["v"]}]}`, "tools[1].type", "unsupported_parameter"},
-		{"computer tool", `{"model":"m","input":"a","tools":[{"type":"computer_use_preview"}]}`, "tools[0].type", "unsupported_parameter"},
-		{"local shell tool", `{"model":"m","input":"a","tools":[{"type":"local_shell"}]}`, "tools[0].type", "unsupported_parameter"},
 		{"unknown tool", `{"model":"m","input":"a","tools":[{"type":"teleport"}]}`, "tools[0].type", "unsupported_parameter"},
+		{"namespace without tools", `{"model":"m","input":"a","tools":[{"type":"namespace","name":"n"}]}`, "tools[0].tools", "invalid_value"},
+		{"namespace of a built-in", `{"model":"m","input":"a","tools":[{"type":"namespace","name":"n","tools":[{"type":"web_search"}]}]}`, "tools[0].tools[0].type", "unsupported_parameter"},
+		{"namespace name with the separator", `{"model":"m","input":"a","tools":[{"type":"namespace","name":"a__b","tools":[]}]}`, "tools[0].name", "invalid_value"},
+		{"flattened name taken", `{"model":"m","input":"a","tools":[{"type":"function","name":"n__f"},{"type":"namespace","name":"n","tools":[{"type":"function","name":"f"}]}]}`, "tools[1].tools[0].name", "invalid_value"},
+		{"search call without call_id", `{"model":"m","input":[{"type":"tool_search_call","arguments":{}}]}`, "input[0].call_id", "invalid_value"},
+		{"search output of a string", `{"model":"m","input":[{"type":"tool_search_output","call_id":"c","tools":"x"}]}`, "input[0].tools", "invalid_value"},
 		{"function without name", `{"model":"m","input":"a","tools":[{"type":"function","parameters":{}}]}`, "tools[0].name", "invalid_value"},
 		{"parameters not an object", `{"model":"m","input":"a","tools":[{"type":"function","name":"f","parameters":"x"}]}`, "tools[0].parameters", "invalid_value"},
 		{"strict not a bool", `{"model":"m","input":"a","tools":[{"type":"function","name":"f","strict":"yes"}]}`, "tools[0].strict", "invalid_value"},
@@ -189,7 +191,7 @@ func TestRequestErrors(t *testing.T) {
 			}
 			// Validate refuses the same body (but for what needs the
 			// conversation: an unresolvable item_reference).
-			newOnly := map[string]bool{"empty input": true, "only reasoning": true, "unknown reference": true}
+			newOnly := map[string]bool{"empty input": true, "only reasoning": true, "unknown reference": true, "only a search's record": true}
 			if _, verr := Validate([]byte(tt.body)); (verr == nil) != newOnly[tt.name] {
 				t.Errorf("Validate error = %v; want one only when New alone can tell", verr)
 			}

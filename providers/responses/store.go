@@ -214,6 +214,10 @@ func idPrefix(typ string) string {
 		return "ctco_"
 	case "reasoning":
 		return "rs_"
+	case "tool_search_call":
+		return "tsc_"
+	case "tool_search_output":
+		return "tso_"
 	}
 	return "item_"
 }
@@ -265,11 +269,36 @@ func (x *Exchange) writeNormalized(v jsonw.Value, it gjson.Result, typ string) {
 		o.Str("status", "completed")
 		o.Raw("call_id", it.Get("call_id").Raw)
 		o.Raw("name", it.Get("name").Raw)
+		if ns := it.Get("namespace"); ns.Type == gjson.String {
+			o.Raw("namespace", ns.Raw)
+		}
 		if typ == "function_call" {
 			o.Compact("arguments", it.Get("arguments").Raw)
 		} else {
 			o.Compact("input", it.Get("input").Raw)
 		}
+	case "tool_search_call", "tool_search_output":
+		o.Str("status", "completed")
+		o.Raw("call_id", it.Get("call_id").Raw)
+		o.Str("execution", "client")
+		if typ == "tool_search_call" {
+			if a := it.Get("arguments"); a.IsObject() {
+				o.Compact("arguments", a.Raw)
+			} else {
+				o.Object("arguments").End()
+			}
+		} else if t := it.Get("tools"); t.IsArray() {
+			o.Compact("tools", t.Raw)
+		} else {
+			o.Array("tools").End()
+		}
+	case "web_search_call", "compaction":
+		it.ForEach(func(k, v gjson.Result) bool {
+			if k.Str != "id" && k.Str != "type" {
+				o.Compact(k.Str, v.Raw)
+			}
+			return true
+		})
 	case "function_call_output", "custom_tool_call_output":
 		o.Str("status", "completed")
 		o.Raw("call_id", it.Get("call_id").Raw)

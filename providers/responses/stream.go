@@ -621,6 +621,11 @@ func (s *Stream) callArgs(dst []byte, c *call, args string) []byte {
 		return dst
 	}
 	it := c.item
+	if it.kind == kindToolSearch {
+		// Its arguments are an object, whole in output_item.done.
+		it.args = append(it.args, args...)
+		return dst
+	}
 	if it.kind == kindFunction {
 		it.args = append(it.args, args...)
 		const typ = "response.function_call_arguments.delta"
@@ -662,6 +667,9 @@ func (s *Stream) closeCall(dst []byte) []byte {
 		dst = s.announce(dst, c)
 	}
 	it := c.item
+	if it.kind == kindToolSearch {
+		return s.itemDone(dst, it)
+	}
 	if it.kind == kindFunction {
 		const typ = "response.function_call_arguments.done"
 		w := s.begin(dst, typ)

@@ -2,6 +2,7 @@ package responses
 
 import (
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
@@ -19,10 +20,16 @@ type Request struct {
 	store, previousResponseID, stream, include, metadata                           gjson.Result
 	user, safetyIdentifier, promptCacheKey, promptCacheRetention, serviceTier      gjson.Result
 
-	// toolList is tools, parsed; send marks those sent to the provider
-	// (tool_choice allowed_tools may narrow them).
+	// toolList is tools, parsed (a namespace's tools each on its own, and
+	// the tools tool_search outputs in the input made available); send
+	// marks those sent to the provider (tool_choice allowed_tools may
+	// narrow them).
 	toolList []tool
 	send     []bool
+	// builtins are the built-in tools of tools, which OpenAI runs itself:
+	// New maps each to the hub or applies the Translator's BuiltinTools
+	// policy.
+	builtins []builtin
 	// choice is the hub's tool_choice value ("" for none to send).
 	choice string
 
@@ -31,34 +38,77 @@ type Request struct {
 	size int // of the body
 }
 
-// tool is one function or custom tool of the request.
+// tool is one function or custom tool of the request, one function of a
+// namespace, or the client-run tool_search.
 type tool struct {
 	custom bool
-	name   string
-	v      gjson.Result // the tool object
+	search bool   // the tool_search tool the client runs (execution "client")
+	name   string // the tool's name (a namespace's function: its name within it)
+	// namespace is the namespace a function belongs to, "" for none.
+	namespace string
+	// hub is the function's name in the hub: the name, or for a
+	// namespace's function "<namespace>__<name>" (NamespaceSeparator),
+	// since chat tools have no namespaces.
+	hub string
+	// found is set for a tool a tool_search output made available: it
+	// yields to a tool of tools with the same name.
+	found bool
+	v     gjson.Result // the tool object
 
 	// Its fields, the first of duplicate keys.
 	typ, nameV, description, parameters, strict, format gjson.Result
+	// nsDescription is the description of the namespace it belongs to.
+	nsDescription gjson.Result
+}
+
+// builtin is a built-in tool of the request.
+type builtin struct {
+	param string // where it is: tools[3]
+	typ   string
+	v     gjson.Result
+}
+
+// NamespaceSeparator joins a namespace and the name of one of its
+// functions into the name the function has in the hub (and at the
+// provider): the function spawn_agent of the namespace collaboration is
+// collaboration__spawn_agent there. A call of it comes back as a
+// function_call with name spawn_agent and namespace collaboration.
+const NamespaceSeparator = "__"
+
+// toolSearchName is the name of the function the client-run tool_search
+// tool becomes in the hub.
+const toolSearchName = "tool_search"
+
+// hubTool returns the tool whose hub name is name, or nil.
+func (r *Request) hubTool(name string) *tool {
+	for i := range r.toolList {
+		if r.toolList[i].hub == name {
+			return &r.toolList[i]
+		}
+	}
+	return nil
 }
 
 // isCustom reports whether name names a custom tool of the request.
 func (r *Request) isCustom(name string) bool {
-	for i := range r.toolList {
-		if r.toolList[i].name == name {
-			return r.toolList[i].custom
-		}
-	}
-	return false
+	t := r.hubTool(name)
+	return t != nil && t.custom
 }
 
 // Hosted (built-in) tool types: OpenAI runs them itself; a chat provider
-// cannot.
+// has its own equivalent at best (web search), which New maps them to.
 var hostedTools = map[string]bool{
 	"web_search": true, "web_search_preview": true, "web_search_2025_08_26": true,
 	"web_search_preview_2025_03_11": true, "file_search": true, "computer": true,
 	"computer_use": true, "computer_use_preview": true, "code_interpreter": true,
 	"image_generation": true, "mcp": true, "local_shell": true, "shell": true,
 	"apply_patch": true, "tool_search": true,
+}
+
+// webSearchTools are the built-in tool types of OpenAI's web search.
+var webSearchTools = map[string]bool{
+	"web_search": true, "web_search_preview": true, "web_search_2025_08_26": true,
+	"web_search_preview_2025_03_11": true,
 }
 
 // Parse checks a CreateResponse body thoroughly enough that New can trust
@@ -381,17 +431,17 @@ func (r *Request) setMetadata(v gjson.Result) error {
 
 // parseTools checks tools and collects the function and custom tools.
 func (r *Request) parseTools() error {
-	if !r.tools.IsArray() {
-		return nil
-	}
 	i := 0
 	var err error
 	r.tools.ForEach(func(_, t gjson.Result) bool {
-		err = r.addTool("tools["+strconv.Itoa(i)+"]", t)
+		err = r.addTool("tools["+strconv.Itoa(i)+"]", t, "", gjson.Result{}, false)
 		i++
 		return err == nil
 	})
 	if err != nil {
+		return err
+	}
+	if err := r.addFoundTools(); err != nil {
 		return err
 	}
 	r.send = make([]bool, len(r.toolList))
@@ -401,11 +451,39 @@ func (r *Request) parseTools() error {
 	return nil
 }
 
-func (r *Request) addTool(p string, v gjson.Result) error {
+// addFoundTools adds the tools that tool_search outputs of the input
+// made available, so that the model can call them: those the client
+// described fully (functions, namespaces, custom tools) that have no
+// namespace and name of a tool of the request already.
+func (r *Request) addFoundTools() error {
+	if !r.input.IsArray() {
+		return nil
+	}
+	var err error
+	i := 0
+	r.input.ForEach(func(_, it gjson.Result) bool {
+		if itemType(it) == "tool_search_output" {
+			j := 0
+			it.Get("tools").ForEach(func(_, t gjson.Result) bool {
+				err = r.addTool("input["+strconv.Itoa(i)+"].tools["+strconv.Itoa(j)+"]", t, "", gjson.Result{}, true)
+				j++
+				return err == nil
+			})
+		}
+		i++
+		return err == nil
+	})
+	return err
+}
+
+// addTool adds the tool v at p; ns and nsDesc are the name and
+// description of the namespace it belongs to, if any; found marks a tool
+// a tool_search output made available.
+func (r *Request) addTool(p string, v gjson.Result, ns string, nsDesc gjson.Result, found bool) error {
 	if !v.IsObject() {
 		return invalid(p, "each tool must be an object")
 	}
-	t := tool{v: v}
+	t := tool{v: v, namespace: ns, nsDescription: nsDesc, found: found}
 	v.ForEach(func(k, val gjson.Result) bool {
 		switch k.Str {
 		case "type":
@@ -427,7 +505,29 @@ func (r *Request) addTool(p string, v gjson.Result) error {
 	if typ.Type != gjson.String {
 		return invalid(p+".type", "each tool needs a type")
 	}
+	if ns != "" && typ.Str != "function" && typ.Str != "custom" {
+		return providers.UnsupportedBecause(p+".type", "a namespace may hold function and custom tools, not "+strconv.Quote(typ.Str))
+	}
 	switch typ.Str {
+	case "namespace":
+		return r.addNamespace(p, t)
+	case "tool_search":
+		if ex := v.Get("execution"); ex.Str != "client" {
+			// Searched at OpenAI, over tools it keeps: a built-in.
+			if found {
+				return nil
+			}
+			r.builtins = append(r.builtins, builtin{param: p, typ: typ.Str, v: v})
+			return nil
+		}
+		if ps := t.parameters; ps.Exists() && !ps.IsObject() && ps.Type != gjson.Null {
+			return invalid(p+".parameters", "parameters must be a JSON Schema object")
+		}
+		if d := t.description; d.Exists() && d.Type != gjson.String && d.Type != gjson.Null {
+			return invalid(p+".description", "description must be a string")
+		}
+		t.search, t.name, t.hub = true, toolSearchName, toolSearchName
+		return r.appendTool(p, t)
 	case "function":
 		if ps := t.parameters; ps.Exists() && !ps.IsObject() && ps.Type != gjson.Null {
 			return invalid(p+".parameters", "parameters must be a JSON Schema object")
@@ -453,10 +553,14 @@ func (r *Request) addTool(p string, v gjson.Result) error {
 			return invalid(p+".format.type", "a custom tool's format type must be text or grammar")
 		}
 	default:
-		if hostedTools[typ.Str] {
-			return providers.UnsupportedBecause(p+".type", "the built-in tool "+typ.Str+" is not supported: it runs at OpenAI, and this model's provider cannot run it; use function or custom tools")
+		if found {
+			return nil // nothing the model could call
 		}
-		return providers.UnsupportedBecause(p+".type", "tools of type "+strconv.Quote(typ.Str)+" are not supported; use function or custom tools")
+		if hostedTools[typ.Str] {
+			r.builtins = append(r.builtins, builtin{param: p, typ: typ.Str, v: v})
+			return nil
+		}
+		return providers.UnsupportedBecause(p+".type", "tools of type "+strconv.Quote(typ.Str)+" are not supported; use function, custom or namespace tools")
 	}
 	if t.nameV.Type != gjson.String || t.nameV.Str == "" {
 		return invalid(p+".name", "a "+typ.Str+" tool needs a name")
@@ -464,12 +568,52 @@ func (r *Request) addTool(p string, v gjson.Result) error {
 	if d := t.description; d.Exists() && d.Type != gjson.String && d.Type != gjson.Null {
 		return invalid(p+".description", "description must be a string")
 	}
-	for i := range r.toolList {
-		if r.toolList[i].name == t.nameV.Str {
-			return invalid(p+".name", "two tools are named "+strconv.Quote(t.nameV.Str))
-		}
+	t.custom, t.name, t.hub = typ.Str == "custom", t.nameV.Str, t.nameV.Str
+	if ns != "" {
+		t.hub = ns + NamespaceSeparator + t.name
 	}
-	t.custom, t.name = typ.Str == "custom", t.nameV.Str
+	return r.appendTool(p, t)
+}
+
+// addNamespace adds the functions of the namespace tool t, at p.
+func (r *Request) addNamespace(p string, t tool) error {
+	if t.nameV.Type != gjson.String || t.nameV.Str == "" {
+		return invalid(p+".name", "a namespace tool needs a name")
+	}
+	if strings.Contains(t.nameV.Str, NamespaceSeparator) {
+		return invalid(p+".name", "a namespace's name may not contain "+strconv.Quote(NamespaceSeparator)+": it joins the namespace and a tool's name for the model's provider")
+	}
+	if d := t.description; d.Exists() && d.Type != gjson.String && d.Type != gjson.Null {
+		return invalid(p+".description", "description must be a string")
+	}
+	tools := t.v.Get("tools")
+	if !tools.IsArray() {
+		return invalid(p+".tools", "a namespace tool needs a tools array")
+	}
+	var err error
+	i := 0
+	tools.ForEach(func(_, nt gjson.Result) bool {
+		err = r.addTool(p+".tools["+strconv.Itoa(i)+"]", nt, t.nameV.Str, t.description, t.found)
+		i++
+		return err == nil
+	})
+	return err
+}
+
+// appendTool adds t, unless its hub name is taken: then a tool of the
+// request is refused (400), a tool a tool_search output made available is
+// left out (the request's own, or the one found first, stays).
+func (r *Request) appendTool(p string, t tool) error {
+	if other := r.hubTool(t.hub); other != nil {
+		if t.found {
+			return nil
+		}
+		if other.found {
+			*other = t
+			return nil
+		}
+		return invalid(p+".name", "two tools are named "+strconv.Quote(t.hub)+" (a namespace's tool is named <namespace>"+NamespaceSeparator+"<name> for the model's provider)")
+	}
 	r.toolList = append(r.toolList, t)
 	return nil
 }
@@ -504,14 +648,15 @@ func (r *Request) parseToolChoice() error {
 		if name.Type != gjson.String {
 			return invalid("tool_choice.name", "tool_choice needs the name of a "+typ+" tool")
 		}
-		if !r.hasTool(name.Str, typ == "custom") {
+		t := r.namedTool(name.Str, c.Get("namespace").Str, typ == "custom")
+		if t == nil {
 			return invalid("tool_choice.name", "tool_choice names "+strconv.Quote(name.Str)+", which is not a "+typ+" tool of this request")
 		}
-		w := jsonw.New(make([]byte, 0, 48+len(name.Raw)))
+		w := jsonw.New(make([]byte, 0, 48+len(t.hub)))
 		o := w.Object()
 		o.Str("type", "function")
 		fn := o.Object("function")
-		fn.Raw("name", name.Raw)
+		fn.Str("name", t.hub)
 		fn.End()
 		o.End()
 		b, err := w.Finish()
@@ -541,9 +686,9 @@ func (r *Request) parseToolChoice() error {
 				err = providers.UnsupportedBecause(p+".type", "allowed_tools may only list function and custom tools")
 				return false
 			}
-			name := t.Get("name").Str
+			name, ns := t.Get("name").Str, t.Get("namespace").Str
 			for i := range r.toolList {
-				if r.toolList[i].name == name && r.toolList[i].custom == (tt == "custom") {
+				if k := &r.toolList[i]; k.name == name && k.namespace == ns && !k.search && k.custom == (tt == "custom") {
 					if !r.send[i] {
 						n++
 					}
@@ -569,13 +714,15 @@ func (r *Request) parseToolChoice() error {
 	return nil
 }
 
-func (r *Request) hasTool(name string, custom bool) bool {
+// namedTool returns the function (custom: custom) tool name of the
+// namespace ns ("": none), or nil.
+func (r *Request) namedTool(name, ns string, custom bool) *tool {
 	for i := range r.toolList {
-		if r.toolList[i].name == name && r.toolList[i].custom == custom {
-			return true
+		if t := &r.toolList[i]; t.name == name && t.namespace == ns && !t.search && t.custom == custom {
+			return t
 		}
 	}
-	return false
+	return nil
 }
 
 // Roles an input message may have.
@@ -621,6 +768,27 @@ func checkItem(p string, it gjson.Result) error {
 		if s := it.Get(field); s.Type != gjson.String {
 			return invalid(p+"."+field, "a "+typ+" item needs "+field+" as a string")
 		}
+		if ns := it.Get("namespace"); ns.Exists() && ns.Type != gjson.Null && (ns.Type != gjson.String || ns.Str == "") {
+			return invalid(p+".namespace", "namespace must be the name of a namespace")
+		}
+	case "tool_search_call":
+		if s := it.Get("call_id"); s.Type != gjson.String || s.Str == "" {
+			return invalid(p+".call_id", "a tool_search_call item needs a call_id")
+		}
+		if a := it.Get("arguments"); a.Exists() && !a.IsObject() && a.Type != gjson.Null {
+			return invalid(p+".arguments", "a tool_search_call's arguments must be an object")
+		}
+	case "tool_search_output":
+		if s := it.Get("call_id"); s.Type != gjson.String || s.Str == "" {
+			return invalid(p+".call_id", "a tool_search_output item needs a call_id")
+		}
+		if t := it.Get("tools"); t.Exists() && !t.IsArray() && t.Type != gjson.Null {
+			return invalid(p+".tools", "a tool_search_output's tools must be an array")
+		}
+	case "web_search_call", "compaction":
+		// The record of a search OpenAI ran, and history OpenAI compacted
+		// and encrypted: no other provider can read either. The answer
+		// that followed a search carries what it found.
 	case "function_call_output", "custom_tool_call_output":
 		if s := it.Get("call_id"); s.Type != gjson.String || s.Str == "" {
 			return invalid(p+".call_id", "a "+typ+" item needs a call_id")

@@ -41,6 +41,11 @@ const (
 	codeTake
 	codeAcquire
 	codeRelease
+	codeReserveUpTo
+	codeTakeUpTo
+	codeAdvance
+	codeLeaseSlots
+	codeFreeSlots
 )
 
 // applyScript runs Apply's ops in two passes. The first evaluates every op
@@ -48,14 +53,16 @@ const (
 // table), so each sees the effect of those before it, and decides
 // whether all fit; the second, only then, writes them, in the same order.
 // Counts are compared as Lua numbers (exact to 2^53); writes go through
-// INCRBY with the caller's integers, exact. Slots compare expiries with
-// Redis's TIME.
+// INCRBY with the caller's integers, exact, or with what an UpTo op
+// granted (an integer the script computed, under 2^53). Slots compare
+// expiries with Redis's TIME.
 //
 // ARGV[1] holds two bytes for each op, its code and its key count; then
 // come the ops' arguments, NARGS of them for each. The reply is {applied,
 // then for each op: flags, v1, v2} where flags is 1 if the op fits plus 2
-// if its counter was missing, and v1, v2 are value and total for
-// counters, cur and prev for windows, the slots taken for slot sets.
+// if its counter was missing plus 4 times what it granted (UpTo ops,
+// lease-slots), and v1, v2 are value and total for counters, cur and prev
+// for windows, the slots taken for slot sets.
 //
 // What Redis spends on a script is mostly the interpreter's, not the
 // commands': each redis.call, each tonumber of an argument and each value
@@ -68,7 +75,8 @@ const (
 var applyScript = redis.NewScript(applySource)
 
 const applySource = `
-local NARGS = {3, 2, 0, 0, 3, 5, 3, 1}
+local NARGS = {3, 2, 0, 0, 3, 5, 3, 1, 4, 6, 2, 6, 3}
+local SETS = {[7] = true, [8] = true, [12] = true, [13] = true}
 -- Each op's code, its first key and key count, its first argument.
 local head = ARGV[1]
 local nops = #head / 2
@@ -87,7 +95,7 @@ end
 local vals, fresh, sets = {}, {}, {}
 local want = {}
 for i = 1, nops do
-	if kinds[i] < 7 then -- not a slot set
+	if not SETS[kinds[i]] then
 		for j = kis[i], kis[i] + nks[i] - 1 do want[#want + 1] = KEYS[j] end
 	end
 end
@@ -118,10 +126,13 @@ local function member(s, k, h)
 	return s.m[h]
 end
 
+-- grants: what each UpTo op counts; members: the slots each lease-slots
+-- or free-slots op holds (true) or frees (false), in order.
+local grants, members = {}, {}
 local reply, ok = {0}, true
 for i = 1, nops do
 	local kind, k, a = kinds[i], KEYS[kis[i]], ais[i]
-	local fit, missing, v1, v2 = 1, 0, 0, 0
+	local fit, missing, granted, v1, v2 = 1, 0, 0, 0, 0
 	if kind == 1 then
 		local v = vals[k]
 		if v == false and ARGV[a + 2] == '1' then
@@ -142,7 +153,7 @@ for i = 1, nops do
 	elseif kind == 3 then
 		local v = vals[k]
 		if v == false then fit, missing = 0, 1 else v1 = v end
-	elseif kind == 4 or kind == 5 then
+	elseif kind == 4 or kind == 5 or kind == 9 then
 		local v = vals[k] or 0
 		local total = v
 		for j = 1, nks[i] - 1 do total = total + (vals[KEYS[kis[i] + j]] or 0) end
@@ -154,23 +165,50 @@ for i = 1, nops do
 			else
 				fit = 0
 			end
+		elseif kind == 9 then
+			local g = math.max(0, math.min(tonumber(ARGV[a]), tonumber(ARGV[a + 2]) - total))
+			granted = g
+			if g < tonumber(ARGV[a + 1]) then
+				fit = 0
+			else
+				grants[i] = g
+				v, total = v + g, total + g
+				vals[k] = v
+			end
 		end
 		v1, v2 = v, total
-	elseif kind == 6 then
+	elseif kind == 6 or kind == 10 then
 		local cur, prev = vals[k] or 0, 0
 		if nks[i] == 2 then prev = vals[KEYS[kis[i] + 1]] or 0 end
-		local n, limit = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
-		local size, elapsed = tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
-		if n > 0 and limit >= 0 then
-			local count = cur
-			if nks[i] == 2 then count = count + math.floor(prev * (size - elapsed) / size) end
-			if count + n > limit then fit = 0 end
+		local b = a
+		if kind == 10 then b = a + 1 end -- past min
+		local n, limit = tonumber(ARGV[a]), tonumber(ARGV[b + 1])
+		local size, elapsed = tonumber(ARGV[b + 2]), tonumber(ARGV[b + 3])
+		local count = cur
+		if nks[i] == 2 then count = count + math.floor(prev * (size - elapsed) / size) end
+		if kind == 10 then
+			local g = n
+			if limit >= 0 then g = math.max(0, math.min(n, limit - count)) end
+			granted = g
+			if g < tonumber(ARGV[a + 1]) then fit = 0 else n = g end
+			grants[i] = n
+		elseif n > 0 and limit >= 0 and count + n > limit then
+			fit = 0
 		end
 		if fit == 1 and n ~= 0 then
 			cur = cur + n
 			vals[k] = cur
 		end
 		v1, v2 = cur, prev
+	elseif kind == 11 then
+		local v = vals[k]
+		if v and v >= tonumber(ARGV[a]) then
+			fit, v1 = 0, v
+		else
+			if v == false then missing = 1 end
+			v1 = v or 0
+			vals[k] = tonumber(ARGV[a])
+		end
 	elseif kind == 7 then
 		local s, h = slotset(k), ARGV[a]
 		local has = member(s, k, h)
@@ -183,17 +221,45 @@ for i = 1, nops do
 			fit = 0
 		end
 		v1 = s.n
-	else
+	elseif kind == 8 then
 		local s, h = slotset(k), ARGV[a]
 		if member(s, k, h) then
 			s.n = s.n - 1
 			s.m[h] = false
 		end
 		v1 = s.n
+	else -- 12 lease-slots, 13 free-slots
+		local s, holder = slotset(k), ARGV[a]
+		local from, n = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
+		local holding, limit = kind == 12, 0
+		if holding then limit = tonumber(ARGV[a + 4]) end
+		local ms = {}
+		for j = from, from + n - 1 do
+			local h = holder .. '#' .. j
+			local has = member(s, k, h)
+			if holding and (has or s.n < limit) then
+				if not has then
+					s.n = s.n + 1
+					s.m[h] = true
+				end
+				granted = granted + 1
+				ms[#ms + 1] = {h, true}
+			else
+				holding = false
+				if has then
+					s.n = s.n - 1
+					s.m[h] = false
+					ms[#ms + 1] = {h, false}
+				end
+			end
+		end
+		members[i] = ms
+		if kind == 12 and granted < tonumber(ARGV[a + 3]) then fit = 0 end
+		v1 = s.n
 	end
 	if fit == 0 then ok = false end
 	local r = #reply
-	reply[r + 1], reply[r + 2], reply[r + 3] = fit + 2 * missing, v1, v2
+	reply[r + 1], reply[r + 2], reply[r + 3] = fit + 2 * missing + 4 * granted, v1, v2
 end
 if not ok then return reply end
 reply[1] = 1
@@ -208,6 +274,10 @@ local function add(k, n, ttl)
 		redis.call('INCRBY', k, n)
 	end
 end
+local function hold(k, ttl, h)
+	redis.call('ZADD', k, now + ttl, h)
+	if redis.call('PTTL', k) < ttl then redis.call('PEXPIRE', k, ttl) end
+end
 for i = 1, nops do
 	local kind, k, a = kinds[i], KEYS[kis[i]], ais[i]
 	if kind == 1 then
@@ -218,12 +288,25 @@ for i = 1, nops do
 		add(k, ARGV[a], ARGV[a + 2])
 	elseif kind == 6 then
 		if ARGV[a] ~= '0' then add(k, ARGV[a], ARGV[a + 4]) end
+	elseif kind == 9 then
+		if grants[i] ~= 0 then add(k, string.format('%d', grants[i]), ARGV[a + 3]) end
+	elseif kind == 10 then
+		if grants[i] ~= 0 then add(k, string.format('%d', grants[i]), ARGV[a + 5]) end
+	elseif kind == 11 then
+		fresh[k] = nil
+		if tonumber(ARGV[a + 1]) > 0 then
+			redis.call('SET', k, ARGV[a], 'PX', ARGV[a + 1])
+		else
+			redis.call('SET', k, ARGV[a])
+		end
 	elseif kind == 7 then
-		local ttl = tonumber(ARGV[a + 2])
-		redis.call('ZADD', k, now + ttl, ARGV[a])
-		if redis.call('PTTL', k) < ttl then redis.call('PEXPIRE', k, ttl) end
+		hold(k, tonumber(ARGV[a + 2]), ARGV[a])
 	elseif kind == 8 then
 		redis.call('ZREM', k, ARGV[a])
+	elseif kind == 12 or kind == 13 then
+		for _, m in ipairs(members[i]) do
+			if m[2] then hold(k, tonumber(ARGV[a + 5]), m[1]) else redis.call('ZREM', k, m[1]) end
+		end
 	end
 end
 return reply
@@ -279,9 +362,13 @@ func (s *State) Apply(ctx context.Context, scope string, ops []state.Op, results
 			for _, w := range op.With {
 				counter(w)
 			}
-			if op.Kind == state.OpGet {
+			switch {
+			case op.Kind == state.OpGet:
 				code = codeGet
-			} else {
+			case op.UpTo:
+				code = codeReserveUpTo
+				args = append(args, op.N, op.Min, op.Limit, ms(op.TTL))
+			default:
 				code = codeReserve
 				args = append(args, op.N, op.Limit, ms(op.TTL))
 			}
@@ -292,7 +379,12 @@ func (s *State) Apply(ctx context.Context, scope string, ops []state.Op, results
 			if op.Window.Sliding {
 				key(s.applyWindowKey(base, op.Name, true, size, index-1))
 			}
-			args = append(args, op.N, op.Limit, size, elapsed, state.WindowTTL(op.Window, size, elapsed))
+			args = append(args, op.N)
+			if op.UpTo {
+				code = codeTakeUpTo
+				args = append(args, op.Min)
+			}
+			args = append(args, op.Limit, size, elapsed, state.WindowTTL(op.Window, size, elapsed))
 		case state.OpAcquireSlot:
 			code = codeAcquire
 			key(base + "s:" + op.Name)
@@ -301,6 +393,18 @@ func (s *State) Apply(ctx context.Context, scope string, ops []state.Op, results
 			code = codeRelease
 			key(base + "s:" + op.Name)
 			args = append(args, op.Holder)
+		case state.OpAdvance:
+			code = codeAdvance
+			counter(op.Name)
+			args = append(args, op.N, ms(op.TTL))
+		case state.OpLeaseSlots:
+			code = codeLeaseSlots
+			key(base + "s:" + op.Name)
+			args = append(args, op.Holder, op.From, op.N, op.Min, op.Limit, max(1, ms(op.TTL)))
+		case state.OpFreeSlots:
+			code = codeFreeSlots
+			key(base + "s:" + op.Name)
+			args = append(args, op.Holder, op.From, op.N)
 		}
 		head[2*i] = code
 	}
@@ -313,11 +417,18 @@ func (s *State) Apply(ctx context.Context, scope string, ops []state.Op, results
 	}
 	for i := range ops {
 		op, v := &ops[i], r[1+3*i:4+3*i]
-		res := state.Result{OK: v[0]&1 != 0, Missing: v[0]&2 != 0}
+		res := state.Result{OK: v[0]&1 != 0, Missing: v[0]&2 != 0, Granted: v[0] >> 2}
 		switch op.Kind {
 		case state.OpTake:
-			res.Taken = state.NewTaken(op.Window, res.OK, v[1], v[2], op.N, op.Limit, op.At)
-		case state.OpAcquireSlot, state.OpReleaseSlot:
+			n := op.N
+			if op.UpTo {
+				n = op.Min // what a refusal tells about
+				if res.OK {
+					n = res.Granted
+				}
+			}
+			res.Taken = state.NewTaken(op.Window, res.OK, v[1], v[2], n, op.Limit, op.At)
+		case state.OpAcquireSlot, state.OpReleaseSlot, state.OpLeaseSlots, state.OpFreeSlots:
 			res.Slots = v[1]
 		default:
 			res.Value, res.Total = v[1], v[2]

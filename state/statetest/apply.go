@@ -377,3 +377,158 @@ func testApplyRefs(t *testing.T, open Instances) {
 		}
 	}
 }
+
+// UpTo reservations and takes count as much as fits, at least Min, and
+// say what they counted; with Min 0 they never refuse.
+func testApplyUpTo(t *testing.T, open Instances) {
+	ss := open(t, 2)
+	a, b := ss[0], ss[1]
+	reserve := func(s state.State, n, least int64) (bool, state.Result) {
+		ok, res := apply(t, s, "s", state.Op{Kind: state.OpAdd, Name: "spent", N: 0},
+			state.Op{Kind: state.OpReserve, Name: "lease", N: n, Min: least, UpTo: true, Limit: 10, With: []string{"spent"}, TTL: time.Minute})
+		return ok, res[1]
+	}
+	apply(t, a, "s", state.Op{Kind: state.OpAdd, Name: "spent", N: 3})
+	if ok, r := reserve(a, 4, 4); !ok || r.Granted != 4 || r.Value != 4 || r.Total != 7 {
+		t.Fatalf("up to 4 with 7 left: %v %+v", ok, r)
+	}
+	if ok, r := reserve(b, 8, 0); !ok || r.Granted != 3 || r.Value != 7 || r.Total != 10 {
+		t.Fatalf("up to 8 with 3 left: %v %+v", ok, r)
+	}
+	if ok, r := reserve(a, 5, 0); !ok || r.Granted != 0 || r.Total != 10 {
+		t.Fatalf("up to 5, at least 0, with none left: %v %+v", ok, r)
+	}
+	apply(t, b, "s", state.Op{Kind: state.OpAdd, Name: "spent", N: -2})
+	if ok, r := reserve(a, 5, 3); ok || r.OK || r.Granted != 2 {
+		t.Fatalf("up to 5, at least 3, with 2 left: %v %+v", ok, r)
+	}
+	if v, _ := get(t, b, "s", "lease"); v != 7 {
+		t.Fatalf("a refused up-to reservation counted: lease = %d, want 7", v)
+	}
+
+	// Takes: a sliding window of 100 with 70 taken.
+	w := state.Window{Size: time.Minute, Sliding: true}
+	at := base.Add(10 * time.Second)
+	take := func(s state.State, n, least, limit int64, others ...state.Op) (bool, state.Result) {
+		ops := append([]state.Op{{Kind: state.OpTake, Name: "rpm", N: n, Min: least, UpTo: true, Limit: limit, Window: w, At: at}}, others...)
+		ok, res := apply(t, s, "s", ops...)
+		return ok, res[0]
+	}
+	apply(t, a, "s", state.Op{Kind: state.OpTake, Name: "rpm", N: 70, Limit: 100, Window: w, At: at})
+	if ok, r := take(b, 50, 1, 100); !ok || r.Granted != 30 || r.Taken.Count != 100 || r.Taken.Remaining != 0 {
+		t.Fatalf("up to 50 with 30 left: %v %+v", ok, r)
+	}
+	if ok, r := take(a, 5, 0, 100); !ok || r.Granted != 0 || r.Taken.Count != 100 {
+		t.Fatalf("up to 5, at least 0, with none left: %v %+v", ok, r)
+	}
+	if ok, r := take(a, 5, 1, 100); ok || r.Taken.OK || r.Taken.RetryAfter <= 0 {
+		t.Fatalf("up to 5, at least 1, with none left: %v %+v", ok, r)
+	}
+	if ok, r := take(b, 5, 5, -1); !ok || r.Granted != 5 || r.Taken.Count != 105 {
+		t.Fatalf("up to 5 without a limit: %v %+v", ok, r)
+	}
+	// An Apply that refuses counts no grant.
+	apply(t, a, "s", state.Op{Kind: state.OpTake, Name: "rpm", N: -20, Limit: -1, Window: w, At: at})
+	if ok, r := take(a, 10, 1, 100, state.Op{Kind: state.OpExists, Name: "nothing"}); ok || !r.OK || r.Granted != 10 {
+		t.Fatalf("up to 10 beside a refusal: %v %+v", ok, r)
+	}
+	if _, r := take(b, 0+1, 0, -1); r.Taken.Count != 86 {
+		t.Fatalf("a refused Apply left its grant: the window counts %d, want 86", r.Taken.Count)
+	}
+}
+
+// An Apply that begins with OpAdvance is applied once, however often it
+// is sent.
+func testApplyAdvance(t *testing.T, open Instances) {
+	ss := open(t, 2)
+	settle := func(s state.State, seq int64) (bool, []state.Result) {
+		return apply(t, s, "s", state.Op{Kind: state.OpAdvance, Name: "fence", N: seq, TTL: time.Minute},
+			state.Op{Kind: state.OpAdd, Name: "spent", N: 5})
+	}
+	ok, res := settle(ss[0], 1)
+	if !ok || !res[0].Missing || res[0].Value != 0 {
+		t.Fatalf("the first settlement: %v %+v", ok, res[0])
+	}
+	// Sent again (its answer lost): refused, nothing added twice.
+	if ok, res = settle(ss[1], 1); ok || res[0].OK || res[0].Value != 1 {
+		t.Fatalf("the same settlement again: %v %+v", ok, res[0])
+	}
+	if ok, res = settle(ss[0], 3); !ok || res[0].Missing || res[0].Value != 1 {
+		t.Fatalf("the next settlement: %v %+v", ok, res[0])
+	}
+	if ok, _ = settle(ss[1], 2); ok {
+		t.Fatal("an older settlement was applied after a newer one")
+	}
+	if v, _ := get(t, ss[1], "s", "spent"); v != 10 {
+		t.Fatalf("spent = %d after two settlements of 5, each sent twice", v)
+	}
+	if v, _ := get(t, ss[1], "s", "fence"); v != 3 {
+		t.Fatalf("fence = %d, want 3", v)
+	}
+	// The fence expires TTL after its last advance.
+	apply(t, ss[0], "s", state.Op{Kind: state.OpAdvance, Name: "short", N: 7, TTL: 200 * time.Millisecond})
+	time.Sleep(350 * time.Millisecond)
+	if _, exists := get(t, ss[0], "s", "short"); exists {
+		t.Fatal("a fence outlived its TTL")
+	}
+}
+
+// OpLeaseSlots holds a range of slots for a holder, beside the holders
+// of OpAcquireSlot, and OpFreeSlots frees them.
+func testApplyLeaseSlots(t *testing.T, open Instances) {
+	ss := open(t, 2)
+	a, b := ss[0], ss[1]
+	lease := func(s state.State, from, n, least int64, ttl time.Duration) (bool, state.Result) {
+		ok, res := apply(t, s, "s", state.Op{Kind: state.OpLeaseSlots, Name: "conc", Holder: "inst", From: from, N: n, Min: least, Limit: 5, TTL: ttl})
+		return ok, res[0]
+	}
+	acq := func(s state.State, holder string) state.Result {
+		_, res := apply(t, s, "s", state.Op{Kind: state.OpAcquireSlot, Name: "conc", Holder: holder, Limit: 5, TTL: time.Minute})
+		return res[0]
+	}
+	free := func(s state.State, from, n int64) state.Result {
+		_, res := apply(t, s, "s", state.Op{Kind: state.OpFreeSlots, Name: "conc", Holder: "inst", From: from, N: n})
+		return res[0]
+	}
+	if r := acq(b, "x"); !r.OK {
+		t.Fatalf("x: %+v", r)
+	}
+	if ok, r := lease(a, 0, 3, 1, time.Minute); !ok || r.Granted != 3 || r.Slots != 4 {
+		t.Fatalf("slots 0-2: %v %+v", ok, r)
+	}
+	if ok, r := lease(a, 3, 3, 0, time.Minute); !ok || r.Granted != 1 || r.Slots != 5 {
+		t.Fatalf("slots 3-5 with one left: %v %+v", ok, r)
+	}
+	if r := acq(b, "y"); r.OK || r.Slots != 5 {
+		t.Fatalf("y beside four leased slots and x: %+v", r)
+	}
+	// Renewing what it has takes nothing new.
+	if ok, r := lease(b, 0, 4, 4, time.Minute); !ok || r.Granted != 4 || r.Slots != 5 {
+		t.Fatalf("renewing slots 0-3: %v %+v", ok, r)
+	}
+	if ok, r := lease(a, 4, 2, 1, time.Minute); ok || r.OK {
+		t.Fatalf("slots 4-5, at least 1, when full: %v %+v", ok, r)
+	}
+	if r := free(a, 1, 1); r.Slots != 4 {
+		t.Fatalf("freeing slot 1: %+v", r)
+	}
+	if r := acq(b, "y"); !r.OK || r.Slots != 5 {
+		t.Fatalf("y after slot 1 was freed: %+v", r)
+	}
+	// Slot 1 does not fit now: the range stops there, and slots 2 and 3
+	// are freed, so the holder holds 0 alone.
+	if ok, r := lease(a, 0, 4, 0, time.Minute); !ok || r.Granted != 1 || r.Slots != 3 {
+		t.Fatalf("slots 0-3 with 1 taken by y: %v %+v", ok, r)
+	}
+	if r := free(b, 0, 4); r.Slots != 2 {
+		t.Fatalf("freeing every slot of the holder: %+v", r)
+	}
+	// Leased slots expire as other holders do.
+	if ok, r := lease(a, 0, 3, 3, 200*time.Millisecond); !ok || r.Slots != 5 {
+		t.Fatalf("slots 0-2 for 200ms: %v %+v", ok, r)
+	}
+	time.Sleep(350 * time.Millisecond)
+	if r := acq(b, "z"); !r.OK || r.Slots != 3 {
+		t.Fatalf("after the leased slots expired: %+v", r)
+	}
+}

@@ -71,9 +71,19 @@ func toolArgumentsError(t *testing.T, c providers.Chat, model, args string) {
 	ChatRequestError(t, c, body, model, "messages[1].tool_calls[1].function.arguments", "invalid_value")
 }
 
+// RefusesWebSearch checks that c, the translator of a provider without a
+// web search of its own, refuses web_search_options with a 400
+// unsupported_parameter naming it: the Responses translation reads that
+// answer to apply its built-in tool policy.
+func RefusesWebSearch(t *testing.T, c providers.Chat, model string) {
+	t.Helper()
+	ChatRequestError(t, c, `{"model":"m","messages":[{"role":"user","content":"Hi"}],"web_search_options":{}}`, model,
+		"web_search_options", "unsupported_parameter")
+}
+
 // CommonRequestErrors checks that c refuses, for model, what no provider
 // behind a chat translator expresses, each with a 400 naming the field:
-// audio output, web search, the deprecated functions and function_call,
+// audio output, the deprecated functions and function_call,
 // custom tools (unsupported_parameter), and a tool_choice that requires
 // tools when there are none (invalid_value).
 func CommonRequestErrors(t *testing.T, c providers.Chat, model string) {
@@ -82,7 +92,6 @@ func CommonRequestErrors(t *testing.T, c providers.Chat, model string) {
 	for _, tt := range []struct{ name, extra, param, code string }{
 		{"audio", `"audio":{"voice":"alloy","format":"mp3"}`, "audio", "unsupported_parameter"},
 		{"modalities", `"modalities":["text","audio"]`, "modalities", "unsupported_parameter"},
-		{"web_search_options", `"web_search_options":{}`, "web_search_options", "unsupported_parameter"},
 		{"functions", `"functions":[{"name":"f"}]`, "functions", "unsupported_parameter"},
 		{"function_call", `"function_call":"auto"`, "function_call", "unsupported_parameter"},
 		{"custom tool", `"tools":[{"type":"function","function":{"name":"f"}},{"type":"custom","custom":{"name":"g"}}]`,
