@@ -12,9 +12,11 @@ import (
 	"github.com/modelgate/modelgate/respcache"
 )
 
-// CacheConfig turns on the response cache: an exact repeat of a request,
-// by the same account, is answered with the stored answer, without a
-// provider call (see docs/cache.md). Its presence turns the cache on.
+// CacheConfig configures the response cache: an exact repeat of a
+// request, by the same account, is answered with the stored answer,
+// without a provider call (see docs/cache.md). Its presence turns the
+// cache on once the cache is in the request path; until then it is read
+// and checked only.
 type CacheConfig struct {
 	// TTL is how long an answer is served after it was stored. Default:
 	// 1h.
