@@ -2,7 +2,7 @@
 // OpenAI, whose bodies are OpenAI's own: only where a request goes differs,
 // and a few errors.
 //
-// Two surfaces (WIRE_FORMATS.md §C.4, §H.2):
+// Two surfaces:
 //
 //   - classic deployment URLs,
 //     POST /openai/deployments/{deployment}/chat/completions?api-version=…,
