@@ -101,7 +101,7 @@ func (Chat) Error(status int, h http.Header, body []byte) *providers.Error {
 var _ providers.Chat = Chat{}
 
 // Embeddings is Azure OpenAI's embeddings: OpenAI's body on the
-// deployment's route (§F.2.1).
+// deployment's route.
 type Embeddings struct{ Chat }
 
 // EmbeddingsRequests writes OpenAI's request for model's deployment.
