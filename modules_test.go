@@ -2,6 +2,7 @@ package modelgate_test
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -56,5 +57,24 @@ func TestBenchModule(t *testing.T) {
 	}
 	if !replaced {
 		t.Errorf("bench/go.mod must replace %s with ../ (the checkout it measures): %+v", root.Module.Path, bench.Replace)
+	}
+}
+
+// TestGoDirective keeps bench/go.mod's go directive and the Go version
+// section of docs/development.md in step with go.mod's.
+func TestGoDirective(t *testing.T) {
+	root, bench := readGoMod(t, "go.mod"), readGoMod(t, "bench/go.mod")
+	if root.Go == "" {
+		t.Fatal("go.mod has no go directive")
+	}
+	if bench.Go != root.Go {
+		t.Errorf("bench/go.mod says go %s, go.mod go %s: keep them equal", bench.Go, root.Go)
+	}
+	doc, err := os.ReadFile("docs/development.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "`go.mod` says `go " + root.Go + "`"; !strings.Contains(string(doc), want) {
+		t.Errorf("docs/development.md lacks %q: say in its Go version section why go.mod's directive is %s", want, root.Go)
 	}
 }
