@@ -35,21 +35,8 @@ var outsideReferences = []outsideReference{
 
 // hygieneTODO are files that still hold such citations, skipped until
 // they are cleared. Each entry must still hold one: a file cleared or
-// moved fails the test until its entry goes too.
-//
-// TODO: clear these once the restructuring of caddygateway/ (into
-// gateway/) lands, then empty this map.
-var hygieneTODO = map[string]bool{
-	"caddygateway/account.go":          true,
-	"caddygateway/bench_test.go":       true,
-	"caddygateway/limits.go":           true,
-	"caddygateway/messages.go":         true,
-	"caddygateway/provider.go":         true,
-	"caddygateway/quota.go":            true,
-	"caddygateway/quota_bench_test.go": true,
-	"caddygateway/responses.go":        true,
-	"caddygateway/state.go":            true,
-}
+// moved fails the test until its entry goes too. Keep it empty.
+var hygieneTODO = map[string]bool{}
 
 // TestNoOutsideReferences reads every Go, Markdown and shell file and
 // every Caddyfile of the repository (but .tmp/ and other hidden
