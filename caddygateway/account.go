@@ -10,7 +10,7 @@ import (
 	"github.com/modelgate/modelgate/pricing"
 )
 
-// This file settles every request the gateway answered (DESIGN.md §2c):
+// This file settles every request the gateway answered (see docs/design/admission.md):
 // what it used is priced from the price table, counted in the metrics,
 // written into the access log entry and its placeholders, and handed to
 // the limits, budgets and usage accounting.

@@ -12,7 +12,7 @@ import (
 	"github.com/modelgate/modelgate/providers/sse"
 )
 
-// This file serves Anthropic's Messages API (DESIGN.md §2a), for Claude
+// This file serves Anthropic's Messages API (see docs/design/hub-and-pass-through.md), for Claude
 // Code and the Anthropic SDKs:
 //
 //	POST /v1/messages               a message, streamed or not

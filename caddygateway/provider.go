@@ -212,12 +212,8 @@ func (b *ProviderBase) provisioned() bool { return b.proxy != nil }
 // requests from every client of the gateway, and whenever more than 32 of
 // them end at once the rest of the connections are closed and, moments
 // later, dialled again (with a TLS handshake each for a provider on https).
-// Measured with cmd/loadbench -suites pool (issue 15), chat pass-through
-// on loopback, 400 clients, two runs: 32 idle connections ran at
-// 0.57–0.64× tuned reverse_proxy's rate (227–264 µs of gateway CPU per
-// request), 256 and 1024 at 0.73–0.82× (183–211 µs), the same as each
-// other; to an HTTPS/1.1 upstream at 200 clients, 32 cost two thirds of
-// the throughput. An idle connection costs some tens of
+// docs/performance.md has what the pool suite of the load harness
+// measured with each size. An idle connection costs some tens of
 // KiB (buffers, two goroutines, TLS state) and exists only after as many
 // were in use at once; idle ones close after 2 minutes. 1024 keeps the pool
 // from churning at any concurrency one instance sustains.
@@ -237,8 +233,7 @@ const providerIdleConnsPerHost = 1024
 // per provider host (keep_alive.max_idle_conns_per_host). HTTP versions stay
 // Caddy's default, 1.1 and 2: a provider on https that offers HTTP/2 (as
 // OpenAI, Anthropic and Google do) gets it, every request a stream on a few
-// shared connections, which needs no idle pool and measured faster than
-// HTTP/1.1 over TLS (issue 15).
+// shared connections, which needs no idle pool.
 func proxyConfig(user json.RawMessage, u *url.URL) (json.RawMessage, error) {
 	cfg := map[string]any{}
 	if len(user) > 0 {
@@ -282,7 +277,7 @@ func proxyConfig(user json.RawMessage, u *url.URL) (json.RawMessage, error) {
 	// and the deletions among them, as it always did. Without one, the
 	// provider's reverse_proxy has none: header operations make it copy
 	// every request's headers into a new map and apply each operation,
-	// some twenty allocations per request (issue 15). upstreamRequest sets
+	// some twenty allocations per request. upstreamRequest sets
 	// the Host and omits the X-Forwarded-* headers, and the transport drops
 	// the Via header (outgoingHeader), which is the same request on the
 	// wire.

@@ -20,8 +20,7 @@ import (
 	"github.com/modelgate/modelgate/usage"
 )
 
-// This file puts limits, budgets and usage on the request path (DESIGN.md
-// §2c): before a request reaches a provider its key and the key's owner
+// This file puts limits, budgets and usage on the request path (see docs/design/admission.md): before a request reaches a provider its key and the key's owner
 // are admitted by the quota engine (quota/), which checks and counts every
 // rate limit and reserves the estimated cost from every budget at once;
 // after it, the reservation gives way to what the answer cost, and the

@@ -19,7 +19,7 @@ import (
 	"github.com/modelgate/modelgate/providers/sse"
 )
 
-// This file serves OpenAI's Responses API (DESIGN.md §2a), for Codex CLI
+// This file serves OpenAI's Responses API (see docs/design/hub-and-pass-through.md), for Codex CLI
 // and the OpenAI Agents SDK:
 //
 //	POST   /v1/responses                     a response, streamed or not

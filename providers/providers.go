@@ -10,7 +10,7 @@
 // the rerank result).
 //
 // Nothing here knows about Caddy or about how a request reaches the provider;
-// the caddymodule package sends the translated request through Caddy's
+// the caddygateway package sends the translated request through Caddy's
 // reverse_proxy and feeds the answer back into the translator.
 package providers
 
@@ -191,12 +191,12 @@ func StreamEnded(tr StreamTranslator) bool {
 	return ok && e.Ended()
 }
 
-// Native passes a request in a provider's own API through untouched but
-// for the model: OpenAI's Responses API to OpenAI and Azure OpenAI,
-// Anthropic's Messages API to Anthropic (DESIGN.md §2a). What the gateway
-// does not understand — new fields, thinking signatures, cache_control,
-// beta headers — reaches the provider as the client sent it, and the answer,
-// stream or not, comes back as the provider sent it.
+// Native passes a request in a provider's own API through untouched but for
+// the model: OpenAI's Responses API to OpenAI and Azure OpenAI, Anthropic's
+// Messages API to Anthropic (docs/design/hub-and-pass-through.md). What the
+// gateway does not understand — new fields, thinking signatures,
+// cache_control, beta headers — reaches the provider as the client sent it,
+// and the answer, stream or not, comes back as the provider sent it.
 type Native interface {
 	// NativeRequest returns the upstream request for body, the client's
 	// request to path of its API ("/responses", "/messages",

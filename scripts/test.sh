@@ -2,7 +2,8 @@
 # The whole modelgate test suite. CI runs exactly this (.ci/run); so should
 # you, from the repository root: ./scripts/test.sh
 #
-# Steps: formatting, go vet, every fuzz target briefly, the xcaddy build
+# Steps: formatting, go vet, the load harness's vet and unit tests (bench/,
+# a module of its own), every fuzz target briefly, the xcaddy build
 # (derived from xcaddy.json; a test keeps this line in step with it), the
 # built binary's module list, `caddy adapt --validate` of every Caddyfile in
 # the repository, one iteration of every benchmark, then the race-enabled
@@ -80,6 +81,11 @@ fi
 
 step "go vet"
 go vet ./...
+
+# The load harness is a module of its own (bench/): vetted and its unit
+# tests run there, against this checkout through its replace directive.
+step "the load harness (bench/)"
+(cd bench && go vet ./... && go test ./...)
 
 # Every target gets an equal share of FUZZ_BUDGET seconds (at least 2 s), so
 # the step stays within its budget as targets multiply; FUZZTIME, when set,

@@ -1007,9 +1007,9 @@ func writeToolChoice(o jsonw.Object, tc gjson.Result, haveTools bool) error {
 }
 
 // reasoningEffort maps Anthropic's thinking configuration to the hub's
-// reasoning_effort, by the inverse of the budgets LiteLLM's forward map
-// uses (WIRE_FORMATS G.7: minimal 128, low 1024, medium 2048, high 4096
-// budget tokens), so that each of those budgets comes back as its effort:
+// reasoning_effort, by the inverse of the budgets LiteLLM's forward map uses
+// (minimal 128, low 1024, medium 2048, high 4096 budget tokens), so that each
+// of those budgets comes back as its effort:
 //
 //	thinking enabled, budget_tokens < 1024   minimal
 //	                  1024 … 2047            low

@@ -154,8 +154,8 @@ func (b *bench) live() error {
 	return nil
 }
 
-// pool is the provider connection experiment (issue 15 point 2): the idle
-// pool's size, the connections' buffers, HTTP/1.1 against HTTP/2.
+// pool is the provider connection experiment: the idle pool's size, the
+// connections' buffers, HTTP/1.1 against HTTP/2.
 func (b *bench) pool() error {
 	cases, err := b.cases("chat", "stream", "embeddings")
 	if err != nil {
@@ -227,7 +227,7 @@ func (b *bench) goRuntime(p *proc) (goStats, error) {
 	return v.MemStats, err
 }
 
-// streams is the many-streams suite (issue 15 point 3).
+// streams is the many-streams suite.
 func (b *bench) streams() error {
 	n := b.opt.streams
 	_, hard := fileLimits()
@@ -361,7 +361,7 @@ type batchRun struct {
 	Live       *run `json:"live"`
 }
 
-// batch is the batch suite (issue 15 point 5 of the issue, "Batch").
+// batch is the batch suite.
 func (b *bench) batch() error {
 	v := *variants["modelgate"]
 	v.name = "modelgate_batch"
@@ -456,10 +456,10 @@ type profileRun struct {
 	Flat      string `json:"flat"`
 }
 
-// profile takes CPU profiles of modelgate under load (issue 15 point 4),
-// of modelgate_full on the chat case, and of tuned reverse_proxy where it
-// compares: each component's CPU per request beside the reference's says
-// where the gateway's extra time goes.
+// profile takes CPU profiles of modelgate under load, of modelgate_full on the
+// chat case, and of tuned reverse_proxy where it compares: each component's
+// CPU per request beside the reference's says where the gateway's extra time
+// goes.
 func (b *bench) profile() error {
 	procs, err := b.startVariants([]string{reference, "modelgate", "modelgate_full"}, "-profile")
 	if err != nil {

@@ -4,14 +4,16 @@
 // in front of the same fast fake upstream, as a user would measure it:
 // separate processes on loopback, the gateway (one caddy process per
 // variant, all from the same binary) and the upstream pinned to one CPU and
-// the load generator to another. From the repository's root:
+// the load generator to another. It is a module of its own, bench/, which
+// uses the repository's code through a replace directive; from the
+// repository's root:
 //
-//	go run ./cmd/loadbench
+//	cd bench && go run ./cmd/loadbench
 //
-// It builds what it needs (the caddy binary, with `go build ./cmd/caddy`,
-// which Go's build cache makes a second's work when nothing changed; or
-// -caddy names a binary, an xcaddy build say), starts the upstream and one
-// caddy process per variant, and runs the suites (-suites):
+// It builds what it needs (the caddy binary, with `go build ./cmd/caddy` in
+// the repository's root, which Go's build cache makes a second's work when
+// nothing changed; or -caddy names a binary, an xcaddy build say), starts the
+// upstream and one caddy process per variant, and runs the suites (-suites):
 //
 //	live     every scenario (scenarios.go) through every variant
 //	         (-variants), -rounds rounds interleaved: req/s, events/s,

@@ -64,7 +64,7 @@ var variants = map[string]*variant{
 		gateway: true, managedKey: true,
 	},
 	"modelgate_limit": {
-		name: "modelgate_limit", what: "modelgate with what issue 15 names: a managed key, a rate limit (the key's requests per minute, set high enough never to refuse) and usage accounting",
+		name: "modelgate_limit", what: "modelgate with a managed key, a rate limit (the key's requests per minute, set high enough never to refuse) and usage accounting",
 		gateway: true, managedKey: true,
 		extra: "limits {\nkey rpm 100000000\n}",
 	},
@@ -93,7 +93,7 @@ var variants = map[string]*variant{
 	// The provider pool suite: what modelgate's provider defaults are
 	// chosen from.
 	"mg_pool32": {
-		name: "mg_pool32", what: "modelgate, providers on Caddy's default pool (32 idle connections per host), as before issue 15",
+		name: "mg_pool32", what: "modelgate, providers on Caddy's default pool (32 idle connections per host) instead of modelgate's default",
 		gateway: true, proxy: "transport http {\nkeepalive_idle_conns_per_host 32\n}",
 	},
 	"mg_pool256": {

@@ -340,8 +340,8 @@ func noise(cl *cell) string {
 }
 
 // featureVariants are compared with modelgate itself, round by round:
-// what a managed key, a rate limit, and every feature, cost (issue 15: no
-// more than 3 % below the targets with a managed key, a rate limit and
+// what a managed key, a rate limit, and every feature, cost (the target:
+// no more than 3 % below modelgate with a managed key, a rate limit and
 // usage accounting on).
 var featureVariants = []string{"modelgate_key", "modelgate_limit", "modelgate_full", "modelgate_key_redis", "modelgate_redis"}
 

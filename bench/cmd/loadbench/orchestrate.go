@@ -46,9 +46,9 @@ func parseOptions(args []string) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("loadbench", flag.ContinueOnError)
 	// Many short rounds rather than a few long ones: on a shared machine
-	// the speed of a CPU drifts over seconds, by 30 % and more, and a
-	// ratio is taken within a round; the median of seven rounds moves far
-	// less than that of three (see the README's "Measuring it yourself").
+	// the speed of a CPU drifts over seconds, and a ratio is taken within
+	// a round; the median of seven rounds moves less than that of three
+	// (see docs/performance.md, "Measuring it yourself").
 	fs.DurationVar(&o.duration, "duration", 2*time.Second, "measured window of each run")
 	fs.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "unmeasured warm-up before each window")
 	fs.DurationVar(&o.maxTime, "max-time", 40*time.Minute, "cap on the whole harness")
@@ -57,7 +57,7 @@ func parseOptions(args []string) (*options, error) {
 	suites := fs.String("suites", "live,streams,batch,profile", "suites to run: live, streams, batch, pool, profile, or all")
 	vars := fs.String("variants", "plain,tuned,modelgate,modelgate_full", "variants of the live suite")
 	scens := fs.String("scenarios", "all", "scenarios of the live suite (comma-separated names), or all")
-	fs.StringVar(&o.caddy, "caddy", "", "caddy binary to run (default: go build ./cmd/caddy into the user cache)")
+	fs.StringVar(&o.caddy, "caddy", "", "caddy binary to run (default: go build ./cmd/caddy in the repository's root, into the user cache)")
 	fs.StringVar(&o.upstreamKind, "upstream", "canned", "upstream: canned (recorded answers of the fake provider) or fake (the fake provider itself)")
 	fs.BoolVar(&o.providerHeaders, "provider-headers", true, "canned upstream: send the real providers' documented response headers (request id, rate limits) with every answer")
 	fs.StringVar(&o.out, "out", "", "directory for the report, raw results, configs, logs and profiles (default: a new temporary one)")
@@ -231,9 +231,9 @@ func (b *bench) build() error {
 		b.report.note("caddy: %s (given)", b.caddyBin)
 		return nil
 	}
-	root, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil || len(bytes.TrimSpace(root)) == 0 || string(bytes.TrimSpace(root)) == os.DevNull {
-		return fmt.Errorf("run loadbench from the modelgate repository (go env GOMOD: %v)", err)
+	root, err := productDir()
+	if err != nil {
+		return err
 	}
 	cache, err := os.UserCacheDir()
 	if err != nil {
@@ -243,13 +243,33 @@ func (b *bench) build() error {
 	b.logf("building %s (go build ./cmd/caddy; quick when nothing changed)", b.caddyBin)
 	start := time.Now()
 	cmd := exec.CommandContext(b.ctx, "go", "build", "-o", b.caddyBin, "./cmd/caddy")
-	cmd.Dir = filepath.Dir(string(bytes.TrimSpace(root)))
+	cmd.Dir = root
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("go build ./cmd/caddy: %v", err)
 	}
 	b.report.note("caddy: go build ./cmd/caddy → %s (%.1fs)", b.caddyBin, time.Since(start).Seconds())
 	return nil
+}
+
+// productModule is the module whose cmd/caddy the harness builds: the
+// product, which the harness's own module (bench/) replaces with the
+// directory above it.
+const productModule = "github.com/modelgate/modelgate"
+
+// productDir is the directory of the product module as the harness's
+// module resolves it: the repository's root when loadbench runs from
+// bench/.
+func productDir() (string, error) {
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", productModule).Output()
+	dir := string(bytes.TrimSpace(out))
+	if err != nil || dir == "" {
+		return "", fmt.Errorf("run loadbench from the repository's bench/ directory, whose module replaces %s with the repository (go list -m %s: %v)", productModule, productModule, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "cmd", "caddy")); err != nil {
+		return "", fmt.Errorf("%s resolves to %s, which has no cmd/caddy: %w", productModule, dir, err)
+	}
+	return dir, nil
 }
 
 // proc is a child process.
