@@ -157,6 +157,12 @@ func (c *Call) Body() []byte { return c.c.body }
 // Model is the model the request names (Format.Model).
 func (c *Call) Model() string { return c.c.model }
 
+// Key is the key the fake was configured with for the format
+// (Options.Keys under its name), "" meaning any: a format whose
+// credential signs the request checks the signature with it in Serve,
+// where the body is read.
+func (c *Call) Key() string { return c.c.s.opts.key(c.c.f) }
+
 // ID is the request's sequence number in the fake, for ids in the answer.
 func (c *Call) ID() string { return c.c.id }
 

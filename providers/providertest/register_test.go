@@ -58,6 +58,9 @@ func (noteFormat) Serve(c *Call) {
 	if c.Scripted() {
 		return
 	}
+	if c.Key() != "" && c.Request().Header.Get("X-Note-Key") != c.Key() {
+		panic("the key Authorized passed is not the configured one")
+	}
 	reply := c.Reply(text.Str, []string{text.Str}, body.Get("max").Int())
 	counts := `"in":` + strconv.Itoa(reply.PromptTokens) + `,"out":` + strconv.Itoa(reply.CompletionTokens)
 	if !body.Get("stream").Bool() {
