@@ -2,6 +2,7 @@ package quillprovider_test
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
@@ -16,6 +17,10 @@ import (
 	quillprovider "example.com/modelgate-provider-quill"
 	"example.com/modelgate-provider-quill/quilltest"
 )
+
+// TestMain keeps the Caddy that the gateway test runs out of the user's
+// Caddy directories.
+func TestMain(m *testing.M) { os.Exit(caddykit.Main(m)) }
 
 func TestUnmarshalCaddyfile(t *testing.T) {
 	caddykit.Run(t, func() caddyfile.Unmarshaler { return new(quillprovider.Provider) }, []struct{ Name, In, Want string }{
