@@ -60,7 +60,7 @@ func (r Replay) Translate(opts providers.StreamOptions, upstream []byte, rng *ra
 
 // Transcripts runs one subtest for each SSE transcript (*.txt) in dir:
 // the translated upstream stream is a well-formed unified stream (see
-// CheckUnifiedStream) equal to the one the transcript wants, and stays so
+// providerkit.CheckUnifiedStream) equal to the one the transcript wants, and stays so
 // when the upstream bytes arrive in pieces of random sizes or with any of
 // the line endings SSE allows. Under -update the transcript's wanted
 // stream is rewritten instead.
