@@ -7,6 +7,7 @@ import (
 
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/internal/translatortest"
+	"github.com/modelgate/modelgate/providers/providerkit"
 )
 
 // A stored chat.completion replayed as a stream says, to the OpenAI SDK's
@@ -29,8 +30,8 @@ func TestReplayChat(t *testing.T) {
 					t.Fatal(err)
 				}
 				opts := providers.StreamOptions{IncludeUsage: include}
-				translatortest.CheckUnifiedStream(t, out, opts)
-				translatortest.StreamMatchesAnswer(t, out, answer, opts)
+				providerkit.CheckUnifiedStream(t, out, opts)
+				providerkit.StreamMatchesAnswer(t, out, answer, opts)
 			}
 		})
 	}
@@ -58,7 +59,7 @@ func TestReplayChatDetails(t *testing.T) {
 			t.Errorf("the replay lacks %s:\n%s", want, out)
 		}
 	}
-	translatortest.StreamMatchesAnswer(t, out, []byte(answer), providers.StreamOptions{IncludeUsage: true})
+	providerkit.StreamMatchesAnswer(t, out, []byte(answer), providers.StreamOptions{IncludeUsage: true})
 	for _, bad := range []string{``, `{}`, `{"choices":{}}`, `[1]`, `{"choices":[`} {
 		if out, err := providers.ReplayChat(nil, []byte(bad), false); err == nil || len(out) != 0 {
 			t.Errorf("%q: %q, %v", bad, out, err)

@@ -10,8 +10,9 @@
 # unit tests and the caddytest integration tests (one package at a time),
 # which include the process tests running the built binary (crash, cluster,
 # the quick start driven by Claude Code) and the agent tests (Claude Code and
-# Codex CLI through the gateway). Last, it checks that the suite
-# left nothing in the user's own Caddy directories.
+# Codex CLI through the gateway), then the example provider module's own
+# tests (examples/provider, a Go module of its own). Last, it checks that the
+# suite left nothing in the user's own Caddy directories.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -166,6 +167,12 @@ go test -race -short -count=1 -timeout 20m ./...
 
 step "integration tests (caddytest, process, browser: one package at a time)"
 go test -race -p 1 -count=1 -timeout 45m ./integration/...
+
+step "the example provider module (examples/provider), against the conformance kit"
+# A Go module of its own: the root module's steps do not reach it. Its
+# gateway test runs Caddy on caddytest's ports, so it follows the
+# integration tests rather than running beside them.
+(cd examples/provider && go vet ./... && go test -race -count=1 ./...)
 
 step "the user's Caddy directories are as the suite found them"
 user_caddy_after=$(snapshot_user_caddy_dirs)

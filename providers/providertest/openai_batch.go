@@ -492,7 +492,7 @@ func (s *Server) answerIn(f wireFormat, path string, header http.Header, body []
 
 // formatFor is the format named name.
 func formatFor(name string) wireFormat {
-	for _, f := range formats {
+	for _, f := range append(formats[:len(formats):len(formats)], registeredFormats()...) {
 		if f.name() == name {
 			return f
 		}

@@ -1,4 +1,4 @@
-package translatortest
+package providerkit
 
 import (
 	"bytes"
