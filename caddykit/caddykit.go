@@ -8,9 +8,10 @@
 // module's wire format is registered. The translator's own checks are in
 // package providerkit.
 //
-// Importing caddykit registers every module of modelgate (the app, the
-// handlers, the provider types), as a caddy binary built with modelgate
-// has them.
+// caddykit registers no module itself: a test that adapts or runs a whole
+// gateway imports the modules it needs, as a caddy binary built with them
+// has them — modelgate's (`_ "github.com/modelgate/modelgate"`) and the
+// provider type under test.
 //
 // Only tests import it.
 package caddykit
@@ -24,8 +25,6 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/tidwall/gjson"
-
-	_ "github.com/modelgate/modelgate" // every module of modelgate
 )
 
 // Unmarshal unmarshals the Caddyfile block in into p, a new provider

@@ -6,6 +6,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
+	_ "github.com/modelgate/modelgate" // the modules a gateway runs
 	"github.com/modelgate/modelgate/caddygateway/anthropicprovider"
 	"github.com/modelgate/modelgate/providers/providerkit"
 )

@@ -9,6 +9,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 	"github.com/tidwall/gjson"
 
+	_ "github.com/modelgate/modelgate" // modelgate's modules, as a caddy built with it has them
 	"github.com/modelgate/modelgate/caddykit"
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/providerkit"
