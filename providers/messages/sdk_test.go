@@ -147,7 +147,8 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeErr(asErr(err))
 		return
 	}
-	chat := Chat{Inner: openai.Chat{}}
+	// The hub as it is, markers too: the inner translator passes them on.
+	chat := Chat{Inner: openai.Chat{CacheControl: true}}
 	req, err := chat.ChatRequest(body, "hub-model")
 	if err != nil {
 		writeErr(asErr(err))
