@@ -115,7 +115,7 @@ func (f *accessLogFields) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 // pricing is the usage as the price table reads it.
 func (u usageInfo) pricing() pricing.Usage {
 	return pricing.Usage{PromptTokens: u.Prompt, CachedTokens: u.Cached, CacheWriteTokens: u.CacheWrite,
-		CompletionTokens: u.Completion, Searches: u.Searches, EmbeddingTokens: u.Embedding}
+		CacheWrite1hTokens: u.CacheWrite1h, CompletionTokens: u.Completion, Searches: u.Searches, EmbeddingTokens: u.Embedding}
 }
 
 // modelLabel is the model as the metrics name it: a model the

@@ -193,6 +193,8 @@ func TestChatUsage(t *testing.T) {
 	}{
 		{"every count", `{"prompt_tokens":1200,"completion_tokens":300,"total_tokens":1500,"prompt_tokens_details":{"cached_tokens":200,"audio_tokens":0,"cache_write_tokens":100},"completion_tokens_details":{"reasoning_tokens":120,"audio_tokens":0}}`,
 			usageInfo{Prompt: 1200, Completion: 300, Cached: 200, CacheWrite: 100, Reasoning: 120, Known: true}},
+		{"one-hour cache writes", `{"prompt_tokens":6100,"completion_tokens":100,"prompt_tokens_details":{"cached_tokens":2000,"cache_write_tokens":3000,"cache_write_1h_tokens":1000}}`,
+			usageInfo{Prompt: 6100, Completion: 100, Cached: 2000, CacheWrite: 3000, CacheWrite1h: 1000, Known: true}},
 		{"no details", `{"prompt_tokens":14,"completion_tokens":10,"total_tokens":24}`, usageInfo{Prompt: 14, Completion: 10, Known: true}},
 		{"details null", `{"prompt_tokens":14,"completion_tokens":10,"prompt_tokens_details":null,"completion_tokens_details":null}`, usageInfo{Prompt: 14, Completion: 10, Known: true}},
 		{"a key given twice: the first counts", `{"prompt_tokens":5,"prompt_tokens":7,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":2},"prompt_tokens_details":{"cached_tokens":3}}`,
@@ -220,7 +222,7 @@ func TestChatUsage(t *testing.T) {
 // on anything, it does not panic.
 func FuzzChatUsage(f *testing.F) {
 	fuzzUsage(f, readChatUsage, readChatUsageReference, usageInfo{},
-		`{"prompt_tokens":1200,"completion_tokens":300,"prompt_tokens_details":{"cached_tokens":200,"cache_write_tokens":100},"completion_tokens_details":{"reasoning_tokens":120}}`,
+		`{"prompt_tokens":1200,"completion_tokens":300,"prompt_tokens_details":{"cached_tokens":200,"cache_write_tokens":100,"cache_write_1h_tokens":40},"completion_tokens_details":{"reasoning_tokens":120}}`,
 		`{"prompt_tokens":"14","completion_tokens":1.5e1,"prompt_tokens_details":null,"completion_tokens_details":[1],"prompt_tokens":7}`,
 		`{"pr\u006fmpt_tokens":true,"completion_tokens":-3,"prompt_tokens_details":{"cached_tokens":{"x":1}}}`)
 }
@@ -257,9 +259,33 @@ func readChatUsageReference(v gjson.Result, u *usageInfo) {
 	u.Prompt, u.Completion = first("prompt_tokens").Int(), first("completion_tokens").Int()
 	if d := first("prompt_tokens_details"); d.IsObject() {
 		u.Cached, u.CacheWrite = d.Get("cached_tokens").Int(), d.Get("cache_write_tokens").Int()
+		u.CacheWrite1h = d.Get("cache_write_1h_tokens").Int()
 	}
 	if d := first("completion_tokens_details"); d.IsObject() {
 		u.Reasoning = d.Get("reasoning_tokens").Int()
+	}
+}
+
+// TestCacheWrite1hPriced reads Claude's one-hour cache writes from a
+// chat answer and from a Messages stream (message_start gives them,
+// message_delta leaves them as they were) and prices them at the model's
+// cache_write_1h rate: 1,000 uncached, 2,000 read and 3,000 written
+// prompt tokens (1,000 for an hour) and 100 output tokens of Claude
+// Sonnet 4.5 cost $0.0186, not the $0.01635 of five-minute writes.
+func TestCacheWrite1hPriced(t *testing.T) {
+	var chat usageInfo
+	chatUsage.answer([]byte(`{"id":"c","choices":[],"usage":{"prompt_tokens":6000,"completion_tokens":100,"prompt_tokens_details":{"cached_tokens":2000,"cache_write_tokens":3000,"cache_write_1h_tokens":1000}}}`), &chat)
+	var msgs usageInfo
+	messagesUsage.event([]byte("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":1000,\"cache_read_input_tokens\":2000,\"cache_creation_input_tokens\":3000,\"cache_creation\":{\"ephemeral_5m_input_tokens\":2000,\"ephemeral_1h_input_tokens\":1000},\"output_tokens\":1}}}"), &msgs)
+	messagesUsage.event([]byte("event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"input_tokens\":1000,\"cache_read_input_tokens\":2000,\"cache_creation_input_tokens\":3000,\"output_tokens\":100}}"), &msgs)
+	p := pricing.Default()
+	for name, u := range map[string]usageInfo{"chat": chat, "messages": msgs} {
+		if u.Prompt != 6000 || u.CacheWrite != 3000 || u.CacheWrite1h != 1000 || u.Completion != 100 {
+			t.Errorf("%s: usage %+v", name, u)
+		}
+		if got, ok := p.Cost("anthropic", "claude-sonnet-4-5", u.pricing()); !ok || got != 18600*pricing.Microdollar {
+			t.Errorf("%s: cost %s, %v; want 0.0186", name, got, ok)
+		}
 	}
 }
 
@@ -267,8 +293,10 @@ func readChatUsageReference(v gjson.Result, u *usageInfo) {
 // lookups by path read (readMessagesUsageReference), over the counts an
 // earlier event left; on anything, it does not panic.
 func FuzzMessagesUsage(f *testing.F) {
-	fuzzUsage(f, readMessagesUsage, readMessagesUsageReference, usageInfo{Prompt: 1, Cached: 2, CacheWrite: 3, Completion: 4, Known: true},
+	fuzzUsage(f, readMessagesUsage, readMessagesUsageReference, usageInfo{Prompt: 1, Cached: 2, CacheWrite: 3, CacheWrite1h: 1, Completion: 4, Known: true},
 		`{"input_tokens":14,"cache_creation_input_tokens":2,"cache_read_input_tokens":3,"output_tokens":10,"cache_creation":{"ephemeral_5m_input_tokens":2}}`,
+		`{"input_tokens":14,"cache_creation_input_tokens":5,"output_tokens":10,"cache_creation":{"ephemeral_5m_input_tokens":2,"ephemeral_1h_input_tokens":3}}`,
+		`{"input_tokens":14,"cache_creation":null,"cache_creation":{"ephemeral_1h_input_tokens":3}}`,
 		`{"output_tokens":"7","input_tokens":null,"output_tokens":1}`)
 }
 
@@ -286,6 +314,9 @@ func readMessagesUsageReference(v gjson.Result, u *usageInfo) {
 		}
 		if write.Exists() {
 			u.CacheWrite = write.Int()
+		}
+		if c := v.Get("cache_creation"); c.Exists() {
+			u.CacheWrite1h = c.Get("ephemeral_1h_input_tokens").Int()
 		}
 		u.Prompt = x.Int() + u.Cached + u.CacheWrite
 	}

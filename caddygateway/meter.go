@@ -22,14 +22,15 @@ import (
 
 // usageInfo is what one request used.
 type usageInfo struct {
-	Prompt     int64 // input tokens, cached and cache-write ones included
-	Cached     int64 // of Prompt, read from a cache
-	CacheWrite int64 // of Prompt, written to a cache
-	Completion int64 // output tokens, reasoning included
-	Reasoning  int64 // of Completion
-	Searches   int64 // rerank searches
-	Embedding  int64 // embedding input tokens
-	Known      bool  // the answer said what it used
+	Prompt       int64 // input tokens, cached and cache-write ones included
+	Cached       int64 // of Prompt, read from a cache
+	CacheWrite   int64 // of Prompt, written to a cache
+	CacheWrite1h int64 // of CacheWrite, written to a cache lasting an hour
+	Completion   int64 // output tokens, reasoning included
+	Reasoning    int64 // of Completion
+	Searches     int64 // rerank searches
+	Embedding    int64 // embedding input tokens
+	Known        bool  // the answer said what it used
 }
 
 // total is the tokens a tokens-per-minute limit counts.
@@ -88,7 +89,7 @@ func readChatUsage(v gjson.Result, u *usageInfo) {
 	if !v.IsObject() {
 		return
 	}
-	var prompt, completion, cached, cacheWrite, reasoning usageCount
+	var prompt, completion, cached, cacheWrite, cacheWrite1h, reasoning usageCount
 	var promptDetails, completionDetails bool
 	for k, x := range providers.Fields(v.Raw) {
 		switch k {
@@ -107,6 +108,8 @@ func readChatUsage(v gjson.Result, u *usageInfo) {
 					cached.set(x)
 				case "cache_write_tokens":
 					cacheWrite.set(x)
+				case "cache_write_1h_tokens":
+					cacheWrite1h.set(x)
 				}
 			}
 		case "completion_tokens_details":
@@ -124,6 +127,7 @@ func readChatUsage(v gjson.Result, u *usageInfo) {
 	}
 	u.Known = true
 	u.Prompt, u.Completion, u.Cached, u.CacheWrite, u.Reasoning = prompt.n, completion.n, cached.n, cacheWrite.n, reasoning.n
+	u.CacheWrite1h = cacheWrite1h.n
 }
 
 // usageCount is a count read from a usage object, once.
@@ -190,7 +194,8 @@ func readMessagesUsage(v gjson.Result, u *usageInfo) {
 		return
 	}
 	u.Known = true
-	var in, read, write, out usageCount
+	var in, read, write, write1h, out usageCount
+	var creation bool
 	for k, x := range providers.Fields(v.Raw) {
 		switch k {
 		case "input_tokens":
@@ -199,6 +204,17 @@ func readMessagesUsage(v gjson.Result, u *usageInfo) {
 			read.set(x)
 		case "cache_creation_input_tokens":
 			write.set(x)
+		case "cache_creation":
+			// The writes by ttl; of a key given twice the first counts.
+			if creation {
+				break
+			}
+			creation = true
+			for k, x := range providers.Fields(x) {
+				if k == "ephemeral_1h_input_tokens" {
+					write1h.set(x)
+				}
+			}
 		case "output_tokens":
 			out.set(x)
 		}
@@ -211,6 +227,9 @@ func readMessagesUsage(v gjson.Result, u *usageInfo) {
 		}
 		if write.seen {
 			u.CacheWrite = write.n
+		}
+		if creation {
+			u.CacheWrite1h = write1h.n
 		}
 		u.Prompt = in.n + u.Cached + u.CacheWrite
 	}
