@@ -162,8 +162,11 @@ func (f anthropicBatchFormat) create(c *call, st *anBatchStore) {
 	b.id = "msgbatch_" + strconv.Itoa(len(st.order)+1)
 	st.batches[b.id] = b
 	st.order = append(st.order, b.id)
+	// Rendered under the lock: once stored, the batch may be ended
+	// (ExpireBatches, a cancel) by another goroutine.
+	obj := b.object()
 	st.mu.Unlock()
-	writeJSON(c.w, http.StatusOK, b.object())
+	writeJSON(c.w, http.StatusOK, obj)
 }
 
 func (f anthropicBatchFormat) list(c *call, st *anBatchStore) {

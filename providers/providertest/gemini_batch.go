@@ -144,8 +144,11 @@ func (f geminiBatchFormat) create(c *call, st *geminiBatchStore) {
 	b.name = "batches/gb" + strconv.Itoa(len(st.order)+1)
 	st.batches[b.name] = b
 	st.order = append(st.order, b.name)
+	// Rendered under the lock: once stored, the batch may be ended
+	// (ExpireBatches, a cancel) by another goroutine.
+	op := b.operation()
 	st.mu.Unlock()
-	writeJSON(c.w, http.StatusOK, b.operation())
+	writeJSON(c.w, http.StatusOK, op)
 }
 
 func (f geminiBatchFormat) list(c *call, st *geminiBatchStore) {
