@@ -383,9 +383,9 @@ func TestChunkWriterWrite(t *testing.T) {
 
 // TestChunkSizeFitsRedis: on Redis (storage modelgate_redis) a part is a string
 // with a header of up to 9 bytes and a terminator in a hash, allocated by
-// jemalloc in size classes four apart above 4 MiB; a part of 4 MiB
-// exactly took 5 MiB there (MEMORY USAGE 5243096 for 4194304 bytes, and
-// 4194520 for 64 bytes less). Parts stay below the class with room.
+// jemalloc in size classes four apart above 4 MiB (4, 5, 6, 7 MiB…), so a
+// part of 4 MiB exactly, with its header, would take the 5 MiB class there.
+// Parts stay below the 4 MiB class with room.
 func TestChunkSizeFitsRedis(t *testing.T) {
 	if ChunkSize > 4<<20-64 || ChunkSize < 4<<20-64<<10 {
 		t.Errorf("ChunkSize %d: a part would not fill jemalloc's 4 MiB size class in Redis (keep it within 64 KiB below 4 MiB, and 64 bytes under)", ChunkSize)

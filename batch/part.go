@@ -402,10 +402,10 @@ func responseLine(batchID string, idx int, customIDRaw string, resp Response) []
 }
 
 // appendCompact appends src, a valid JSON value, without the whitespace
-// between its tokens, as json.Compact does: its scanner, through every
-// byte, was 3 % of a batch line's CPU in the harness's profile. Strings
-// are copied whole, found by their closing quote; only the bytes between
-// them are looked at one by one, and an answer written without
+// between its tokens, as json.Compact does, without its scanner's work on
+// every byte (it showed in the load harness's profiles of batch lines).
+// Strings are copied whole, found by their closing quote; only the bytes
+// between them are looked at one by one, and an answer written without
 // whitespace is copied as it is.
 //
 // Not tidwall/pretty's (gjson's dependency): its Ugly allocates a copy of

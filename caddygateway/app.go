@@ -90,6 +90,11 @@ type App struct {
 	// Default: 10 GiB per owner.
 	StorageQuota *StorageQuotaConfig `json:"storage_quota,omitempty"`
 
+	// Cache configures the response cache: an exact repeat of a request by
+	// the same account is answered without a provider call. It is read and
+	// checked; the cache is not yet in the request path. Default: off.
+	Cache *CacheConfig `json:"cache,omitempty"`
+
 	// Guardrails are the guards of requests and answers (PII, patterns,
 	// a screening service, moderation). Default: none.
 	Guardrails *guardrails.Config `json:"guardrails,omitempty"`

@@ -74,7 +74,15 @@ func init() {
 //	    }
 //	    prices {
 //	        file <path>
-//	        model <type>/<model> input <$/M> cached <$/M> cache_write <$/M> output <$/M> search <$/1k> embedding <$/M>
+//	        cache_hit <$/1k>
+//	        model <type>/<model> input <$/M> cached <$/M> cache_write <$/M> cache_write_1h <$/M> output <$/M> search <$/1k> embedding <$/M> cache_hit <$/1k>
+//	    }
+//	    cache {
+//	        ttl            <duration>
+//	        max_entries    <n>
+//	        max_size       <size>
+//	        max_entry_size <size>
+//	        storage        memory|shared
 //	    }
 //	    retention {
 //	        files          <duration>
@@ -228,6 +236,14 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 		case "retention":
 			if err := a.unmarshalRetention(d); err != nil {
+				return err
+			}
+		case "cache":
+			if a.Cache != nil {
+				return d.Err("cache is defined twice")
+			}
+			a.Cache = new(CacheConfig)
+			if err := a.Cache.UnmarshalCaddyfile(d); err != nil {
 				return err
 			}
 		case "guardrails":

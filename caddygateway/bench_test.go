@@ -31,13 +31,13 @@ import (
 	"github.com/modelgate/modelgate/providers/rerank"
 )
 
-// These benchmarks measure the gateway's work per request (issue 15 point
-// 4), with allocations: the whole path through modelgate_auth and the
+// These benchmarks measure the gateway's work per request, with
+// allocations: the whole path through modelgate_auth and the
 // modelgate handler next to plain reverse_proxy on the same in-memory
 // upstream (BenchmarkPerRequest), and its parts: key lookup, routing, the
 // pass-through's answer rewrite, one stream event on its way to the
-// client, and settling what a request used. cmd/loadbench measures the
-// same paths over real connections, in separate processes.
+// client, and settling what a request used. bench/cmd/loadbench measures
+// the same paths over real connections, in separate processes.
 
 // memUpstream is a provider in memory: the fake provider's answer to the
 // first request of each path, stream flag and encoding_format, with the
@@ -93,7 +93,7 @@ func (u *memUpstream) RoundTrip(req *http.Request) (*http.Response, error) {
 		a = &memAnswer{header: rec.Header(), body: rec.Body.Bytes()}
 		// What a provider's server adds on the wire, and the headers the
 		// real provider sends with every answer that the fake did not
-		// send itself (as cmd/loadbench's upstream adds them).
+		// send itself (as bench/cmd/loadbench's upstream adds them).
 		a.header.Set("Date", "Fri, 27 Nov 2026 12:00:00 GMT")
 		for k, v := range providertest.ResponseHeaders(req.URL.Path) {
 			if a.header[k] == nil {
@@ -376,7 +376,7 @@ func BenchmarkPerRequest(b *testing.B) {
 		{name: "openai_stream_no_usage", path: "/v1/chat/completions", body: bytes.Replace(benchChatBody("oa/gpt-4o-mini", 45, true), []byte(`,"stream_options":{"include_usage":true}`), nil, 1), header: static, events: 49, expect: `[DONE]`},
 		{name: "anthropic_stream", path: "/v1/chat/completions", body: benchChatBody("claude/claude-sonnet-4-5", 45, true), header: static, events: 50, expect: `[DONE]`},
 		{name: "messages_passthrough", path: "/v1/messages", body: []byte(`{"model":"claude/claude-sonnet-4-5","max_tokens":256,"messages":[{"role":"user","content":"Summarise the plot of Hamlet in one sentence please"}]}`), header: anthropicHdr, expect: `"echo: Summarise`},
-		// The harness's other scenarios (cmd/loadbench): embeddings of 64
+		// The harness's other scenarios (bench/cmd/loadbench): embeddings of 64
 		// inputs of 1,536 dimensions in base64 (the OpenAI SDKs' default)
 		// and in numbers, a Responses request passed through (store on:
 		// the gateway keeps a pointer), rerank of 100 documents.

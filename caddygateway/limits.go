@@ -14,7 +14,7 @@ import (
 )
 
 // LimitsConfig sets the rate limits and budgets of keys and owners
-// (DESIGN.md §2c). A managed key's own limits and budget (set when it is
+// (see docs/design/admission.md). A managed key's own limits and budget (set when it is
 // created or with PATCH /modelgate/keys/{id}) win over Keys and Key; an
 // owner in Owners over Owner. A key's request counts against both its own
 // limits and its owner's.

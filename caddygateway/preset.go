@@ -24,7 +24,7 @@ var presets = []preset{
 	{name: "together", baseURL: "https://api.together.xyz/v1", keyRequired: true, endpoints: Endpoints{Chat: openai.Chat{}, Rerank: rerank.Together, Embeddings: embeddings.Together}},
 	{name: "fireworks", baseURL: "https://api.fireworks.ai/inference/v1", keyRequired: true, endpoints: Endpoints{Chat: openai.Chat{}, Embeddings: embeddings.Together}},
 	{name: "deepseek", baseURL: "https://api.deepseek.com/v1", keyRequired: true, endpoints: Endpoints{Chat: openai.Chat{}}},
-	{name: "openrouter", baseURL: "https://openrouter.ai/api/v1", keyRequired: true, endpoints: Endpoints{Chat: openai.Chat{}}},
+	{name: "openrouter", baseURL: "https://openrouter.ai/api/v1", keyRequired: true, endpoints: Endpoints{Chat: openai.Chat{CacheControl: true}}},
 	{name: "xai", baseURL: "https://api.x.ai/v1", keyRequired: true, endpoints: Endpoints{Chat: openai.Chat{}}},
 	{name: "perplexity", baseURL: "https://api.perplexity.ai", keyRequired: true, endpoints: Endpoints{Chat: openai.Chat{}}},
 	{name: "deepinfra", baseURL: "https://api.deepinfra.com/v1/openai", keyRequired: true, endpoints: Endpoints{Chat: openai.Chat{}, Embeddings: embeddings.Together}},

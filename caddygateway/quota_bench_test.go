@@ -15,8 +15,8 @@ import (
 )
 
 // These benchmarks measure what limits, budgets and usage accounting add
-// to a request, as cmd/loadbench's variants run them: modelgate_limit
-// (what issue 15 names: a managed key, one rate limit, usage recorded)
+// to a request, as bench/cmd/loadbench's variants run them: modelgate_limit
+// (a managed key, one rate limit, usage recorded)
 // and modelgate_full (a managed key whose owner is itself, requests and
 // tokens per minute and a monthly budget on the key and on the owner,
 // concurrency on the key, usage recorded).
@@ -31,8 +31,8 @@ func fullLimits() *LimitsConfig {
 	}
 }
 
-// oneLimit is modelgate_limit's limits block, what issue 15 names: one
-// rate limit, the key's requests per minute.
+// oneLimit is modelgate_limit's limits block: one rate
+// limit, the key's requests per minute.
 func oneLimit() *LimitsConfig {
 	return &LimitsConfig{Key: &keys.Policy{Limits: &keys.Limits{RequestsPerMinute: 100_000_000}}}
 }
@@ -59,7 +59,7 @@ func withLimits(tb testing.TB, g *benchGateway, limits *LimitsConfig) {
 	g.rebuild(tb)
 }
 
-// BenchmarkPerRequestFull serves requests as cmd/loadbench's modelgate
+// BenchmarkPerRequestFull serves requests as bench/cmd/loadbench's modelgate
 // variant does (a static key, no limits) and as its modelgate_full does
 // (a managed key, every feature on), with a managed key alone in between:
 // on the chat pass-through, then on the paths whose features cost the most
@@ -68,7 +68,7 @@ func withLimits(tb testing.TB, g *benchGateway, limits *LimitsConfig) {
 // its "_limit" or "_full" twin is what the features cost per request. cpu-ns/op is the
 // process's CPU time per request, as in BenchmarkPerRequest: steadier than
 // ns/op on a shared machine. The "_50_in_flight" rows serve 50 requests at
-// once, as cmd/loadbench's clients keep them: every request's state is
+// once, as bench/cmd/loadbench's clients keep them: every request's state is
 // then cold in the caches when it settles, and the features cost about
 // twice what they cost one request at a time.
 func BenchmarkPerRequestFull(b *testing.B) {
@@ -95,7 +95,7 @@ func BenchmarkPerRequestFull(b *testing.B) {
 		{"openai_cjk_100k_managed_key_full", "/v1/chat/completions", cjk, true, fullLimits, false},
 		{"openai_managed_key_50_in_flight", "/v1/chat/completions", chat, true, nil, true},
 		{"openai_managed_key_full_50_in_flight", "/v1/chat/completions", chat, true, fullLimits, true},
-		// The paths whose features cost the most in cmd/loadbench's runs:
+		// The paths whose features cost the most in bench/cmd/loadbench's runs:
 		// a 50-event stream, the Messages pass-through, the Anthropic
 		// translation.
 		{"openai_stream_managed_key", "/v1/chat/completions", stream, true, nil, false},

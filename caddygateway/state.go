@@ -16,7 +16,7 @@ import (
 	"github.com/modelgate/modelgate/state"
 )
 
-// This file wires the app's shared state (DESIGN.md §2b): what Caddy's
+// This file wires the app's shared state (see docs/design/state.md): what Caddy's
 // storage cannot do — counters with expiry, leases, publish/subscribe. One
 // instance keeps it in process (the default, nothing to configure);
 // instances on a Redis storage share it on that Redis, so that a key

@@ -263,5 +263,5 @@ func StorageUnreachable(err error) bool {
 // pricingUsage is the usage as the price table reads it.
 func pricingUsage(u Usage) pricing.Usage {
 	return pricing.Usage{PromptTokens: u.Prompt, CachedTokens: u.Cached, CacheWriteTokens: u.CacheWrite,
-		CompletionTokens: u.Completion, Searches: u.Searches, EmbeddingTokens: u.Embedding}
+		CacheWrite1hTokens: u.CacheWrite1h, CompletionTokens: u.Completion, Searches: u.Searches, EmbeddingTokens: u.Embedding}
 }

@@ -19,7 +19,7 @@ import (
 	"github.com/modelgate/modelgate/state/redisstate"
 )
 
-// fullPolicies is cmd/loadbench's modelgate_full: requests and tokens per
+// fullPolicies is bench/cmd/loadbench's modelgate_full: requests and tokens per
 // minute and a monthly budget on the key and on its owner, concurrency on
 // the key; high enough never to refuse.
 type fullPolicies struct{}
@@ -39,7 +39,7 @@ func (fullPolicies) Subjects(k *Key) quota.Subjects {
 
 func (fullPolicies) AllowsUnpriced() bool { return false }
 
-// benchChatBody is the harness's chat request (cmd/loadbench).
+// benchChatBody is the harness's chat request (bench/cmd/loadbench).
 func benchChatBody(model string, words int, stream bool) []byte {
 	text := "Summarise the plot of Hamlet in one sentence please"
 	if words > 0 {
@@ -151,7 +151,7 @@ func BenchmarkAdmitQuota(b *testing.B) {
 	})
 	// The request's admission, usage and settling with the state on a
 	// redis-server (appendfsync everysec), 50 requests in flight as
-	// cmd/loadbench's clients keep them: each counted one by one (two
+	// bench/cmd/loadbench's clients keep them: each counted one by one (two
 	// scripts a request), and leased to the instance in slices, as an
 	// instance of a cluster does. cpu-ns/op is this process's CPU per
 	// request, redis-cpu-ns/op redis-server's; the first half second, in

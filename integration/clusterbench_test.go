@@ -18,7 +18,7 @@ import (
 	"github.com/modelgate/modelgate/providers/providertest"
 )
 
-// The benchmarks of a cluster on Redis (issue 13): caddy binaries, as the
+// The benchmarks of a cluster on Redis: caddy binaries, as the
 // process tests run them, on a redis-server with production-like
 // persistence (appendfsync everysec). Each reports numbers; none asserts a
 // time. One iteration (the CI's -benchtime 1x) is kept short; environment

@@ -14,13 +14,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddytest"
-	"github.com/caddyserver/certmagic"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/tidwall/gjson"
 
+	"github.com/modelgate/modelgate/caddykit"
 	"github.com/modelgate/modelgate/providers/providertest"
 )
 
@@ -44,58 +43,15 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	testRoot = dir
-	isolateCaddy(dir)
+	caddykit.Isolate(dir)
 	os.Setenv("NO_PROXY", "127.0.0.1,localhost,::1")
-	if err := awaitFreeAdmin(2 * time.Minute); err != nil {
+	if err := caddykit.AwaitFreeAdmin(2 * time.Minute); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
-}
-
-// isolateCaddy points the Caddy that caddytest runs in this process at
-// directories under dir: its data directory (the default storage, which
-// the gateways' files, batches, keys and usage go to, and instance.uuid)
-// and its config directory (the autosaved config). Setting XDG_DATA_HOME
-// and XDG_CONFIG_HOME is not enough: Caddy fixes its default storage and
-// autosave paths when its package is initialised, before TestMain runs,
-// so they are set again from the new environment, as Caddy's own command
-// does after loading an environment file.
-func isolateCaddy(dir string) {
-	os.Setenv("XDG_DATA_HOME", filepath.Join(dir, "data"))
-	os.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
-	caddy.ConfigAutosavePath = filepath.Join(caddy.AppConfigDir(), "autosave.json")
-	caddy.DefaultStorage = &certmagic.FileStorage{Path: caddy.AppDataDir()}
-}
-
-// awaitFreeAdmin waits until nothing answers on caddytest's admin address,
-// for at most wait. caddytest loads each test's config into whatever
-// Caddy answers there, and another process's Caddy provisions it without
-// the environment the tests set in this one (it happened once: the first
-// tests of a run failed with "{env.MG_OPENAI_KEY} is empty" until the
-// other process went away). What answers is reported with its config,
-// which tells whose it is.
-func awaitFreeAdmin(wait time.Duration) error {
-	client := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(wait)
-	for reported := false; ; {
-		res, err := client.Get(adminURL + "/config/")
-		if err != nil {
-			return nil // nothing answers: caddytest starts Caddy in this process
-		}
-		cfg, _ := io.ReadAll(io.LimitReader(res.Body, 2048))
-		res.Body.Close()
-		if !reported {
-			fmt.Fprintf(os.Stderr, "integration: another process's Caddy answers on %s before any test started one; waiting up to %v for it to go. Its config: %s\n", adminURL, wait, cfg)
-			reported = true
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("integration: %s is still held by another process's Caddy after %v", adminURL, wait)
-		}
-		time.Sleep(time.Second)
-	}
 }
 
 // testRoot is the directory TestMain removes when every test has run.

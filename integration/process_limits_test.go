@@ -20,8 +20,8 @@ import (
 )
 
 // The process tests of limits, budgets and usage across instances on Redis
-// (issue 14 points 1, 3 and 4; docs/limits-and-usage.md): two
-// caddy binaries on one redis-server, with requests fired at both at once.
+// (docs/limits-and-usage.md): two caddy binaries on one redis-server, with
+// requests fired at both at once.
 
 // pricedModel is the fake's model instance.Caddyfile prices: $2.50 and $10
 // per million input and output tokens.

@@ -23,7 +23,7 @@ import (
 	"github.com/modelgate/modelgate/providers/providertest"
 )
 
-// The process tests of a cluster on Redis (issue 13): caddy binaries on one
+// The process tests of a cluster on Redis: caddy binaries on one
 // real redis-server (internal/redistest), with instance.Caddyfile's
 // storage-redis snippet (storage modelgate_redis, so the shared state is on Redis
 // too) or storage-redis-files (file bytes on a shared directory).

@@ -22,15 +22,19 @@ import (
 // The lines:
 //
 //	file <path>
+//	cache_hit <usd>
 //	model <type>/<model> [input <usd>] [cached <usd>] [cache_write <usd>]
-//	      [output <usd>] [embedding <usd>] [search <usd>]
-//	      [alias <name>]... [source <url>]
-//	      [above <tokens> [input <usd>] [cached <usd>] [cache_write <usd>] [output <usd>]]...
+//	      [cache_write_1h <usd>] [output <usd>] [embedding <usd>] [search <usd>]
+//	      [cache_hit <usd>] [alias <name>]... [source <url>]
+//	      [above <tokens> [input <usd>] [cached <usd>] [cache_write <usd>]
+//	                      [cache_write_1h <usd>] [output <usd>]]...
 //
-// Rates are US dollars per million tokens, search per 1,000 searches. What
-// follows "above <tokens>" is a long-context tier, up to the next "above".
-// A model named twice, a file given twice or a rate given twice in one
-// line is an error; so is a line that prices nothing.
+// Rates are US dollars per million tokens, search per 1,000 searches,
+// cache_hit per 1,000 requests answered from the gateway's response cache
+// (the line of its own: for every model without a cache_hit of its own).
+// What follows "above <tokens>" is a long-context tier, up to the next
+// "above". A model named twice, a file or cache_hit given twice or a rate
+// given twice in one line is an error; so is a line that prices nothing.
 func (c *Config) UnmarshalLine(tokens []string) error {
 	if len(tokens) == 0 {
 		return errors.New("empty line")
@@ -44,6 +48,19 @@ func (c *Config) UnmarshalLine(tokens []string) error {
 			return fmt.Errorf("file is given twice (%s and %s)", c.File, tokens[1])
 		}
 		c.File = tokens[1]
+		return nil
+	case "cache_hit":
+		if len(tokens) != 2 {
+			return errors.New("cache_hit takes one argument: US dollars per 1,000 requests answered from the response cache")
+		}
+		if c.CacheHit != nil {
+			return errors.New("cache_hit is given twice")
+		}
+		r, err := ParseRate(tokens[1])
+		if err != nil {
+			return fmt.Errorf("cache_hit: %w", err)
+		}
+		c.CacheHit = &r
 		return nil
 	case "model":
 		if len(tokens) < 2 {
@@ -72,7 +89,7 @@ func (c *Config) UnmarshalLine(tokens []string) error {
 		c.Models[key] = pr
 		return nil
 	default:
-		return fmt.Errorf("unrecognized prices option %q (file or model)", tokens[0])
+		return fmt.Errorf("unrecognized prices option %q (file, cache_hit or model)", tokens[0])
 	}
 }
 
@@ -89,6 +106,8 @@ func parseModelLine(args []string) (*Price, error) {
 				return &tier.Cached, true
 			case "cache_write":
 				return &tier.CacheWrite, true
+			case "cache_write_1h":
+				return &tier.CacheWrite1h, true
 			case "output":
 				return &tier.Output, true
 			}
@@ -101,12 +120,16 @@ func parseModelLine(args []string) (*Price, error) {
 			return &pr.Cached, true
 		case "cache_write":
 			return &pr.CacheWrite, true
+		case "cache_write_1h":
+			return &pr.CacheWrite1h, true
 		case "output":
 			return &pr.Output, true
 		case "embedding":
 			return &pr.Embedding, true
 		case "search":
 			return &pr.Search, true
+		case "cache_hit":
+			return &pr.CacheHit, true
 		}
 		return nil, false
 	}
@@ -141,9 +164,9 @@ func parseModelLine(args []string) (*Price, error) {
 				return nil, fmt.Errorf("above %q: give the prompt length in tokens, such as 200000", val)
 			}
 			tier = &Tier{Above: n}
-		case "alias", "source", "embedding", "search":
+		case "alias", "source", "embedding", "search", "cache_hit":
 			if tier != nil {
-				return nil, fmt.Errorf("%s belongs before the first above: a tier takes only input, cached, cache_write and output", kw)
+				return nil, fmt.Errorf("%s belongs before the first above: a tier takes only input, cached, cache_write, cache_write_1h and output", kw)
 			}
 			if kw == "alias" {
 				pr.Aliases = append(pr.Aliases, val)
@@ -154,7 +177,7 @@ func parseModelLine(args []string) (*Price, error) {
 			}
 			pr.Source = val
 		default:
-			return nil, fmt.Errorf("unknown price field %q (input, cached, cache_write, output, embedding, search, alias, source, above)", kw)
+			return nil, fmt.Errorf("unknown price field %q (input, cached, cache_write, cache_write_1h, output, embedding, search, cache_hit, alias, source, above)", kw)
 		}
 	}
 	finishTier()

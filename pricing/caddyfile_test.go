@@ -52,6 +52,19 @@ func TestUnmarshalLine(t *testing.T) {
 			block: `model vllm/meta-llama/Llama-3.3-70B-Instruct input 0 output 0`,
 			want:  Config{Models: map[string]*Price{"vllm/meta-llama/Llama-3.3-70B-Instruct": {Input: rate("0"), Output: rate("0")}}},
 		},
+		{
+			name:  "cache writes by ttl, cache hits",
+			block: "cache_hit 0.10\nmodel anthropic/claude-y input 3 cache_write 3.75 cache_write_1h 6 cache_hit 0.5 output 15 above 200000 input 6 cache_write_1h 12",
+			want: Config{CacheHit: rate("0.1"), Models: map[string]*Price{
+				"anthropic/claude-y": {Input: rate("3"), CacheWrite: rate("3.75"), CacheWrite1h: rate("6"), CacheHit: rate("0.5"), Output: rate("15"),
+					Tiers: []Tier{{Above: 200000, Input: rate("6"), CacheWrite1h: rate("12")}}},
+			}},
+		},
+		{name: "cache_hit twice", block: "cache_hit 1\ncache_hit 2", err: "cache_hit is given twice"},
+		{name: "cache_hit without a price", block: "cache_hit", err: "cache_hit takes one argument"},
+		{name: "cache_hit negative", block: "cache_hit -1", err: "cache_hit"},
+		{name: "cache_hit in a tier", block: "model openai/m input 1 above 10 cache_hit 1", err: "belongs before the first above"},
+		{name: "cache_write_1h twice", block: "model openai/m cache_write_1h 1 cache_write_1h 2", err: "cache_write_1h is given twice"},
 		{name: "file twice", block: "file a.json\nfile b.json", err: "file is given twice"},
 		{name: "file without a path", block: "file", err: "file takes one argument"},
 		{name: "model twice", block: "model openai/m input 1\nmodel openai/m input 2", err: "priced twice"},
@@ -125,8 +138,9 @@ func FuzzUnmarshalLine(f *testing.F) {
 // The README's Prices section shows this block and this file; both load.
 func TestReadmeExamples(t *testing.T) {
 	block := `file PRICEFILE
+		cache_hit 0.10
 		model openai/gpt-4o          input 2.50 cached 1.25 output 10.00
-		model anthropic/claude-x     input 3 cache_write 3.75 cached 0.30 output 15
+		model anthropic/claude-x     input 3 cache_write 3.75 cache_write_1h 6 cached 0.30 output 15
 		model cohere/rerank-v3.5     search 2.00
 		model voyage/voyage-3.5      embedding 0.06
 		model vllm/meta-llama/Llama-3.3-70B-Instruct input 0 output 0
@@ -167,5 +181,11 @@ func TestReadmeExamples(t *testing.T) {
 	}
 	if c, ok := p.Cost("vllm", "meta-llama/Llama-3.3-70B-Instruct", Usage{PromptTokens: 10, CompletionTokens: 10}); !ok || c != 0 {
 		t.Errorf("vllm: %s, %v", c, ok)
+	}
+	if c, ok := p.Cost("anthropic", "claude-x", Usage{PromptTokens: 1_000_000, CacheWriteTokens: 1_000_000, CacheWrite1hTokens: 1_000_000}); !ok || c != 6*Dollar {
+		t.Errorf("claude-x, an hour's writes: %s, %v", c, ok)
+	}
+	if c, ok := p.Cost("openai", "gpt-4o", Usage{CacheHits: 10}); !ok || c != Dollar/1000 {
+		t.Errorf("gpt-4o, ten cache hits: %s, %v", c, ok)
 	}
 }

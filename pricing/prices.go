@@ -58,6 +58,9 @@ func Load(c *Config) (*Prices, error) {
 		return Default(), nil
 	}
 	layers := []*Table{Shipped()}
+	if err := checkRate(c.CacheHit); err != nil {
+		return nil, fmt.Errorf("cache_hit: %w", err)
+	}
 	if c.File != "" {
 		data, err := os.ReadFile(c.File)
 		if err != nil {
@@ -76,7 +79,14 @@ func Load(c *Config) (*Prices, error) {
 	if inline != nil {
 		layers = append(layers, inline)
 	}
-	return Build(layers...)
+	p, err := Build(layers...)
+	if err != nil {
+		return nil, err
+	}
+	if c.CacheHit != nil {
+		p.cacheHit = *c.CacheHit
+	}
+	return p, nil
 }
 
 // Merge returns a new table: base with each override applied in turn. For
@@ -186,6 +196,7 @@ type Prices struct {
 	table     *Table
 	providers map[string]*provider
 	entries   int
+	cacheHit  Rate // the price of 1,000 cache hits of a model without its own (Config.CacheHit)
 }
 
 type provider struct {
@@ -198,6 +209,7 @@ type entry struct {
 	typ, name, source, asOf string
 	base                    rates
 	tiers                   []tier
+	cacheHit                *Rate // the entry's own price of 1,000 cache hits
 	// batch is the entry at the provider's batch prices; nil when they
 	// are its live prices.
 	batch *entry
@@ -209,16 +221,18 @@ type tier struct {
 }
 
 // rates are a model's effective rates, the fallbacks of Price applied:
-// cached, cache_write and embedding take the input rate when unset.
+// cached, cache_write and embedding take the input rate when unset,
+// cache_write_1h the cache_write rate.
 type rates struct {
-	input, cached, cacheWrite, output, embedding, search Rate
-	has                                                  uint8
+	input, cached, cacheWrite, cacheWrite1h, output, embedding, search Rate
+	has                                                                uint8
 }
 
 const (
 	hasInput uint8 = 1 << iota
 	hasCached
 	hasCacheWrite
+	hasCacheWrite1h
 	hasOutput
 	hasEmbedding
 	hasSearch
@@ -233,15 +247,15 @@ func compile(t *Table) *Prices {
 			asOf = t.AsOf
 		}
 		for name, pr := range pp.Models {
-			e := &entry{typ: typ, name: name, source: pr.Source, asOf: asOf}
+			e := &entry{typ: typ, name: name, source: pr.Source, asOf: asOf, cacheHit: cloneRate(pr.CacheHit)}
 			if e.source == "" {
 				e.source = pp.Source
 			}
-			raw := rawRates{pr.Input, pr.Cached, pr.CacheWrite, pr.Output, pr.Embedding, pr.Search}
+			raw := rawRates{pr.Input, pr.Cached, pr.CacheWrite, pr.CacheWrite1h, pr.Output, pr.Embedding, pr.Search}
 			e.base = raw.effective()
 			for _, tr := range pr.Tiers {
 				r := raw
-				r.set(tr.Input, tr.Cached, tr.CacheWrite, tr.Output)
+				r.set(tr.Input, tr.Cached, tr.CacheWrite, tr.CacheWrite1h, tr.Output)
 				e.tiers = append(e.tiers, tier{above: tr.Above, rates: r.effective()})
 			}
 			e.batch = batchEntry(e, pr, raw, pp.BatchDiscount)
@@ -275,31 +289,31 @@ func batchEntry(e *entry, pr *Price, raw rawRates, discount *int) *entry {
 		v := Rate((int64(*r)*int64(100-d) + 50) / 100)
 		return &v
 	}
-	b := rawRates{off(raw.input), off(raw.cached), off(raw.cacheWrite), off(raw.output), off(raw.embedding), off(raw.search)}
+	b := rawRates{off(raw.input), off(raw.cached), off(raw.cacheWrite), off(raw.cacheWrite1h), off(raw.output), off(raw.embedding), off(raw.search)}
 	if o := pr.Batch; o != nil {
 		for _, p := range []struct {
 			dst **Rate
 			v   *Rate
-		}{{&b.input, o.Input}, {&b.cached, o.Cached}, {&b.cacheWrite, o.CacheWrite}, {&b.output, o.Output}, {&b.embedding, o.Embedding}} {
+		}{{&b.input, o.Input}, {&b.cached, o.Cached}, {&b.cacheWrite, o.CacheWrite}, {&b.cacheWrite1h, o.CacheWrite1h}, {&b.output, o.Output}, {&b.embedding, o.Embedding}} {
 			if p.v != nil {
 				*p.dst = p.v
 			}
 		}
 	}
-	be := &entry{typ: e.typ, name: e.name, source: e.source, asOf: e.asOf, base: b.effective()}
+	be := &entry{typ: e.typ, name: e.name, source: e.source, asOf: e.asOf, base: b.effective(), cacheHit: e.cacheHit}
 	for _, tr := range pr.Tiers {
 		t := b
-		t.set(off(tr.Input), off(tr.Cached), off(tr.CacheWrite), off(tr.Output))
+		t.set(off(tr.Input), off(tr.Cached), off(tr.CacheWrite), off(tr.CacheWrite1h), off(tr.Output))
 		be.tiers = append(be.tiers, tier{above: tr.Above, rates: t.effective()})
 	}
 	return be
 }
 
 type rawRates struct {
-	input, cached, cacheWrite, output, embedding, search *Rate
+	input, cached, cacheWrite, cacheWrite1h, output, embedding, search *Rate
 }
 
-func (r *rawRates) set(input, cached, cacheWrite, output *Rate) {
+func (r *rawRates) set(input, cached, cacheWrite, cacheWrite1h, output *Rate) {
 	if input != nil {
 		r.input = input
 	}
@@ -308,6 +322,9 @@ func (r *rawRates) set(input, cached, cacheWrite, output *Rate) {
 	}
 	if cacheWrite != nil {
 		r.cacheWrite = cacheWrite
+	}
+	if cacheWrite1h != nil {
+		r.cacheWrite1h = cacheWrite1h
 	}
 	if output != nil {
 		r.output = output
@@ -328,6 +345,11 @@ func (r rawRates) effective() rates {
 	pick(&out.input, hasInput, r.input, nil)
 	pick(&out.cached, hasCached, r.cached, r.input)
 	pick(&out.cacheWrite, hasCacheWrite, r.cacheWrite, r.input)
+	write := r.cacheWrite
+	if write == nil {
+		write = r.input
+	}
+	pick(&out.cacheWrite1h, hasCacheWrite1h, r.cacheWrite1h, write)
 	pick(&out.output, hasOutput, r.output, nil)
 	pick(&out.embedding, hasEmbedding, r.embedding, r.input)
 	pick(&out.search, hasSearch, r.search, nil)
@@ -360,7 +382,10 @@ func (p *Prices) Len() int {
 
 // Entry is the price of one model, as Lookup found it. The zero Entry
 // prices nothing.
-type Entry struct{ e *entry }
+type Entry struct {
+	e   *entry
+	hit Rate // the table's price of 1,000 cache hits, for an entry without its own
+}
 
 // Lookup finds the price of a model of a provider type by the rules of
 // ProviderPrices: the name as sent, then with version suffixes and routing
@@ -380,7 +405,7 @@ func (p *Prices) Lookup(providerType, model string) (Entry, bool) {
 		t := s
 		for range maxCuts + 1 {
 			if e := pv.names[t]; e != nil {
-				return Entry{e}, true
+				return Entry{e, p.cacheHit}, true
 			}
 			var cut bool
 			if t, cut = cutSuffix(pv.suffixes, t); !cut {
@@ -406,10 +431,19 @@ const (
 
 // Cost is Lookup followed by Entry.Cost: the cost of usage u of a model,
 // and whether it was priced. An unpriced request returns (0, false); the
-// caller counts it as unpriced, never as free.
+// caller counts it as unpriced, never as free. A cache hit (u.CacheHits)
+// is always priced: at the model's cache_hit, else the configuration's,
+// else $0, whether the table knows the model or not.
 func (p *Prices) Cost(providerType, model string, u Usage) (Money, bool) {
 	e, ok := p.Lookup(providerType, model)
 	if !ok {
+		if u.CacheHits > 0 {
+			var hit Rate
+			if p != nil {
+				hit = p.cacheHit
+			}
+			return Entry{hit: hit}.Cost(u)
+		}
 		return 0, false
 	}
 	return e.Cost(u)
@@ -420,7 +454,7 @@ func (p *Prices) Cost(providerType, model string, u Usage) (Money, bool) {
 // itself.
 func (e Entry) Batch() Entry {
 	if e.e != nil && e.e.batch != nil {
-		return Entry{e.e.batch}
+		return Entry{e: e.e.batch, hit: e.hit}
 	}
 	return e
 }
@@ -484,6 +518,11 @@ type Usage struct {
 	// cache (Anthropic's cache_creation_input_tokens).
 	CacheWriteTokens int64
 
+	// CacheWrite1hTokens are the CacheWriteTokens written to a cache that
+	// lasts an hour (Anthropic's cache_creation.ephemeral_1h_input_tokens;
+	// prompt_tokens_details.cache_write_1h_tokens).
+	CacheWrite1hTokens int64
+
 	// CompletionTokens are the answer's tokens, reasoning tokens included.
 	CompletionTokens int64
 
@@ -494,20 +533,31 @@ type Usage struct {
 
 	// EmbeddingTokens are the tokens sent to an embedding model.
 	EmbeddingTokens int64
+
+	// CacheHits are requests the gateway answered from its own response
+	// cache: non-zero marks the usage as a cache hit, billed by the
+	// cache_hit price alone; its tokens (those the stored answer used) are
+	// not billed again.
+	CacheHits int64
 }
 
 // Cost computes what usage u costs under the entry, exactly:
 //
 //   - the prompt's uncached tokens (PromptTokens − CachedTokens −
 //     CacheWriteTokens, not below zero) at the input rate, cached tokens at
-//     the cached rate and cache-write tokens at the cache_write rate, so no
-//     token is billed twice; completion tokens (reasoning included) at the
-//     output rate; embedding tokens at the embedding rate;
+//     the cached rate and cache-write tokens at the cache_write rate, those
+//     of them written for an hour (CacheWrite1hTokens) at the
+//     cache_write_1h rate, so no token is billed twice; completion tokens
+//     (reasoning included) at the output rate; embedding tokens at the
+//     embedding rate;
 //   - a rerank (Searches > 0) is billed by its searches at the search rate
 //     when the entry has one, its tokens then not billed; otherwise by its
 //     prompt tokens at the input rate;
 //   - a long-context tier replaces the rates for the whole request when
-//     PromptTokens is above its threshold.
+//     PromptTokens is above its threshold;
+//   - a cache hit (CacheHits > 0) is billed by its hits at the entry's
+//     cache_hit rate (per 1,000), else the configuration's, else nothing:
+//     always priced, and nothing else of the usage is billed.
 //
 // ok is false, and the cost 0, when a quantity the usage has is one the
 // entry has no rate for (completion tokens of an embedding-only entry, a
@@ -516,12 +566,24 @@ type Usage struct {
 // and rounded once, half up, to a nano-dollar; a total beyond an int64 of
 // nano-dollars saturates. It allocates nothing.
 func (e Entry) Cost(u Usage) (cost Money, ok bool) {
+	if u.CacheHits > 0 {
+		hit := e.hit
+		if e.e != nil && e.e.cacheHit != nil {
+			hit = *e.e.cacheHit
+		}
+		// One Rate unit per 1,000 hits is a nano-dollar per hit, as for
+		// searches.
+		var sum picos
+		sum.add(u.CacheHits, int64(hit)*1000)
+		return sum.nanos(), true
+	}
 	if e.e == nil {
 		return 0, false
 	}
 	prompt := max(u.PromptTokens, 0)
 	cached := max(u.CachedTokens, 0)
 	write := max(u.CacheWriteTokens, 0)
+	write1h := min(max(u.CacheWrite1hTokens, 0), write)
 	completion := max(u.CompletionTokens, 0)
 	searches := max(u.Searches, 0)
 	embedding := max(u.EmbeddingTokens, 0)
@@ -542,7 +604,7 @@ func (e Entry) Cost(u Usage) (cost Money, ok bool) {
 			// A search-billed rerank: one Rate unit per 1,000 searches is a
 			// nano-dollar, 1,000 pico-dollars, per search.
 			sum.add(searches, int64(r.search)*1000)
-			prompt, cached, write = 0, 0, 0
+			prompt, cached, write, write1h = 0, 0, 0, 0
 		case prompt == 0:
 			ok = false
 		}
@@ -550,7 +612,8 @@ func (e Entry) Cost(u Usage) (cost Money, ok bool) {
 	uncached := max(prompt-cached-write, 0)
 	ok = sum.charge(uncached, r.input, r.has&hasInput != 0) && ok
 	ok = sum.charge(cached, r.cached, r.has&hasCached != 0) && ok
-	ok = sum.charge(write, r.cacheWrite, r.has&hasCacheWrite != 0) && ok
+	ok = sum.charge(write-write1h, r.cacheWrite, r.has&hasCacheWrite != 0) && ok
+	ok = sum.charge(write1h, r.cacheWrite1h, r.has&hasCacheWrite1h != 0) && ok
 	ok = sum.charge(completion, r.output, r.has&hasOutput != 0) && ok
 	ok = sum.charge(embedding, r.embedding, r.has&hasEmbedding != 0) && ok
 	if !ok {
@@ -613,6 +676,11 @@ type Config struct {
 	// may itself contain '/'), applied after the file, replacing entries of
 	// the same name whole. Default: none.
 	Models map[string]*Price `json:"models,omitempty"`
+
+	// CacheHit is the price of 1,000 requests answered from the gateway's
+	// response cache, for every model whose entry sets no cache_hit of its
+	// own. Default: nothing ($0): a hit costs the gateway no provider call.
+	CacheHit *Rate `json:"cache_hit,omitempty"`
 }
 
 // InlineTable returns the inline entries (Models) as a Table, nil when

@@ -110,6 +110,8 @@ func TestLookupShipped(t *testing.T) {
 func TestCost(t *testing.T) {
 	p := testPrices(t, `{"providers": {"test": {"source": "https://example.com/pricing", "models": {
 		"chat":        {"input": 3, "cached": 0.3, "cache_write": 3.75, "output": 15},
+		"claude":      {"input": 3, "cached": 0.3, "cache_write": 3.75, "cache_write_1h": 6, "output": 15, "cache_hit": 0.5,
+		               "tiers": [{"above": 200000, "input": 6, "cache_write_1h": 12}]},
 		"plain":       {"input": 2, "output": 8},
 		"input-only":  {"input": 1},
 		"tiny":        {"input": 0.000001},
@@ -158,6 +160,19 @@ func TestCost(t *testing.T) {
 		{"rerank by the search", "rerank-search", Usage{Searches: 3, PromptTokens: 5000}, 6 * Microdollar * 1000, true},
 		{"rerank by the token", "rerank-token", Usage{Searches: 1, PromptTokens: 20000}, 1000 * Microdollar, true},
 		{"free is a price", "free", Usage{PromptTokens: 100, CompletionTokens: 100}, 0, true},
+		// Cache writes by ttl: 1,000 uncached × $3 + 4,000 cached × $0.30 +
+		// 1,500 written for five minutes × $3.75 + 500 for an hour × $6 +
+		// 100 output × $15, per million.
+		{"cache writes of an hour at their rate", "claude", Usage{PromptTokens: 7000, CachedTokens: 4000, CacheWriteTokens: 2000, CacheWrite1hTokens: 500, CompletionTokens: 100},
+			3000*Microdollar + 1200*Microdollar + 5625*Microdollar + 3000*Microdollar + 1500*Microdollar, true},
+		{"1-hour writes beyond the writes count as writes", "claude", Usage{PromptTokens: 1000, CacheWriteTokens: 1000, CacheWrite1hTokens: 5000}, 6000 * Microdollar, true},
+		{"1-hour writes fall back to cache_write", "chat", Usage{PromptTokens: 1000, CacheWriteTokens: 1000, CacheWrite1hTokens: 1000}, 3750 * Microdollar, true},
+		{"1-hour writes fall back to input", "plain", Usage{PromptTokens: 1000, CacheWriteTokens: 1000, CacheWrite1hTokens: 1000}, 2000 * Microdollar, true},
+		{"a tier's 1-hour rate", "claude", Usage{PromptTokens: 300000, CacheWriteTokens: 100000, CacheWrite1hTokens: 100000}, 200000*6*Microdollar + 100000*12*Microdollar, true},
+		// Cache hits: the hit price alone, always priced.
+		{"a cache hit costs its own price", "claude", Usage{CacheHits: 1, PromptTokens: 7000, CompletionTokens: 100}, 500 * Microdollar, true},
+		{"a cache hit of a model without a hit price", "input-only", Usage{CacheHits: 3, PromptTokens: 10, CompletionTokens: 1}, 0, true},
+		{"a cache hit of an unpriced model", "no-such-model", Usage{CacheHits: 1, PromptTokens: 10}, 0, true},
 		{"saturates", "max", Usage{PromptTokens: math.MaxInt64, CompletionTokens: math.MaxInt64}, math.MaxInt64, true},
 		// Unpriced: a quantity the entry has no rate for.
 		{"output without an output rate", "input-only", Usage{PromptTokens: 10, CompletionTokens: 1}, 0, false},
@@ -173,6 +188,35 @@ func TestCost(t *testing.T) {
 				t.Fatalf("Cost(%s, %+v) = %d (%s), %v; want %d (%s), %v", tt.model, tt.u, int64(got), got, ok, int64(tt.want), tt.want, tt.ok)
 			}
 		})
+	}
+}
+
+// The configuration's cache_hit prices the hits of every model without
+// its own, known to the table or not.
+func TestCacheHitDefault(t *testing.T) {
+	hit := Rate(200_000) // $0.20 per 1,000 hits
+	p, err := Load(&Config{CacheHit: &hit, Models: map[string]*Price{"test/own": {Input: rate("1"), CacheHit: rate("1")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		typ, model string
+		want       Money
+	}{
+		{"openai", "gpt-4o", 400 * Microdollar}, // shipped, no hit price of its own
+		{"test", "own", 2000 * Microdollar},     // its own: $1 per 1,000
+		{"nobody", "unknown", 400 * Microdollar},
+	} {
+		if got, ok := p.Cost(tt.typ, tt.model, Usage{CacheHits: 2, PromptTokens: 1000}); !ok || got != tt.want {
+			t.Errorf("%s/%s: %s, %v; want %s", tt.typ, tt.model, got, ok, tt.want)
+		}
+	}
+	neg := Rate(-1)
+	if _, err := Load(&Config{CacheHit: &neg}); err == nil {
+		t.Error("a negative cache_hit loaded")
+	}
+	if got, ok := Default().Cost("anthropic", "claude-sonnet-4-5", Usage{CacheHits: 1, PromptTokens: 5000}); !ok || got != 0 {
+		t.Errorf("a cache hit without a cache_hit price: %s, %v; want $0, priced", got, ok)
 	}
 }
 
@@ -202,6 +246,29 @@ func TestCostShipped(t *testing.T) {
 	// Embeddings.
 	if got, ok := p.Cost("voyage", "voyage-3.5", Usage{EmbeddingTokens: 1_000_000}); !ok || got != 60*Microdollar*1000 {
 		t.Errorf("voyage-3.5: %s, %v", got, ok)
+	}
+	// Claude's prompt cache, everywhere Claude is served: reads at 0.1×
+	// input, five-minute writes at 1.25×, one-hour writes at 2×. 1,000
+	// uncached + 2,000 read + 3,000 written (1,000 of them for an hour) +
+	// 100 output tokens of Claude Sonnet 4.5 ($3 / $15 per million):
+	// 1,000 × 3 + 2,000 × 0.3 + 2,000 × 3.75 + 1,000 × 6 + 100 × 15 =
+	// $0.0186.
+	cached := Usage{PromptTokens: 6000, CachedTokens: 2000, CacheWriteTokens: 3000, CacheWrite1hTokens: 1000, CompletionTokens: 100}
+	for _, tm := range [][2]string{{"anthropic", "claude-sonnet-4-5-20250929"}, {"vertex", "claude-sonnet-4-5@20250929"},
+		{"bedrock", "global.anthropic.claude-sonnet-4-5-20250929-v1:0"}} {
+		if got, ok := p.Cost(tm[0], tm[1], cached); !ok || got != 18600*Microdollar {
+			t.Errorf("%s/%s with cache reads and writes: %s, %v; want 0.0186", tm[0], tm[1], got, ok)
+		}
+	}
+	// A native batch pays half, one-hour writes included.
+	if got, ok := p.BatchCost("anthropic", "claude-sonnet-4-5", cached); !ok || got != 9300*Microdollar {
+		t.Errorf("claude-sonnet-4-5 in a native batch: %s, %v; want 0.0093", got, ok)
+	}
+	// The same writes all for five minutes cost less.
+	fiveMinutes := cached
+	fiveMinutes.CacheWrite1hTokens = 0
+	if got, _ := p.Cost("anthropic", "claude-sonnet-4-5", fiveMinutes); got != 16350*Microdollar {
+		t.Errorf("five-minute writes: %s, want 0.01635", got)
 	}
 }
 

@@ -1,6 +1,7 @@
 package pricing
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -70,7 +71,19 @@ func TestShippedTable(t *testing.T) {
 			if pr.Input != nil && pr.Cached != nil && *pr.Cached > *pr.Input {
 				t.Errorf("%s/%s: cached %s above input %s", typ, name, pr.Cached, pr.Input)
 			}
-			for _, r := range []*Rate{pr.Input, pr.Cached, pr.CacheWrite, pr.Output, pr.Embedding, pr.Search} {
+			// Claude (at Anthropic, on Vertex, on Bedrock) writes its
+			// one-hour cache at twice the input price.
+			if strings.Contains(name, "claude") && (typ == "anthropic" || typ == "vertex" || typ == "bedrock") {
+				if pr.CacheWrite1h == nil || pr.Input == nil || *pr.CacheWrite1h != 2**pr.Input {
+					t.Errorf("%s/%s: cache_write_1h %v, want 2 × input %v", typ, name, pr.CacheWrite1h, pr.Input)
+				}
+				for _, tr := range pr.Tiers {
+					if tr.Input != nil && (tr.CacheWrite1h == nil || *tr.CacheWrite1h != 2**tr.Input) {
+						t.Errorf("%s/%s: tier above %d: cache_write_1h %v, want 2 × input %v", typ, name, tr.Above, tr.CacheWrite1h, tr.Input)
+					}
+				}
+			}
+			for _, r := range []*Rate{pr.Input, pr.Cached, pr.CacheWrite, pr.CacheWrite1h, pr.Output, pr.Embedding, pr.Search, pr.CacheHit} {
 				if r != nil && *r > 1000*1_000_000 {
 					t.Errorf("%s/%s: rate %s looks like a typo", typ, name, r)
 				}

@@ -95,6 +95,13 @@ type Price struct {
 	// Default: the Input price.
 	CacheWrite *Rate `json:"cache_write,omitempty"`
 
+	// CacheWrite1h is the price of a million prompt tokens written to a
+	// prompt cache that lasts an hour, where the provider prices those
+	// apart and reports them (Anthropic bills them at twice the input
+	// price, five-minute writes at 1.25 times). Default: the CacheWrite
+	// price.
+	CacheWrite1h *Rate `json:"cache_write_1h,omitempty"`
+
 	// Output is the price of a million completion tokens, reasoning tokens
 	// included.
 	Output *Rate `json:"output,omitempty"`
@@ -108,6 +115,12 @@ type Price struct {
 	// When set, a rerank request is billed by its searches and its tokens
 	// are not billed.
 	Search *Rate `json:"search,omitempty"`
+
+	// CacheHit is the price of 1,000 requests the gateway answered from
+	// its own response cache, without calling the provider: such a
+	// request is billed this and nothing else. Default: the configuration's
+	// cache_hit (Config.CacheHit), else nothing ($0).
+	CacheHit *Rate `json:"cache_hit,omitempty"`
 
 	// Tiers are higher prices that apply to a whole request whose prompt
 	// (cached and cache-write tokens included) is longer than a threshold,
@@ -141,20 +154,23 @@ type Tier struct {
 	// included), above which the tier applies. Required, above 0.
 	Above int64 `json:"above"`
 
-	// Input, Cached, CacheWrite and Output are as in Price.
-	Input      *Rate `json:"input,omitempty"`
-	Cached     *Rate `json:"cached,omitempty"`
-	CacheWrite *Rate `json:"cache_write,omitempty"`
-	Output     *Rate `json:"output,omitempty"`
+	// Input, Cached, CacheWrite, CacheWrite1h and Output are as in
+	// Price.
+	Input        *Rate `json:"input,omitempty"`
+	Cached       *Rate `json:"cached,omitempty"`
+	CacheWrite   *Rate `json:"cache_write,omitempty"`
+	CacheWrite1h *Rate `json:"cache_write_1h,omitempty"`
+	Output       *Rate `json:"output,omitempty"`
 }
 
 // BatchRates are a model's batch prices, in the units of Price.
 type BatchRates struct {
-	Input      *Rate `json:"input,omitempty"`
-	Cached     *Rate `json:"cached,omitempty"`
-	CacheWrite *Rate `json:"cache_write,omitempty"`
-	Output     *Rate `json:"output,omitempty"`
-	Embedding  *Rate `json:"embedding,omitempty"`
+	Input        *Rate `json:"input,omitempty"`
+	Cached       *Rate `json:"cached,omitempty"`
+	CacheWrite   *Rate `json:"cache_write,omitempty"`
+	CacheWrite1h *Rate `json:"cache_write_1h,omitempty"`
+	Output       *Rate `json:"output,omitempty"`
+	Embedding    *Rate `json:"embedding,omitempty"`
 }
 
 // ParseTable reads a price table or price file strictly: unknown fields,
@@ -359,10 +375,11 @@ func describeName(name, entry string) string {
 // validate checks one entry; where names it in errors ("openai/gpt-4o").
 func (pr *Price) validate(where string) error {
 	var errs []error
-	if pr.Input == nil && pr.Cached == nil && pr.CacheWrite == nil && pr.Output == nil && pr.Embedding == nil && pr.Search == nil {
-		errs = append(errs, fmt.Errorf("%s: prices nothing: give at least one of input, cached, cache_write, output, embedding, search", where))
+	if pr.Input == nil && pr.Cached == nil && pr.CacheWrite == nil && pr.CacheWrite1h == nil && pr.Output == nil &&
+		pr.Embedding == nil && pr.Search == nil && pr.CacheHit == nil {
+		errs = append(errs, fmt.Errorf("%s: prices nothing: give at least one of input, cached, cache_write, cache_write_1h, output, embedding, search, cache_hit", where))
 	}
-	for _, r := range []*Rate{pr.Input, pr.Cached, pr.CacheWrite, pr.Output, pr.Embedding, pr.Search} {
+	for _, r := range []*Rate{pr.Input, pr.Cached, pr.CacheWrite, pr.CacheWrite1h, pr.Output, pr.Embedding, pr.Search, pr.CacheHit} {
 		if err := checkRate(r); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", where, err))
 		}
@@ -373,7 +390,7 @@ func (pr *Price) validate(where string) error {
 		}
 	}
 	if b := pr.Batch; b != nil {
-		for _, r := range []*Rate{b.Input, b.Cached, b.CacheWrite, b.Output, b.Embedding} {
+		for _, r := range []*Rate{b.Input, b.Cached, b.CacheWrite, b.CacheWrite1h, b.Output, b.Embedding} {
 			if err := checkRate(r); err != nil {
 				errs = append(errs, fmt.Errorf("%s: batch: %w", where, err))
 			}
@@ -389,10 +406,10 @@ func (pr *Price) validate(where string) error {
 			errs = append(errs, fmt.Errorf("%s: tier %d: thresholds must increase (above %d after above %d)", where, i+1, t.Above, last))
 		}
 		last = t.Above
-		if t.Input == nil && t.Cached == nil && t.CacheWrite == nil && t.Output == nil {
+		if t.Input == nil && t.Cached == nil && t.CacheWrite == nil && t.CacheWrite1h == nil && t.Output == nil {
 			errs = append(errs, fmt.Errorf("%s: tier above %d sets no rate", where, t.Above))
 		}
-		for _, r := range []*Rate{t.Input, t.Cached, t.CacheWrite, t.Output} {
+		for _, r := range []*Rate{t.Input, t.Cached, t.CacheWrite, t.CacheWrite1h, t.Output} {
 			if err := checkRate(r); err != nil {
 				errs = append(errs, fmt.Errorf("%s: tier above %d: %w", where, t.Above, err))
 			}
@@ -508,18 +525,21 @@ func (pr *Price) clone() *Price {
 	out.Input = cloneRate(pr.Input)
 	out.Cached = cloneRate(pr.Cached)
 	out.CacheWrite = cloneRate(pr.CacheWrite)
+	out.CacheWrite1h = cloneRate(pr.CacheWrite1h)
 	out.Output = cloneRate(pr.Output)
 	out.Embedding = cloneRate(pr.Embedding)
 	out.Search = cloneRate(pr.Search)
+	out.CacheHit = cloneRate(pr.CacheHit)
 	out.Aliases = slices.Clone(pr.Aliases)
 	if pr.Batch != nil {
-		out.Batch = &BatchRates{Input: cloneRate(pr.Batch.Input), Cached: cloneRate(pr.Batch.Cached), CacheWrite: cloneRate(pr.Batch.CacheWrite),
+		out.Batch = &BatchRates{Input: cloneRate(pr.Batch.Input), Cached: cloneRate(pr.Batch.Cached), CacheWrite: cloneRate(pr.Batch.CacheWrite), CacheWrite1h: cloneRate(pr.Batch.CacheWrite1h),
 			Output: cloneRate(pr.Batch.Output), Embedding: cloneRate(pr.Batch.Embedding)}
 	}
 	if pr.Tiers != nil {
 		out.Tiers = make([]Tier, len(pr.Tiers))
 		for i, t := range pr.Tiers {
-			out.Tiers[i] = Tier{Above: t.Above, Input: cloneRate(t.Input), Cached: cloneRate(t.Cached), CacheWrite: cloneRate(t.CacheWrite), Output: cloneRate(t.Output)}
+			out.Tiers[i] = Tier{Above: t.Above, Input: cloneRate(t.Input), Cached: cloneRate(t.Cached), CacheWrite: cloneRate(t.CacheWrite),
+				CacheWrite1h: cloneRate(t.CacheWrite1h), Output: cloneRate(t.Output)}
 		}
 	}
 	return &out

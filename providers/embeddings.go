@@ -16,7 +16,7 @@ import (
 )
 
 // EmbeddingsRequest is a checked unified embeddings request (OpenAI's
-// POST /v1/embeddings, WIRE_FORMATS.md §F.1):
+// POST /v1/embeddings):
 //
 //	{"model": "…", "input": "…" | ["…", …] | [1, 2, …] | [[1, 2], …],
 //	 "dimensions": 256, "encoding_format": "float" | "base64", "user": "…",
@@ -342,7 +342,7 @@ var base64Alphabet = func() (t [256]bool) {
 // base64.StdEncoding.EncodeToString writes of a whole number of float32s:
 // the alphabet's bytes only, padded to a multiple of 4 with at most two
 // '=', no bits set beyond the data, 4·n bytes. It checks, without
-// decoding, what a strict decode would, a few times faster.
+// decoding, what a strict decode would.
 func canonicalBase64(s []byte) bool {
 	if len(s) == 0 || len(s)%4 != 0 || base64Len(s)%4 != 0 {
 		return false

@@ -30,6 +30,12 @@ type ChatMessage struct {
 	// ReasoningContent and Reasoning are the reasoning text a client
 	// sends back on an assistant message, which few providers take.
 	ReasoningContent, Reasoning gjson.Result
+
+	// CacheControl is the message's own cache_control, a prompt caching
+	// marker for Anthropic (and Claude elsewhere) on a message as a whole:
+	// a tool message's result, or a message whose content is a string.
+	// Content parts, tool calls and tools carry their own.
+	CacheControl gjson.Result
 }
 
 // ReadChatMessage reads the unified message m. Like gjson's Get, which
@@ -66,6 +72,8 @@ func (msg *ChatMessage) member(key string, role *gjson.Result) *gjson.Result {
 		return &msg.ReasoningContent
 	case "reasoning":
 		return &msg.Reasoning
+	case "cache_control":
+		return &msg.CacheControl
 	}
 	return nil
 }

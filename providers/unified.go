@@ -16,9 +16,25 @@ type Usage struct {
 	Prompt, Completion, Total int64
 
 	// Cached is prompt_tokens_details.cached_tokens, written when
-	// HasCached.
+	// HasCached: prompt tokens read from the provider's prompt cache.
 	Cached    int64
 	HasCached bool
+
+	// CacheWrite is prompt_tokens_details.cache_write_tokens, written when
+	// HasCacheWrite: prompt tokens written to the provider's prompt cache
+	// (Anthropic's cache_creation_input_tokens, Bedrock's
+	// cacheWriteInputTokens), which providers bill above input.
+	CacheWrite    int64
+	HasCacheWrite bool
+
+	// CacheWrite1h is prompt_tokens_details.cache_write_1h_tokens, written
+	// when HasCacheWrite1h: of CacheWrite, the tokens written to a cache
+	// that lasts an hour, which Anthropic bills at twice the input rate
+	// (five minutes: one and a quarter), where the provider tells them
+	// apart (Anthropic's cache_creation.ephemeral_1h_input_tokens,
+	// Bedrock's cacheDetails).
+	CacheWrite1h    int64
+	HasCacheWrite1h bool
 
 	// Audio is prompt_tokens_details.audio_tokens, written when HasAudio.
 	Audio    int64
@@ -36,10 +52,16 @@ func (u Usage) Write(v jsonw.Value) {
 	o.Int("prompt_tokens", u.Prompt)
 	o.Int("completion_tokens", u.Completion)
 	o.Int("total_tokens", u.Total)
-	if u.HasCached || u.HasAudio {
+	if u.HasCached || u.HasAudio || u.HasCacheWrite || u.HasCacheWrite1h {
 		d := o.Object("prompt_tokens_details")
 		if u.HasCached {
 			d.Int("cached_tokens", u.Cached)
+		}
+		if u.HasCacheWrite {
+			d.Int("cache_write_tokens", u.CacheWrite)
+		}
+		if u.HasCacheWrite1h {
+			d.Int("cache_write_1h_tokens", u.CacheWrite1h)
 		}
 		if u.HasAudio {
 			d.Int("audio_tokens", u.Audio)

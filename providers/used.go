@@ -9,13 +9,14 @@ import (
 // translate (Chat.ChatResponse, StreamTranslator.Usage), so that nothing
 // reads it back out of the bytes bound for the client.
 type Used struct {
-	Prompt     int64 // input tokens, cached and cache-write ones included
-	Cached     int64 // of Prompt, read from a cache
-	CacheWrite int64 // of Prompt, written to a cache
-	Completion int64 // output tokens, reasoning included
-	Reasoning  int64 // of Completion
-	Searches   int64 // rerank searches
-	Embedding  int64 // embedding input tokens
+	Prompt       int64 // input tokens, cached and cache-write ones included
+	Cached       int64 // of Prompt, read from a cache
+	CacheWrite   int64 // of Prompt, written to a cache
+	CacheWrite1h int64 // of CacheWrite, written to a cache lasting an hour
+	Completion   int64 // output tokens, reasoning included
+	Reasoning    int64 // of Completion
+	Searches     int64 // rerank searches
+	Embedding    int64 // embedding input tokens
 
 	// Known reports that the answer said what it used. An answer that did
 	// not (a stream cut off before its usage) is not Known: the gateway
@@ -32,6 +33,12 @@ func (u Usage) Used() Used {
 	if u.HasCached {
 		v.Cached = u.Cached
 	}
+	if u.HasCacheWrite {
+		v.CacheWrite = u.CacheWrite
+	}
+	if u.HasCacheWrite1h {
+		v.CacheWrite1h = u.CacheWrite1h
+	}
 	if u.HasReasoning {
 		v.Reasoning = u.Reasoning
 	}
@@ -41,7 +48,7 @@ func (u Usage) Used() Used {
 // ReadUsage reads a unified usage object (a chat completion's or a usage
 // chunk's "usage"), in one pass over it, with Fields: prompt_tokens,
 // completion_tokens, and in their details cached_tokens,
-// cache_write_tokens and reasoning_tokens. A count the object lacks is 0;
+// cache_write_tokens, cache_write_1h_tokens and reasoning_tokens. A count the object lacks is 0;
 // of a key given twice the first counts, as a lookup by path reads it. A
 // value that is no object (null, absent) is not Known.
 func ReadUsage(v gjson.Result) Used {
@@ -49,7 +56,7 @@ func ReadUsage(v gjson.Result) Used {
 	if !v.IsObject() {
 		return u
 	}
-	var prompt, completion, cached, cacheWrite, reasoning Count
+	var prompt, completion, cached, cacheWrite, cacheWrite1h, reasoning Count
 	var promptDetails, completionDetails bool
 	for k, x := range Fields(v.Raw) {
 		switch k {
@@ -68,6 +75,8 @@ func ReadUsage(v gjson.Result) Used {
 					cached.Set(x)
 				case "cache_write_tokens":
 					cacheWrite.Set(x)
+				case "cache_write_1h_tokens":
+					cacheWrite1h.Set(x)
 				}
 			}
 		case "completion_tokens_details":
@@ -85,6 +94,7 @@ func ReadUsage(v gjson.Result) Used {
 	}
 	u.Known = true
 	u.Prompt, u.Completion, u.Cached, u.CacheWrite, u.Reasoning = prompt.N, completion.N, cached.N, cacheWrite.N, reasoning.N
+	u.CacheWrite1h = cacheWrite1h.N
 	return u
 }
 

@@ -2,15 +2,17 @@
 # The whole modelgate test suite. CI runs exactly this (.ci/run); so should
 # you, from the repository root: ./scripts/test.sh
 #
-# Steps: formatting, go vet, every fuzz target briefly, the xcaddy build
+# Steps: formatting, go vet, the load harness's vet and unit tests (bench/,
+# a module of its own), every fuzz target briefly, the xcaddy build
 # (derived from xcaddy.json; a test keeps this line in step with it), the
 # built binary's module list, `caddy adapt --validate` of every Caddyfile in
 # the repository, one iteration of every benchmark, then the race-enabled
 # unit tests and the caddytest integration tests (one package at a time),
 # which include the process tests running the built binary (crash, cluster,
 # the quick start driven by Claude Code) and the agent tests (Claude Code and
-# Codex CLI through the gateway). Last, it checks that the suite
-# left nothing in the user's own Caddy directories.
+# Codex CLI through the gateway), then the example provider module's own
+# tests (examples/provider, a Go module of its own). Last, it checks that the
+# suite left nothing in the user's own Caddy directories.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -80,6 +82,11 @@ fi
 
 step "go vet"
 go vet ./...
+
+# The load harness is a module of its own (bench/): vetted and its unit
+# tests run there, against this checkout through its replace directive.
+step "the load harness (bench/)"
+(cd bench && go vet ./... && go test ./...)
 
 # Every target gets an equal share of FUZZ_BUDGET seconds (at least 2 s), so
 # the step stays within its budget as targets multiply; FUZZTIME, when set,
@@ -160,6 +167,12 @@ go test -race -short -count=1 -timeout 20m ./...
 
 step "integration tests (caddytest, process, browser: one package at a time)"
 go test -race -p 1 -count=1 -timeout 45m ./integration/...
+
+step "the example provider module (examples/provider), against the conformance kit"
+# A Go module of its own: the root module's steps do not reach it. Its
+# gateway test runs Caddy on caddytest's ports, so it follows the
+# integration tests rather than running beside them.
+(cd examples/provider && go vet ./... && go test -race -count=1 ./...)
 
 step "the user's Caddy directories are as the suite found them"
 user_caddy_after=$(snapshot_user_caddy_dirs)

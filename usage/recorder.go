@@ -335,6 +335,7 @@ type fileBucket struct {
 	ReasoningTokens  int64  `json:"reasoning_tokens,omitempty"`
 	Searches         int64  `json:"rerank_searches,omitempty"`
 	EmbeddingTokens  int64  `json:"embedding_tokens,omitempty"`
+	CacheHits        int64  `json:"cache_hits,omitempty"`
 	CostNanos        int64  `json:"cost_nanodollars,omitempty"`
 	Unpriced         int64  `json:"unpriced_requests,omitempty"`
 }
@@ -349,7 +350,7 @@ func encodeRecord(instance string, day Day, totals map[Bucket]*Counts, applied m
 			Provider: b.Provider, ProviderType: b.ProviderType, Requests: c.Requests, InputTokens: c.InputTokens,
 			CachedTokens: c.CachedTokens, CacheWriteTokens: c.CacheWriteTokens, OutputTokens: c.OutputTokens,
 			ReasoningTokens: c.ReasoningTokens, Searches: c.Searches, EmbeddingTokens: c.EmbeddingTokens,
-			CostNanos: int64(c.Cost), Unpriced: c.Unpriced})
+			CacheHits: c.CacheHits, CostNanos: int64(c.Cost), Unpriced: c.Unpriced})
 	}
 	sortBuckets(f.Buckets)
 	return json.MarshalIndent(f, "", "\t")
@@ -381,7 +382,8 @@ func decodeRecord(data []byte, day Day, into map[Bucket]*Counts, applied map[str
 		}
 		c.Add(Counts{Requests: fb.Requests, InputTokens: fb.InputTokens, CachedTokens: fb.CachedTokens,
 			CacheWriteTokens: fb.CacheWriteTokens, OutputTokens: fb.OutputTokens, ReasoningTokens: fb.ReasoningTokens,
-			Searches: fb.Searches, EmbeddingTokens: fb.EmbeddingTokens, Cost: pricing.Money(fb.CostNanos), Unpriced: fb.Unpriced})
+			Searches: fb.Searches, EmbeddingTokens: fb.EmbeddingTokens, CacheHits: fb.CacheHits, Cost: pricing.Money(fb.CostNanos),
+			Unpriced: fb.Unpriced})
 	}
 	return nil
 }

@@ -96,6 +96,10 @@ type Counts struct {
 	Searches int64
 	// EmbeddingTokens are the tokens sent to embedding models.
 	EmbeddingTokens int64
+	// CacheHits are the Requests answered from the gateway's response
+	// cache, without a provider call; their tokens (those the stored
+	// answer used) are counted above, their cost is the cache_hit price.
+	CacheHits int64
 	// Cost is the cost of the priced requests.
 	Cost pricing.Money
 	// Unpriced counts the requests whose model had no price: their
@@ -115,6 +119,7 @@ func (c *Counts) Add(o Counts) {
 	c.ReasoningTokens += o.ReasoningTokens
 	c.Searches += o.Searches
 	c.EmbeddingTokens += o.EmbeddingTokens
+	c.CacheHits += o.CacheHits
 	c.Cost += o.Cost
 	c.Unpriced += o.Unpriced
 }

@@ -454,7 +454,7 @@ func TestRecordFormat(t *testing.T) {
 	r := newRec(t, st, "gw")
 	r.Add(Bucket{KeyID: "key_1", KeyName: "ci", Owner: "alice", Model: "gpt-4o", Provider: "main", ProviderType: "openai", Day: d1},
 		Counts{Requests: 2, InputTokens: 100, CachedTokens: 40, CacheWriteTokens: 10, OutputTokens: 50, ReasoningTokens: 20,
-			Searches: 3, EmbeddingTokens: 7, Cost: 1234, Unpriced: 1})
+			Searches: 3, EmbeddingTokens: 7, CacheHits: 1, Cost: 1234, Unpriced: 1})
 	flush(t, r)
 	data, err := st.Load(ctx, "modelgate/usage/2026-07-23/gw.json")
 	if err != nil {
@@ -463,7 +463,7 @@ func TestRecordFormat(t *testing.T) {
 	for _, want := range []string{`"instance": "gw"`, `"day": "2026-07-23"`, `"key_id": "key_1"`, `"key_name": "ci"`,
 		`"owner": "alice"`, `"model": "gpt-4o"`, `"provider": "main"`, `"provider_type": "openai"`, `"requests": 2`,
 		`"input_tokens": 100`, `"cached_tokens": 40`, `"cache_write_tokens": 10`, `"output_tokens": 50`,
-		`"reasoning_tokens": 20`, `"rerank_searches": 3`, `"embedding_tokens": 7`, `"cost_nanodollars": 1234`,
+		`"reasoning_tokens": 20`, `"rerank_searches": 3`, `"embedding_tokens": 7`, `"cache_hits": 1`, `"cost_nanodollars": 1234`,
 		`"unpriced_requests": 1`, `"applied"`} {
 		if !strings.Contains(string(data), want) {
 			t.Errorf("record lacks %s:\n%s", want, data)
@@ -474,7 +474,7 @@ func TestRecordFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	for b, c := range totals {
-		if b.KeyName != "ci" || c.ReasoningTokens != 20 || c.Cost != 1234 {
+		if b.KeyName != "ci" || c.ReasoningTokens != 20 || c.CacheHits != 1 || c.Cost != 1234 {
 			t.Fatalf("round trip: %+v %+v", b, c)
 		}
 	}

@@ -6,14 +6,14 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/modelgate/modelgate/batch"
-	"github.com/modelgate/modelgate/caddygateway/internal/caddyfiletest"
+	"github.com/modelgate/modelgate/caddykit"
 )
 
 // TestUnmarshalCaddyfile unmarshals Caddyfile blocks into the provider's
 // JSON, or fails with an error of which the case gives a substring after
 // "error: ".
 func TestUnmarshalCaddyfile(t *testing.T) {
-	caddyfiletest.Run(t, func() caddyfile.Unmarshaler { return new(Provider) }, []struct{ Name, In, Want string }{
+	caddykit.Run(t, func() caddyfile.Unmarshaler { return new(Provider) }, []struct{ Name, In, Want string }{
 		{"options", `anthropic {
 			api_key k
 			max_tokens 1024

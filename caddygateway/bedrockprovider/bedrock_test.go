@@ -22,7 +22,7 @@ import (
 	_ "github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy" // http.handlers.reverse_proxy
 
 	"github.com/modelgate/modelgate/caddygateway"
-	"github.com/modelgate/modelgate/caddygateway/internal/caddyfiletest"
+	"github.com/modelgate/modelgate/caddykit"
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/bedrock"
 	"github.com/modelgate/modelgate/providers/providertest"
@@ -32,7 +32,7 @@ import (
 // JSON, or fails with an error of which the case gives a substring after
 // "error: ".
 func TestUnmarshalCaddyfile(t *testing.T) {
-	caddyfiletest.Run(t, func() caddyfile.Unmarshaler { return new(Provider) }, []struct{ Name, In, Want string }{
+	caddykit.Run(t, func() caddyfile.Unmarshaler { return new(Provider) }, []struct{ Name, In, Want string }{
 		{"batch gateway", `bedrock {
 			region us-east-1
 			batch gateway

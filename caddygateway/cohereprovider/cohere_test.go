@@ -8,7 +8,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/modelgate/modelgate/caddygateway"
-	"github.com/modelgate/modelgate/caddygateway/internal/caddyfiletest"
+	"github.com/modelgate/modelgate/caddykit"
 	"github.com/modelgate/modelgate/providers/cohere"
 	"github.com/modelgate/modelgate/providers/rerank"
 )
@@ -17,7 +17,7 @@ import (
 // JSON, or fails with an error of which the case gives a substring after
 // "error: ".
 func TestUnmarshalCaddyfile(t *testing.T) {
-	caddyfiletest.Run(t, func() caddyfile.Unmarshaler { return new(Provider) }, []struct{ Name, In, Want string }{
+	caddykit.Run(t, func() caddyfile.Unmarshaler { return new(Provider) }, []struct{ Name, In, Want string }{
 		{"key only", `cohere {
 			api_key {env.COHERE_API_KEY}
 		}`, `{"api_key":"{env.COHERE_API_KEY}"}`},

@@ -5,14 +5,14 @@ import (
 
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
-	"github.com/modelgate/modelgate/caddygateway/internal/caddyfiletest"
+	"github.com/modelgate/modelgate/caddykit"
 )
 
 // TestUnmarshalCaddyfile unmarshals Caddyfile blocks into the provider's
 // JSON, or fails with an error of which the case gives a substring after
 // "error: ".
 func TestUnmarshalCaddyfile(t *testing.T) {
-	caddyfiletest.Run(t, func() caddyfile.Unmarshaler { return new(Provider) }, []struct{ Name, In, Want string }{
+	caddykit.Run(t, func() caddyfile.Unmarshaler { return new(Provider) }, []struct{ Name, In, Want string }{
 		{"batch gateway", `gemini {
 			api_key k
 			batch gateway

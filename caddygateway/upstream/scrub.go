@@ -78,9 +78,8 @@ func newScrubber(secrets ...string) *scrubber {
 // finder finds a secret in text with Horspool's algorithm: where the
 // byte under the secret's last one does not end the secret, the search
 // moves on by as much as that byte allows, most often by nearly the whole
-// secret. A key of some tens of bytes is found in a large answer several
-// times faster than by bytes.Index, whose candidates are every occurrence
-// of the key's first byte (an "s" in base64 every 64 bytes or so).
+// secret, where bytes.Index would try every occurrence of the key's
+// first byte (an "s" in base64 every 64 bytes or so).
 type finder struct {
 	pattern []byte
 	skip    [256]int32 // how far the search moves on after each byte

@@ -15,7 +15,7 @@ import (
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/modelgate/modelgate/caddygateway"
-	"github.com/modelgate/modelgate/caddygateway/internal/caddyfiletest"
+	"github.com/modelgate/modelgate/caddykit"
 	"github.com/modelgate/modelgate/providers/providertest"
 )
 
@@ -23,7 +23,7 @@ import (
 // JSON, or fails with an error of which the case gives a substring after
 // "error: ".
 func TestUnmarshalCaddyfile(t *testing.T) {
-	caddyfiletest.Run(t, func() caddyfile.Unmarshaler { return new(Provider) }, []struct{ Name, In, Want string }{
+	caddykit.Run(t, func() caddyfile.Unmarshaler { return new(Provider) }, []struct{ Name, In, Want string }{
 		{"batch gateway", `vertex {
 			project p
 			batch gateway

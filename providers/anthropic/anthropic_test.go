@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/internal/translatortest"
+	"github.com/modelgate/modelgate/providers/providerkit"
 )
 
 const (
@@ -115,11 +116,11 @@ func TestChatRequestErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			translatortest.ChatRequestError(t, testChat, tt.body, gjson.Get(tt.body, "model").Str, tt.param, tt.code)
+			providerkit.ChatRequestError(t, testChat, tt.body, gjson.Get(tt.body, "model").Str, tt.param, tt.code)
 		})
 	}
-	translatortest.BadToolArguments(t, testChat, "m")
-	translatortest.CommonRequestErrors(t, testChat, "m")
+	providerkit.BadToolArguments(t, testChat, "m")
+	providerkit.CommonRequestErrors(t, testChat, "m")
 }
 
 func TestChatResponseGolden(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/internal/translatortest"
+	"github.com/modelgate/modelgate/providers/providerkit"
 )
 
 // TestStreamMatchesAnswer translates each transcript that has an answer of
@@ -39,7 +40,7 @@ func TestStreamMatchesAnswer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			translatortest.StreamMatchesAnswer(t, out, unified, opts)
+			providerkit.StreamMatchesAnswer(t, out, unified, opts)
 		})
 	}
 	if pairs < 5 {

@@ -11,7 +11,7 @@ import (
 	"github.com/tidwall/sjson"
 
 	"github.com/modelgate/modelgate/providers"
-	"github.com/modelgate/modelgate/providers/internal/translatortest"
+	"github.com/modelgate/modelgate/providers/providerkit"
 	"github.com/modelgate/modelgate/providers/providertest"
 )
 
@@ -37,7 +37,7 @@ func exchange(t *testing.T, s *providertest.Server, unified, model string) (stri
 		if err != nil {
 			t.Fatal(err)
 		}
-		translatortest.CheckUnifiedStream(t, out, providers.StreamOptions{IncludeUsage: true})
+		providerkit.CheckUnifiedStream(t, out, providers.StreamOptions{IncludeUsage: true})
 		return string(out), nil
 	}
 	out, _, err := testChat.ChatResponse([]byte(body))
@@ -122,7 +122,7 @@ func TestFakeStructuredOutput(t *testing.T) {
 			}
 			content, finish := gjson.Get(out, "choices.0.message.content").Str, gjson.Get(out, "choices.0.finish_reason").Str
 			if stream {
-				a := translatortest.Accumulate(t, []byte(out)).Answer()
+				a := providerkit.Accumulate(t, []byte(out)).Answer()
 				content, finish = a.Choices[0].Content, a.Choices[0].FinishReason
 			}
 			var ev event
@@ -158,8 +158,8 @@ func TestFakeStreamMatchesAnswer(t *testing.T) {
 		if e != nil {
 			t.Fatal(e)
 		}
-		a := translatortest.Accumulate(t, []byte(streamed)).Answer()
-		w := translatortest.AnswerOf(t, []byte(whole))
+		a := providerkit.Accumulate(t, []byte(streamed)).Answer()
+		w := providerkit.AnswerOf(t, []byte(whole))
 		// The fake numbers its messages and calls: ids differ.
 		a.ID, w.ID = "", ""
 		for i := range a.Choices[0].ToolCalls {

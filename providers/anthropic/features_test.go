@@ -9,7 +9,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
-	"github.com/modelgate/modelgate/providers/internal/translatortest"
+	"github.com/modelgate/modelgate/providers/providerkit"
 )
 
 func TestFeaturesFor(t *testing.T) {
@@ -204,8 +204,8 @@ data: {"type":"message_stop"}
 	if err != nil {
 		t.Fatal(err)
 	}
-	translatortest.CheckUnifiedStream(t, out, providers.StreamOptions{})
-	got := translatortest.Accumulate(t, out).Answer().Choices[0]
+	providerkit.CheckUnifiedStream(t, out, providers.StreamOptions{})
+	got := providerkit.Accumulate(t, out).Answer().Choices[0]
 	if got.Content != `{"steps":[]}` || len(got.ToolCalls) != 1 || got.ToolCalls[0].ID != "toolu_w" ||
 		got.FinishReason != "tool_calls" {
 		t.Errorf("got %+v", got)

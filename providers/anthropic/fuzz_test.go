@@ -8,6 +8,7 @@ import (
 
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/internal/translatortest"
+	"github.com/modelgate/modelgate/providers/providerkit"
 )
 
 // FuzzChatRequest checks that every body ValidateChat accepts either
@@ -19,7 +20,7 @@ func FuzzChatRequest(f *testing.F) {
 
 	f.Add([]byte(`{"model":"m","reasoning_effort":"high","response_format":{"type":"json_schema","json_schema":{"schema":{"type":"object","properties":{"a":{"oneOf":[{"type":"string","format":"x"}],"minItems":3}},"$defs":{"d":{"$ref":"#"}}}}},"messages":[{"role":"assistant","content":"a","thinking_blocks":[{"type":"thinking","thinking":"t","signature":"s"},{"type":"redacted_thinking","data":"d"}]}]}`))
 
-	translatortest.FuzzChatRequest(f, func(body []byte) (providers.Request, error) {
+	providerkit.FuzzChatRequest(f, func(body []byte) (providers.Request, error) {
 		// The model the request names picks the features, so both
 		// structured-output paths and both thinking forms are reached.
 		model := "claude-\"x\""
@@ -40,10 +41,10 @@ func FuzzChatResponse(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, body []byte) {
 		out, used, err := Chat{}.ChatResponse(body)
-		if translatortest.CheckFuzzedBody(t, body, out, err); err != nil {
+		if providerkit.CheckFuzzedBody(t, body, out, err); err != nil {
 			return
 		}
-		translatortest.CheckAnswerUsage(t, out, used)
+		providerkit.CheckAnswerUsage(t, out, used)
 		if !json.Valid(out) || !gjson.GetBytes(out, "choices.0.message").IsObject() {
 			t.Fatalf("invalid answer for %s:\n%s", body, out)
 		}

@@ -491,7 +491,7 @@ func writeMessages(o jsonw.Object, msgs []message) error {
 // keep a plain string as content, and returns that string.
 func plainContent(m *message) (gjson.Result, bool) {
 	content := m.Content
-	if content.Type != gjson.String {
+	if content.Type != gjson.String || m.CacheControl.IsObject() {
 		return content, false
 	}
 	switch m.Role {
@@ -560,36 +560,52 @@ func writeCacheControl(o jsonw.Object, cache gjson.Result) {
 }
 
 // writeTextParts writes text blocks for content that is a string or an
-// array of text (or refusal) parts.
-func writeTextParts(l *blockList, content gjson.Result) {
+// array of text (or refusal) parts; cache is the message's cache_control,
+// which a string becomes a marked block with.
+func writeTextParts(l *blockList, content, cache gjson.Result) {
 	if content.Type == gjson.String {
-		writeTextBlock(l, content)
+		writeTextBlockCache(l, content, cache)
 		return
 	}
+	n, last := len(content.Array()), cache
+	j := 0
 	content.ForEach(func(_, part gjson.Result) bool {
-		writeTextBlockCache(l, providers.PartText(part), part.Get("cache_control"))
+		j++
+		writeTextBlockCache(l, providers.PartText(part), partCache(part, last, j == n))
 		return true
 	})
+}
+
+// partCache is the cache_control of a content part: its own, or for the
+// last part of a message, the message's (msg), which marks the message's
+// last block.
+func partCache(part, msg gjson.Result, last bool) gjson.Result {
+	if c := part.Get("cache_control"); c.IsObject() || !last {
+		return c
+	}
+	return msg
 }
 
 // writeUserBlocks writes the blocks of user message i.
 func writeUserBlocks(l *blockList, m *message, i int) error {
 	content := m.Content
 	if content.Type == gjson.String {
-		writeTextBlock(l, content)
+		writeTextBlockCache(l, content, m.CacheControl)
 		return nil
 	}
 	var err error
 	j := 0
+	n := len(content.Array())
 	content.ForEach(func(_, part gjson.Result) bool {
+		cache := partCache(part, m.CacheControl, j == n-1)
 		switch typ := part.Get("type").Str; typ {
 		case "image_url":
-			err = writeImage(l, part.Get("image_url.url"), part.Get("cache_control"), i, j)
+			err = writeImage(l, part.Get("image_url.url"), cache, i, j)
 		case "input_audio", "file":
 			err = providers.UnsupportedBecause(partParam(i, j)+".type",
 				typ+" content parts are not supported by provider type "+providerName)
 		default: // text, refusal
-			writeTextBlockCache(l, providers.PartText(part), part.Get("cache_control"))
+			writeTextBlockCache(l, providers.PartText(part), cache)
 		}
 		j++
 		return err == nil
@@ -640,7 +656,12 @@ func writeAssistantBlocks(l *blockList, m *message, i int) error {
 	if err := writeThinkingBlocks(l, m.ThinkingBlocks, i); err != nil {
 		return err
 	}
-	writeTextParts(l, m.Content)
+	calls := len(m.ToolCalls.Array())
+	textCache := m.CacheControl
+	if calls > 0 {
+		textCache = gjson.Result{} // the last tool_use block is the message's last
+	}
+	writeTextParts(l, m.Content, textCache)
 	j := 0
 	var err error
 	m.ToolCalls.ForEach(func(_, call gjson.Result) bool {
@@ -659,6 +680,11 @@ func writeAssistantBlocks(l *blockList, m *message, i int) error {
 		b.Text("id", jsonw.StrOf(call.Get("id")))
 		b.Text("name", jsonw.StrOf(fn.Get("name")))
 		b.Raw("input", input)
+		if cc := call.Get("cache_control"); cc.IsObject() {
+			writeCacheControl(b, cc)
+		} else if j == calls-1 {
+			writeCacheControl(b, m.CacheControl)
+		}
 		b.End()
 		j++
 		return true
@@ -714,7 +740,8 @@ func writeThinkingBlocks(l *blockList, tb gjson.Result, i int) error {
 	return err
 }
 
-// writeToolResult writes the tool_result block for a tool message.
+// writeToolResult writes the tool_result block for a tool message, with
+// the message's cache_control.
 func writeToolResult(l *blockList, m *message) {
 	b := l.block()
 	b.Str("type", "tool_result")
@@ -725,32 +752,36 @@ func writeToolResult(l *blockList, m *message) {
 	case content.IsArray():
 		mark := b.Mark()
 		parts := blockList{a: b.Array("content")}
-		writeTextParts(&parts, content)
+		writeTextParts(&parts, content, gjson.Result{})
 		if parts.n == 0 {
 			mark.Rewind() // content is optional
 		} else {
 			parts.a.End()
 		}
 	}
+	writeCacheControl(b, m.CacheControl)
 	b.End()
 }
 
 // writeSystem writes the top-level "system" made of all system and
-// developer messages: a plain string when there is exactly one and its
-// content is a string, else an array of text blocks in order.
+// developer messages: a plain string when there is exactly one, its
+// content a string and no cache_control on it, else an array of text
+// blocks in order.
 func writeSystem(o jsonw.Object, msgs []message) {
 	count := 0
 	var sole gjson.Result
+	marked := false
 	for i := range msgs {
 		if kindOf(msgs[i].Role) == kindSystem {
 			count++
 			sole = msgs[i].Content
+			marked = marked || msgs[i].CacheControl.IsObject()
 		}
 	}
 	if count == 0 {
 		return
 	}
-	if count == 1 && sole.Type == gjson.String {
+	if count == 1 && sole.Type == gjson.String && !marked {
 		o.Raw("system", sole.Raw)
 		return
 	}
@@ -758,7 +789,7 @@ func writeSystem(o jsonw.Object, msgs []message) {
 	blocks := blockList{a: o.Array("system")}
 	for i := range msgs {
 		if kindOf(msgs[i].Role) == kindSystem {
-			writeTextParts(&blocks, msgs[i].Content)
+			writeTextParts(&blocks, msgs[i].Content, msgs[i].CacheControl)
 		}
 	}
 	if blocks.n == 0 {

@@ -223,10 +223,13 @@ func writeToolCalls(m providers.Message, blocks []contentBlock) int {
 // usage is Anthropic's token accounting.
 type usage struct {
 	input, output, cacheRead, cacheCreation, thinking int64
+	cacheCreation1h                                   int64 // of cacheCreation, for an hour
 
 	// cached and reasoning say whether Anthropic reported cache counts
-	// and thinking tokens: the details objects are written only then.
-	cached, reasoning bool
+	// and thinking tokens: the details objects are written only then;
+	// written, whether it reported cache writes; split, whether it told
+	// the 1-hour writes apart (cache_creation).
+	cached, written, split, reasoning bool
 }
 
 // set updates u with the counts present in an Anthropic usage object.
@@ -235,9 +238,15 @@ type usage struct {
 // them is right.
 func (u *usage) set(v gjson.Result) {
 	v.ForEach(func(key, n gjson.Result) bool {
-		if key.Str == "output_tokens_details" {
+		switch key.Str {
+		case "output_tokens_details":
 			if t := n.Get("thinking_tokens"); t.Type == gjson.Number {
 				u.thinking, u.reasoning = t.Int(), true
+			}
+			return true
+		case "cache_creation":
+			if h := n.Get("ephemeral_1h_input_tokens"); h.Type == gjson.Number {
+				u.cacheCreation1h, u.split = h.Int(), true
 			}
 			return true
 		}
@@ -252,7 +261,7 @@ func (u *usage) set(v gjson.Result) {
 		case "cache_read_input_tokens":
 			u.cacheRead, u.cached = n.Int(), true
 		case "cache_creation_input_tokens":
-			u.cacheCreation, u.cached = n.Int(), true
+			u.cacheCreation, u.cached, u.written = n.Int(), true, true
 		}
 		return true
 	})
@@ -260,14 +269,17 @@ func (u *usage) set(v gjson.Result) {
 
 // unified is the unified usage: prompt tokens are input tokens plus cache
 // reads and writes (Anthropic counts them apart), of which the cache reads
-// are cached_tokens; completion tokens are output tokens, thinking
-// included, of which the thinking tokens are reasoning_tokens where
-// Anthropic reports them.
+// are cached_tokens and the writes cache_write_tokens (the 1-hour ones
+// cache_write_1h_tokens, where Anthropic tells them apart); completion
+// tokens are output tokens, thinking included, of which the thinking
+// tokens are reasoning_tokens where Anthropic reports them.
 func (u *usage) unified() providers.Usage {
 	prompt := u.input + u.cacheRead + u.cacheCreation
 	return providers.Usage{
 		Prompt: prompt, Completion: u.output, Total: prompt + u.output,
 		Cached: u.cacheRead, HasCached: u.cached,
+		CacheWrite: u.cacheCreation, HasCacheWrite: u.written,
+		CacheWrite1h: min(u.cacheCreation1h, u.cacheCreation), HasCacheWrite1h: u.split && u.written,
 		Reasoning: u.thinking, HasReasoning: u.reasoning,
 	}
 }

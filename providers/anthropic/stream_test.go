@@ -7,6 +7,7 @@ import (
 
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/internal/translatortest"
+	"github.com/modelgate/modelgate/providers/providerkit"
 	"github.com/modelgate/modelgate/providers/sse"
 )
 
@@ -69,7 +70,7 @@ func TestStreamNoMessageStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	translatortest.CheckUnifiedStream(t, out, providers.StreamOptions{IncludeUsage: true})
+	providerkit.CheckUnifiedStream(t, out, providers.StreamOptions{IncludeUsage: true})
 	want := `data: {"id":"","object":"chat.completion.chunk","created":1750000000,"model":"","choices":[{"index":0,"delta":{"content":"hi"},"logprobs":null,"finish_reason":null}],"usage":null}` + "\n\n" +
 		`data: {"id":"","object":"chat.completion.chunk","created":1750000000,"model":"","choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}],"usage":null}` + "\n\n" +
 		`data: {"id":"","object":"chat.completion.chunk","created":1750000000,"model":"","choices":[],"usage":{"prompt_tokens":0,"completion_tokens":0,"total_tokens":0}}` + "\n\n" +

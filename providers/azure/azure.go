@@ -2,7 +2,7 @@
 // OpenAI, whose bodies are OpenAI's own: only where a request goes differs,
 // and a few errors.
 //
-// Two surfaces (WIRE_FORMATS.md §C.4, §H.2):
+// Two surfaces:
 //
 //   - classic deployment URLs,
 //     POST /openai/deployments/{deployment}/chat/completions?api-version=…,
@@ -104,7 +104,7 @@ func (Chat) Error(status int, h http.Header, body []byte) *providers.Error {
 var _ providers.Chat = Chat{}
 
 // Embeddings is Azure OpenAI's embeddings: OpenAI's body on the
-// deployment's route (§F.2.1).
+// deployment's route.
 type Embeddings struct{ Chat }
 
 // EmbeddingsRequests writes OpenAI's request for model's deployment.

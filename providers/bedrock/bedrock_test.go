@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/internal/translatortest"
+	"github.com/modelgate/modelgate/providers/providerkit"
 )
 
 const (
@@ -205,13 +206,13 @@ func TestChatRequestErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			translatortest.ChatRequestError(t, testChat, tt.body, testModel, tt.param, tt.code)
+			providerkit.ChatRequestError(t, testChat, tt.body, testModel, tt.param, tt.code)
 		})
 	}
-	translatortest.BadToolArguments(t, testChat, testModel)
-	translatortest.DeepToolArguments(t, testChat, testModel, 1200)
-	translatortest.CommonRequestErrors(t, testChat, testModel)
-	translatortest.RefusesWebSearch(t, testChat, testModel)
+	providerkit.BadToolArguments(t, testChat, testModel)
+	providerkit.DeepToolArguments(t, testChat, testModel, 1200)
+	providerkit.CommonRequestErrors(t, testChat, testModel)
+	providerkit.RefusesWebSearch(t, testChat, testModel)
 }
 
 // TestHTTPImageMessage checks that the refusal of an http image URL says

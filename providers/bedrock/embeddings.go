@@ -12,9 +12,9 @@ import (
 	"github.com/modelgate/modelgate/providers/jsonw"
 )
 
-// Embeddings translates unified embeddings requests (POST /v1/embeddings)
-// to Bedrock's InvokeModel (POST /model/{modelId}/invoke, WIRE_FORMATS
-// §F.2.7) for the embeddings models Bedrock hosts:
+// Embeddings translates unified embeddings requests (POST /v1/embeddings) to
+// Bedrock's InvokeModel (POST /model/{modelId}/invoke) for the embeddings
+// models Bedrock hosts:
 //
 //   - Amazon Titan Text Embeddings V2 (amazon.titan-embed-text-v2:0) and
 //     G1 (amazon.titan-embed-text-v1, amazon.titan-embed-g1-text-02):

@@ -18,6 +18,7 @@ import (
 
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/internal/translatortest"
+	"github.com/modelgate/modelgate/providers/providerkit"
 	"github.com/modelgate/modelgate/providers/providertest"
 )
 
@@ -85,7 +86,7 @@ func call(t *testing.T, fake *providertest.Server, c Chat, body, model string) e
 			}
 		}
 		ex.stream = tr.Close(out)
-		translatortest.CheckUnifiedStream(t, ex.stream, providers.StreamOptions{IncludeUsage: info.IncludeUsage})
+		providerkit.CheckUnifiedStream(t, ex.stream, providers.StreamOptions{IncludeUsage: info.IncludeUsage})
 	default:
 		if ex.answer, _, err = c.ChatResponse(raw); err != nil {
 			t.Fatalf("ChatResponse: %v\n%s", err, raw)
@@ -252,7 +253,7 @@ func TestChatThroughFake(t *testing.T) {
 		}
 		for model, code := range map[string]string{"midstream-error": "model_error", "cutoff": "stream_incomplete"} {
 			ex = call(t, fake, testChat, `{"model":"m","stream":true,"messages":[`+user+`]}`, model)
-			events := translatortest.Data(ex.stream)
+			events := providerkit.Data(ex.stream)
 			if last := events[len(events)-1]; gjson.GetBytes(last, "error.code").Str != code {
 				t.Errorf("%s: stream ends with %s", model, last)
 			}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/internal/translatortest"
+	"github.com/modelgate/modelgate/providers/providerkit"
 )
 
 // FuzzChatRequest checks that every body ValidateChat accepts either
@@ -36,7 +37,7 @@ func FuzzChatRequest(f *testing.F) {
 			c.StructuredOutput = StructuredTool
 		}
 		req, err := c.ChatRequest(body, model)
-		if !translatortest.CheckFuzzedRequest(t, body, req, err) {
+		if !providerkit.CheckFuzzedRequest(t, body, req, err) {
 			return
 		}
 		segs := strings.Split(req.Path, "/")
@@ -51,7 +52,7 @@ func FuzzChatRequest(f *testing.F) {
 func FuzzChatResponse(f *testing.F) {
 	translatortest.SeedFiles(f, responseDir, ".bedrock.json")
 	f.Add([]byte(`{"output":{"message":{"content":[{"toolUse":{"name":"json_tool_call","input":"x"}},{"reasoningContent":{"reasoningText":{"text":7,"signature":"s"}}}]}}}`))
-	translatortest.FuzzChatResponse(f, Chat{}.ChatResponse)
+	providerkit.FuzzChatResponse(f, Chat{}.ChatResponse)
 }
 
 // FuzzError checks that any error answer maps to an error with a status
@@ -146,7 +147,7 @@ func FuzzEvent(f *testing.F) {
 		if !failed {
 			out = tr.Close(out)
 		}
-		if msg := translatortest.ValidUnifiedStream(out); msg != "" {
+		if msg := providerkit.ValidUnifiedStream(out); msg != "" {
 			t.Fatalf("%s\nevents: %q %q, %q %q\nunified:\n%s", msg, type1, payload1, type2, payload2, out)
 		}
 	})

@@ -117,14 +117,15 @@ func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) 
 	// Signed reasoning is Claude's: other families never gave any, so a
 	// thinking block in their history comes from another provider and
 	// would be refused.
-	t := turns{w: jsonw.New(make([]byte, 0, len(body)+256)), keepThinking: fam.provider == "anthropic" || fam.provider == ""}
+	t := turns{w: jsonw.New(make([]byte, 0, len(body)+256)), keepThinking: fam.provider == "anthropic" || fam.provider == "",
+		caching: cachesPrompts(fam)}
 	o := t.w.Object()
 	if err = t.messages(o, msgs, &hist); err != nil {
 		return req, err
 	}
-	writeSystem(o, msgs)
+	writeSystem(o, msgs, t.caching)
 	writeInference(o, maxTokens, r.temperature, r.topP, r.stop)
-	if err = writeToolConfig(o, r.tools, r.toolChoice, &format, &hist); err != nil {
+	if err = writeToolConfig(o, r.tools, r.toolChoice, &format, &hist, t.caching); err != nil {
 		return req, err
 	}
 	think.write(o)
@@ -170,6 +171,11 @@ type turns struct {
 
 	// keepThinking restores assistant messages' thinking_blocks.
 	keepThinking bool
+
+	// caching turns cache_control markers into cache points: the model
+	// family caches prompts (Claude, Nova, or a family the id does not
+	// say).
+	caching bool
 }
 
 // block opens the next block of a turn of role, opening the turn when it
@@ -222,27 +228,74 @@ func (t *turns) messages(o jsonw.Object, msgs []message, hist *history) error {
 }
 
 // text appends a text block for the JSON string v of a message of role,
-// unless it is empty: Converse rejects blank text blocks.
-func (t *turns) text(role string, v gjson.Result) {
+// unless it is empty: Converse rejects blank text blocks. A cache_control
+// marker, cache, puts a cache point after it.
+func (t *turns) text(role string, v, cache gjson.Result) {
 	if v.Type != gjson.String || v.Str == "" {
 		return
 	}
 	b := t.block(role)
 	b.Raw("text", v.Raw)
 	b.End()
+	t.cachePoint(role, cache)
 }
 
 // texts appends text blocks for content that is a string or an array of
-// text (or refusal) parts.
-func (t *turns) texts(role string, content gjson.Result) {
+// text (or refusal) parts, with the cache points their cache_control (and
+// the message's, cache, for its last) ask for.
+func (t *turns) texts(role string, content, cache gjson.Result) {
 	if content.Type == gjson.String {
-		t.text(role, content)
+		t.text(role, content, cache)
 		return
 	}
+	n, j := len(content.Array()), 0
 	content.ForEach(func(_, part gjson.Result) bool {
-		t.text(role, providers.PartText(part))
+		j++
+		t.text(role, providers.PartText(part), partCache(part, cache, j == n))
 		return true
 	})
+}
+
+// partCache is the cache_control of a content part: its own, or for the
+// last part of a message, the message's (msg), which marks the message's
+// last block.
+func partCache(part, msg gjson.Result, last bool) gjson.Result {
+	if c := part.Get("cache_control"); c.IsObject() || !last {
+		return c
+	}
+	return msg
+}
+
+// cachesPrompts reports whether a model family takes cache points:
+// Claude and Nova do, and a model the id does not name (an application
+// inference profile's ARN) may.
+func cachesPrompts(fam family) bool {
+	return fam.provider == "anthropic" || fam.provider == "amazon" && strings.HasPrefix(fam.name, "nova") || fam.provider == ""
+}
+
+// cachePoint appends a cachePoint block after the block before it, for a
+// cache_control marker cache (Anthropic's {"type":"ephemeral", "ttl"?},
+// as clients mark prompts for Claude): the prompt up to there is cached,
+// for the ttl the marker gives ("5m" or "1h"; default five minutes).
+// Nothing is written for a family that does not cache prompts, or without
+// a marker.
+func (t *turns) cachePoint(role string, cache gjson.Result) {
+	if !t.caching || !cache.IsObject() {
+		return
+	}
+	writeCachePoint(t.block(role), cache)
+}
+
+// writeCachePoint writes the member cachePoint of o, a block of content,
+// system or tools, for the marker cache, and closes o.
+func writeCachePoint(o jsonw.Object, cache gjson.Result) {
+	cp := o.Object("cachePoint")
+	cp.Str("type", "default")
+	if ttl := cache.Get("ttl"); ttl.Str == "5m" || ttl.Str == "1h" {
+		cp.Raw("ttl", ttl.Raw)
+	}
+	cp.End()
+	o.End()
 }
 
 func partParam(i, j int) string {
@@ -252,12 +305,14 @@ func partParam(i, j int) string {
 // userBlocks appends the blocks of user message i.
 func (t *turns) userBlocks(m *message, i int) error {
 	if m.Content.Type == gjson.String {
-		t.text("user", m.Content)
+		t.text("user", m.Content, m.CacheControl)
 		return nil
 	}
 	var err error
 	j := 0
+	n := len(m.Content.Array())
 	m.Content.ForEach(func(_, part gjson.Result) bool {
+		cache := partCache(part, m.CacheControl, j == n-1)
 		switch part.Get("type").Str {
 		case "image_url":
 			err = t.image(part.Get("image_url.url").Str, partParam(i, j)+".image_url.url")
@@ -266,7 +321,11 @@ func (t *turns) userBlocks(m *message, i int) error {
 		case "file":
 			err = t.document(part.Get("file"), partParam(i, j)+".file")
 		default: // text, refusal
-			t.text("user", providers.PartText(part))
+			t.text("user", providers.PartText(part), cache)
+			cache = gjson.Result{} // text writes its own point, after a block it wrote
+		}
+		if err == nil {
+			t.cachePoint("user", cache)
 		}
 		j++
 		return err == nil
@@ -533,7 +592,12 @@ func (t *turns) assistantBlocks(m *message, i int, hist *history) error {
 	if err := t.reasoning(m.ThinkingBlocks, "messages["+strconv.Itoa(i)+"].thinking_blocks"); err != nil {
 		return err
 	}
-	t.texts("assistant", m.Content)
+	calls := len(m.ToolCalls.Array())
+	textCache := m.CacheControl
+	if calls > 0 {
+		textCache = gjson.Result{} // the last toolUse block is the message's last
+	}
+	t.texts("assistant", m.Content, textCache)
 	var err error
 	j := 0
 	m.ToolCalls.ForEach(func(_, call gjson.Result) bool {
@@ -557,6 +621,11 @@ func (t *turns) assistantBlocks(m *message, i int, hist *history) error {
 		tu.Compact("input", input)
 		tu.End()
 		b.End()
+		if cc := call.Get("cache_control"); cc.IsObject() {
+			t.cachePoint("assistant", cc)
+		} else if j == calls-1 {
+			t.cachePoint("assistant", m.CacheControl)
+		}
 		j++
 		return true
 	})
@@ -625,7 +694,9 @@ func (t *turns) reasoning(blocks gjson.Result, param string) error {
 const emptyToolResult = "(empty result)"
 
 // toolResult appends the toolResult block for a tool message. Text that is
-// a JSON object goes as a json block, other text as a text block.
+// a JSON object goes as a json block, other text as a text block. A
+// cache_control on the message, or on one of its parts, puts a cache
+// point after the block.
 func (t *turns) toolResult(m *message, hist *history) {
 	hist.toolBlocks = true
 	b := t.block("user")
@@ -633,6 +704,7 @@ func (t *turns) toolResult(m *message, hist *history) {
 	tr.Str("toolUseId", toolUseID(m.ToolCallID.Str))
 	content := tr.Array("content")
 	n := 0
+	cache := m.CacheControl
 	add := func(v gjson.Result) {
 		if v.Type != gjson.String || strings.TrimSpace(v.Str) == "" {
 			return
@@ -651,6 +723,9 @@ func (t *turns) toolResult(m *message, hist *history) {
 	} else {
 		m.Content.ForEach(func(_, part gjson.Result) bool {
 			add(providers.PartText(part))
+			if c := part.Get("cache_control"); c.IsObject() {
+				cache = c
+			}
 			return true
 		})
 	}
@@ -662,6 +737,7 @@ func (t *turns) toolResult(m *message, hist *history) {
 	content.End()
 	tr.End()
 	b.End()
+	t.cachePoint("user", cache)
 }
 
 // toolUseID returns a tool call id as Converse takes it ([a-zA-Z0-9_-],
@@ -691,11 +767,42 @@ func toolUseID(id string) string {
 }
 
 // writeSystem writes "system": a text block for every text of the system
-// and developer messages, in order.
-func writeSystem(o jsonw.Object, msgs []message) {
+// and developer messages, in order, and with caching a cache point after
+// each text a cache_control marks (a part's, or the message's after its
+// last).
+func writeSystem(o jsonw.Object, msgs []message, caching bool) {
 	mark := o.Mark()
 	sys := o.Array("system")
-	if providers.WriteSystemTexts(sys, msgs) == 0 {
+	n := 0
+	for i := range msgs {
+		m := &msgs[i]
+		if m.Role != "system" && m.Role != "developer" {
+			continue
+		}
+		add := func(text, cache gjson.Result) {
+			if text.Type != gjson.String || text.Str == "" {
+				return
+			}
+			b := sys.Object()
+			b.Raw("text", text.Raw)
+			b.End()
+			n++
+			if caching && cache.IsObject() {
+				writeCachePoint(sys.Object(), cache)
+			}
+		}
+		if m.Content.Type == gjson.String {
+			add(m.Content, m.CacheControl)
+			continue
+		}
+		parts, j := len(m.Content.Array()), 0
+		m.Content.ForEach(func(_, part gjson.Result) bool {
+			j++
+			add(providers.PartText(part), partCache(part, m.CacheControl, j == parts))
+			return true
+		})
+	}
+	if n == 0 {
 		mark.Rewind()
 		return
 	}
@@ -769,15 +876,16 @@ func writeToolSpec(a jsonw.Array, name string, description gjson.Result, params 
 const jsonToolDescription = "Give your final answer by calling this tool: its input is the answer, " +
 	"a JSON object that follows the input schema."
 
-// writeToolConfig writes "toolConfig" for the client's function tools,
-// its tool_choice and a structured output tool, if format needs one.
+// writeToolConfig writes "toolConfig" for the client's function tools
+// (with caching, a cache point after a tool a cache_control marks), its
+// tool_choice and a structured output tool, if format needs one.
 //
 // Converse has no tool_choice "none": with none, the tools are left out,
 // unless earlier turns hold tool calls or results, which Converse accepts
 // only with a toolConfig; the tools then go without a choice (auto). When
 // such turns come with no tools at all, the called tools are declared with
 // open object schemas.
-func writeToolConfig(o jsonw.Object, tools, tc gjson.Result, format *formatPlan, hist *history) error {
+func writeToolConfig(o jsonw.Object, tools, tc gjson.Result, format *formatPlan, hist *history, caching bool) error {
 	var choice, named string
 	switch {
 	case tc.Type == gjson.String:
@@ -826,6 +934,9 @@ func writeToolConfig(o jsonw.Object, tools, tc gjson.Result, format *formatPlan,
 		tools.ForEach(func(_, t gjson.Result) bool {
 			fn := t.Get("function")
 			writeToolSpec(list, fn.Get("name").Str, fn.Get("description"), fn.Get("parameters"))
+			if cache := t.Get("cache_control"); caching && cache.IsObject() {
+				writeCachePoint(list.Object(), cache)
+			}
 			return true
 		})
 	}

@@ -169,12 +169,26 @@ func writeToolCalls(m providers.Message, content gjson.Result) (int, int) {
 // usage is Converse's token accounting.
 type usage struct {
 	input, output, cacheRead, cacheWrite int64
-	cacheReported                        bool // cacheReadInputTokens was given
+	cacheWrite1h                         int64 // of cacheWrite, for an hour (cacheDetails)
+	cacheReported                        bool  // cacheReadInputTokens was given
+	writeReported                        bool  // cacheWriteInputTokens was given
+	detailed                             bool  // cacheDetails was given
 }
 
 // set records the counts present in a Converse usage object.
 func (u *usage) set(v gjson.Result) {
 	v.ForEach(func(key, n gjson.Result) bool {
+		if key.Str == "cacheDetails" && n.IsArray() {
+			// The cache writes by ttl: [{"ttl":"1h","inputTokens":…}, …].
+			u.detailed, u.cacheWrite1h = true, 0
+			n.ForEach(func(_, d gjson.Result) bool {
+				if d.Get("ttl").Str == "1h" {
+					u.cacheWrite1h += d.Get("inputTokens").Int()
+				}
+				return true
+			})
+			return true
+		}
 		if n.Type != gjson.Number {
 			return true
 		}
@@ -188,18 +202,23 @@ func (u *usage) set(v gjson.Result) {
 			u.cacheReported = true
 		case "cacheWriteInputTokens":
 			u.cacheWrite = n.Int()
+			u.writeReported = true
 		}
 		return true
 	})
 }
 
 // unified is the unified usage: prompt tokens include cache reads and
-// writes, which Converse counts apart from inputTokens.
+// writes, which Converse counts apart from inputTokens; the writes are
+// cache_write_tokens, of which those of cache points with a one-hour ttl
+// cache_write_1h_tokens where Converse details them.
 func (u *usage) unified() providers.Usage {
 	prompt := u.input + u.cacheRead + u.cacheWrite
 	return providers.Usage{
 		Prompt: prompt, Completion: u.output, Total: prompt + u.output,
 		Cached: u.cacheRead, HasCached: u.cacheReported,
+		CacheWrite: u.cacheWrite, HasCacheWrite: u.writeReported,
+		CacheWrite1h: min(u.cacheWrite1h, u.cacheWrite), HasCacheWrite1h: u.detailed && u.writeReported,
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/internal/translatortest"
+	"github.com/modelgate/modelgate/providers/providerkit"
 )
 
 // Stream transcripts live in testdata/sse/bedrock as three files each:
@@ -117,7 +118,7 @@ var testReplay = translatortest.Replay{New: testChat.ChatStream, Framing: EventS
 
 // feed translates the whole events in buf and returns the bytes left.
 func feed(tr providers.StreamTranslator, out, buf []byte) ([]byte, []byte, error) {
-	return translatortest.Feed(tr, EventStream, out, buf)
+	return providerkit.Feed(tr, EventStream, out, buf)
 }
 
 func TestStreamTranscripts(t *testing.T) {
@@ -135,7 +136,7 @@ func TestStreamTranscripts(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%v (run with -update to create it)", err)
 			}
-			translatortest.CheckUnifiedStream(t, got, tr.opts)
+			providerkit.CheckUnifiedStream(t, got, tr.opts)
 			if !bytes.Equal(got, want) {
 				t.Fatalf("unified stream differs\ngot:\n%s\nwant:\n%s", got, want)
 			}
@@ -207,7 +208,7 @@ type accumulated struct {
 // OpenAI SDK's ChatCompletionAccumulator.
 func accumulateStream(t *testing.T, out []byte) accumulated {
 	t.Helper()
-	acc := translatortest.Accumulate(t, out)
+	acc := providerkit.Accumulate(t, out)
 	if !acc.Done {
 		t.Fatalf("the stream did not end with [DONE]:\n%s", out)
 	}
@@ -256,8 +257,8 @@ func TestStreamMatchesAnswer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			translatortest.StreamMatchesAnswer(t, out, answer, opts)
-			a := translatortest.AnswerOf(t, answer)
+			providerkit.StreamMatchesAnswer(t, out, answer, opts)
+			a := providerkit.AnswerOf(t, answer)
 			if a.Usage.Total == 0 {
 				t.Errorf("the answer has no usage: %s", answer)
 			}
@@ -447,7 +448,7 @@ func TestStreamExceptions(t *testing.T) {
 		// Nothing after the error, not even from Close.
 		out, _ = tr.Event(out, event(t, "contentBlockDelta", `{"contentBlockIndex":0,"delta":{"text":"late"}}`))
 		out = tr.Close(out)
-		translatortest.CheckUnifiedStream(t, out, providers.StreamOptions{IncludeUsage: true})
+		providerkit.CheckUnifiedStream(t, out, providers.StreamOptions{IncludeUsage: true})
 		var got struct{ Error providers.Error }
 		if err := json.Unmarshal(bytes.TrimPrefix(out[n:], []byte("data: ")), &got); err != nil {
 			t.Fatalf("%s: %v: %q", tt.typ, err, out[n:])
@@ -506,7 +507,7 @@ func TestStreamRedactedFragments(t *testing.T) {
 	}
 	out, _ = tr.Event(out, event(t, "contentBlockStop", `{"contentBlockIndex":3}`))
 	want := base64.StdEncoding.EncodeToString(data)
-	if gjson.GetBytes(translatortest.Data(out)[0], "choices.0.delta.thinking_blocks.0.data").Str != want {
+	if gjson.GetBytes(providerkit.Data(out)[0], "choices.0.delta.thinking_blocks.0.data").Str != want {
 		t.Errorf("got %s, want data %s", out, want)
 	}
 }

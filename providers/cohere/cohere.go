@@ -1,13 +1,13 @@
 // Package cohere translates modelgate's unified (OpenAI-shaped) chat
 // completions to and from Cohere's Chat API v2 (POST /v2/chat): request
 // bodies, answers, server-sent event streams and errors; and unified
-// embeddings to and from its Embed API v2 (POST /v2/embed, see
-// Embeddings). Cohere's rerank is a row of package providers/rerank.
+// embeddings to and from its Embed API v2 (POST /v2/embed, see Embeddings).
+// Cohere's rerank is a row of package providers/rerank.
 //
 // The wire format is the one Cohere's official SDKs (cohere-go/v2,
-// cohere-python) define; WIRE_FORMATS.md §C.3 summarises it. Like every
-// translator it works on bytes: it reads JSON with gjson and writes it by
-// appending, copying raw JSON values through where it can.
+// cohere-python) define. Like every translator it works on bytes: it reads
+// JSON with gjson and writes it by appending, copying raw JSON values through
+// where it can.
 //
 // Choices where the two APIs differ:
 //

@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/internal/translatortest"
+	"github.com/modelgate/modelgate/providers/providerkit"
 )
 
 const (
@@ -177,11 +178,11 @@ func TestChatRequestErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			translatortest.ChatRequestError(t, testChat, tt.body, testModel, tt.param, tt.code)
+			providerkit.ChatRequestError(t, testChat, tt.body, testModel, tt.param, tt.code)
 		})
 	}
-	translatortest.CommonRequestErrors(t, testChat, testModel)
-	translatortest.RefusesWebSearch(t, testChat, testModel)
+	providerkit.CommonRequestErrors(t, testChat, testModel)
+	providerkit.RefusesWebSearch(t, testChat, testModel)
 }
 
 // TestChatRequestDuplicateKeys checks that a message's duplicate keys are

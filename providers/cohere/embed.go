@@ -25,10 +25,10 @@ const MaxEmbedTexts = 96
 // (embed-v4 and newer; cohere-go's V2EmbedRequest documents exactly these).
 var OutputDimensions = []int{256, 512, 1024, 1536}
 
-// Embeddings is the translator of Cohere's Embed API v2 (POST /v2/embed,
-// WIRE_FORMATS.md §F.2.3; the field names and values are cohere-go's
-// V2EmbedRequest and EmbedByTypeResponse). The zero value is ready to use
-// and safe for concurrent use.
+// Embeddings is the translator of Cohere's Embed API v2 (POST /v2/embed; the
+// field names and values are cohere-go's V2EmbedRequest and
+// EmbedByTypeResponse). The zero value is ready to use and safe for concurrent
+// use.
 //
 //   - input (strings) → texts, at most MaxEmbedTexts a request; token-id
 //     inputs are refused with 400: Cohere embeds text only.

@@ -11,7 +11,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
-	"github.com/modelgate/modelgate/providers/internal/translatortest"
+	"github.com/modelgate/modelgate/providers/providerkit"
 	"github.com/modelgate/modelgate/providers/providertest"
 	"github.com/modelgate/modelgate/providers/sse"
 )
@@ -53,7 +53,7 @@ func exchange(t *testing.T, fake *providertest.Server, unified string) (int, []b
 	if err != nil {
 		t.Fatalf("Event: %v\n%s", err, body)
 	}
-	translatortest.CheckUnifiedStream(t, out, providers.StreamOptions{IncludeUsage: info.IncludeUsage})
+	providerkit.CheckUnifiedStream(t, out, providers.StreamOptions{IncludeUsage: info.IncludeUsage})
 	return res.StatusCode, out
 }
 
@@ -109,7 +109,7 @@ func TestFakeToolLoop(t *testing.T) {
 		status, out := exchange(t, fake, first)
 		var c openai.ChatCompletion
 		if stream {
-			acc := translatortest.Accumulate(t, out)
+			acc := providerkit.Accumulate(t, out)
 			c = acc.ChatCompletion
 		} else {
 			c = answer(t, status, out)
@@ -156,7 +156,7 @@ func TestFakeReasoning(t *testing.T) {
 		t.Errorf("%s", out)
 	}
 	_, streamed := exchange(t, fake, `{"model":"command-a-reasoning","stream":true,"reasoning_effort":"minimal","messages":[{"role":"user","content":"why so"}]}`)
-	if acc := translatortest.Accumulate(t, streamed); acc.Reasoning[0] != reasoning || acc.Choices[0].Message.Content != "echo: why so" {
+	if acc := providerkit.Accumulate(t, streamed); acc.Reasoning[0] != reasoning || acc.Choices[0].Message.Content != "echo: why so" {
 		t.Errorf("streamed %q %q", acc.Reasoning[0], acc.Choices[0].Message.Content)
 	}
 	_, out = exchange(t, fake, `{"model":"command-a-reasoning","reasoning_effort":"none","messages":[{"role":"user","content":"why so"},`+
@@ -181,7 +181,7 @@ func TestFakeStructuredOutput(t *testing.T) {
 			`"messages":[{"role":"user","content":"Alice is 31"}]}`)
 		var content string
 		if stream {
-			acc := translatortest.Accumulate(t, out)
+			acc := providerkit.Accumulate(t, out)
 			content = acc.Choices[0].Message.Content
 		} else {
 			content = answer(t, status, out).Choices[0].Message.Content
@@ -217,7 +217,7 @@ func TestFakeStreamMatchesAnswer(t *testing.T) {
 		_, out := exchange(t, fake, `{`+model+body+`}`)
 		want := answer(t, 200, out)
 		_, streamed := exchange(t, fake, `{`+model+`"stream":true,"stream_options":{"include_usage":true},`+body+`}`)
-		acc := translatortest.Accumulate(t, streamed)
+		acc := providerkit.Accumulate(t, streamed)
 		got, reasoning := acc.ChatCompletion, acc.Reasoning[0]
 		g, w := got.Choices[0], want.Choices[0]
 		if g.Message.Content != w.Message.Content || g.FinishReason != w.FinishReason || reasoning != gjson.GetBytes(out, "choices.0.message.reasoning_content").Str ||

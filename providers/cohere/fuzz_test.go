@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/internal/translatortest"
+	"github.com/modelgate/modelgate/providers/providerkit"
 )
 
 // FuzzChatRequest checks that every body ValidateChat accepts either
@@ -19,7 +20,7 @@ func FuzzChatRequest(f *testing.F) {
 	f.Add([]byte(`{"model":"m","messages":[{"role":"assistant","content":null,"reasoning":"r","tool_calls":[{"id":"a","function":{"name":"f","arguments":"{\"a\":[1,{}]}"}}]}]}`))
 	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"data:image/png;base64,AA","detail":"high"}}]}],"tools":[{"type":"function","function":{"name":"f","parameters":{ }}}],"tool_choice":"required","top_k":3}`))
 
-	translatortest.FuzzChatRequest(f, func(body []byte) (providers.Request, error) {
+	providerkit.FuzzChatRequest(f, func(body []byte) (providers.Request, error) {
 		return Chat{}.ChatRequest(body, "command-\"x\"")
 	})
 }
@@ -30,7 +31,7 @@ func FuzzChatResponse(f *testing.F) {
 	translatortest.SeedFiles(f, responseDir, ".cohere.json")
 	f.Add([]byte(`{"id":7,"finish_reason":["x"],"message":{"content":"x","tool_calls":{"id":1},"tool_plan":3},"usage":{"tokens":{"input_tokens":-1e400}},"logprobs":[{"logprobs":["a",1e308,1e308]}]}`))
 
-	translatortest.FuzzChatResponse(f, Chat{}.ChatResponse)
+	providerkit.FuzzChatResponse(f, Chat{}.ChatResponse)
 }
 
 // FuzzError checks that any error body maps to a well-formed error.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/internal/translatortest"
+	"github.com/modelgate/modelgate/providers/providerkit"
 )
 
 const sseDir = "../../testdata/sse/cohere"
@@ -46,7 +47,7 @@ func TestStreamMatchesAnswer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			translatortest.StreamMatchesAnswer(t, out, answer, opts)
+			providerkit.StreamMatchesAnswer(t, out, answer, opts)
 		})
 	}
 	if pairs < 6 {
@@ -81,7 +82,7 @@ func TestStreamNoMessageStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	translatortest.CheckUnifiedStream(t, out, providers.StreamOptions{})
+	providerkit.CheckUnifiedStream(t, out, providers.StreamOptions{})
 	head := `data: {"id":"","object":"chat.completion.chunk","created":1750000000,"model":"","choices":[{"index":0,"delta":`
 	want := head + `{"content":"hi"},"logprobs":null,"finish_reason":null}]}` + "\n\n" +
 		head + `{"tool_calls":[{"index":0,"id":"a","type":"function","function":{"name":"f","arguments":""}}]},"logprobs":null,"finish_reason":null}]}` + "\n\n" +
@@ -123,7 +124,7 @@ func TestStreamIndexedDeltas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	acc := translatortest.Accumulate(t, out)
+	acc := providerkit.Accumulate(t, out)
 	calls := acc.Choices[0].Message.ToolCalls
 	if len(calls) != 2 || calls[0].ID != "x" || calls[0].Function.Arguments != "{}" ||
 		calls[1].ID != "y" || calls[1].Function.Arguments != "[]" {
@@ -165,7 +166,7 @@ func TestStreamErrors(t *testing.T) {
 			}
 			out, _ = tr.Event(out, []byte("data: [DONE]"))
 			out = tr.Close(out)
-			translatortest.CheckUnifiedStream(t, out, providers.StreamOptions{IncludeUsage: true})
+			providerkit.CheckUnifiedStream(t, out, providers.StreamOptions{IncludeUsage: true})
 			events := bytes.Split(bytes.TrimSuffix(out, []byte("\n\n")), []byte("\n\n"))
 			last := gjson.ParseBytes(bytes.TrimPrefix(events[len(events)-1], []byte("data: ")))
 			if last.Get("error.type").Str != tt.wantType || last.Get("error.code").Str != tt.code ||

@@ -4,7 +4,7 @@
 // Together, DeepInfra, Fireworks), Mistral, Voyage and Jina. They differ in
 // the name of a few fields — the dimensions, the input type — and in
 // whether they take token ids, so one translator parameterised by a Format
-// serves them all (WIRE_FORMATS.md §F.2).
+// serves them all.
 //
 // Providers are asked for numbers (encoding_format float, which every one
 // of them takes), or, when the client asked for base64 and the provider

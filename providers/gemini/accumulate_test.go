@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/internal/translatortest"
+	"github.com/modelgate/modelgate/providers/providerkit"
 	"github.com/modelgate/modelgate/providers/sse"
 )
 
@@ -120,7 +121,7 @@ func TestStreamMatchesAnswer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			translatortest.StreamMatchesAnswer(t, out, answer, opts)
+			providerkit.StreamMatchesAnswer(t, out, answer, opts)
 		})
 	}
 	if compared < 8 {

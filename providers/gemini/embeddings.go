@@ -11,8 +11,8 @@ import (
 	"github.com/modelgate/modelgate/providers/jsonw"
 )
 
-// Embeddings translates unified embeddings requests for the Gemini API
-// (WIRE_FORMATS §F.2.2), as Google's go-genai SDK sends them:
+// Embeddings translates unified embeddings requests for the Gemini API, as
+// Google's go-genai SDK sends them:
 //
 //   - the Developer API embeds with :batchEmbedContents, one request per
 //     input in "requests", at most 100 of them per call (Google's limit);

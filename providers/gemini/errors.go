@@ -158,7 +158,7 @@ func reason(details gjson.Result) string {
 }
 
 // maxRetryDelay caps a RetryInfo delay: past two minutes the OpenAI Python
-// SDK gives up instead of waiting (WIRE_FORMATS §I.2).
+// SDK gives up instead of waiting.
 const maxRetryDelay = 2 * time.Minute
 
 // retryDelay reads the retryDelay of a google.rpc.RetryInfo detail, a

@@ -16,7 +16,7 @@ import (
 	"golang.org/x/oauth2/google"
 
 	"github.com/modelgate/modelgate/providers"
-	"github.com/modelgate/modelgate/providers/internal/translatortest"
+	"github.com/modelgate/modelgate/providers/providerkit"
 	"github.com/modelgate/modelgate/providers/providertest"
 )
 
@@ -98,7 +98,7 @@ func (u upstream) do(t *testing.T, body []byte, model string) result {
 // and returns it with the stream's error event, if it ended with one.
 func accumulateStream(t *testing.T, out []byte) (openai.ChatCompletionAccumulator, gjson.Result) {
 	t.Helper()
-	translatortest.CheckStreamShape(t, out)
+	providerkit.CheckStreamShape(t, out)
 	var acc openai.ChatCompletionAccumulator
 	var errEvent gjson.Result
 	for _, ev := range bytes.SplitAfter(out, []byte("\n\n")) {

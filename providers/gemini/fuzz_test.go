@@ -7,6 +7,7 @@ import (
 
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/internal/translatortest"
+	"github.com/modelgate/modelgate/providers/providerkit"
 )
 
 // FuzzChatRequest checks that every body ValidateChat accepts either
@@ -25,7 +26,7 @@ func FuzzChatRequest(f *testing.F) {
 		}
 		for _, c := range []Chat{{}, {Vertex: true, Project: "p", Location: "us-central1"}} {
 			req, err := c.ChatRequest(body, model)
-			if !translatortest.CheckFuzzedRequest(t, body, req, err) {
+			if !providerkit.CheckFuzzedRequest(t, body, req, err) {
 				continue
 			}
 			if !validSegment(model) && !json.Valid([]byte(`"`+req.Path+`"`)) {
@@ -39,7 +40,7 @@ func FuzzChatRequest(f *testing.F) {
 // or an error.
 func FuzzChatResponse(f *testing.F) {
 	translatortest.SeedFiles(f, responseDir, ".gemini.json")
-	translatortest.FuzzChatResponse(f, Chat{}.ChatResponse)
+	providerkit.FuzzChatResponse(f, Chat{}.ChatResponse)
 }
 
 // FuzzStream feeds arbitrary bytes, cut by Gemini's framing, through a

@@ -239,7 +239,7 @@ func familyOf(model string) family {
 }
 
 // finishReason maps a Gemini finishReason to OpenAI's finish_reason, given
-// whether the candidate called functions (WIRE_FORMATS §D).
+// whether the candidate called functions.
 func finishReason(reason string, calls bool) string {
 	switch reason {
 	case "MAX_TOKENS":

@@ -12,6 +12,7 @@ import (
 
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/internal/translatortest"
+	"github.com/modelgate/modelgate/providers/providerkit"
 )
 
 // The answers of a Gemini 3 model in a two-step function-calling turn
@@ -75,7 +76,7 @@ func answerMessage(t *testing.T, c Chat, answer string, stream bool) (openai.Cha
 		}
 		return res.Choices[0].Message, json.RawMessage(gjson.GetBytes(out, "choices.0.message").Raw)
 	}
-	out, err := translatortest.Translate(c.ChatStream(providers.StreamOptions{}), Framing, asStream(t, answer), nil)
+	out, err := providerkit.Translate(c.ChatStream(providers.StreamOptions{}), Framing, asStream(t, answer), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

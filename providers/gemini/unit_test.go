@@ -10,7 +10,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/providers"
-	"github.com/modelgate/modelgate/providers/internal/translatortest"
+	"github.com/modelgate/modelgate/providers/providerkit"
 )
 
 func TestPath(t *testing.T) {
@@ -183,7 +183,7 @@ func TestChatRequestErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			translatortest.ChatRequestError(t, testChat(), tt.body, testModel, tt.param, tt.code)
+			providerkit.ChatRequestError(t, testChat(), tt.body, testModel, tt.param, tt.code)
 		})
 	}
 	// The Vertex translator names its own provider type.
@@ -191,9 +191,9 @@ func TestChatRequestErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "vertex") {
 		t.Errorf("vertex: %v", err)
 	}
-	translatortest.BadToolArguments(t, testChat(), testModel)
-	translatortest.DeepToolArguments(t, testChat(), testModel, 2000)
-	translatortest.CommonRequestErrors(t, testChat(), testModel)
+	providerkit.BadToolArguments(t, testChat(), testModel)
+	providerkit.DeepToolArguments(t, testChat(), testModel, 2000)
+	providerkit.CommonRequestErrors(t, testChat(), testModel)
 }
 
 // TestToolCallIDs: a signature carried in a tool call id comes back as the

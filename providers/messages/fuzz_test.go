@@ -9,6 +9,7 @@ import (
 
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/internal/translatortest"
+	"github.com/modelgate/modelgate/providers/providerkit"
 )
 
 // FuzzToChat checks that every body Validate accepts either translates
@@ -53,7 +54,7 @@ func FuzzFromChat(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, body []byte) {
 		out, err := FromChat(body)
-		if translatortest.CheckFuzzedBody(t, body, out, err); err != nil {
+		if providerkit.CheckFuzzedBody(t, body, out, err); err != nil {
 			return
 		}
 		if !json.Valid(out) {

@@ -43,14 +43,17 @@ func streamEnds(ev []byte) bool {
 
 // ReadUsage reads a Messages usage object into u, over what an earlier
 // event of the stream gave: input_tokens excludes the cache's tokens,
-// which the prompt includes. message_delta repeats or updates the counts
-// message_start gave; a field it leaves out keeps its value.
+// which the prompt includes; cache_creation tells the cache writes apart
+// by ttl, of which the one-hour ones are CacheWrite1h. message_delta
+// repeats or updates the counts message_start gave; a field it leaves out
+// keeps its value.
 func ReadUsage(v gjson.Result, u *providers.Used) {
 	if !v.IsObject() {
 		return
 	}
 	u.Known = true
-	var in, read, write, out providers.Count
+	var in, read, write, write1h, out providers.Count
+	var creation bool
 	for k, x := range providers.Fields(v.Raw) {
 		switch k {
 		case "input_tokens":
@@ -59,6 +62,17 @@ func ReadUsage(v gjson.Result, u *providers.Used) {
 			read.Set(x)
 		case "cache_creation_input_tokens":
 			write.Set(x)
+		case "cache_creation":
+			// The writes by ttl; of a key given twice the first counts.
+			if creation {
+				break
+			}
+			creation = true
+			for k, x := range providers.Fields(x) {
+				if k == "ephemeral_1h_input_tokens" {
+					write1h.Set(x)
+				}
+			}
 		case "output_tokens":
 			out.Set(x)
 		}
@@ -69,6 +83,9 @@ func ReadUsage(v gjson.Result, u *providers.Used) {
 		}
 		if write.Seen {
 			u.CacheWrite = write.N
+		}
+		if creation {
+			u.CacheWrite1h = write1h.N
 		}
 		u.Prompt = in.N + u.Cached + u.CacheWrite
 	}

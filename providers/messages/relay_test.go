@@ -53,6 +53,10 @@ func TestAnswerUsage(t *testing.T) {
 	if want := (providers.Used{Prompt: 16, Cached: 4, CacheWrite: 2, Completion: 7, Known: true}); got != want {
 		t.Errorf("usage %+v, want %+v", got, want)
 	}
+	got = AnswerUsage([]byte(`{"id":"msg_1","type":"message","usage":{"input_tokens":10,"cache_read_input_tokens":4,"cache_creation_input_tokens":3,"cache_creation":{"ephemeral_5m_input_tokens":2,"ephemeral_1h_input_tokens":1},"output_tokens":7}}`))
+	if want := (providers.Used{Prompt: 17, Cached: 4, CacheWrite: 3, CacheWrite1h: 1, Completion: 7, Known: true}); got != want {
+		t.Errorf("usage with one-hour writes %+v, want %+v", got, want)
+	}
 	if got := AnswerUsage([]byte(`{"id":"msg_1"}`)); got.Known {
 		t.Errorf("a Message without usage: %+v", got)
 	}
@@ -63,8 +67,10 @@ func TestAnswerUsage(t *testing.T) {
 // anything, it does not panic.
 func FuzzReadUsage(f *testing.F) {
 	f.Add(`{"input_tokens":14,"cache_creation_input_tokens":2,"cache_read_input_tokens":3,"output_tokens":10,"cache_creation":{"ephemeral_5m_input_tokens":2}}`)
+	f.Add(`{"input_tokens":14,"cache_creation_input_tokens":5,"output_tokens":10,"cache_creation":{"ephemeral_5m_input_tokens":2,"ephemeral_1h_input_tokens":3}}`)
+	f.Add(`{"input_tokens":14,"cache_creation":null,"cache_creation":{"ephemeral_1h_input_tokens":3}}`)
 	f.Add(`{"output_tokens":"7","input_tokens":null,"output_tokens":1}`)
-	earlier := providers.Used{Prompt: 1, Cached: 2, CacheWrite: 3, Completion: 4, Known: true}
+	earlier := providers.Used{Prompt: 1, Cached: 2, CacheWrite: 3, CacheWrite1h: 1, Completion: 4, Known: true}
 	f.Fuzz(func(t *testing.T, usage string) {
 		got := earlier
 		ReadUsage(gjson.Parse(usage), &got)
@@ -92,6 +98,9 @@ func readUsageReference(v gjson.Result, u *providers.Used) {
 		}
 		if write.Exists() {
 			u.CacheWrite = write.Int()
+		}
+		if c := v.Get("cache_creation"); c.Exists() {
+			u.CacheWrite1h = c.Get("ephemeral_1h_input_tokens").Int()
 		}
 		u.Prompt = x.Int() + u.Cached + u.CacheWrite
 	}

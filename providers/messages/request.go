@@ -15,7 +15,7 @@ import (
 type request struct {
 	model, messages, system, maxTokens, stopSequences, temperature, topP gjson.Result
 	stream, metadata, tools, toolChoice, thinking, outputConfig          gjson.Result
-	outputFormat                                                         gjson.Result
+	outputFormat, cacheControl                                           gjson.Result
 }
 
 // set records one top-level field, or refuses one that the hub cannot
@@ -51,6 +51,8 @@ func (r *request) set(key string, v gjson.Result) error {
 		field = &r.outputConfig
 	case "output_format":
 		field = &r.outputFormat
+	case "cache_control":
+		field = &r.cacheControl
 	case "mcp_servers":
 		if v.IsArray() && v.Get("#").Int() > 0 {
 			return unsupported("mcp_servers", "the MCP connector (mcp_servers) runs on Anthropic's servers and is not available for this model's provider")
@@ -86,10 +88,18 @@ func (r *request) set(key string, v gjson.Result) error {
 //	output_config.format,
 //	output_format                   response_format json_schema
 //	metadata.user_id                user
+//	cache_control                   prompt_cache_retention: in_memory, or
+//	                                24h for a ttl of 1h
+//
+// Prompt caching markers (cache_control) stay where the client put them,
+// in the form the hub gives them to Anthropic, Claude on Bedrock and on
+// Vertex (and other providers drop): on a tool, on a text, image or
+// document part, on a tool message for a tool_result block, on a tool
+// call for a tool_use block.
 //
 // In messages: text blocks become text (several text blocks one string,
-// joined by a blank line; cache_control is dropped everywhere, since the
-// providers behind the hub cache by themselves); image blocks image_url
+// joined by a blank line, unless one carries cache_control: then text
+// parts); image blocks image_url
 // parts (base64 sources as data: URLs, url sources as URLs); PDF documents
 // file parts with a data: URL; plain-text and content documents text;
 // tool_use blocks tool_calls (input as the arguments string); tool_result
@@ -99,7 +109,7 @@ func (r *request) set(key string, v gjson.Result) error {
 // redacted_thinking blocks the assistant's thinking_blocks, exactly, and
 // the thinking text reasoning_content.
 //
-// Dropped: top_k (the hub has no equivalent), service_tier, cache_control,
+// Dropped: top_k (the hub has no equivalent), service_tier,
 // context_management, container, inference_geo, speed, diagnostics,
 // fallbacks, thinking.display, and any field this code does not know.
 // Refused with a 400: server and Anthropic-defined tools (web search, code
@@ -175,6 +185,13 @@ func ToChat(body []byte) ([]byte, error) {
 	if u := r.metadata.Get("user_id"); u.Type == gjson.String && u.Str != "" {
 		o.Raw("user", u.Raw)
 	}
+	if cc := r.cacheControl; cc.IsObject() {
+		if cc.Get("ttl").Str == "1h" {
+			o.Str("prompt_cache_retention", "24h")
+		} else {
+			o.Str("prompt_cache_retention", "in_memory")
+		}
+	}
 	o.End()
 	return w.Finish()
 }
@@ -200,7 +217,9 @@ func (t *translator) writeSystem(msgs jsonw.Array, param string, system gjson.Re
 				err = invalid(param+"."+strconv.Itoa(i), "system blocks must be text blocks")
 				return false
 			}
+			n := len(parts.items)
 			parts.addText(block.Get("text"))
+			parts.mark(n, block)
 			i++
 			return true
 		})
@@ -223,8 +242,9 @@ func (t *translator) writeSystem(msgs jsonw.Array, param string, system gjson.Re
 // parts collects the content of one hub message: text, and rendered
 // non-text parts (image_url, file) where the message may carry them.
 type parts struct {
-	items []part
-	texts int
+	items  []part
+	texts  int
+	cached bool // a part carries cache_control: the content is parts
 }
 
 // part is a text (a JSON string from the request, or a Go string the
@@ -233,6 +253,9 @@ type parts struct {
 type part struct {
 	text gjson.Result
 	lit  string
+
+	// cache is the block's cache_control, which the part carries.
+	cache gjson.Result
 
 	kind     int // partText, partImage or partFile
 	url      jsonw.Text
@@ -252,6 +275,12 @@ func (it *part) nonText() bool { return it.kind != partText }
 // write writes a non-text part.
 func (it *part) write(v jsonw.Value) {
 	o := v.Object()
+	defer func() {
+		if it.cache.IsObject() {
+			o.Compact("cache_control", it.cache.Raw)
+		}
+		o.End()
+	}()
 	switch it.kind {
 	case partImage:
 		o.Str("type", "image_url")
@@ -265,10 +294,18 @@ func (it *part) write(v jsonw.Value) {
 		f.Text("file_data", it.url)
 		f.End()
 	}
-	o.End()
 }
 
 func (p *parts) empty() bool { return len(p.items) == 0 }
+
+// mark gives the last part a block added (from index n on) the block's
+// cache_control, if it has one.
+func (p *parts) mark(n int, block gjson.Result) {
+	if cc := block.Get("cache_control"); cc.IsObject() && len(p.items) > n {
+		p.items[len(p.items)-1].cache = cc
+		p.cached = true
+	}
+}
 
 // addText adds a text; empty texts are left out, as Anthropic refuses
 // empty text blocks and they say nothing.
@@ -291,6 +328,7 @@ func (p *parts) addPart(it part) { p.items = append(p.items, it) }
 func (p *parts) reset() {
 	p.items = p.items[:0]
 	p.texts = 0
+	p.cached = false
 }
 
 func (it *part) str() string {
@@ -316,7 +354,7 @@ func (p *parts) writeContent(v jsonw.Value, nullIfEmpty bool) {
 	case len(p.items) == 0:
 		v.Str("")
 		return
-	case p.texts == len(p.items):
+	case p.texts == len(p.items) && !p.cached:
 		if len(p.items) == 1 && p.items[0].text.Exists() {
 			v.Raw(p.items[0].text.Raw)
 			return
@@ -337,15 +375,17 @@ func (p *parts) writeContent(v jsonw.Value, nullIfEmpty bool) {
 		switch {
 		case it.nonText():
 			it.write(a.Value())
-		case it.text.Exists():
-			o := a.Object()
-			o.Str("type", "text")
-			o.Raw("text", it.text.Raw)
-			o.End()
 		default:
 			o := a.Object()
 			o.Str("type", "text")
-			o.Str("text", it.lit)
+			if it.text.Exists() {
+				o.Raw("text", it.text.Raw)
+			} else {
+				o.Str("text", it.lit)
+			}
+			if it.cache.IsObject() {
+				o.Compact("cache_control", it.cache.Raw)
+			}
 			o.End()
 		}
 	}
@@ -404,7 +444,9 @@ func (t *translator) writeUser(msgs jsonw.Array, p string, content gjson.Result)
 			results++
 			err = t.writeToolResult(msgs, bp, block)
 		} else {
+			n := len(t.user.items)
 			err = t.addUserBlock(&t.user, bp, block)
+			t.user.mark(n, block)
 		}
 		return err == nil
 	})
@@ -417,6 +459,7 @@ func (t *translator) writeUser(msgs jsonw.Array, p string, content gjson.Result)
 	// An empty turn (no blocks, or only empty text) stays an empty turn.
 	t.attached.items = append(t.attached.items, t.user.items...)
 	t.attached.texts += t.user.texts
+	t.attached.cached = t.attached.cached || t.user.cached
 	m := msgs.Object()
 	m.Str("role", "user")
 	t.attached.writeContent(m.Key("content"), false)
@@ -663,6 +706,9 @@ func (t *translator) writeToolResult(msgs jsonw.Array, p string, block gjson.Res
 	m.Str("role", "tool")
 	m.Raw("tool_call_id", id.Raw)
 	t.tool.writeContent(m.Key("content"), false)
+	if cc := block.Get("cache_control"); cc.IsObject() {
+		m.Compact("cache_control", cc.Raw)
+	}
 	m.End()
 	return nil
 }
@@ -697,7 +743,9 @@ func (t *translator) writeAssistant(msgs jsonw.Array, p string, content gjson.Re
 				err = invalid(bp+".text", "Field required")
 				return false
 			}
+			n := len(text.items)
 			text.addText(t)
+			text.mark(n, block)
 		case "thinking":
 			th, sig := block.Get("thinking"), block.Get("signature")
 			if th.Type != gjson.String {
@@ -802,6 +850,9 @@ func addToolCall(calls *jsonw.List, p string, block gjson.Result) error {
 		fn.Str("arguments", "{}")
 	}
 	fn.End()
+	if cc := block.Get("cache_control"); cc.IsObject() {
+		o.Compact("cache_control", cc.Raw)
+	}
 	o.End()
 	return calls.End(&w)
 }
@@ -890,6 +941,9 @@ func writeTools(o jsonw.Object, tools gjson.Result) (bool, error) {
 			fn.Raw("strict", s.Raw)
 		}
 		fn.End()
+		if cc := t.Get("cache_control"); cc.IsObject() {
+			tool.Compact("cache_control", cc.Raw)
+		}
 		tool.End()
 		return true
 	})
@@ -953,9 +1007,9 @@ func writeToolChoice(o jsonw.Object, tc gjson.Result, haveTools bool) error {
 }
 
 // reasoningEffort maps Anthropic's thinking configuration to the hub's
-// reasoning_effort, by the inverse of the budgets LiteLLM's forward map
-// uses (WIRE_FORMATS G.7: minimal 128, low 1024, medium 2048, high 4096
-// budget tokens), so that each of those budgets comes back as its effort:
+// reasoning_effort, by the inverse of the budgets LiteLLM's forward map uses
+// (minimal 128, low 1024, medium 2048, high 4096 budget tokens), so that each
+// of those budgets comes back as its effort:
 //
 //	thinking enabled, budget_tokens < 1024   minimal
 //	                  1024 … 2047            low

@@ -229,7 +229,8 @@ func mapStop(finish string, stopReason gjson.Result, calls, refusal bool) (strin
 // usage is the hub's token accounting, kept as Anthropic reports it.
 type usage struct {
 	prompt, completion, cached, cacheCreation, reasoning int64
-	hasReasoning                                         bool
+	cacheCreation1h                                      int64 // of cacheCreation, for an hour
+	hasReasoning, split                                  bool  // split: the 1-hour writes are told apart
 }
 
 // set updates u with the counts in a hub usage object. Counts it lacks
@@ -251,6 +252,12 @@ func (u *usage) set(v gjson.Result) {
 			if c := n.Get("cached_tokens"); c.Type == gjson.Number {
 				u.cached = c.Int()
 			}
+			if w := n.Get("cache_write_tokens"); w.Type == gjson.Number {
+				u.cacheCreation = w.Int()
+			}
+			if h := n.Get("cache_write_1h_tokens"); h.Type == gjson.Number {
+				u.cacheCreation1h, u.split = h.Int(), true
+			}
 		case "completion_tokens_details":
 			if r := n.Get("reasoning_tokens"); r.Type == gjson.Number {
 				u.reasoning, u.hasReasoning = r.Int(), true
@@ -264,15 +271,24 @@ func (u *usage) set(v gjson.Result) {
 
 // write writes Anthropic's usage: input_tokens excludes the cache reads
 // (prompt_tokens_details.cached_tokens, which become
-// cache_read_input_tokens) and writes (cache_creation_input_tokens, which
-// the hub carries only where a provider reports it, as LiteLLM does, and
-// is 0 otherwise); reasoning tokens, where reported, are
+// cache_read_input_tokens) and writes (prompt_tokens_details.
+// cache_write_tokens, or LiteLLM's cache_creation_input_tokens, which
+// become cache_creation_input_tokens; 0 where the provider reports none),
+// and where the hub tells the 1-hour writes apart, cache_creation splits
+// them by ttl; reasoning tokens, where reported, are
 // output_tokens_details.thinking_tokens.
 func (u *usage) write(v jsonw.Value) {
 	o := v.Object()
 	o.Int("input_tokens", max(u.prompt-u.cached-u.cacheCreation, 0))
 	o.Int("cache_creation_input_tokens", u.cacheCreation)
 	o.Int("cache_read_input_tokens", u.cached)
+	if u.split {
+		h := min(u.cacheCreation1h, u.cacheCreation)
+		cc := o.Object("cache_creation")
+		cc.Int("ephemeral_5m_input_tokens", u.cacheCreation-h)
+		cc.Int("ephemeral_1h_input_tokens", h)
+		cc.End()
+	}
 	o.Int("output_tokens", u.completion)
 	if u.hasReasoning {
 		d := o.Object("output_tokens_details")
@@ -283,11 +299,16 @@ func (u *usage) write(v jsonw.Value) {
 }
 
 // used is the usage write writes, as data: what ReadUsage reads back of
-// it (input_tokens with the cache's tokens is the prompt).
+// it (input_tokens with the cache's tokens is the prompt; the one-hour
+// writes where cache_creation tells them apart).
 func (u *usage) used() providers.Used {
 	in := max(u.prompt-u.cached-u.cacheCreation, 0)
-	return providers.Used{Prompt: in + u.cached + u.cacheCreation, Cached: u.cached, CacheWrite: u.cacheCreation,
+	used := providers.Used{Prompt: in + u.cached + u.cacheCreation, Cached: u.cached, CacheWrite: u.cacheCreation,
 		Completion: u.completion, Known: true}
+	if u.split {
+		used.CacheWrite1h = min(u.cacheCreation1h, u.cacheCreation)
+	}
+	return used
 }
 
 // messageID is the message id: the hub's id prefixed with msg_, or a new

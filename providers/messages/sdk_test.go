@@ -147,7 +147,8 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeErr(asErr(err))
 		return
 	}
-	chat := Chat{Inner: openai.Chat{}}
+	// The hub as it is, markers too: the inner translator passes them on.
+	chat := Chat{Inner: openai.Chat{CacheControl: true}}
 	req, err := chat.ChatRequest(body, "hub-model")
 	if err != nil {
 		writeErr(asErr(err))
@@ -308,7 +309,8 @@ func TestSDKToolLoopWithThinking(t *testing.T) {
 			first := gjson.ParseBytes(g.seen[0])
 			if first.Get("reasoning_effort").Str != "high" || first.Get("max_completion_tokens").Int() != 16000 ||
 				first.Get("user").Str != "user_abc_account__session_123" || first.Get("tools.#").Int() != 2 ||
-				strings.Contains(string(g.seen[0]), "cache_control") {
+				first.Get("messages.0.content.1.cache_control.type").Str != "ephemeral" || first.Get("messages.0.content.0.cache_control").Exists() ||
+				first.Get("tools.1.cache_control.type").Str != "ephemeral" || first.Get("tools.0.cache_control").Exists() {
 				t.Errorf("hub request 1: %s", g.seen[0])
 			}
 			if streamed != first.Get("stream_options.include_usage").Bool() {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/internal/translatortest"
+	"github.com/modelgate/modelgate/providers/providerkit"
 	"github.com/modelgate/modelgate/providers/sse"
 )
 
@@ -37,7 +38,7 @@ func readTranscript(t testing.TB, path string) (hub, want []byte) {
 // nil: all at once), framing events with sse.Cut as the gateway does, and
 // returns the Messages stream.
 func translate(tr providers.StreamTranslator, hub []byte, rng *rand.Rand) []byte {
-	out, err := translatortest.Translate(tr, nil, hub, rng)
+	out, err := providerkit.Translate(tr, nil, hub, rng)
 	if err != nil {
 		panic(fmt.Sprintf("Event returned an error: %v", err))
 	}

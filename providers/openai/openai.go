@@ -7,7 +7,9 @@
 package openai
 
 import (
+	"bytes"
 	"net/http"
+	"strconv"
 
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
@@ -16,10 +18,26 @@ import (
 )
 
 // Chat is the OpenAI-compatible chat translator. The zero value is ready.
-type Chat struct{}
+type Chat struct {
+	// CacheControl passes prompt caching markers (cache_control, on
+	// messages, content parts and tools) on to the provider, for servers
+	// that read them (OpenRouter, for Claude). Without it they are left
+	// out: OpenAI's API has none, and servers that check the body (Azure
+	// OpenAI) refuse the request. The hub carries them when a request came
+	// through the Messages or Responses API.
+	CacheControl bool
+}
 
-// ChatRequest replaces the body's model with the provider's model name.
-func (Chat) ChatRequest(body []byte, model string) (providers.Request, error) {
+// ChatRequest replaces the body's model with the provider's model name,
+// and leaves out prompt caching markers unless c.CacheControl.
+func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) {
+	if !c.CacheControl && bytes.Contains(body, []byte(`"cache_control"`)) {
+		b, err := StripCacheControl(body)
+		if err != nil {
+			return providers.Request{}, err
+		}
+		body = b
+	}
 	req := providers.Request{Path: "/chat/completions", Body: body}
 	// gjson.GetBytes would copy the model it finds; reading body as a string
 	// in place costs nothing, and the result is dropped before we return.
@@ -44,6 +62,38 @@ func (Chat) ChatRequest(body []byte, model string) (providers.Request, error) {
 		req.Body = b
 	}
 	return req, nil
+}
+
+// StripCacheControl returns body without the cache_control members of its
+// messages, their content parts and its tools.
+func StripCacheControl(body []byte) ([]byte, error) {
+	var paths []string
+	add := func(prefix string, v gjson.Result) {
+		if v.Get("cache_control").Exists() {
+			paths = append(paths, prefix+".cache_control")
+		}
+	}
+	root := gjson.ParseBytes(body)
+	for i, m := range root.Get("messages").Array() {
+		p := "messages." + strconv.Itoa(i)
+		add(p, m)
+		for j, part := range m.Get("content").Array() {
+			if part.IsObject() {
+				add(p+".content."+strconv.Itoa(j), part)
+			}
+		}
+	}
+	for i, t := range root.Get("tools").Array() {
+		add("tools."+strconv.Itoa(i), t)
+	}
+	for _, p := range paths {
+		b, err := sjson.DeleteBytes(body, p)
+		if err != nil {
+			return nil, err
+		}
+		body = b
+	}
+	return body, nil
 }
 
 // plain reports whether s is written in a JSON string as it is, by every

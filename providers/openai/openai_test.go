@@ -391,3 +391,48 @@ func TestChatRequestAsSjson(t *testing.T) {
 		}
 	}
 }
+
+// TestChatRequestCacheControl checks that prompt caching markers, which
+// the hub carries for requests that came through the Messages or
+// Responses API, are left out for OpenAI and the servers that refuse
+// them, and passed on where the translator is told the server reads them.
+func TestChatRequestCacheControl(t *testing.T) {
+	const marked = `{"model":"m","messages":[` +
+		`{"role":"system","content":[{"type":"text","text":"rules","cache_control":{"type":"ephemeral"}}]},` +
+		`{"role":"user","content":"hi","cache_control":{"type":"ephemeral","ttl":"1h"}},` +
+		`{"role":"tool","tool_call_id":"c","content":"out","cache_control":{"type":"ephemeral"}}],` +
+		`"tools":[{"type":"function","function":{"name":"f","description":"cache_control"},"cache_control":{"type":"ephemeral"}}]}`
+	const stripped = `{"model":"x","messages":[` +
+		`{"role":"system","content":[{"type":"text","text":"rules"}]},` +
+		`{"role":"user","content":"hi"},` +
+		`{"role":"tool","tool_call_id":"c","content":"out"}],` +
+		`"tools":[{"type":"function","function":{"name":"f","description":"cache_control"}}]}`
+	tests := []struct {
+		name string
+		chat Chat
+		in   string
+		want string
+	}{
+		{"markers left out", Chat{}, marked, stripped},
+		{"markers kept for a server that reads them", Chat{CacheControl: true}, marked, strings.Replace(marked, `"model":"m"`, `"model":"x"`, 1)},
+		{"the word elsewhere only", Chat{}, `{"model":"m","messages":[{"role":"user","content":"what is \"cache_control\"?"}]}`, `{"model":"x","messages":[{"role":"user","content":"what is \"cache_control\"?"}]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := []byte(tt.in)
+			req, err := tt.chat.ChatRequest(in, "x")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(req.Body) != tt.want {
+				t.Errorf("body:\n got %s\nwant %s", req.Body, tt.want)
+			}
+			if string(in) != tt.in {
+				t.Errorf("the client's body changed: %s", in)
+			}
+			if !json.Valid(req.Body) {
+				t.Errorf("invalid JSON: %s", req.Body)
+			}
+		})
+	}
+}

@@ -34,7 +34,7 @@ func validAnthropicVersion(v string) bool {
 	return err == nil
 }
 
-// anthropicFormat is Anthropic's Messages API (WIRE_FORMATS C). It owns
+// anthropicFormat is Anthropic's Messages API. It owns
 // every path under /v1/messages: their 404s are in its shape.
 type anthropicFormat struct{ modelInBody }
 

@@ -12,17 +12,17 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// anthropicBatchFormat is Anthropic's Message Batches API (WIRE_FORMATS.md
-// §C.1): POST /v1/messages/batches with the requests inline
-// ({"requests":[{"custom_id","params"}]}), GET /v1/messages/batches
-// (paged, newest first), GET /v1/messages/batches/{id}, POST …/cancel and
-// GET …/results (JSONL, result.type succeeded, errored, canceled or
-// expired). custom_ids are checked against ^[a-zA-Z0-9_-]{1,64}$ and for
-// uniqueness, params as a non-streaming Messages request; each request is
-// answered as the fake answers it on /v1/messages (an invalid one is an
-// errored result). Counts stay at processing until the batch ends, as
-// HoldBatches and ExpireBatches decide, as for OpenAI's batches; results
-// come in reverse order.
+// anthropicBatchFormat is Anthropic's Message Batches API: POST
+// /v1/messages/batches with the requests inline
+// ({"requests":[{"custom_id","params"}]}), GET /v1/messages/batches (paged,
+// newest first), GET /v1/messages/batches/{id}, POST …/cancel and GET
+// …/results (JSONL, result.type succeeded, errored, canceled or expired).
+// custom_ids are checked against ^[a-zA-Z0-9_-]{1,64}$ and for uniqueness,
+// params as a non-streaming Messages request; each request is answered as the
+// fake answers it on /v1/messages (an invalid one is an errored result).
+// Counts stay at processing until the batch ends, as HoldBatches and
+// ExpireBatches decide, as for OpenAI's batches; results come in reverse
+// order.
 type anthropicBatchFormat struct{}
 
 func (anthropicBatchFormat) name() string { return "anthropic_batch" }
@@ -162,8 +162,11 @@ func (f anthropicBatchFormat) create(c *call, st *anBatchStore) {
 	b.id = "msgbatch_" + strconv.Itoa(len(st.order)+1)
 	st.batches[b.id] = b
 	st.order = append(st.order, b.id)
+	// Rendered under the lock: once stored, the batch may be ended
+	// (ExpireBatches, a cancel) by another goroutine.
+	obj := b.object()
 	st.mu.Unlock()
-	writeJSON(c.w, http.StatusOK, b.object())
+	writeJSON(c.w, http.StatusOK, obj)
 }
 
 func (f anthropicBatchFormat) list(c *call, st *anBatchStore) {

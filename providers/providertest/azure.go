@@ -5,17 +5,15 @@ import (
 	"strings"
 )
 
-// azureFormat is Azure OpenAI's chat completions (WIRE_FORMATS.md §C.4,
-// §H.2): the classic deployment URL
+// azureFormat is Azure OpenAI's chat completions: the classic deployment URL
 // /openai/deployments/{deployment}/chat/completions?api-version=… (the
 // deployment names the model; api-version is required) and the v1 API
 // /openai/v1/chat/completions (the body's model names the deployment).
 // Embeddings are served beside chat, on the same two surfaces, and the v1
 // API's Responses (as OpenAI's Responses format serves them). Bodies are
-// OpenAI's; the key comes as api-key or as an Entra ID bearer
-// token. Streams begin, as Azure's do, with a chunk of
-// prompt_filter_results and no choices. Throttling is Azure's 429 with code
-// "429".
+// OpenAI's; the key comes as api-key or as an Entra ID bearer token. Streams
+// begin, as Azure's do, with a chunk of prompt_filter_results and no choices.
+// Throttling is Azure's 429 with code "429".
 type azureFormat struct{}
 
 const (

@@ -19,21 +19,19 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// bedrockFormat is Amazon Bedrock's Converse API (WIRE_FORMATS §C.5, and
-// aws-sdk-go-v2's service/bedrockruntime): POST /model/{modelId}/converse
-// and POST /model/{modelId}/converse-stream, the model id escaped in the
-// path (ARNs hold ':' and '/'), and InvokeModel (POST
-// /model/{modelId}/invoke) for the Titan and Cohere embeddings models (see
-// serveBedrockInvoke). Requests are signed with AWS SigV4 (service
-// "bedrock"); with a key configured ("<access key id>:<secret access
-// key>", or with ":<session token>" after it) the fake recomputes the
-// signature with aws-sdk-go-v2's v4 signer from the request as it arrived
-// (method, escaped path, query, the signed headers, the host and the
-// body's SHA-256), so a test proves the gateway signed the final request.
+// bedrockFormat is Amazon Bedrock's Converse API (as aws-sdk-go-v2's
+// service/bedrockruntime sends it): POST /model/{modelId}/converse and POST
+// /model/{modelId}/converse-stream, the model id escaped in the path (ARNs
+// hold ':' and '/'), and InvokeModel (POST /model/{modelId}/invoke) for the
+// Titan and Cohere embeddings models (see serveBedrockInvoke). Requests are
+// signed with AWS SigV4 (service "bedrock"); with a key configured ("<access
+// key id>:<secret access key>", or with ":<session token>" after it) the fake
+// recomputes the signature with aws-sdk-go-v2's v4 signer from the request as
+// it arrived (method, escaped path, query, the signed headers, the host and
+// the body's SHA-256), so a test proves the gateway signed the final request.
 // Bedrock API keys come as "Authorization: Bearer <key>" instead (see
-// bedrockAPIKey).
-// Errors are AWS's: the type in x-amzn-ErrorType, {"message": …} in the
-// body. Streams are AWS event-stream messages (application/
+// bedrockAPIKey). Errors are AWS's: the type in x-amzn-ErrorType, {"message":
+// …} in the body. Streams are AWS event-stream messages (application/
 // vnd.amazon.eventstream), written with the SDK's Encoder.
 //
 // Beyond the answer every format derives, a request that turns on

@@ -58,10 +58,10 @@ func bedrockEmbedderOf(model string, body gjson.Result) (e bedrockEmbedder, ok b
 	return e, false
 }
 
-// serveBedrockInvoke answers InvokeModel for the embeddings models (WIRE_FORMATS
-// §F.2.7), checking bodies as Bedrock checks them against the model's
-// schema ("Malformed input request: …" ValidationExceptions for unknown or
-// missing keys and values out of range):
+// serveBedrockInvoke answers InvokeModel for the embeddings models, checking
+// bodies as Bedrock checks them against the model's schema ("Malformed input
+// request: …" ValidationExceptions for unknown or missing keys and values out
+// of range):
 //
 //   - Titan Text Embeddings V2 {"inputText", "dimensions" (256, 512, 1024;
 //     default 1024), "normalize", "embeddingTypes" (float, binary)} and G1

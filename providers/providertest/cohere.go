@@ -9,11 +9,10 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// cohereChatFormat is Cohere's Chat API v2, POST /v2/chat (WIRE_FORMATS
-// §C.3; the field names and values are cohere-go's V2ChatRequest and
-// V2ChatResponse), served under the cohere prefix beside Cohere's rerank
-// row: /cohere/v2/chat. It owns every other path under /cohere/, so their
-// 404s are in Cohere's shape.
+// cohereChatFormat is Cohere's Chat API v2, POST /v2/chat (the field names and
+// values are cohere-go's V2ChatRequest and V2ChatResponse), served under the
+// cohere prefix beside Cohere's rerank row: /cohere/v2/chat. It owns every
+// other path under /cohere/, so their 404s are in Cohere's shape.
 //
 // Answers follow the package doc, in Cohere's terms: a tool call comes with
 // a tool plan ("I will call <tool>."); a model whose name contains

@@ -11,10 +11,9 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// cohereEmbedFormat is Cohere's Embed API v2, POST /v2/embed (WIRE_FORMATS
-// §F.2.3; the field names and values are cohere-go's V2EmbedRequest and
-// EmbedByTypeResponse), served beside Cohere's chat and rerank at
-// /cohere/v2/embed.
+// cohereEmbedFormat is Cohere's Embed API v2, POST /v2/embed (the field names
+// and values are cohere-go's V2EmbedRequest and EmbedByTypeResponse), served
+// beside Cohere's chat and rerank at /cohere/v2/embed.
 //
 // A request holds exactly one of texts (1 to 96 strings), images (one data
 // URI) or inputs (1 to 96 inputs of text and image_url content items),

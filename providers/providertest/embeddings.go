@@ -12,12 +12,12 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// embeddingsFormat is one provider's OpenAI-shaped embeddings API
-// (WIRE_FORMATS.md §F.1, §F.2): OpenAI's own at /v1/embeddings, the others
-// under a prefix of their own (/voyage/v1/embeddings, /tei/v1/embeddings,
-// …). Bodies are checked as the providers check them: unknown fields,
-// token ids where the provider takes none, and a dimensions field of
-// another provider's name are 400s. Vectors are EmbeddingVector's.
+// embeddingsFormat is one provider's OpenAI-shaped embeddings API: OpenAI's
+// own at /v1/embeddings, the others under a prefix of their own
+// (/voyage/v1/embeddings, /tei/v1/embeddings, …). Bodies are checked as the
+// providers check them: unknown fields, token ids where the provider takes
+// none, and a dimensions field of another provider's name are 400s. Vectors
+// are EmbeddingVector's.
 type embeddingsFormat struct {
 	modelInBody
 	id        string // the format's name

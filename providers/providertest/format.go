@@ -37,9 +37,10 @@ type wireFormat interface {
 	serve(c *call)
 }
 
-// formats is every wire format the fake serves. A request belongs to the
-// first row that serves it, else to the first row that owns its path, else
-// to OpenAI's (whose 404 is the fake's default).
+// formats is every wire format the fake serves of its own; the formats
+// provider modules register (Register) follow them. A request belongs to
+// the first row that serves it, else to the first row that owns its path,
+// else to OpenAI's (whose 404 is the fake's default).
 var formats = []wireFormat{
 	openAIBatchFormat{},
 	openAIBatchFormat{azure: true},
@@ -80,13 +81,15 @@ var fallback wireFormat = openAIFormat{}
 // route finds the format of a request and whether it serves it.
 func route(r *http.Request) (wireFormat, bool) {
 	var owner wireFormat
-	for _, f := range formats {
-		switch f.route(r) {
-		case served:
-			return f, true
-		case owned:
-			if owner == nil {
-				owner = f
+	for _, table := range [2][]wireFormat{formats, registeredFormats()} {
+		for _, f := range table {
+			switch f.route(r) {
+			case served:
+				return f, true
+			case owned:
+				if owner == nil {
+					owner = f
+				}
 			}
 		}
 	}

@@ -211,13 +211,13 @@ func isOpenAIError(body string) bool {
 	return e.Get("message").Str != "" && e.Get("type").Str != "" && e.Get("param").Exists() && e.Get("code").Exists()
 }
 
-// TestEveryFormat runs every format's example through what ServeHTTP and
-// call do for all formats alike: the answer, the 401 without credentials,
+// TestEveryFormat runs every format's example, the registered ones' too,
+// through what ServeHTTP and call do for all formats alike: the answer, the 401 without credentials,
 // the 404 for another method, and every scripted failure, each in the
 // format's own shape.
 func TestEveryFormat(t *testing.T) {
 	s := newFake(t)
-	for _, f := range formats {
+	for _, f := range append(formats[:len(formats):len(formats)], registeredFormats()...) {
 		ex, ok := formatExamples[f.name()]
 		if !ok {
 			t.Errorf("format %q has no example in formatExamples", f.name())

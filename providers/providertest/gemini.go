@@ -15,7 +15,7 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// geminiFormat is the Gemini Developer API (WIRE_FORMATS §C.2):
+// geminiFormat is the Gemini Developer API:
 // POST /v1beta/models/{model}:generateContent, and
 // :streamGenerateContent?alt=sse for a stream, with the key in
 // x-goog-api-key (or ?key=). It owns every path under /v1beta/: their 404s

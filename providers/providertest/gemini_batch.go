@@ -10,17 +10,17 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// geminiBatchFormat is the Gemini Developer API's batch mode
-// (WIRE_FORMATS.md §C.2): POST /v1beta/models/{model}:batchGenerateContent
-// with the requests inline ({"batch":{"displayName","inputConfig":
-// {"requests":{"requests":[{"request","metadata"}]}}}}), GET
-// /v1beta/batches (operations, paged), GET /v1beta/batches/{id} (the
-// operation: metadata.state, batchStats, and once it ended
+// geminiBatchFormat is the Gemini Developer API's batch mode POST
+// /v1beta/models/{model}:batchGenerateContent with the requests inline
+// ({"batch":{"displayName","inputConfig":
+// {"requests":{"requests":[{"request","metadata"}]}}}}), GET /v1beta/batches
+// (operations, paged), GET /v1beta/batches/{id} (the operation:
+// metadata.state, batchStats, and once it ended
 // response.inlinedResponses.inlinedResponses), POST
-// /v1beta/batches/{id}:cancel. Each request is answered as the fake
-// answers it on :generateContent (an invalid one is an inline error);
-// HoldBatches and ExpireBatches decide when batches end, as for the other
-// batch APIs; answers come in reverse order. The key is x-goog-api-key.
+// /v1beta/batches/{id}:cancel. Each request is answered as the fake answers it
+// on :generateContent (an invalid one is an inline error); HoldBatches and
+// ExpireBatches decide when batches end, as for the other batch APIs; answers
+// come in reverse order. The key is x-goog-api-key.
 type geminiBatchFormat struct{}
 
 func (geminiBatchFormat) name() string { return "gemini_batch" }
@@ -144,8 +144,11 @@ func (f geminiBatchFormat) create(c *call, st *geminiBatchStore) {
 	b.name = "batches/gb" + strconv.Itoa(len(st.order)+1)
 	st.batches[b.name] = b
 	st.order = append(st.order, b.name)
+	// Rendered under the lock: once stored, the batch may be ended
+	// (ExpireBatches, a cancel) by another goroutine.
+	op := b.operation()
 	st.mu.Unlock()
-	writeJSON(c.w, http.StatusOK, b.operation())
+	writeJSON(c.w, http.StatusOK, op)
 }
 
 func (f geminiBatchFormat) list(c *call, st *geminiBatchStore) {

@@ -8,8 +8,7 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// Google's embeddings, served by the gemini and vertex formats on a model
-// (WIRE_FORMATS §F.2.2):
+// Google's embeddings, served by the gemini and vertex formats on a model:
 //
 //	gemini  POST /v1beta/models/{m}:batchEmbedContents {"requests":[{model, content, taskType?, title?, outputDimensionality?}]}
 //	        → {"embeddings":[{"values":[…]}]}, no usage; at most 100 requests

@@ -5,20 +5,18 @@ import (
 	"strings"
 )
 
-// ResponseHeaders are the response headers the real provider behind path
-// sends with every answer beside Content-Type and Date, as the wire format
-// reference documents them, with typical values (WIRE_FORMATS.md A.0, I.1,
-// G.1 and I.4): OpenAI's request id, processing time and six rate-limit
-// headers; Anthropic's request id and twelve rate-limit headers (real
-// answers carry more: a CDN's, an organization's). Whatever the gateway does
-// with them, a proxy receives and copies them on every request (plain
+// ResponseHeaders are the response headers the real provider behind path sends
+// with every answer beside Content-Type and Date, as the providers document
+// them, with typical values: OpenAI's request id, processing time and six
+// rate-limit headers; Anthropic's request id and twelve rate-limit headers
+// (real answers carry more: a CDN's, an organization's). Whatever the gateway
+// does with them, a proxy receives and copies them on every request (plain
 // reverse_proxy passes them all on to its client), so a benchmark whose fake
 // sent none would understate what every proxy does per request: the
-// benchmarks' upstreams (cmd/loadbench's canned one, caddymodule's in
-// memory) add them to the fake's answers. Cohere's answers get none: its
-// headers are not documented there. Path is the provider's, as the fake
-// serves it (/v1/messages is Anthropic's Messages API, any other /v1/ path
-// OpenAI's).
+// benchmarks' upstreams (bench/cmd/loadbench's canned one, caddygateway's in
+// memory) add them to the fake's answers. Cohere's answers get none: it does
+// not document its headers. Path is the provider's, as the fake serves it
+// (/v1/messages is Anthropic's Messages API, any other /v1/ path OpenAI's).
 func ResponseHeaders(path string) http.Header {
 	switch {
 	case path == "/v1/messages":

@@ -29,8 +29,8 @@ type oaRequest struct {
 	msgs                                                    []gjson.Result
 }
 
-// openAIFormat is OpenAI's chat completions (WIRE_FORMATS A), and the
-// fake's default error shape.
+// openAIFormat is OpenAI's chat completions, and the fake's default error
+// shape.
 type openAIFormat struct{ modelInBody }
 
 func (openAIFormat) name() string                     { return "openai" }

@@ -18,13 +18,12 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// openAIBatchFormat is OpenAI's Files and Batch APIs (WIRE_FORMATS.md
-// §A.3, §A.4) as far as a batch goes: POST /v1/files (multipart, purpose
-// batch), GET /v1/files/{id}/content, POST /v1/batches, GET /v1/batches
-// (paged, newest first), GET /v1/batches/{id}, POST
-// /v1/batches/{id}/cancel; and Azure OpenAI's global batch, the same
-// under /openai/files and /openai/batches with ?api-version= and the
-// api-key header, its lines' url without /v1 (azure set).
+// openAIBatchFormat is OpenAI's Files and Batch APIs as far as a batch goes:
+// POST /v1/files (multipart, purpose batch), GET /v1/files/{id}/content, POST
+// /v1/batches, GET /v1/batches (paged, newest first), GET /v1/batches/{id},
+// POST /v1/batches/{id}/cancel; and Azure OpenAI's global batch, the same
+// under /openai/files and /openai/batches with ?api-version= and the api-key
+// header, its lines' url without /v1 (azure set).
 //
 // The input is checked as OpenAI checks it (JSONL, custom_id unique,
 // method POST, url the batch's endpoint, one model in the file); a bad
@@ -493,7 +492,7 @@ func (s *Server) answerIn(f wireFormat, path string, header http.Header, body []
 
 // formatFor is the format named name.
 func formatFor(name string) wireFormat {
-	for _, f := range formats {
+	for _, f := range append(formats[:len(formats):len(formats)], registeredFormats()...) {
 		if f.name() == name {
 			return f
 		}

@@ -137,6 +137,17 @@
 // format_test.go): TestEveryFormat runs the answer, the 401, the 404 and
 // every scripted failure against each row, and fails for a row without
 // an example.
+//
+// # A provider module's own format
+//
+// A provider type in a Go module of its own registers its wire format
+// with the fake rather than editing this table: a type implementing
+// Format (register.go), whose Serve answers through Call (Call.Scripted,
+// Call.Reply, Call.Send, Call.AfterFirstWord), passed to Register from
+// the module's test code. The fake then serves it beside its own formats,
+// with its key in Options.Keys under the format's name, every scripted
+// behaviour above, recording and the "flaky" model. The example provider
+// module in examples/provider registers one.
 package providertest
 
 import (

@@ -9,9 +9,9 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// rerankFormat is one provider's rerank wire format (WIRE_FORMATS R), as
-// the fake serves it under a prefix of its own (/cohere/v2/rerank,
-// /tei/rerank, …). Its rows are in formats.
+// rerankFormat is one provider's rerank wire format, as the fake serves it
+// under a prefix of its own (/cohere/v2/rerank, /tei/rerank, …). Its rows are
+// in formats.
 type rerankFormat struct {
 	modelInBody
 	id      string // the format's name
@@ -32,7 +32,7 @@ type rerankFormat struct {
 
 // CohereSearchUnits is what the fake's Cohere rerank bills for a query
 // over docs documents: one search unit per 100 documents or part of them,
-// as Cohere bills a query (WIRE_FORMATS §B.1).
+// as Cohere bills a query.
 func CohereSearchUnits(docs int) int64 {
 	return int64(max(1, (docs+99)/100))
 }

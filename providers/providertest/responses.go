@@ -14,9 +14,9 @@ import (
 	"github.com/modelgate/modelgate/providers/responses"
 )
 
-// responsesFormat is OpenAI's Responses API, POST /v1/responses
-// (WIRE_FORMATS E), as OpenAI serves it: the format a gateway passes
-// Responses requests through to, untouched.
+// responsesFormat is OpenAI's Responses API, POST /v1/responses, as OpenAI
+// serves it: the format a gateway passes Responses requests through to,
+// untouched.
 //
 // Requests are checked by providers/responses' Parse, whose errors are
 // OpenAI's 400s with the param that names the field. (It refuses what no

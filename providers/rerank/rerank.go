@@ -42,7 +42,7 @@ type Format struct {
 	ScoreKey string
 }
 
-// The formats of the supported providers (reference: WIRE_FORMATS.md §B).
+// The formats of the supported providers.
 var (
 	Cohere     = Format{Name: "cohere", Path: "/v2/rerank", DocumentsField: "documents", CountField: "top_n", SendsModel: true, ScoreKey: "relevance_score"}
 	Jina       = Format{Name: "jina", Path: "/rerank", DocumentsField: "documents", CountField: "top_n", SendsModel: true, Extra: `"return_documents":false`, ScoreKey: "relevance_score"}

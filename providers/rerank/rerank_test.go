@@ -64,7 +64,7 @@ func TestRequestGolden(t *testing.T) {
 	}
 }
 
-// TestResponse reads each provider's answer (as the reference documents it,
+// TestResponse reads each provider's answer (as the provider documents it,
 // deliberately unsorted, partial or with extra fields) into the unified
 // result for the three-document request with top_n 2.
 func TestResponse(t *testing.T) {

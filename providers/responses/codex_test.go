@@ -63,7 +63,7 @@ func codexRequires(t *testing.T, raw string) codexItem {
 	return it
 }
 
-// TestCodex is WIRE_FORMATS E.6's checklist: a Codex CLI request (a second
+// TestCodex checks what Codex CLI relies on: a Codex CLI request (a second
 // turn, replaying its history statelessly: store false, reasoning with
 // encrypted_content, a shell call and its output) translates into a hub
 // request with its function and custom tools, and the streamed answer

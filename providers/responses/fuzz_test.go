@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/internal/translatortest"
+	"github.com/modelgate/modelgate/providers/providerkit"
 )
 
 // FuzzRequest checks that every body either translates into a hub request
@@ -63,7 +64,7 @@ func FuzzResponse(f *testing.F) {
 		}
 		x := newExchange(t, []byte(req))
 		out, err := x.Response(chat)
-		if translatortest.CheckFuzzedBody(t, chat, out, err); err != nil {
+		if providerkit.CheckFuzzedBody(t, chat, out, err); err != nil {
 			return
 		}
 		decodeResponse(t, out)

@@ -320,6 +320,7 @@ func (x *Exchange) writeTools(o jsonw.Object) {
 			}
 		}
 		fn.End()
+		writeCacheControl(tool, t.v.Get("cache_control"))
 		tool.End()
 	}
 	if n == 0 {
@@ -469,7 +470,7 @@ func (c *chatBuilder) item(p string, it gjson.Result, fromHistory bool) error {
 		}
 		c.flushTurn()
 		c.flushImages()
-		c.message(role, it.Get("content"))
+		c.message(role, it.Get("content"), it.Get("cache_control"))
 	case "function_call":
 		c.flushImages()
 		name := it.Get("name")
@@ -496,7 +497,7 @@ func (c *chatBuilder) item(p string, it gjson.Result, fromHistory bool) error {
 		if err != nil {
 			return err
 		}
-		c.toolOutput(it.Get("call_id"), jsonString(out))
+		c.toolOutput(it.Get("call_id"), jsonString(out), it.Get("cache_control"))
 	case "custom_tool_call":
 		c.flushImages()
 		w := jsonw.New(make([]byte, 0, len(it.Get("input").Raw)+16))
@@ -514,7 +515,7 @@ func (c *chatBuilder) item(p string, it gjson.Result, fromHistory bool) error {
 		c.call(it.Get("call_id"), name, jsonw.Plain(providers.InPlace(b)))
 	case "function_call_output", "custom_tool_call_output":
 		c.flushTurn()
-		c.toolOutput(it.Get("call_id"), it.Get("output"))
+		c.toolOutput(it.Get("call_id"), it.Get("output"), it.Get("cache_control"))
 	case "reasoning":
 		c.flushImages()
 		c.reasoning(it)
@@ -573,13 +574,18 @@ func (c *chatBuilder) lookup(id string) (gjson.Result, bool) {
 	return gjson.Result{}, false
 }
 
-// message writes a user, system or developer message.
-func (c *chatBuilder) message(role string, content gjson.Result) {
+// message writes a user, system or developer message, with the item's
+// cache_control, a prompt caching marker for Claude, as the hub carries
+// it.
+func (c *chatBuilder) message(role string, content, cache gjson.Result) {
 	m := c.next()
 	m.Str("role", role)
+	defer func() {
+		writeCacheControl(m, cache)
+		m.End()
+	}()
 	if content.Type == gjson.String {
 		m.Raw("content", content.Raw)
-		m.End()
 		return
 	}
 	parts := m.Array("content")
@@ -588,12 +594,27 @@ func (c *chatBuilder) message(role string, content gjson.Result) {
 		return true
 	})
 	parts.End()
-	m.End()
 }
 
-// writeHubPart writes the hub's form of a text, image or file part.
+// writeCacheControl writes cache_control for a prompt caching marker
+// (Anthropic's, which clients of Claude put on input items, content parts
+// and tools), and nothing otherwise. The hub carries it to the providers
+// that cache what a request marks (Anthropic, Claude on Bedrock and
+// Vertex); the others drop it.
+func writeCacheControl(o jsonw.Object, cache gjson.Result) {
+	if cache.IsObject() {
+		o.Compact("cache_control", cache.Raw)
+	}
+}
+
+// writeHubPart writes the hub's form of a text, image or file part, with
+// its cache_control.
 func writeHubPart(v jsonw.Value, part gjson.Result) {
 	o := v.Object()
+	defer func() {
+		writeCacheControl(o, part.Get("cache_control"))
+		o.End()
+	}()
 	switch part.Get("type").Str {
 	case "input_image":
 		o.Str("type", "image_url")
@@ -615,7 +636,6 @@ func writeHubPart(v jsonw.Value, part gjson.Result) {
 		o.Str("type", "text")
 		o.Raw("text", part.Get("text").Raw)
 	}
-	o.End()
 }
 
 // startTurn opens the assistant turn if none is open.
@@ -748,13 +768,16 @@ func (c *chatBuilder) resetTurn() {
 // toolOutput writes a tool message for a function or custom tool call's
 // output. Text parts become its content; images and files wait for the
 // user message after the run of tool outputs.
-func (c *chatBuilder) toolOutput(callID, out gjson.Result) {
+func (c *chatBuilder) toolOutput(callID, out, cache gjson.Result) {
 	m := c.next()
 	m.Str("role", "tool")
 	m.Raw("tool_call_id", callID.Raw)
+	defer func() {
+		writeCacheControl(m, cache)
+		m.End()
+	}()
 	if out.Type == gjson.String {
 		m.Raw("content", out.Raw)
-		m.End()
 		return
 	}
 	var texts []string
@@ -794,7 +817,6 @@ func (c *chatBuilder) toolOutput(callID, out gjson.Result) {
 		}
 		parts.End()
 	}
-	m.End()
 }
 
 // flushImages writes the images and files of the tool outputs before it

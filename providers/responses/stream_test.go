@@ -18,6 +18,7 @@ import (
 
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/internal/translatortest"
+	"github.com/modelgate/modelgate/providers/providerkit"
 	"github.com/modelgate/modelgate/providers/sse"
 )
 
@@ -45,7 +46,7 @@ func transcripts(t testing.TB) []string { return translatortest.Transcripts(t, s
 // of random sizes (rng nil: all at once), framing events with sse.Cut as
 // the gateway does, and returns the Responses stream.
 func translateStream(x *Exchange, hub []byte, rng *rand.Rand) []byte {
-	out, _ := translatortest.Translate(x.Stream(), nil, hub, rng) // Stream.Event never fails
+	out, _ := providerkit.Translate(x.Stream(), nil, hub, rng) // Stream.Event never fails
 	return out
 }
 
@@ -68,7 +69,7 @@ func TestStreamTranscripts(t *testing.T) {
 			request, hub, want := readTranscript(t, path)
 			x := newExchange(t, request)
 			st := x.Stream()
-			got, _ := translatortest.Translate(st, nil, hub, nil)
+			got, _ := providerkit.Translate(st, nil, hub, nil)
 			// The usage the stream reports is what its terminal event
 			// carries, as a relay of the same events reads it.
 			if u, carried := st.Usage(), eventsUsage(got); u != carried {

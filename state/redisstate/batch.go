@@ -25,8 +25,8 @@ import (
 //
 // go-redis's AutoPipeline does this too, but a caller waiting there does
 // not give up at its deadline: with Redis hung, TestApplyHungRedis's
-// Applies took 7 s against a 500 ms timeout, where a gateway must turn to
-// its standby state in about the timeout.
+// Applies waited far past their timeout, where a gateway must turn to its
+// standby state in about the timeout.
 
 // applyCall is one Apply's script call.
 type applyCall struct {

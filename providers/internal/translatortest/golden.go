@@ -1,7 +1,9 @@
-// Package translatortest is the test harness the provider translators
-// share: golden files (with the -update flag), stream transcripts replayed
-// in pieces of every size, the checks every unified stream passes, the
-// OpenAI SDK's accumulation of a stream, benchmark bodies and fuzz loops.
+// Package translatortest is the test harness modelgate's own provider
+// translators share: golden files (with the -update flag), stream
+// transcripts replayed in pieces of every size, benchmark bodies. The
+// checks every unified stream passes, the OpenAI SDK's accumulation of a
+// stream and the fuzz loops are package providerkit's, the exported kit
+// that provider modules outside this repository run too.
 //
 // Only tests import it. It registers the -update flag, so a test package
 // that imports it must not define its own.
@@ -21,6 +23,7 @@ import (
 
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/jsonw"
+	"github.com/modelgate/modelgate/providers/providerkit"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files and transcripts from the current output")
@@ -154,7 +157,7 @@ func ChatResponseGolden(t *testing.T, dir, in string, response func(body []byte)
 		if err != nil {
 			t.Fatalf("ChatResponse: %v", err)
 		}
-		CheckAnswerUsage(t, got, used)
+		providerkit.CheckAnswerUsage(t, got, used)
 		return got
 	})
 }
