@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/modelgate/modelgate/accounts"
 	"github.com/modelgate/modelgate/batch"
+	"github.com/modelgate/modelgate/gateway"
 	"github.com/modelgate/modelgate/keys"
 	"github.com/modelgate/modelgate/providers"
 )
@@ -122,11 +122,8 @@ func (a *App) accountBlocked(key *Key) bool {
 }
 
 // accountSuspended is the 403 of a request whose key's account is
-// suspended or deleted.
-func accountSuspended() *providers.Error {
-	return &providers.Error{Status: http.StatusForbidden, Type: "invalid_request_error", Code: "account_suspended",
-		Message: "the account this API key belongs to is suspended: ask the gateway's operator"}
-}
+// suspended or deleted (gateway.AccountSuspended).
+func accountSuspended() *providers.Error { return gateway.AccountSuspended() }
 
 // ListAccountFiles returns a page of the files an account owns.
 func (a *App) ListAccountFiles(ctx context.Context, account string, opt batch.ListOptions) (batch.Page[batch.File], error) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/modelgate/modelgate/accounts"
 	"github.com/modelgate/modelgate/batch"
+	"github.com/modelgate/modelgate/gateway"
 	"github.com/modelgate/modelgate/guardrails"
 	"github.com/modelgate/modelgate/keys"
 	"github.com/modelgate/modelgate/pricing"
@@ -125,8 +127,8 @@ type App struct {
 	// storage offers it, else local.
 	State string `json:"state,omitempty"`
 
-	providers    map[string]*provider
-	dispatch     *dispatcher
+	providers    map[string]*gateway.Provider
+	gw           *gateway.Gateway // serves the calls of the unified API and batch lines
 	keys         map[[32]byte]*Key
 	staticByName map[string]*Key // the static keys by name: batch lines of static keys run under them
 	logger       *zap.Logger
@@ -143,12 +145,11 @@ type App struct {
 
 	store     *batch.Store
 	runner    *batch.Runner
-	ledger    *retention.Ledger // owners' stored bytes, for the storage quota
-	sweeper   *sweepWorker      // deletes what expired; shared with the configs on the same storage
-	batchExec *batchExecutor    // one per config: the runner tells configs apart by it
+	ledger    *retention.Ledger     // owners' stored bytes, for the storage quota
+	storageQ  *gateway.StorageQuota // the ledger against the storage quota's limits
+	sweeper   *sweepWorker          // deletes what expired; shared with the configs on the same storage
+	batchExec batch.Executor        // one per config: the runner tells configs apart by it
 
-	reporter    *exposureReporter // tells owners of exposed keys
-	exposures   *exposureQueue    // checks of keys found in requests
 	prices      *pricing.Prices
 	knownModels map[string]struct{} // "<provider>/<model>" an alias names
 
@@ -165,8 +166,8 @@ type App struct {
 	ctx    caddy.Context
 	events *caddyevents.App
 
-	responseWrites *sync.WaitGroup // stored responses and pointers still being written (responses.go)
-	responsesID    string          // storageIdentity(storage), for responseStore
+	responseWrites *sync.WaitGroup // stored responses and pointers still being written (gateway.ResponseStore)
+	responsesID    string          // storageIdentity(storage), for the response store
 }
 
 // CaddyModule returns the Caddy module information.
@@ -195,31 +196,26 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("loading providers: %v", err)
 	}
-	a.providers = make(map[string]*provider, len(mods.(map[string]any)))
+	a.providers = make(map[string]*gateway.Provider, len(mods.(map[string]any)))
 	for name, m := range mods.(map[string]any) {
 		p, ok := m.(Provider)
 		if !ok {
 			return fmt.Errorf("provider %q: module %T does not implement the modelgate provider contract (caddygateway.Provider)", name, m)
 		}
-		if !p.Base().provisioned() {
+		b := p.Base()
+		if !b.provisioned() {
 			return fmt.Errorf("provider %q: module %T did not call ProvisionBase in its Provision", name, m)
 		}
-		a.providers[name] = newProvider(name, string(p.CaddyModule().ID.Name()), p.Base(), p.Endpoints())
-	}
-	if a.dispatch, err = newDispatcher(a.providers, a.Models, a.DefaultProvider); err != nil {
-		return err
+		a.providers[name] = gateway.NewProvider(name, string(p.CaddyModule().ID.Name()), b.Models, p.Endpoints(), b.upstream)
 	}
 	switch a.BuiltinTools {
 	case "", responses.BuiltinDrop, responses.BuiltinRefuse:
-		a.dispatch.builtinTools = a.BuiltinTools
 	default:
 		return fmt.Errorf("builtin_tools must be %s or %s, not %q", responses.BuiltinDrop, responses.BuiltinRefuse, a.BuiltinTools)
 	}
 	if err := a.provisionPrices(); err != nil {
 		return err
 	}
-	a.dispatch.guard = accountant{app: a}
-	a.BatchExecutor()
 
 	a.keys, err = provisionStaticKeys(a.Keys)
 	if err != nil {
@@ -247,7 +243,41 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.provisionBatch(); err != nil {
 		return err
 	}
-	return a.provisionRetention()
+	if err := a.provisionRetention(); err != nil {
+		return err
+	}
+	return a.provisionGateway()
+}
+
+// provisionGateway makes the gateway that serves this config's calls, of
+// what Provision set up.
+func (a *App) provisionGateway() error {
+	var err error
+	a.gw, err = gateway.New(gateway.Config{
+		Providers:       a.providers,
+		Aliases:         a.Models,
+		DefaultProvider: a.DefaultProvider,
+		BuiltinTools:    a.BuiltinTools,
+		Prices:          a.prices,
+		Limits: gateway.Limits{Quota: a.quota, Standby: a.standbyQuota, Policies: policies{a},
+			StateDown:    a.health.stateDown.Load,
+			SetStateDown: func(err error) { a.setStateDown(true, err) }},
+		Usage:      a.usage,
+		Managed:    a.managed,
+		Accounts:   a.service,
+		Blocked:    a.accountBlocked,
+		StaticKeys: a.staticByName,
+		Responses: gateway.ResponseStore{Storage: a.storage, ID: a.responsesID, Writes: a.responseWrites, Now: a.stateShared,
+			TTL: time.Duration(a.retention().Responses)},
+		StorageQuota: a.storageQuota(),
+		Observer:     observer{a},
+		Logger:       a.logger,
+	})
+	if err != nil {
+		return err
+	}
+	a.batchExec = a.gw.BatchExecutor()
+	return nil
 }
 
 // Validate checks that every alias target and the default provider name a
@@ -333,6 +363,15 @@ func (a *App) Stop() error {
 	return errors.Join(err, a.stopSweeper())
 }
 
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
 // checkAlias checks an alias's targets: each "<provider>/<model>" with a
 // provider that defined reports as configured.
 func checkAlias(alias string, targets []string, defined func(name string) bool) error {
@@ -372,13 +411,6 @@ func (a *App) provisionPrices() error {
 		}
 	}
 	return nil
-}
-
-// responseStore is where the Responses API keeps stored responses: the
-// app's storage.
-func (a *App) responseStore() responseStore {
-	return responseStore{s: a.storage, id: a.responsesID, writes: a.responseWrites, now: a.stateShared,
-		ttl: time.Duration(a.retention().Responses), quota: a}
 }
 
 // Cleanup releases the state Provision took.

@@ -11,43 +11,6 @@ import (
 	"github.com/modelgate/modelgate/keys"
 )
 
-func TestResolve(t *testing.T) {
-	oa := &provider{name: "oa", base: &ProviderBase{Models: []string{"gpt-4o"}}}
-	cl := &provider{name: "claude", base: &ProviderBase{Models: []string{"claude-sonnet-4-5"}}}
-	org := &provider{name: "or", base: &ProviderBase{}}
-	newDispatcher := func(def string) *dispatcher {
-		d, err := newDispatcher(map[string]*provider{"oa": oa, "claude": cl, "or": org},
-			map[string][]string{"smart": {"claude/claude-sonnet-4-5", "oa/gpt-4o"}, "gpt-4o": {"claude/claude-sonnet-4-5"}}, def)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return d
-	}
-	for _, tc := range []struct {
-		model, def string
-		want       string // provider/model, comma-separated, in order
-	}{
-		{"oa/gpt-4o-mini", "", "oa/gpt-4o-mini"},
-		{"or/meta-llama/llama-3.1-8b", "", "or/meta-llama/llama-3.1-8b"}, // the rest may hold '/'
-		{"smart", "", "claude/claude-sonnet-4-5,oa/gpt-4o"},
-		{"gpt-4o", "", "claude/claude-sonnet-4-5"}, // an alias wins over a models list
-		{"claude-sonnet-4-5", "", "claude/claude-sonnet-4-5"},
-		{"llama-3", "", ""},
-		{"llama-3", "or", "or/llama-3"},
-		{"nope/x", "", ""},
-		{"nope/x", "oa", "oa/nope/x"}, // not a provider: a bare name for the default
-		{"oa/", "", ""},
-	} {
-		var got []string
-		for _, tg := range newDispatcher(tc.def).resolve(tc.model) {
-			got = append(got, tg.provider.name+"/"+tg.model)
-		}
-		if strings.Join(got, ",") != tc.want {
-			t.Errorf("resolve(%q) with default %q = %v, want %s", tc.model, tc.def, got, tc.want)
-		}
-	}
-}
-
 func TestBearer(t *testing.T) {
 	for _, tc := range []struct {
 		header, token string

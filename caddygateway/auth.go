@@ -71,7 +71,7 @@ func (h *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 	secret, ok := credential(r)
 	forgetKey(r)
 	if !ok {
-		apiForPath(r.URL.Path).writeError(w, &providers.Error{
+		writeAPIError(w, apiForPath(r.URL.Path), &providers.Error{
 			Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
 			Message: "missing API key: send it as 'Authorization: Bearer <key>' (or as 'x-api-key: <key>')",
 		})
@@ -82,7 +82,7 @@ func (h *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 	if key == nil {
 		var malformed bool
 		if key, malformed = h.app.managedKey(secret, digest); malformed {
-			apiForPath(r.URL.Path).writeError(w, &providers.Error{
+			writeAPIError(w, apiForPath(r.URL.Path), &providers.Error{
 				Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
 				Message: "malformed API key: its checksum does not match (was it cut short or mistyped?)",
 			})
@@ -93,7 +93,7 @@ func (h *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 		if c := h.logger.Check(zap.InfoLevel, "unknown API key"); c != nil {
 			c.Write(zap.String("remote_ip", r.RemoteAddr))
 		}
-		apiForPath(r.URL.Path).writeError(w, &providers.Error{
+		writeAPIError(w, apiForPath(r.URL.Path), &providers.Error{
 			Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
 			Message: "incorrect API key provided",
 		})
@@ -101,7 +101,7 @@ func (h *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 	}
 	if h.app.accountBlocked(key) {
 		metrics.suspended.Inc()
-		apiForPath(r.URL.Path).writeError(w, accountSuspended())
+		writeAPIError(w, apiForPath(r.URL.Path), accountSuspended())
 		return nil
 	}
 	// The key's placeholders are answered from the key, not set in the
@@ -113,7 +113,7 @@ func (h *Auth) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.
 	// collected per request, BenchmarkPerRequest). A value another handler
 	// puts in the replacer, before or after this one, now wins over the
 	// key's (before, a value set earlier was overwritten).
-	r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer).Map(key.placeholder)
+	r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer).Map(keyPlaceholders(key))
 	caddyhttp.SetVar(r.Context(), ctxKeyVar, key)
 	return next.ServeHTTP(w, r)
 }

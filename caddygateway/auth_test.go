@@ -2,9 +2,11 @@ package caddygateway
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/caddyserver/caddy/v2"
@@ -70,6 +72,49 @@ func TestAuthForgetsKey(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// countingStorage counts the reads of a storage.
+type countingStorage struct {
+	keys.Storage
+	loads, lists atomic.Int64
+}
+
+func (c *countingStorage) Load(ctx context.Context, key string) ([]byte, error) {
+	c.loads.Add(1)
+	return c.Storage.Load(ctx, key)
+}
+
+func (c *countingStorage) List(ctx context.Context, dir string, recursive bool) ([]string, error) {
+	c.lists.Add(1)
+	return c.Storage.List(ctx, dir, recursive)
+}
+
+// TestAuthUnknownManagedKeyReadsNoStorage: a well-formed managed key that
+// exists nowhere gets 401 from the in-memory index alone.
+func TestAuthUnknownManagedKeyReadsNoStorage(t *testing.T) {
+	cs := &countingStorage{Storage: storagetest.NewMemory()}
+	a := &App{logger: zap.NewNop(), managed: keys.NewManager(cs, "modelgate")}
+	for i := range 16 {
+		if _, _, err := a.managed.Create(context.Background(), keys.NewKey{Name: fmt.Sprint("k", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := &Auth{app: a, logger: zap.NewNop()}
+	cs.loads.Store(0)
+	for range 100 {
+		fake, _ := keys.Generate()
+		r := httptest.NewRequest(http.MethodPost, "/v1/chat/completions", nil)
+		r.Header.Set("Authorization", "Bearer "+fake)
+		w := httptest.NewRecorder()
+		r = caddyhttp.PrepareRequest(r, caddy.NewReplacer(), w, &caddyhttp.Server{})
+		if err := h.ServeHTTP(w, r, noNext); err != nil || w.Code != http.StatusUnauthorized {
+			t.Fatalf("a fake key: %d, %v", w.Code, err)
+		}
+	}
+	if loads, lists := cs.loads.Load(), cs.lists.Load(); loads != 0 || lists != 0 {
+		t.Errorf("100 fake bearer keys read storage: %d loads, %d lists", loads, lists)
 	}
 }
 

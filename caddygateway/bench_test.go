@@ -20,10 +20,10 @@ import (
 	"github.com/tidwall/gjson"
 	"go.uber.org/zap"
 
+	"github.com/modelgate/modelgate/gateway"
 	"github.com/modelgate/modelgate/internal/storagetest"
 	"github.com/modelgate/modelgate/keys"
 	"github.com/modelgate/modelgate/pricing"
-	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/anthropic"
 	"github.com/modelgate/modelgate/providers/embeddings"
 	"github.com/modelgate/modelgate/providers/openai"
@@ -181,6 +181,17 @@ type benchGateway struct {
 	plain      *reverseproxy.Handler
 	managedKey string
 	server     *caddyhttp.Server
+	upstream   *memUpstream             // every provider's, under the gateway's transport
+	bases      map[string]*ProviderBase // the providers' bases, by name
+}
+
+// rebuild makes g's app's gateway anew, of the app as it is now (a test
+// changed its limits, storage or keys).
+func (g *benchGateway) rebuild(tb testing.TB) {
+	tb.Helper()
+	if err := g.app.provisionGateway(); err != nil {
+		tb.Fatal(err)
+	}
 }
 
 const benchStaticKey = "sk-bench-static"
@@ -204,15 +215,18 @@ func newBenchGateway(b testing.TB) *benchGateway {
 		// Under the gateway's transport, which authenticates the
 		// request and drops what the provider's answer carries for the
 		// gateway alone, as it does for a provider on the network.
-		pb.proxy.Transport.(*authTransport).next = up
+		pb.upstream.SetNext(up)
 		return pb
 	}
-	// Made as the app makes them (newProvider binds Chat.Error once).
-	provs := map[string]*provider{
-		"oa": newProvider("oa", "openai", base("http://upstream.invalid/v1", ""),
-			Endpoints{Chat: openai.Chat{}, Embeddings: embeddings.OpenAI, Responses: openai.Native{}}),
-		"claude": newProvider("claude", "anthropic", base("http://upstream.invalid", "x-api-key"), Endpoints{Chat: &anthropic.Chat{Version: "2023-06-01"}, Messages: anthropic.Native{Version: "2023-06-01"}}),
-		"co":     newProvider("co", "cohere", base("http://upstream.invalid/cohere", ""), Endpoints{Rerank: rerank.Cohere}),
+	// Made as the app makes them.
+	oa := base("http://upstream.invalid/v1", "")
+	claude := base("http://upstream.invalid", "x-api-key")
+	co := base("http://upstream.invalid/cohere", "")
+	provs := map[string]*gateway.Provider{
+		"oa": gateway.NewProvider("oa", "openai", nil,
+			Endpoints{Chat: openai.Chat{}, Embeddings: embeddings.OpenAI, Responses: openai.Native{}}, oa.upstream),
+		"claude": gateway.NewProvider("claude", "anthropic", nil, Endpoints{Chat: &anthropic.Chat{Version: "2023-06-01"}, Messages: anthropic.Native{Version: "2023-06-01"}}, claude.upstream),
+		"co":     gateway.NewProvider("co", "cohere", nil, Endpoints{Rerank: rerank.Cohere}, co.upstream),
 	}
 	prices, err := pricing.Load(nil)
 	if err != nil {
@@ -222,16 +236,15 @@ func newBenchGateway(b testing.TB) *benchGateway {
 		keys: map[[32]byte]*Key{keys.Digest(benchStaticKey): {Name: "bench", Owner: "bench"}},
 		// Caddy's default storage, where a passed-through response's
 		// pointer goes.
-		storage: &certmagic.FileStorage{Path: b.TempDir()}, responseWrites: new(sync.WaitGroup)}
+		storage: &certmagic.FileStorage{Path: b.TempDir()}, responseWrites: new(sync.WaitGroup), health: new(health)}
+	a.staticByName = map[string]*Key{"bench": a.keys[keys.Digest(benchStaticKey)]}
 	b.Cleanup(func() { a.waitResponseWrites(time.Minute) }) // before TempDir's removal
-	if a.dispatch, err = newDispatcher(provs, nil, ""); err != nil {
-		b.Fatal(err)
-	}
-	a.dispatch.guard = accountant{app: a}
 	mem := storagetest.NewMemory()
 	a.managed = keys.NewManager(mem, "modelgate")
 	withAccounts(a, mem)
-	a.exposures = newExposureQueue(a.checkExposure, a.logger)
+	if err := a.provisionGateway(); err != nil {
+		b.Fatal(err)
+	}
 	_, secret, err := a.managed.Create(context.Background(), keys.NewKey{Name: "bench-managed"})
 	if err != nil {
 		b.Fatal(err)
@@ -243,11 +256,14 @@ func newBenchGateway(b testing.TB) *benchGateway {
 	plain := mod.(*reverseproxy.Handler)
 	plain.Transport = up
 	return &benchGateway{
-		app: a, auth: &Auth{app: a, logger: zap.NewNop()}, plain: plain, managedKey: secret,
+		app: a, auth: &Auth{app: a, logger: zap.NewNop()}, plain: plain, managedKey: secret, bases: map[string]*ProviderBase{"oa": oa, "claude": claude, "co": co},
 		handler: &Handler{app: a, MaxRequestBody: defaultMaxRequestBody, logger: zap.NewNop()},
-		server:  &caddyhttp.Server{},
+		server:  &caddyhttp.Server{}, upstream: up,
 	}
 }
+
+// noNext ends a handler chain.
+var noNext = caddyhttp.HandlerFunc(func(http.ResponseWriter, *http.Request) error { return nil })
 
 // request is a client's request as Caddy's server hands it to the first
 // handler.
@@ -434,111 +450,10 @@ func BenchmarkAuth(b *testing.B) {
 	}
 }
 
-// BenchmarkResolve is routing: a model name to its targets.
-func BenchmarkResolve(b *testing.B) {
-	provs := map[string]*provider{}
-	for _, name := range []string{"oa", "claude", "gemini", "bedrock", "cohere", "mistral", "groq", "vllm"} {
-		provs[name] = &provider{name: name, base: &ProviderBase{Models: []string{name + "-model-a", name + "-model-b"}}}
-	}
-	d, err := newDispatcher(provs, map[string][]string{"smart": {"claude/claude-sonnet-4-5", "oa/gpt-4o"}}, "oa")
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, model := range []string{"oa/gpt-4o-mini", "smart", "vllm-model-b", "unlisted-model"} {
-		b.Run(model, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if len(d.resolve(model)) == 0 {
-					b.Fatal("no target")
-				}
-			}
-		})
-	}
-}
-
-// BenchmarkPassThroughAnswer is the OpenAI pass-through's answer rewrite
-// (the translator's, then the model filled in where the provider left it
-// out) and reading its usage.
-func BenchmarkPassThroughAnswer(b *testing.B) {
-	answer := []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1795448284,"model":"gpt-4o-mini","system_fingerprint":"fp_fake","choices":[{"index":0,"message":{"role":"assistant","content":"echo: Summarise the plot of Hamlet in one sentence please","refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":14,"completion_tokens":10,"total_tokens":24,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}},"service_tier":"default"}`)
-	var u usageInfo
-	b.ReportAllocs()
-	b.SetBytes(int64(len(answer)))
-	for b.Loop() {
-		out, err := openai.Chat{}.ChatResponse(answer)
-		if err != nil {
-			b.Fatal(err)
-		}
-		out = withModel(out, "gpt-4o-mini")
-		chatUsage.answer(out, &u)
-	}
-	if u.Prompt != 14 {
-		b.Fatalf("usage %+v", u)
-	}
-}
-
-// BenchmarkStreamWrite is one write of a provider's stream, one event,
-// through the upstreamWriter of a stream passed through, on its way to the
-// client: with the usage the client asked for ("usage":null in every
-// chunk, passed on as it is, so the write itself goes on), and without
-// (the gateway asked for it and takes the field out, a copy).
-func BenchmarkStreamWrite(b *testing.B) {
-	ev := []byte(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1795448284,"model":"gpt-4o-mini","system_fingerprint":"fp_fake","choices":[{"index":0,"delta":{"content":" word"},"logprobs":null,"finish_reason":null}],"usage":null}` + "\n\n")
-	for _, bc := range []struct {
-		name  string
-		strip bool
-	}{
-		{"usage_asked", false},
-		{"usage_stripped", true},
-	} {
-		b.Run(bc.name, func(b *testing.B) {
-			w := &upstreamWriter{client: &sink{header: make(http.Header)}, header: make(http.Header), framing: providers.SSE, api: openAIAPI,
-				wantStream: true, tr: &tapStream{m: &meter{start: time.Now()}, parse: chatUsage.event, strip: bc.strip, ends: openAIAPI.ends}}
-			w.Header().Set("Content-Type", "text/event-stream")
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := w.Write(ev); err != nil {
-					b.Fatal(err)
-				}
-			}
-			w.finishStream(false)
-		})
-	}
-}
-
-// BenchmarkTapStream is one chat stream event on its way to the client
-// through the meter: passed through as it is, or with the usage the
-// gateway asked for and the client did not stripped; and the last chunk,
-// which carries the usage.
-func BenchmarkTapStream(b *testing.B) {
-	content := []byte(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1795448284,"model":"gpt-4o-mini","system_fingerprint":"fp_fake","choices":[{"index":0,"delta":{"content":" word"},"logprobs":null,"finish_reason":null}],"usage":null}`)
-	usage := []byte(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1795448284,"model":"gpt-4o-mini","system_fingerprint":"fp_fake","choices":[],"usage":{"prompt_tokens":14,"completion_tokens":10,"total_tokens":24,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}}`)
-	for _, bc := range []struct {
-		name  string
-		ev    []byte
-		strip bool
-	}{
-		{"content", content, false},
-		{"content_stripped", content, true},
-		{"usage", usage, false},
-		{"usage_stripped", usage, true},
-	} {
-		b.Run(bc.name, func(b *testing.B) {
-			t := &tapStream{m: &meter{start: time.Now()}, parse: chatUsage.event, strip: bc.strip, ends: openAIAPI.ends}
-			var out []byte
-			b.ReportAllocs()
-			for b.Loop() {
-				var err error
-				if out, err = t.Event(out[:0], bc.ev); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-}
-
-// BenchmarkSettle is settling one answered request: pricing what it used,
-// the metrics, the access log's fields and the placeholders.
+// BenchmarkSettle is the host's part of settling one answered call:
+// the metrics of what it used and cost (the gateway's Observer), and its
+// access log fields and placeholders. (The gateway's part, the usage
+// records, is gateway's BenchmarkAdmitQuota/record_usage.)
 func BenchmarkSettle(b *testing.B) {
 	g := newBenchGateway(b)
 	p := g.app.providers["oa"]
@@ -547,13 +462,16 @@ func BenchmarkSettle(b *testing.B) {
 	extra := new(caddyhttp.ExtraLogFields)
 	r = r.WithContext(context.WithValue(r.Context(), caddyhttp.ExtraLogFieldsCtxKey, extra))
 	key := &Key{Name: "bench", Owner: "bench"}
-	c := &call{endpoint: endpointChat, model: "oa/gpt-4o-mini"}
-	m := &meter{start: time.Now(), provider: p, model: "gpt-4o-mini", tried: []target{{provider: p, model: "gpt-4o-mini"}},
-		usage: usageInfo{Prompt: 1200, Cached: 200, Completion: 300, Known: true}}
-	ac := accountant{app: g.app}
+	c := &gateway.Call{API: gateway.APIChat, Key: key}
+	t := gateway.Target{Provider: p, Model: "gpt-4o-mini"}
+	o := &gateway.Outcome{Status: 200, Start: time.Now(), Target: t, Tried: []gateway.Target{t}, Key: key, Settled: true,
+		Usage: gateway.Usage{Prompt: 1200, Cached: 200, Completion: 300, Known: true}}
+	o.Cost, o.Priced = g.app.prices.Cost("openai", "gpt-4o-mini", pricing.Usage{PromptTokens: 1200, CachedTokens: 200, CompletionTokens: 300})
+	ob := observer{g.app}
 	b.ReportAllocs()
 	for b.Loop() {
-		ac.settle(r, key, c, m)
+		ob.Answered(c, o)
+		logSettled(r, o)
 	}
 }
 
@@ -564,4 +482,21 @@ func (a *runtimeAllocs) read() {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	a.mallocs = ms.Mallocs
+}
+
+// serve sends method path (with its query) and body through
+// modelgate_auth and modelgate with the key.
+func (g *benchGateway) serve(t testing.TB, method, target string, body []byte, key string) *httptest.ResponseRecorder {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	r := httptest.NewRequest(method, "http://gateway.example"+target, bytes.NewReader(body))
+	r.Header.Set("Authorization", "Bearer "+key)
+	if body != nil {
+		r.Header.Set("Content-Type", "application/json")
+	}
+	r = caddyhttp.PrepareRequest(r, caddy.NewReplacer(), rec, g.server)
+	if err := g.serveModelgate(rec, r); err != nil {
+		t.Fatal(err)
+	}
+	return rec
 }

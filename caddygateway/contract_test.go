@@ -21,8 +21,11 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	_ "github.com/caddyserver/caddy/v2/modules/caddyhttp/reverseproxy" // http.handlers.reverse_proxy
+	"go.uber.org/zap"
+	zapobserver "go.uber.org/zap/zaptest/observer"
 	"golang.org/x/oauth2"
 
+	"github.com/modelgate/modelgate/gateway"
 	"github.com/modelgate/modelgate/providers"
 )
 
@@ -42,7 +45,7 @@ func mapBody(status int, _ http.Header, body []byte) *providers.Error {
 
 // toyProvider provisions a ProviderBase against upstream with auth, as a
 // provider module's Provision would.
-func toyProvider(t *testing.T, upstream string, auth Authenticator) *provider {
+func toyProvider(t *testing.T, upstream string, auth Authenticator) *ProviderBase {
 	t.Helper()
 	ctx, err := caddy.ProvisionContext(&caddy.Config{})
 	if err != nil {
@@ -52,17 +55,71 @@ func toyProvider(t *testing.T, upstream string, auth Authenticator) *provider {
 	if err := b.ProvisionBase(ctx, ProviderType{Name: "toy", Auth: auth}); err != nil {
 		t.Fatal(err)
 	}
-	return &provider{name: "toy", base: b}
+	return b
 }
 
-// clientRequest is a client's request as Caddy's server hands it to a
-// handler, with the gateway key that must never reach the provider.
-func clientRequest(t *testing.T) (*http.Request, *httptest.ResponseRecorder) {
+// toyChat is a provider type's chat translator for these tests: it sends
+// req, whatever the call; its answers pass as they are (or translate
+// fails), its stream translator is stream (nil: the events are unified
+// chunks already), its errors go through mapError (nil: mapBody).
+type toyChat struct {
+	req       providers.Request
+	translate func(body []byte) ([]byte, error)
+	stream    func() providers.StreamTranslator
+	mapError  func(int, http.Header, []byte) *providers.Error
+}
+
+func (c toyChat) ChatRequest([]byte, string) (providers.Request, error) { return c.req, nil }
+
+func (c toyChat) ChatResponse(body []byte) ([]byte, providers.Used, error) {
+	if c.translate != nil {
+		out, err := c.translate(body)
+		return out, providers.Used{}, err
+	}
+	return body, providers.Used{}, nil
+}
+
+func (c toyChat) ChatStream(providers.StreamOptions) providers.StreamTranslator {
+	if c.stream == nil {
+		return nil
+	}
+	return c.stream()
+}
+
+func (c toyChat) Error(status int, h http.Header, body []byte) *providers.Error {
+	if c.mapError != nil {
+		return c.mapError(status, h, body)
+	}
+	return mapBody(status, h, body)
+}
+
+// contractCall serves a chat call (streamed or not) of the model toy/m,
+// from a client's request as Caddy's server hands it to a handler (with
+// the gateway key that must never reach the provider), through a gateway
+// whose one provider is b with the translator chat. It returns the
+// outcome, what the client got, and the gateway's log.
+func contractCall(t *testing.T, b *ProviderBase, chat toyChat, stream bool) (*gateway.Outcome, *httptest.ResponseRecorder, *zapobserver.ObservedLogs) {
 	t.Helper()
+	core, logs := zapobserver.New(zap.DebugLevel)
+	gw, err := gateway.New(gateway.Config{Providers: map[string]*gateway.Provider{
+		"toy": gateway.NewProvider("toy", "toy", nil, Endpoints{Chat: chat}, b.upstream)}, Logger: zap.New(core)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	r := httptest.NewRequest(http.MethodPost, "http://gateway.example/v1/chat/completions?client=query", strings.NewReader(`{}`))
 	r.Header.Set("Authorization", "Bearer mg-gateway-key")
 	rec := httptest.NewRecorder()
-	return caddyhttp.PrepareRequest(r, caddy.NewReplacer(), rec, &caddyhttp.Server{}), rec
+	r = caddyhttp.PrepareRequest(r, caddy.NewReplacer(), rec, &caddyhttp.Server{})
+	body := `{"model":"toy/m","messages":[{"role":"user","content":"hi"}]}`
+	if stream {
+		body = `{"model":"toy/m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`
+	}
+	o := &gateway.Outcome{Header: rec.Header()}
+	gw.Serve(r.Context(), &gateway.Call{API: gateway.APIChat, Body: []byte(body), Header: r.Header, Sink: responseSink{rec}, Log: zap.New(core)}, o)
+	if !o.Streamed {
+		WriteJSON(rec, o.Status, o.Body)
+	}
+	return o, rec, logs
 }
 
 // seen is what the toy upstream received.
@@ -102,11 +159,9 @@ func TestContractQuery(t *testing.T) {
 		{"no query: the client's is never forwarded", "/chat", "", "/toy/v1/chat"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, rec := clientRequest(t)
-			status, f := p.forward(rec, r, providers.Request{Path: tc.path, Query: tc.query, Body: []byte(`{"q":1}`)},
-				exchange{translate: func(b []byte) ([]byte, error) { return b, nil }, mapError: mapBody})
-			if f != nil || status != 200 {
-				t.Fatalf("status %d, failure %+v", status, f)
+			o, _, _ := contractCall(t, p, toyChat{req: providers.Request{Path: tc.path, Query: tc.query, Body: []byte(`{"q":1}`)}}, false)
+			if o.Status != 200 {
+				t.Fatalf("status %d, %+v", o.Status, o.Err)
 			}
 			req, _ := got.last()
 			if req.RequestURI != tc.wantURI {
@@ -152,12 +207,9 @@ func TestContractSignedRequest(t *testing.T) {
 	}))
 	defer up.Close()
 	p := toyProvider(t, up.URL, signer)
-	r, rec := clientRequest(t)
 	body := []byte(`{"model":"m","messages":[{"role":"user","content":"sign me"}]}`)
-	status, f := p.forward(rec, r, providers.Request{Path: "/converse", Query: "a=1", Body: body},
-		exchange{translate: func(b []byte) ([]byte, error) { return b, nil }, mapError: mapBody})
-	if f != nil || status != 200 {
-		t.Fatalf("the upstream refused the signature: status %d, %+v", status, f)
+	if o, _, _ := contractCall(t, p, toyChat{req: providers.Request{Path: "/converse", Query: "a=1", Body: body}}, false); o.Status != 200 {
+		t.Fatalf("the upstream refused the signature: status %d, %+v", o.Status, o.Err)
 	}
 	req, gotBody := got.last()
 	if !bytes.Equal(gotBody, body) || req.Host != strings.TrimPrefix(up.URL, "http://") {
@@ -169,11 +221,9 @@ func TestContractSignedRequest(t *testing.T) {
 	failing := toyProvider(t, up.URL, AuthenticatorFunc(func(*http.Request, []byte) error {
 		return errors.New("no credentials in the chain: secret-detail")
 	}))
-	r, rec = clientRequest(t)
-	_, f = failing.forward(rec, r, providers.Request{Path: "/converse", Body: body},
-		exchange{translate: func(b []byte) ([]byte, error) { return b, nil }, mapError: mapBody})
-	if f == nil || f.err.Status != http.StatusBadGateway || f.err.Code != "upstream_auth_failed" || strings.Contains(f.err.Message, "secret-detail") {
-		t.Fatalf("failing authenticator: %+v", f)
+	o, _, _ := contractCall(t, failing, toyChat{req: providers.Request{Path: "/converse", Body: body}}, false)
+	if o.Status != http.StatusBadGateway || o.Err.Code != "upstream_auth_failed" || strings.Contains(o.Err.Message, "secret-detail") {
+		t.Fatalf("failing authenticator: %+v", o.Err)
 	}
 }
 
@@ -196,11 +246,9 @@ func TestContractRefreshedToken(t *testing.T) {
 		_, _ = w.Write([]byte(`{}`))
 	}))
 	defer up.Close()
-	call := func(p *provider) string {
-		r, rec := clientRequest(t)
-		if _, f := p.forward(rec, r, providers.Request{Path: "/x", Body: []byte(`{}`)},
-			exchange{translate: func(b []byte) ([]byte, error) { return b, nil }, mapError: mapBody}); f != nil {
-			t.Fatal(f.err)
+	call := func(p *ProviderBase) string {
+		if o, _, _ := contractCall(t, p, toyChat{req: providers.Request{Path: "/x", Body: []byte(`{}`)}}, false); o.Status != 200 {
+			t.Fatal(o.Err)
 		}
 		req, _ := got.last()
 		return req.Header.Get("Authorization")
@@ -254,6 +302,8 @@ func (s *toyStream) Event(dst, ev []byte) ([]byte, error) {
 
 func (s *toyStream) Close(dst []byte) []byte { return append(dst, "data: [DONE]\n\n"...) }
 
+func (s *toyStream) Usage() providers.Used { return providers.Used{} }
+
 func frame(s string) []byte {
 	return append(binary.BigEndian.AppendUint32(nil, uint32(len(s))), s...)
 }
@@ -270,12 +320,11 @@ func TestContractFraming(t *testing.T) {
 	}))
 	defer up.Close()
 	p := toyProvider(t, up.URL, nil)
-	r, rec := clientRequest(t)
 	tr := &toyStream{}
-	status, f := p.forward(rec, r, providers.Request{Path: "/stream", Body: []byte(`{}`), Framing: toyFraming{}},
-		exchange{stream: true, tr: tr, mapError: mapBody})
-	if f != nil || status != 200 {
-		t.Fatalf("status %d, %+v", status, f)
+	o, rec, _ := contractCall(t, p, toyChat{req: providers.Request{Path: "/stream", Body: []byte(`{}`), Framing: toyFraming{}},
+		stream: func() providers.StreamTranslator { return tr }}, true)
+	if !o.Streamed || o.Status != 200 {
+		t.Fatalf("status %d, %+v", o.Status, o.Err)
 	}
 	want := "data: {\"text\":\"one\"}\n\ndata: {\"text\":\"two\"}\n\ndata: {\"text\":\"three\"}\n\ndata: [DONE]\n\n"
 	if rec.Body.String() != want || rec.Header().Get("Content-Type") != "text/event-stream" || tr.events != 3 {
@@ -284,11 +333,11 @@ func TestContractFraming(t *testing.T) {
 
 	// Without a framing of its own, a request's stream is SSE: a toy-framed
 	// answer is not a stream then.
-	r, rec = clientRequest(t)
-	if status, f = p.forward(rec, r, providers.Request{Path: "/stream", Body: []byte(`{}`)},
-		exchange{stream: true, tr: &toyStream{}, translate: func([]byte) ([]byte, error) { return nil, errors.New("not JSON") },
-			mapError: mapBody}); f == nil || f.err.Code != "bad_upstream_response" {
-		t.Fatalf("SSE default: status %d, %+v", status, f)
+	o, _, _ = contractCall(t, p, toyChat{req: providers.Request{Path: "/stream", Body: []byte(`{}`)},
+		stream:    func() providers.StreamTranslator { return &toyStream{} },
+		translate: func([]byte) ([]byte, error) { return nil, errors.New("not JSON") }}, true)
+	if o.Streamed || o.Err == nil || o.Err.Code != "bad_upstream_response" {
+		t.Fatalf("SSE default: status %d, %+v", o.Status, o.Err)
 	}
 }
 
@@ -302,18 +351,16 @@ func TestContractErrorMapping(t *testing.T) {
 	}))
 	defer up.Close()
 	p := toyProvider(t, up.URL, nil)
-	r, rec := clientRequest(t)
 	mapError := func(status int, h http.Header, body []byte) *providers.Error {
 		if typ, _, _ := strings.Cut(h.Get("X-Toy-Error-Type"), ":"); typ == "Throttled" {
 			return &providers.Error{Status: http.StatusTooManyRequests, Type: "rate_limit_error", Code: "rate_limit_exceeded", Message: "throttled"}
 		}
 		return providers.ErrorFromBody(status, body)
 	}
-	_, f := p.forward(rec, r, providers.Request{Path: "/x", Body: []byte(`{}`)}, exchange{mapError: mapError})
-	if f == nil || f.err.Status != 429 || f.err.Code != "rate_limit_exceeded" || !f.retryable() {
-		t.Fatalf("mapped %+v", f)
+	o, rec, _ := contractCall(t, p, toyChat{req: providers.Request{Path: "/x", Body: []byte(`{}`)}, mapError: mapError}, false)
+	if o.Err == nil || o.Status != 429 || o.Err.Code != "rate_limit_exceeded" || !o.Retryable || o.RetryAfter != 7*time.Second {
+		t.Fatalf("mapped %d %+v %+v", o.Status, o.Err, o)
 	}
-	f.write(rec, openAIAPI)
 	if rec.Code != 429 || rec.Header().Get("Retry-After") != "7" || rec.Header().Get("X-Toy-Error-Type") != "" {
 		t.Fatalf("client got %d %v %s", rec.Code, rec.Header(), rec.Body)
 	}
@@ -350,13 +397,13 @@ func TestContractAnswersScrubbed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	newProvider := func(t *testing.T, typ ProviderType, apiKey string) *provider {
+	newProvider := func(t *testing.T, typ ProviderType, apiKey string) *ProviderBase {
 		b := &ProviderBase{BaseURL: up.URL + "/toy/v1", APIKey: apiKey}
 		typ.Name, typ.Secrets = "toy", []string{secret}
 		if err := b.ProvisionBase(ctx, typ); err != nil {
 			t.Fatal(err)
 		}
-		return &provider{name: "toy", base: b}
+		return b
 	}
 	leaks := func(t *testing.T, what, s string) {
 		t.Helper()
@@ -368,27 +415,16 @@ func TestContractAnswersScrubbed(t *testing.T) {
 	}
 	for _, p := range []struct {
 		name string
-		p    *provider
+		p    *ProviderBase
 	}{
 		{"api_key in x-api-key", newProvider(t, ProviderType{KeyHeader: "x-api-key"}, key)},
 		{"a token", newProvider(t, ProviderType{Auth: NewTokenAuth(oauth2.StaticTokenSource(&oauth2.Token{AccessToken: token}))}, "")},
 	} {
 		for _, status := range []int{400, 429, 500, 200} {
 			t.Run(fmt.Sprintf("%s, %d", p.name, status), func(t *testing.T) {
-				r, rec := clientRequest(t)
-				got, f := p.p.forward(rec, r, providers.Request{Path: "/" + strconv.Itoa(status), Body: []byte(`{}`)},
-					exchange{stream: status == 200, mapError: mapBody, translate: func(b []byte) ([]byte, error) { return b, nil }})
-				if f != nil {
-					// A failure a fallback may retry: what the client
-					// gets if none does, and what the WARN line says.
-					if f.cause != nil {
-						t.Fatalf("the provider could not be reached: %v", f.cause)
-					}
-					f.write(rec, nil)
-					got = f.err.Status
-				}
-				if got != status {
-					t.Fatalf("status %d, want %d", got, status)
+				o, rec, logs := contractCall(t, p.p, toyChat{req: providers.Request{Path: "/" + strconv.Itoa(status), Body: []byte(`{}`)}}, status == 200)
+				if o.Status != status || o.Err != nil && o.Err.Code == "upstream_unreachable" {
+					t.Fatalf("status %d, want %d (%+v)", o.Status, status, o.Err)
 				}
 				if !strings.Contains(rec.Body.String(), received) {
 					t.Fatalf("the answer does not pass the provider's message on; the check proves nothing: %s", rec.Body)
@@ -397,8 +433,9 @@ func TestContractAnswersScrubbed(t *testing.T) {
 				for k, v := range rec.Header() {
 					leaks(t, "the client's "+k+" header", strings.Join(v, " "))
 				}
-				if f != nil {
-					leaks(t, "the failure's message", f.err.Message)
+				// What a failure a fallback may retry says in the WARN line.
+				for _, e := range logs.All() {
+					leaks(t, "the log line "+e.Message, fmt.Sprint(e.ContextMap()))
 				}
 			})
 		}
@@ -407,13 +444,13 @@ func TestContractAnswersScrubbed(t *testing.T) {
 	p := newProvider(t, ProviderType{Auth: AuthenticatorFunc(func(*http.Request, []byte) error {
 		return errors.New("the token endpoint refused the client secret " + secret)
 	})}, "")
-	r, rec := clientRequest(t)
-	_, f := p.forward(rec, r, providers.Request{Path: "/200", Body: []byte(`{}`)}, exchange{mapError: mapBody})
-	if f == nil || f.cause == nil || f.err.Code != "upstream_auth_failed" {
-		t.Fatalf("failure %+v, want a failed authentication", f)
+	o, _, logs := contractCall(t, p, toyChat{req: providers.Request{Path: "/200", Body: []byte(`{}`)}}, false)
+	if o.Err == nil || o.Err.Code != "upstream_auth_failed" || logs.Len() == 0 {
+		t.Fatalf("failure %+v (log %v), want a failed authentication", o.Err, logs.All())
 	}
-	leaks(t, "the cause", f.cause.Error())
-	if !strings.Contains(f.cause.Error(), "the client secret REDACTED") {
-		t.Errorf("cause %q", f.cause)
+	cause := fmt.Sprint(logs.All()[0].ContextMap()["cause"])
+	leaks(t, "the cause", cause)
+	if !strings.Contains(cause, "the client secret REDACTED") {
+		t.Errorf("cause %q", cause)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/caddyserver/caddy/v2"
 
+	"github.com/modelgate/modelgate/gateway"
 	"github.com/modelgate/modelgate/providers"
 )
 
@@ -73,7 +74,7 @@ func AllowMethod(w http.ResponseWriter, r *http.Request, methods ...string) bool
 	}
 	allow := strings.Join(methods, ", ")
 	w.Header().Set("Allow", allow)
-	apiForPath(r.URL.Path).writeError(w, &providers.Error{
+	writeAPIError(w, apiForPath(r.URL.Path), &providers.Error{
 		Status: http.StatusMethodNotAllowed, Type: "invalid_request_error", Code: "method_not_allowed",
 		Message: fmt.Sprintf("%s %s is not supported: use %s", r.Method, r.URL.Path, allow),
 	})
@@ -93,15 +94,24 @@ func BadRequest(param, msg string) *providers.Error {
 	return &providers.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Param: param, Message: msg}
 }
 
-func notFound(param, msg string) *providers.Error {
-	return &providers.Error{Status: http.StatusNotFound, Type: "invalid_request_error", Param: param, Message: msg}
+func notFound(param, msg string) *providers.Error { return gateway.NotFound(param, msg) }
+
+// writeAPIError writes e in the shape of api (OpenAI's, or Anthropic's on
+// the Messages API).
+func writeAPIError(w http.ResponseWriter, api gateway.API, e *providers.Error) {
+	status, body := api.ErrorBody(e)
+	delete(w.Header(), "Content-Encoding")
+	WriteJSON(w, status, body)
 }
 
-// modelNotFound is the 404 OpenAI gives for a model it does not know.
-func modelNotFound(model string) *providers.Error {
-	e := notFound("model", fmt.Sprintf("the model %q does not exist or you do not have access to it", model))
-	e.Code = "model_not_found"
-	return e
+// apiForPath is the API a path belongs to, for the shape of its errors:
+// the Messages API's (Anthropic's shape; modelgate_auth's too), else
+// OpenAI's.
+func apiForPath(path string) gateway.API {
+	if path == "/v1/messages" || strings.HasPrefix(path, "/v1/messages/") {
+		return gateway.APIMessages
+	}
+	return gateway.APIChat
 }
 
 // ConfiguredApp returns the modelgate app of the config ctx belongs to, or

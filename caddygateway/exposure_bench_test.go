@@ -61,6 +61,7 @@ func BenchmarkExposureFakeKeys(b *testing.B) {
 			fs := &certmagic.FileStorage{Path: b.TempDir()}
 			g.app.managed = keys.NewManager(fs, "modelgate")
 			withAccounts(g.app, fs)
+			g.rebuild(b)
 			for i := range stored {
 				if _, _, err := g.app.managed.Create(context.Background(), keys.NewKey{Name: fmt.Sprint("k", i)}); err != nil {
 					b.Fatal(err)
@@ -72,7 +73,7 @@ func BenchmarkExposureFakeKeys(b *testing.B) {
 				if err := g.serveModelgate(w, g.request(w, "/v1/chat/completions", body, hdr...)); err != nil || w.status != 200 {
 					b.Fatalf("status %d, error %v", w.status, err)
 				}
-				g.app.exposures.wait()
+				g.app.gw.WaitExposures()
 			}
 			serve()
 			b.ReportAllocs()

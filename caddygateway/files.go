@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/modelgate/modelgate/batch"
+	"github.com/modelgate/modelgate/gateway"
 	"github.com/modelgate/modelgate/providers"
 )
 
@@ -26,7 +27,7 @@ import (
 //	GET    /v1/files/{id}/content  its bytes
 //
 // Files belong to the owner of the key that uploaded them (a static key's
-// owner is apart from every managed key's: see Key.storageOwner); other
+// owner is apart from every managed key's: see Key.StorageOwner); other
 // owners get 404. Uploads and downloads are streamed through the storage in parts.
 
 // multipartSlack is what a multipart body may add to a file's size
@@ -34,11 +35,11 @@ import (
 const multipartSlack = 64 << 10
 
 // owner returns the owner the request's key keeps its files, batches and
-// stored responses under (Key.storageOwner), or answers 401: they need to
+// stored responses under (Key.StorageOwner), or answers 401: they need to
 // know whose they are.
 func owner(w http.ResponseWriter, r *http.Request) (string, bool) {
 	if k, ok := caddyhttp.GetVar(r.Context(), ctxKeyVar).(*Key); ok && k != nil {
-		return k.storageOwner(), true
+		return k.StorageOwner(), true
 	}
 	writeError(w, &providers.Error{Status: http.StatusUnauthorized, Type: "invalid_request_error", Code: "invalid_api_key",
 		Message: "files and batches belong to an API key's owner: this route needs modelgate_auth before modelgate"})
@@ -87,7 +88,7 @@ func (h *Handler) serveFiles(w http.ResponseWriter, r *http.Request, rest string
 
 // endpointFiles is POST /v1/files to the limits: a request that costs
 // nothing, counted against requests per minute.
-var endpointFiles = endpoint{label: "files", free: true}
+const endpointFiles = gateway.APIFiles
 
 func (h *Handler) createFile(w http.ResponseWriter, r *http.Request, who string) {
 	done, ok := h.app.admitRequest(w, r, requestKey(r), endpointFiles)
@@ -157,7 +158,7 @@ func (h *Handler) createFile(w http.ResponseWriter, r *http.Request, who string)
 			switch {
 			case errors.Is(err, batch.ErrTooLarge) && readLimit < limit:
 				quota := h.app.StorageQuota.limit(who)
-				writeError(w, storageQuotaExceeded("file", quota-readLimit, quota))
+				writeError(w, gateway.QuotaExceeded("file", quota-readLimit, quota))
 				return
 			case errors.Is(err, batch.ErrTooLarge):
 				writeError(w, fileTooLarge(limit))

@@ -16,6 +16,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/modelgate/modelgate/batch"
+	"github.com/modelgate/modelgate/gateway"
 	"github.com/modelgate/modelgate/internal/storagetest"
 	"github.com/modelgate/modelgate/keys"
 )
@@ -101,7 +102,7 @@ func TestUploadCutShort(t *testing.T) {
 	if rec := g.upload(t, benchStaticKey, body, ct); rec.Code != http.StatusOK || gjson.Get(rec.Body.String(), "bytes").Int() != int64(len(content)) {
 		t.Fatalf("the whole upload: %d %s", rec.Code, rec.Body)
 	}
-	if page, err := g.app.store.ListFiles(context.Background(), staticOwnerPrefix+"bench", batch.ListOptions{Limit: 10}); err != nil || len(page.Data) != 1 {
+	if page, err := g.app.store.ListFiles(context.Background(), gateway.StaticOwnerPrefix+"bench", batch.ListOptions{Limit: 10}); err != nil || len(page.Data) != 1 {
 		t.Errorf("files after one whole upload: %+v %v", page.Data, err)
 	}
 }
@@ -159,7 +160,7 @@ func TestFreeRequestsCountAgainstRequestsPerMinute(t *testing.T) {
 					t.Fatalf("the 3rd upload of the minute: %d %s %v", rec.Code, body, rec.Header())
 				}
 			}
-			if page, err := g.app.store.ListFiles(context.Background(), staticOwnerPrefix+"bench", batch.ListOptions{Limit: 10}); err != nil || len(page.Data) != 2 {
+			if page, err := g.app.store.ListFiles(context.Background(), gateway.StaticOwnerPrefix+"bench", batch.ListOptions{Limit: 10}); err != nil || len(page.Data) != 2 {
 				t.Errorf("files after a refused upload: %d %v", len(page.Data), err)
 			}
 			if n := len(mem.Keys("modelgate/")); n != 4 { // two files: a part and meta.json each

@@ -1,7 +1,6 @@
 package caddygateway
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -14,8 +13,9 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
-	"github.com/modelgate/modelgate/keys"
+	"github.com/modelgate/modelgate/gateway"
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/messages"
 )
 
 func init() {
@@ -79,53 +79,25 @@ func (h *Handler) Validate() error {
 // ServeHTTP routes the request to the endpoint for its path.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyhttp.Handler) error {
 	path := r.URL.Path
-	if strings.Contains(r.URL.RawQuery, keys.Prefix) {
-		h.app.scanExposure(r.Method+" "+path, r.URL.RawQuery, nil, sender(requestKey(r)))
-	}
+	h.app.gw.ScanQuery(r.Method, path, r.URL.RawQuery, requestKey(r))
 	switch {
 	case path == "/v1/chat/completions":
-		if !AllowMethod(w, r, http.MethodPost) {
-			return nil
-		}
-		if body, ok := h.body(w, r, endpointChat); ok {
-			h.app.dispatch.chat(w, r, body, requestKey(r), h.logger)
-		}
+		h.serveCall(w, r, gateway.APIChat)
 		return nil
 	case path == "/v1/rerank" || path == "/v1/reranker":
-		if !AllowMethod(w, r, http.MethodPost) {
-			return nil
-		}
-		if body, ok := h.body(w, r, endpointRerank); ok {
-			h.app.dispatch.rerank(w, r, body, requestKey(r), h.logger)
-		}
+		h.serveCall(w, r, gateway.APIRerank)
 		return nil
 	case path == "/v1/embeddings":
-		if !AllowMethod(w, r, http.MethodPost) {
-			return nil
-		}
-		if body, ok := h.body(w, r, endpointEmbeddings); ok {
-			h.app.dispatch.embeddings(w, r, body, requestKey(r), h.logger)
-		}
+		h.serveCall(w, r, gateway.APIEmbeddings)
 		return nil
-	case path == "/v1/messages" || path == "/v1/messages/count_tokens":
-		if !AllowMethod(w, r, http.MethodPost) {
-			return nil
-		}
-		e, serve := endpointMessages, h.app.dispatch.messages
-		if path == "/v1/messages/count_tokens" {
-			e, serve = endpointCountTokens, h.app.dispatch.countTokens
-		}
-		if body, ok := h.body(w, r, e); ok {
-			serve(w, r, body, requestKey(r), h.logger)
-		}
+	case path == "/v1/messages":
+		h.serveCall(w, r, gateway.APIMessages)
+		return nil
+	case path == "/v1/messages/count_tokens":
+		h.serveCall(w, r, gateway.APICountTokens)
 		return nil
 	case path == "/v1/responses":
-		if !AllowMethod(w, r, http.MethodPost) {
-			return nil
-		}
-		if body, ok := h.body(w, r, endpointResponses); ok {
-			h.app.dispatch.responses(w, r, body, requestKey(r), h.app.responseStore(), h.logger)
-		}
+		h.serveCall(w, r, gateway.APIResponses)
 		return nil
 	case strings.HasPrefix(path, "/v1/responses/"):
 		h.serveStoredResponse(w, r, strings.TrimPrefix(path, "/v1/responses/"))
@@ -160,7 +132,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 		// OpenAI's own answer to a path it does not serve (Anthropic's
 		// shape under /v1/messages/); an empty 200 from the next handler
 		// would be unreadable to an SDK.
-		apiForPath(path).writeError(w, &providers.Error{
+		writeAPIError(w, apiForPath(path), &providers.Error{
 			Status: http.StatusNotFound, Type: "invalid_request_error", Code: "unknown_url",
 			Message: fmt.Sprintf("Invalid URL (%s %s)", r.Method, path),
 		})
@@ -169,22 +141,43 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request, next caddyht
 	return next.ServeHTTP(w, r)
 }
 
-// body reads the request body of an endpoint call, or answers the error.
-// A managed key in it (a key pasted into a prompt or a tool result) is
-// reported exposed: it is on its way into a provider's logs.
-func (h *Handler) body(w http.ResponseWriter, r *http.Request, e endpoint) ([]byte, bool) {
+// serveCall serves a call to api: it reads the body, has the gateway serve
+// it, with the request's placeholders answered from its outcome as it is
+// served, and writes the outcome, unless the gateway streamed it (or the
+// client has gone). A settled call's fields go into the access log entry.
+func (h *Handler) serveCall(w http.ResponseWriter, r *http.Request, api gateway.API) {
+	if !AllowMethod(w, r, http.MethodPost) {
+		return
+	}
 	body, perr := readBody(r, h.MaxRequestBody)
 	if perr != nil {
-		writeEndpointError(w, e, "", perr)
-		return nil, false
+		writeAPIError(w, api, perr)
+		observeRequest(api.String(), "", perr.Status)
+		return
 	}
-	// Nearly no request holds a managed key: the request and its sender
-	// are named (two strings built) only for one that may.
-	if bytes.Contains(body, keyPattern) {
-		h.app.scanExposure(r.Method+" "+r.URL.Path, "", body, sender(requestKey(r)))
+	o := &gateway.Outcome{Header: w.Header()}
+	r.Context().Value(caddy.ReplacerCtxKey).(*caddy.Replacer).Map((*outcome)(o).placeholder)
+	c := gateway.Call{API: api, Body: body, Header: r.Header, Key: requestKey(r), Sink: responseSink{w}, Path: r.URL.Path, Log: h.logger}
+	h.app.gw.Serve(r.Context(), &c, o)
+	if o.Settled {
+		logSettled(r, o)
 	}
-	return body, true
+	if o.Streamed || o.Status == 0 {
+		return
+	}
+	if o.Err != nil {
+		delete(w.Header(), "Content-Encoding")
+	}
+	WriteJSON(w, o.Status, o.Body)
 }
+
+// responseSink is the client's connection as a stream's sink: the
+// response writer, flushed through http.ResponseController.
+type responseSink struct{ w http.ResponseWriter }
+
+func (s responseSink) WriteHeader(status int)      { s.w.WriteHeader(status) }
+func (s responseSink) Write(p []byte) (int, error) { return s.w.Write(p) }
+func (s responseSink) Flush() error                { return http.NewResponseController(s.w).Flush() }
 
 // readBody reads the request body up to limit bytes. A body whose length
 // the client declared is read into one buffer of that length plus the
@@ -223,7 +216,7 @@ func readBody(r *http.Request, limit int64) ([]byte, *providers.Error) {
 }
 
 func (h *Handler) serveModels(w http.ResponseWriter, _ *http.Request) {
-	ids := h.app.dispatch.modelIDs()
+	ids := h.app.gw.ModelIDs()
 	b := make([]byte, 0, 64+80*len(ids))
 	b = append(b, `{"object":"list","data":[`...)
 	for i, m := range ids {
@@ -237,23 +230,78 @@ func (h *Handler) serveModels(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (h *Handler) serveModel(w http.ResponseWriter, id string) {
-	for _, m := range h.app.dispatch.modelIDs() {
-		if m.id == id {
+	for _, m := range h.app.gw.ModelIDs() {
+		if m.ID == id {
 			WriteJSON(w, http.StatusOK, h.appendModel(nil, m))
 			return
 		}
 	}
-	writeError(w, modelNotFound(id))
+	writeError(w, gateway.ModelNotFound(id))
 }
 
-func (h *Handler) appendModel(b []byte, m modelID) []byte {
+func (h *Handler) appendModel(b []byte, m gateway.ModelID) []byte {
 	b = append(b, `{"id":`...)
-	b = providers.AppendString(b, m.id)
+	b = providers.AppendString(b, m.ID)
 	b = append(b, `,"object":"model","created":`...)
 	b = strconv.AppendInt(b, h.created, 10)
 	b = append(b, `,"owned_by":`...)
-	b = providers.AppendString(b, m.owner)
+	b = providers.AppendString(b, m.Owner)
 	return append(b, '}')
+}
+
+// serveStoredResponse answers GET and DELETE /v1/responses/{id} and GET
+// /v1/responses/{id}/input_items for the key's owner
+// (gateway.StoredResponse).
+func (h *Handler) serveStoredResponse(w http.ResponseWriter, r *http.Request, rest string) {
+	who, ok := owner(w, r)
+	if !ok {
+		return
+	}
+	id, sub, _ := strings.Cut(rest, "/")
+	if sub != "" && sub != "input_items" {
+		writeError(w, notFound("path", "no such path: "+r.URL.Path))
+		return
+	}
+	methods := []string{http.MethodGet, http.MethodDelete}
+	if sub != "" {
+		methods = methods[:1]
+	}
+	if !AllowMethod(w, r, methods...) {
+		return
+	}
+	o := &gateway.Outcome{Header: w.Header()}
+	h.app.gw.StoredResponse(r.Context(), gateway.StoredRequest{Method: r.Method, Owner: who, ID: id, Items: sub != "",
+		Query: r.URL.Query(), Header: r.Header}, o)
+	if o.Err != nil {
+		delete(w.Header(), "Content-Encoding")
+	}
+	WriteJSON(w, o.Status, o.Body)
+}
+
+// serveAnthropicModels answers GET /v1/models and /v1/models/{id} in
+// Anthropic's shape, for a client that sent anthropic-version.
+func (h *Handler) serveAnthropicModels(w http.ResponseWriter, r *http.Request, id string) {
+	ids := h.app.gw.ModelIDs()
+	names := make([]string, len(ids))
+	for i, m := range ids {
+		names[i] = m.ID
+	}
+	if id != "" {
+		for _, n := range names {
+			if n == id {
+				WriteJSON(w, http.StatusOK, messages.ModelInfo(id))
+				return
+			}
+		}
+		writeAPIError(w, gateway.APIMessages, gateway.ModelNotFound(id))
+		return
+	}
+	page, err := messages.ParseModelPage(r.URL.Query())
+	if err != nil {
+		writeAPIError(w, gateway.APIMessages, gateway.AsProviderError(err))
+		return
+	}
+	WriteJSON(w, http.StatusOK, messages.ModelList(names, page))
 }
 
 // Interface guards

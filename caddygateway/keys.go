@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/caddyserver/caddy/v2"
+
+	"github.com/modelgate/modelgate/gateway"
 	"github.com/modelgate/modelgate/keys"
 )
 
@@ -27,58 +29,22 @@ type StaticKey struct {
 	SHA256 string `json:"sha256,omitempty"`
 }
 
-// Key is an authenticated caller, as the handlers see it.
-type Key struct {
-	Name  string
-	Owner string
+// Key is an authenticated caller, as the handlers see it: the gateway's.
+type Key = gateway.Key
 
-	// ID is a managed key's id; empty for static keys.
-	ID string
-	// Models limits a managed key to these models; empty: every model.
-	Models []string
-	// Limits and Budget are a managed key's own; nil: the configured
-	// ones (LimitsConfig).
-	Limits *keys.Limits
-	Budget *keys.Budget
-}
-
-// staticOwnerPrefix starts the owner a static key's files, batches and
-// stored responses are kept under: "\x00static:" and the key's name. A
-// managed key's owner can never be that, since owners (and names, the
-// default owner) with control characters are refused when a key is
-// created; so a managed key given a static key's name as its owner never
-// shares what the static key holds, whichever instance's config has which
-// static keys. Managed keys' owners, which account holders' accounts will
-// be, are kept under their own name.
-const staticOwnerPrefix = "\x00static:"
-
-// storageOwner is the owner k's files, batches and stored responses are
-// kept under, and which other owners cannot reach: a managed key's owner,
-// or a static key's own owner, apart from every managed key's.
-func (k *Key) storageOwner() string {
-	if k.ID == "" {
-		return staticOwnerPrefix + k.Name
+// keyPlaceholders answers the placeholders of a request the key k
+// authenticated: {http.modelgate.key}, the key's name (never its secret),
+// and {http.auth.user.id}, its owner.
+func keyPlaceholders(k *Key) caddy.ReplacerFunc {
+	return func(name string) (any, bool) {
+		switch name {
+		case "http.modelgate.key":
+			return k.Name, true
+		case "http.auth.user.id":
+			return k.Owner, true
+		}
+		return nil, false
 	}
-	return k.Owner
-}
-
-// ownerName is the owner a storage owner (storageOwner) names, for events
-// and logs: a static key's name, or a managed key's owner.
-func ownerName(storageOwner string) string {
-	return strings.TrimPrefix(storageOwner, staticOwnerPrefix)
-}
-
-// placeholder answers the placeholders of a request the key authenticated:
-// {http.modelgate.key}, the key's name (never its secret), and
-// {http.auth.user.id}, its owner.
-func (k *Key) placeholder(name string) (any, bool) {
-	switch name {
-	case "http.modelgate.key":
-		return k.Name, true
-	case "http.auth.user.id":
-		return k.Owner, true
-	}
-	return nil, false
 }
 
 // hasPlaceholder reports whether s holds a {placeholder} to resolve later.

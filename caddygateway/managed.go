@@ -12,8 +12,8 @@ import (
 	"github.com/caddyserver/caddy/v2/modules/caddyhttp"
 	"go.uber.org/zap"
 
+	"github.com/modelgate/modelgate/gateway"
 	"github.com/modelgate/modelgate/keys"
-	"github.com/modelgate/modelgate/providers"
 )
 
 // defaultKeyRefresh is how often managed keys are reloaded from storage.
@@ -29,7 +29,6 @@ func (a *App) provisionManagedKeys(ctx caddy.Context) error {
 		a.KeyRefresh = caddy.Duration(defaultKeyRefresh)
 	}
 	a.managed = keys.NewManager(a.storage, "modelgate")
-	a.exposures = newExposureQueue(a.checkExposure, a.logger)
 	a.managed.Changed = func(id string) {
 		a.publish(channelKeys, id)
 		// A deleted key's batches are cancelled at the runner's next
@@ -108,34 +107,7 @@ func (a *App) managedKey(secret string, digest [32]byte) (key *Key, malformed bo
 		return nil, false
 	}
 	a.managed.Touch(k.ID)
-	return &Key{Name: k.Name, Owner: k.Owner, ID: k.ID, Models: k.Models, Limits: k.Limits, Budget: k.Budget}, false
-}
-
-// allows reports whether the key may use the model as the client named it:
-// keys without a models list may use every model; a list holds model
-// names as clients send them (an alias, a bare name, "<provider>/<model>")
-// and "<provider>/*" for every model of a provider.
-func (k *Key) allows(model string) bool {
-	if k == nil || len(k.Models) == 0 {
-		return true
-	}
-	for _, m := range k.Models {
-		if m == model {
-			return true
-		}
-		if p, ok := strings.CutSuffix(m, "/*"); ok && strings.HasPrefix(model, p+"/") {
-			return true
-		}
-	}
-	return false
-}
-
-// modelNotAllowed is the 403 for a key limited to other models.
-func modelNotAllowed(model string) *providers.Error {
-	return &providers.Error{
-		Status: http.StatusForbidden, Type: "invalid_request_error", Code: "model_not_allowed", Param: "model",
-		Message: fmt.Sprintf("this API key may not use the model %q", model),
-	}
+	return gateway.FromManaged(k), false
 }
 
 // RequestKey returns the key modelgate_auth authenticated the request
@@ -151,3 +123,21 @@ func requestKey(r *http.Request) *Key { return RequestKey(r) }
 // ManagedKeys returns the manager of the app's managed keys, which the key
 // administration and secret-scanning modules work on.
 func (a *App) ManagedKeys() *keys.Manager { return a.managed }
+
+// ExposureReporter tells the owner of a newly exposed key and applies its
+// policy (auto_revoke): see gateway.ExposureReporter.
+type ExposureReporter = gateway.ExposureReporter
+
+// SetExposureReporter makes r the reporter of exposed keys.
+// modelgate_secret_scanning registers itself, so that exposures the gateway
+// finds are told as partner alerts are (with several such handlers, the one
+// provisioned last).
+func (a *App) SetExposureReporter(r ExposureReporter) { a.gw.SetExposureReporter(r) }
+
+// Exposed marks the managed key with this secret's digest exposed, as e
+// says where (gateway.Gateway.Exposed): found is false when no managed key
+// has that digest. The first exposure of a key is logged, emitted as
+// key_exposed and handed to r (nil: the registered reporter).
+func (a *App) Exposed(ctx context.Context, digest [32]byte, e keys.Exposure, r ExposureReporter) (found bool, err error) {
+	return a.gw.Exposed(ctx, digest, e, r)
+}

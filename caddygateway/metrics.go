@@ -8,7 +8,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/modelgate/modelgate/pricing"
+	"github.com/modelgate/modelgate/gateway"
+	"github.com/modelgate/modelgate/keys"
 )
 
 // metrics are modelgate's collectors. They are created once per process and
@@ -146,13 +147,13 @@ func statusLabel(status int) string {
 }
 
 // observeUpstream records one provider call; status 0 means no answer.
-func observeUpstream(provider string, status int, start time.Time) {
+func observeUpstream(provider string, status int, took time.Duration) {
 	upstreamChildren.get(struct {
 		provider string
 		status   int
 	}{provider, status}, func() prometheus.Observer {
 		return metrics.upstream.WithLabelValues(provider, statusLabel(status))
-	}).Observe(time.Since(start).Seconds())
+	}).Observe(took.Seconds())
 }
 
 // observeRequest records one answered request.
@@ -166,8 +167,8 @@ func observeRequest(endpoint, provider string, status int) {
 }
 
 // observeUsage counts what one answered request used and cost.
-func observeUsage(provider, model string, m *meter, cost pricing.Money, priced bool) {
-	u := m.usage
+func observeUsage(provider, model string, o *gateway.Outcome) {
+	u, cost, priced := o.Usage, o.Cost, o.Priced
 	add := func(kind string, n int64) {
 		if n > 0 {
 			tokenChildren.get(struct{ provider, model, kind string }{provider, model, kind}, func() prometheus.Counter {
@@ -195,10 +196,10 @@ func observeUsage(provider, model string, m *meter, cost pricing.Money, priced b
 	} else {
 		c.Inc()
 	}
-	if m.stream && !m.firstByte.IsZero() {
+	if o.Streamed && !o.FirstByte.IsZero() {
 		ttftChildren.get(provider, func() prometheus.Observer {
 			return metrics.ttft.WithLabelValues(provider)
-		}).Observe(m.firstByte.Sub(m.start).Seconds())
+		}).Observe(o.FirstByte.Sub(o.Start).Seconds())
 	}
 }
 
@@ -206,4 +207,67 @@ func observeUsage(provider, model string, m *meter, cost pricing.Money, priced b
 // up, for the reason.
 func exposureSkipped(reason string) prometheus.Counter {
 	return metrics.exposure.WithLabelValues(reason)
+}
+
+// observer is the app's gateway.Observer: what the gateway does goes into
+// the metrics, the events and the log.
+type observer struct{ a *App }
+
+var _ gateway.Observer = observer{}
+
+func (observer) Upstream(provider string, status int, took time.Duration) {
+	observeUpstream(provider, status, took)
+}
+
+func (observer) Fallback(_ *gateway.Call, t gateway.Target) {
+	metrics.fallbacks.WithLabelValues(t.Provider.Name).Inc()
+}
+
+// Answered counts the call, and what it used when it was settled.
+func (ob observer) Answered(c *gateway.Call, o *gateway.Outcome) {
+	provider := ""
+	if p := o.Target.Provider; p != nil {
+		provider = p.Name
+		if o.Settled {
+			observeUsage(p.Name, ob.a.modelLabel(p, o.Target.Model), o)
+		}
+	}
+	observeRequest(c.API.String(), provider, o.Status)
+}
+
+func (observer) Refused(limit, scope string) {
+	metrics.refusals.WithLabelValues(limit, scope).Inc()
+}
+
+func (observer) ExposureSkipped(reason string, n int) {
+	exposureSkipped(reason).Add(float64(n))
+}
+
+func (observer) Suspended() { metrics.suspended.Inc() }
+
+// KeyExposed emits key_exposed through Caddy's events app.
+func (ob observer) KeyExposed(k keys.Key, e keys.Exposure, revoked bool) {
+	a := ob.a
+	a.events.Emit(a.ctx, "key_exposed", map[string]any{
+		"key_id": k.ID, "name": k.Name, "owner": k.Owner, "hint": k.Hint,
+		"reporter": e.Reporter, "url": e.URL, "source": e.Source, "revoked": revoked,
+	})
+}
+
+// modelLabel is the model as the metrics name it: a model the
+// configuration or the price table knows, else "other", so that a client
+// cannot grow the metrics without bound by inventing model names.
+func (a *App) modelLabel(p *gateway.Provider, model string) string {
+	for _, m := range p.Models {
+		if m == model {
+			return model
+		}
+	}
+	if _, ok := a.knownModels[p.Name+"/"+model]; ok {
+		return model
+	}
+	if e, ok := a.prices.Lookup(p.Type, model); ok {
+		return e.Model()
+	}
+	return "other"
 }

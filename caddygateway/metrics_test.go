@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/modelgate/modelgate/gateway"
 	"github.com/modelgate/modelgate/pricing"
 )
 
@@ -37,11 +38,11 @@ func TestObserve(t *testing.T) {
 		return sample(t, metrics.unpriced, map[string]string{"provider": "metrics-test", "model": model})
 	}
 	in0, out0, cost0, unpriced0 := tokens("m", "input"), tokens("m", "output"), cost("m"), unpriced("other")
-	m := &meter{usage: usageInfo{Prompt: 100, Completion: 7, Known: true}}
+	priced := &gateway.Outcome{Usage: gateway.Usage{Prompt: 100, Completion: 7, Known: true}, Cost: pricing.Money(2500), Priced: true}
 	for range 2 {
-		observeUsage("metrics-test", "m", m, pricing.Money(2500), true)
+		observeUsage("metrics-test", "m", priced)
 	}
-	observeUsage("metrics-test", "other", m, 0, false)
+	observeUsage("metrics-test", "other", &gateway.Outcome{Usage: priced.Usage})
 	if in, out := tokens("m", "input")-in0, tokens("m", "output")-out0; in != 200 || out != 14 {
 		t.Errorf("tokens input +%v output +%v, want +200 +14", in, out)
 	}
@@ -60,9 +61,9 @@ func TestObserve(t *testing.T) {
 		return sample(t, metrics.upstream, map[string]string{"provider": "metrics-test", "code": code})
 	}
 	errors0, ok0 := upstream("error"), upstream("200")
-	observeUpstream("metrics-test", 0, time.Now())
-	observeUpstream("metrics-test", 0, time.Now())
-	observeUpstream("metrics-test", 200, time.Now())
+	observeUpstream("metrics-test", 0, time.Millisecond)
+	observeUpstream("metrics-test", 0, time.Millisecond)
+	observeUpstream("metrics-test", 200, time.Millisecond)
 	if e, ok := upstream("error")-errors0, upstream("200")-ok0; e != 2 || ok != 1 {
 		t.Errorf("upstream observations: error +%v, 200 +%v; want +2, +1", e, ok)
 	}

@@ -4,19 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"path"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/certmagic"
-	"github.com/dustin/go-humanize"
 	"go.uber.org/zap"
 
 	"github.com/modelgate/modelgate/batch"
+	"github.com/modelgate/modelgate/gateway"
 	"github.com/modelgate/modelgate/internal/storage"
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/retention"
@@ -125,14 +122,14 @@ func (c *StorageQuotaConfig) validate() error {
 }
 
 // limit is owner's quota in bytes; 0 is none. owner is the owner as
-// things are stored under it: a static key's (staticOwnerPrefix and its
+// things are stored under it: a static key's (gateway.StaticOwnerPrefix and its
 // name) takes the quota the configuration gives its name, counted apart
 // from a managed owner of the same name.
 func (c *StorageQuotaConfig) limit(owner string) int64 {
 	if c == nil {
 		return defaultStorageQuota
 	}
-	if q, ok := c.Owners[strings.TrimPrefix(owner, staticOwnerPrefix)]; ok {
+	if q, ok := c.Owners[strings.TrimPrefix(owner, gateway.StaticOwnerPrefix)]; ok {
 		return q
 	}
 	if c.Owner != nil {
@@ -154,6 +151,7 @@ func (a *App) provisionRetention() error {
 		return err
 	}
 	a.ledger = retention.NewLedger(a.state, ledgerTTL, a.retentionKinds()...)
+	a.storageQ = a.newStorageQuota()
 	return nil
 }
 
@@ -162,97 +160,40 @@ func (a *App) retentionKinds() []retention.Kind {
 	return []retention.Kind{a.store.FileKind(), responseKind{s: a.storage, ttl: time.Duration(a.retention().Responses)}}
 }
 
-// ownerDir is owner's folder in the storage, by which its stored bytes
-// are counted. It is worked out once per owner (a hash, and a path): the
-// owners are those of the keys, a set the clients cannot grow.
-func ownerDir(owner string) string {
-	if d, ok := ownerDirs.Load(owner); ok {
-		return d.(string)
+// storageQuota is the gateway's StorageQuota of this config, made once
+// by provisionRetention (an app a test built without it gets one made
+// now).
+func (a *App) storageQuota() *gateway.StorageQuota {
+	if q := a.storageQ; q != nil {
+		return q
 	}
-	d := storage.OwnerDir("modelgate", owner)
-	ownerDirs.Store(owner, d)
-	return d
+	return a.newStorageQuota()
 }
 
-var ownerDirs sync.Map // owner → ownerDir(owner)
+// newStorageQuota is the gateway's StorageQuota of this config: the
+// ledger's counts against StorageQuota's limits.
+func (a *App) newStorageQuota() *gateway.StorageQuota {
+	return &gateway.StorageQuota{Ledger: a.ledger, Limit: a.StorageQuota.limit, Log: a.logger}
+}
 
 // storageRoom returns how many more bytes owner may store (-1: no limit),
-// or the refusal of an owner at its quota already. When the count cannot
-// be had (the state or the storage cannot be reached), the owner is not
-// held back, and the log says so.
+// or the refusal of an owner at its quota already
+// (gateway.StorageQuota.Room).
 func (a *App) storageRoom(ctx context.Context, owner, param string) (int64, *providers.Error) {
-	limit := a.StorageQuota.limit(owner)
-	if limit <= 0 || a.ledger == nil {
-		return -1, nil
-	}
-	used, err := a.ledger.Used(ctx, ownerDir(owner))
-	if err != nil {
-		a.warnStorageQuota(err)
-		return -1, nil
-	}
-	if used >= limit {
-		return 0, storageQuotaExceeded(param, used, limit)
-	}
-	return limit - used, nil
+	return a.storageQuota().Room(ctx, owner, param)
 }
 
 // reserveStorage counts n bytes that are about to be stored for owner,
-// if they fit its quota, or returns the refusal. release gives them back
-// (the write failed).
+// if they fit its quota, or returns the refusal
+// (gateway.StorageQuota.Reserve).
 func (a *App) reserveStorage(ctx context.Context, owner, param string, n int64) (release func(), perr *providers.Error) {
-	release = func() { a.countStored(context.WithoutCancel(ctx), owner, -n) }
-	limit := a.StorageQuota.limit(owner)
-	if limit <= 0 || a.ledger == nil {
-		a.countStored(ctx, owner, n)
-		return release, nil
-	}
-	dir := ownerDir(owner)
-	used, ok, err := a.ledger.Reserve(ctx, dir, n, limit)
-	if err != nil {
-		a.warnStorageQuota(err)
-		return func() {}, nil
-	}
-	if !ok {
-		return nil, storageQuotaExceeded(param, used, limit)
-	}
-	return release, nil
+	return a.storageQuota().Reserve(ctx, owner, param, n)
 }
 
 // countStored counts delta more bytes stored for owner (fewer, when
-// negative): a write or a deletion. An owner without a quota is counted
-// too, when a count of it is kept (it had a quota before a reload): a
-// count that missed writes would be wrong once it has one again.
+// negative) (gateway.StorageQuota.Count).
 func (a *App) countStored(ctx context.Context, owner string, delta int64) {
-	if delta == 0 || a.ledger == nil {
-		return
-	}
-	if err := a.ledger.Add(ctx, ownerDir(owner), delta); err != nil {
-		a.warnStorageQuota(err)
-	}
-}
-
-var lastStorageQuotaWarning atomic.Int64
-
-// warnStorageQuota logs, at most every 10 seconds, that the storage quota
-// could not be checked.
-func (a *App) warnStorageQuota(err error) {
-	now := time.Now().UnixMilli()
-	if last := lastStorageQuotaWarning.Load(); now-last < 10_000 || !lastStorageQuotaWarning.CompareAndSwap(last, now) {
-		return
-	}
-	a.logger.Warn("owners' stored bytes cannot be counted; uploads and stored responses are let through without the storage quota", zap.Error(err))
-}
-
-// storageQuotaExceeded is the refusal of what would take an owner past
-// its storage quota: 400 invalid_request_error, as OpenAI answers an
-// upload past an organization's file storage limit — a request the
-// client must change (delete files, or wait for them to expire), not
-// repeat, so neither 429, which the SDKs retry, nor 507, a 5xx they retry
-// too. The code, which OpenAI leaves null, lets a client tell it apart.
-func storageQuotaExceeded(param string, used, limit int64) *providers.Error {
-	return &providers.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "storage_quota_exceeded", Param: param,
-		Message: fmt.Sprintf("You have exceeded your storage quota: your files, batch results and stored responses take %s of the %s you may keep, and this does not fit. Delete files or stored responses, or let them expire, and try again.",
-			humanize.IBytes(uint64(max(used, 0))), humanize.IBytes(uint64(limit)))}
+	a.storageQuota().Count(ctx, owner, delta)
 }
 
 // responseKind is the stored responses of the app's storage, as the
@@ -275,7 +216,7 @@ func (k responseKind) Scan(ctx context.Context, dir string, f func(retention.Obj
 	}
 	for _, key := range keys {
 		id, ok := strings.CutSuffix(path.Base(key), ".json")
-		if !ok || !validResponseID(id) {
+		if !ok || !gateway.ValidResponseID(id) {
 			continue // a file system storage's temporary file
 		}
 		info, err := k.s.Stat(ctx, key)
@@ -295,7 +236,7 @@ func (k responseKind) Scan(ctx context.Context, dir string, f func(retention.Obj
 }
 
 func (k responseKind) Delete(ctx context.Context, dir string, o retention.Object) error {
-	if !validResponseID(o.Name) {
+	if !gateway.ValidResponseID(o.Name) {
 		return nil
 	}
 	return k.s.Delete(ctx, path.Join(dir, "responses", o.Name+".json"))
@@ -409,4 +350,22 @@ func (a *App) sweep(ctx context.Context) (interval time.Duration) {
 // not say are kept.
 func (r RetentionConfig) batch() batch.Retention {
 	return batch.Retention{Files: time.Duration(r.Files), Output: time.Duration(r.BatchOutput)}
+}
+
+// waitResponseWrites waits, at most timeout, for the app's stored
+// responses still on their way to the storage.
+func (a *App) waitResponseWrites(timeout time.Duration) {
+	if a.responseWrites == nil {
+		return // not provisioned
+	}
+	done := make(chan struct{})
+	go func() {
+		a.responseWrites.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		a.logger.Warn("stored responses still being written at shutdown", zap.Duration("waited", timeout))
+	}
 }

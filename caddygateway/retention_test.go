@@ -2,87 +2,58 @@ package caddygateway
 
 import (
 	"context"
-	"errors"
 	"net/http"
-	"strconv"
+	"path"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/tidwall/gjson"
-	"go.uber.org/zap"
 
+	"github.com/modelgate/modelgate/gateway"
 	"github.com/modelgate/modelgate/internal/storage"
 	"github.com/modelgate/modelgate/internal/storagetest"
 	"github.com/modelgate/modelgate/retention"
 	"github.com/modelgate/modelgate/state"
 )
 
-// fakeNow is a clock a test moves.
-type fakeNow struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeNow) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeNow) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-// Stored responses expire their retention after their creation: a
-// translated response's record by its created_at, a pointer to one its
-// provider stores by when the gateway learnt of it. Expired, they are not
-// found (for GET and for previous_response_id alike) and the sweep
-// deletes them; a pointer from before pointers were dated is swept by when
-// it was written.
-func TestStoredResponsesExpire(t *testing.T) {
+// The retention sweep deletes stored responses once their retention has
+// passed since they were written — a translated response's record, a
+// pointer to one its provider stores, a pointer from before pointers were
+// dated — and nothing else of the owner's folder. (That they are gone for
+// their owner at once is gateway's TestStoredResponsesExpire.)
+func TestStoredResponsesSwept(t *testing.T) {
 	ctx := context.Background()
 	mem := storagetest.NewMemory()
 	start := time.Now()
-	clk := &fakeNow{t: start}
-	rs := responseStore{s: mem, id: t.Name(), writes: new(sync.WaitGroup), now: true, ttl: time.Hour, clock: clk.now}
-	log := zap.NewNop()
-
-	record := `{"input":[],"response":{"id":"resp_made","object":"response","created_at":` + strconv.FormatInt(start.Unix(), 10) + `,"output":[]}}`
-	rs.saveLater(ctx, "alice", "resp_made", []byte(record), log)
-	savePointer(ctx, rs, "alice", "resp_passed", "oa", log)
-	if err := mem.Store(ctx, rs.key("alice", "resp_old"), []byte(`{"provider":"oa"}`)); err != nil {
-		t.Fatal(err)
-	}
-	if p, _ := mem.Load(ctx, rs.key("alice", "resp_passed")); gjson.GetBytes(p, "created_at").Int() != start.Unix() {
-		t.Errorf("a pointer without its time: %s", p)
-	}
-	check := func(when string, want map[string]error) {
-		t.Helper()
-		for id, wantErr := range want {
-			if _, err := loadRecord(ctx, rs, "alice", id); !errors.Is(err, wantErr) {
-				t.Errorf("%s: loading %s: %v, want %v", when, id, err, wantErr)
-			}
+	dir := path.Join(storage.OwnerDir("modelgate", "alice"), "responses")
+	for _, id := range []string{"resp_made", "resp_passed", "resp_old"} {
+		if err := mem.Store(ctx, path.Join(dir, id+".json"), []byte(`{"provider":"oa"}`)); err != nil {
+			t.Fatal(err)
 		}
 	}
-	check("at once", map[string]error{"resp_made": nil, "resp_passed": errPointer, "resp_old": errPointer})
-	clk.advance(time.Hour - time.Second)
-	check("an hour less a second on", map[string]error{"resp_made": nil, "resp_passed": errPointer})
-	clk.advance(time.Second)
-	check("an hour on", map[string]error{"resp_made": storageNotExist, "resp_passed": storageNotExist, "resp_old": errPointer})
-
-	sw := &retention.Sweeper{Storage: mem, Prefix: "modelgate", Kinds: []retention.Kind{responseKind{s: mem, ttl: time.Hour}},
-		Interval: time.Minute, Now: func() time.Time { return clk.now().Add(time.Second) }}
-	res, err := sw.Sweep(ctx)
-	if err != nil || res.Deleted["responses"] != 3 {
-		t.Fatalf("the sweep: %+v %v", res, err)
+	if err := mem.Store(ctx, path.Join(dir, "resp_made.json.tmp123"), []byte(`{}`)); err != nil {
+		t.Fatal(err)
 	}
-	if left := mem.Keys(storage.OwnerDir("modelgate", "alice") + "/"); len(left) != 0 {
-		t.Errorf("the sweep left %v", left)
+	sweep := func(at time.Time) retention.Result {
+		t.Helper()
+		sw := &retention.Sweeper{Storage: mem, Prefix: "modelgate", Kinds: []retention.Kind{responseKind{s: mem, ttl: time.Hour}},
+			Interval: time.Nanosecond, Now: func() time.Time { return at }}
+		res, err := sw.Sweep(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	if res := sweep(start.Add(time.Hour - time.Second)); res.Deleted["responses"] != 0 {
+		t.Fatalf("swept before their time: %+v", res)
+	}
+	if res := sweep(start.Add(time.Hour + time.Second)); res.Deleted["responses"] != 3 {
+		t.Fatalf("the sweep: %+v", res)
+	}
+	if left := mem.Keys(storage.OwnerDir("modelgate", "alice") + "/"); len(left) != 1 {
+		t.Errorf("the sweep left %v, want the temporary file alone", left)
 	}
 }
 
@@ -93,12 +64,16 @@ func withQuota(g *benchGateway, limit int64) {
 	a.state = state.NewLocal()
 	a.StorageQuota = &StorageQuotaConfig{Owner: &limit}
 	a.ledger = retention.NewLedger(a.state, ledgerTTL, a.retentionKinds()...)
+	a.storageQ = a.newStorageQuota()
+	if err := a.provisionGateway(); err != nil { // the core counts against the new ledger
+		panic(err)
+	}
 }
 
 func (g *benchGateway) used(t testing.TB, owner string) int64 {
 	t.Helper()
 	g.app.waitResponseWrites(time.Minute)
-	n, err := g.app.ledger.Used(context.Background(), ownerDir(staticOwnerPrefix+owner))
+	n, err := g.app.ledger.Used(context.Background(), storage.OwnerDir("modelgate", gateway.StaticOwnerPrefix+owner))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +153,7 @@ func TestStorageQuota(t *testing.T) {
 		t.Errorf("200 bytes after deletions: %d %s", status, body)
 	}
 	// What is counted is what the storage holds.
-	if counted, err := g.app.ledger.Count(context.Background(), ownerDir(staticOwnerPrefix+"bench")); err != nil || counted != g.used(t, "bench") {
+	if counted, err := g.app.ledger.Count(context.Background(), storage.OwnerDir("modelgate", gateway.StaticOwnerPrefix+"bench")); err != nil || counted != g.used(t, "bench") {
 		t.Errorf("counted %d bytes (%v) for what the storage holds, %d as it went", counted, err, g.used(t, "bench"))
 	}
 }
@@ -225,15 +200,15 @@ func BenchmarkStorageQuota(b *testing.B) {
 	withFiles(b, g)
 	withQuota(g, 1<<40)
 	ctx := context.Background()
-	if _, perr := g.app.storageRoom(ctx, staticOwnerPrefix+"bench", "store"); perr != nil {
+	if _, perr := g.app.storageRoom(ctx, gateway.StaticOwnerPrefix+"bench", "store"); perr != nil {
 		b.Fatal(perr)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, perr := g.app.storageRoom(ctx, staticOwnerPrefix+"bench", "store"); perr != nil {
+		if _, perr := g.app.storageRoom(ctx, gateway.StaticOwnerPrefix+"bench", "store"); perr != nil {
 			b.Fatal(perr)
 		}
-		g.app.countStored(ctx, staticOwnerPrefix+"bench", 1)
+		g.app.countStored(ctx, gateway.StaticOwnerPrefix+"bench", 1)
 	}
 }
 

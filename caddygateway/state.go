@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"go.uber.org/zap"
 
+	"github.com/modelgate/modelgate/gateway"
 	"github.com/modelgate/modelgate/internal/storage"
 	"github.com/modelgate/modelgate/state"
 )
@@ -55,7 +55,6 @@ func (l localState) Destruct() error { return l.Close() }
 // one (unless state is local), else the in-process one.
 func (a *App) provisionState() error {
 	a.health = new(health)
-	a.reporter = new(exposureReporter)
 	switch a.State {
 	case "", stateLocal, stateShared:
 	default:
@@ -271,16 +270,10 @@ func (a *App) Ready(ctx context.Context) Readiness {
 }
 
 // StorageUnreachable reports whether err says that the storage (or the
-// shared state) could not be reached — a network operation that failed or
-// timed out, as with Redis stopped or cut off, or state.ErrUnavailable —
-// rather than that it refused or failed the operation. Such a failure is a
-// 503 worth retrying shortly, not a 500. (Not every net.Error: a file
-// system's syscall.Errno is one too.)
-func StorageUnreachable(err error) bool {
-	var op *net.OpError
-	var dns *net.DNSError
-	return errors.As(err, &op) || errors.As(err, &dns) || errors.Is(err, state.ErrUnavailable)
-}
+// shared state) could not be reached, rather than that it refused or failed
+// the operation: a 503 worth retrying shortly, not a 500
+// (gateway.StorageUnreachable).
+func StorageUnreachable(err error) bool { return gateway.StorageUnreachable(err) }
 
 // recoverLog logs a panic of a background goroutine instead of ending the
 // process.

@@ -31,6 +31,7 @@ type Chunks struct {
 	err          error // a misuse writing the head, delta0 or tail
 	started      bool
 	includeUsage bool
+	used         Used // what End was given
 
 	// delta0 is a chunk of choice 0 up to the inside of its delta; tail
 	// closes the delta and ends the chunk with null logprobs and
@@ -284,8 +285,10 @@ func (c *Chunks) Finish(dst []byte, choice int, reason string) []byte {
 }
 
 // End appends the end of a complete stream: the usage chunk (no choices,
-// and u) when the client asked for usage, and data: [DONE].
+// and u) when the client asked for usage, and data: [DONE]. Used reports
+// u from then on.
 func (c *Chunks) End(dst []byte, u Usage) []byte {
+	c.used = u.Used()
 	if c.includeUsage {
 		w := jsonw.New(append(dst, "data: "...))
 		o := w.Object()
@@ -301,6 +304,11 @@ func (c *Chunks) End(dst []byte, u Usage) []byte {
 	}
 	return append(dst, sse.Done...)
 }
+
+// Used returns the usage End was given, which the usage chunk carries (or
+// would carry, had the client asked for it): not Known before End. A
+// translator's StreamTranslator.Usage returns it.
+func (c *Chunks) Used() Used { return c.used }
 
 // Error appends the error event that ends a unified stream.
 func (c *Chunks) Error(dst []byte, e *Error) []byte { return AppendErrorEvent(dst, e) }

@@ -236,6 +236,21 @@ type EmbeddingsResult struct {
 
 var errBadVector = errors.New("a vector holds something other than numbers")
 
+// tokens is the input tokens the answer to req reports: the provider's
+// count, or the request's estimate where the provider gave none.
+func (res *EmbeddingsResult) tokens(req *EmbeddingsRequest) int64 {
+	if !res.Counted {
+		return req.EstimateTokens()
+	}
+	return res.PromptTokens
+}
+
+// Used is what the embeddings of req used, as data: the input tokens the
+// answer's usage reports (EmbeddingsAnswer).
+func (res *EmbeddingsResult) Used(req *EmbeddingsRequest) Used {
+	return Used{Known: true, Embedding: res.tokens(req)}
+}
+
 // AppendVector reads v, a JSON array of numbers, as float32 values onto
 // res.Vectors. A provider's decimal numbers convert to the float32 it
 // computed: the nearest float32 to a decimal printed from a float32 is
@@ -473,10 +488,7 @@ func EmbeddingsAnswer(dst []byte, req *EmbeddingsRequest, res *EmbeddingsResult)
 	}
 	data.End()
 	o.Str("model", req.Model)
-	tokens := res.PromptTokens
-	if !res.Counted {
-		tokens = req.EstimateTokens()
-	}
+	tokens := res.tokens(req)
 	u := o.Object("usage")
 	u.Int("prompt_tokens", tokens)
 	u.Int("total_tokens", tokens)

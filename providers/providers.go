@@ -10,8 +10,9 @@
 // the rerank result).
 //
 // Nothing here knows about Caddy or about how a request reaches the provider;
-// the caddygateway package sends the translated request through Caddy's
-// reverse_proxy and feeds the answer back into the translator.
+// the gateway's core (package gateway) sends the translated request through
+// the provider's upstream and feeds the answer back into the translator,
+// which returns what the answer used as data (Used).
 package providers
 
 import (
@@ -127,12 +128,15 @@ type Chat interface {
 	ChatRequest(body []byte, model string) (Request, error)
 
 	// ChatResponse translates a successful (2xx), non-streaming provider
-	// body into a unified chat.completion object.
-	ChatResponse(body []byte) ([]byte, error)
+	// body into a unified chat.completion object, and returns what the
+	// answer used: the usage the completion carries (not Known when it
+	// carries none).
+	ChatResponse(body []byte) ([]byte, Used, error)
 
 	// ChatStream returns a translator for one streamed answer, or nil when
 	// the provider's server-sent events are already unified chunks and pass
-	// through untouched.
+	// through untouched (the gateway then relays them with openai.Relay,
+	// which reads their usage).
 	ChatStream(opts StreamOptions) StreamTranslator
 
 	// Error maps a provider's failed answer (status >= 400), its headers
@@ -145,9 +149,10 @@ type Chat interface {
 
 // StreamOptions are the client's wishes for one streamed answer.
 type StreamOptions struct {
-	// IncludeUsage mirrors stream_options.include_usage: a final chunk with
-	// empty choices and the usage totals precedes data: [DONE], and every
-	// other chunk carries "usage": null.
+	// IncludeUsage mirrors the client's stream_options.include_usage: a
+	// final chunk with empty choices and the usage totals precedes data:
+	// [DONE], and every other chunk carries "usage": null. Whatever it
+	// says, the translator reports the usage it saw (StreamTranslator.Usage).
 	IncludeUsage bool
 
 	// Model is the provider's name of the model the request went to, for
@@ -172,6 +177,12 @@ type StreamTranslator interface {
 	// whatever the unified stream still owes the client: data: [DONE] after a
 	// complete answer, an error event after a cut-off one.
 	Close(dst []byte) []byte
+
+	// Usage returns what the answer used, as the provider's events told
+	// it: Known once the stream has given its usage whole (when the client
+	// asked for usage, what its usage chunk carries), not Known for a
+	// stream cut off before.
+	Usage() Used
 }
 
 // StreamEnder is a StreamTranslator that tells when it has ended the unified
@@ -191,12 +202,32 @@ func StreamEnded(tr StreamTranslator) bool {
 	return ok && e.Ended()
 }
 
-// Native passes a request in a provider's own API through untouched but for
-// the model: OpenAI's Responses API to OpenAI and Azure OpenAI, Anthropic's
-// Messages API to Anthropic (docs/design/hub-and-pass-through.md). What the
-// gateway does not understand — new fields, thinking signatures,
-// cache_control, beta headers — reaches the provider as the client sent it,
-// and the answer, stream or not, comes back as the provider sent it.
+// A Relay is a StreamTranslator that passes the provider's events on as
+// they are, in the API the client speaks (a pass-through), reading them
+// for their usage and for the end of the answer, and taking out only what
+// the client did not ask for. Ended reports whether the client has the
+// whole answer (the API's last event, or an error event); Close appends
+// the API's error event to a stream the provider closed before that. A
+// stream the provider broke off is ended by the gateway instead, with an
+// error event of its own, without Close.
+type Relay interface {
+	StreamTranslator
+	StreamEnder
+
+	// Passes reports whether seg, whole events each ending in a blank
+	// line "\n\n", may reach the client as it is — nothing in it to read
+	// or to take out — and if so notes what it must of it (whether it
+	// ends the answer), as Event would. The gateway then writes seg
+	// itself, without cutting it into events or copying it.
+	Passes(seg []byte) bool
+}
+
+// Native passes a request in a provider's own API through untouched but
+// for the model: OpenAI's Responses API to OpenAI and Azure OpenAI,
+// Anthropic's Messages API to Anthropic (docs/design/hub-and-pass-through.md). What the gateway
+// does not understand — new fields, thinking signatures, cache_control,
+// beta headers — reaches the provider as the client sent it, and the answer,
+// stream or not, comes back as the provider sent it.
 type Native interface {
 	// NativeRequest returns the upstream request for body, the client's
 	// request to path of its API ("/responses", "/messages",

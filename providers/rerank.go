@@ -143,6 +143,13 @@ type RerankAnswer struct {
 	Billed BilledUnits
 }
 
+// Used is what the rerank used, as data: the searches the provider billed,
+// else one search (the unit rerank is priced in), and the tokens it
+// reported; what the answer's meta.billed_units says.
+func (a RerankAnswer) Used() Used {
+	return Used{Known: true, Searches: max(a.Billed.SearchUnits, 1), Prompt: max(a.Billed.InputTokens, 0)}
+}
+
 // BilledUnits are the units a provider bills a request in, as Cohere's
 // meta.billed_units names them.
 type BilledUnits struct {

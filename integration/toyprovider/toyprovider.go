@@ -146,18 +146,24 @@ func (Chat) ChatRequest(body []byte, model string) (providers.Request, error) {
 	return req, nil
 }
 
-// ChatResponse turns a toy answer into a chat.completion.
-func (Chat) ChatResponse(body []byte) ([]byte, error) {
+// ChatResponse turns a toy answer into a chat.completion, and says what
+// it used.
+func (Chat) ChatResponse(body []byte) ([]byte, providers.Used, error) {
 	a := gjson.ParseBytes(body)
 	if !a.Get("text").Exists() {
-		return nil, errors.New("toy answer without text")
+		return nil, providers.Used{}, errors.New("toy answer without text")
 	}
 	out := []byte(`{"id":`)
 	out = providers.AppendString(out, "chatcmpl-"+a.Get("id").Str)
 	out = append(out, `,"object":"chat.completion","created":0,"model":"toy","choices":[{"index":0,"message":{"role":"assistant","content":`...)
 	out = providers.AppendString(out, a.Get("text").Str)
 	out = append(out, `},"finish_reason":"stop"}],"usage":`...)
-	return appendUsage(out, a.Get("words")), nil
+	return appendUsage(out, a.Get("words")), used(a.Get("words")), nil
+}
+
+// used is what a toy answer of these words used.
+func used(words gjson.Result) providers.Used {
+	return providers.Used{Prompt: words.Get("in").Int(), Completion: words.Get("out").Int(), Known: true}
 }
 
 func appendUsage(b []byte, words gjson.Result) []byte {
@@ -189,6 +195,7 @@ func (Chat) Error(status int, h http.Header, body []byte) *providers.Error {
 type stream struct {
 	usage bool
 	done  bool
+	used  providers.Used
 }
 
 const chunkHead = `data: {"id":"chatcmpl-toy","object":"chat.completion.chunk","created":0,"model":"toy","choices":[`
@@ -196,7 +203,7 @@ const chunkHead = `data: {"id":"chatcmpl-toy","object":"chat.completion.chunk","
 func (s *stream) Event(dst, ev []byte) ([]byte, error) {
 	f := gjson.ParseBytes(ev)
 	if f.Get("done").Bool() {
-		s.done = true
+		s.done, s.used = true, used(f.Get("words"))
 		dst = append(dst, chunkHead...)
 		dst = append(dst, `{"index":0,"delta":{},"finish_reason":"stop"}]}`+"\n\n"...)
 		if s.usage {
@@ -212,6 +219,9 @@ func (s *stream) Event(dst, ev []byte) ([]byte, error) {
 	dst = providers.AppendString(dst, f.Get("text").Str)
 	return append(dst, `},"finish_reason":null}]}`+"\n\n"...), nil
 }
+
+// Usage is what the stream's last frame said it used.
+func (s *stream) Usage() providers.Used { return s.used }
 
 func (s *stream) Close(dst []byte) []byte {
 	if !s.done {

@@ -137,7 +137,7 @@ func TestChatResponseMalformed(t *testing.T) {
 		`{"id":"msg_1","type":"message"}`,
 		`{"id":"msg_1","content":{"type":"text"}}`,
 	} {
-		if got, err := testChat.ChatResponse([]byte(body)); err == nil {
+		if got, _, err := testChat.ChatResponse([]byte(body)); err == nil {
 			t.Errorf("ChatResponse(%q) = %s, want an error", body, got)
 		}
 	}
@@ -230,7 +230,7 @@ func TestChatResponseDuplicateKeys(t *testing.T) {
 	in := []byte(`{"id":"msg_1","model":"claude-x","id":"msg_2","stop_reason":"tool_use","stop_reason":"end_turn",` +
 		`"content":[{"type":"text","text":"a","type":"thinking","text":"b"},{"type":"tool_use","id":"t1","name":"f","input":{"x":1},"name":"g","input":{}}],` +
 		`"content":[],"usage":{"input_tokens":3,"output_tokens":2},"usage":{"input_tokens":9}}`)
-	got, err := testChat.ChatResponse(in)
+	got, _, err := testChat.ChatResponse(in)
 	if err != nil {
 		t.Fatal(err)
 	}

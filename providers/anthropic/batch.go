@@ -176,7 +176,7 @@ func (b Batches) ResultLine(line []byte) batch.NativeResult {
 	res := batch.NativeResult{Key: f[0].Str}
 	switch f[1].Str {
 	case "succeeded":
-		body, err := b.Chat.ChatResponse([]byte(f[2].Raw))
+		body, _, err := b.Chat.ChatResponse([]byte(f[2].Raw))
 		if err != nil {
 			e := &providers.Error{Status: http.StatusBadGateway, Type: "server_error", Message: "the provider's answer could not be read"}
 			res.Status, res.Body = e.Status, e.JSON()

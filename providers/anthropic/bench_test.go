@@ -35,7 +35,7 @@ func BenchmarkChatRequest(b *testing.B) {
 }
 
 func BenchmarkChatResponse(b *testing.B) {
-	translatortest.BenchBody(b, []byte(benchResponse), Chat{}.ChatResponse)
+	translatortest.BenchResponse(b, []byte(benchResponse), Chat{}.ChatResponse)
 }
 
 func BenchmarkStream(b *testing.B) {

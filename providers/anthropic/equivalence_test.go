@@ -36,7 +36,7 @@ func TestStreamMatchesAnswer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			unified, err := testChat.ChatResponse(body)
+			unified, _, err := testChat.ChatResponse(body)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -40,7 +40,7 @@ func exchange(t *testing.T, s *providertest.Server, unified, model string) (stri
 		providerkit.CheckUnifiedStream(t, out, providers.StreamOptions{IncludeUsage: true})
 		return string(out), nil
 	}
-	out, err := testChat.ChatResponse([]byte(body))
+	out, _, err := testChat.ChatResponse([]byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -217,7 +217,7 @@ data: {"type":"message_stop"}
 	answer := `{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4","content":[` +
 		`{"type":"tool_use","id":"toolu_j","name":"json_tool_call","input":{"steps": []}},` +
 		`{"type":"tool_use","id":"toolu_w","name":"get_weather","input":{}}],"stop_reason":"tool_use","usage":{"input_tokens":9,"output_tokens":20}}`
-	unified, err := testChat.ChatResponse([]byte(answer))
+	unified, _, err := testChat.ChatResponse([]byte(answer))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,10 +40,11 @@ func FuzzChatResponse(f *testing.F) {
 	f.Add([]byte(`{"content":[{"type":"thinking","thinking":7,"signature":null},{"type":"tool_use","name":"json_tool_call","input":[1]},{"type":"redacted_thinking"}],"usage":{"output_tokens_details":{"thinking_tokens":"x"}}}`))
 
 	f.Fuzz(func(t *testing.T, body []byte) {
-		out, err := Chat{}.ChatResponse(body)
+		out, used, err := Chat{}.ChatResponse(body)
 		if providerkit.CheckFuzzedBody(t, body, out, err); err != nil {
 			return
 		}
+		providerkit.CheckAnswerUsage(t, out, used)
 		if !json.Valid(out) || !gjson.GetBytes(out, "choices.0.message").IsObject() {
 			t.Fatalf("invalid answer for %s:\n%s", body, out)
 		}

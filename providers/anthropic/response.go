@@ -15,16 +15,16 @@ import (
 // with their signatures (and redacted_thinking blocks) into
 // thinking_blocks; other tool_use blocks become tool_calls. Cache reads and
 // writes count as prompt tokens.
-func (c Chat) ChatResponse(body []byte) ([]byte, error) {
+func (c Chat) ChatResponse(body []byte) ([]byte, providers.Used, error) {
 	if !providers.ValidJSON(body) {
-		return nil, errors.New("anthropic: the message is not valid JSON")
+		return nil, providers.Used{}, errors.New("anthropic: the message is not valid JSON")
 	}
 	// One walk of the message and one of its content read every field the
 	// answer needs (the first of duplicates, as gjson's Get takes); the
 	// body is read in place, and the answer copies what it keeps.
 	root := gjson.Parse(providers.InPlace(body))
 	if !root.IsObject() {
-		return nil, errors.New("anthropic: the answer is not a message with content")
+		return nil, providers.Used{}, errors.New("anthropic: the answer is not a message with content")
 	}
 	var id, model, content, stopReason, usageObj gjson.Result
 	providers.EachMember(root.Raw, func(key string, v gjson.Result) bool {
@@ -47,7 +47,7 @@ func (c Chat) ChatResponse(body []byte) ([]byte, error) {
 		return true
 	})
 	if !content.IsArray() {
-		return nil, errors.New("anthropic: the answer is not a message with content")
+		return nil, providers.Used{}, errors.New("anthropic: the answer is not a message with content")
 	}
 	var stack [4]contentBlock
 	blocks := readBlocks(stack[:0], content)
@@ -67,8 +67,10 @@ func (c Chat) ChatResponse(body []byte) ([]byte, error) {
 
 	var u usage
 	u.set(usageObj)
-	comp.Usage(u.unified())
-	return comp.Finish()
+	used := u.unified()
+	comp.Usage(used)
+	out, err := comp.Finish()
+	return out, used.Used(), err
 }
 
 // contentBlock holds the fields of a content block that the answer reads;

@@ -53,7 +53,7 @@ func miniGateway(t *testing.T, fake *providertest.Server, model string) *httptes
 			fail(testChat.Error(res.StatusCode, res.Header, answer))
 			return
 		}
-		out, err := testChat.ChatResponse(answer)
+		out, _, err := testChat.ChatResponse(answer)
 		if err != nil {
 			t.Error(err)
 			return

@@ -43,7 +43,9 @@ func (v Vertex) ChatRequest(body []byte, model string) (providers.Request, error
 }
 
 // ChatResponse translates Claude's answer, Anthropic's message.
-func (v Vertex) ChatResponse(body []byte) ([]byte, error) { return v.Chat.ChatResponse(body) }
+func (v Vertex) ChatResponse(body []byte) ([]byte, providers.Used, error) {
+	return v.Chat.ChatResponse(body)
+}
 
 // ChatStream translates Claude's stream, Anthropic's events.
 func (v Vertex) ChatStream(opts providers.StreamOptions) providers.StreamTranslator {

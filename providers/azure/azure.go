@@ -72,8 +72,11 @@ func (c Chat) Route(endpoint, deployment string) (path, query string) {
 		url.Values{"api-version": {c.APIVersion}}.Encode()
 }
 
-// ChatResponse returns the body unchanged: it is already unified.
-func (Chat) ChatResponse(body []byte) ([]byte, error) { return body, nil }
+// ChatResponse returns the body unchanged, it is already unified, and
+// the usage it carries.
+func (Chat) ChatResponse(body []byte) ([]byte, providers.Used, error) {
+	return body, providers.ReadAnswerUsage(body), nil
+}
 
 // ChatStream returns nil: Azure's events are OpenAI's chunks.
 func (Chat) ChatStream(providers.StreamOptions) providers.StreamTranslator { return nil }

@@ -336,7 +336,7 @@ func TestChatResponseMalformed(t *testing.T) {
 		``, `not json`, `[]`, `{}`, `{"output":{}}`, `{"output":{"message":{"content":{}}}}`,
 		strings.Repeat("[", 2000),
 	} {
-		if out, err := testChat.ChatResponse([]byte(body)); err == nil {
+		if out, _, err := testChat.ChatResponse([]byte(body)); err == nil {
 			t.Errorf("ChatResponse(%.30q) = %s, want an error", body, out)
 		}
 	}
@@ -347,8 +347,8 @@ func TestChatResponseMalformed(t *testing.T) {
 func TestChatResponseIDs(t *testing.T) {
 	body := []byte(`{"output":{"message":{"role":"assistant","content":[{"text":"hi"}]}},"stopReason":"end_turn","usage":{"inputTokens":1,"outputTokens":1,"totalTokens":2}}`)
 	var c Chat
-	a, _ := c.ChatResponse(body)
-	b, _ := c.ChatResponse(body)
+	a, _, _ := c.ChatResponse(body)
+	b, _, _ := c.ChatResponse(body)
 	var ra, rb struct{ ID string }
 	_ = json.Unmarshal(a, &ra)
 	_ = json.Unmarshal(b, &rb)

@@ -59,7 +59,7 @@ func BenchmarkChatRequest(b *testing.B) {
 }
 
 func BenchmarkChatResponse(b *testing.B) {
-	translatortest.BenchBody(b, []byte(benchResponse), Chat{}.ChatResponse)
+	translatortest.BenchResponse(b, []byte(benchResponse), Chat{}.ChatResponse)
 }
 
 // BenchmarkStream translates a whole 200-event answer, cutting each event

@@ -88,7 +88,7 @@ func call(t *testing.T, fake *providertest.Server, c Chat, body, model string) e
 		ex.stream = tr.Close(out)
 		providerkit.CheckUnifiedStream(t, ex.stream, providers.StreamOptions{IncludeUsage: info.IncludeUsage})
 	default:
-		if ex.answer, err = c.ChatResponse(raw); err != nil {
+		if ex.answer, _, err = c.ChatResponse(raw); err != nil {
 			t.Fatalf("ChatResponse: %v\n%s", err, raw)
 		}
 	}

@@ -19,14 +19,14 @@ import (
 //
 // Converse names neither the answer nor the model: the id is generated and
 // "model" is empty, for the host to fill in with the model it routed to.
-func (c Chat) ChatResponse(body []byte) ([]byte, error) {
+func (c Chat) ChatResponse(body []byte) ([]byte, providers.Used, error) {
 	if !providers.ValidJSON(body) {
-		return nil, errors.New("bedrock: the answer is not valid JSON")
+		return nil, providers.Used{}, errors.New("bedrock: the answer is not valid JSON")
 	}
 	root := gjson.ParseBytes(body)
 	content := root.Get("output.message.content")
 	if !root.IsObject() || !content.IsArray() {
-		return nil, errors.New("bedrock: the answer is not a Converse output message")
+		return nil, providers.Used{}, errors.New("bedrock: the answer is not a Converse output message")
 	}
 
 	w := jsonw.New(make([]byte, 0, len(body)+256))
@@ -40,8 +40,10 @@ func (c Chat) ChatResponse(body []byte) ([]byte, error) {
 
 	var u usage
 	u.set(root.Get("usage"))
-	comp.Usage(u.unified())
-	return comp.Finish()
+	used := u.unified()
+	comp.Usage(used)
+	out, err := comp.Finish()
+	return out, used.Used(), err
 }
 
 // writeContent writes the message's content: its text blocks, and the

@@ -27,7 +27,7 @@ func TestThinkingToolLoop(t *testing.T) {
 		body := translatortest.ReadFile(t, filepath.Join(responseDir, name+".bedrock.json"))
 		bedrockTurn := gjson.GetBytes(body, "output.message.content").Raw
 
-		answer, err := testChat.ChatResponse(body)
+		answer, _, err := testChat.ChatResponse(body)
 		if err != nil {
 			t.Fatal(err)
 		}

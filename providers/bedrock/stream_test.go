@@ -249,7 +249,7 @@ func TestStreamMatchesAnswer(t *testing.T) {
 		}
 		pairs++
 		t.Run(base, func(t *testing.T) {
-			answer, err := testChat.ChatResponse(body)
+			answer, _, err := testChat.ChatResponse(body)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -242,7 +242,7 @@ func TestChatResponseMapping(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := testChat.ChatResponse([]byte(tt.body))
+			got, _, err := testChat.ChatResponse([]byte(tt.body))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -264,7 +264,7 @@ func TestChatResponseGeneratedCallID(t *testing.T) {
 	body := `{"id":"x","finish_reason":"TOOL_CALL","message":{"tool_calls":[{"type":"function","function":{"name":"ping"}},{"id":"","function":{"name":"pong"}}]}}`
 	seen := map[string]bool{}
 	for range 3 {
-		got, err := testChat.ChatResponse([]byte(body))
+		got, _, err := testChat.ChatResponse([]byte(body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -291,7 +291,7 @@ func TestChatResponseMalformed(t *testing.T) {
 		`{"id":"x","finish_reason":"COMPLETE"}`,
 		`{"id":"x","message":"hi"}`,
 	} {
-		if got, err := testChat.ChatResponse([]byte(body)); err == nil {
+		if got, _, err := testChat.ChatResponse([]byte(body)); err == nil {
 			t.Errorf("ChatResponse(%q) = %s, want an error", body, got)
 		}
 	}
@@ -310,7 +310,7 @@ func TestChatResponseGenerationError(t *testing.T) {
 	}
 	for _, tt := range tests {
 		body := `{"id":"x","finish_reason":"` + tt.reason + `","message":{"content":[{"type":"text","text":"partial"}]}}`
-		_, err := testChat.ChatResponse([]byte(body))
+		_, _, err := testChat.ChatResponse([]byte(body))
 		var e *providers.Error
 		if !errors.As(err, &e) || e.Status != tt.status || e.Type != "server_error" || e.Code != tt.code {
 			t.Errorf("%s: err = %v, want status %d code %s", tt.reason, err, tt.status, tt.code)

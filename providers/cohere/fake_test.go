@@ -40,7 +40,7 @@ func exchange(t *testing.T, fake *providertest.Server, unified string) (int, []b
 		return e.Status, e.JSON()
 	}
 	if !info.Stream {
-		out, err := testChat.ChatResponse([]byte(body))
+		out, _, err := testChat.ChatResponse([]byte(body))
 		if err != nil {
 			t.Fatalf("ChatResponse: %v\n%s", err, body)
 		}

@@ -18,19 +18,19 @@ import (
 //
 // An answer Cohere ended with finish_reason ERROR or TIMEOUT is incomplete:
 // it comes back as a *providers.Error.
-func (c Chat) ChatResponse(body []byte) ([]byte, error) {
+func (c Chat) ChatResponse(body []byte) ([]byte, providers.Used, error) {
 	if !providers.ValidJSON(body) {
-		return nil, errors.New("cohere: the answer is not valid JSON")
+		return nil, providers.Used{}, errors.New("cohere: the answer is not valid JSON")
 	}
 	root := gjson.ParseBytes(body)
 	msg := root.Get("message")
 	if !root.IsObject() || !msg.IsObject() {
-		return nil, errors.New("cohere: the answer has no message")
+		return nil, providers.Used{}, errors.New("cohere: the answer has no message")
 	}
 	reason := root.Get("finish_reason").Str
 	finish, ok := finishReason(reason)
 	if !ok {
-		return nil, generationError(reason, "")
+		return nil, providers.Used{}, generationError(reason, "")
 	}
 
 	w := jsonw.New(make([]byte, 0, len(body)+256))
@@ -57,8 +57,10 @@ func (c Chat) ChatResponse(body []byte) ([]byte, error) {
 
 	var u usage
 	u.set(root.Get("usage"))
-	comp.Usage(u.unified())
-	return comp.Finish()
+	used := u.unified()
+	comp.Usage(used)
+	out, err := comp.Finish()
+	return out, used.Used(), err
 }
 
 // joined adds to t the non-empty strings of the items of content of the

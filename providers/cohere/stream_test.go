@@ -38,7 +38,7 @@ func TestStreamMatchesAnswer(t *testing.T) {
 		}
 		pairs++
 		t.Run(name, func(t *testing.T) {
-			answer, err := testChat.ChatResponse(body)
+			answer, _, err := testChat.ChatResponse(body)
 			if err != nil {
 				t.Fatal(err)
 			}

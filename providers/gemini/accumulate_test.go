@@ -117,7 +117,7 @@ func TestStreamMatchesAnswer(t *testing.T) {
 				t.Skip("the stream does not complete")
 			}
 			compared++
-			answer, err := testChat().ChatResponse(mergeStream(t, upstream))
+			answer, _, err := testChat().ChatResponse(mergeStream(t, upstream))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -167,7 +167,7 @@ func (b Batches) result(r gjson.Result) batch.NativeResult {
 		res.Status, res.Body = pe.Status, pe.JSON()
 		return res
 	}
-	body, err := b.Chat.ChatResponse([]byte(r.Get("response").Raw))
+	body, _, err := b.Chat.ChatResponse([]byte(r.Get("response").Raw))
 	if err != nil {
 		e := &providers.Error{Status: http.StatusBadGateway, Type: "server_error", Message: "the provider's answer could not be read"}
 		res.Status, res.Body = e.Status, e.JSON()

@@ -48,7 +48,7 @@ func BenchmarkChatRequest(b *testing.B) {
 }
 
 func BenchmarkChatResponse(b *testing.B) {
-	translatortest.BenchBody(b, []byte(benchResponse), Chat{}.ChatResponse)
+	translatortest.BenchResponse(b, []byte(benchResponse), Chat{}.ChatResponse)
 }
 
 // BenchmarkStream translates a 200-event stream; per event, divide by 200.

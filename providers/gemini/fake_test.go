@@ -66,7 +66,7 @@ func (u upstream) do(t *testing.T, body []byte, model string) result {
 		return result{status: e.Status, body: e.JSON(), err: e}
 	}
 	if !info.Stream {
-		out, err := u.chat.ChatResponse(raw)
+		out, _, err := u.chat.ChatResponse(raw)
 		if err != nil {
 			t.Fatalf("ChatResponse: %v\n%s", err, raw)
 		}

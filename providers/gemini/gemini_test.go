@@ -53,7 +53,7 @@ func TestChatRequestGolden(t *testing.T) {
 }
 
 func TestChatResponseGolden(t *testing.T) {
-	translatortest.ChatResponseGolden(t, responseDir, ".gemini.json", func(body []byte) ([]byte, error) {
+	translatortest.ChatResponseGolden(t, responseDir, ".gemini.json", func(body []byte) ([]byte, providers.Used, error) {
 		return testChat().ChatResponse(body)
 	})
 }

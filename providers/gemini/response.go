@@ -27,13 +27,13 @@ var errNotResponse = errors.New("gemini: the answer is not a GenerateContentResp
 //   - a prompt that Gemini blocked (promptFeedback.blockReason, no
 //     candidates) becomes a choice with finish_reason content_filter and
 //     the reason as refusal.
-func (c Chat) ChatResponse(body []byte) ([]byte, error) {
+func (c Chat) ChatResponse(body []byte) ([]byte, providers.Used, error) {
 	if !providers.ValidJSON(body) {
-		return nil, errNotResponse
+		return nil, providers.Used{}, errNotResponse
 	}
 	root := gjson.Parse(providers.InPlace(body))
 	if !root.IsObject() {
-		return nil, errNotResponse
+		return nil, providers.Used{}, errNotResponse
 	}
 	r := readResponse(root)
 	blocked := r.feedback.Get("blockReason")
@@ -44,7 +44,7 @@ func (c Chat) ChatResponse(body []byte) ([]byte, error) {
 	})
 	if !r.candidates.IsArray() && r.candidates.Exists() || !some && blocked.Type != gjson.String {
 		// Neither an answer nor a blocked prompt: nothing a client can use.
-		return nil, errNotResponse
+		return nil, providers.Used{}, errNotResponse
 	}
 
 	w := jsonw.New(make([]byte, 0, len(body)+256))
@@ -64,14 +64,16 @@ func (c Chat) ChatResponse(body []byte) ([]byte, error) {
 	}
 	var u usage
 	u.set(r.usage)
-	comp.Usage(u.unified())
+	used := u.unified()
+	comp.Usage(used)
 	switch r.usage.Get("serviceTier").Str {
 	case "standard":
 		comp.ServiceTier("default")
 	case "flex", "priority":
 		comp.ServiceTier(r.usage.Get("serviceTier").Str)
 	}
-	return comp.Finish()
+	out, err := comp.Finish()
+	return out, used.Used(), err
 }
 
 // blockedMessage says why Gemini blocked a prompt.

@@ -181,6 +181,10 @@ func (s *stream) Ended() bool { return s.done }
 
 var _ providers.StreamEnder = (*stream)(nil)
 
+// Usage implements providers.StreamTranslator: the usage the stream's end
+// carried.
+func (s *stream) Usage() providers.Used { return s.chunks.Used() }
+
 func (s *stream) Close(dst []byte) []byte {
 	if s.done {
 		return dst

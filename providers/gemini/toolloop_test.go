@@ -66,7 +66,7 @@ func asStream(t *testing.T, answer string) []byte {
 func answerMessage(t *testing.T, c Chat, answer string, stream bool) (openai.ChatCompletionMessage, json.RawMessage) {
 	t.Helper()
 	if !stream {
-		out, err := c.ChatResponse([]byte(answer))
+		out, _, err := c.ChatResponse([]byte(answer))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -353,7 +353,7 @@ func TestChatResponseMalformed(t *testing.T) {
 		`{"candidates":{},"promptFeedback":{"blockReason":"SAFETY"}}`,
 		`{"error":{"code":500}}`,
 	} {
-		if got, err := testChat().ChatResponse([]byte(body)); err == nil {
+		if got, _, err := testChat().ChatResponse([]byte(body)); err == nil {
 			t.Errorf("ChatResponse(%q) = %s, want an error", body, got)
 		}
 	}
@@ -441,7 +441,7 @@ func TestNoAliasing(t *testing.T) {
 		t.Errorf("mapped error changed with the body: %s, was %s", got, want)
 	}
 	answer := []byte(`{"candidates":[{"content":{"parts":[{"text":"hello"}]},"finishReason":"STOP"}],"responseId":"r1"}`)
-	out, err := testChat().ChatResponse(answer)
+	out, _, err := testChat().ChatResponse(answer)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,13 +35,13 @@ func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) 
 }
 
 // ChatResponse translates the provider's answer into the hub, then into a
-// Message.
-func (c Chat) ChatResponse(body []byte) ([]byte, error) {
-	hub, err := c.Inner.ChatResponse(body)
+// Message, and returns the usage the Message carries.
+func (c Chat) ChatResponse(body []byte) ([]byte, providers.Used, error) {
+	hub, _, err := c.Inner.ChatResponse(body)
 	if err != nil {
-		return nil, err
+		return nil, providers.Used{}, err
 	}
-	return FromChat(hub)
+	return fromChat(hub)
 }
 
 // ChatStream returns a translator from the provider's stream to

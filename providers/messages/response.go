@@ -28,14 +28,20 @@ var errNotCompletion = errors.New("messages: the provider's answer is not a chat
 // The id is the hub's prefixed with msg_ (kept when it already has it).
 // stop_reason and usage as mapStop and appendUsage say.
 func FromChat(body []byte) ([]byte, error) {
+	out, _, err := fromChat(body)
+	return out, err
+}
+
+// fromChat is FromChat, returning also the usage the Message carries.
+func fromChat(body []byte) ([]byte, providers.Used, error) {
 	if !providers.ValidJSON(body) {
-		return nil, errNotCompletion
+		return nil, providers.Used{}, errNotCompletion
 	}
 	root := gjson.ParseBytes(body)
 	choice := root.Get("choices.0")
 	msg := choice.Get("message")
 	if !root.IsObject() || !msg.IsObject() {
-		return nil, errNotCompletion
+		return nil, providers.Used{}, errNotCompletion
 	}
 
 	w := jsonw.New(make([]byte, 0, len(body)+128))
@@ -81,7 +87,8 @@ func FromChat(body []byte) ([]byte, error) {
 	u.set(root.Get("usage"))
 	u.write(o.Key("usage"))
 	o.End()
-	return w.Finish()
+	out, err := w.Finish()
+	return out, u.used(), err
 }
 
 // writeThinking writes the thinking blocks of a hub message (or delta):
@@ -289,6 +296,19 @@ func (u *usage) write(v jsonw.Value) {
 		d.End()
 	}
 	o.End()
+}
+
+// used is the usage write writes, as data: what ReadUsage reads back of
+// it (input_tokens with the cache's tokens is the prompt; the one-hour
+// writes where cache_creation tells them apart).
+func (u *usage) used() providers.Used {
+	in := max(u.prompt-u.cached-u.cacheCreation, 0)
+	used := providers.Used{Prompt: in + u.cached + u.cacheCreation, Cached: u.cached, CacheWrite: u.cacheCreation,
+		Completion: u.completion, Known: true}
+	if u.split {
+		used.CacheWrite1h = min(u.cacheCreation1h, u.cacheCreation)
+	}
+	return used
 }
 
 // messageID is the message id: the hub's id prefixed with msg_, or a new

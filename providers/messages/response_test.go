@@ -43,6 +43,11 @@ func TestFromChatGolden(t *testing.T) {
 			t.Fatalf("FromChat: %v", err)
 		}
 		decodeMessage(t, got)
+		// What the Message carries is the usage Chat's ChatResponse
+		// returns, as the relay of a passed-through Message reads it.
+		if _, used, err := fromChat(in); err != nil || used != AnswerUsage(got) {
+			t.Errorf("fromChat returned the usage %+v (%v); the Message carries %+v", used, err, AnswerUsage(got))
+		}
 		return got
 	})
 }

@@ -180,7 +180,7 @@ func (g *gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.mu.Unlock()
 
 	if !info.Stream {
-		out, err := chat.ChatResponse(turn.answer())
+		out, _, err := chat.ChatResponse(turn.answer())
 		if err != nil {
 			writeErr(asErr(err))
 			return

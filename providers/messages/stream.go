@@ -76,6 +76,7 @@ type Stream struct {
 	stopSeq     gjson.Result
 	refusal     bool
 	usage       usage
+	used        providers.Used // the usage last written (message_start, message_delta)
 }
 
 var _ providers.StreamTranslator = (*Stream)(nil)
@@ -123,6 +124,10 @@ func (w *wrapped) Event(dst, event []byte) ([]byte, error) {
 func (w *wrapped) Ended() bool { return w.s.done }
 
 var _ providers.StreamEnder = (*wrapped)(nil)
+
+// Usage implements providers.StreamTranslator: the usage of the Messages
+// stream.
+func (w *wrapped) Usage() providers.Used { return w.s.Usage() }
 
 // Close ends both translations.
 func (w *wrapped) Close(dst []byte) []byte {
@@ -507,6 +512,7 @@ func (s *Stream) start(dst []byte, id, model gjson.Result) []byte {
 	m.Null("stop_reason")
 	m.Null("stop_sequence")
 	s.usage.write(m.Key("usage"))
+	s.used = s.usage.used()
 	m.End()
 	return s.end(&w, o, dst)
 }
@@ -540,6 +546,7 @@ func (s *Stream) finishMessage(dst []byte) []byte {
 	}
 	d.End()
 	s.usage.write(o.Key("usage"))
+	s.used = s.usage.used()
 	dst = s.end(&w, o, dst)
 	const stopTyp = "message_stop"
 	w = s.begin(dst, stopTyp)
@@ -559,6 +566,11 @@ func (s *Stream) fail(dst []byte, e *providers.Error) []byte {
 // without a finish_reason was cut off and ends with an error event.
 // Ended implements providers.StreamEnder.
 func (s *Stream) Ended() bool { return s.done }
+
+// Usage implements providers.StreamTranslator: the usage the stream's
+// events last carried (message_start, then message_delta), as
+// ReadEventUsage reads them; not Known before message_start.
+func (s *Stream) Usage() providers.Used { return s.used }
 
 var _ providers.StreamEnder = (*Stream)(nil)
 

@@ -172,7 +172,13 @@ func TestStreamTranscripts(t *testing.T) {
 	for _, path := range translatortest.Transcripts(t, sseDir, ".txt") {
 		t.Run(strings.TrimSuffix(filepath.Base(path), ".txt"), func(t *testing.T) {
 			hub, want := readTranscript(t, path)
-			got := generated(translate(NewStream(""), hub, nil))
+			st := NewStream("")
+			got := generated(translate(st, hub, nil))
+			// The usage the stream reports is what its events carry, as a
+			// relay of the same events reads it.
+			if u, carried := st.Usage(), eventsUsage(got); u != carried {
+				t.Errorf("the stream reports the usage %+v; its events carry %+v", u, carried)
+			}
 			if translatortest.Update() {
 				data := append(append(hub, translatortest.Separator+"\n"...), got...)
 				translatortest.WriteFile(t, path, data)
@@ -200,6 +206,21 @@ func TestStreamTranscripts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// eventsUsage is the usage a Messages stream's events carry, as its relay
+// reads them.
+func eventsUsage(stream []byte) providers.Used {
+	r := NewRelay()
+	for rest := stream; ; {
+		ev, next, ok := sse.Cut(rest)
+		if !ok {
+			break
+		}
+		_, _ = r.Event(nil, ev)
+		rest = next
+	}
+	return r.Usage()
 }
 
 // TestStreamEqualsAnswer rebuilds each translated stream with the SDK's
@@ -355,12 +376,14 @@ func (identity) Event(dst, ev []byte) ([]byte, error) {
 	return append(append(dst, ev...), "\n\n"...), nil
 }
 func (identity) Close(dst []byte) []byte { return dst }
+func (identity) Usage() providers.Used   { return providers.Used{} }
 
 // failing refuses every event.
 type failing struct{}
 
 func (failing) Event(dst, _ []byte) ([]byte, error) { return dst, fmt.Errorf("bad event") }
 func (failing) Close(dst []byte) []byte             { return dst }
+func (failing) Usage() providers.Used               { return providers.Used{} }
 
 // cutting passes events and, at Close, reports an overloaded provider as
 // the hub's translators end a cut-off stream.

@@ -107,10 +107,14 @@ func plain(s string) bool {
 	return true
 }
 
-// ChatResponse returns the body unchanged: it is already unified.
-func (Chat) ChatResponse(body []byte) ([]byte, error) { return body, nil }
+// ChatResponse returns the body unchanged, it is already unified, and
+// the usage it carries.
+func (Chat) ChatResponse(body []byte) ([]byte, providers.Used, error) {
+	return body, providers.ReadAnswerUsage(body), nil
+}
 
-// ChatStream returns nil: the provider's events are already unified chunks.
+// ChatStream returns nil: the provider's events are already unified chunks,
+// which the gateway relays (Relay).
 func (Chat) ChatStream(providers.StreamOptions) providers.StreamTranslator { return nil }
 
 // Error normalises an OpenAI-style error body. Compatible servers differ in

@@ -131,9 +131,16 @@ func TestChatRequestUnchangedModel(t *testing.T) {
 
 func TestChatPassThrough(t *testing.T) {
 	body := []byte(`{"id":"chatcmpl-1","object":"chat.completion","choices":[]}`)
-	out, err := Chat{}.ChatResponse(body)
+	out, used, err := Chat{}.ChatResponse(body)
 	if err != nil || &out[0] != &body[0] || len(out) != len(body) {
 		t.Errorf("ChatResponse changed the body: %s, %v", out, err)
+	}
+	if used.Known {
+		t.Errorf("an answer without usage: %+v, want none known", used)
+	}
+	withUsage := []byte(`{"id":"chatcmpl-1","object":"chat.completion","choices":[],"usage":{"prompt_tokens":14,"completion_tokens":10,"total_tokens":24,"prompt_tokens_details":{"cached_tokens":4}}}`)
+	if _, used, _ := (Chat{}).ChatResponse(withUsage); used != (providers.Used{Prompt: 14, Completion: 10, Cached: 4, Known: true}) {
+		t.Errorf("the usage of an answer: %+v", used)
 	}
 	for _, opts := range []providers.StreamOptions{{}, {IncludeUsage: true}} {
 		if tr := (Chat{}).ChatStream(opts); tr != nil {

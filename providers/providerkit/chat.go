@@ -36,8 +36,10 @@ type ChatSuite struct {
 	Stream []byte
 
 	// Usage is the usage Answer reports, in the unified counts (Total
-	// included): the gateway meters it, so it is checked as data, in
-	// the answer and at the end of the stream.
+	// included): the gateway meters it, so it is checked as numbers in
+	// the answer and at the end of the stream, and as data, which is
+	// what the gateway reads: the Used that ChatResponse returns and
+	// that the stream translator reports (StreamTranslator.Usage).
 	Usage Usage
 
 	// Errors are failed answers of the provider and the unified errors
@@ -107,11 +109,14 @@ type StandardRequest struct {
 //     the parameter instead;
 //   - answer: s.Answer translates into a chat.completion the OpenAI SDK
 //     reads, with an id, a model, an assistant message and a finish
-//     reason, and s.Usage as numbers (see CheckUsage);
+//     reason, and s.Usage as numbers (see CheckUsage), which ChatResponse
+//     also returns as data (see CheckAnswerUsage);
 //   - stream: s.Stream, cut by the stream request's framing, translates
 //     into a well-formed unified stream (CheckUnifiedStream), the same
 //     whatever pieces its bytes arrive in, that says what the answer says
-//     (content, tool calls, finish reason; usage with include_usage);
+//     (content, tool calls, finish reason; usage with include_usage), and
+//     the translator reports s.Usage as data whether the client asked for
+//     usage or not (see CheckStreamUsage);
 //   - errors: every s.Errors case maps as it wants, and so do answers every
 //     provider may give: an HTML page (its text never reaches the error),
 //     an empty body, a 429 (a rate limit stays one, so that the gateway
@@ -125,28 +130,46 @@ func RunChat(t *testing.T, s ChatSuite) {
 	}
 	t.Run("requests", func(t *testing.T) { s.checkRequests(t) })
 	t.Run("answer", func(t *testing.T) {
-		out := s.answer(t)
+		out, used := s.answer(t)
 		CheckCompletion(t, out)
 		CheckUsage(t, gjson.GetBytes(out, "usage").Raw, s.Usage)
+		CheckAnswerUsage(t, out, used)
 	})
 	t.Run("stream", func(t *testing.T) {
 		for _, include := range []bool{false, true} {
 			name := map[bool]string{false: "without usage", true: "with usage"}[include]
 			t.Run(name, func(t *testing.T) { s.checkStream(t, include) })
 		}
+		t.Run("usage as data", func(t *testing.T) { s.checkStreamUsage(t) })
 	})
 	t.Run("errors", func(t *testing.T) { s.checkErrors(t) })
 	t.Run("odd input", func(t *testing.T) { s.checkOddInput(t) })
 }
 
-// answer is the translated Answer.
-func (s ChatSuite) answer(t testing.TB) []byte {
+// answer is the translated Answer and the usage ChatResponse returned
+// with it.
+func (s ChatSuite) answer(t testing.TB) ([]byte, providers.Used) {
 	t.Helper()
-	out, err := s.Chat.ChatResponse(s.Answer)
+	out, used, err := s.Chat.ChatResponse(s.Answer)
 	if err != nil {
 		t.Fatalf("ChatResponse: %v\nanswer: %s", err, s.Answer)
 	}
-	return out
+	return out, used
+}
+
+// checkStreamUsage checks that the stream translator reports the usage of
+// s.Stream as data, and that it is s.Usage. A provider whose events pass
+// through untranslated reports none: the gateway's relay reads them.
+func (s ChatSuite) checkStreamUsage(t *testing.T) {
+	newStream := func(opts providers.StreamOptions) providers.StreamTranslator { return s.Chat.ChatStream(opts) }
+	if newStream(providers.StreamOptions{Model: s.Model}) == nil {
+		t.Skip("the provider's stream passes through")
+	}
+	used := CheckStreamUsage(t, newStream, s.streamFraming(t), providers.StreamOptions{Model: s.Model}, s.Stream)
+	got := Usage{Prompt: used.Prompt, Completion: used.Completion, Total: used.Total(), Cached: used.Cached, Reasoning: used.Reasoning}
+	if !used.Known || got != s.Usage {
+		t.Errorf("the stream translator reports the usage %+v, want %+v", used, s.Usage)
+	}
 }
 
 func (s ChatSuite) checkRequests(t *testing.T) {
@@ -313,7 +336,8 @@ func (s ChatSuite) checkStream(t *testing.T, include bool) {
 	if !acc.Done {
 		t.Fatalf("the stream did not end with [DONE]:\n%s", out)
 	}
-	streamed, whole := acc.Answer(), AnswerOf(t, s.answer(t))
+	answer, _ := s.answer(t)
+	streamed, whole := acc.Answer(), AnswerOf(t, answer)
 	// A stream's id and time are its own: providers that send none in
 	// their events get new ones.
 	streamed.ID, streamed.Created, whole.ID, whole.Created = "", 0, "", 0
@@ -469,8 +493,11 @@ func mapFields(answer []byte, value func(gjson.Result) string) []byte {
 func (s ChatSuite) checkOddInput(t *testing.T) {
 	for name, body := range s.oddAnswers() {
 		t.Run("answer "+name, func(t *testing.T) {
-			out, err := s.Chat.ChatResponse(body)
+			out, used, err := s.Chat.ChatResponse(body)
 			CheckFuzzedBody(t, body, out, err)
+			if err == nil {
+				CheckAnswerUsage(t, out, used)
+			}
 		})
 	}
 	framing := s.streamFraming(t)

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/modelgate/modelgate/providers"
 )
 
@@ -12,7 +14,7 @@ import (
 // value translates correctly, as an OpenAI-compatible provider would.
 type broken struct {
 	request  func(body []byte) (providers.Request, error)
-	response func(body []byte) ([]byte, error)
+	response func(body []byte) ([]byte, providers.Used, error)
 	mapError func(status int, body []byte) *providers.Error
 }
 
@@ -23,11 +25,11 @@ func (b broken) ChatRequest(body []byte, model string) (providers.Request, error
 	return providers.Request{Path: "/chat", Body: body}, nil
 }
 
-func (b broken) ChatResponse(body []byte) ([]byte, error) {
+func (b broken) ChatResponse(body []byte) ([]byte, providers.Used, error) {
 	if b.response != nil {
 		return b.response(body)
 	}
-	return body, nil
+	return body, providers.ReadAnswerUsage(body), nil
 }
 
 func (broken) ChatStream(providers.StreamOptions) providers.StreamTranslator { return nil }
@@ -150,6 +152,90 @@ func TestCheckError(t *testing.T) {
 	} {
 		if failed, log := Failures(t, func(tb testing.TB) { CheckError(tb, tt.c, 502, nil, []byte(page)) }); failed != tt.fails {
 			t.Errorf("%s: failed %v, want %v\n%s", tt.name, failed, tt.fails, log)
+		}
+	}
+}
+
+// TestCheckAnswerUsage shows CheckAnswerUsage failing a ChatResponse that
+// returns other usage than its answer carries, or none.
+func TestCheckAnswerUsage(t *testing.T) {
+	carried := providers.ReadAnswerUsage([]byte(completion))
+	for _, tt := range []struct {
+		name  string
+		used  providers.Used
+		fails bool
+	}{
+		{"correct", carried, false},
+		{"none", providers.Used{}, true},
+		{"other counts", providers.Used{Prompt: 3, Completion: 1, Known: true}, true},
+		{"not known", providers.Used{Prompt: 2, Completion: 1}, true},
+	} {
+		c := broken{response: func(b []byte) ([]byte, providers.Used, error) { return b, tt.used, nil }}
+		failed, log := Failures(t, func(tb testing.TB) {
+			out, used, _ := c.ChatResponse([]byte(completion))
+			CheckAnswerUsage(tb, out, used)
+		})
+		if failed != tt.fails {
+			t.Errorf("%s: failed %v, want %v\n%s", tt.name, failed, tt.fails, log)
+		}
+	}
+}
+
+// counting is a stream translator that passes unified chunks on and
+// reports the usage it read in them, or what report makes of it.
+type counting struct {
+	opts   providers.StreamOptions
+	used   providers.Used
+	report func(opts providers.StreamOptions, used providers.Used) providers.Used
+}
+
+func (c *counting) Event(dst, event []byte) ([]byte, error) {
+	if data, ok := strings.CutPrefix(string(event), "data: "); ok && strings.Contains(data, `"usage":{`) {
+		c.used = providers.ReadUsage(gjson.Get(data, "usage"))
+	}
+	return append(append(dst, event...), "\n\n"...), nil
+}
+
+func (c *counting) Close(dst []byte) []byte { return dst }
+
+func (c *counting) Usage() providers.Used {
+	if c.report != nil {
+		return c.report(c.opts, c.used)
+	}
+	return c.used
+}
+
+// TestCheckStreamUsage shows CheckStreamUsage failing a stream translator
+// that reports no usage, other usage than its stream carries, or usage
+// only when the client asked for it.
+func TestCheckStreamUsage(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		report func(providers.StreamOptions, providers.Used) providers.Used
+		fails  bool
+	}{
+		{"correct", nil, false},
+		{"none", func(providers.StreamOptions, providers.Used) providers.Used { return providers.Used{} }, true},
+		{"other counts", func(_ providers.StreamOptions, u providers.Used) providers.Used { u.Prompt++; return u }, true},
+		{"only with include_usage", func(o providers.StreamOptions, u providers.Used) providers.Used {
+			if !o.IncludeUsage {
+				return providers.Used{}
+			}
+			return u
+		}, true},
+	} {
+		newStream := func(opts providers.StreamOptions) providers.StreamTranslator {
+			return &counting{opts: opts, report: tt.report}
+		}
+		var got providers.Used
+		failed, log := Failures(t, func(tb testing.TB) {
+			got = CheckStreamUsage(tb, newStream, nil, providers.StreamOptions{}, []byte(chunk1+chunk2+usage+done))
+		})
+		if failed != tt.fails {
+			t.Errorf("%s: failed %v, want %v\n%s", tt.name, failed, tt.fails, log)
+		}
+		if want := (providers.Used{Prompt: 2, Completion: 1, Known: true}); got != want {
+			t.Errorf("%s: CheckStreamUsage returned %+v, want %+v", tt.name, got, want)
 		}
 	}
 }

@@ -138,13 +138,25 @@ func CheckFuzzedRequest(t testing.TB, body []byte, req providers.Request, err er
 }
 
 // FuzzChatResponse fuzzes response, a translator's ChatResponse: any
-// answer body translates into valid JSON or fails with an error, never a
-// panic.
-func FuzzChatResponse(f *testing.F, response func(body []byte) ([]byte, error)) {
+// answer body translates into valid JSON, with the usage it carries, or
+// fails with an error, never a panic.
+func FuzzChatResponse(f *testing.F, response func(body []byte) ([]byte, providers.Used, error)) {
 	f.Fuzz(func(t *testing.T, body []byte) {
-		out, err := response(body)
+		out, used, err := response(body)
 		CheckFuzzedBody(t, body, out, err)
+		if err == nil {
+			CheckAnswerUsage(t, out, used)
+		}
 	})
+}
+
+// CheckAnswerUsage checks that used, what a translator's ChatResponse
+// returned, is the usage its unified answer carries.
+func CheckAnswerUsage(t testing.TB, answer []byte, used providers.Used) {
+	t.Helper()
+	if want := providers.ReadAnswerUsage(answer); used != want {
+		t.Errorf("ChatResponse returned the usage %+v; the answer carries %+v:\n%s", used, want, answer)
+	}
 }
 
 // CheckFuzzedBody checks what a translator made of a fuzzed input: valid

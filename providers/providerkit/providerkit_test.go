@@ -97,6 +97,8 @@ func (echo) Event(dst, event []byte) ([]byte, error) {
 
 func (echo) Close(dst []byte) []byte { return append(dst, done...) }
 
+func (echo) Usage() providers.Used { return providers.Used{} }
+
 func TestTranslate(t *testing.T) {
 	upstream := []byte("data: {\"a\":1}\n\ndata: {\"b\":2}\r\n\r\ndata: {\"c\":3}\r\r")
 	want := "data: {\"a\":1}\n\ndata: {\"b\":2}\n\ndata: {\"c\":3}\n\n" + done

@@ -177,6 +177,45 @@ func Quote(b []byte) string {
 	return string(q)
 }
 
+// StreamUsage reads the usage a unified stream's usage chunk carries; not
+// Known when it has none.
+func StreamUsage(out []byte) providers.Used {
+	var u providers.Used
+	for _, data := range Data(out) {
+		if bytes.Contains(data, []byte(`"usage":{`)) {
+			u = providers.ReadUsage(gjson.GetBytes(data, "usage"))
+		}
+	}
+	return u
+}
+
+// CheckStreamUsage checks that a stream translator reports the usage its
+// stream carries as data (StreamTranslator.Usage), which is what the
+// gateway meters: translators newStream makes of upstream, cut by framing
+// (nil: providers.SSE), report what the usage chunk of the stream
+// translated with IncludeUsage says, whether opts asks for usage or not.
+// It returns that usage.
+func CheckStreamUsage(t testing.TB, newStream func(providers.StreamOptions) providers.StreamTranslator, framing providers.Framing, opts providers.StreamOptions, upstream []byte) providers.Used {
+	t.Helper()
+	var want providers.Used
+	for _, includeUsage := range []bool{true, false} {
+		o := opts
+		o.IncludeUsage = includeUsage
+		tr := newStream(o)
+		out, err := Translate(tr, framing, upstream, nil)
+		if err != nil {
+			t.Fatalf("the stream: %v\nunified so far:\n%s", err, out)
+		}
+		if includeUsage {
+			want = StreamUsage(out)
+		}
+		if got := tr.Usage(); got != want {
+			t.Errorf("include_usage %v: the translator reports the usage %+v; the stream's usage chunk carries %+v", includeUsage, got, want)
+		}
+	}
+	return want
+}
+
 // FuzzStream feeds arbitrary bytes (and include_usage either way), cut by
 // framing (nil: providers.SSE), through a translator newStream makes and
 // checks that what comes out is a well-formed unified stream (see

@@ -30,7 +30,8 @@ type Exchange struct {
 	echoA, echoB, echoC, echoD jsonw.Members
 	echoErr                    error
 
-	final []byte // the complete Response, encrypted_content and all
+	final []byte         // the complete Response, encrypted_content and all
+	used  providers.Used // the usage the Response carries (Used)
 
 	// webSearch is the web search built-in the hub request asks for as
 	// web_search_options; dropped lists the built-in tools left out.
@@ -66,6 +67,11 @@ func (x *Exchange) Info() Info { return x.r.Info() }
 // client did; a streamed request asks for usage (include_usage), which
 // response.completed carries.
 func (x *Exchange) ChatBody() []byte { return x.chat }
+
+// Used is what the answer used, as the final Response carries it (once
+// Response or the stream's terminal event has produced it; not Known
+// before, nor when the Response carries no usage).
+func (x *Exchange) Used() providers.Used { return x.used }
 
 // Record is what the gateway keeps for a stored response (Info.Store),
 // once Response or the stream has produced the final Response: the

@@ -171,6 +171,13 @@ func (u *usage) set(v gjson.Result) {
 	u.reasoning = v.Get("completion_tokens_details.reasoning_tokens").Int()
 }
 
+// used is the usage write writes, as data: not Known when it writes null.
+// The cache's writes are not counted apart, as a Response's readers count
+// them (the input's cached tokens are).
+func (u *usage) used() providers.Used {
+	return providers.Used{Prompt: u.prompt, Cached: u.cached, Completion: u.completion, Reasoning: u.reasoning, Known: u.ok}
+}
+
 // write writes the Responses usage object, or null.
 func (u *usage) write(v jsonw.Value) {
 	if !u.ok {
@@ -382,7 +389,8 @@ func rawOr(v jsonw.Value, r gjson.Result, def string) {
 var errNotCompletion = errors.New("responses: the answer is not a chat.completion with a message")
 
 // Response translates the hub's answer (a chat.completion) into the
-// Response for the client. The record (Record) is ready afterwards.
+// Response for the client. The record (Record) and the usage the Response
+// carries (Used) are ready afterwards.
 func (x *Exchange) Response(chat []byte) ([]byte, error) {
 	if !providers.ValidJSON(chat) {
 		return nil, errNotCompletion
@@ -415,6 +423,7 @@ func (x *Exchange) Response(chat []byte) ([]byte, error) {
 	if x.final, err = x.appendResponse(make([]byte, 0, len(chat)+x.echoC.Len()+512), &res, true); err != nil {
 		return nil, err
 	}
+	x.used = res.usage.used()
 	if x.r.includeEncrypted {
 		return x.final, nil
 	}

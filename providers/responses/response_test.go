@@ -25,6 +25,9 @@ func TestResponseGolden(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Response: %v", err)
 		}
+		if used := x.Used(); used != AnswerUsage(got) {
+			t.Errorf("Used() = %+v; the Response carries %+v", used, AnswerUsage(got))
+		}
 		r := decodeResponse(t, got)
 		if r.ID != x.ID() || !strings.HasPrefix(r.ID, "resp_") {
 			t.Errorf("id = %q, want the exchange's %q", r.ID, x.ID())

@@ -223,6 +223,10 @@ func (s *Stream) Close(dst []byte) []byte {
 	return s.fail(dst, "server_error", "the provider's stream ended before the answer was complete")
 }
 
+// Usage implements providers.StreamTranslator: the usage the terminal
+// event's Response carries; not Known before it, or when it carries none.
+func (s *Stream) Usage() providers.Used { return s.x.used }
+
 // Fail ends the stream with response.failed for an error the gateway met
 // (the provider's stream translator failed, or the connection broke).
 func (s *Stream) Fail(dst []byte, e *providers.Error) []byte {
@@ -746,6 +750,7 @@ func (s *Stream) fail(dst []byte, code, msg string) []byte {
 // terminal sends the terminal event with the whole Response and keeps the
 // Response for the record.
 func (s *Stream) terminal(dst []byte, typ string, res *result) []byte {
+	s.x.used = res.usage.used()
 	var err error
 	if s.x.final, err = s.x.appendResponse(s.x.final[:0], res, true); err != nil {
 		s.x.final = nil

@@ -67,7 +67,14 @@ func TestStreamTranscripts(t *testing.T) {
 	for _, path := range transcripts(t) {
 		t.Run(strings.TrimSuffix(filepath.Base(path), ".txt"), func(t *testing.T) {
 			request, hub, want := readTranscript(t, path)
-			got := translateStream(newExchange(t, request), hub, nil)
+			x := newExchange(t, request)
+			st := x.Stream()
+			got, _ := providerkit.Translate(st, nil, hub, nil)
+			// The usage the stream reports is what its terminal event
+			// carries, as a relay of the same events reads it.
+			if u, carried := st.Usage(), eventsUsage(got); u != carried {
+				t.Errorf("the stream reports the usage %+v; its events carry %+v", u, carried)
+			}
 			if translatortest.Update() {
 				sep := translatortest.Separator + "\n"
 				data := append(append(append(append(request, "\n"+sep...), hub...), sep...), got...)
@@ -86,6 +93,21 @@ func TestStreamTranscripts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// eventsUsage is the usage a Responses stream's events carry, as its
+// relay reads them.
+func eventsUsage(stream []byte) providers.Used {
+	r := NewRelay(nil)
+	for rest := stream; ; {
+		ev, next, ok := sse.Cut(rest)
+		if !ok {
+			break
+		}
+		_, _ = r.Event(nil, ev)
+		rest = next
+	}
+	return r.Usage()
 }
 
 // TestStreamSDK reads each translated stream with openai-go's own stream

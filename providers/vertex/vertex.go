@@ -52,7 +52,7 @@ func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) 
 // ChatResponse translates an answer, which is Anthropic's message
 // ("type":"message") for Claude and Google's GenerateContentResponse
 // otherwise.
-func (c Chat) ChatResponse(body []byte) ([]byte, error) {
+func (c Chat) ChatResponse(body []byte) ([]byte, providers.Used, error) {
 	if isMessage(body) {
 		return c.Claude.ChatResponse(body)
 	}

@@ -69,11 +69,11 @@ func TestChatByPublisher(t *testing.T) {
 	if err != nil || req.Path != "/projects/p/locations/us-east5/publishers/google/models/gemini-2.5-pro:generateContent" {
 		t.Errorf("gemini: %v %s", err, req.Path)
 	}
-	out, err := testChat.ChatResponse([]byte(`{"id":"msg_1","type":"message","role":"assistant","model":"claude","content":[{"type":"text","text":"hello"}],"stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":1}}`))
-	if err != nil || gjson.GetBytes(out, "choices.0.message.content").Str != "hello" {
-		t.Errorf("claude answer: %v %s", err, out)
+	out, used, err := testChat.ChatResponse([]byte(`{"id":"msg_1","type":"message","role":"assistant","model":"claude","content":[{"type":"text","text":"hello"}],"stop_reason":"end_turn","usage":{"input_tokens":1,"output_tokens":1}}`))
+	if err != nil || gjson.GetBytes(out, "choices.0.message.content").Str != "hello" || !used.Known || used.Prompt != 1 || used.Completion != 1 {
+		t.Errorf("claude answer: %v %s (usage %+v)", err, out, used)
 	}
-	out, err = testChat.ChatResponse([]byte(`{"candidates":[{"content":{"parts":[{"text":"hola"}]},"finishReason":"STOP"}],"responseId":"r1"}`))
+	out, _, err = testChat.ChatResponse([]byte(`{"candidates":[{"content":{"parts":[{"text":"hola"}]},"finishReason":"STOP"}],"responseId":"r1"}`))
 	if err != nil || gjson.GetBytes(out, "choices.0.message.content").Str != "hola" {
 		t.Errorf("gemini answer: %v %s", err, out)
 	}

@@ -165,15 +165,17 @@ func writeTurn(turns jsonw.Array, i int, m gjson.Result) error {
 	return nil
 }
 
-// ChatResponse translates Quill's answer into a chat.completion.
-func (c Chat) ChatResponse(body []byte) ([]byte, error) {
+// ChatResponse translates Quill's answer into a chat.completion, and
+// returns the usage it carries as data: what the gateway meters and
+// prices.
+func (c Chat) ChatResponse(body []byte) ([]byte, providers.Used, error) {
 	if !providers.ValidJSON(body) {
-		return nil, errors.New("quill: the answer is not JSON")
+		return nil, providers.Used{}, errors.New("quill: the answer is not JSON")
 	}
 	root := gjson.ParseBytes(body)
 	text := root.Get("text")
 	if !root.IsObject() || text.Type != gjson.String {
-		return nil, errors.New("quill: the answer has no text")
+		return nil, providers.Used{}, errors.New("quill: the answer has no text")
 	}
 	w := jsonw.New(make([]byte, 0, len(body)+256))
 	cc := providers.StartCompletion(&w, providers.Head{
@@ -185,8 +187,10 @@ func (c Chat) ChatResponse(body []byte) ([]byte, error) {
 	m.Content(jsonw.StrOf(text))
 	m.NullRefusal()
 	m.End(finishReason(root.Get("end").Str))
-	cc.Usage(usageOf(root.Get("tokens")))
-	return cc.Finish()
+	u := usageOf(root.Get("tokens"))
+	cc.Usage(u)
+	out, err := cc.Finish()
+	return out, u.Used(), err
 }
 
 // finishReason is the unified finish reason of Quill's end.

@@ -83,3 +83,7 @@ func (s *stream) Close(dst []byte) []byte {
 
 // Ended reports whether the unified stream has ended.
 func (s *stream) Ended() bool { return s.done }
+
+// Usage reports the usage of the end line, as data, whether the client
+// asked for the usage chunk or not: not Known before it.
+func (s *stream) Usage() providers.Used { return s.chunks.Used() }

@@ -88,13 +88,25 @@ func BenchChatRequest(b *testing.B, body []byte, request func(body []byte) (prov
 	BenchBody(b, body, request)
 }
 
-// BenchBody measures translate (a ChatResponse, say) on body, which it
-// must not refuse.
+// BenchBody measures translate (a request's translation, say) on body,
+// which it must not refuse.
 func BenchBody[T any](b *testing.B, body []byte, translate func(body []byte) (T, error)) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := translate(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchResponse measures response, a translator's ChatResponse, on body,
+// which it must not refuse.
+func BenchResponse(b *testing.B, body []byte, response func(body []byte) ([]byte, providers.Used, error)) {
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, _, err := response(body); err != nil {
 			b.Fatal(err)
 		}
 	}

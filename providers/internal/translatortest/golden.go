@@ -23,6 +23,7 @@ import (
 
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/jsonw"
+	"github.com/modelgate/modelgate/providers/providerkit"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files and transcripts from the current output")
@@ -148,14 +149,15 @@ func Golden(t *testing.T, dir, in, out string, translate func(t *testing.T, name
 
 // ChatResponseGolden runs Golden over the provider's answers <name><in>
 // in dir: response, a translator's ChatResponse, makes of each the
-// unified answer <name>.unified.json.
-func ChatResponseGolden(t *testing.T, dir, in string, response func(body []byte) ([]byte, error)) {
+// unified answer <name>.unified.json, and returns the usage it carries.
+func ChatResponseGolden(t *testing.T, dir, in string, response func(body []byte) ([]byte, providers.Used, error)) {
 	t.Helper()
 	Golden(t, dir, in, ".unified.json", func(t *testing.T, _ string, body []byte) []byte {
-		got, err := response(body)
+		got, used, err := response(body)
 		if err != nil {
 			t.Fatalf("ChatResponse: %v", err)
 		}
+		providerkit.CheckAnswerUsage(t, got, used)
 		return got
 	})
 }

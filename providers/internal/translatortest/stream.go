@@ -80,6 +80,7 @@ func (r Replay) Transcripts(t *testing.T, dir string) {
 			if !bytes.Equal(got, want) {
 				t.Fatalf("unified stream differs\ngot:\n%s\nwant:\n%s", got, want)
 			}
+			providerkit.CheckStreamUsage(t, r.New, r.Framing, opts, upstream)
 
 			// Framing must not matter: random chunk sizes, one byte at a
 			// time, and every line-ending style SSE allows.
@@ -198,3 +199,28 @@ func SeedTranscripts(f *testing.F, dir string) {
 
 // Fuzz runs providerkit.FuzzStream on the replay's translator and framing.
 func (r Replay) Fuzz(f *testing.F) { providerkit.FuzzStream(f, r.New, r.Framing) }
+
+// RelayWrites sends a provider's stream, in writes, through the relay r
+// as the gateway does: a write of whole events that r lets pass
+// (Relay.Passes) goes to the client as it is; anything else is cut into
+// events, each given to Event; then Close. It returns what the client got.
+func RelayWrites(r providers.Relay, writes ...string) string {
+	var out, pending []byte
+	for _, p := range writes {
+		if len(pending) == 0 && r.Passes([]byte(p)) {
+			out = append(out, p...)
+			continue
+		}
+		pending = append(pending, p...)
+		for {
+			ev, rest, ok, _ := providers.SSE.Cut(pending)
+			if !ok {
+				break
+			}
+			out, _ = r.Event(out, ev)
+			pending = rest
+		}
+		pending = append([]byte(nil), pending...)
+	}
+	return string(r.Close(out))
+}

@@ -1,0 +1,70 @@
+package gateway
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/openai"
+)
+
+// BenchmarkPassThroughAnswer is the OpenAI pass-through's answer rewrite
+// (the translator's, with the usage it reads, then the model filled in
+// where the provider left it out).
+func BenchmarkPassThroughAnswer(b *testing.B) {
+	answer := []byte(`{"id":"chatcmpl-1","object":"chat.completion","created":1795448284,"model":"gpt-4o-mini","system_fingerprint":"fp_fake","choices":[{"index":0,"message":{"role":"assistant","content":"echo: Summarise the plot of Hamlet in one sentence please","refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":14,"completion_tokens":10,"total_tokens":24,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}},"service_tier":"default"}`)
+	var u Usage
+	b.ReportAllocs()
+	b.SetBytes(int64(len(answer)))
+	for b.Loop() {
+		out, used, err := openai.Chat{}.ChatResponse(answer)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = withModel(out, "gpt-4o-mini")
+		u = used
+	}
+	if u.Prompt != 14 {
+		b.Fatalf("usage %+v", u)
+	}
+}
+
+// discardSink is a client's connection that forgets what it is sent, as
+// a client reads it: a benchmark measures the gateway, not a buffer of
+// everything a stream ever sent.
+type discardSink struct{}
+
+func (discardSink) WriteHeader(int)             {}
+func (discardSink) Write(p []byte) (int, error) { return len(p), nil }
+func (discardSink) Flush() error                { return nil }
+
+// BenchmarkStreamWrite is one write of a provider's stream, one event,
+// through the upstreamWriter of a stream passed through (its relay), on
+// its way to the client: with the usage the client asked for
+// ("usage":null in every chunk, passed on as it is, so the write itself
+// goes on), and without (the gateway asked for it and takes the field out,
+// a copy).
+func BenchmarkStreamWrite(b *testing.B) {
+	ev := []byte(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1795448284,"model":"gpt-4o-mini","system_fingerprint":"fp_fake","choices":[{"index":0,"delta":{"content":" word"},"logprobs":null,"finish_reason":null}],"usage":null}` + "\n\n")
+	for _, bc := range []struct {
+		name  string
+		strip bool
+	}{
+		{"usage_asked", false},
+		{"usage_stripped", true},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			w := &upstreamWriter{sink: discardSink{}, client: make(http.Header), header: make(http.Header), framing: providers.SSE, api: openAIAPI,
+				wantStream: true, tr: openai.NewRelay(!bc.strip), o: &Outcome{Start: time.Now()}}
+			w.Header().Set("Content-Type", "text/event-stream")
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := w.Write(ev); err != nil {
+					b.Fatal(err)
+				}
+			}
+			w.finishStream(false)
+		})
+	}
+}
