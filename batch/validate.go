@@ -71,10 +71,10 @@ func (s *Store) validate(ctx context.Context, rec *batchRecord, ex Executor, set
 	)
 	for {
 		line, tooLong, err := readLine(br, set.MaxLineBytes)
-		if err == io.EOF && line == nil {
+		if errors.Is(err, io.EOF) && line == nil {
 			break
 		}
-		if err != nil && err != io.EOF {
+		if err != nil && !errors.Is(err, io.EOF) {
 			return nil, fmt.Errorf("reading the input file: %w", err)
 		}
 		lineNo++
@@ -344,7 +344,7 @@ func readLine(br *bufio.Reader, max int) (line []byte, tooLong bool, err error) 
 			buf = append(buf, frag[:n]...)
 		}
 		switch {
-		case err == bufio.ErrBufferFull:
+		case errors.Is(err, bufio.ErrBufferFull):
 			continue
 		case err == io.EOF:
 			if len(buf) == 0 && !tooLong {

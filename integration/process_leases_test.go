@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"slices"
@@ -367,7 +368,7 @@ func TestProcessRedisLeaseKill(t *testing.T) {
 		var sum pricing.Money
 		for _, k := range keys {
 			v, err := rdb.Get(context.Background(), k).Int64()
-			if err != nil && err != redis.Nil {
+			if err != nil && !errors.Is(err, redis.Nil) {
 				t.Fatal(err)
 			}
 			sum += pricing.Money(v)

@@ -101,7 +101,7 @@ func quickStartBinary(t *testing.T) string {
 		}
 		quickStartBin = filepath.Join(dir, "quickstart")
 		if out, err := exec.Command("go", "build", "-o", quickStartBin, "../cmd/quickstart").CombinedOutput(); err != nil {
-			quickStartErr = fmt.Errorf("go build: %v\n%s", err, out)
+			quickStartErr = fmt.Errorf("go build: %w\n%s", err, out)
 		}
 	})
 	if quickStartErr != nil {

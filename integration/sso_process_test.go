@@ -51,13 +51,13 @@ func ssoBinaries(t *testing.T) (proxy, provider string) {
 		install.Dir = dir // outside this module: @version ignores it anyway
 		install.Env = append(os.Environ(), "GOBIN="+dir, "GOFLAGS=-mod=mod")
 		if out, err := install.CombinedOutput(); err != nil {
-			ssoBins.err = fmt.Errorf("go install %s: %v\n%s", oauth2ProxyVersion, err, out)
+			ssoBins.err = fmt.Errorf("go install %s: %w\n%s", oauth2ProxyVersion, err, out)
 			return
 		}
 		build := exec.Command("go", "build", "-o", filepath.Join(dir, "oidcprovider"), ".")
 		build.Dir = "oidcprovider"
 		if out, err := build.CombinedOutput(); err != nil {
-			ssoBins.err = fmt.Errorf("building integration/oidcprovider: %v\n%s", err, out)
+			ssoBins.err = fmt.Errorf("building integration/oidcprovider: %w\n%s", err, out)
 			return
 		}
 		ssoBins.proxy, ssoBins.provider = filepath.Join(dir, "oauth2-proxy"), filepath.Join(dir, "oidcprovider")

@@ -70,10 +70,10 @@ func findOrInstall() (string, error) {
 	if err != nil {
 		// A fresh machine may have no package lists yet.
 		if upd, uerr := apt("update", "-q"); uerr != nil {
-			return "", fmt.Errorf("apt-get update: %v\n%s", uerr, tail(upd))
+			return "", fmt.Errorf("apt-get update: %w\n%s", uerr, tail(upd))
 		}
 		if out, err = install(); err != nil {
-			return "", fmt.Errorf("apt-get install redis-server: %v\n%s", err, tail(out))
+			return "", fmt.Errorf("apt-get install redis-server: %w\n%s", err, tail(out))
 		}
 	}
 	if p := find(); p != "" {

@@ -94,8 +94,12 @@ func command(addr, password string, args ...string) (string, error) {
 		return line, nil
 	}
 	if password != "" {
-		if r, err := send("AUTH", password); err != nil || r != "+OK" {
-			return r, fmt.Errorf("AUTH: %v", err)
+		r, err := send("AUTH", password)
+		if err != nil {
+			return r, fmt.Errorf("AUTH: %w", err)
+		}
+		if r != "+OK" {
+			return r, fmt.Errorf("AUTH: %q", r)
 		}
 	}
 	return send(args...)

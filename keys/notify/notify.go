@@ -148,7 +148,7 @@ func (s *SMTP) Send(ctx context.Context, to []string, msg []byte) error {
 	defer cancel()
 	host, _, err := net.SplitHostPort(s.Addr)
 	if err != nil {
-		return fmt.Errorf("smtp address %q: %v", s.Addr, err)
+		return fmt.Errorf("smtp address %q: %w", s.Addr, err)
 	}
 	tlsConf := s.TLSConfig
 	if tlsConf == nil {

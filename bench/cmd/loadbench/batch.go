@@ -88,7 +88,7 @@ func runBatch(args []string) error {
 	}()
 	b, err := do(http.MethodPost, "/v1/files", mw.FormDataContentType(), pr)
 	if err != nil {
-		return fmt.Errorf("upload: %v", err)
+		return fmt.Errorf("upload: %w", err)
 	}
 	fileID := gjson.GetBytes(b, "id").Str
 	res := batchResult{Lines: *lines, UploadS: time.Since(upStart).Seconds()}
@@ -98,7 +98,7 @@ func runBatch(args []string) error {
 	b, err = do(http.MethodPost, "/v1/batches", "application/json",
 		bytes.NewReader([]byte(`{"input_file_id":"`+fileID+`","endpoint":"/v1/chat/completions","completion_window":"24h"}`)))
 	if err != nil {
-		return fmt.Errorf("creating the batch: %v", err)
+		return fmt.Errorf("creating the batch: %w", err)
 	}
 	id := gjson.GetBytes(b, "id").Str
 	deadline := start.Add(*timeout)

@@ -124,7 +124,7 @@ func runLoad(args []string) error {
 	// Check the answer once, before the clock runs.
 	_, _, _, first, err := send(context.Background(), true)
 	if err != nil {
-		return fmt.Errorf("first request: %v", err)
+		return fmt.Errorf("first request: %w", err)
 	}
 	if *expect != "" && !bytes.Contains(first, []byte(*expect)) {
 		return fmt.Errorf("first answer lacks %q: %.600s", *expect, first)

@@ -246,7 +246,7 @@ func (b *bench) build() error {
 	cmd.Dir = root
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("go build ./cmd/caddy: %v", err)
+		return fmt.Errorf("go build ./cmd/caddy: %w", err)
 	}
 	b.report.note("caddy: go build ./cmd/caddy → %s (%.1fs)", b.caddyBin, time.Since(start).Seconds())
 	return nil
@@ -263,8 +263,11 @@ const productModule = "github.com/modelgate/modelgate"
 func productDir() (string, error) {
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", productModule).Output()
 	dir := string(bytes.TrimSpace(out))
-	if err != nil || dir == "" {
-		return "", fmt.Errorf("run loadbench from the repository's bench/ directory, whose module replaces %s with the repository (go list -m %s: %v)", productModule, productModule, err)
+	if err != nil {
+		return "", fmt.Errorf("run loadbench from the repository's bench/ directory, whose module replaces %s with the repository (go list -m %s: %w)", productModule, productModule, err)
+	}
+	if dir == "" {
+		return "", fmt.Errorf("run loadbench from the repository's bench/ directory, whose module replaces %s with the repository (go list -m %s: no directory)", productModule, productModule)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "cmd", "caddy")); err != nil {
 		return "", fmt.Errorf("%s resolves to %s, which has no cmd/caddy: %w", productModule, dir, err)
@@ -367,7 +370,7 @@ func (b *bench) readLine(p *proc, timeout time.Duration) (string, error) {
 				p.wait <- status
 			case <-time.After(5 * time.Second):
 			}
-			return "", fmt.Errorf("%s ended (%v); see %s", p.name, status, filepath.Join(b.dir, p.name+".log"))
+			return "", fmt.Errorf("%s ended (%v); see %s", p.name, status, filepath.Join(b.dir, p.name+".log")) //nolint:errorlint // status is nil after a clean exit, which %w would print as %!w(<nil>)
 		}
 		return line, nil
 	case <-time.After(timeout):
@@ -451,7 +454,7 @@ func (b *bench) waitListening(p *proc, addr string, within time.Duration) error 
 		select {
 		case err := <-p.wait:
 			p.wait <- err
-			return fmt.Errorf("%s exited (%v); see %s", p.name, err, filepath.Join(b.dir, p.name+".log"))
+			return fmt.Errorf("%s exited (%v); see %s", p.name, err, filepath.Join(b.dir, p.name+".log")) //nolint:errorlint // err is nil after a clean exit, which %w would print as %!w(<nil>)
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
@@ -507,7 +510,7 @@ func (b *bench) startCaddy(v *variant, up *proc, tag string) (*proc, error) {
 	if v.managedKey {
 		body, err := b.admin(p, http.MethodPost, "/modelgate/keys", `{"name":"loadbench"}`)
 		if err != nil {
-			return nil, fmt.Errorf("%s: creating a managed key: %v", name, err)
+			return nil, fmt.Errorf("%s: creating a managed key: %w", name, err)
 		}
 		if p.key = gjson.GetBytes(body, "key").Str; p.key == "" {
 			return nil, fmt.Errorf("%s: creating a managed key: %s", name, body)
@@ -633,7 +636,7 @@ func (b *bench) measure(suite, label string, s *scenario, p *proc, up *proc, con
 	for {
 		line, err := b.readLine(lg, timeout)
 		if err != nil {
-			return nil, fmt.Errorf("%s via %s: %v", label, p.v.name, errWithLog(err, filepath.Join(b.dir, "load.log")))
+			return nil, fmt.Errorf("%s via %s: %w", label, p.v.name, errWithLog(err, filepath.Join(b.dir, "load.log")))
 		}
 		switch {
 		case line == "measuring":
@@ -680,5 +683,5 @@ func errWithLog(err error, path string) error {
 	if len(bytes.TrimSpace(b)) == 0 {
 		return err
 	}
-	return fmt.Errorf("%v: %s", err, bytes.TrimSpace(b))
+	return fmt.Errorf("%w: %s", err, bytes.TrimSpace(b))
 }

@@ -33,7 +33,7 @@ var (
 func readProfile(file string) (*stackSamples, error) {
 	out, err := exec.Command("go", "tool", "pprof", "-raw", file).Output()
 	if err != nil {
-		return nil, fmt.Errorf("go tool pprof -raw: %v", err)
+		return nil, fmt.Errorf("go tool pprof -raw: %w", err)
 	}
 	type sample struct {
 		n   int64
