@@ -106,15 +106,6 @@ func split(s string) []string {
 	return out
 }
 
-func (o *options) has(suite string) bool {
-	for _, s := range o.suites {
-		if s == suite {
-			return true
-		}
-	}
-	return false
-}
-
 // bench is one harness run.
 type bench struct {
 	opt                 *options

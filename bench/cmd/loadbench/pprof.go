@@ -92,26 +92,6 @@ func readProfile(file string) (*stackSamples, error) {
 	return p, nil
 }
 
-// share is the fraction of samples whose stack satisfies f.
-func (p *stackSamples) share(f func(stack []string) bool) float64 {
-	var n int64
-	for i, s := range p.stacks {
-		if f(s) {
-			n += p.counts[i]
-		}
-	}
-	return float64(n) / float64(p.total)
-}
-
-func has(stack []string, prefix string) bool {
-	for _, f := range stack {
-		if strings.HasPrefix(f, prefix) {
-			return true
-		}
-	}
-	return false
-}
-
 // components, leafmost first wins: a sample is charged to the component
 // of the frame nearest its leaf that belongs to one (so allocation and
 // system calls go to the code that asked for them).
