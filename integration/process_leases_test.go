@@ -402,8 +402,8 @@ func TestProcessRedisLeaseKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	holders, err := rdb.ZRangeByScore(context.Background(), sets[0],
-		&redis.ZRangeBy{Min: "(" + strconv.FormatInt(now.UnixMilli(), 10), Max: "+inf"}).Result()
+	holders, err := rdb.ZRangeArgs(context.Background(), redis.ZRangeArgs{Key: sets[0], ByScore: true,
+		Start: "(" + strconv.FormatInt(now.UnixMilli(), 10), Stop: "+inf"}).Result()
 	if err != nil {
 		t.Fatal(err)
 	}

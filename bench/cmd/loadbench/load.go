@@ -108,7 +108,7 @@ func runLoad(args []string) error {
 		}
 		if !*stream {
 			var buf bytes.Buffer
-			var w io.Writer = io.Discard
+			w := io.Discard
 			if keep {
 				w = &buf
 			}
