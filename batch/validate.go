@@ -59,7 +59,7 @@ func (s *Store) validate(ctx context.Context, rec *batchRecord, ex Executor, set
 	if err != nil {
 		return nil, err
 	}
-	defer rc.Close()
+	defer func() { _ = rc.Close() }() // read only
 
 	dir := s.batchDir(rec.Owner, rec.ID)
 	pw := &partWriter{s: s, ctx: ctx, dir: dir, v: v, set: set, groups: make(map[string]*nativeGroup)}

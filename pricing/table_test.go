@@ -207,7 +207,9 @@ func TestLoad(t *testing.T) {
 	if _, err := Load(&Config{File: filepath.Join(dir, "missing.json")}); err == nil {
 		t.Error("Load with a missing file succeeded")
 	}
-	os.WriteFile(file, []byte(`{"providers": {"openai": {"models": {"m": {"input": -1}}}}}`), 0o600)
+	if err := os.WriteFile(file, []byte(`{"providers": {"openai": {"models": {"m": {"input": -1}}}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := Load(&Config{File: file}); err == nil || !strings.Contains(err.Error(), file) {
 		t.Errorf("Load with a bad file: %v; want an error naming the file", err)
 	}

@@ -56,7 +56,7 @@ func findOrInstall() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer lock.Close()
+	defer func() { _ = lock.Close() }() // the lock is released with the file; nothing was written
 	if err := lockFile(lock); err != nil {
 		return "", fmt.Errorf("locking the install: %w", err)
 	}
@@ -100,7 +100,7 @@ func apt(args ...string) ([]byte, error) {
 		return buf.Bytes(), err
 	case <-time.After(10 * time.Minute):
 		_ = cmd.Process.Kill()
-		<-done
+		<-done //nolint:errcheck // the killed process's exit status
 		return buf.Bytes(), errors.New("apt-get took more than 10 minutes")
 	}
 }

@@ -67,7 +67,7 @@ func command(addr, password string, args ...string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 	br := bufio.NewReader(c)
 	send := func(args ...string) (string, error) {

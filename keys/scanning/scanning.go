@@ -278,7 +278,7 @@ func (r *Reporter) fetch(ctx context.Context) (map[string]*ecdsa.PublicKey, erro
 	if err != nil {
 		return nil, err
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }()
 	if res.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("%s answered %s", r.KeysURL, res.Status)
 	}
