@@ -409,7 +409,7 @@ func TestIntegrationStreamingNeverBuffers(t *testing.T) {
 				req, _ := http.NewRequest(http.MethodPost, gatewayBase+"/v1/chat/completions", strings.NewReader(
 					`{"model":"`+model+`","stream":true,"messages":[{"role":"user","content":"one two three"}]}`))
 				req.Header.Set("Authorization", "Bearer "+aliceKey)
-				res, err := http.DefaultClient.Do(req)
+				res, err := http.DefaultClient.Do(req) //nolint:bodyclose // handed over resCh to the test, which closes it
 				resCh <- result{res, err}
 			}()
 			select {
