@@ -56,7 +56,7 @@ func runBatch(args []string) error {
 		if err != nil {
 			return nil, err
 		}
-		defer res.Body.Close()
+		defer func() { _ = res.Body.Close() }()
 		b, err := io.ReadAll(res.Body)
 		if err == nil && res.StatusCode != http.StatusOK {
 			err = fmt.Errorf("%s %s: status %d: %.300s", method, path, res.StatusCode, b)
@@ -138,7 +138,7 @@ func runBatch(args []string) error {
 				res.OutputLines++
 			}
 		}
-		r.Body.Close()
+		_ = r.Body.Close()
 		if err := sc.Err(); err != nil {
 			return err
 		}

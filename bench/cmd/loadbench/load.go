@@ -101,7 +101,7 @@ func runLoad(args []string) error {
 		if err != nil {
 			return 0, 0, 0, nil, err
 		}
-		defer res.Body.Close()
+		defer func() { _ = res.Body.Close() }()
 		if res.StatusCode != http.StatusOK {
 			b, _ := io.ReadAll(io.LimitReader(res.Body, 512))
 			return 0, 0, 0, nil, fmt.Errorf("status %d: %s", res.StatusCode, b)

@@ -309,7 +309,7 @@ func (b *bench) start(name, cpu string, quiet bool, env []string, prog string, a
 	// Children die with the harness, whatever ends it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		logf.Close()
+		_ = logf.Close() // the child's log, diagnostics only; the start's error is the one to report
 		return nil, err
 	}
 	go func() {
@@ -323,7 +323,7 @@ func (b *bench) start(name, cpu string, quiet bool, env []string, prog string, a
 			close(p.lines)
 		}
 		err := cmd.Wait()
-		logf.Close()
+		_ = logf.Close() // the child's log, diagnostics only
 		p.wait <- err
 	}()
 	return p, nil
@@ -439,7 +439,7 @@ func (b *bench) waitListening(p *proc, addr string, within time.Duration) error 
 	for {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
-			c.Close()
+			_ = c.Close() // a probe: nothing was written
 			return nil
 		}
 		select {
@@ -460,7 +460,7 @@ func freePort() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
@@ -521,7 +521,7 @@ func (b *bench) admin(p *proc, method, path, body string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }()
 	out, err := io.ReadAll(res.Body)
 	if err == nil && res.StatusCode/100 != 2 {
 		err = fmt.Errorf("%s %s: status %d: %.300s", method, path, res.StatusCode, out)
