@@ -161,7 +161,7 @@ func (m *Manager) load(ctx context.Context, id string) (a Account, found bool, e
 		return Account{}, false, fmt.Errorf("loading account %q: %w", id, err)
 	}
 	if err := json.Unmarshal(b, (*accountFields)(&a)); err != nil {
-		return Account{}, false, fmt.Errorf("%w %q: %v", errCorrupt, id, err)
+		return Account{}, false, fmt.Errorf("%w %q: %w", errCorrupt, id, err)
 	}
 	if a.ID != id {
 		return Account{}, false, fmt.Errorf("%w %q: it holds the id %q", errCorrupt, id, a.ID)

@@ -56,7 +56,7 @@ func (c Config) Validate() error {
 			return fmt.Errorf("member %s: account %q %s", m.Identity, m.Account, msg)
 		}
 		if _, err := ParseRole(string(m.Role)); err != nil {
-			return fmt.Errorf("member %s: %v", m.Identity, err)
+			return fmt.Errorf("member %s: %w", m.Identity, err)
 		}
 		if seen[m.Identity] {
 			return fmt.Errorf("member %s is given twice: an identity belongs to one account", m.Identity)
@@ -71,7 +71,7 @@ func (c Config) Validate() error {
 			return fmt.Errorf("group %s: account %q %s", g.Group, g.Account, msg)
 		}
 		if _, err := ParseRole(string(g.Role)); err != nil {
-			return fmt.Errorf("group %s: %v", g.Group, err)
+			return fmt.Errorf("group %s: %w", g.Group, err)
 		}
 	}
 	return nil

@@ -53,7 +53,7 @@ func httpSend(base string, auth func(h http.Header)) providers.Send {
 			hr.Header[k] = v
 		}
 		auth(hr.Header)
-		res, err := http.DefaultClient.Do(hr)
+		res, err := http.DefaultClient.Do(hr) //nolint:bodyclose // the Answer's Body, which its reader closes
 		if err != nil {
 			return providers.Answer{}, err
 		}

@@ -65,7 +65,7 @@ func (r *Runner) runNative(ctx context.Context, lv Live, log *zap.Logger, rec *b
 		err = rerr
 	}
 	if errors.Is(err, errClaimLost) || ctx.Err() != nil {
-		return nil
+		return nil //nolint:nilerr // another runner holds the part, or the runner stops: not a failure of the batch
 	}
 	return err
 }
@@ -345,7 +345,7 @@ func (nr *nativeRun) collect(ctx context.Context, api NativeAPI, ref NativeRef, 
 	err = api.Results(ctx, ref, st, func(res NativeResult) error {
 		j, err := strconv.Atoi(res.Key)
 		if err != nil || j < 0 || j >= nr.ps.N || pr.done[j] {
-			return nil // not a request of the part, or one it has: the first result wins
+			return nil //nolint:nilerr // not a request of the part, or one it has: the first result wins
 		}
 		idx := nr.ps.Start + j
 		var line []byte

@@ -224,7 +224,7 @@ func TestResponseLine(t *testing.T) {
 		g.Get("error.code").Str != "batch_expired" || g.Get("error.message").Str != `it "expired"` || g.Get("custom_id").Str != "c4" {
 		t.Errorf("errorLine: %s", line)
 	}
-	if requestID("batch_x", 4) == requestID("batch_x", 3) || requestID("batch_x", 4) != requestID("batch_x", 4) {
+	if id, again := requestID("batch_x", 4), requestID("batch_x", 4); id == requestID("batch_x", 3) || id != again {
 		t.Error("requestID is not a stable function of batch and index")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"path"
 	"sync"
@@ -231,7 +232,7 @@ func (r *Runner) step(lv Live, id string) error {
 		return err
 	}
 	rec, err := r.store.batchRecord(ctx, string(owner), id)
-	if err == ErrNotFound {
+	if errors.Is(err, ErrNotFound) {
 		return r.store.storage.Delete(ctx, r.store.activeKey(id))
 	}
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -286,10 +287,10 @@ func TestReadLine(t *testing.T) {
 		var got []string
 		for {
 			line, tooLong, err := readLine(br, tc.max)
-			if err == io.EOF && line == nil && !tooLong {
+			if errors.Is(err, io.EOF) && line == nil && !tooLong {
 				break
 			}
-			if err != nil && err != io.EOF {
+			if err != nil && !errors.Is(err, io.EOF) {
 				t.Fatalf("%q: %v", tc.in, err)
 			}
 			if tooLong {
@@ -322,7 +323,7 @@ func FuzzReadLine(f *testing.F) {
 		var total int
 		for range len(in) + 2 {
 			line, tooLong, err := readLine(br, max)
-			if err == io.EOF && line == nil {
+			if errors.Is(err, io.EOF) && line == nil {
 				return
 			}
 			if err != nil {

@@ -86,7 +86,7 @@ func (g *Gateway) Post(t testing.TB, path, body string) (*http.Response, []byte)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }()
 	b, err := io.ReadAll(res.Body)
 	if err != nil {
 		t.Fatal(err)

@@ -33,7 +33,7 @@ func Main(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }() // a temporary directory: what is left is only litter
 	Isolate(dir)
 	if err := AwaitFreeAdmin(2 * time.Minute); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -51,8 +51,9 @@ func Main(m *testing.M) int {
 // so they are set again from the new environment, as Caddy's own command
 // does after loading an environment file.
 func Isolate(dir string) {
-	os.Setenv("XDG_DATA_HOME", filepath.Join(dir, "data"))
-	os.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
+	// Valid names: Setenv cannot fail.
+	_ = os.Setenv("XDG_DATA_HOME", filepath.Join(dir, "data"))
+	_ = os.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
 	caddy.ConfigAutosavePath = filepath.Join(caddy.AppConfigDir(), "autosave.json")
 	caddy.DefaultStorage = &certmagic.FileStorage{Path: caddy.AppDataDir()}
 }
@@ -68,10 +69,10 @@ func AwaitFreeAdmin(wait time.Duration) error {
 	for reported := false; ; {
 		res, err := client.Get(AdminURL + "/config/")
 		if err != nil {
-			return nil // nothing answers: caddytest starts Caddy in this process
+			return nil //nolint:nilerr // nothing answers: caddytest starts Caddy in this process
 		}
 		cfg, _ := io.ReadAll(io.LimitReader(res.Body, 2048))
-		res.Body.Close()
+		_ = res.Body.Close()
 		if !reported {
 			fmt.Fprintf(os.Stderr, "caddykit: another process's Caddy answers on %s before any test started one; waiting up to %v for it to go. Its config: %s\n", AdminURL, wait, cfg)
 			reported = true

@@ -183,15 +183,6 @@ func chatBody(model, fields, content string) []byte {
 	return fmt.Appendf(nil, `{"model":%q%s,"messages":[{"role":"user","content":%q}]}`, model, fields, content)
 }
 
-// streamBody is a streamed chat request of model, asking for usage or not.
-func streamBody(model string, words int, includeUsage bool) []byte {
-	b := `{"model":"` + model + `","max_tokens":256,"stream":true,"messages":[{"role":"user","content":"` + strings.TrimSpace(strings.Repeat("word ", words)) + `"}]`
-	if includeUsage {
-		b += `,"stream_options":{"include_usage":true}`
-	}
-	return []byte(b + "}")
-}
-
 // staticPolicies is a Policies of one policy for every key, none for owners.
 type staticPolicies struct {
 	key           quota.Subject // its ID and Name are the key's

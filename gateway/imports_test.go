@@ -4,7 +4,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -43,8 +42,7 @@ func TestNoCaddyImport(t *testing.T) {
 // included) and that imports a package whose path begins with banned.
 func checkDeps(t *testing.T, root string, pkgs []string, banned string) {
 	t.Helper()
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	cmd := exec.Command(goTool, append([]string{"list", "-deps", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`}, pkgs...)...)
+	cmd := exec.Command("go", append([]string{"list", "-deps", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`}, pkgs...)...)
 	cmd.Dir = root
 	out, err := cmd.Output()
 	if err != nil {

@@ -438,14 +438,14 @@ var errPointer = errors.New("the response is stored by its provider")
 // for a passed-through one (whose provider the pointer names).
 func loadRecord(ctx context.Context, store ResponseStore, owner, id string) ([]byte, error) {
 	if owner == "" || store.Storage == nil || !ValidResponseID(id) {
-		return nil, storageNotExist
+		return nil, errStoredNotExist
 	}
 	rec, err := store.load(ctx, owner, id)
 	if err != nil {
 		return nil, err
 	}
 	if store.expired(rec) {
-		return nil, storageNotExist // for the sweep to delete
+		return nil, errStoredNotExist // for the sweep to delete
 	}
 	if gjson.GetBytes(rec, "provider").Exists() {
 		return rec, errPointer
@@ -453,7 +453,7 @@ func loadRecord(ctx context.Context, store ResponseStore, owner, id string) ([]b
 	return rec, nil
 }
 
-var storageNotExist = errors.New("no such response")
+var errStoredNotExist = errors.New("no such response")
 
 // savePointer records that provider stores the passed-through response id.
 func savePointer(ctx context.Context, store ResponseStore, owner, id, provider string, log *zap.Logger) {
@@ -534,7 +534,7 @@ func (g *Gateway) StoredResponse(ctx context.Context, r StoredRequest, o *Outcom
 		_ = json.Unmarshal(rec, &ptr)
 		g.proxyStoredResponse(ctx, r, o, ptr.Provider, int64(len(rec)))
 		return
-	case err != nil && storage.IsNotExist(err) || errors.Is(err, storageNotExist):
+	case err != nil && storage.IsNotExist(err) || errors.Is(err, errStoredNotExist):
 		o.fail(openAIAPI, responses.NotFound(r.ID))
 		return
 	case err != nil:

@@ -321,5 +321,5 @@ func TestStoredResponsesExpire(t *testing.T) {
 	clk.advance(time.Hour - time.Second)
 	check("an hour less a second on", map[string]error{"resp_made": nil, "resp_passed": errPointer})
 	clk.advance(time.Second)
-	check("an hour on", map[string]error{"resp_made": storageNotExist, "resp_passed": storageNotExist, "resp_old": errPointer})
+	check("an hour on", map[string]error{"resp_made": errStoredNotExist, "resp_passed": errStoredNotExist, "resp_old": errPointer})
 }

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-
-	"github.com/modelgate/modelgate/providers"
 )
 
 // newEngine builds an engine of guards, failing the test on an error.
@@ -250,7 +248,7 @@ func TestErrors(t *testing.T) {
 	if u.Status != 503 || u.Code != "guard_unavailable" || strings.Contains(u.Message, "deadline") {
 		t.Errorf("%+v", u)
 	}
-	var pe *providers.Error = (&Result{Verdict: Allowed}).Error()
+	pe := (&Result{Verdict: Allowed}).Error()
 	if pe != nil {
 		t.Errorf("allowed: %+v", pe)
 	}

@@ -41,7 +41,7 @@ func findIPv6(text string, dst []Match) []Match {
 			continue
 		}
 		s := text[start:end]
-		if strings.Count(s, ":") < 2 || strings.IndexAny(s, "0123456789") < 0 {
+		if strings.Count(s, ":") < 2 || !strings.ContainsAny(s, "0123456789") {
 			continue
 		}
 		if a, err := netip.ParseAddr(s); err != nil || !a.Is6() {

@@ -115,7 +115,7 @@ func dashSecret(text string, i int) (int, int) {
 		}
 	case i >= 4 && text[i-4:i-1] == "xox" && strings.IndexByte("abposre", text[i-1]) >= 0 && startsToken(text, i-4):
 		end := tokenEnd(text, i+1, &tokenClass)
-		if body := text[i+1 : end]; len(body) >= 20 && strings.IndexAny(body, "0123456789") >= 0 {
+		if body := text[i+1 : end]; len(body) >= 20 && strings.ContainsAny(body, "0123456789") {
 			return i - 4, end
 		}
 	case strings.HasPrefix(text[i:], "-----BEGIN "):

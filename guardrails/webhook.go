@@ -73,7 +73,7 @@ func (h *webhook) screen(ctx context.Context, g *guard, in *input, texts []strin
 	if err != nil {
 		return screening{}, fmt.Errorf("calling the screening service: %w", err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	// The answer holds at most the texts again, and a little more.
 	limit := int64(2*len(body) + 64<<10)
 	answer, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))

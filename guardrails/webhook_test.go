@@ -45,24 +45,24 @@ func screeningService(t *testing.T) (*httptest.Server, *atomic.Int32) {
 			http.Error(w, "down", http.StatusInternalServerError)
 			return
 		case "garbage":
-			io.WriteString(w, `{"action": "perhaps"}`)
+			_, _ = io.WriteString(w, `{"action": "perhaps"}`)
 			return
 		case "short":
-			io.WriteString(w, `{"action":"mask","texts":[]}`)
+			_, _ = io.WriteString(w, `{"action":"mask","texts":[]}`)
 			return
 		}
 		joined := strings.Join(in.Texts, " ")
 		switch {
 		case strings.Contains(joined, "forbidden"):
-			io.WriteString(w, `{"action":"block","reason":"forbidden topic for `+in.Account+`"}`)
+			_, _ = io.WriteString(w, `{"action":"block","reason":"forbidden topic for `+in.Account+`"}`)
 		case strings.Contains(joined, "Alice"):
 			out := make([]string, len(in.Texts))
 			for i, s := range in.Texts {
 				out[i] = strings.ReplaceAll(s, "Alice", "[NAME]")
 			}
-			json.NewEncoder(w).Encode(map[string]any{"action": "mask", "texts": out})
+			_ = json.NewEncoder(w).Encode(map[string]any{"action": "mask", "texts": out})
 		default:
-			io.WriteString(w, `{"action":"allow"}`)
+			_, _ = io.WriteString(w, `{"action":"allow"}`)
 		}
 	}))
 	t.Cleanup(srv.Close)
@@ -153,7 +153,9 @@ func TestWebhookStream(t *testing.T) {
 		var c struct {
 			Choices []struct{ Delta struct{ Content string } }
 		}
-		json.Unmarshal(ev, &c)
+		if err := json.Unmarshal(ev, &c); err != nil || len(c.Choices) == 0 {
+			t.Fatalf("event %s: %v", ev, err)
+		}
 		text += c.Choices[0].Delta.Content
 	}
 	if text != "Ask [NAME] about the weather in the north today " || calls.Load() < 3 {

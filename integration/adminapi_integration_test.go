@@ -91,7 +91,7 @@ func TestIntegrationAdminKeys(t *testing.T) {
 			t.Errorf("%s: no Allow header", tc.name)
 		}
 	}
-	if status, body, _ = admin(t, http.MethodGet, "/modelgate/keys", ""); len(gjson.Get(body, "data").Array()) != 2 {
+	if _, body, _ = admin(t, http.MethodGet, "/modelgate/keys", ""); len(gjson.Get(body, "data").Array()) != 2 {
 		t.Errorf("refused requests created keys: %s", body)
 	}
 

@@ -473,7 +473,10 @@ func TestIntegrationBatchIsolation(t *testing.T) {
 	ctx := context.Background()
 	_, err := bob.Files.Get(ctx, in.ID)
 	notFound("Files.Get", err)
-	_, err = bob.Files.Content(ctx, in.ID)
+	content, err := bob.Files.Content(ctx, in.ID)
+	if err == nil {
+		content.Body.Close()
+	}
 	notFound("Files.Content", err)
 	_, err = bob.Files.Delete(ctx, in.ID)
 	notFound("Files.Delete", err)

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"errors"
 	"net/http"
 	"os/exec"
 	"regexp"
@@ -23,7 +24,7 @@ func runCaddy(t *testing.T, args ...string) (string, string, bool) {
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	if err != nil {
-		if _, exited := err.(*exec.ExitError); !exited {
+		if _, exited := errors.AsType[*exec.ExitError](err); !exited {
 			t.Fatalf("caddy %s: %v", strings.Join(args, " "), err)
 		}
 	}

@@ -203,7 +203,7 @@ func TestProcessTeamExample(t *testing.T) {
 			t.Cleanup(func() {
 				if cmd.ProcessState == nil {
 					_ = cmd.Process.Kill()
-					<-done
+					<-done //nolint:errcheck // the killed process's exit status
 				}
 				if t.Failed() {
 					t.Logf("caddy's output:\n%s", out.String())

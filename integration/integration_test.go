@@ -44,13 +44,13 @@ func TestMain(m *testing.M) {
 	}
 	testRoot = dir
 	caddykit.Isolate(dir)
-	os.Setenv("NO_PROXY", "127.0.0.1,localhost,::1")
+	_ = os.Setenv("NO_PROXY", "127.0.0.1,localhost,::1") // a valid name: it cannot fail
 	if err := caddykit.AwaitFreeAdmin(2 * time.Minute); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	_ = os.RemoveAll(dir) // a temporary directory: what is left is only litter
 	os.Exit(code)
 }
 
@@ -409,7 +409,7 @@ func TestIntegrationStreamingNeverBuffers(t *testing.T) {
 				req, _ := http.NewRequest(http.MethodPost, gatewayBase+"/v1/chat/completions", strings.NewReader(
 					`{"model":"`+model+`","stream":true,"messages":[{"role":"user","content":"one two three"}]}`))
 				req.Header.Set("Authorization", "Bearer "+aliceKey)
-				res, err := http.DefaultClient.Do(req)
+				res, err := http.DefaultClient.Do(req) //nolint:bodyclose // handed over resCh to the test, which closes it
 				resCh <- result{res, err}
 			}()
 			select {
@@ -568,12 +568,14 @@ func scrapeMetrics(t *testing.T) string {
 }
 
 // metricValue returns the value of the sample whose line starts with
-// prefix (name and labels), or 0.
+// prefix (name and labels), or 0 when there is none or it is not a number.
 func metricValue(metrics, prefix string) float64 {
 	for _, l := range strings.Split(metrics, "\n") {
 		if rest, ok := strings.CutPrefix(l, prefix+" "); ok {
 			var v float64
-			fmt.Sscan(rest, &v)
+			if _, err := fmt.Sscan(rest, &v); err != nil {
+				return 0
+			}
 			return v
 		}
 	}

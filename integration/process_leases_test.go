@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"slices"
@@ -368,7 +369,7 @@ func TestProcessRedisLeaseKill(t *testing.T) {
 		var sum pricing.Money
 		for _, k := range keys {
 			v, err := rdb.Get(context.Background(), k).Int64()
-			if err != nil && err != redis.Nil {
+			if err != nil && !errors.Is(err, redis.Nil) {
 				t.Fatal(err)
 			}
 			sum += pricing.Money(v)
@@ -402,8 +403,8 @@ func TestProcessRedisLeaseKill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	holders, err := rdb.ZRangeByScore(context.Background(), sets[0],
-		&redis.ZRangeBy{Min: "(" + strconv.FormatInt(now.UnixMilli(), 10), Max: "+inf"}).Result()
+	holders, err := rdb.ZRangeArgs(context.Background(), redis.ZRangeArgs{Key: sets[0], ByScore: true,
+		Start: "(" + strconv.FormatInt(now.UnixMilli(), 10), Stop: "+inf"}).Result()
 	if err != nil {
 		t.Fatal(err)
 	}

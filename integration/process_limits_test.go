@@ -181,7 +181,7 @@ func usageOf(in *instance, id string) (tally, error) {
 	total := gjson.Get(body, "total")
 	cost, err := pricing.ParseMoney(total.Get("cost_usd").Str)
 	if err != nil {
-		return tally{}, fmt.Errorf("GET /modelgate/usage on %s: cost_usd: %v in %s", in.name, err, body)
+		return tally{}, fmt.Errorf("GET /modelgate/usage on %s: cost_usd: %w in %s", in.name, err, body)
 	}
 	return tally{requests: total.Get("requests").Int(), input: total.Get("input_tokens").Int(),
 		output: total.Get("output_tokens").Int(), unpriced: total.Get("unpriced_requests").Int(), cost: cost}, nil

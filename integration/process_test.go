@@ -50,7 +50,7 @@ func caddyBinary(t testing.TB) string {
 		caddyBin = filepath.Join(dir, "caddy")
 		out, err := exec.Command("go", "build", "-o", caddyBin, "../cmd/caddy").CombinedOutput()
 		if err != nil {
-			caddyBinErr = fmt.Errorf("go build: %v\n%s", err, out)
+			caddyBinErr = fmt.Errorf("go build: %w\n%s", err, out)
 		}
 	})
 	if caddyBinErr != nil {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -101,7 +102,7 @@ func quickStartBinary(t *testing.T) string {
 		}
 		quickStartBin = filepath.Join(dir, "quickstart")
 		if out, err := exec.Command("go", "build", "-o", quickStartBin, "../cmd/quickstart").CombinedOutput(); err != nil {
-			quickStartErr = fmt.Errorf("go build: %v\n%s", err, out)
+			quickStartErr = fmt.Errorf("go build: %w\n%s", err, out)
 		}
 	})
 	if quickStartErr != nil {
@@ -170,7 +171,7 @@ func startQuickStart(t *testing.T, bin, caddy string, goRun bool) *quickStart {
 	t.Cleanup(func() {
 		if q.cmd.ProcessState == nil {
 			_ = syscall.Kill(-q.cmd.Process.Pid, syscall.SIGKILL)
-			<-q.done
+			<-q.done //nolint:errcheck // the killed process's exit status
 		}
 		for _, pid := range q.caddyProcesses() {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
@@ -449,9 +450,10 @@ func (q *quickStart) caddyProcesses() []int {
 		}
 		args := strings.Split(string(bytes.TrimRight(b, "\x00")), "\x00")
 		if len(args) > 1 && args[1] == "run" && strings.Contains(string(b), "\x00--config\x00"+cfg+"\x00") {
-			var pid int
-			fmt.Sscanf(filepath.Base(filepath.Dir(f)), "%d", &pid)
-			pids = append(pids, pid)
+			// Never 0 (Kill would signal the test's own process group).
+			if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(f))); err == nil && pid > 0 {
+				pids = append(pids, pid)
+			}
 		}
 	}
 	return pids

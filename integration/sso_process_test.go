@@ -51,13 +51,13 @@ func ssoBinaries(t *testing.T) (proxy, provider string) {
 		install.Dir = dir // outside this module: @version ignores it anyway
 		install.Env = append(os.Environ(), "GOBIN="+dir, "GOFLAGS=-mod=mod")
 		if out, err := install.CombinedOutput(); err != nil {
-			ssoBins.err = fmt.Errorf("go install %s: %v\n%s", oauth2ProxyVersion, err, out)
+			ssoBins.err = fmt.Errorf("go install %s: %w\n%s", oauth2ProxyVersion, err, out)
 			return
 		}
 		build := exec.Command("go", "build", "-o", filepath.Join(dir, "oidcprovider"), ".")
 		build.Dir = "oidcprovider"
 		if out, err := build.CombinedOutput(); err != nil {
-			ssoBins.err = fmt.Errorf("building integration/oidcprovider: %v\n%s", err, out)
+			ssoBins.err = fmt.Errorf("building integration/oidcprovider: %w\n%s", err, out)
 			return
 		}
 		ssoBins.proxy, ssoBins.provider = filepath.Join(dir, "oauth2-proxy"), filepath.Join(dir, "oidcprovider")
@@ -262,8 +262,13 @@ func TestProcessSSO(t *testing.T) {
 	// Nor does a client's own identity header let it in.
 	req, _ := http.NewRequest(http.MethodGet, base+"/account/keys/api/keys", nil)
 	req.Header.Set("X-Auth-Request-Email", "ann@example.com")
-	if res, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req); err != nil || res.StatusCode != http.StatusFound {
-		t.Fatalf("a forged identity header without a session: %v %v", res.StatusCode, err)
+	res, err = (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+	if err != nil {
+		t.Fatalf("a forged identity header without a session: %v", err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusFound {
+		t.Fatalf("a forged identity header without a session: %d to %q", res.StatusCode, res.Header.Get("Location"))
 	}
 
 	ann := signIn(t, base, provider, ssoUser{Sub: "u-ann", Email: "ann@example.com", Username: "ann"})

@@ -71,7 +71,7 @@ func parse(id string, b []byte) (Key, [32]byte, error) {
 	var r record
 	var digest [32]byte
 	if err := json.Unmarshal(b, &r); err != nil {
-		return Key{}, digest, fmt.Errorf("%w %s: %v", errCorrupt, id, err)
+		return Key{}, digest, fmt.Errorf("%w %s: %w", errCorrupt, id, err)
 	}
 	if r.ID != id {
 		return Key{}, digest, fmt.Errorf("%w %s: it holds the id %q", errCorrupt, id, r.ID)

@@ -77,7 +77,7 @@ func TestUnmarshalLine(t *testing.T) {
 		{name: "not a number", block: "model openai/m input $2", err: "not a decimal number"},
 		{name: "too precise", block: "model openai/m input 0.0000001", err: "more than 6 decimal places"},
 		{name: "missing value", block: "model openai/m input 1 output", err: "output needs a value"},
-		{name: "unknown field", block: "model openai/m input 1 ouput 2", err: `unknown price field "ouput"`},
+		{name: "unknown field", block: "model openai/m input 1 ouput 2", err: `unknown price field "ouput"`}, //nolint:misspell // the misspelled field is the test
 		{name: "rate twice", block: "model openai/m input 1 input 2", err: "input is given twice"},
 		{name: "rate twice in a tier", block: "model openai/m input 1 above 10 input 2 input 3", err: "in the tier above 10"},
 		{name: "search in a tier", block: "model openai/m input 1 above 10 search 2", err: "belongs before the first above"},

@@ -15,7 +15,7 @@ func TestParseTableErrors(t *testing.T) {
 		name, js, err string
 	}{
 		{"unknown top-level field", `{"as_of": "2026-01-01", "prices": {}}`, `unknown field "prices"`},
-		{"unknown entry field", `{"providers": {"openai": {"models": {"m": {"input": 1, "ouput": 2}}}}}`, `unknown field "ouput"`},
+		{"unknown entry field", `{"providers": {"openai": {"models": {"m": {"input": 1, "ouput": 2}}}}}`, `unknown field "ouput"`}, //nolint:misspell // the misspelled field is the test
 		{"duplicate model", `{"providers": {"openai": {"models": {"m": {"input": 1}, "m": {"input": 2}}}}}`, `"m" appears twice in providers.openai.models`},
 		{"duplicate provider", `{"providers": {"openai": {}, "openai": {}}}`, `"openai" appears twice in providers`},
 		{"duplicate rate", `{"providers": {"openai": {"models": {"m": {"input": 1, "input": 2}}}}}`, `"input" appears twice in providers.openai.models.m`},
@@ -207,7 +207,9 @@ func TestLoad(t *testing.T) {
 	if _, err := Load(&Config{File: filepath.Join(dir, "missing.json")}); err == nil {
 		t.Error("Load with a missing file succeeded")
 	}
-	os.WriteFile(file, []byte(`{"providers": {"openai": {"models": {"m": {"input": -1}}}}}`), 0o600)
+	if err := os.WriteFile(file, []byte(`{"providers": {"openai": {"models": {"m": {"input": -1}}}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := Load(&Config{File: file}); err == nil || !strings.Contains(err.Error(), file) {
 		t.Errorf("Load with a bad file: %v; want an error naming the file", err)
 	}

@@ -3,6 +3,7 @@ package providers
 import (
 	"encoding/base64"
 	"encoding/binary"
+	"errors"
 	"math"
 	"strconv"
 	"strings"
@@ -37,7 +38,7 @@ func TestValidateEmbeddings(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			req, err := ValidateEmbeddings([]byte(tc.body))
 			if tc.param != "" {
-				e, ok := err.(*Error)
+				e, ok := errors.AsType[*Error](err)
 				if !ok || e.Status != 400 || e.Param != tc.param {
 					t.Fatalf("error %v, want 400 on %s", err, tc.param)
 				}

@@ -103,14 +103,14 @@ func TestReadMembers(t *testing.T) {
 		}
 		return nil
 	})
-	if want := []string{"a=1", `b="x"`, "a=2", "c=null"}; err != stop || !slices.Equal(seen, want) {
+	if want := []string{"a=1", `b="x"`, "a=2", "c=null"}; !errors.Is(err, stop) || !slices.Equal(seen, want) {
 		t.Errorf("ReadMembers: %v, saw %q; want %v, %q", err, seen, stop, want)
 	}
 	seen = nil
 	if err := ReadMembers([]byte(`{"a":1,"b":2}`), func(key string, _ gjson.Result) error {
 		seen = append(seen, key)
 		return stop
-	}); err != stop || len(seen) != 1 {
+	}); !errors.Is(err, stop) || len(seen) != 1 {
 		t.Errorf("ReadMembers went on after an error: %v, saw %q", err, seen)
 	}
 }

@@ -136,6 +136,17 @@ func admit(t testing.TB, q *quota.Quota, s quota.Subjects, a quota.Ask) (*quota.
 	return adm, ref
 }
 
+// admitted admits a request that must be admitted, failing the test on a
+// refusal.
+func admitted(t testing.TB, q *quota.Quota, s quota.Subjects, a quota.Ask) *quota.Admission {
+	t.Helper()
+	adm, ref := admit(t, q, s, a)
+	if ref != nil {
+		t.Fatalf("refused: %s", ref.Message())
+	}
+	return adm
+}
+
 func done(t testing.TB, adm *quota.Admission, a quota.Actual) {
 	t.Helper()
 	if err := adm.Done(bg, a); err != nil {

@@ -72,7 +72,6 @@ type budgetNames struct {
 	leaseWith        []string
 	spentRef         state.Ref
 	heldRef          state.Ref
-	leaseRef         state.Ref
 }
 
 // nameCache keeps the names of the subjects seen, so that a request

@@ -115,7 +115,7 @@ func TestRateRefusalHeaders(t *testing.T) {
 			t.Errorf("admission %s = %q, want %q", k, h.Get(k), v)
 		}
 	}
-	admit(t, q, s, ask)
+	admitted(t, q, s, ask)
 	_, ref := admit(t, q, s, ask)
 	if ref == nil || ref.Limit != quota.LimitRequests {
 		t.Fatalf("refusal %+v", ref)
@@ -366,8 +366,8 @@ func TestCrashedRequestsExpire(t *testing.T) {
 		conc := quota.Subjects{Key: withLimits(key("c"), quota.Limits{Concurrent: 1})}
 		budget := quota.Subjects{Key: withBudget(key("b"), dollar, quota.Total)}
 		start := time.Now()
-		admit(t, q, conc, quota.Ask{Rate: true})
-		admit(t, q, budget, quota.Ask{EstimatedCost: 90 * pricing.Cent})
+		admitted(t, q, conc, quota.Ask{Rate: true})
+		admitted(t, q, budget, quota.Ask{EstimatedCost: 90 * pricing.Cent})
 		if _, ref := admit(t, q, conc, quota.Ask{Rate: true}); ref == nil {
 			t.Fatal("a second request in a 1-slot set")
 		}
@@ -634,9 +634,9 @@ func TestPeriodsAndBudgetChanges(t *testing.T) {
 		t.Fatalf("yesterday's spend counted today: %s", ref.Message())
 	}
 	s.Key.Budget = quota.Budget{Amount: 2 * dollar, Period: quota.Month}
-	admit(t, q, s, quota.Ask{EstimatedCost: pricing.Cent})
+	admitted(t, q, s, quota.Ask{EstimatedCost: pricing.Cent})
 	s.Key.Budget.Amount = 3 * dollar
-	admit(t, q, s, quota.Ask{EstimatedCost: pricing.Cent})
+	admitted(t, q, s, quota.Ask{EstimatedCost: pricing.Cent})
 	want := []string{"key:k 2031-03-31..2031-04-01", "key:k 2031-04-01..2031-04-02", "key:k 2031-04-01..2031-05-01", "key:k 2031-04-01..2031-05-01"}
 	if strings.Join(sp.asked, ",") != strings.Join(want, ",") {
 		t.Fatalf("seeded %v, want %v", sp.asked, want)

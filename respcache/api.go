@@ -31,9 +31,6 @@ func (a API) check() error {
 	return nil
 }
 
-// streams reports whether a request to a may ask for a stream.
-func (a API) streams() bool { return a == Chat || a == Responses || a == Messages }
-
 // Usage is what the request that produced an answer used, as the host's
 // meter counted it: kept with the answer, so that a hit can be recorded
 // with the usage it saved.

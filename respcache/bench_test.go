@@ -74,7 +74,10 @@ func BenchmarkMemory(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			i := 0
 			for pb.Next() {
-				c.Lookup(ctx, keys[i%n])
+				if _, ok, err := c.Lookup(ctx, keys[i%n]); err != nil || !ok {
+					b.Errorf("a miss: %v", err)
+					return
+				}
 				i++
 			}
 		})

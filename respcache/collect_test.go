@@ -347,7 +347,9 @@ func TestCollectRefuses(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := NewCollector(tt.api, tt.limit)
-			c.Write([]byte(tt.stream))
+			if _, err := c.Write([]byte(tt.stream)); err != nil {
+				t.Fatal(err)
+			}
 			if body, err := c.Answer(Usage{}); !errors.Is(err, tt.want) {
 				t.Fatalf("Answer = %s, %v; want %v", body, err, tt.want)
 			}
@@ -356,7 +358,9 @@ func TestCollectRefuses(t *testing.T) {
 	// The cache's collector has its MaxEntrySize.
 	c, _ := New(Config{MaxEntrySize: 100}, nil)
 	col := c.Collector(Chat)
-	col.Write([]byte(chunk(strings.Repeat("z", 200)) + "data: [DONE]\n\n"))
+	if _, err := col.Write([]byte(chunk(strings.Repeat("z", 200)) + "data: [DONE]\n\n")); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := col.Answer(Usage{}); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("the cache's collector took an answer above max_entry_size: %v", err)
 	}

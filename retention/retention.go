@@ -174,7 +174,7 @@ func (s *Sweeper) recent(ctx context.Context) (bool, error) {
 	}
 	ms, err := strconv.ParseInt(string(b), 10, 64)
 	if err != nil {
-		return false, nil // unreadable: sweep, and write it anew
+		return false, nil //nolint:nilerr // unreadable: sweep, and write it anew
 	}
 	return s.now().Sub(time.UnixMilli(ms)) < s.Interval, nil
 }

@@ -2,8 +2,9 @@
 # The whole modelgate test suite. CI runs exactly this (.ci/run); so should
 # you, from the repository root: ./scripts/test.sh
 #
-# Steps: formatting, go vet, the load harness's vet and unit tests (bench/,
-# a module of its own), every fuzz target briefly, the xcaddy build
+# Steps: formatting, go vet, golangci-lint (.golangci.yml; here and in
+# bench/), the load harness's vet and unit tests (bench/, a module of its
+# own), every fuzz target briefly, the xcaddy build
 # (derived from xcaddy.json; a test keeps this line in step with it), the
 # built binary's module list, `caddy adapt --validate` of every Caddyfile in
 # the repository, one iteration of every benchmark, then the race-enabled
@@ -72,6 +73,14 @@ fi
 MODELGATE_CODEX="$PWD/$codex"
 export MODELGATE_CODEX MODELGATE_REQUIRE_AGENTS=1
 HOME="$suite_home" "$MODELGATE_CODEX" --version
+# golangci-lint, at a pinned version, for the lint step: built with the go
+# command into .tmp/, kept there between runs.
+golangci_lint_version=2.15.0
+golangci_lint=$PWD/.tmp/golangci-lint/golangci-lint
+if [ "$("$golangci_lint" version --short 2>/dev/null)" != "$golangci_lint_version" ]; then
+	GOBIN="$PWD/.tmp/golangci-lint" go install "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v$golangci_lint_version"
+fi
+"$golangci_lint" version
 go version
 
 step "gofmt"
@@ -82,6 +91,12 @@ fi
 
 step "go vet"
 go vet ./...
+
+# The linters and their exclusions, each with its reason, are in
+# .golangci.yml; bench/ is linted with the same file.
+step "golangci-lint"
+"$golangci_lint" run ./...
+(cd bench && "$golangci_lint" run ./...)
 
 # The load harness is a module of its own (bench/): vetted and its unit
 # tests run there, against this checkout through its replace directive.

@@ -194,7 +194,7 @@ func (d *Dir) create(filename string) (*holding, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer os.Remove(tmp)
+	defer func() { _ = os.Remove(tmp) }() // linked or not, the temporary name goes; a leftover is only litter
 	err = link(tmp, filename)
 	switch {
 	case err == nil:

@@ -56,7 +56,7 @@ func findOrInstall() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer lock.Close()
+	defer func() { _ = lock.Close() }() // the lock is released with the file; nothing was written
 	if err := lockFile(lock); err != nil {
 		return "", fmt.Errorf("locking the install: %w", err)
 	}
@@ -70,10 +70,10 @@ func findOrInstall() (string, error) {
 	if err != nil {
 		// A fresh machine may have no package lists yet.
 		if upd, uerr := apt("update", "-q"); uerr != nil {
-			return "", fmt.Errorf("apt-get update: %v\n%s", uerr, tail(upd))
+			return "", fmt.Errorf("apt-get update: %w\n%s", uerr, tail(upd))
 		}
 		if out, err = install(); err != nil {
-			return "", fmt.Errorf("apt-get install redis-server: %v\n%s", err, tail(out))
+			return "", fmt.Errorf("apt-get install redis-server: %w\n%s", err, tail(out))
 		}
 	}
 	if p := find(); p != "" {
@@ -100,7 +100,7 @@ func apt(args ...string) ([]byte, error) {
 		return buf.Bytes(), err
 	case <-time.After(10 * time.Minute):
 		_ = cmd.Process.Kill()
-		<-done
+		<-done //nolint:errcheck // the killed process's exit status
 		return buf.Bytes(), errors.New("apt-get took more than 10 minutes")
 	}
 }

@@ -67,7 +67,7 @@ func command(addr, password string, args ...string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
 	br := bufio.NewReader(c)
 	send := func(args ...string) (string, error) {
@@ -94,8 +94,12 @@ func command(addr, password string, args ...string) (string, error) {
 		return line, nil
 	}
 	if password != "" {
-		if r, err := send("AUTH", password); err != nil || r != "+OK" {
-			return r, fmt.Errorf("AUTH: %v", err)
+		r, err := send("AUTH", password)
+		if err != nil {
+			return r, fmt.Errorf("AUTH: %w", err)
+		}
+		if r != "+OK" {
+			return r, fmt.Errorf("AUTH: %q", r)
 		}
 	}
 	return send(args...)

@@ -272,7 +272,7 @@ func (s *Server) start() error {
 		} else if time.Now().After(deadline) {
 			_ = cmd.Process.Kill()
 			<-done
-			return fmt.Errorf("redis-server did not answer within 20s: %v", err)
+			return fmt.Errorf("redis-server did not answer within 20s: %w", err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -288,15 +288,19 @@ func ping(addr, password string) error {
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
 	br := bufio.NewReader(c)
 	if password != "" {
 		if _, err := fmt.Fprintf(c, "*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n", len(password), password); err != nil {
 			return err
 		}
-		if line, err := br.ReadString('\n'); err != nil || !strings.HasPrefix(line, "+OK") {
-			return fmt.Errorf("AUTH: %q %v", line, err)
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return fmt.Errorf("AUTH: %q %w", line, err)
+		}
+		if !strings.HasPrefix(line, "+OK") {
+			return fmt.Errorf("AUTH: %q", line)
 		}
 	}
 	if _, err := c.Write([]byte("*1\r\n$4\r\nPING\r\n")); err != nil {
@@ -318,7 +322,7 @@ func freePort() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 

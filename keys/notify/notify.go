@@ -148,7 +148,7 @@ func (s *SMTP) Send(ctx context.Context, to []string, msg []byte) error {
 	defer cancel()
 	host, _, err := net.SplitHostPort(s.Addr)
 	if err != nil {
-		return fmt.Errorf("smtp address %q: %v", s.Addr, err)
+		return fmt.Errorf("smtp address %q: %w", s.Addr, err)
 	}
 	tlsConf := s.TLSConfig
 	if tlsConf == nil {
@@ -162,7 +162,7 @@ func (s *SMTP) Send(ctx context.Context, to []string, msg []byte) error {
 	if s.TLS == "implicit" {
 		tc := tls.Client(conn, tlsConf)
 		if err := tc.HandshakeContext(ctx); err != nil {
-			conn.Close()
+			_ = conn.Close() // the handshake's error is the one to report
 			return err
 		}
 		conn = tc
@@ -171,15 +171,15 @@ func (s *SMTP) Send(ctx context.Context, to []string, msg []byte) error {
 	// connection at once.
 	deadline, _ := ctx.Deadline()
 	_ = conn.SetDeadline(deadline)
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
 	defer stop()
 
 	c, err := smtp.NewClient(conn, host)
 	if err != nil {
-		conn.Close()
+		_ = conn.Close() // the greeting's error is the one to report
 		return err
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }() // after QUIT, or after the error exchange reports
 	if err := s.exchange(c, host, tlsConf, to, msg); err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("smtp: %w", ctx.Err())

@@ -110,7 +110,7 @@ func ParsePublicKey(pemText []byte) (*ecdsa.PublicKey, error) {
 	}
 	pub, err := x509.ParsePKIXPublicKey(block.Bytes)
 	if err != nil {
-		return nil, fmt.Errorf("not a public key: %v", err)
+		return nil, fmt.Errorf("not a public key: %w", err)
 	}
 	ec, ok := pub.(*ecdsa.PublicKey)
 	if !ok {
@@ -190,7 +190,7 @@ func (r *Reporter) key(ctx context.Context, id string) (*ecdsa.PublicKey, error)
 	select {
 	case <-done:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: %v", ErrKeysUnavailable, ctx.Err())
+		return nil, fmt.Errorf("%w: %w", ErrKeysUnavailable, ctx.Err())
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -204,7 +204,7 @@ func (r *Reporter) key(ctx context.Context, id string) (*ecdsa.PublicKey, error)
 // last fetch worked, else unavailable. r.mu is held.
 func (r *Reporter) missing() error {
 	if r.fetchErr != nil {
-		return fmt.Errorf("%w: %v", ErrKeysUnavailable, r.fetchErr)
+		return fmt.Errorf("%w: %w", ErrKeysUnavailable, r.fetchErr)
 	}
 	return ErrUnknownKey
 }
@@ -278,7 +278,7 @@ func (r *Reporter) fetch(ctx context.Context) (map[string]*ecdsa.PublicKey, erro
 	if err != nil {
 		return nil, err
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }()
 	if res.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("%s answered %s", r.KeysURL, res.Status)
 	}
@@ -289,7 +289,7 @@ func (r *Reporter) fetch(ctx context.Context) (map[string]*ecdsa.PublicKey, erro
 		} `json:"public_keys"`
 	}
 	if err := json.NewDecoder(io.LimitReader(res.Body, 1<<20)).Decode(&list); err != nil {
-		return nil, fmt.Errorf("the key list is not JSON: %v", err)
+		return nil, fmt.Errorf("the key list is not JSON: %w", err)
 	}
 	keys := make(map[string]*ecdsa.PublicKey, len(list.PublicKeys))
 	for _, k := range list.PublicKeys {

@@ -62,7 +62,7 @@ func (b Batches) Submit(ctx context.Context, s *batch.NativeSubmission) (batch.N
 	}
 	const head, tail = `{"requests":[`, `]}`
 	records := s.Records()
-	defer records.Close()
+	defer func() { _ = records.Close() }() // read only
 	req := b.request(http.MethodPost, batchesPath, nil)
 	req.Header = http.Header{"Anthropic-Version": req.Header["Anthropic-Version"], "Content-Type": {"application/json"}}
 	req.Upload = io.MultiReader(strings.NewReader(head), providers.JoinLines(records), strings.NewReader(tail))
@@ -146,7 +146,7 @@ func (b Batches) Results(ctx context.Context, ref batch.NativeRef, _ batch.Nativ
 	if err != nil {
 		return err
 	}
-	defer ans.Body.Close()
+	defer func() { _ = ans.Body.Close() }()
 	if ans.Status != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(ans.Body, 64<<10))
 		return failure(ans.Status, body)
@@ -240,7 +240,7 @@ func (b Batches) do(ctx context.Context, req providers.Request) ([]byte, error) 
 	if err != nil {
 		return nil, err
 	}
-	defer ans.Body.Close()
+	defer func() { _ = ans.Body.Close() }()
 	body, err := io.ReadAll(io.LimitReader(ans.Body, 16<<20))
 	if err != nil {
 		return nil, err

@@ -531,14 +531,9 @@ func (l *blockList) block() jsonw.Object {
 	return l.a.Object()
 }
 
-// writeTextBlock writes {"type":"text","text":…} for a JSON string v,
-// unless it is empty: Anthropic rejects empty text blocks.
-func writeTextBlock(l *blockList, v gjson.Result) {
-	writeTextBlockCache(l, v, gjson.Result{})
-}
-
-// writeTextBlockCache is writeTextBlock with the content part's
-// cache_control, copied when it is an object.
+// writeTextBlockCache writes {"type":"text","text":…} for a JSON string
+// v, unless it is empty (Anthropic rejects empty text blocks), with the
+// content part's cache_control, copied when it is an object.
 func writeTextBlockCache(l *blockList, v, cache gjson.Result) {
 	if v.Str == "" {
 		return

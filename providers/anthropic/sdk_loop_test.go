@@ -30,12 +30,14 @@ func miniGateway(t *testing.T, fake *providertest.Server, model string) *httptes
 			_, _ = w.Write(e.JSON())
 		}
 		if _, err := providers.ValidateChat(body); err != nil {
-			fail(err.(*providers.Error))
+			e, _ := errors.AsType[*providers.Error](err)
+			fail(e)
 			return
 		}
 		req, err := testChat.ChatRequest(body, model)
 		if err != nil {
-			fail(err.(*providers.Error))
+			e, _ := errors.AsType[*providers.Error](err)
+			fail(e)
 			return
 		}
 		up, _ := http.NewRequest(http.MethodPost, fake.URL+req.Path, strings.NewReader(string(req.Body)))

@@ -46,7 +46,7 @@ func readEmbedOptions(t testing.TB, name string) Embeddings {
 	if err := json.Unmarshal(data, &o); err != nil {
 		t.Fatal(err)
 	}
-	return Embeddings{BaseModels: o.BaseModels}
+	return Embeddings(o)
 }
 
 // The unified request's model is the Bedrock model id the translator gets.

@@ -1,6 +1,7 @@
 package embeddings
 
 import (
+	"errors"
 	"net/http"
 	"strconv"
 	"testing"
@@ -36,7 +37,7 @@ func TestEmbeddingsRequests(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			reqs, err := tc.f.EmbeddingsRequests(tc.req, "m")
 			if param, ok := cutError(tc.want); ok {
-				e, isErr := err.(*providers.Error)
+				e, isErr := errors.AsType[*providers.Error](err)
 				if !isErr || e.Status != 400 || e.Param != param || e.Code != "unsupported_parameter" {
 					t.Fatalf("error %v, want unsupported %s", err, param)
 				}

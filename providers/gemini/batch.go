@@ -64,7 +64,7 @@ func (b Batches) Submit(ctx context.Context, s *batch.NativeSubmission) (batch.N
 	head := `{"batch":{"displayName":"` + s.Marker + `","inputConfig":{"requests":{"requests":[`
 	const tail = `]}}}}`
 	records := s.Records()
-	defer records.Close()
+	defer func() { _ = records.Close() }() // read only
 	req := providers.Request{Method: http.MethodPost, Path: path, Header: jsonHeader,
 		Upload: io.MultiReader(strings.NewReader(head), providers.JoinLines(records), strings.NewReader(tail)),
 		Length: int64(len(head)) + s.Bytes - 1 + int64(len(tail))}
@@ -209,7 +209,7 @@ func (b Batches) do(ctx context.Context, req providers.Request) ([]byte, error) 
 	if err != nil {
 		return nil, err
 	}
-	defer ans.Body.Close()
+	defer func() { _ = ans.Body.Close() }()
 	body, err := io.ReadAll(io.LimitReader(ans.Body, 512<<20))
 	if err != nil {
 		return nil, err

@@ -252,8 +252,10 @@ func (c Chat) thinking(g jsonw.Object, effort gjson.Result, fam family) error {
 	if effort.Type != gjson.String {
 		return nil
 	}
-	var level string
-	budget := -1
+	var (
+		level  string
+		budget int
+	)
 	switch effort.Str {
 	case "none":
 		level, budget = "MINIMAL", 0

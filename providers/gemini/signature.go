@@ -85,7 +85,7 @@ func isGenerated(id string) bool {
 // base64 with padding; standard base64 passes unchanged.
 func stdBase64(s string) string {
 	pad := (4 - len(s)%4) % 4
-	if strings.IndexAny(s, "-_") < 0 && pad == 0 {
+	if !strings.ContainsAny(s, "-_") && pad == 0 {
 		return s
 	}
 	b := make([]byte, 0, len(s)+pad)

@@ -428,9 +428,13 @@ func TestNoAliasing(t *testing.T) {
 	}
 	body := []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"audio":{"voice":"alloy","format":"mp3"}}`)
 	_, err := testChat().ChatRequest(body, "gemini-2.5-flash")
-	want := err.(*providers.Error).JSON()
+	reqErr, ok := errors.AsType[*providers.Error](err)
+	if !ok {
+		t.Fatalf("error %v, want a *providers.Error", err)
+	}
+	want := reqErr.JSON()
 	scribble(body)
-	if got := err.(*providers.Error).JSON(); string(got) != string(want) {
+	if got := reqErr.JSON(); string(got) != string(want) {
 		t.Errorf("request error changed with the body: %s, was %s", got, want)
 	}
 	ebody := []byte(`{"error":{"code":429,"message":"slow down","status":"RESOURCE_EXHAUSTED"}}`)

@@ -412,7 +412,7 @@ type Object struct {
 // value.
 func (o Object) Key(k string) Value {
 	o.w.key(o.d, k)
-	return Value{w: o.w, d: o.d}
+	return Value(o)
 }
 
 // KeyText is Key for a key held as a Text: a key as a body wrote it,
@@ -430,7 +430,7 @@ func (o Object) KeyText(k Text) Value {
 		w.first, w.pending = false, true
 		w.buf = append(k.append(w.buf), ':')
 	}
-	return Value{w: o.w, d: o.d}
+	return Value(o)
 }
 
 // End closes the object.
@@ -570,7 +570,7 @@ type Array struct {
 func (a Array) Mark() Mark { return a.w.mark() }
 
 // Value returns the slot of the next element.
-func (a Array) Value() Value { return Value{w: a.w, d: a.d} }
+func (a Array) Value() Value { return Value(a) }
 
 // End closes the array.
 func (a Array) End() { a.w.close(a.d, ']') }

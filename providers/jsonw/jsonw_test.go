@@ -134,7 +134,7 @@ func TestWriterMembers(t *testing.T) {
 	}
 	w = New(nil)
 	w.Array().End()
-	if _, err := w.Members(); err != errNotObject {
+	if _, err := w.Members(); !errors.Is(err, errNotObject) {
 		t.Errorf("members of an array: %v", err)
 	}
 }
@@ -210,7 +210,7 @@ func TestMisuse(t *testing.T) {
 			w := New(nil)
 			tc.write(&w)
 			_, err := w.Finish()
-			if err != tc.want || !errors.Is(err, ErrMisuse) {
+			if !errors.Is(err, tc.want) || !errors.Is(err, ErrMisuse) {
 				t.Errorf("Finish error = %v, want %v", err, tc.want)
 			}
 		})
@@ -508,7 +508,7 @@ func TestMarkRewind(t *testing.T) {
 	inner.End()
 	a.End()
 	m.Rewind() // inner was closed since the mark
-	if _, err := w.Finish(); err != errStale {
+	if _, err := w.Finish(); !errors.Is(err, errStale) {
 		t.Errorf("rewinding into a closed container: %v", err)
 	}
 }
@@ -577,7 +577,7 @@ func TestStreaming(t *testing.T) {
 	} {
 		w := New(nil)
 		tc.write(&w)
-		if _, err := w.Finish(); err != tc.want {
+		if _, err := w.Finish(); !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
 		}
 	}

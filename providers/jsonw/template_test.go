@@ -86,7 +86,7 @@ func TestHeadTailMisuse(t *testing.T) {
 	} {
 		w := New(nil)
 		tc.write(&w)
-		if _, err := w.Finish(); err != tc.want {
+		if _, err := w.Finish(); !errors.Is(err, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
 		}
 	}
@@ -134,12 +134,12 @@ func TestHeadAtKey(t *testing.T) {
 	w = New(nil)
 	w.ResumeValue(head) // no value: the key waits
 	w.Close(tail)
-	if _, err := w.Finish(); err != errTailState {
+	if _, err := w.Finish(); !errors.Is(err, errTailState) {
 		t.Errorf("a tail after a key without its value: %v", err)
 	}
 	w = New(nil)
 	w.Resume(head)
-	if _, err := w.Finish(); err != errNoResume {
+	if _, err := w.Finish(); !errors.Is(err, errNoResume) {
 		t.Errorf("a head after a key resumed as an object: %v", err)
 	}
 }
@@ -160,7 +160,7 @@ func TestTailFirst(t *testing.T) {
 	o = w.Object()
 	o.Int("a", 0)
 	w.Close(tail) // recorded in an empty object: the comma would be missing
-	if _, err := w.Finish(); err != errTailState {
+	if _, err := w.Finish(); !errors.Is(err, errTailState) {
 		t.Errorf("got %v", err)
 	}
 }

@@ -52,7 +52,7 @@ func ModelList(ids []string, page ModelPage) []byte {
 	if limit < 1 {
 		limit = DefaultModelLimit
 	}
-	from, to := 0, len(ids)
+	var from, to int
 	switch {
 	case page.AfterID != "":
 		from = indexOf(ids, page.AfterID) + 1

@@ -132,7 +132,7 @@ func (b Batches) upload(ctx context.Context, s *batch.NativeSubmission) (string,
 		"Content-Type: application/jsonl\r\n\r\n"
 	tail := "\r\n--" + boundary + "--\r\n"
 	records := s.Records()
-	defer records.Close()
+	defer func() { _ = records.Close() }() // read only
 	req := b.request(http.MethodPost, "/files", nil)
 	req.Header = http.Header{"Content-Type": {"multipart/form-data; boundary=" + boundary}}
 	req.Upload = io.MultiReader(strings.NewReader(head), records, strings.NewReader(tail))
@@ -234,7 +234,7 @@ func (b Batches) readResults(ctx context.Context, fileID string, each func(batch
 	if err != nil {
 		return err
 	}
-	defer ans.Body.Close()
+	defer func() { _ = ans.Body.Close() }()
 	if ans.Status != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(ans.Body, 64<<10))
 		return b.failure(ans.Status, body)
@@ -312,7 +312,7 @@ func (b Batches) do(ctx context.Context, req providers.Request) ([]byte, error) 
 	if err != nil {
 		return nil, err
 	}
-	defer ans.Body.Close()
+	defer func() { _ = ans.Body.Close() }()
 	body, err := io.ReadAll(io.LimitReader(ans.Body, maxAnswer))
 	if err != nil {
 		return nil, err

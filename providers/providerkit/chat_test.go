@@ -150,7 +150,7 @@ func TestCheckError(t *testing.T) {
 			return &providers.Error{Status: s, Type: "server_error", Message: "upstream said: " + string(b)}
 		}}, true},
 	} {
-		if failed, log := Failures(t, func(tb testing.TB) { CheckError(tb, tt.c, 502, nil, []byte(page)) }); failed != tt.fails {
+		if failed, log := Failures(t, func(tb testing.TB) { _ = CheckError(tb, tt.c, 502, nil, []byte(page)) }); failed != tt.fails {
 			t.Errorf("%s: failed %v, want %v\n%s", tt.name, failed, tt.fails, log)
 		}
 	}

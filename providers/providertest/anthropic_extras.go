@@ -234,7 +234,7 @@ func checkThinkingTurn(msgs []gjson.Result) string {
 	first := msgs[n-2].Get("content.0")
 	if typ := first.Get("type").Str; typ != "thinking" && typ != "redacted_thinking" {
 		return "messages." + strconv.Itoa(n-2) + ".content.0.type: Expected `thinking` or `redacted_thinking`, but found `" + typ +
-			"`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you include thinking blocks from previous turns. To avoid this requirement, disable `thinking`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
+			"`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you include thinking blocks from previous turns. To avoid this requirement, disable `thinking`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking" //nolint:misspell // Anthropic's message, verbatim
 	}
 	return ""
 }

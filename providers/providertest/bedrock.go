@@ -911,7 +911,7 @@ func checkConverseMessages(q *cvRequest, tools []string) string {
 		if !first.Get("reasoningContent").Exists() {
 			return "The model returned the following errors: messages." + strconv.Itoa(lastToolTurn) +
 				".content.0.type: Expected `thinking` or `redacted_thinking`, but found `tool_use`. When `thinking` is enabled, " +
-				"a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks)."
+				"a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks)." //nolint:misspell // Bedrock's message, verbatim
 		}
 	}
 	if tc := q.toolConfig.Get("toolChoice"); q.additional.Get("thinking.type").Str == "enabled" && (tc.Get("any").Exists() || tc.Get("tool").Exists()) {

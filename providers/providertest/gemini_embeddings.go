@@ -93,8 +93,8 @@ func serveGoogleEmbeddings(c *call, method string, vertex bool) {
 	}
 	b := make([]byte, 0, 128+len(inputs)*(inputs[0].dims*13+96))
 	tokens := 0
-	switch {
-	case method == "batchEmbedContents":
+	switch method {
+	case "batchEmbedContents":
 		b = append(b, `{"embeddings":[`...)
 		for i, in := range inputs {
 			if i > 0 {
@@ -104,7 +104,7 @@ func serveGoogleEmbeddings(c *call, method string, vertex bool) {
 			b = append(b, '}')
 		}
 		b = append(b, "]}"...)
-	case method == "embedContent":
+	case "embedContent":
 		in := inputs[0]
 		b = appendGoogleValues(append(b, `{"embedding":{`...), in)
 		b = append(b, '}')

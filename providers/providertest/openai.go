@@ -177,7 +177,7 @@ func checkOpenAI(body []byte) (q oaRequest, param, msg string) {
 			}
 			j := indexOf(pending, id.Str)
 			if j < 0 {
-				return q, p + ".role", "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'."
+				return q, p + ".role", "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'." //nolint:misspell // OpenAI's message, verbatim
 			}
 			pending = append(pending[:j], pending[j+1:]...)
 		} else if len(pending) > 0 {

@@ -413,7 +413,7 @@ func Do(tb testing.TB, req *http.Request) (*http.Response, []byte) {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }()
 	b, err := io.ReadAll(res.Body)
 	if err != nil {
 		tb.Fatal(err)

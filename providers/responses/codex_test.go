@@ -163,7 +163,7 @@ func TestCodex(t *testing.T) {
 	if items[0].EncryptedContent == nil || !strings.HasPrefix(*items[0].EncryptedContent, encryptedPrefix) {
 		t.Error("the reasoning item lacks encrypted_content, which include asked for")
 	}
-	patch := "*** Begin Patch\n*** Update File: README.md\n@@\n-Teh project\n+The project\n*** End Patch\n"
+	patch := "*** Begin Patch\n*** Update File: README.md\n@@\n-Teh project\n+The project\n*** End Patch\n" //nolint:misspell // the typo the patch fixes
 	if it := items[2]; it.Name != "apply_patch" || it.CallID != "toolu_01patch" || it.Input != patch {
 		t.Errorf("apply_patch call %+v", it)
 	}

@@ -89,12 +89,6 @@ func (r *Request) hubTool(name string) *tool {
 	return nil
 }
 
-// isCustom reports whether name names a custom tool of the request.
-func (r *Request) isCustom(name string) bool {
-	t := r.hubTool(name)
-	return t != nil && t.custom
-}
-
 // Hosted (built-in) tool types: OpenAI runs them itself; a chat provider
 // has its own equivalent at best (web search), which New maps them to.
 var hostedTools = map[string]bool{

@@ -376,8 +376,12 @@ func TestApplyConcurrent(t *testing.T) {
 					scope := g % scopes
 					for range each {
 						r, err := applyAddIn(ctx(t), s, fmt.Sprint("owner-", scope), "hits")
-						if err != nil || !r.OK || r.Value < 1 || r.Value > perScope || seen[scope][r.Value].Swap(true) {
-							errs <- fmt.Errorf("apply: %+v, %v (or the value seen twice)", r, err)
+						if err != nil {
+							errs <- fmt.Errorf("apply: %w", err)
+							return
+						}
+						if !r.OK || r.Value < 1 || r.Value > perScope || seen[scope][r.Value].Swap(true) {
+							errs <- fmt.Errorf("apply: %+v (or the value seen twice)", r)
 							return
 						}
 					}

@@ -127,7 +127,7 @@ func (sub *subscription) session() (wasLive bool, err error) {
 	sub.mu.Lock()
 	sub.ps = ps
 	sub.mu.Unlock()
-	defer ps.Close()
+	defer func() { _ = ps.Close() }()
 	if sub.ctx.Err() != nil {
 		return false, sub.ctx.Err()
 	}

@@ -609,8 +609,8 @@ func testPubSub(t *testing.T, open Instances) {
 	ss, ctx := open(t, 3), ctxT(t)
 	subA := must(ss[0].Subscribe(ctx, "keys", "batches"))(t)
 	subB := must(ss[1].Subscribe(ctx, "keys"))(t)
-	defer subA.Close()
-	defer subB.Close()
+	defer func() { _ = subA.Close() }()
+	defer func() { _ = subB.Close() }()
 	if !subA.Live() || !subB.Live() {
 		t.Fatal("subscriptions not live after Subscribe returned")
 	}
@@ -636,7 +636,7 @@ func testPubSub(t *testing.T, open Instances) {
 func testPubSubOrder(t *testing.T, open Instances) {
 	ss, ctx := open(t, 2), ctxT(t)
 	sub := must(ss[0].Subscribe(ctx, "c"))(t)
-	defer sub.Close()
+	defer func() { _ = sub.Close() }()
 	const n = 500
 	payload := func(i int) []byte { return []byte{0, byte(i), 0xff, byte(i >> 8), '\n', '\r'} }
 	pubErr := make(chan error, 1)

@@ -203,8 +203,12 @@ func testValueConcurrent(t *testing.T, open ValuesInstances) {
 				}
 				// Another instance reads what this one wrote.
 				got, ok, err := vs[(w+1)%len(vs)].GetValue(ctx, k)
-				if err != nil || !ok || !bytes.Equal(got, want) {
-					errs <- fmt.Errorf("%s: got %q, %v, %v", k, got, ok, err)
+				if err != nil {
+					errs <- fmt.Errorf("%s: %w", k, err)
+					return
+				}
+				if !ok || !bytes.Equal(got, want) {
+					errs <- fmt.Errorf("%s: got %q, %v", k, got, ok)
 					return
 				}
 				// All write one shared key: any whole value may win.

@@ -56,7 +56,7 @@ func runBatch(args []string) error {
 		if err != nil {
 			return nil, err
 		}
-		defer res.Body.Close()
+		defer func() { _ = res.Body.Close() }()
 		b, err := io.ReadAll(res.Body)
 		if err == nil && res.StatusCode != http.StatusOK {
 			err = fmt.Errorf("%s %s: status %d: %.300s", method, path, res.StatusCode, b)
@@ -88,7 +88,7 @@ func runBatch(args []string) error {
 	}()
 	b, err := do(http.MethodPost, "/v1/files", mw.FormDataContentType(), pr)
 	if err != nil {
-		return fmt.Errorf("upload: %v", err)
+		return fmt.Errorf("upload: %w", err)
 	}
 	fileID := gjson.GetBytes(b, "id").Str
 	res := batchResult{Lines: *lines, UploadS: time.Since(upStart).Seconds()}
@@ -98,7 +98,7 @@ func runBatch(args []string) error {
 	b, err = do(http.MethodPost, "/v1/batches", "application/json",
 		bytes.NewReader([]byte(`{"input_file_id":"`+fileID+`","endpoint":"/v1/chat/completions","completion_window":"24h"}`)))
 	if err != nil {
-		return fmt.Errorf("creating the batch: %v", err)
+		return fmt.Errorf("creating the batch: %w", err)
 	}
 	id := gjson.GetBytes(b, "id").Str
 	deadline := start.Add(*timeout)
@@ -138,7 +138,7 @@ func runBatch(args []string) error {
 				res.OutputLines++
 			}
 		}
-		r.Body.Close()
+		_ = r.Body.Close()
 		if err := sc.Err(); err != nil {
 			return err
 		}

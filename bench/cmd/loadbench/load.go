@@ -101,14 +101,14 @@ func runLoad(args []string) error {
 		if err != nil {
 			return 0, 0, 0, nil, err
 		}
-		defer res.Body.Close()
+		defer func() { _ = res.Body.Close() }()
 		if res.StatusCode != http.StatusOK {
 			b, _ := io.ReadAll(io.LimitReader(res.Body, 512))
 			return 0, 0, 0, nil, fmt.Errorf("status %d: %s", res.StatusCode, b)
 		}
 		if !*stream {
 			var buf bytes.Buffer
-			var w io.Writer = io.Discard
+			w := io.Discard
 			if keep {
 				w = &buf
 			}
@@ -124,7 +124,7 @@ func runLoad(args []string) error {
 	// Check the answer once, before the clock runs.
 	_, _, _, first, err := send(context.Background(), true)
 	if err != nil {
-		return fmt.Errorf("first request: %v", err)
+		return fmt.Errorf("first request: %w", err)
 	}
 	if *expect != "" && !bytes.Contains(first, []byte(*expect)) {
 		return fmt.Errorf("first answer lacks %q: %.600s", *expect, first)

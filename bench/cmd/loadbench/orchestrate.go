@@ -106,15 +106,6 @@ func split(s string) []string {
 	return out
 }
 
-func (o *options) has(suite string) bool {
-	for _, s := range o.suites {
-		if s == suite {
-			return true
-		}
-	}
-	return false
-}
-
 // bench is one harness run.
 type bench struct {
 	opt                 *options
@@ -246,7 +237,7 @@ func (b *bench) build() error {
 	cmd.Dir = root
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("go build ./cmd/caddy: %v", err)
+		return fmt.Errorf("go build ./cmd/caddy: %w", err)
 	}
 	b.report.note("caddy: go build ./cmd/caddy → %s (%.1fs)", b.caddyBin, time.Since(start).Seconds())
 	return nil
@@ -263,8 +254,11 @@ const productModule = "github.com/modelgate/modelgate"
 func productDir() (string, error) {
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", productModule).Output()
 	dir := string(bytes.TrimSpace(out))
-	if err != nil || dir == "" {
-		return "", fmt.Errorf("run loadbench from the repository's bench/ directory, whose module replaces %s with the repository (go list -m %s: %v)", productModule, productModule, err)
+	if err != nil {
+		return "", fmt.Errorf("run loadbench from the repository's bench/ directory, whose module replaces %s with the repository (go list -m %s: %w)", productModule, productModule, err)
+	}
+	if dir == "" {
+		return "", fmt.Errorf("run loadbench from the repository's bench/ directory, whose module replaces %s with the repository (go list -m %s: no directory)", productModule, productModule)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "cmd", "caddy")); err != nil {
 		return "", fmt.Errorf("%s resolves to %s, which has no cmd/caddy: %w", productModule, dir, err)
@@ -315,7 +309,7 @@ func (b *bench) start(name, cpu string, quiet bool, env []string, prog string, a
 	// Children die with the harness, whatever ends it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		logf.Close()
+		_ = logf.Close() // the child's log, diagnostics only; the start's error is the one to report
 		return nil, err
 	}
 	go func() {
@@ -329,7 +323,7 @@ func (b *bench) start(name, cpu string, quiet bool, env []string, prog string, a
 			close(p.lines)
 		}
 		err := cmd.Wait()
-		logf.Close()
+		_ = logf.Close() // the child's log, diagnostics only
 		p.wait <- err
 	}()
 	return p, nil
@@ -367,7 +361,7 @@ func (b *bench) readLine(p *proc, timeout time.Duration) (string, error) {
 				p.wait <- status
 			case <-time.After(5 * time.Second):
 			}
-			return "", fmt.Errorf("%s ended (%v); see %s", p.name, status, filepath.Join(b.dir, p.name+".log"))
+			return "", fmt.Errorf("%s ended (%v); see %s", p.name, status, filepath.Join(b.dir, p.name+".log")) //nolint:errorlint // status is nil after a clean exit, which %w would print as %!w(<nil>)
 		}
 		return line, nil
 	case <-time.After(timeout):
@@ -445,13 +439,13 @@ func (b *bench) waitListening(p *proc, addr string, within time.Duration) error 
 	for {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
-			c.Close()
+			_ = c.Close() // a probe: nothing was written
 			return nil
 		}
 		select {
 		case err := <-p.wait:
 			p.wait <- err
-			return fmt.Errorf("%s exited (%v); see %s", p.name, err, filepath.Join(b.dir, p.name+".log"))
+			return fmt.Errorf("%s exited (%v); see %s", p.name, err, filepath.Join(b.dir, p.name+".log")) //nolint:errorlint // err is nil after a clean exit, which %w would print as %!w(<nil>)
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
@@ -466,7 +460,7 @@ func freePort() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
@@ -507,7 +501,7 @@ func (b *bench) startCaddy(v *variant, up *proc, tag string) (*proc, error) {
 	if v.managedKey {
 		body, err := b.admin(p, http.MethodPost, "/modelgate/keys", `{"name":"loadbench"}`)
 		if err != nil {
-			return nil, fmt.Errorf("%s: creating a managed key: %v", name, err)
+			return nil, fmt.Errorf("%s: creating a managed key: %w", name, err)
 		}
 		if p.key = gjson.GetBytes(body, "key").Str; p.key == "" {
 			return nil, fmt.Errorf("%s: creating a managed key: %s", name, body)
@@ -527,7 +521,7 @@ func (b *bench) admin(p *proc, method, path, body string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }()
 	out, err := io.ReadAll(res.Body)
 	if err == nil && res.StatusCode/100 != 2 {
 		err = fmt.Errorf("%s %s: status %d: %.300s", method, path, res.StatusCode, out)
@@ -633,7 +627,7 @@ func (b *bench) measure(suite, label string, s *scenario, p *proc, up *proc, con
 	for {
 		line, err := b.readLine(lg, timeout)
 		if err != nil {
-			return nil, fmt.Errorf("%s via %s: %v", label, p.v.name, errWithLog(err, filepath.Join(b.dir, "load.log")))
+			return nil, fmt.Errorf("%s via %s: %w", label, p.v.name, errWithLog(err, filepath.Join(b.dir, "load.log")))
 		}
 		switch {
 		case line == "measuring":
@@ -680,5 +674,5 @@ func errWithLog(err error, path string) error {
 	if len(bytes.TrimSpace(b)) == 0 {
 		return err
 	}
-	return fmt.Errorf("%v: %s", err, bytes.TrimSpace(b))
+	return fmt.Errorf("%w: %s", err, bytes.TrimSpace(b))
 }

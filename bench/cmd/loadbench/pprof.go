@@ -33,7 +33,7 @@ var (
 func readProfile(file string) (*stackSamples, error) {
 	out, err := exec.Command("go", "tool", "pprof", "-raw", file).Output()
 	if err != nil {
-		return nil, fmt.Errorf("go tool pprof -raw: %v", err)
+		return nil, fmt.Errorf("go tool pprof -raw: %w", err)
 	}
 	type sample struct {
 		n   int64
@@ -90,26 +90,6 @@ func readProfile(file string) (*stackSamples, error) {
 		return nil, fmt.Errorf("%s: no samples", file)
 	}
 	return p, nil
-}
-
-// share is the fraction of samples whose stack satisfies f.
-func (p *stackSamples) share(f func(stack []string) bool) float64 {
-	var n int64
-	for i, s := range p.stacks {
-		if f(s) {
-			n += p.counts[i]
-		}
-	}
-	return float64(n) / float64(p.total)
-}
-
-func has(stack []string, prefix string) bool {
-	for _, f := range stack {
-		if strings.HasPrefix(f, prefix) {
-			return true
-		}
-	}
-	return false
 }
 
 // components, leafmost first wins: a sample is charged to the component

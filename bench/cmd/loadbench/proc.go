@@ -41,7 +41,7 @@ func memory(pid int) (rss, hwm int64, err error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read only
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		line := sc.Text()

@@ -92,7 +92,7 @@ func runStreams(args []string) error {
 				fail(err)
 				return
 			}
-			defer res.Body.Close()
+			defer func() { _ = res.Body.Close() }()
 			if res.StatusCode != http.StatusOK {
 				b, _ := io.ReadAll(io.LimitReader(res.Body, 300))
 				fail(fmt.Errorf("status %d: %s", res.StatusCode, b))
