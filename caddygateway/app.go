@@ -184,17 +184,17 @@ func (a *App) Provision(ctx caddy.Context) error {
 	a.ctx, a.logger = ctx, ctx.Logger()
 	ev, err := ctx.App("events")
 	if err != nil {
-		return fmt.Errorf("events app: %v", err)
+		return fmt.Errorf("events app: %w", err)
 	}
 	a.events = ev.(*caddyevents.App)
 	if reg := ctx.GetMetricsRegistry(); reg != nil {
 		if err := registerMetrics(reg); err != nil {
-			return fmt.Errorf("registering metrics: %v", err)
+			return fmt.Errorf("registering metrics: %w", err)
 		}
 	}
 	mods, err := ctx.LoadModule(a, "ProvidersRaw")
 	if err != nil {
-		return fmt.Errorf("loading providers: %v", err)
+		return fmt.Errorf("loading providers: %w", err)
 	}
 	a.providers = make(map[string]*gateway.Provider, len(mods.(map[string]any)))
 	for name, m := range mods.(map[string]any) {
@@ -288,7 +288,7 @@ func (a *App) Validate() error {
 	}
 	if a.Accounts != nil {
 		if err := a.Accounts.Validate(); err != nil {
-			return fmt.Errorf("accounts: %v", err)
+			return fmt.Errorf("accounts: %w", err)
 		}
 	}
 	for _, alias := range sortedKeys(a.Models) {
@@ -312,7 +312,7 @@ func (a *App) Start() error {
 	v, _, err := runners.LoadOrNew(a.storageID, func() (caddy.Destructor, error) {
 		id, err := caddy.InstanceID()
 		if err != nil {
-			return nil, fmt.Errorf("batch runner: instance ID: %v", err)
+			return nil, fmt.Errorf("batch runner: instance ID: %w", err)
 		}
 		return batch.NewRunner(a.store, id.String(), time.Duration(a.Batch.PollInterval), liveBatch), nil
 	})
@@ -401,7 +401,7 @@ func (a *App) provisionPrices() error {
 	}
 	p, err := pricing.Load(cfg)
 	if err != nil {
-		return fmt.Errorf("prices: %v", err)
+		return fmt.Errorf("prices: %w", err)
 	}
 	a.prices = p
 	a.knownModels = make(map[string]struct{})

@@ -78,10 +78,10 @@ func (a *App) provisionStorage(ctx caddy.Context) error {
 	if a.StorageRaw != nil {
 		mod, err := ctx.LoadModule(a, "StorageRaw")
 		if err != nil {
-			return fmt.Errorf("loading storage: %v", err)
+			return fmt.Errorf("loading storage: %w", err)
 		}
 		if a.storage, err = mod.(caddy.StorageConverter).CertMagicStorage(); err != nil {
-			return fmt.Errorf("creating storage: %v", err)
+			return fmt.Errorf("creating storage: %w", err)
 		}
 	}
 	a.storageID = storageIdentity(a.storage)
@@ -90,10 +90,10 @@ func (a *App) provisionStorage(ctx caddy.Context) error {
 	if a.FileStorageRaw != nil {
 		mod, err := ctx.LoadModule(a, "FileStorageRaw")
 		if err != nil {
-			return fmt.Errorf("loading file_storage: %v", err)
+			return fmt.Errorf("loading file_storage: %w", err)
 		}
 		if a.fileStorage, err = mod.(caddy.StorageConverter).CertMagicStorage(); err != nil {
-			return fmt.Errorf("creating file_storage: %v", err)
+			return fmt.Errorf("creating file_storage: %w", err)
 		}
 		a.storageID += "+files=" + storageIdentity(a.fileStorage)
 	}

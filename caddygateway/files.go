@@ -133,7 +133,7 @@ func (h *Handler) createFile(w http.ResponseWriter, r *http.Request, who string)
 	}
 	for {
 		part, err := mr.NextPart()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
@@ -271,7 +271,7 @@ func (h *Handler) fileContent(w http.ResponseWriter, r *http.Request, who, id st
 		h.answer(w, "file", id, nil, err)
 		return
 	}
-	defer rc.Close()
+	defer func() { _ = rc.Close() }()
 	hdr := w.Header()
 	hdr.Set("Content-Type", "application/octet-stream")
 	hdr.Set("Content-Length", strconv.FormatInt(f.Bytes, 10))

@@ -98,7 +98,7 @@ func (lc *LimitsConfig) provision() error {
 		}
 		amount, err := pricing.ParseMoney(p.Budget.USD)
 		if err != nil {
-			return fmt.Errorf("limits: budget %q: %v", p.Budget.USD, err)
+			return fmt.Errorf("limits: budget %q: %w", p.Budget.USD, err)
 		}
 		lc.parsed[*p.Budget] = quota.Budget{Amount: amount, Period: quota.Period(p.Budget.Period)}
 		return nil
@@ -166,7 +166,7 @@ func (lc *LimitsConfig) validate() error {
 			return nil
 		}
 		if err := keys.ValidatePolicy(*p); err != nil {
-			return fmt.Errorf("limits %s: %v", where, err)
+			return fmt.Errorf("limits %s: %w", where, err)
 		}
 		return nil
 	}

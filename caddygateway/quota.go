@@ -36,18 +36,18 @@ const usagePrefix = "modelgate/usage"
 func (a *App) provisionQuota() error {
 	id, err := caddy.InstanceID()
 	if err != nil {
-		return fmt.Errorf("usage: instance ID: %v", err)
+		return fmt.Errorf("usage: instance ID: %w", err)
 	}
 	a.usage, err = usage.New(a.storage, usage.Options{Instance: id.String(), Prefix: usagePrefix, Logger: a.logger.Named("usage")})
 	if err != nil {
-		return fmt.Errorf("usage: %v", err)
+		return fmt.Errorf("usage: %w", err)
 	}
 	qc := quota.Config{State: a.state, Spender: a.usage}
 	if a.stateShared {
 		qc.Lease, qc.Logger = a.Limits.leasing(), a.logger.Named("limits")
 	}
 	if a.quota, err = quota.New(qc); err != nil {
-		return fmt.Errorf("limits: %v", err)
+		return fmt.Errorf("limits: %w", err)
 	}
 	if a.stateShared {
 		v, _, err := localStates.LoadOrNew(a.storageID+"#standby", func() (caddy.Destructor, error) {
@@ -62,7 +62,7 @@ func (a *App) provisionQuota() error {
 			return prev()
 		}
 		if a.standbyQuota, err = quota.New(quota.Config{State: v.(localState).State, Spender: standbySpender{a}}); err != nil {
-			return fmt.Errorf("limits: %v", err)
+			return fmt.Errorf("limits: %w", err)
 		}
 	}
 	return a.Limits.provision()

@@ -63,7 +63,7 @@ func (a *App) provisionState() error {
 	if ss, ok := a.storage.(SharedStater); ok && a.State != stateLocal {
 		st, err := ss.SharedState(a.logger.Named("state"))
 		if err != nil {
-			return fmt.Errorf("shared state: %v", err)
+			return fmt.Errorf("shared state: %w", err)
 		}
 		a.state, a.stateShared, a.closeState = st, true, st.Close
 		return nil
@@ -146,7 +146,7 @@ func (a *App) follow(ctx context.Context) {
 		a.logger.Error("subscribing to the shared state; key changes arrive at key_refresh", zap.Error(err))
 		return
 	}
-	defer sub.Close()
+	defer func() { _ = sub.Close() }()
 	// The keys were loaded at Provision, before this subscription was
 	// live: a key created or deleted elsewhere in between told nobody
 	// here. Catch up once now that messages arrive. (A subscription not

@@ -241,7 +241,7 @@ func (s *imdsSource) Token() (*oauth2.Token, error) {
 	if err != nil {
 		return nil, fmt.Errorf("managed identity endpoint: %w", err)
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }()
 	var body struct {
 		AccessToken string      `json:"access_token"`
 		ExpiresOn   json.Number `json:"expires_on"`

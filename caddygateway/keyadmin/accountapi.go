@@ -77,7 +77,7 @@ func (a keyAPI) accountPaths(w http.ResponseWriter, r *http.Request, account str
 				Role     accounts.Role `json:"role"`
 			}
 			if err := decodeOne(w, r, &req); err != nil {
-				return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("the body is not a member {\"identity\", \"role\"}: %v", err)}
+				return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("the body is not a member {\"identity\", \"role\"}: %w", err)}
 			}
 			m, err := a.svc.SetMember(ctx, a.actor, account, req.Identity, req.Role)
 			if err != nil {
@@ -232,7 +232,7 @@ func (a keyAPI) operatorAccounts(w http.ResponseWriter, r *http.Request, p apiPa
 			}
 			if r.ContentLength != 0 {
 				if err := decodeOne(w, r, &req); err != nil {
-					return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("the body is not {\"reason\"}: %v", err)}
+					return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("the body is not {\"reason\"}: %w", err)}
 				}
 			}
 			acct, err = a.svc.Suspend(ctx, a.actor, id, req.Reason)
@@ -302,7 +302,7 @@ func (a keyAPI) listAccounts(w http.ResponseWriter, r *http.Request) error {
 func (a keyAPI) patchAccount(w http.ResponseWriter, r *http.Request, id string) error {
 	var body map[string]json.RawMessage
 	if err := decodeOne(w, r, &body); err != nil || body == nil {
-		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("the body is not {\"email\", \"limits\", \"budget\"}: %v", err)}
+		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("the body is not {\"email\", \"limits\", \"budget\"}: %w", err)}
 	}
 	for k := range body {
 		if k != "email" && k != "limits" && k != "budget" {
@@ -329,7 +329,7 @@ func (a keyAPI) patchAccount(w http.ResponseWriter, r *http.Request, id string) 
 		dec := json.NewDecoder(strings.NewReader(string(b)))
 		dec.DisallowUnknownFields()
 		if jerr := dec.Decode(&p); jerr != nil {
-			return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("limits or budget: %v", jerr)}
+			return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("limits or budget: %w", jerr)}
 		}
 		if acct, err = a.svc.SetAccountPolicy(ctx, a.actor, id, p); err != nil {
 			return a.fail(err, "account", id)

@@ -172,7 +172,7 @@ func (a keyAPI) key(w http.ResponseWriter, r *http.Request, id string) error {
 func (a keyAPI) setPolicy(w http.ResponseWriter, r *http.Request, id string) error {
 	var p keys.Policy
 	if err := decodeOne(w, r, &p); err != nil {
-		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("the body is not a key policy {\"limits\", \"budget\"}: %v", err)}
+		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("the body is not a key policy {\"limits\", \"budget\"}: %w", err)}
 	}
 	k, err := a.svc.SetKeyPolicy(r.Context(), a.actor, id, p)
 	if err != nil {
@@ -225,7 +225,7 @@ type newKeyRequest struct {
 func (a keyAPI) create(w http.ResponseWriter, r *http.Request) error {
 	var req newKeyRequest
 	if err := decodeOne(w, r, &req); err != nil {
-		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("the body is not a key request {\"name\", \"owner\", \"models\", \"expires_at\", \"limits\", \"budget\"}: %v", err)}
+		return caddy.APIError{HTTPStatus: http.StatusBadRequest, Err: fmt.Errorf("the body is not a key request {\"name\", \"owner\", \"models\", \"expires_at\", \"limits\", \"budget\"}: %w", err)}
 	}
 	nk := keys.NewKey{Name: req.Name, Owner: req.Owner, Models: req.Models, ExpiresAt: req.ExpiresAt, Limits: req.Limits, Budget: req.Budget}
 	k, secret, err := a.svc.CreateKey(r.Context(), a.actor, nk)

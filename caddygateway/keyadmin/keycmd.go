@@ -204,7 +204,7 @@ func adminRequest(fl caddycmd.Flags, method, uri string, body any) ([]byte, erro
 	}
 	addr, err := caddycmd.DetermineAdminAPIAddress(fl.String("address"), cfg, fl.String("config"), fl.String("adapter"))
 	if err != nil {
-		return nil, fmt.Errorf("finding the admin API: %v", err)
+		return nil, fmt.Errorf("finding the admin API: %w", err)
 	}
 	var rd io.Reader
 	if body != nil {
@@ -218,7 +218,7 @@ func adminRequest(fl caddycmd.Flags, method, uri string, body any) ([]byte, erro
 	if err != nil {
 		return nil, err
 	}
-	defer res.Body.Close()
+	defer func() { _ = res.Body.Close() }()
 	return io.ReadAll(res.Body)
 }
 

@@ -71,7 +71,7 @@ func cmdUsage(fl caddycmd.Flags) (int, error) {
 	}
 	var rep usageReport
 	if err := json.Unmarshal(b, &rep); err != nil {
-		return caddy.ExitCodeFailedStartup, fmt.Errorf("unexpected answer from the admin API: %v", err)
+		return caddy.ExitCodeFailedStartup, fmt.Errorf("unexpected answer from the admin API: %w", err)
 	}
 	return caddy.ExitCodeSuccess, writeUsageTable(os.Stdout, rep)
 }

@@ -44,7 +44,7 @@ func proxyConfig(user json.RawMessage, u *url.URL) (json.RawMessage, error) {
 	cfg := map[string]any{}
 	if len(user) > 0 {
 		if err := json.Unmarshal(user, &cfg); err != nil {
-			return nil, fmt.Errorf("proxy: %v", err)
+			return nil, fmt.Errorf("proxy: %w", err)
 		}
 	}
 	if _, ok := cfg["upstreams"]; !ok {

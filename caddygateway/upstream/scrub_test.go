@@ -233,20 +233,20 @@ func TestScrubbedError(t *testing.T) {
 	if !errors.Is(err, cause) || !errors.As(err, new(authError)) {
 		t.Error("the wrapped error is lost")
 	}
-	if s.error(err) != err {
+	if s.error(err) != err { //nolint:errorlint // the very error, not one it wraps
 		t.Error("an error is wrapped twice")
 	}
-	if s.error(nil) != nil || s.error(cause) == cause {
+	if s.error(nil) != nil || s.error(cause) == cause { //nolint:errorlint // the very error, not one it wraps
 		t.Error("nil became an error, or an error with a secret stayed itself")
 	}
 	// An error without a secret is not wrapped; one that is keeps its
 	// timeout, which reverse_proxy reads by asserting net.Error.
 	plain := &net.OpError{Op: "dial", Err: errors.New("connection refused")}
-	if s.error(plain) != error(plain) {
+	if s.error(plain) != error(plain) { //nolint:errorlint // the very error, not one it wraps
 		t.Error("an error without a secret was wrapped")
 	}
 	timeout := s.error(timeoutError{"i/o timeout after sending entra-client-secret"})
-	if ne, ok := timeout.(net.Error); !ok || !ne.Timeout() || strings.Contains(timeout.Error(), "entra-client-secret") {
+	if ne, ok := timeout.(net.Error); !ok || !ne.Timeout() || strings.Contains(timeout.Error(), "entra-client-secret") { //nolint:errorlint // reverse_proxy asserts the error itself, unwrapped
 		t.Errorf("a timeout became %#v (%q)", timeout, timeout)
 	}
 }

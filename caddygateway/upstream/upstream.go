@@ -57,7 +57,7 @@ func New(ctx caddy.Context, c Config) (*Upstream, error) {
 	}
 	mod, err := ctx.LoadModuleByID("http.handlers.reverse_proxy", raw)
 	if err != nil {
-		return nil, fmt.Errorf("loading reverse_proxy: %v", err)
+		return nil, fmt.Errorf("loading reverse_proxy: %w", err)
 	}
 	u := &Upstream{proxy: mod.(*reverseproxy.Handler), basePath: strings.TrimSuffix(c.BaseURL.EscapedPath(), "/"), host: upstreamHost(c.BaseURL)}
 	// The credential lives in the transport, set here in memory: it never

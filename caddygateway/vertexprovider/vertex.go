@@ -236,7 +236,7 @@ func (p *Provider) credentials(ctx context.Context) (credentials, error) {
 	default:
 		found, err := google.FindDefaultCredentialsWithParams(tokenCtx, params)
 		if err != nil {
-			return credentials{}, fmt.Errorf("no credentials_file, credentials or api_key, and no Application Default Credentials: %v", err)
+			return credentials{}, fmt.Errorf("no credentials_file, credentials or api_key, and no Application Default Credentials: %w", err)
 		}
 		if found.JSON == nil {
 			// The metadata server: its source caches each token and
@@ -273,7 +273,7 @@ func fromJSON(ctx context.Context, option string, data []byte, params google.Cre
 	}
 	creds, err := google.CredentialsFromJSONWithTypeAndParams(ctx, data, google.CredentialsType(f.Type), params)
 	if err != nil {
-		return credentials{}, fmt.Errorf("%s: the credentials cannot be used: %v", option, err)
+		return credentials{}, fmt.Errorf("%s: the credentials cannot be used: %w", option, err)
 	}
 	return credentials{source: creds.TokenSource, project: creds.ProjectID, quotaProject: f.QuotaProjectID}, nil
 }
