@@ -239,10 +239,21 @@ func testApplySlotsExpire(t *testing.T, open Instances) {
 		_, r := apply(t, s, "s", state.Op{Kind: state.OpAcquireSlot, Name: "conc", Holder: holder, Limit: 1, TTL: ttl})
 		return r[0].OK
 	}
-	if !acq("crashed", 200*time.Millisecond) || acq("next", time.Minute) {
-		t.Fatal("a 1-slot set took two holders")
+	const ttl = time.Second
+	start := time.Now()
+	if !acq("crashed", ttl) {
+		t.Fatal("an empty 1-slot set refused a holder")
 	}
-	time.Sleep(350 * time.Millisecond)
+	// The second holder must be refused while the first one's slot lives;
+	// on a host so loaded that it took longer than that, the refusal
+	// cannot be checked, only the slot's return.
+	if took := acq("next", time.Minute); took && time.Since(start) < ttl {
+		t.Fatal("a 1-slot set took two holders")
+	} else if took {
+		t.Logf("the second acquire came after the first slot's ttl; its refusal is not checked")
+		apply(t, s, "s", state.Op{Kind: state.OpReleaseSlot, Name: "conc", Holder: "next"})
+	}
+	time.Sleep(time.Until(start.Add(ttl + 500*time.Millisecond)))
 	if !acq("next", time.Minute) {
 		t.Fatal("a crashed holder's slot did not come back")
 	}
