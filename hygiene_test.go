@@ -33,11 +33,6 @@ var outsideReferences = []outsideReference{
 	{regexp.MustCompile(`(?i)\bissues? #?[0-9]+\b`), "an issue number (say what the change does instead)"},
 }
 
-// hygieneTODO are files that still hold such citations, skipped until
-// they are cleared. Each entry must still hold one: a file cleared or
-// moved fails the test until its entry goes too. Keep it empty.
-var hygieneTODO = map[string]bool{}
-
 // TestNoOutsideReferences reads every Go, Markdown and shell file and
 // every Caddyfile of the repository (but .tmp/ and other hidden
 // directories, testdata/ and vendored code) and fails on each citation of
@@ -50,22 +45,13 @@ func TestNoOutsideReferences(t *testing.T) {
 	if !slices.Contains(files, "docs_test.go") || !slices.Contains(files, "docs/README.md") {
 		t.Fatalf("found %d files without docs_test.go and docs/README.md: run the test from the repository root", len(files))
 	}
-	flagged := map[string]bool{}
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, hit := range findOutsideReferences(string(data)) {
-			flagged[f] = true
-			if !hygieneTODO[f] {
-				t.Errorf("%s:%d: %q: %s", f, hit.line, hit.text, hit.what)
-			}
-		}
-	}
-	for f := range hygieneTODO {
-		if !flagged[f] {
-			t.Errorf("%s is in hygieneTODO but cites nothing outside the repository (or is gone): remove its entry", f)
+			t.Errorf("%s:%d: %q: %s", f, hit.line, hit.text, hit.what)
 		}
 	}
 }

@@ -20,7 +20,6 @@ import (
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 
-	"github.com/modelgate/modelgate/batch"
 	"github.com/modelgate/modelgate/caddygateway"
 	"github.com/modelgate/modelgate/providers/azure"
 )
@@ -287,7 +286,7 @@ func (p *Provider) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	err := p.UnmarshalBlock(d, providerType, func(d *caddyfile.Dispenser) (bool, error) {
 		switch d.Val() {
 		case "batch":
-			return true, parseBatchMode(d, &p.Batch)
+			return true, caddygateway.ParseBatchMode(d, &p.Batch)
 		case "api_version":
 			if !d.AllArgs(&p.APIVersion) {
 				return true, d.ArgErr()
@@ -370,25 +369,6 @@ var (
 	_ oauth2.TokenSource    = (*assertionSource)(nil)
 )
 
-// parseBatchMode reads the batch option's argument: native or gateway.
-func parseBatchMode(d *caddyfile.Dispenser, dst *string) error {
-	var s string
-	if !d.AllArgs(&s) {
-		return d.ArgErr()
-	}
-	mode, err := batch.ParseMode(s)
-	if err != nil {
-		return d.Errf("batch must be %s or %s, not %q", batch.ModeNative, batch.ModeGateway, s)
-	}
-	*dst = mode
-	return nil
-}
-
 // BatchMode is where batches send the provider's lines: its Batch
 // option, else the type's default (native: its API has batches).
-func (p *Provider) BatchMode() string {
-	if p.Batch != "" {
-		return p.Batch
-	}
-	return batch.DefaultMode(providerType.Name)
-}
+func (p *Provider) BatchMode() string { return caddygateway.BatchMode(p.Batch, providerType.Name) }

@@ -13,7 +13,6 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
-	"github.com/modelgate/modelgate/batch"
 	"github.com/modelgate/modelgate/caddygateway"
 	"github.com/modelgate/modelgate/providers/bedrock"
 )
@@ -167,7 +166,7 @@ func (p *Provider) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 				return true, d.ArgErr()
 			}
 		case "batch":
-			return true, parseBatchMode(d, &p.Batch)
+			return true, caddygateway.ParseBatchMode(d, &p.Batch)
 		case "structured_output":
 			if !d.AllArgs(&p.StructuredOutput) {
 				return true, d.ArgErr()
@@ -263,25 +262,6 @@ var (
 	_ caddygateway.Authenticator = (*sigV4)(nil)
 )
 
-// parseBatchMode reads the batch option's argument: native or gateway.
-func parseBatchMode(d *caddyfile.Dispenser, dst *string) error {
-	var s string
-	if !d.AllArgs(&s) {
-		return d.ArgErr()
-	}
-	mode, err := batch.ParseMode(s)
-	if err != nil {
-		return d.Errf("batch must be %s or %s, not %q", batch.ModeNative, batch.ModeGateway, s)
-	}
-	*dst = mode
-	return nil
-}
-
 // BatchMode is where batches send the provider's lines: its Batch
 // option, else the type's default (native: its API has batches).
-func (p *Provider) BatchMode() string {
-	if p.Batch != "" {
-		return p.Batch
-	}
-	return batch.DefaultMode(providerType.Name)
-}
+func (p *Provider) BatchMode() string { return caddygateway.BatchMode(p.Batch, providerType.Name) }

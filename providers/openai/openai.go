@@ -32,7 +32,7 @@ type Chat struct {
 // and leaves out prompt caching markers unless c.CacheControl.
 func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) {
 	if !c.CacheControl && bytes.Contains(body, []byte(`"cache_control"`)) {
-		b, err := StripCacheControl(body)
+		b, err := stripCacheControl(body)
 		if err != nil {
 			return providers.Request{}, err
 		}
@@ -64,9 +64,9 @@ func (c Chat) ChatRequest(body []byte, model string) (providers.Request, error) 
 	return req, nil
 }
 
-// StripCacheControl returns body without the cache_control members of its
+// stripCacheControl returns body without the cache_control members of its
 // messages, their content parts and its tools.
-func StripCacheControl(body []byte) ([]byte, error) {
+func stripCacheControl(body []byte) ([]byte, error) {
 	var paths []string
 	add := func(prefix string, v gjson.Result) {
 		if v.Get("cache_control").Exists() {
