@@ -152,6 +152,7 @@ func (at *attempt) send(ctx context.Context, p *Provider, preq providers.Request
 	switch {
 	case uw.streaming:
 		uw.finishStream(err != nil)
+		at.o.trace.streamEnded(err, uw.failed)
 		if ex.tr != nil {
 			at.o.Usage = ex.tr.Usage()
 		}

@@ -1,0 +1,355 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/openai"
+	"github.com/modelgate/modelgate/providers/providertest"
+)
+
+// tracedGateway is a testGateway with a provider "down" whose every
+// answer is a 500, and aliases that fall back from it: "smart" to
+// oa/gpt-4o-mini, "doomed" to nothing else.
+func tracedGateway(t *testing.T, capture bool) *testGateway {
+	t.Helper()
+	g := newTestGateway(t)
+	chaos := providertest.StartChaos(t, providertest.ServerErrors())
+	down := &memUpstream{base: "/v1", h: chaos}
+	g.upstreams["down"] = down
+	g.cfg.Providers["down"] = NewProvider("down", "openai", nil, Endpoints{Chat: openai.Chat{}}, down)
+	g.cfg.Providers["oa"].Address, g.cfg.Providers["oa"].Port = "api.openai.example", 443
+	g.cfg.Aliases = map[string][]string{"smart": {"down/gpt-4o", "oa/gpt-4o-mini"}, "doomed": {"down/gpt-4o", "down/gpt-4o-mini"}}
+	g.cfg.Tracing.CaptureContent = capture
+	g.rebuild(t)
+	return g
+}
+
+// tracedServe serves a call in the context of a server span of a
+// recording tracer provider, as the host's tracing handler would, and
+// returns the outcome, the sink, and the spans ended under the server
+// span (the server span's own last).
+func tracedServe(t *testing.T, g *testGateway, api API, body []byte, key *Key) (*Outcome, *timedSink, []sdktrace.ReadOnlySpan) {
+	t.Helper()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	ctx, server := tp.Tracer("test").Start(context.Background(), "POST", trace.WithSpanKind(trace.SpanKindServer))
+	sink := &timedSink{}
+	o := &Outcome{}
+	g.Serve(ctx, &Call{API: api, Body: body, Key: key, Sink: sink, Path: "/test"}, o)
+	server.End()
+	return o, sink, rec.Ended()
+}
+
+// timedSink is a recordingSink that notes when it was last written to.
+type timedSink struct {
+	recordingSink
+	last time.Time
+}
+
+func (s *timedSink) Write(p []byte) (int, error) {
+	s.last = time.Now()
+	return s.recordingSink.Write(p)
+}
+
+// attrs are a span's attributes by key.
+func attrs(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
+	m := make(map[attribute.Key]attribute.Value)
+	for _, kv := range s.Attributes() {
+		m[kv.Key] = kv.Value
+	}
+	return m
+}
+
+// wantAttrs checks that span s has the attributes want (their values as
+// Value.Emit writes them) and none of the keys in absent.
+func wantAttrs(t *testing.T, s sdktrace.ReadOnlySpan, want map[attribute.Key]string, absent ...attribute.Key) {
+	t.Helper()
+	got := attrs(s)
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g.Emit() != v {
+			t.Errorf("span %q: %s = %q (set: %v), want %q", s.Name(), k, g.Emit(), ok, v)
+		}
+	}
+	for _, k := range absent {
+		if v, ok := got[k]; ok {
+			t.Errorf("span %q: %s = %q, want none", s.Name(), k, v.Emit())
+		}
+	}
+}
+
+// split returns the call's span and its attempt spans, checking that the
+// call's span is the server span's child and every attempt the call's.
+func split(t *testing.T, spans []sdktrace.ReadOnlySpan) (call sdktrace.ReadOnlySpan, attempts []sdktrace.ReadOnlySpan) {
+	t.Helper()
+	server := spans[len(spans)-1]
+	for _, s := range spans[:len(spans)-1] {
+		if s.SpanKind() == trace.SpanKindInternal {
+			call = s
+		}
+	}
+	if call == nil || call.Parent().SpanID() != server.SpanContext().SpanID() {
+		t.Fatalf("no call span under the server span: %v", names(spans))
+	}
+	for _, s := range spans[:len(spans)-1] {
+		if s == call {
+			continue
+		}
+		if s.SpanKind() != trace.SpanKindClient || s.Parent().SpanID() != call.SpanContext().SpanID() {
+			t.Fatalf("span %q (%v) is not an attempt of the call", s.Name(), s.SpanKind())
+		}
+		attempts = append(attempts, s)
+	}
+	return call, attempts
+}
+
+func names(spans []sdktrace.ReadOnlySpan) []string {
+	var n []string
+	for _, s := range spans {
+		n = append(n, s.Name())
+	}
+	return n
+}
+
+func TestTraceChat(t *testing.T) {
+	g := tracedGateway(t, false)
+	key := &Key{Name: "team-a", Owner: "acme"}
+	o, _, spans := tracedServe(t, g, APIChat, chatBody("oa/gpt-4o-mini", "", "hello there"), key)
+	if o.Status != 200 {
+		t.Fatalf("status %d: %s", o.Status, o.Body)
+	}
+	call, attempts := split(t, spans)
+	if call.Name() != "chat oa/gpt-4o-mini" || len(attempts) != 1 || attempts[0].Name() != "chat gpt-4o-mini" {
+		t.Fatalf("spans %v", names(spans))
+	}
+	wantAttrs(t, call, map[attribute.Key]string{
+		"gen_ai.operation.name": "chat", "gen_ai.request.model": "oa/gpt-4o-mini", "gen_ai.provider.name": "openai",
+		"gen_ai.response.model": "gpt-4o-mini", "gen_ai.usage.input_tokens": "2", "gen_ai.usage.output_tokens": "3",
+		"gen_ai.response.finish_reasons": `["stop"]`, "modelgate.key.name": "team-a", "modelgate.account": "acme",
+		"modelgate.provider": "oa", "modelgate.fallback": "false", "modelgate.attempts": "1", "http.response.status_code": "200",
+		"modelgate.cost": attrs(call)["modelgate.cost"].Emit(),
+	}, "error.type", "modelgate.request.body", "modelgate.response.body")
+	if cost := attrs(call)["modelgate.cost"]; cost.Type() != attribute.FLOAT64 || cost.AsFloat64() <= 0 {
+		t.Errorf("modelgate.cost %v, want the call's price", cost.Emit())
+	}
+	wantAttrs(t, attempts[0], map[attribute.Key]string{
+		"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": "gpt-4o-mini",
+		"gen_ai.response.model": "gpt-4o-mini", "gen_ai.usage.input_tokens": "2", "gen_ai.usage.output_tokens": "3",
+		"gen_ai.response.finish_reasons": `["stop"]`, "server.address": "api.openai.example", "server.port": "443",
+		"modelgate.provider": "oa", "modelgate.fallback": "false",
+	}, "error.type", "modelgate.request.body")
+	if id := attrs(attempts[0])["gen_ai.response.id"].AsString(); id == "" || !strings.Contains(string(o.Body), id) {
+		t.Errorf("gen_ai.response.id %q, answer %s", id, o.Body)
+	}
+	for _, s := range spans {
+		if s.Status().Code == codes.Error {
+			t.Errorf("span %q: status %v", s.Name(), s.Status())
+		}
+	}
+}
+
+func TestTraceStream(t *testing.T) {
+	g := tracedGateway(t, false)
+	o, sink, spans := tracedServe(t, g, APIChat, chatBody("smart", `,"stream":true`, "hello there"), g.static)
+	if !o.Streamed || !strings.Contains(sink.body.String(), "[DONE]") {
+		t.Fatalf("not streamed: %d %s", o.Status, sink.body.String())
+	}
+	call, attempts := split(t, spans)
+	if len(attempts) != 2 {
+		t.Fatalf("spans %v", names(spans))
+	}
+	ok := attempts[1]
+	// The attempt that streamed ends when the stream has ended, with the
+	// stream's usage and what its chunks said.
+	if ok.EndTime().Before(sink.last) {
+		t.Errorf("the attempt ended at %v, before the stream's last write at %v", ok.EndTime(), sink.last)
+	}
+	want := map[attribute.Key]string{
+		"gen_ai.response.model": "gpt-4o-mini", "gen_ai.usage.input_tokens": "2", "gen_ai.usage.output_tokens": "3",
+		"gen_ai.response.finish_reasons": `["stop"]`,
+	}
+	wantAttrs(t, ok, want, "error.type")
+	wantAttrs(t, call, want, "error.type")
+}
+
+func TestTraceFallback(t *testing.T) {
+	g := tracedGateway(t, false)
+	o, _, spans := tracedServe(t, g, APIChat, chatBody("smart", "", "hello there"), g.static)
+	if o.Status != 200 {
+		t.Fatalf("status %d: %s", o.Status, o.Body)
+	}
+	call, attempts := split(t, spans)
+	if call.Name() != "chat smart" || len(attempts) != 2 || attempts[0].Name() != "chat gpt-4o" || attempts[1].Name() != "chat gpt-4o-mini" {
+		t.Fatalf("spans %v", names(spans))
+	}
+	wantAttrs(t, attempts[0], map[attribute.Key]string{"modelgate.provider": "down", "modelgate.fallback": "false",
+		"error.type": "server_error", "http.response.status_code": "500"}, "gen_ai.usage.input_tokens")
+	if attempts[0].Status().Code != codes.Error {
+		t.Errorf("the failed attempt's status %v", attempts[0].Status())
+	}
+	wantAttrs(t, attempts[1], map[attribute.Key]string{"modelgate.provider": "oa", "modelgate.fallback": "true",
+		"gen_ai.usage.output_tokens": "3"}, "error.type")
+	wantAttrs(t, call, map[attribute.Key]string{"modelgate.fallback": "true", "modelgate.attempts": "2",
+		"modelgate.provider": "oa", "gen_ai.request.model": "smart"}, "error.type")
+}
+
+func TestTraceError(t *testing.T) {
+	g := tracedGateway(t, false)
+	o, _, spans := tracedServe(t, g, APIChat, chatBody("doomed", "", "hello there"), g.static)
+	if o.Status != 500 {
+		t.Fatalf("status %d: %s", o.Status, o.Body)
+	}
+	call, attempts := split(t, spans)
+	if len(attempts) != 2 {
+		t.Fatalf("spans %v", names(spans))
+	}
+	for _, s := range append(attempts, call) {
+		if s.Status().Code != codes.Error {
+			t.Errorf("span %q: status %v", s.Name(), s.Status())
+		}
+		wantAttrs(t, s, map[attribute.Key]string{"error.type": "server_error", "http.response.status_code": "500"})
+	}
+	wantAttrs(t, call, nil, "modelgate.cost", "gen_ai.usage.input_tokens")
+
+	// A call refused before any provider: its span says why, with no
+	// attempt.
+	_, _, spans = tracedServe(t, g, APIChat, chatBody("no-such-model", "", "hi"), g.static)
+	call, attempts = split(t, spans)
+	if len(attempts) != 0 || call.Status().Code != codes.Error {
+		t.Fatalf("spans %v, status %v", names(spans), call.Status())
+	}
+	wantAttrs(t, call, map[attribute.Key]string{"error.type": "model_not_found", "http.response.status_code": "404"})
+}
+
+func TestTraceContent(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run(map[bool]string{false: "answer", true: "stream"}[stream], func(t *testing.T) {
+			fields := ""
+			if stream {
+				fields = `,"stream":true`
+			}
+			body := chatBody("oa/gpt-4o-mini", fields, "the secret plan")
+
+			// Off by default: no prompt, no answer.
+			g := tracedGateway(t, false)
+			_, _, spans := tracedServe(t, g, APIChat, body, g.static)
+			for _, s := range spans {
+				wantAttrs(t, s, nil, "modelgate.request.body", "modelgate.response.body")
+			}
+
+			g = tracedGateway(t, true)
+			up := &bodyRecorder{Upstream: g.cfg.Providers["oa"].Upstream}
+			g.cfg.Providers["oa"].Upstream = up
+			g.rebuild(t)
+			o, sink, spans := tracedServe(t, g, APIChat, body, g.static)
+			call, attempts := split(t, spans)
+			// The attempt holds the body the provider was sent (the
+			// guards' masking done), the call what the client got.
+			if len(up.bodies) != 1 || len(attempts) != 1 {
+				t.Fatalf("%d requests, spans %v", len(up.bodies), names(spans))
+			}
+			req := attrs(attempts[0])["modelgate.request.body"].AsString()
+			if req != string(up.bodies[0]) || !strings.Contains(req, "the secret plan") {
+				t.Errorf("request body %q, the provider got %q", req, up.bodies[0])
+			}
+			wantAnswer := string(o.Body)
+			if stream {
+				wantAnswer = sink.body.String()
+			}
+			if a := attrs(call)["modelgate.response.body"].AsString(); a != wantAnswer || !strings.Contains(a, " secret") {
+				t.Errorf("response body %q, the client got %q", a, wantAnswer)
+			}
+		})
+	}
+}
+
+// bodyRecorder is an Upstream that keeps the bodies it sends.
+type bodyRecorder struct {
+	Upstream
+	bodies [][]byte
+}
+
+func (u *bodyRecorder) Send(ctx context.Context, req providers.Request, stream bool, w http.ResponseWriter) error {
+	u.bodies = append(u.bodies, req.Body)
+	return u.Upstream.Send(ctx, req, stream, w)
+}
+
+func TestTraceContentTrimmed(t *testing.T) {
+	attrs := appendContent(nil, attrRequestBody, []byte(strings.Repeat("x", maxCapturedContent+10)), false)
+	if len(attrs) != 2 || len(attrs[0].Value.AsString()) != maxCapturedContent || !attrs[1].Value.AsBool() {
+		t.Fatalf("%d attributes", len(attrs))
+	}
+}
+
+func TestTraceGuardsAndCache(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	ctx, server := tp.Tracer("test").Start(context.Background(), "POST")
+	g := tracedGateway(t, false)
+	c, o := &Call{API: APIChat, Body: chatBody("oa/gpt-4o-mini", "", "hi")}, &Outcome{}
+	g.traceCall(ctx, c, o)
+	o.traceGuard("pii", "masked")
+	o.traceGuard("jailbreak", "logged")
+	o.traceCache("miss")
+	o.trace.end(c, o)
+	server.End()
+	wantAttrs(t, rec.Ended()[0], map[attribute.Key]string{"modelgate.guards": `["pii:masked","jailbreak:logged"]`, "modelgate.cache": "miss"})
+
+	// Untraced, they do nothing.
+	(&Outcome{}).traceGuard("pii", "masked")
+	(&Outcome{}).traceCache("hit")
+}
+
+// TestTraceNotRecording checks that a call whose context holds no
+// recording span makes no span and costs the tracing nothing.
+func TestTraceNotRecording(t *testing.T) {
+	g := tracedGateway(t, false)
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.NeverSample())))
+	sampledOut, server := tp.Tracer("test").Start(context.Background(), "POST")
+	for name, ctx := range map[string]context.Context{"no span": context.Background(), "sampled out": sampledOut} {
+		sink := &recordingSink{}
+		c, o := &Call{API: APIChat, Body: chatBody("smart", "", "hi"), Sink: sink}, &Outcome{}
+		t0 := Target{Provider: g.Provider("oa"), Model: "gpt-4o-mini"}
+		ex := exchange{}
+		allocs := testing.AllocsPerRun(100, func() {
+			actx := g.traceCall(ctx, c, o)
+			actx = o.trace.startAttempt(actx, t0, 1, nil, &ex)
+			o.trace.streamEnded(nil, false)
+			o.trace.endAttempt(c.API, o, 200, nil)
+			o.trace.end(c, o)
+			_ = actx
+		})
+		if allocs != 0 || o.trace != nil || c.Sink != Sink(sink) {
+			t.Errorf("%s: %v allocations, trace %v", name, allocs, o.trace)
+		}
+	}
+	server.End()
+	if n := len(rec.Ended()); n != 0 {
+		t.Errorf("%d spans recorded", n)
+	}
+}
+
+func TestProviderName(t *testing.T) {
+	for typ, want := range map[string]string{"openai": "openai", "anthropic": "anthropic", "azure_openai": "azure.ai.openai",
+		"bedrock": "aws.bedrock", "vertex": "gcp.vertex_ai", "gemini": "gcp.gemini", "cohere": "cohere", "mistral": "mistral_ai",
+		"xai": "x_ai", "groq": "groq", "ollama": "ollama"} {
+		if got := providerName(typ); got != want {
+			t.Errorf("providerName(%q) = %q, want %q", typ, got, want)
+		}
+	}
+	if !slices.Equal([]string{operationOf(APIMessages), operationOf(APIEmbeddings), operationOf(APIRerank)}, []string{"chat", "embeddings", "rerank"}) {
+		t.Error("operations")
+	}
+}
