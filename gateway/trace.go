@@ -337,32 +337,35 @@ func (s *traceSink) Write(p []byte) (int, error) {
 }
 
 // readEvent reads a streamed event's data for the answer's model, id and
-// finish reasons, in the API's shape.
+// finish reasons, in the API's shape. The model and id are read until an
+// event has said them.
 func (ct *callTrace) readEvent(a API, data []byte) {
 	if len(data) == 0 || data[0] != '{' {
 		return // data: [DONE]
 	}
+	known := ct.streamModel != "" && ct.streamID != ""
 	var model, id gjson.Result
 	switch a {
 	case APIMessages:
-		model, id = lookup(data, "message.model"), lookup(data, "message.id")
+		if !known {
+			model, id = lookup(data, "message.model"), lookup(data, "message.id")
+		}
 		if r := lookup(data, "delta.stop_reason"); r.Type == gjson.String {
 			ct.streamFinish = append(ct.streamFinish, r.Str)
 		}
 	case APIResponses:
-		model, id = lookup(data, "response.model"), lookup(data, "response.id")
+		if !known {
+			model, id = lookup(data, "response.model"), lookup(data, "response.id")
+		}
 		switch lookup(data, "type").Str {
 		case "response.completed", "response.incomplete", "response.failed":
 			ct.streamFinish = append(ct.streamFinish[:0], responseFinish(lookup(data, "response")))
 		}
 	default:
-		model, id = lookup(data, "model"), lookup(data, "id")
-		lookup(data, "choices.#.finish_reason").ForEach(func(_, r gjson.Result) bool {
-			if r.Type == gjson.String {
-				ct.streamFinish = append(ct.streamFinish, r.Str)
-			}
-			return true
-		})
+		if !known {
+			model, id = lookup(data, "model"), lookup(data, "id")
+		}
+		ct.streamFinish = appendFinish(ct.streamFinish, lookup(data, "choices"))
 	}
 	if model.Type == gjson.String && model.Str != "" {
 		ct.streamModel = model.Str
@@ -370,6 +373,18 @@ func (ct *callTrace) readEvent(a API, data []byte) {
 	if id.Type == gjson.String && id.Str != "" && ct.streamID == "" {
 		ct.streamID = id.Str
 	}
+}
+
+// appendFinish appends the finish reasons of a chat answer's or chunk's
+// choices that have one.
+func appendFinish(dst []string, choices gjson.Result) []string {
+	choices.ForEach(func(_, ch gjson.Result) bool {
+		if r := ch.Get("finish_reason"); r.Type == gjson.String {
+			dst = append(dst, r.Str)
+		}
+		return true
+	})
+	return dst
 }
 
 // answerFacts reads an answer of the API for its model, id and finish
@@ -385,12 +400,7 @@ func answerFacts(a API, body []byte) (model, id string, finish []string) {
 			finish = []string{responseFinish(gjson.ParseBytes(body))}
 		}
 	case APIChat:
-		lookup(body, "choices.#.finish_reason").ForEach(func(_, r gjson.Result) bool {
-			if r.Type == gjson.String {
-				finish = append(finish, r.Str)
-			}
-			return true
-		})
+		finish = appendFinish(nil, lookup(body, "choices"))
 	case APICountTokens:
 		return "", "", nil
 	}
