@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -351,5 +352,32 @@ func TestProviderName(t *testing.T) {
 	}
 	if !slices.Equal([]string{operationOf(APIMessages), operationOf(APIEmbeddings), operationOf(APIRerank)}, []string{"chat", "embeddings", "rerank"}) {
 		t.Error("operations")
+	}
+}
+
+// abortingUpstream starts a stream and breaks it off.
+type abortingUpstream struct{}
+
+func (abortingUpstream) Send(_ context.Context, _ providers.Request, _ bool, w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write([]byte(`data: {"id":"chatcmpl-9","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{"content":"half"},"finish_reason":null}]}` + "\n\n"))
+	return fmt.Errorf("reading the body: %w", ErrAborted)
+}
+
+func TestTraceStreamAborted(t *testing.T) {
+	g := tracedGateway(t, false)
+	g.cfg.Providers["cut"] = NewProvider("cut", "openai", nil, Endpoints{Chat: openai.Chat{}}, abortingUpstream{})
+	g.rebuild(t)
+	o, sink, spans := tracedServe(t, g, APIChat, chatBody("cut/gpt-4o-mini", `,"stream":true`, "hello"), g.static)
+	if !o.Streamed || !strings.Contains(sink.body.String(), "upstream_aborted") {
+		t.Fatalf("%d %s", o.Status, sink.body.String())
+	}
+	call, attempts := split(t, spans)
+	for _, s := range []sdktrace.ReadOnlySpan{call, attempts[0]} {
+		wantAttrs(t, s, map[attribute.Key]string{"error.type": "upstream_aborted", "gen_ai.response.id": "chatcmpl-9"}, "gen_ai.usage.input_tokens")
+		if s.Status().Code != codes.Error {
+			t.Errorf("span %q: status %v", s.Name(), s.Status())
+		}
 	}
 }
