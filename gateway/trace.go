@@ -5,6 +5,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/tidwall/gjson"
 	"go.opentelemetry.io/otel/attribute"
@@ -104,7 +105,8 @@ func (g *Gateway) traceCall(ctx context.Context, c *Call, o *Outcome) context.Co
 		return ctx
 	}
 	op := operationOf(c.API)
-	model := lookup(c.Body, "model").String()
+	// (lookup points into the body: what a span keeps is copied.)
+	model := strings.Clone(lookup(c.Body, "model").String())
 	name := op
 	if model != "" {
 		name += " " + model
@@ -338,7 +340,8 @@ func (s *traceSink) Write(p []byte) (int, error) {
 
 // readEvent reads a streamed event's data for the answer's model, id and
 // finish reasons, in the API's shape. The model and id are read until an
-// event has said them.
+// event has said them. The event's bytes are the writer's, reused: what
+// is kept of them is copied.
 func (ct *callTrace) readEvent(a API, data []byte) {
 	if len(data) == 0 || data[0] != '{' {
 		return // data: [DONE]
@@ -351,7 +354,7 @@ func (ct *callTrace) readEvent(a API, data []byte) {
 			model, id = lookup(data, "message.model"), lookup(data, "message.id")
 		}
 		if r := lookup(data, "delta.stop_reason"); r.Type == gjson.String {
-			ct.streamFinish = append(ct.streamFinish, r.Str)
+			ct.streamFinish = append(ct.streamFinish, strings.Clone(r.Str))
 		}
 	case APIResponses:
 		if !known {
@@ -368,10 +371,10 @@ func (ct *callTrace) readEvent(a API, data []byte) {
 		ct.streamFinish = appendFinish(ct.streamFinish, lookup(data, "choices"))
 	}
 	if model.Type == gjson.String && model.Str != "" {
-		ct.streamModel = model.Str
+		ct.streamModel = strings.Clone(model.Str)
 	}
 	if id.Type == gjson.String && id.Str != "" && ct.streamID == "" {
-		ct.streamID = id.Str
+		ct.streamID = strings.Clone(id.Str)
 	}
 }
 
@@ -380,7 +383,7 @@ func (ct *callTrace) readEvent(a API, data []byte) {
 func appendFinish(dst []string, choices gjson.Result) []string {
 	choices.ForEach(func(_, ch gjson.Result) bool {
 		if r := ch.Get("finish_reason"); r.Type == gjson.String {
-			dst = append(dst, r.Str)
+			dst = append(dst, strings.Clone(r.Str))
 		}
 		return true
 	})
@@ -393,7 +396,7 @@ func answerFacts(a API, body []byte) (model, id string, finish []string) {
 	switch a {
 	case APIMessages:
 		if r := lookup(body, "stop_reason"); r.Type == gjson.String {
-			finish = []string{r.Str}
+			finish = []string{strings.Clone(r.Str)}
 		}
 	case APIResponses:
 		if lookup(body, "status").Exists() {
@@ -404,16 +407,16 @@ func answerFacts(a API, body []byte) (model, id string, finish []string) {
 	case APICountTokens:
 		return "", "", nil
 	}
-	return lookup(body, "model").String(), lookup(body, "id").String(), finish
+	return strings.Clone(lookup(body, "model").String()), strings.Clone(lookup(body, "id").String()), finish
 }
 
 // responseFinish is why a Responses API answer ended: its status, or the
 // reason it is incomplete.
 func responseFinish(r gjson.Result) string {
 	if reason := r.Get("incomplete_details.reason"); reason.Type == gjson.String {
-		return reason.Str
+		return strings.Clone(reason.Str)
 	}
-	return r.Get("status").String()
+	return strings.Clone(r.Get("status").String())
 }
 
 // operationOf is the semantic conventions' operation of a call of API a.

@@ -381,3 +381,42 @@ func TestTraceStreamAborted(t *testing.T) {
 		}
 	}
 }
+
+// reusingUpstream streams its events from one buffer, which it
+// overwrites after each write, as reverse_proxy reuses its read buffer.
+type reusingUpstream struct{ events []string }
+
+func (u reusingUpstream) Send(_ context.Context, _ providers.Request, _ bool, w http.ResponseWriter) error {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	buf := make([]byte, 4096)
+	for _, ev := range u.events {
+		n := copy(buf, ev)
+		_, _ = w.Write(buf[:n])
+		for i := range buf {
+			buf[i] = 'x'
+		}
+	}
+	return nil
+}
+
+// TestTraceStreamBuffersReused checks that what a span keeps of a
+// stream's events survives the writer's reuse of their bytes.
+func TestTraceStreamBuffersReused(t *testing.T) {
+	g := tracedGateway(t, false)
+	chunk := `data: {"id":"chatcmpl-7","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":%s}]}` + "\n\n"
+	up := reusingUpstream{events: []string{fmt.Sprintf(chunk, "null"), fmt.Sprintf(chunk, `"length"`),
+		`data: {"id":"chatcmpl-7","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini","choices":[],"usage":{"prompt_tokens":5,"completion_tokens":1,"total_tokens":6}}` + "\n\n",
+		"data: [DONE]\n\n"}}
+	g.cfg.Providers["reuse"] = NewProvider("reuse", "openai", nil, Endpoints{Chat: openai.Chat{}}, up)
+	g.rebuild(t)
+	o, sink, spans := tracedServe(t, g, APIChat, chatBody("reuse/gpt-4o-mini", `,"stream":true`, "hello"), g.static)
+	if !o.Streamed || !strings.Contains(sink.body.String(), "[DONE]") {
+		t.Fatalf("%d %s", o.Status, sink.body.String())
+	}
+	call, attempts := split(t, spans)
+	for _, s := range []sdktrace.ReadOnlySpan{call, attempts[0]} {
+		wantAttrs(t, s, map[attribute.Key]string{"gen_ai.response.model": "gpt-4o-mini", "gen_ai.response.id": "chatcmpl-7",
+			"gen_ai.response.finish_reasons": `["length"]`, "gen_ai.usage.input_tokens": "5"}, "error.type")
+	}
+}
