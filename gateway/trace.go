@@ -404,7 +404,9 @@ func answerFacts(a API, body []byte) (model, id string, finish []string) {
 		}
 	case APIChat:
 		finish = appendFinish(nil, lookup(body, "choices"))
-	case APICountTokens:
+	case APICountTokens, APIEmbeddings:
+		// A token count names no model; an embeddings answer names the
+		// model as the client did, not as the provider answered.
 		return "", "", nil
 	}
 	return strings.Clone(lookup(body, "model").String()), strings.Clone(lookup(body, "id").String()), finish

@@ -420,3 +420,80 @@ func TestTraceStreamBuffersReused(t *testing.T) {
 			"gen_ai.response.finish_reasons": `["length"]`, "gen_ai.usage.input_tokens": "5"}, "error.type")
 	}
 }
+
+// TestTraceAPIs checks what the spans read of the answers of each API,
+// passed through and translated, streamed and not.
+func TestTraceAPIs(t *testing.T) {
+	g := tracedGateway(t, false)
+	messages := func(model, fields string) []byte {
+		return fmt.Appendf(nil, `{"model":%q,"max_tokens":100%s,"messages":[{"role":"user","content":"hello there"}]}`, model, fields)
+	}
+	responsesBody := func(model, fields string) []byte {
+		return fmt.Appendf(nil, `{"model":%q%s,"input":"hello there"}`, model, fields)
+	}
+	for _, tc := range []struct {
+		name     string
+		api      API
+		body     []byte
+		finish   string // gen_ai.response.finish_reasons as Emit writes it
+		provider string
+		model    string // gen_ai.response.model
+	}{
+		{"messages, native", APIMessages, messages("claude/claude-sonnet-4-5", ""), `["end_turn"]`, "anthropic", "claude-sonnet-4-5"},
+		{"messages, native, streamed", APIMessages, messages("claude/claude-sonnet-4-5", `,"stream":true`), `["end_turn"]`, "anthropic", "claude-sonnet-4-5"},
+		{"messages, translated", APIMessages, messages("oa/gpt-4o-mini", ""), `["end_turn"]`, "openai", "gpt-4o-mini"},
+		{"messages, translated, streamed", APIMessages, messages("oa/gpt-4o-mini", `,"stream":true`), `["end_turn"]`, "openai", "gpt-4o-mini"},
+		{"responses, native", APIResponses, responsesBody("oa/gpt-4o-mini", ""), `["completed"]`, "openai", "gpt-4o-mini"},
+		{"responses, native, streamed", APIResponses, responsesBody("oa/gpt-4o-mini", `,"stream":true`), `["completed"]`, "openai", "gpt-4o-mini"},
+		{"responses, translated, streamed", APIResponses, responsesBody("claude/claude-sonnet-4-5", `,"stream":true,"max_output_tokens":100`), `["completed"]`, "anthropic", "claude-sonnet-4-5"},
+		{"chat, translated", APIChat, chatBody("claude/claude-sonnet-4-5", `,"max_tokens":100`, "hello there"), `["stop"]`, "anthropic", "claude-sonnet-4-5"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, sink, spans := tracedServe(t, g, tc.api, tc.body, g.static)
+			if o.Status != 200 {
+				t.Fatalf("status %d: %s%s", o.Status, o.Body, sink.body.String())
+			}
+			call, attempts := split(t, spans)
+			if len(attempts) != 1 || call.Name() != "chat "+lookup(tc.body, "model").String() {
+				t.Fatalf("spans %v", names(spans))
+			}
+			for _, s := range []sdktrace.ReadOnlySpan{call, attempts[0]} {
+				wantAttrs(t, s, map[attribute.Key]string{"gen_ai.operation.name": "chat", "gen_ai.provider.name": tc.provider,
+					"gen_ai.response.finish_reasons": tc.finish, "gen_ai.response.model": tc.model}, "error.type")
+				if a := attrs(s); a["gen_ai.response.id"].AsString() == "" || a["gen_ai.usage.input_tokens"].AsInt64() <= 0 {
+					t.Errorf("span %q: id %q, input tokens %v", s.Name(), a["gen_ai.response.id"].AsString(), a["gen_ai.usage.input_tokens"].Emit())
+				}
+			}
+		})
+	}
+}
+
+func TestTraceEmbeddingsAndRerank(t *testing.T) {
+	g := tracedGateway(t, false)
+	for _, tc := range []struct {
+		api  API
+		body string
+		name string
+		want map[attribute.Key]string
+	}{
+		{APIEmbeddings, `{"model":"oa/text-embedding-3-small","input":["one","two"]}`, "embeddings text-embedding-3-small",
+			map[attribute.Key]string{"gen_ai.operation.name": "embeddings", "gen_ai.provider.name": "openai"}},
+		{APIRerank, `{"model":"co/rerank-v3.5","query":"cats","documents":["cats purr","dogs bark"]}`, "rerank rerank-v3.5",
+			map[attribute.Key]string{"gen_ai.operation.name": "rerank", "gen_ai.provider.name": "cohere"}},
+	} {
+		o, _, spans := tracedServe(t, g, tc.api, []byte(tc.body), g.static)
+		if o.Status != 200 {
+			t.Fatalf("status %d: %s", o.Status, o.Body)
+		}
+		call, attempts := split(t, spans)
+		if len(attempts) != 1 || attempts[0].Name() != tc.name {
+			t.Fatalf("spans %v", names(spans))
+		}
+		for _, s := range []sdktrace.ReadOnlySpan{call, attempts[0]} {
+			wantAttrs(t, s, tc.want, "error.type", "gen_ai.response.finish_reasons", "gen_ai.response.model")
+		}
+		if tc.api == APIEmbeddings && attrs(call)["gen_ai.usage.input_tokens"].AsInt64() <= 0 {
+			t.Errorf("embeddings input tokens %v", attrs(call)["gen_ai.usage.input_tokens"].Emit())
+		}
+	}
+}
