@@ -64,7 +64,8 @@ const (
 	attrFallback       = attribute.Key("modelgate.fallback")
 	attrAttempts       = attribute.Key("modelgate.attempts")
 	attrProviderName   = attribute.Key("modelgate.provider")
-	attrCachedTokens   = attribute.Key("modelgate.usage.cached_tokens")
+	attrCacheRead      = attribute.Key("gen_ai.usage.cache_read.input_tokens")
+	attrCacheCreation  = attribute.Key("gen_ai.usage.cache_creation.input_tokens")
 	attrGuards         = attribute.Key("modelgate.guards")
 	attrRequestBody    = attribute.Key("modelgate.request.body")
 	attrResponseBody   = attribute.Key("modelgate.response.body")
@@ -202,7 +203,10 @@ func (ct *callTrace) answerAttributes(attrs []attribute.KeyValue, a API, o *Outc
 	if u := o.Usage; u.Known {
 		attrs = append(attrs, attrInputTokens.Int64(u.Prompt+u.Embedding), attrOutputTokens.Int64(u.Completion))
 		if u.Cached > 0 {
-			attrs = append(attrs, attrCachedTokens.Int64(u.Cached))
+			attrs = append(attrs, attrCacheRead.Int64(u.Cached))
+		}
+		if u.CacheWrite > 0 {
+			attrs = append(attrs, attrCacheCreation.Int64(u.CacheWrite))
 		}
 	}
 	return attrs

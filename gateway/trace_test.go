@@ -497,3 +497,19 @@ func TestTraceEmbeddingsAndRerank(t *testing.T) {
 		}
 	}
 }
+
+func TestTracePromptCache(t *testing.T) {
+	g := tracedGateway(t, false)
+	body := func(q string) []byte {
+		return []byte(`{"model":"claude/claude-sonnet-4-5","max_tokens":100,"system":[{"type":"text","text":"one two three four","cache_control":{"type":"ephemeral"}}],` +
+			`"messages":[{"role":"user","content":"` + q + `"}]}`)
+	}
+	_, _, spans := tracedServe(t, g, APIMessages, body("hi"), g.static)
+	call, _ := split(t, spans)
+	wantAttrs(t, call, map[attribute.Key]string{"gen_ai.usage.cache_creation.input_tokens": "4", "gen_ai.usage.input_tokens": "5"},
+		"gen_ai.usage.cache_read.input_tokens")
+	_, _, spans = tracedServe(t, g, APIMessages, body("hi there"), g.static)
+	call, _ = split(t, spans)
+	wantAttrs(t, call, map[attribute.Key]string{"gen_ai.usage.cache_read.input_tokens": "4", "gen_ai.usage.input_tokens": "6"},
+		"gen_ai.usage.cache_creation.input_tokens")
+}
