@@ -149,10 +149,10 @@ func (at *attempt) send(ctx context.Context, p *Provider, preq providers.Request
 	start := time.Now()
 	err := p.Upstream.Send(ctx, preq, ex.stream, uw)
 	at.obs.Upstream(p.Name, uw.status, time.Since(start))
+	at.o.trace.sent(uw.status, err, uw.streaming, uw.failed)
 	switch {
 	case uw.streaming:
 		uw.finishStream(err != nil)
-		at.o.trace.streamEnded(err, uw.failed)
 		if ex.tr != nil {
 			at.o.Usage = ex.tr.Usage()
 		}

@@ -81,8 +81,9 @@ type callTrace struct {
 	op      string
 	capture bool
 
-	attempt  trace.Span // the attempt being made; nil between attempts
-	attempts int
+	attempt        trace.Span // the attempt being made; nil between attempts
+	attempts       int
+	upstreamStatus int // the status of the attempt's last request to the provider; 0: none came
 
 	// What the answer streamed to the client said of itself.
 	streamModel, streamID string
@@ -222,6 +223,7 @@ func (ct *callTrace) startAttempt(ctx context.Context, t Target, i int, preq *pr
 	}
 	p := t.Provider
 	ct.attempts++
+	ct.upstreamStatus = 0
 	attrs := make([]attribute.KeyValue, 0, 9)
 	attrs = append(attrs, attrOperation.String(ct.op), attrProvider.String(providerName(p.Type)), attrProviderName.String(p.Name),
 		attrRequestModel.String(t.Model), attrFallback.Bool(i > 0))
@@ -247,20 +249,20 @@ func (ct *callTrace) endAttempt(api API, o *Outcome, status int, f *failure) {
 	}
 	span := ct.attempt
 	ct.attempt = nil
+	if ct.upstreamStatus != 0 {
+		span.SetAttributes(attrStatus.Int(ct.upstreamStatus))
+	}
 	switch {
 	case f != nil:
-		span.SetAttributes(attrStatus.Int(f.err.Status), attrErrorType.String(errorType(f.err)))
+		span.SetAttributes(attrErrorType.String(errorType(f.err)))
 		span.SetStatus(codes.Error, f.err.Message)
 	case status >= 300:
-		span.SetAttributes(attrStatus.Int(status))
 		if o.Err != nil {
 			span.SetAttributes(attrErrorType.String(errorType(o.Err)))
 			span.SetStatus(codes.Error, o.Err.Message)
 		}
 	default:
-		attrs := make([]attribute.KeyValue, 0, 8)
-		attrs = append(attrs, attrStatus.Int(status))
-		span.SetAttributes(ct.answerAttributes(attrs, api, o)...)
+		span.SetAttributes(ct.answerAttributes(make([]attribute.KeyValue, 0, 8), api, o)...)
 		if o.Streamed && ct.streamErr != "" {
 			span.SetAttributes(attrErrorType.String(ct.streamErr))
 			span.SetStatus(codes.Error, "the stream did not end well")
@@ -269,12 +271,17 @@ func (ct *callTrace) endAttempt(api API, o *Outcome, status int, f *failure) {
 	span.End()
 }
 
-// streamEnded notes how a stream that reached the client ended: broken
-// off by the provider (err), or with an event the gateway could not
-// translate (failed).
-func (ct *callTrace) streamEnded(err error, failed bool) {
+// sent notes what became of a request to the provider: its status (0:
+// none came) and, for a stream that reached the client, how it ended —
+// broken off by the provider (err), or with an event the gateway could
+// not translate (failed).
+func (ct *callTrace) sent(status int, err error, streaming, failed bool) {
+	if ct == nil {
+		return
+	}
+	ct.upstreamStatus = status
 	switch {
-	case ct == nil:
+	case !streaming:
 	case failed:
 		ct.streamErr = "bad_upstream_event"
 	case err != nil:

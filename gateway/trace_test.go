@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -327,7 +328,7 @@ func TestTraceNotRecording(t *testing.T) {
 		allocs := testing.AllocsPerRun(100, func() {
 			actx := g.traceCall(ctx, c, o)
 			actx = o.trace.startAttempt(actx, t0, 1, nil, &ex)
-			o.trace.streamEnded(nil, false)
+			o.trace.sent(200, nil, false, false)
 			o.trace.endAttempt(c.API, o, 200, nil)
 			o.trace.end(c, o)
 			_ = actx
@@ -512,4 +513,45 @@ func TestTracePromptCache(t *testing.T) {
 	call, _ = split(t, spans)
 	wantAttrs(t, call, map[attribute.Key]string{"gen_ai.usage.cache_read.input_tokens": "4", "gen_ai.usage.input_tokens": "6"},
 		"gen_ai.usage.cache_creation.input_tokens")
+}
+
+// failingUpstream answers status with an OpenAI error, or (status 0)
+// cannot reach its provider.
+type failingUpstream struct{ status int }
+
+func (u failingUpstream) Send(_ context.Context, _ providers.Request, _ bool, w http.ResponseWriter) error {
+	if u.status == 0 {
+		return errors.New("dial tcp 10.0.0.1:443: connect: connection refused")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(u.status)
+	_, _ = w.Write([]byte(`{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}`))
+	return nil
+}
+
+// TestTraceAttemptStatus checks an attempt span's status code: the
+// provider's, even where the client gets another (a provider's 401 is
+// the client's 502), and none when the provider could not be reached.
+func TestTraceAttemptStatus(t *testing.T) {
+	g := tracedGateway(t, false)
+	g.cfg.Providers["refused"] = NewProvider("refused", "openai", nil, Endpoints{Chat: openai.Chat{}}, failingUpstream{})
+	g.cfg.Providers["badkey"] = NewProvider("badkey", "openai", nil, Endpoints{Chat: openai.Chat{}}, failingUpstream{status: 401})
+	g.cfg.Aliases["unlucky"] = []string{"refused/gpt-4o", "badkey/gpt-4o"}
+	g.rebuild(t)
+	o, _, spans := tracedServe(t, g, APIChat, chatBody("unlucky", "", "hi"), g.static)
+	if o.Status != 502 {
+		t.Fatalf("status %d: %s", o.Status, o.Body)
+	}
+	call, attempts := split(t, spans)
+	if len(attempts) != 2 {
+		t.Fatalf("spans %v", names(spans))
+	}
+	wantAttrs(t, attempts[0], map[attribute.Key]string{"error.type": "upstream_unreachable"}, "http.response.status_code")
+	wantAttrs(t, attempts[1], map[attribute.Key]string{"error.type": "upstream_auth_failed", "http.response.status_code": "401"})
+	wantAttrs(t, call, map[attribute.Key]string{"error.type": "upstream_auth_failed", "http.response.status_code": "502"})
+	for _, s := range spans[:len(spans)-1] {
+		if strings.Contains(s.Status().Description, "Incorrect API key") {
+			t.Errorf("span %q repeats the provider's message: %q", s.Name(), s.Status().Description)
+		}
+	}
 }
