@@ -205,12 +205,12 @@ func TestCacheNotErrors(t *testing.T) {
 // stored, rebuilt.
 func TestCacheStreams(t *testing.T) {
 	for _, tc := range []struct {
-		name      string
-		api       API
-		provider  string
-		fields    string // the request's, but for stream
-		streamed  string // the streamed request's own fields
-		text      string // the answer's, in one delta of the replay
+		name       string
+		api        API
+		provider   string
+		fields     string // the request's, but for stream
+		streamed   string // the streamed request's own fields
+		text       string // the answer's, in one delta of the replay
 		end, usage string // in the replay
 	}{
 		{"chat", APIChat, "oa", `"model":"oa/gpt-4o-mini","messages":[{"role":"user","content":"hello there"}]`, "",
