@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/modelgate/modelgate/pricing"
 	"github.com/modelgate/modelgate/quota"
 	"github.com/modelgate/modelgate/respcache"
@@ -367,5 +369,30 @@ func BenchmarkCache(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestCacheResponsesStored: a hit of a Responses request that stores its
+// response gives the stored response's id, which GET /v1/responses/{id}
+// reads and previous_response_id continues.
+func TestCacheResponsesStored(t *testing.T) {
+	g := newTestGateway(t)
+	g.withCache(t)
+	body := []byte(`{"model":"claude/claude-sonnet-4-5","max_output_tokens":256,"input":"hello there"}`)
+	first, _ := g.serveWith(t, APIResponses, body, g.static)
+	hit, _ := g.serveWith(t, APIResponses, body, g.static)
+	id := gjson.GetBytes(hit.Body, "id").Str
+	if first.Status != 200 || hit.Cache != "hit" || id == "" || id != gjson.GetBytes(first.Body, "id").Str {
+		t.Fatalf("%d %q %s", hit.Status, hit.Cache, hit.Body)
+	}
+	g.cfg.Responses.Writes.Wait()
+	o := &Outcome{}
+	g.StoredResponse(context.Background(), StoredRequest{Method: http.MethodGet, Owner: g.static.StorageOwner(), ID: id}, o)
+	if o.Status != 200 || gjson.GetBytes(o.Body, "id").Str != id {
+		t.Errorf("GET %s: %d %s", id, o.Status, o.Body)
+	}
+	next, _ := g.serveWith(t, APIResponses, []byte(`{"model":"claude/claude-sonnet-4-5","previous_response_id":"`+id+`","input":"and then?"}`), g.static)
+	if next.Status != 200 || next.Cache != "miss" {
+		t.Errorf("continued: %d %q %s", next.Status, next.Cache, next.Body)
 	}
 }
