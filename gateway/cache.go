@@ -170,9 +170,10 @@ func (g *Gateway) serveHit(ctx context.Context, c *Call, o *Outcome, rq *request
 	g.settleHit(ctx, o, adm, e.Usage)
 }
 
-// answerGuard runs the answer guards on an answer the gateway gives
-// without a provider (a cache hit), before the client gets it: the answer
-// to give, or the error that refuses it.
+// answerGuard is where the answer guards see an answer the gateway gives
+// without a provider (a cache hit), before the client gets it, streamed
+// or not: it returns the answer to give, or the error that refuses it.
+// No guard is in the request path yet: the answer is given as stored.
 func (g *Gateway) answerGuard(_ context.Context, _ *Call, _ *Outcome, body []byte) ([]byte, *providers.Error) {
 	return body, nil
 }
