@@ -1,8 +1,10 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -332,25 +334,28 @@ func TestCacheOff(t *testing.T) {
 	}
 }
 
-// BenchmarkCache is one chat call served whole by the core with the
-// response cache on, on the fake provider in memory: a miss (no-cache:
-// the provider answers, the answer is stored), a hit (answered from the
-// cache), and for reference the same call with the cache off; and a
-// streamed request's hit, replayed as events.
+// BenchmarkCache is one chat call served whole by the core, on the fake
+// provider in memory: with the cache off, for reference; a miss (looked
+// up, not found, the provider answers, the answer is stored: each request
+// another, the cache full, so a store evicts); a stored answer refreshed
+// (no-cache: not looked up, stored); a hit; a streamed request's hit,
+// replayed as events.
 func BenchmarkCache(b *testing.B) {
-	body := chatBody("oa/gpt-4o-mini", `,"temperature":0.5,"max_tokens":64`, "Summarise the plot of Hamlet in one sentence please")
-	stream := chatBody("oa/gpt-4o-mini", `,"temperature":0.5,"max_tokens":64,"stream":true`, "Summarise the plot of Hamlet in one sentence please")
+	const text = "Summarise the plot of Hamlet in one sentence please, request 000000000"
+	body := chatBody("oa/gpt-4o-mini", `,"temperature":0.5,"max_tokens":64`, text)
+	stream := chatBody("oa/gpt-4o-mini", `,"temperature":0.5,"max_tokens":64,"stream":true`, text)
 	for _, bc := range []struct {
-		name  string
-		cache bool
-		body  []byte
-		h     http.Header
-		want  string
+		name        string
+		cache, vary bool
+		body        []byte
+		h           http.Header
+		want        string
 	}{
-		{"off", false, body, nil, ""},
-		{"miss", true, body, http.Header{"Cache-Control": {"no-cache"}}, "bypass"},
-		{"hit", true, body, nil, "hit"},
-		{"hit_streamed", true, stream, nil, "hit"},
+		{"off", false, false, body, nil, ""},
+		{"miss", true, true, body, nil, "miss"},
+		{"refresh", true, false, body, http.Header{"Cache-Control": {"no-cache"}}, "bypass"},
+		{"hit", true, false, body, nil, "hit"},
+		{"hit_streamed", true, false, stream, nil, "hit"},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			g := newTestGateway(b)
@@ -359,9 +364,18 @@ func BenchmarkCache(b *testing.B) {
 				g.serveWith(b, APIChat, body, g.static)
 			}
 			c := &Call{API: APIChat, Body: bc.body, Header: bc.h, Key: g.static, Sink: discardSink{}, Path: "/test"}
+			if bc.vary {
+				c.Body = bytes.Clone(bc.body)
+			}
 			ctx := context.Background()
+			digits := bytes.Index(c.Body, []byte("000000000"))
+			n := 0
 			b.ReportAllocs()
 			for b.Loop() {
+				if bc.vary {
+					n++
+					_ = strconv.AppendInt(c.Body[:digits], int64(100_000_000+n), 10) // nine digits, in place
+				}
 				o := &Outcome{}
 				g.Serve(ctx, c, o)
 				if o.Status != 200 || o.Cache != bc.want {
