@@ -123,8 +123,8 @@ func TestIntegrationCache(t *testing.T) {
 					t.Fatalf("%d %q %s", status, c, res)
 				}
 			}
-			if n := calls() - before; n < 2 {
-				t.Errorf("%s: the provider was called %d times, want 2 at least", tc.body, n)
+			if n := calls() - before; n != 2 {
+				t.Errorf("%s: the provider was called %d times, want 2", tc.body, n)
 			}
 		}
 	})
