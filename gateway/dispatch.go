@@ -175,7 +175,12 @@ func (g *Gateway) serve(ctx context.Context, c *Call, o *Outcome, rq *request) {
 	if !ok {
 		return // refused (a limit or a budget): o says why
 	}
-	at := attempt{api: a, sink: c.Sink, o: o, obs: g.obs}
+	cc := g.cacheFor(ctx, c, o, targets)
+	if cc != nil && cc.hit {
+		g.serveHit(ctx, c, o, rq, adm, cc)
+		return
+	}
+	at := attempt{api: a, sink: cc.sink(c), o: o, obs: g.obs}
 	var last *failure
 	// The targets are tried in their order: the next target is chosen
 	// here.
@@ -202,6 +207,7 @@ func (g *Gateway) serve(ctx context.Context, c *Call, o *Outcome, rq *request) {
 			o.Target = t
 			if status < 300 {
 				g.settle(ctx, o, rq, adm)
+				g.cacheStore(ctx, cc, o)
 			} else {
 				adm.done(ctx, nil)
 			}

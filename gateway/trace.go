@@ -94,7 +94,6 @@ type callTrace struct {
 
 	sink   Sink     // the call's own sink, which traceSink wraps
 	guards []string // the guards' decisions, "<guard>:<decision>"
-	cache  string   // what the response cache did
 }
 
 // traceCall starts the span of call c when the span in ctx records, and
@@ -150,8 +149,8 @@ func (ct *callTrace) end(c *Call, o *Outcome) {
 	if o.Settled && o.Priced {
 		attrs = append(attrs, attrCost.Float64(float64(o.Cost)/float64(pricing.Dollar)))
 	}
-	if ct.cache != "" {
-		attrs = append(attrs, attrCache.String(ct.cache))
+	if o.Cache != "" {
+		attrs = append(attrs, attrCache.String(o.Cache))
 	}
 	if len(ct.guards) > 0 {
 		attrs = append(attrs, attrGuards.StringSlice(ct.guards))
@@ -294,14 +293,6 @@ func (ct *callTrace) sent(status int, err error, streaming, failed bool) {
 func (o *Outcome) traceGuard(guard, decision string) {
 	if ct := o.trace; ct != nil {
 		ct.guards = append(ct.guards, guard+":"+decision)
-	}
-}
-
-// traceCache notes what the response cache did with the call ("hit",
-// "miss", "stored", "bypass"), for the call's span.
-func (o *Outcome) traceCache(result string) {
-	if ct := o.trace; ct != nil {
-		ct.cache = result
 	}
 }
 

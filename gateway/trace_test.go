@@ -294,7 +294,7 @@ func TestTraceContentTrimmed(t *testing.T) {
 	}
 }
 
-func TestTraceGuardsAndCache(t *testing.T) {
+func TestTraceGuards(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	ctx, server := tp.Tracer("test").Start(context.Background(), "POST")
@@ -303,14 +303,40 @@ func TestTraceGuardsAndCache(t *testing.T) {
 	g.traceCall(ctx, c, o)
 	o.traceGuard("pii", "masked")
 	o.traceGuard("jailbreak", "logged")
-	o.traceCache("miss")
 	o.trace.end(c, o)
 	server.End()
-	wantAttrs(t, rec.Ended()[0], map[attribute.Key]string{"modelgate.guards": `["pii:masked","jailbreak:logged"]`, "modelgate.cache": "miss"})
+	wantAttrs(t, rec.Ended()[0], map[attribute.Key]string{"modelgate.guards": `["pii:masked","jailbreak:logged"]`})
 
-	// Untraced, they do nothing.
+	// Untraced, it does nothing.
 	(&Outcome{}).traceGuard("pii", "masked")
-	(&Outcome{}).traceCache("hit")
+}
+
+// TestTraceCache checks the spans of calls the response cache sees: a
+// miss goes to the provider, a hit (plain or streamed) has no attempt and
+// says what the stored answer used.
+func TestTraceCache(t *testing.T) {
+	g := tracedGateway(t, true)
+	g.withCache(t)
+	for _, stream := range []string{"", `,"stream":true`} {
+		body := chatBody("oa/gpt-4o-mini", stream, "cache me"+stream)
+		_, _, spans := tracedServe(t, g, APIChat, body, g.static)
+		call, attempts := split(t, spans)
+		if len(attempts) != 1 {
+			t.Fatalf("miss: spans %v", names(spans))
+		}
+		wantAttrs(t, call, map[attribute.Key]string{"modelgate.cache": "miss"})
+
+		o, sink, spans := tracedServe(t, g, APIChat, body, g.static)
+		call, attempts = split(t, spans)
+		if len(attempts) != 0 || o.Cache != "hit" {
+			t.Fatalf("hit: spans %v, cache %q", names(spans), o.Cache)
+		}
+		wantAttrs(t, call, map[attribute.Key]string{"modelgate.cache": "hit", "gen_ai.usage.input_tokens": "2", "modelgate.attempts": "0",
+			"gen_ai.response.finish_reasons": `["stop"]`, "gen_ai.response.model": "gpt-4o-mini"}, "error.type")
+		if got := attrs(call)["modelgate.response.body"].AsString(); got != answer(o, &sink.recordingSink) {
+			t.Errorf("captured %q, the client got %q", got, answer(o, &sink.recordingSink))
+		}
+	}
 }
 
 // TestTraceNotRecording checks that a call whose context holds no
