@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/modelgate/modelgate/guardrails"
 	"github.com/modelgate/modelgate/pricing"
 	"github.com/modelgate/modelgate/providers"
 )
@@ -93,7 +94,7 @@ type callTrace struct {
 	trimmed               bool
 
 	sink   Sink     // the call's own sink, which traceSink wraps
-	guards []string // the guards' decisions, "<guard>:<decision>"
+	guards []string // the guards' decisions, "<guard>:<direction>:<action>"
 }
 
 // traceCall starts the span of call c when the span in ctx records, and
@@ -129,8 +130,12 @@ func (g *Gateway) traceCall(ctx context.Context, c *Call, o *Outcome) context.Co
 		c.Sink = &traceSink{Sink: c.Sink, ct: ct, api: c.API}
 	}
 	o.trace = ct
-	return ctx
+	return context.WithValue(ctx, callTraceKey{}, ct)
 }
+
+// callTraceKey is the context key of a traced call's callTrace, for what
+// has the call's context and not its Outcome (the guards).
+type callTraceKey struct{}
 
 // end ends the call's span with what became of the call, and gives the
 // call its own sink back.
@@ -288,11 +293,18 @@ func (ct *callTrace) sent(status int, err error, streaming, failed bool) {
 	}
 }
 
-// traceGuard notes a guard's decision on the call ("<guard>:<decision>", say
-// "pii:masked"), for the call's span.
-func (o *Outcome) traceGuard(guard, decision string) {
-	if ct := o.trace; ct != nil {
-		ct.guards = append(ct.guards, guard+":"+decision)
+// traceGuards notes the guards' decisions on the call of ctx, for the
+// call's span (modelgate.guards): "<guard>:<direction>:<action>", say
+// "pii:request:mask". What a guard found or why it could not decide stays
+// out of the span: it may quote the body.
+func traceGuards(ctx context.Context, ds []guardrails.Decision) {
+	ct, _ := ctx.Value(callTraceKey{}).(*callTrace)
+	if ct == nil {
+		return
+	}
+	for i := range ds {
+		d := &ds[i]
+		ct.guards = append(ct.guards, d.Guard+":"+d.Direction.String()+":"+d.Action.String())
 	}
 }
 

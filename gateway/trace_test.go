@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/modelgate/modelgate/guardrails"
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/openai"
 	"github.com/modelgate/modelgate/providers/providertest"
@@ -300,15 +301,19 @@ func TestTraceGuards(t *testing.T) {
 	ctx, server := tp.Tracer("test").Start(context.Background(), "POST")
 	g := tracedGateway(t, false)
 	c, o := &Call{API: APIChat, Body: chatBody("oa/gpt-4o-mini", "", "hi")}, &Outcome{}
-	g.traceCall(ctx, c, o)
-	o.traceGuard("pii", "masked")
-	o.traceGuard("jailbreak", "logged")
+	cctx := g.traceCall(ctx, c, o)
+	// The guards see the call's context, or an attempt's under it.
+	traceGuards(cctx, []guardrails.Decision{{Guard: "pii", Direction: guardrails.Request, Action: guardrails.Mask, Found: []string{"email"}}})
+	actx := o.trace.startAttempt(cctx, Target{Provider: g.Provider("oa"), Model: "gpt-4o-mini"}, 0, &providers.Request{}, &exchange{})
+	traceGuards(actx, []guardrails.Decision{{Guard: "jailbreak", Direction: guardrails.Response, Action: guardrails.Log}})
+	o.trace.endAttempt(c.API, o, 200, nil)
 	o.trace.end(c, o)
 	server.End()
-	wantAttrs(t, rec.Ended()[0], map[attribute.Key]string{"modelgate.guards": `["pii:masked","jailbreak:logged"]`})
+	call, _ := split(t, rec.Ended())
+	wantAttrs(t, call, map[attribute.Key]string{"modelgate.guards": `["pii:request:mask","jailbreak:response:log"]`})
 
 	// Untraced, it does nothing.
-	(&Outcome{}).traceGuard("pii", "masked")
+	traceGuards(context.Background(), []guardrails.Decision{{Guard: "pii"}})
 }
 
 // TestTraceCache checks the spans of calls the response cache sees: a
