@@ -200,7 +200,7 @@ func (g *Gateway) serve(ctx context.Context, c *Call, o *Outcome, rq *request) {
 			last = &failure{err: asProviderError(err)}
 			continue
 		}
-		actx := o.trace.startAttempt(ctx, t, i, &preq, &ex)
+		actx := o.trace.startAttempt(ctx, o, t, &preq, &ex)
 		status, f := at.forward(actx, t.Provider, preq, &ex)
 		o.trace.endAttempt(c.API, o, status, f)
 		if f == nil {

@@ -217,11 +217,11 @@ func (ct *callTrace) answerAttributes(attrs []attribute.KeyValue, a API, o *Outc
 	return attrs
 }
 
-// startAttempt starts the span of an attempt at target t, the i-th of the
-// call's targets, with the request the provider is sent, and returns the
-// attempt's context. An answer the gateway gives itself (ex.answer) calls
-// no provider and has no attempt span.
-func (ct *callTrace) startAttempt(ctx context.Context, t Target, i int, preq *providers.Request, ex *exchange) context.Context {
+// startAttempt starts the span of an attempt at target t, the last of
+// the targets tried (o.Tried), with the request the provider is sent, and
+// returns the attempt's context. An answer the gateway gives itself
+// (ex.answer) calls no provider and has no attempt span.
+func (ct *callTrace) startAttempt(ctx context.Context, o *Outcome, t Target, preq *providers.Request, ex *exchange) context.Context {
 	if ct == nil || ex.answer != nil {
 		return ctx
 	}
@@ -230,7 +230,7 @@ func (ct *callTrace) startAttempt(ctx context.Context, t Target, i int, preq *pr
 	ct.upstreamStatus = 0
 	attrs := make([]attribute.KeyValue, 0, 9)
 	attrs = append(attrs, attrOperation.String(ct.op), attrProvider.String(providerName(p.Type)), attrProviderName.String(p.Name),
-		attrRequestModel.String(t.Model), attrFallback.Bool(i > 0))
+		attrRequestModel.String(t.Model), attrFallback.Bool(len(o.Tried) > 1))
 	if p.Address != "" {
 		attrs = append(attrs, attrServerAddress.String(p.Address))
 		if p.Port != 0 {

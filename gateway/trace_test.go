@@ -304,7 +304,7 @@ func TestTraceGuards(t *testing.T) {
 	cctx := g.traceCall(ctx, c, o)
 	// The guards see the call's context, or an attempt's under it.
 	traceGuards(cctx, []guardrails.Decision{{Guard: "pii", Direction: guardrails.Request, Action: guardrails.Mask, Found: []string{"email"}}})
-	actx := o.trace.startAttempt(cctx, Target{Provider: g.Provider("oa"), Model: "gpt-4o-mini"}, 0, &providers.Request{}, &exchange{})
+	actx := o.trace.startAttempt(cctx, o, Target{Provider: g.Provider("oa"), Model: "gpt-4o-mini"}, &providers.Request{}, &exchange{})
 	traceGuards(actx, []guardrails.Decision{{Guard: "jailbreak", Direction: guardrails.Response, Action: guardrails.Log}})
 	o.trace.endAttempt(c.API, o, 200, nil)
 	o.trace.end(c, o)
@@ -358,7 +358,7 @@ func TestTraceNotRecording(t *testing.T) {
 		ex := exchange{}
 		allocs := testing.AllocsPerRun(100, func() {
 			actx := g.traceCall(ctx, c, o)
-			actx = o.trace.startAttempt(actx, t0, 1, nil, &ex)
+			actx = o.trace.startAttempt(actx, o, t0, nil, &ex)
 			o.trace.sent(200, nil, false, false)
 			o.trace.endAttempt(c.API, o, 200, nil)
 			o.trace.end(c, o)
