@@ -99,6 +99,11 @@ type App struct {
 	// a screening service, moderation). Default: none.
 	Guardrails *guardrails.Config `json:"guardrails,omitempty"`
 
+	// Tracing says what the spans of traced calls hold (see
+	// docs/tracing.md); the spans come with Caddy's tracing handler in the
+	// route. Default: no prompts or answers in spans.
+	Tracing *TracingConfig `json:"tracing,omitempty"`
+
 	// Prices override and extend the price table shipped in the binary
 	// (pricing/prices.json): a JSON price file and entries of their own.
 	// Default: the shipped table alone.
@@ -209,7 +214,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 		if !b.provisioned() {
 			return fmt.Errorf("provider %q: module %T did not call ProvisionBase in its Provision", name, m)
 		}
-		a.providers[name] = gateway.NewProvider(name, string(p.CaddyModule().ID.Name()), b.Models, p.Endpoints(), b.upstream)
+		gp := gateway.NewProvider(name, string(p.CaddyModule().ID.Name()), b.Models, p.Endpoints(), b.upstream)
+		gp.Address, gp.Port = serverAddress(b.baseURL)
+		a.providers[name] = gp
 	}
 	switch a.BuiltinTools {
 	case "", responses.BuiltinDrop, responses.BuiltinRefuse:
@@ -279,6 +286,7 @@ func (a *App) provisionGateway() error {
 		Cache:        a.cache,
 		Observer:     observer{a},
 		Logger:       a.logger,
+		Tracing:      a.Tracing.gateway(),
 	})
 	if err != nil {
 		return err

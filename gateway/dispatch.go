@@ -119,6 +119,7 @@ func (g *Gateway) Serve(ctx context.Context, c *Call, o *Outcome) {
 	if c.Log == nil {
 		c.Log = g.log
 	}
+	ctx = g.traceCall(ctx, c, o)
 	// A managed key in a request (a key pasted into a prompt or a tool
 	// result) is on its way into a provider's logs: it is reported exposed.
 	// Nearly no request holds one: where it was seen is named (a string
@@ -142,6 +143,7 @@ func (g *Gateway) Serve(ctx context.Context, c *Call, o *Outcome) {
 	default:
 		o.fail(openAIAPI, notFound("", "no such endpoint"))
 	}
+	o.trace.end(c, o)
 	if o.Status != 0 {
 		g.obs.Answered(c, o)
 	}
@@ -198,7 +200,9 @@ func (g *Gateway) serve(ctx context.Context, c *Call, o *Outcome, rq *request) {
 			last = &failure{err: asProviderError(err)}
 			continue
 		}
-		status, f := at.forward(ctx, t.Provider, preq, &ex)
+		actx := o.trace.startAttempt(ctx, o, t, &preq, &ex)
+		status, f := at.forward(actx, t.Provider, preq, &ex)
+		o.trace.endAttempt(c.API, o, status, f)
 		if f == nil {
 			o.Target = t
 			if status < 300 {

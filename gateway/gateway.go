@@ -84,6 +84,12 @@ type Provider struct {
 	Endpoints
 	Upstream Upstream
 
+	// Address and Port are the host and port of the provider's API, for
+	// the spans of the calls it is sent (server.address, server.port);
+	// empty and 0 when not known.
+	Address string
+	Port    int
+
 	// chatError is Chat.Error, bound once (by NewProvider) rather than for
 	// every request: a method value of an interface is an allocation.
 	chatError func(status int, header http.Header, body []byte) *providers.Error
@@ -202,6 +208,9 @@ type Config struct {
 
 	Observer Observer    // nil: nobody is told
 	Logger   *zap.Logger // nil: nothing is logged
+
+	// Tracing says what the spans of traced calls hold (trace.go).
+	Tracing Tracing
 }
 
 // A Gateway serves calls. It is safe for concurrent use.
@@ -223,6 +232,7 @@ type Gateway struct {
 	builtinTools string
 	obs          Observer
 	log          *zap.Logger
+	tracing      Tracing
 
 	exposures *exposureQueue
 	reporter  atomic.Pointer[ExposureReporter]
@@ -234,7 +244,7 @@ type Gateway struct {
 // configuration checks that).
 func New(c Config) (*Gateway, error) {
 	g := &Gateway{providers: c.Providers, prices: c.Prices, limits: c.Limits, usage: c.Usage, managed: c.Managed,
-		static: c.StaticKeys, responses: c.Responses, storage: c.StorageQuota, cache: c.Cache, builtinTools: c.BuiltinTools, accounts: c.Accounts, blocked: c.Blocked, obs: c.Observer, log: c.Logger}
+		static: c.StaticKeys, responses: c.Responses, storage: c.StorageQuota, cache: c.Cache, builtinTools: c.BuiltinTools, accounts: c.Accounts, blocked: c.Blocked, obs: c.Observer, log: c.Logger, tracing: c.Tracing}
 	if g.obs == nil {
 		g.obs = noObserver{}
 	}

@@ -68,6 +68,8 @@ type Outcome struct {
 	// first event of a stream reached the Sink.
 	Key              *Key
 	Start, FirstByte time.Time
+
+	trace *callTrace // the call's span, when it is traced (trace.go)
 }
 
 // CostText is what a settled call cost, in dollars, or "unpriced".
