@@ -252,7 +252,10 @@ func (a *App) Provision(ctx caddy.Context) error {
 // provisionGateway makes the gateway that serves this config's calls, of
 // what Provision set up.
 func (a *App) provisionGateway() error {
-	var err error
+	guards, err := a.provisionGuards()
+	if err != nil {
+		return err
+	}
 	a.gw, err = gateway.New(gateway.Config{
 		Providers:       a.providers,
 		Aliases:         a.Models,
@@ -270,6 +273,7 @@ func (a *App) provisionGateway() error {
 		Responses: gateway.ResponseStore{Storage: a.storage, ID: a.responsesID, Writes: a.responseWrites, Now: a.stateShared,
 			TTL: time.Duration(a.retention().Responses)},
 		StorageQuota: a.storageQuota(),
+		Guards:       guards,
 		Observer:     observer{a},
 		Logger:       a.logger,
 	})

@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/modelgate/modelgate/accounts"
+	"github.com/modelgate/modelgate/guardrails"
 	"github.com/modelgate/modelgate/keys"
 	"github.com/modelgate/modelgate/pricing"
 	"github.com/modelgate/modelgate/providers"
@@ -142,6 +143,10 @@ type Observer interface {
 	// Suspended is told that a call of a key whose account is suspended
 	// or deleted was refused.
 	Suspended()
+	// Guarded is told what the guards decided about a call's request or
+	// answer (a stream's: once it has ended), one decision per guard
+	// applied; model is the model as the client named it.
+	Guarded(c *Call, model string, ds []guardrails.Decision)
 }
 
 // Limits are how calls are admitted: the quota engine, on the shared
@@ -192,6 +197,10 @@ type Config struct {
 	// StorageQuota bounds what owners store; nil: nothing.
 	StorageQuota *StorageQuota
 
+	// Guards are the guards of requests and answers (docs/guardrails.md);
+	// nil: none.
+	Guards *guardrails.Engine
+
 	Observer Observer    // nil: nobody is told
 	Logger   *zap.Logger // nil: nothing is logged
 }
@@ -214,6 +223,7 @@ type Gateway struct {
 	builtinTools string
 	obs          Observer
 	log          *zap.Logger
+	guards       *guardrails.Engine
 
 	exposures *exposureQueue
 	reporter  atomic.Pointer[ExposureReporter]
@@ -225,7 +235,8 @@ type Gateway struct {
 // configuration checks that).
 func New(c Config) (*Gateway, error) {
 	g := &Gateway{providers: c.Providers, prices: c.Prices, limits: c.Limits, usage: c.Usage, managed: c.Managed,
-		static: c.StaticKeys, responses: c.Responses, storage: c.StorageQuota, builtinTools: c.BuiltinTools, accounts: c.Accounts, blocked: c.Blocked, obs: c.Observer, log: c.Logger}
+		static: c.StaticKeys, responses: c.Responses, storage: c.StorageQuota, builtinTools: c.BuiltinTools, accounts: c.Accounts, blocked: c.Blocked, obs: c.Observer, log: c.Logger,
+		guards: c.Guards}
 	if g.obs == nil {
 		g.obs = noObserver{}
 	}
@@ -255,10 +266,11 @@ func (g *Gateway) Provider(name string) *Provider { return g.providers[name] }
 // noObserver is told nothing.
 type noObserver struct{}
 
-func (noObserver) Upstream(string, int, time.Duration)      {}
-func (noObserver) Fallback(*Call, Target)                   {}
-func (noObserver) Answered(*Call, *Outcome)                 {}
-func (noObserver) Refused(string, string)                   {}
-func (noObserver) ExposureSkipped(string, int)              {}
-func (noObserver) KeyExposed(keys.Key, keys.Exposure, bool) {}
-func (noObserver) Suspended()                               {}
+func (noObserver) Upstream(string, int, time.Duration)          {}
+func (noObserver) Fallback(*Call, Target)                       {}
+func (noObserver) Answered(*Call, *Outcome)                     {}
+func (noObserver) Refused(string, string)                       {}
+func (noObserver) ExposureSkipped(string, int)                  {}
+func (noObserver) KeyExposed(keys.Key, keys.Exposure, bool)     {}
+func (noObserver) Suspended()                                   {}
+func (noObserver) Guarded(*Call, string, []guardrails.Decision) {}

@@ -342,6 +342,7 @@ func (g *Gateway) serveResponses(ctx context.Context, c *Call, o *Outcome) {
 		return parsed, err
 	}
 	g.serve(ctx, c, o, &request{endpoint: endpointResponses, model: info.Model, body: body, history: history,
+		guarded: func(masked []byte) error { body, parsed = masked, nil; return nil },
 		prepare: func(p *Provider, model string) (providers.Request, exchange, error) {
 			if storedBy != "" && (p.Name != storedBy || p.Responses == nil) {
 				e := responses.NotFound(info.PreviousResponseID)
