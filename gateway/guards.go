@@ -355,3 +355,32 @@ func (w *bufferWriter) Write(p []byte) (int, error) {
 
 // FlushError is what http.ResponseController calls: nothing to flush.
 func (w *bufferWriter) FlushError() error { return nil }
+
+// recordGuard returns what the record of a translated Responses answer
+// goes through before the gateway stores it, so that GET
+// /v1/responses/{id} and a conversation continued from it never give back
+// what the answer guards kept from the client: the answer in the record
+// masked as the client got it, or no record for an answer they refused.
+// It is nil when no answer guard applies. (The decisions were told with
+// the answer.)
+func (g *Gateway) recordGuard(ctx context.Context, cg *callGuards) func(rec []byte) []byte {
+	if cg == nil || !cg.eng.Applies(guardrails.Response, &cg.scope) {
+		return nil
+	}
+	return func(rec []byte) []byte {
+		v := lookup(rec, "response")
+		if !v.IsObject() || v.Index <= 0 {
+			return rec
+		}
+		r := cg.eng.Answer(ctx, cg.api, rec[v.Index:v.Index+len(v.Raw)], &cg.scope)
+		switch {
+		case r.Verdict != guardrails.Allowed || r.Err != nil:
+			return nil
+		case !r.Masked:
+			return rec
+		}
+		out := make([]byte, 0, len(rec)-len(v.Raw)+len(r.Body))
+		out = append(append(append(out, rec[:v.Index]...), r.Body...), rec[v.Index+len(v.Raw):]...)
+		return out
+	}
+}

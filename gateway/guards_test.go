@@ -358,3 +358,52 @@ func TestGuardsModeration(t *testing.T) {
 		t.Errorf("calm: %d %s", o.Status, o.Body)
 	}
 }
+
+// TestGuardsStoredResponse: a translated Responses answer the answer
+// guards masked is stored masked — streamed or not — so that GET
+// /v1/responses/{id} gives back what the client got; one they blocked is
+// not stored.
+func TestGuardsStoredResponse(t *testing.T) {
+	block := banned
+	block.Apply = []string{"response"}
+	gt := newGuardTest(t, piiResponse, block)
+	get := func(id string) *Outcome {
+		gt.cfg.Responses.Writes.Wait()
+		o := &Outcome{}
+		gt.StoredResponse(context.Background(), StoredRequest{Method: http.MethodGet, Owner: gt.static.StorageOwner(), ID: id}, o)
+		return o
+	}
+	for _, stream := range []string{"", `"stream":true,`} {
+		body := `{"model":"claude/claude-sonnet-4-5",` + stream + `"input":"mail bob@example.com today"}`
+		o, s := gt.serve(t, APIResponses, []byte(body), gt.static)
+		id := gjson.GetBytes(o.Body, "id").Str
+		if o.Streamed {
+			id = gjson.Get(strings.SplitN(strings.SplitN(s.body.String(), "data: ", 2)[1], "\n", 2)[0], "response.id").Str
+		}
+		if o.Status != 200 || id == "" {
+			t.Fatalf("%s: %d %s", stream, o.Status, answer(o, s))
+		}
+		got := get(id)
+		if got.Status != 200 || strings.Contains(string(got.Body), "bob@example.com") || !strings.Contains(string(got.Body), "[EMAIL]") {
+			t.Errorf("%s stored: %d %s", stream, got.Status, got.Body)
+		}
+	}
+	o, _ := gt.serve(t, APIResponses, []byte(`{"model":"claude/claude-sonnet-4-5","input":"Project Falcon"}`), gt.static)
+	if o.Status != 400 {
+		t.Fatalf("blocked: %d %s", o.Status, o.Body)
+	}
+	gt.cfg.Responses.Writes.Wait()
+	keys, err := gt.cfg.Responses.Storage.List(context.Background(), "", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := 0
+	for _, k := range keys {
+		if strings.HasSuffix(k, ".json") {
+			stored++
+		}
+	}
+	if stored != 2 {
+		t.Errorf("stored %d responses, want the 2 allowed: %v", len(keys), keys)
+	}
+}
