@@ -407,3 +407,33 @@ func TestGuardsStoredResponse(t *testing.T) {
 		t.Errorf("stored %d responses, want the 2 allowed: %v", len(keys), keys)
 	}
 }
+
+// TestGuardsStreamToolCalls: a streamed tool call's arguments are texts
+// too — the fake calls the offered tool with the prompt as its query, its
+// arguments cut in pieces — masked as they flow, on chat and on the
+// Messages API.
+func TestGuardsStreamToolCalls(t *testing.T) {
+	gt := newGuardTest(t, piiResponse)
+	tools := `"tools":[{"type":"function","function":{"name":"find","parameters":{"type":"object","properties":{"query":{"type":"string"}}}}}],`
+	for _, tc := range []struct {
+		name string
+		api  API
+		body string
+	}{
+		{"chat", APIChat, `{"model":"oa/gpt-4o-mini","stream":true,` + tools + `"messages":[{"role":"user","content":"find bob@example.com"}]}`},
+		{"chat translated", APIChat, `{"model":"claude/claude-sonnet-4-5","max_tokens":50,"stream":true,` + tools + `"messages":[{"role":"user","content":"find bob@example.com"}]}`},
+		{"messages native", APIMessages, `{"model":"claude/claude-sonnet-4-5","max_tokens":50,"stream":true,` +
+			`"tools":[{"name":"find","input_schema":{"type":"object","properties":{"query":{"type":"string"}}}}],"messages":[{"role":"user","content":"find bob@example.com"}]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, s := gt.serve(t, tc.api, []byte(tc.body), gt.static)
+			got := s.body.String()
+			if o.Status != 200 || !o.Streamed || strings.Contains(got, "bob@example") || !strings.Contains(got, "[EMAIL]") {
+				t.Errorf("%d: %s", o.Status, got)
+			}
+			if !strings.Contains(got, "tool_calls") && !strings.Contains(got, "input_json_delta") {
+				t.Errorf("no tool call streamed: %s", got)
+			}
+		})
+	}
+}
