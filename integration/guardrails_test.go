@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig"
 	"github.com/caddyserver/caddy/v2/caddytest"
 	"github.com/openai/openai-go/v3"
@@ -302,4 +303,50 @@ func TestIntegrationGuardrails(t *testing.T) {
 			t.Errorf("the log has no warning of the undecided guard, or has the service's token")
 		}
 	})
+}
+
+// TestGuardrailsModerationProviderChecked: a moderation guard's provider
+// must be a configured provider with a moderation endpoint (type openai):
+// anything else fails the config's load, naming the guard.
+func TestGuardrailsModerationProviderChecked(t *testing.T) {
+	for _, tc := range []struct{ provider, want string }{
+		{"claude", `provider "claude" is of type anthropic, which has no moderation endpoint`},
+		{"nobody", `provider "nobody" is not a configured provider`},
+	} {
+		t.Run(tc.provider, func(t *testing.T) {
+			cfg := `{
+	admin off
+	modelgate {
+		provider oa openai {
+			base_url http://127.0.0.1:1/v1
+			api_key sk-test
+		}
+		provider claude anthropic {
+			base_url http://127.0.0.1:1
+			api_key sk-ant-test
+		}
+		storage file_system ` + storageDir(t) + `
+		guardrails {
+			guard moderation {
+				type moderation
+				provider ` + tc.provider + `
+			}
+		}
+	}
+}
+`
+			adapted, _, err := caddyconfig.GetAdapter("caddyfile").Adapt([]byte(cfg), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var c caddy.Config
+			if err := json.Unmarshal(adapted, &c); err != nil {
+				t.Fatal(err)
+			}
+			err = caddy.Validate(&c)
+			if err == nil || !strings.Contains(err.Error(), "guard moderation: "+tc.want) {
+				t.Errorf("got %v, want %q", err, tc.want)
+			}
+		})
+	}
 }
