@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelgate/modelgate/guardrails"
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/sse"
 )
 
 // This file runs the guards (package guardrails, docs/guardrails.md) on a
@@ -205,17 +206,13 @@ func (s *streamGuard) Write(p []byte) (int, error) {
 	s.pending = append(s.pending, p...)
 	out := s.out[:0]
 	rest := s.pending
-	for {
-		i := bytes.Index(rest, []byte("\n\n"))
-		if i < 0 {
+	for !s.stopped {
+		ev, more, ok := sse.Cut(rest)
+		if !ok {
 			break
 		}
-		out = s.event(out, rest[:i+2])
-		rest = rest[i+2:]
-		if s.stopped {
-			rest = nil
-			break
-		}
+		out = s.event(out, ev)
+		rest = more
 	}
 	s.pending = append(s.pending[:0], rest...)
 	s.out = out
@@ -227,33 +224,21 @@ func (s *streamGuard) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// event passes one event (its lines and the blank line that ends it)
-// through the guards and appends what may be sent.
+// event passes one event (without the blank line that ends it) through
+// the guards and appends what may be sent.
 func (s *streamGuard) event(out, ev []byte) []byte {
-	var data []byte
-	lines := 0
-	for line := range bytes.SplitSeq(ev[:len(ev)-2], []byte("\n")) {
-		if d, ok := bytes.CutPrefix(line, []byte("data:")); ok {
-			d = bytes.TrimPrefix(d, []byte(" "))
-			if lines > 0 {
-				data = append(append(bytes.Clone(data), '\n'), d...)
-			} else {
-				data = d
-			}
-			lines++
-		}
-	}
+	_, data := sse.Fields(ev)
 	switch {
 	case bytes.Equal(data, []byte("[DONE]")):
 		evs, d := s.as.End(s.ctx)
 		s.ended = true
-		out = s.append(out, evs, d)
-		if s.stopped {
+		if out = s.append(out, evs, d); s.stopped {
 			return out
 		}
-		return append(out, ev...)
+		return append(out, sse.Done...)
 	case len(data) == 0 || data[0] != '{':
-		return append(out, ev...) // a comment, or no JSON: nothing to guard
+		// A comment, or no JSON: nothing to guard.
+		return append(append(out, ev...), "\n\n"...)
 	}
 	// The guards may hold the event: it is theirs, not a slice of the
 	// buffer the next write reuses.
@@ -288,9 +273,18 @@ func (s *streamGuard) append(out []byte, evs [][]byte, d *guardrails.Decision) [
 // event), and the observer is told what they decided.
 func (s *streamGuard) finish() {
 	if !s.stopped && !s.ended {
-		evs, d := s.as.End(s.ctx)
-		s.ended = true
-		if out := s.append(nil, evs, d); len(out) > 0 {
+		var out []byte
+		if len(s.pending) > 0 {
+			// An event the stream ended without its blank line.
+			out = s.event(out, s.pending)
+			s.pending = s.pending[:0]
+		}
+		if !s.stopped && !s.ended {
+			evs, d := s.as.End(s.ctx)
+			s.ended = true
+			out = s.append(out, evs, d)
+		}
+		if len(out) > 0 {
 			_, _ = s.Sink.Write(out)
 			_ = s.Sink.Flush()
 		}

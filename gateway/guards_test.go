@@ -437,3 +437,57 @@ func TestGuardsStreamToolCalls(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamGuardFraming: the guarded sink cuts events wherever the
+// writes cut them, whatever their line ends ("\n", "\r\n"), passes
+// comments on, and guards an event the stream ended without its blank
+// line.
+func TestStreamGuardFraming(t *testing.T) {
+	gt := newGuardTest(t, piiResponse)
+	chunk := func(s string) string {
+		return `data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"` + s + `"},"finish_reason":null}]}`
+	}
+	for _, tc := range []struct {
+		name, eol string
+		done      bool
+	}{
+		{"lf", "\n", true},
+		{"crlf", "\r\n", true},
+		{"no [DONE], no last blank line", "\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stream := ": keep-alive" + tc.eol + tc.eol
+			for _, p := range []string{"write to b", "ob@exam", "ple.com ", "today"} {
+				stream += chunk(p) + tc.eol + tc.eol
+			}
+			if tc.done {
+				stream += "data: [DONE]" + tc.eol + tc.eol
+			} else {
+				stream = strings.TrimSuffix(stream, tc.eol+tc.eol)
+			}
+			sink := &recordingSink{}
+			c := &Call{API: APIChat, Key: gt.static, Sink: sink, Log: gt.log}
+			rq := &request{endpoint: endpointChat, model: "oa/gpt-4o-mini"}
+			_, sg := gt.streamSink(context.Background(), c, rq, gt.guardsOf(c, rq, nil))
+			for i := range len(stream) { // a byte at a time
+				if _, err := sg.Write([]byte{stream[i]}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			sg.finish()
+			got := sink.body.String()
+			var text strings.Builder
+			for _, ev := range strings.Split(got, "\n\n") {
+				if d, ok := strings.CutPrefix(ev, "data: {"); ok {
+					text.WriteString(gjson.Get("{"+d, "choices.0.delta.content").Str)
+				}
+			}
+			if text.String() != "write to [EMAIL] today" || !strings.HasPrefix(got, ": keep-alive") {
+				t.Errorf("text %q; stream %q", text.String(), got)
+			}
+			if tc.done != strings.HasSuffix(got, "data: [DONE]\n\n") {
+				t.Errorf("the end of the stream: %q", got)
+			}
+		})
+	}
+}
