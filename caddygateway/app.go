@@ -23,6 +23,7 @@ import (
 	"github.com/modelgate/modelgate/pricing"
 	"github.com/modelgate/modelgate/providers/responses"
 	"github.com/modelgate/modelgate/quota"
+	"github.com/modelgate/modelgate/respcache"
 	"github.com/modelgate/modelgate/retention"
 	"github.com/modelgate/modelgate/state"
 	"github.com/modelgate/modelgate/usage"
@@ -91,8 +92,7 @@ type App struct {
 	StorageQuota *StorageQuotaConfig `json:"storage_quota,omitempty"`
 
 	// Cache configures the response cache: an exact repeat of a request by
-	// the same account is answered without a provider call. It is read and
-	// checked; the cache is not yet in the request path. Default: off.
+	// the same account is answered without a provider call. Default: off.
 	Cache *CacheConfig `json:"cache,omitempty"`
 
 	// Guardrails are the guards of requests and answers (PII, patterns,
@@ -162,6 +162,9 @@ type App struct {
 	quota        *quota.Quota    // limits and budgets, on state
 	standbyQuota *quota.Quota    // on an in-process state, while a shared one is unreachable
 	usage        *usage.Recorder // the usage records, in storage
+
+	cache        *respcache.Cache // the response cache; nil: off
+	releaseCache func()           // gives back the in-memory answers Provision took
 
 	ctx    caddy.Context
 	events *caddyevents.App
@@ -246,6 +249,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.provisionRetention(); err != nil {
 		return err
 	}
+	if err := a.provisionCache(); err != nil {
+		return err
+	}
 	return a.provisionGateway()
 }
 
@@ -273,6 +279,7 @@ func (a *App) provisionGateway() error {
 		Responses: gateway.ResponseStore{Storage: a.storage, ID: a.responsesID, Writes: a.responseWrites, Now: a.stateShared,
 			TTL: time.Duration(a.retention().Responses)},
 		StorageQuota: a.storageQuota(),
+		Cache:        a.cache,
 		Guards:       guards,
 		Observer:     observer{a},
 		Logger:       a.logger,
@@ -289,6 +296,11 @@ func (a *App) provisionGateway() error {
 func (a *App) Validate() error {
 	if err := a.Limits.validate(); err != nil {
 		return err
+	}
+	if a.Cache != nil {
+		if _, err := a.Cache.Engine(); err != nil {
+			return err
+		}
 	}
 	if a.Accounts != nil {
 		if err := a.Accounts.Validate(); err != nil {
@@ -421,6 +433,10 @@ func (a *App) provisionPrices() error {
 func (a *App) Cleanup() error {
 	a.waitResponseWrites(10 * time.Second)
 	a.cleanupState()
+	if a.releaseCache != nil {
+		a.releaseCache()
+		a.releaseCache = nil
+	}
 	return nil
 }
 

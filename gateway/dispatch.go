@@ -182,9 +182,16 @@ func (g *Gateway) serve(ctx context.Context, c *Call, o *Outcome, rq *request) {
 	rq.guards = g.guardsOf(c, rq, targets)
 	if !g.guardRequest(ctx, c, o, rq, rq.guards) {
 		adm.done(ctx, nil)
-		return // refused by a guard: nothing reached a provider
+		return // refused by a guard: nothing reached a provider, nor the cache
 	}
-	sink, sg := g.streamSink(ctx, c, rq, rq.guards)
+	cc := g.cacheFor(ctx, c, o, targets)
+	if cc != nil && cc.hit {
+		g.serveHit(ctx, c, o, rq, adm, cc)
+		return
+	}
+	// The guards see the stream before the cache's collector: what is
+	// stored is what the client got.
+	sink, sg := g.streamSink(ctx, c, rq, rq.guards, cc.sink(c))
 	at := attempt{api: a, sink: sink, o: o, obs: g.obs}
 	var last *failure
 	// The targets are tried in their order: the next target is chosen
@@ -214,6 +221,7 @@ func (g *Gateway) serve(ctx context.Context, c *Call, o *Outcome, rq *request) {
 			if status < 300 {
 				g.guardOutcome(ctx, c, o, rq, rq.guards)
 				g.settle(ctx, o, rq, adm)
+				g.cacheStore(ctx, cc, o)
 			} else {
 				adm.done(ctx, nil)
 			}

@@ -28,6 +28,7 @@ import (
 	"github.com/modelgate/modelgate/pricing"
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/quota"
+	"github.com/modelgate/modelgate/respcache"
 	"github.com/modelgate/modelgate/usage"
 )
 
@@ -143,6 +144,10 @@ type Observer interface {
 	// Suspended is told that a call of a key whose account is suspended
 	// or deleted was refused.
 	Suspended()
+	// CacheLookup is told what the response cache did with a call of api
+	// (its label, as API.String names it): respcache.StatusHit,
+	// StatusMiss or StatusBypass.
+	CacheLookup(api, status string)
 	// Guarded is told what the guards decided about a call's request or
 	// answer (a stream's: once it has ended), one decision per guard
 	// applied; model is the model as the client named it.
@@ -197,6 +202,9 @@ type Config struct {
 	// StorageQuota bounds what owners store; nil: nothing.
 	StorageQuota *StorageQuota
 
+	// Cache is the response cache; nil: off.
+	Cache *respcache.Cache
+
 	// Guards are the guards of requests and answers (docs/guardrails.md);
 	// nil: none.
 	Guards *guardrails.Engine
@@ -216,6 +224,7 @@ type Gateway struct {
 	static    map[string]*Key
 	responses ResponseStore
 	storage   *StorageQuota
+	cache     *respcache.Cache
 	accounts  *accounts.Service
 	blocked   func(*Key) bool
 	// builtinTools is the Responses translator's policy for built-in
@@ -235,7 +244,7 @@ type Gateway struct {
 // configuration checks that).
 func New(c Config) (*Gateway, error) {
 	g := &Gateway{providers: c.Providers, prices: c.Prices, limits: c.Limits, usage: c.Usage, managed: c.Managed,
-		static: c.StaticKeys, responses: c.Responses, storage: c.StorageQuota, builtinTools: c.BuiltinTools, accounts: c.Accounts, blocked: c.Blocked, obs: c.Observer, log: c.Logger,
+		static: c.StaticKeys, responses: c.Responses, storage: c.StorageQuota, cache: c.Cache, builtinTools: c.BuiltinTools, accounts: c.Accounts, blocked: c.Blocked, obs: c.Observer, log: c.Logger,
 		guards: c.Guards}
 	if g.obs == nil {
 		g.obs = noObserver{}
@@ -273,4 +282,5 @@ func (noObserver) Refused(string, string)                       {}
 func (noObserver) ExposureSkipped(string, int)                  {}
 func (noObserver) KeyExposed(keys.Key, keys.Exposure, bool)     {}
 func (noObserver) Suspended()                                   {}
+func (noObserver) CacheLookup(string, string)                   {}
 func (noObserver) Guarded(*Call, string, []guardrails.Decision) {}

@@ -183,17 +183,17 @@ type streamGuard struct {
 	ended   bool // End was called
 }
 
-// streamSink returns the sink the call's stream goes to: c.Sink, or
-// c.Sink behind the answer guards when any applies.
-func (g *Gateway) streamSink(ctx context.Context, c *Call, rq *request, cg *callGuards) (Sink, *streamGuard) {
-	if cg == nil || c.Sink == nil {
-		return c.Sink, nil
+// streamSink returns the sink the call's stream goes to: sink (the
+// client's), or sink behind the answer guards when any applies.
+func (g *Gateway) streamSink(ctx context.Context, c *Call, rq *request, cg *callGuards, sink Sink) (Sink, *streamGuard) {
+	if cg == nil || sink == nil {
+		return sink, nil
 	}
 	as := cg.eng.AnswerStream(cg.api, &cg.scope)
 	if as == nil {
-		return c.Sink, nil
+		return sink, nil
 	}
-	sg := &streamGuard{Sink: c.Sink, ctx: ctx, g: g, c: c, cg: cg, as: as, api: rq.endpoint.apiOf(),
+	sg := &streamGuard{Sink: sink, ctx: ctx, g: g, c: c, cg: cg, as: as, api: rq.endpoint.apiOf(),
 		events: c.API == APIResponses || c.API == APIMessages}
 	return sg, sg
 }

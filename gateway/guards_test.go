@@ -468,7 +468,7 @@ func TestStreamGuardFraming(t *testing.T) {
 			sink := &recordingSink{}
 			c := &Call{API: APIChat, Key: gt.static, Sink: sink, Log: gt.log}
 			rq := &request{endpoint: endpointChat, model: "oa/gpt-4o-mini"}
-			_, sg := gt.streamSink(context.Background(), c, rq, gt.guardsOf(c, rq, nil))
+			_, sg := gt.streamSink(context.Background(), c, rq, gt.guardsOf(c, rq, nil), sink)
 			for i := range len(stream) { // a byte at a time
 				if _, err := sg.Write([]byte{stream[i]}); err != nil {
 					t.Fatal(err)
@@ -489,5 +489,61 @@ func TestStreamGuardFraming(t *testing.T) {
 				t.Errorf("the end of the stream: %q", got)
 			}
 		})
+	}
+}
+
+// TestGuardsCache: a cached answer goes through the answer guards as they
+// are now — one stored before a guard was added comes back masked, or
+// blocked — and the cache stores a guarded stream as the client got it;
+// a request a guard blocks is not looked up.
+func TestGuardsCache(t *testing.T) {
+	g := newTestGateway(t)
+	g.withCache(t)
+	cache := g.cfg.Cache
+	body := chatBody("oa/gpt-4o-mini", "", "mail bob@example.com about Project Falcon")
+	if o, _ := g.serve(t, APIChat, body, g.static); o.Status != 200 || !strings.Contains(string(o.Body), "bob@example.com") {
+		t.Fatalf("unguarded: %d %s", o.Status, o.Body)
+	}
+
+	// The same cache, guards added since.
+	gt := newGuardTest(t, piiResponse)
+	gt.cfg.Cache = cache
+	gt.rebuild(t)
+	o, _ := gt.serve(t, APIChat, body, gt.static)
+	if o.Status != 200 || headerValue(o.Header, "X-Modelgate-Cache") != "hit" || strings.Contains(string(o.Body), "bob@example.com") || !strings.Contains(string(o.Body), "[EMAIL]") {
+		t.Errorf("hit, masked: %d %v %s", o.Status, o.Header, o.Body)
+	}
+	stream := chatBody("oa/gpt-4o-mini", `,"stream":true`, "mail bob@example.com about Project Falcon")
+	if o, s := gt.serve(t, APIChat, stream, gt.static); o.Status != 200 || strings.Contains(s.body.String(), "bob@example") {
+		t.Errorf("hit, streamed: %d %s", o.Status, s.body.String())
+	}
+
+	block := banned
+	block.Apply = []string{"response"}
+	gb := newGuardTest(t, block)
+	gb.cfg.Cache = cache
+	gb.rebuild(t)
+	o, _ = gb.serve(t, APIChat, body, gb.static)
+	if o.Status != 400 || o.Err.Code != "content_blocked" {
+		t.Errorf("hit, blocked: %d %s", o.Status, o.Body)
+	}
+
+	// A miss whose stream a guard masks is stored as the client got it.
+	fresh := chatBody("oa/gpt-4o-mini", `,"stream":true`, "write to carol@example.com now")
+	o, s := gt.serve(t, APIChat, fresh, gt.static)
+	if o.Status != 200 || strings.Contains(s.body.String(), "carol@") {
+		t.Fatalf("miss: %d %s", o.Status, s.body.String())
+	}
+	g.rebuild(t) // no guards, the same cache
+	o, s = g.serve(t, APIChat, fresh, g.static)
+	if headerValue(o.Header, "X-Modelgate-Cache") != "hit" || strings.Contains(s.body.String(), "carol@") {
+		t.Errorf("the stored stream: %v %s", o.Header, s.body.String())
+	}
+
+	// A request a guard blocks never reaches the cache.
+	gr := newGuardTest(t, banned)
+	obs := gr.withCache(t)
+	if o, _ := gr.serve(t, APIChat, body, gr.static); o.Status != 400 || len(obs.lookups) != 0 {
+		t.Errorf("blocked: %d, lookups %v", o.Status, obs.lookups)
 	}
 }
