@@ -265,7 +265,10 @@ func (a *App) Provision(ctx caddy.Context) error {
 // provisionGateway makes the gateway that serves this config's calls, of
 // what Provision set up.
 func (a *App) provisionGateway() error {
-	var err error
+	guards, err := a.provisionGuards()
+	if err != nil {
+		return err
+	}
 	a.gw, err = gateway.New(gateway.Config{
 		Providers:       a.providers,
 		Aliases:         a.Models,
@@ -284,6 +287,7 @@ func (a *App) provisionGateway() error {
 			TTL: time.Duration(a.retention().Responses)},
 		StorageQuota: a.storageQuota(),
 		Cache:        a.cache,
+		Guards:       guards,
 		Observer:     observer{a},
 		Logger:       a.logger,
 		Tracing:      a.Tracing.gateway(),

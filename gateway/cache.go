@@ -9,7 +9,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/respcache"
 )
 
@@ -153,7 +152,7 @@ func (g *Gateway) serveHit(ctx context.Context, c *Call, o *Outcome, rq *request
 		t.Provider = &Provider{Name: e.Provider}
 	}
 	o.Target, o.Tried = t, []Target{t}
-	body, perr := g.answerGuard(ctx, c, o, e.Body)
+	body, perr := g.guardAnswer(ctx, c, rq, e.Body)
 	if perr != nil {
 		adm.done(ctx, nil)
 		o.fail(rq.endpoint.apiOf(), perr)
@@ -168,14 +167,6 @@ func (g *Gateway) serveHit(ctx context.Context, c *Call, o *Outcome, rq *request
 		return
 	}
 	g.settleHit(ctx, o, adm, e.Usage)
-}
-
-// answerGuard is where the answer guards see an answer the gateway gives
-// without a provider (a cache hit), before the client gets it, streamed
-// or not: it returns the answer to give, or the error that refuses it.
-// No guard is in the request path yet: the answer is given as stored.
-func (g *Gateway) answerGuard(_ context.Context, _ *Call, _ *Outcome, body []byte) ([]byte, *providers.Error) {
-	return body, nil
 }
 
 // replay streams the stored answer body to the call's sink as its API's

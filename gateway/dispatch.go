@@ -103,6 +103,12 @@ type request struct {
 	// the endpoint. A translation error is the client's (400) and ends the
 	// request.
 	prepare func(p *Provider, model string) (providers.Request, exchange, error)
+	// guarded takes the client's body as the request guards masked it
+	// (every byte but the masked texts kept), for prepare to translate in
+	// place of the client's; an error is the client's (400).
+	guarded func(body []byte) error
+	// guards are the call's guards, once it is admitted; nil: none.
+	guards *callGuards
 }
 
 // Serve serves c, filling in o: the answer or the error, written to
@@ -175,12 +181,20 @@ func (g *Gateway) serve(ctx context.Context, c *Call, o *Outcome, rq *request) {
 	if !ok {
 		return // refused (a limit or a budget): o says why
 	}
+	rq.guards = g.guardsOf(c, rq, targets)
+	if !g.guardRequest(ctx, c, o, rq, rq.guards) {
+		adm.done(ctx, nil)
+		return // refused by a guard: nothing reached a provider, nor the cache
+	}
 	cc := g.cacheFor(ctx, c, o, targets)
 	if cc != nil && cc.hit {
 		g.serveHit(ctx, c, o, rq, adm, cc)
 		return
 	}
-	at := attempt{api: a, sink: cc.sink(c), o: o, obs: g.obs}
+	// The guards see the stream before the cache's collector: what is
+	// stored is what the client got.
+	sink, sg := g.streamSink(ctx, c, rq, rq.guards, cc.sink(c))
+	at := attempt{api: a, sink: sink, o: o, obs: g.obs}
 	var last *failure
 	// The targets are tried in their order: the next target is chosen
 	// here.
@@ -205,7 +219,11 @@ func (g *Gateway) serve(ctx context.Context, c *Call, o *Outcome, rq *request) {
 		o.trace.endAttempt(c.API, o, status, f)
 		if f == nil {
 			o.Target = t
+			if sg != nil && o.Streamed {
+				sg.finish()
+			}
 			if status < 300 {
+				g.guardOutcome(ctx, c, o, rq, rq.guards)
 				g.settle(ctx, o, rq, adm)
 				g.cacheStore(ctx, cc, o)
 			} else {
@@ -250,6 +268,13 @@ func (g *Gateway) chat(ctx context.Context, c *Call, o *Outcome) {
 		body = askUsage(body)
 	}
 	g.serve(ctx, c, o, &request{endpoint: endpointChat, model: info.Model, body: body,
+		guarded: func(masked []byte) error {
+			body = masked
+			if info.Stream && !info.IncludeUsage {
+				body = askUsage(body)
+			}
+			return nil
+		},
 		prepare: func(p *Provider, model string) (providers.Request, exchange, error) {
 			preq, err := p.Chat.ChatRequest(body, model)
 			ex := exchange{stream: info.Stream, mapError: p.chatErrorMapper(),
@@ -320,6 +345,13 @@ func (g *Gateway) rerank(ctx context.Context, c *Call, o *Outcome) {
 		return
 	}
 	g.serve(ctx, c, o, &request{endpoint: endpointRerank, model: req.Model, rerank: &req,
+		guarded: func(masked []byte) error {
+			r, err := providers.ValidateRerank(masked)
+			if err == nil {
+				req = r
+			}
+			return err
+		},
 		prepare: func(p *Provider, model string) (providers.Request, exchange, error) {
 			tr := p.Rerank
 			preq, err := tr.RerankRequest(req, model)
@@ -353,6 +385,13 @@ func (g *Gateway) embeddings(ctx context.Context, c *Call, o *Outcome) {
 		return
 	}
 	g.serve(ctx, c, o, &request{endpoint: endpointEmbeddings, model: req.Model, embeddings: &req,
+		guarded: func(masked []byte) error {
+			r, err := providers.ValidateEmbeddings(masked)
+			if err == nil {
+				req = r
+			}
+			return err
+		},
 		prepare: func(p *Provider, model string) (providers.Request, exchange, error) {
 			tr := p.Embeddings
 			reqs, err := tr.EmbeddingsRequests(&req, model)

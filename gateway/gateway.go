@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/modelgate/modelgate/accounts"
+	"github.com/modelgate/modelgate/guardrails"
 	"github.com/modelgate/modelgate/keys"
 	"github.com/modelgate/modelgate/pricing"
 	"github.com/modelgate/modelgate/providers"
@@ -153,6 +154,10 @@ type Observer interface {
 	// (its label, as API.String names it): respcache.StatusHit,
 	// StatusMiss or StatusBypass.
 	CacheLookup(api, status string)
+	// Guarded is told what the guards decided about a call's request or
+	// answer (a stream's: once it has ended), one decision per guard
+	// applied; model is the model as the client named it.
+	Guarded(c *Call, model string, ds []guardrails.Decision)
 }
 
 // Limits are how calls are admitted: the quota engine, on the shared
@@ -206,6 +211,10 @@ type Config struct {
 	// Cache is the response cache; nil: off.
 	Cache *respcache.Cache
 
+	// Guards are the guards of requests and answers (docs/guardrails.md);
+	// nil: none.
+	Guards *guardrails.Engine
+
 	Observer Observer    // nil: nobody is told
 	Logger   *zap.Logger // nil: nothing is logged
 
@@ -233,6 +242,7 @@ type Gateway struct {
 	obs          Observer
 	log          *zap.Logger
 	tracing      Tracing
+	guards       *guardrails.Engine
 
 	exposures *exposureQueue
 	reporter  atomic.Pointer[ExposureReporter]
@@ -244,7 +254,8 @@ type Gateway struct {
 // configuration checks that).
 func New(c Config) (*Gateway, error) {
 	g := &Gateway{providers: c.Providers, prices: c.Prices, limits: c.Limits, usage: c.Usage, managed: c.Managed,
-		static: c.StaticKeys, responses: c.Responses, storage: c.StorageQuota, cache: c.Cache, builtinTools: c.BuiltinTools, accounts: c.Accounts, blocked: c.Blocked, obs: c.Observer, log: c.Logger, tracing: c.Tracing}
+		static: c.StaticKeys, responses: c.Responses, storage: c.StorageQuota, cache: c.Cache, builtinTools: c.BuiltinTools, accounts: c.Accounts, blocked: c.Blocked, obs: c.Observer, log: c.Logger,
+		tracing: c.Tracing, guards: c.Guards}
 	if g.obs == nil {
 		g.obs = noObserver{}
 	}
@@ -274,11 +285,12 @@ func (g *Gateway) Provider(name string) *Provider { return g.providers[name] }
 // noObserver is told nothing.
 type noObserver struct{}
 
-func (noObserver) Upstream(string, int, time.Duration)      {}
-func (noObserver) Fallback(*Call, Target)                   {}
-func (noObserver) Answered(*Call, *Outcome)                 {}
-func (noObserver) Refused(string, string)                   {}
-func (noObserver) ExposureSkipped(string, int)              {}
-func (noObserver) KeyExposed(keys.Key, keys.Exposure, bool) {}
-func (noObserver) Suspended()                               {}
-func (noObserver) CacheLookup(string, string)               {}
+func (noObserver) Upstream(string, int, time.Duration)          {}
+func (noObserver) Fallback(*Call, Target)                       {}
+func (noObserver) Answered(*Call, *Outcome)                     {}
+func (noObserver) Refused(string, string)                       {}
+func (noObserver) ExposureSkipped(string, int)                  {}
+func (noObserver) KeyExposed(keys.Key, keys.Exposure, bool)     {}
+func (noObserver) Suspended()                                   {}
+func (noObserver) CacheLookup(string, string)                   {}
+func (noObserver) Guarded(*Call, string, []guardrails.Decision) {}

@@ -586,3 +586,19 @@ func TestTraceAttemptStatus(t *testing.T) {
 		}
 	}
 }
+
+// TestTraceGuardsServed checks that the guards' decisions of a call served
+// through the core reach its span: the request's mask, and the answer
+// guard's allow (the provider echoed the masked text), streamed or not.
+func TestTraceGuardsServed(t *testing.T) {
+	gt := newGuardTest(t, piiRequest, piiResponse)
+	for _, stream := range []string{"", `,"stream":true`} {
+		body := chatBody("oa/gpt-4o-mini", stream, "write to ann@example.com")
+		o, _, spans := tracedServe(t, gt.testGateway, APIChat, body, gt.static)
+		if o.Status != 200 {
+			t.Fatalf("stream %q: status %d", stream, o.Status)
+		}
+		call, _ := split(t, spans)
+		wantAttrs(t, call, map[attribute.Key]string{"modelgate.guards": `["pii:request:mask","pii-out:response:allow"]`})
+	}
+}

@@ -77,6 +77,13 @@ var variants = map[string]*variant{
 		// runs.
 		extra: fullLimits,
 	},
+	"modelgate_guards": {
+		name: "modelgate_guards", what: "modelgate with a pii guard (every detector, mask) on requests and answers, streamed answers included",
+		gateway: true,
+		// The guard reads every text of each request and answer; the
+		// scenarios' texts hold nothing to mask (the common case).
+		extra: "guardrails {\nguard pii {\ntype pii\naction mask\n}\n}",
+	},
 	"modelgate_key_redis": {
 		name: "modelgate_key_redis", what: "modelgate_key as one instance of a cluster: a managed key and usage accounting, no limits or budgets, its storage and shared state on a redis-server on the gateway's CPU",
 		gateway: true, managedKey: true, redis: true,
