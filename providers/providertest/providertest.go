@@ -200,6 +200,11 @@ type Options struct {
 	// words, in every format: a test can have the fake count as a
 	// provider's tokenizer does. Answers are still counted in words.
 	PromptTokens func(text string) int
+
+	// Objects is the object storage the batch jobs of Bedrock and
+	// Vertex AI read their input from and write their output to (see
+	// Objects); without it their jobs fail.
+	Objects Objects
 }
 
 // promptTokens counts a text of a prompt: Options.PromptTokens, else its
@@ -245,6 +250,12 @@ type Server struct {
 
 	gemOnce     sync.Once
 	gemBatchAPI *geminiBatchStore // the Gemini batch mode's state
+
+	bjOnce sync.Once
+	bjAPI  *bedrockJobStore // Bedrock's model invocation jobs
+
+	vjOnce sync.Once
+	vjAPI  *vertexJobStore // Vertex AI's batch prediction jobs
 
 	batchHoldMu sync.Mutex
 	batchHold   bool // HoldBatches
