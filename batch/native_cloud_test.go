@@ -15,6 +15,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/fsouza/fake-gcs-server/fakestorage"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/tidwall/gjson"
@@ -23,7 +24,9 @@ import (
 	"github.com/modelgate/modelgate/internal/storagetest"
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/bedrock"
+	"github.com/modelgate/modelgate/providers/gemini"
 	"github.com/modelgate/modelgate/providers/providertest"
+	"github.com/modelgate/modelgate/providers/vertex"
 )
 
 // sendWith is a transport over plain HTTP to base, each request made
@@ -263,4 +266,151 @@ func markerOf(t *testing.T, fake *providertest.Server) string {
 	}
 	t.Fatal("no create call with a marker")
 	return ""
+}
+
+// gcsObjects is the bucket store of the Cloud Storage fake, as the
+// provider fake reads and writes it.
+type gcsObjects struct{ s *fakestorage.Server }
+
+func (o gcsObjects) Get(bucket, key string) ([]byte, error) {
+	obj, err := o.s.GetObject(bucket, key)
+	if err != nil {
+		return nil, err
+	}
+	return obj.Content, nil
+}
+
+func (o gcsObjects) Put(bucket, key string, data []byte) error {
+	o.s.CreateObject(fakestorage.Object{ObjectAttrs: fakestorage.ObjectAttrs{BucketName: bucket, Name: key, ContentType: "application/jsonl"}, Content: data})
+	return nil
+}
+
+// vertexCloud is Vertex AI (the provider fake) and a Cloud Storage bucket
+// (fake-gcs-server) its jobs read and write.
+type vertexCloud struct {
+	fake             *providertest.Server
+	control, storage providers.Send
+	objects          gcsObjects
+}
+
+const vertexBucket = "mg-vertex-batches"
+
+func startVertexCloud(t *testing.T) *vertexCloud {
+	t.Helper()
+	gcs, err := fakestorage.NewServerWithOptions(fakestorage.Options{NoListener: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gcs.CreateBucketWithOpts(fakestorage.CreateBucketOpts{Name: vertexBucket})
+	srv := httptest.NewServer(gcs.HTTPHandler())
+	t.Cleanup(srv.Close)
+	objects := gcsObjects{gcs}
+	fake := providertest.Start(t, providertest.Options{Objects: objects, Keys: map[string]string{"vertex_batch": "g-token"}})
+	bearer := func(hr *http.Request, _ []byte) error { hr.Header.Set("Authorization", "Bearer g-token"); return nil }
+	return &vertexCloud{fake: fake, objects: objects, control: sendWith(fake.URL+"/v1", bearer), storage: sendWith(srv.URL, bearer)}
+}
+
+func (c *vertexCloud) api(control, storage providers.Send) vertex.Batches {
+	return vertex.Batches{Control: control, Storage: storage, Bucket: vertexBucket, Prefix: "modelgate",
+		Chat: vertex.Chat{Google: gemini.Chat{Vertex: true, Project: "proj-1", Location: "us-central1"}}}
+}
+
+// TestNativeVertexBatches runs chat lines through Vertex AI batch
+// prediction (the provider fake, lines and predictions in fake-gcs-server):
+// translated into GenerateContentRequests as live requests are, the key in
+// a label, answered out of order as chat.completions, a request Gemini
+// refuses in the error file with its custom_id, a crash right after the
+// upload and right after the create call (one job either way), a cancel
+// and an expiry that keep the half the job finished.
+func TestNativeVertexBatches(t *testing.T) {
+	for _, tc := range []string{"run", "crash after upload", "crash after create", "cancel", "provider expiry"} {
+		t.Run(tc, func(t *testing.T) {
+			cloud := startVertexCloud(t)
+			const n = 30
+			var cs *crashSend
+			api := cloud.api(cloud.control, cloud.storage)
+			switch tc {
+			case "crash after upload":
+				cs = &crashSend{next: cloud.storage, method: http.MethodPost, path: "/o", at: make(chan struct{})}
+				api.Storage = cs.send
+			case "crash after create":
+				cs = &crashSend{next: cloud.control, method: http.MethodPost, path: "/batchPredictionJobs", at: make(chan struct{})}
+				api.Control = cs.send
+			case "cancel", "provider expiry":
+				cloud.fake.HoldBatches(true)
+			}
+			ex := &routeExecutor{}
+			st := batch.NewStore(storagetest.NewMemory(), "mg")
+			r := batch.NewRunner(st, "inst", 10*time.Millisecond, live(ex, map[string]batch.NativeAPI{"vertex": api}))
+			var lines []string
+			for i := range n {
+				extra := ""
+				if i == 3 || i == 20 {
+					extra = `,"temperature":5` // Gemini refuses this one
+				}
+				lines = append(lines, chatLine(fmt.Sprintf("v-%d", i), "vertex/gemini-2.5-flash", extra))
+			}
+			ctx := context.Background()
+			f, _ := st.PutFile(ctx, "o", "in.jsonl", batch.PurposeBatch, strings.NewReader(strings.Join(lines, "\n")+"\n"), 1<<30)
+			b, err := st.CreateBatch(ctx, "o", batch.CreateParams{InputFileID: f.ID, Endpoint: batch.EndpointChat, CompletionWindow: "24h", Window: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			status := batch.StatusCompleted
+			switch tc {
+			case "crash after upload", "crash after create":
+				select {
+				case <-cs.at:
+				case <-time.After(20 * time.Second):
+					t.Fatal("the runner never got there")
+				}
+				_ = r.Destruct()
+				r = batch.NewRunner(st, "inst", 10*time.Millisecond, live(ex, map[string]batch.NativeAPI{"vertex": cloud.api(cloud.control, cloud.storage)}))
+			case "cancel", "provider expiry":
+				for deadline := time.Now().Add(10 * time.Second); cloud.fake.VertexJobsCreated() == 0; time.Sleep(5 * time.Millisecond) {
+					if time.Now().After(deadline) {
+						t.Fatal("no job")
+					}
+				}
+				if tc == "cancel" {
+					status = batch.StatusCancelled
+					if _, err := st.CancelBatch(ctx, "o", b.ID); err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					cloud.fake.ExpireBatches()
+				}
+			}
+			t.Cleanup(func() { _ = r.Destruct() })
+			done := waitStatus(t, st, b.ID, status)
+			got, counts := results(t, st, done)
+			if len(counts) != n {
+				t.Fatalf("%d custom_ids have results, want %d", len(counts), n)
+			}
+			for id, k := range counts {
+				if k != 1 {
+					t.Errorf("%s has %d result lines", id, k)
+				}
+			}
+			for i := range n {
+				l := got[fmt.Sprintf("v-%d", i)]
+				switch {
+				case (tc == "cancel" || tc == "provider expiry") && i >= n/2:
+					if want := map[string]string{"cancel": "batch_cancelled", "provider expiry": "batch_expired"}[tc]; l.Get("error.code").Str != want {
+						t.Errorf("v-%d: %s, want %s", i, l.Raw, want)
+					}
+				case i == 3 || i == 20:
+					if l.Get("response.status_code").Int() != 400 || l.Get("response.body.error.message").Str == "" {
+						t.Errorf("v-%d: %s, want Gemini's 400", i, l.Raw)
+					}
+				case l.Get("response.status_code").Int() != 200 || l.Get("response.body.object").Str != "chat.completion" ||
+					!strings.Contains(l.Get("response.body.choices.0.message.content").Str, fmt.Sprintf("say v-%d", i)) || l.Get("response.body.usage.total_tokens").Int() == 0:
+					t.Errorf("v-%d: %s", i, l.Raw)
+				}
+			}
+			if j := cloud.fake.VertexJobsCreated(); j != 1 || ex.ran.Load() != 0 {
+				t.Errorf("%d jobs, %d gateway lines; want 1 and 0", j, ex.ran.Load())
+			}
+		})
+	}
 }

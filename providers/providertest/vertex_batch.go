@@ -25,7 +25,8 @@ import (
 // the job runs; each request is answered as the fake answers
 // generateContent on Vertex AI for the job's model, and the output, lines
 // {"status":"","processed_time","request","response"} or {"status":
-// "<error>","processed_time","request"} in reverse order, is written to
+// "<reason>: <Google's error JSON>","processed_time","request"} in reverse
+// order, is written to
 // {outputUriPrefix}/prediction-model-{time}/predictions.jsonl, the
 // directory the job's outputInfo.gcsOutputDirectory names. HoldBatches
 // and ExpireBatches decide when jobs end, as for the other batch APIs; a
@@ -297,7 +298,7 @@ func (s *Server) endVertexJob(j *vertexJob, state string) {
 			j.ok++
 		} else {
 			out = append(out, `{"status":`...)
-			out = appendString(out, gjson.GetBytes(body, "error.message").Str)
+			out = appendString(out, http.StatusText(status)+": "+string(compactJSON(body)))
 			out = fmt.Appendf(out, `,"processed_time":%q,"request":%s}`+"\n", now, compactJSON([]byte(req.Raw)))
 			j.failed++
 		}
