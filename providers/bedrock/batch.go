@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 
 	"github.com/tidwall/gjson"
@@ -369,3 +370,53 @@ func refusalOr(status int, msg string) error {
 }
 
 var _ batch.NativeAPI = Batches{}
+
+// ParseS3URI reads s3://bucket[/prefix], as the batch_bucket option gives
+// it: a bucket name as S3 names general purpose buckets (3 to 63
+// characters of lower-case letters, digits, '.' and '-', starting and
+// ending with a letter or digit), and a key prefix of non-empty segments
+// of the characters S3 calls safe (letters, digits and !-_.*'()), none "."
+// or "..". A trailing slash is dropped.
+func ParseS3URI(uri string) (bucket, prefix string, err error) {
+	rest, ok := strings.CutPrefix(uri, "s3://")
+	if !ok {
+		return "", "", fmt.Errorf("%q is not an S3 URI (s3://bucket/prefix)", uri)
+	}
+	bucket, prefix, _ = strings.Cut(rest, "/")
+	prefix = strings.TrimSuffix(prefix, "/")
+	if !validBucket(bucket) {
+		return "", "", fmt.Errorf("%q is not an S3 bucket name", bucket)
+	}
+	if prefix == "" {
+		return bucket, "", nil
+	}
+	for seg := range strings.SplitSeq(prefix, "/") {
+		if seg == "" || seg == "." || seg == ".." || strings.IndexFunc(seg, func(r rune) bool {
+			return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || strings.ContainsRune("!-_.*'()", r))
+		}) >= 0 {
+			return "", "", fmt.Errorf("the key prefix %q of %q: use segments of letters, digits and !-_.*'()", prefix, uri)
+		}
+	}
+	return bucket, prefix, nil
+}
+
+func validBucket(b string) bool {
+	if len(b) < 3 || len(b) > 63 || strings.Contains(b, "..") {
+		return false
+	}
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		alnum := 'a' <= c && c <= 'z' || '0' <= c && c <= '9'
+		if !alnum && (i == 0 || i == len(b)-1 || c != '.' && c != '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// roleARN is an IAM role's ARN, as CreateModelInvocationJob takes it.
+var roleARN = regexp.MustCompile(`^arn:aws(-[a-z]+)*:iam::[0-9]{12}:role/[\w+=,.@/-]{1,512}$`)
+
+// ValidRoleARN reports whether s is an IAM role's ARN
+// (arn:aws:iam::<account>:role/<name>).
+func ValidRoleARN(s string) bool { return roleARN.MatchString(s) }
