@@ -451,3 +451,50 @@ func (b Batches) read(ans providers.Answer) ([]byte, error) {
 }
 
 var _ batch.NativeAPI = Batches{}
+
+// ParseGCSURI reads gs://bucket[/prefix], as the batch_bucket option gives
+// it: a bucket name as Cloud Storage names buckets (3 to 63 characters of
+// lower-case letters, digits, '-', '_' and '.', up to 222 with dots,
+// starting and ending with a letter or digit), and an object prefix of
+// non-empty segments of letters, digits and !-_.*'(), none "." or "..". A
+// trailing slash is dropped.
+func ParseGCSURI(uri string) (bucket, prefix string, err error) {
+	rest, ok := strings.CutPrefix(uri, "gs://")
+	if !ok {
+		return "", "", fmt.Errorf("%q is not a Cloud Storage URI (gs://bucket/prefix)", uri)
+	}
+	bucket, prefix, _ = strings.Cut(rest, "/")
+	prefix = strings.TrimSuffix(prefix, "/")
+	if !validBucket(bucket) {
+		return "", "", fmt.Errorf("%q is not a Cloud Storage bucket name", bucket)
+	}
+	if prefix == "" {
+		return bucket, "", nil
+	}
+	for seg := range strings.SplitSeq(prefix, "/") {
+		if seg == "" || seg == "." || seg == ".." || strings.IndexFunc(seg, func(r rune) bool {
+			return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || strings.ContainsRune("!-_.*'()", r))
+		}) >= 0 {
+			return "", "", fmt.Errorf("the object prefix %q of %q: use segments of letters, digits and !-_.*'()", prefix, uri)
+		}
+	}
+	return bucket, prefix, nil
+}
+
+func validBucket(b string) bool {
+	limit := 63
+	if strings.Contains(b, ".") {
+		limit = 222
+	}
+	if len(b) < 3 || len(b) > limit || strings.Contains(b, "..") {
+		return false
+	}
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		alnum := 'a' <= c && c <= 'z' || '0' <= c && c <= '9'
+		if !alnum && (i == 0 || i == len(b)-1 || c != '.' && c != '-' && c != '_') {
+			return false
+		}
+	}
+	return true
+}
