@@ -213,7 +213,7 @@ func (b Batches) Find(ctx context.Context, s *batch.NativeSubmission) (batch.Nat
 
 // Poll reads the job. Bedrock tells no counts while it runs.
 func (b Batches) Poll(ctx context.Context, ref batch.NativeRef) (batch.NativeStatus, error) {
-	got, err := b.control(ctx, http.MethodGet, "/model-invocation-job/"+url.PathEscape(ref.ID), "", nil)
+	got, err := b.control(ctx, http.MethodGet, jobPath(ref.ID), "", nil)
 	if err != nil {
 		return batch.NativeStatus{}, err
 	}
@@ -309,9 +309,15 @@ func (b Batches) ResultLine(line []byte) batch.NativeResult {
 	return res
 }
 
+// jobPath is the path of a job, its ARN escaped as the SDK escapes an
+// HTTP label (':' and '/' too).
+func jobPath(arn string) string {
+	return string(appendEscaped([]byte("/model-invocation-job/"), arn))
+}
+
 // Cancel stops the job; what it finished is written to its output.
 func (b Batches) Cancel(ctx context.Context, ref batch.NativeRef) error {
-	_, err := b.control(ctx, http.MethodPost, "/model-invocation-job/"+url.PathEscape(ref.ID)+"/stop", "", nil)
+	_, err := b.control(ctx, http.MethodPost, jobPath(ref.ID)+"/stop", "", nil)
 	return err
 }
 

@@ -1,0 +1,30 @@
+package vertex
+
+import (
+	"testing"
+
+	"github.com/tidwall/gjson"
+)
+
+// FuzzBatchResultLine: any output line reads without a panic into a
+// chat.completion, an error in OpenAI's shape, or a missing result.
+func FuzzBatchResultLine(f *testing.F) {
+	f.Add(`{"status":"","request":{"labels":{"modelgate_key":"0"}},"response":{"candidates":[{"content":{"role":"model","parts":[{"text":"hi"}]},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":2,"candidatesTokenCount":1}}}`)
+	f.Add(`{"status":"Bad Request: {\"error\": {\"code\": 400, \"message\": \"bad\"}}","request":{}}`)
+	f.Add(`{"status":"x {\"error\":{\"code\":99999,\"message\":\"m\"}}"}`)
+	f.Add(`{"response":"x","status":""}`)
+	b := Batches{}
+	f.Fuzz(func(t *testing.T, line string) {
+		res := b.ResultLine([]byte(line))
+		switch {
+		case res.Status == 0:
+			if res.Code == "" {
+				t.Errorf("no status and no code for %q", line)
+			}
+		case res.Status == 200 && gjson.GetBytes(res.Body, "object").Str != "chat.completion":
+			t.Errorf("answer %s is not a chat.completion", res.Body)
+		case res.Status != 200 && (res.Status < 400 || res.Status > 599 || gjson.GetBytes(res.Body, "error.message").Type != gjson.String):
+			t.Errorf("status %d, body %s", res.Status, res.Body)
+		}
+	})
+}

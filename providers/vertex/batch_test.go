@@ -1,0 +1,134 @@
+package vertex
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/modelgate/modelgate/batch"
+	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/gemini"
+)
+
+func batchesFor(control, storage providers.Send) Batches {
+	return Batches{Control: control, Storage: storage, Bucket: "mg-b", Prefix: "p",
+		Chat: Chat{Google: gemini.Chat{Vertex: true, Project: "proj", Location: "us-central1"}}}
+}
+
+// TestBatchEncode: a chat line becomes {"request": GenerateContentRequest}
+// with its key in a label beside the labels the translator sets; Claude,
+// endpoints and express mode are not batched.
+func TestBatchEncode(t *testing.T) {
+	b := batchesFor(nil, nil)
+	rec, err := b.Encode(batch.EndpointChat, "12", []byte(`{"model":"x","messages":[{"role":"user","content":"hi"}],"max_tokens":20}`), "gemini-2.5-flash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := gjson.ParseBytes(rec)
+	if r.Get("request.labels."+KeyLabel).Str != "12" || r.Get("request.contents.0.parts.0.text").Str != "hi" || r.Get("request.generationConfig.maxOutputTokens").Int() != 20 || len(r.Map()) != 1 {
+		t.Errorf("line %s", rec)
+	}
+	for _, m := range []string{"claude-sonnet-4-5@20250929", "publishers/anthropic/models/claude-sonnet-4-5", "endpoints/123", "publishers/meta/models/llama"} {
+		if _, err := b.Encode(batch.EndpointChat, "1", []byte(`{"messages":[{"role":"user","content":"hi"}]}`), m); err == nil {
+			t.Errorf("%s was encoded for batch prediction", m)
+		}
+	}
+	if l := b.Limits(batch.EndpointChat); l.MaxRequests == 0 {
+		t.Errorf("chat limits %+v", l)
+	}
+	if l := (Batches{}).Limits(batch.EndpointChat); l.MaxRequests != 0 {
+		t.Errorf("express mode limits %+v", l)
+	}
+}
+
+// TestBatchResultLine reads each kind of output line.
+func TestBatchResultLine(t *testing.T) {
+	b := batchesFor(nil, nil)
+	for _, tc := range []struct {
+		name, line, key string
+		status          int
+		code, contains  string
+	}{
+		{"answer", `{"status":"","processed_time":"2026-01-01T00:00:00Z","request":{"contents":[],"labels":{"modelgate_key":"3"}},"response":{"candidates":[{"content":{"role":"model","parts":[{"text":"hello"}]},"finishReason":"STOP"}],"usageMetadata":{"promptTokenCount":2,"candidatesTokenCount":1},"responseId":"r-1"}}`, "3", 200, "", "hello"},
+		{"refused", `{"status":"Bad Request: {\"error\": {\"code\": 400, \"message\": \"Please use a valid role\", \"status\": \"INVALID_ARGUMENT\"}}","request":{"labels":{"modelgate_key":"4"}}}`, "4", 400, "", "Please use a valid role"},
+		{"a status in words", `{"status":"Internal error occurred.","request":{"labels":{"modelgate_key":"5"}}}`, "5", 500, "", "Internal error occurred."},
+		{"an answer that is no answer", `{"status":"","request":{"labels":{"modelgate_key":"6"}},"response":{"candidates":"x"}}`, "6", 502, "", "could not be read"},
+		{"neither", `{"status":"","request":{"labels":{"modelgate_key":"7"}}}`, "7", 0, "result_missing", ""},
+		{"not JSON", `{"status":`, "", 0, "result_missing", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := b.ResultLine([]byte(tc.line))
+			if res.Key != tc.key || res.Status != tc.status || res.Code != tc.code || !strings.Contains(string(res.Body), tc.contains) {
+				t.Errorf("%+v (body %s)", res, res.Body)
+			}
+			if res.Status == 200 && gjson.GetBytes(res.Body, "object").Str != "chat.completion" {
+				t.Errorf("body %s", res.Body)
+			}
+		})
+	}
+}
+
+func answerWith(status int, body string, got *[]providers.Request) providers.Send {
+	return func(_ context.Context, req providers.Request) (providers.Answer, error) {
+		*got = append(*got, req)
+		return providers.Answer{Status: status, Body: io.NopCloser(strings.NewReader(body))}, nil
+	}
+}
+
+// TestBatchPoll maps each job state, carries the output directory in the
+// reference, and refuses names that are not a job's.
+func TestBatchPoll(t *testing.T) {
+	const name = "projects/proj/locations/us-central1/batchPredictionJobs/123"
+	for state, want := range map[string]string{
+		"JOB_STATE_QUEUED": batch.NativeRunning, "JOB_STATE_PENDING": batch.NativeRunning, "JOB_STATE_RUNNING": batch.NativeRunning,
+		"JOB_STATE_CANCELLING": batch.NativeRunning, "JOB_STATE_PAUSED": batch.NativeRunning, "JOB_STATE_SUCCEEDED": batch.NativeCompleted,
+		"JOB_STATE_PARTIALLY_SUCCEEDED": batch.NativeCompleted, "JOB_STATE_CANCELLED": batch.NativeCancelled,
+		"JOB_STATE_EXPIRED": batch.NativeExpired, "JOB_STATE_FAILED": batch.NativeFailed,
+	} {
+		var got []providers.Request
+		body := `{"state":"` + state + `","error":{"code":7,"message":"no access to the bucket"},"outputInfo":{"gcsOutputDirectory":"gs://mg-b/p/out/prediction-model-1"},"completionStats":{"successfulCount":"3","failedCount":"1"}}`
+		st, err := batchesFor(answerWith(200, body, &got), nil).Poll(context.Background(), batch.NativeRef{ID: name})
+		if err != nil || st.State != want || st.Completed != 3 || st.Failed != 1 || st.Ref.Data["output"] != "gs://mg-b/p/out/prediction-model-1" {
+			t.Errorf("%s: %+v, %v; want %s", state, st, err, want)
+		}
+		if state == "JOB_STATE_FAILED" && st.Message != "no access to the bucket" {
+			t.Errorf("failed job's message %q", st.Message)
+		}
+		if len(got) != 1 || got[0].Path != "/"+name || got[0].Method != http.MethodGet {
+			t.Errorf("%s: requests %+v", state, got)
+		}
+	}
+	for _, bad := range []string{"batches/1", "projects/p/locations/l/batchPredictionJobs/../x", "projects/p/locations/l/batchPredictionJobs/1:cancel", "projects/p/locations/l/batchPredictionJobs/1/x"} {
+		var got []providers.Request
+		if _, err := batchesFor(answerWith(200, `{}`, &got), nil).Poll(context.Background(), batch.NativeRef{ID: bad}); err == nil || len(got) != 0 {
+			t.Errorf("%s: %v, %d requests", bad, err, len(got))
+		}
+	}
+}
+
+func TestParseGCSURI(t *testing.T) {
+	for uri, want := range map[string]string{
+		"gs://mg-b":                       "mg-b|",
+		"gs://mg_b.x/a/b/":                "mg_b.x|a/b",
+		"s3://mg-b":                       "error",
+		"gs://MG":                         "error",
+		"gs://mg-":                        "error",
+		"gs://mg-b/a//b":                  "error",
+		"gs://mg-b/./b":                   "error",
+		"gs://mg-b/a%2F":                  "error",
+		"gs://" + strings.Repeat("a", 64): "error",
+	} {
+		bucket, prefix, err := ParseGCSURI(uri)
+		got := bucket + "|" + prefix
+		if err != nil {
+			got = "error"
+		}
+		if got != want {
+			t.Errorf("%s: %s, want %s", uri, got, want)
+		}
+	}
+}
