@@ -23,6 +23,7 @@ import (
 	"github.com/modelgate/modelgate/batch"
 	"github.com/modelgate/modelgate/internal/storagetest"
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/anthropic"
 	"github.com/modelgate/modelgate/providers/bedrock"
 	"github.com/modelgate/modelgate/providers/gemini"
 	"github.com/modelgate/modelgate/providers/providertest"
@@ -312,16 +313,19 @@ func startVertexCloud(t *testing.T) *vertexCloud {
 
 func (c *vertexCloud) api(control, storage providers.Send) vertex.Batches {
 	return vertex.Batches{Control: control, Storage: storage, Bucket: vertexBucket, Prefix: "modelgate",
-		Chat: vertex.Chat{Google: gemini.Chat{Vertex: true, Project: "proj-1", Location: "us-central1"}}}
+		Chat: vertex.Chat{Google: gemini.Chat{Vertex: true, Project: "proj-1", Location: "us-central1"},
+			Claude: anthropic.Vertex{Project: "proj-1", Location: "us-central1"}}}
 }
 
-// TestNativeVertexBatches runs chat lines through Vertex AI batch
-// prediction (the provider fake, lines and predictions in fake-gcs-server):
-// translated into GenerateContentRequests as live requests are, the key in
-// a label, answered out of order as chat.completions, a request Gemini
-// refuses in the error file with its custom_id, a crash right after the
-// upload and right after the create call (one job either way), a cancel
-// and an expiry that keep the half the job finished.
+// TestNativeVertexBatches runs chat lines to Gemini and to Claude through
+// Vertex AI batch prediction (the provider fake, lines and predictions in
+// fake-gcs-server), one job per model: translated as live requests are
+// (GenerateContentRequests with the key in a label, rawPredict bodies
+// with a custom_id), answered out of order as chat.completions, requests
+// each model refuses in the error file with their custom_id, a crash
+// right after the upload and right after the create call (one job per
+// model either way), a cancel and an expiry that keep the half each job
+// finished.
 func TestNativeVertexBatches(t *testing.T) {
 	for _, tc := range []string{"run", "crash after upload", "crash after create", "cancel", "provider expiry"} {
 		t.Run(tc, func(t *testing.T) {
@@ -344,11 +348,13 @@ func TestNativeVertexBatches(t *testing.T) {
 			r := batch.NewRunner(st, "inst", 10*time.Millisecond, live(ex, map[string]batch.NativeAPI{"vertex": api}))
 			var lines []string
 			for i := range n {
-				extra := ""
+				extra, claude := "", ""
 				if i == 3 || i == 20 {
 					extra = `,"temperature":5` // Gemini refuses this one
+					claude = `,"top_p":1.5`    // and Claude this one
 				}
-				lines = append(lines, chatLine(fmt.Sprintf("v-%d", i), "vertex/gemini-2.5-flash", extra))
+				lines = append(lines, chatLine(fmt.Sprintf("v-%d", i), "vertex/gemini-2.5-flash", extra),
+					chatLine(fmt.Sprintf("c-%d", i), "vertex/claude-sonnet-4-5@20250929", claude))
 			}
 			ctx := context.Background()
 			f, _ := st.PutFile(ctx, "o", "in.jsonl", batch.PurposeBatch, strings.NewReader(strings.Join(lines, "\n")+"\n"), 1<<30)
@@ -384,32 +390,34 @@ func TestNativeVertexBatches(t *testing.T) {
 			t.Cleanup(func() { _ = r.Destruct() })
 			done := waitStatus(t, st, b.ID, status)
 			got, counts := results(t, st, done)
-			if len(counts) != n {
-				t.Fatalf("%d custom_ids have results, want %d", len(counts), n)
+			if len(counts) != 2*n {
+				t.Fatalf("%d custom_ids have results, want %d", len(counts), 2*n)
 			}
 			for id, k := range counts {
 				if k != 1 {
 					t.Errorf("%s has %d result lines", id, k)
 				}
 			}
-			for i := range n {
-				l := got[fmt.Sprintf("v-%d", i)]
-				switch {
-				case (tc == "cancel" || tc == "provider expiry") && i >= n/2:
-					if want := map[string]string{"cancel": "batch_cancelled", "provider expiry": "batch_expired"}[tc]; l.Get("error.code").Str != want {
-						t.Errorf("v-%d: %s, want %s", i, l.Raw, want)
+			for _, p := range []string{"v", "c"} {
+				for i := range n {
+					l := got[fmt.Sprintf("%s-%d", p, i)]
+					switch {
+					case (tc == "cancel" || tc == "provider expiry") && i >= n/2:
+						if want := map[string]string{"cancel": "batch_cancelled", "provider expiry": "batch_expired"}[tc]; l.Get("error.code").Str != want {
+							t.Errorf("%s-%d: %s, want %s", p, i, l.Raw, want)
+						}
+					case i == 3 || i == 20:
+						if l.Get("response.status_code").Int() != 400 || l.Get("response.body.error.message").Str == "" {
+							t.Errorf("%s-%d: %s, want the model's 400", p, i, l.Raw)
+						}
+					case l.Get("response.status_code").Int() != 200 || l.Get("response.body.object").Str != "chat.completion" ||
+						!strings.Contains(l.Get("response.body.choices.0.message.content").Str, fmt.Sprintf("say %s-%d", p, i)) || l.Get("response.body.usage.total_tokens").Int() == 0:
+						t.Errorf("%s-%d: %s", p, i, l.Raw)
 					}
-				case i == 3 || i == 20:
-					if l.Get("response.status_code").Int() != 400 || l.Get("response.body.error.message").Str == "" {
-						t.Errorf("v-%d: %s, want Gemini's 400", i, l.Raw)
-					}
-				case l.Get("response.status_code").Int() != 200 || l.Get("response.body.object").Str != "chat.completion" ||
-					!strings.Contains(l.Get("response.body.choices.0.message.content").Str, fmt.Sprintf("say v-%d", i)) || l.Get("response.body.usage.total_tokens").Int() == 0:
-					t.Errorf("v-%d: %s", i, l.Raw)
 				}
 			}
-			if j := cloud.fake.VertexJobsCreated(); j != 1 || ex.ran.Load() != 0 {
-				t.Errorf("%d jobs, %d gateway lines; want 1 and 0", j, ex.ran.Load())
+			if j := cloud.fake.VertexJobsCreated(); j != 2 || ex.ran.Load() != 0 {
+				t.Errorf("%d jobs, %d gateway lines; want 2 (one per model) and 0", j, ex.ran.Load())
 			}
 		})
 	}

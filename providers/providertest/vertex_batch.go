@@ -13,7 +13,8 @@ import (
 	"github.com/tidwall/gjson"
 )
 
-// vertexBatchFormat is Vertex AI's batch prediction for Gemini models:
+// vertexBatchFormat is Vertex AI's batch prediction for Gemini and Claude
+// models:
 // POST /v1/projects/{project}/locations/{location}/batchPredictionJobs
 // ({"displayName","model","inputConfig":{"instancesFormat":"jsonl",
 // "gcsSource":{"uris"}},"outputConfig":{"predictionsFormat":"jsonl",
@@ -21,9 +22,11 @@ import (
 // (filter display_name="…", pageSize, pageToken), GET
 // …/batchPredictionJobs/{id} and POST …/batchPredictionJobs/{id}:cancel,
 // with the bearer tokens vertexFormat takes. The input, lines
-// {"request": GenerateContentRequest}, is read from Options.Objects once
-// the job runs; each request is answered as the fake answers
-// generateContent on Vertex AI for the job's model, and the output, lines
+// {"request": GenerateContentRequest} (Claude: {"custom_id","request"},
+// the request a rawPredict body), is read from Options.Objects once the
+// job runs; each request is answered as the fake answers generateContent
+// (rawPredict) on Vertex AI for the job's model, and the output, lines
+// (Claude's with their custom_id first)
 // {"status":"","processed_time","request","response"} or {"status":
 // "<reason>: <Google's error JSON>","processed_time","request"} in reverse
 // order, is written to
@@ -91,6 +94,7 @@ func (vertexBatchFormat) fail(w http.ResponseWriter, r *http.Request, f fault) {
 // vertexJob is a batch prediction job of the fake.
 type vertexJob struct {
 	name, display, model, parent string
+	publisher                    string // google or anthropic
 	inURI, outPrefix, outDir     string
 	state                        string
 	ok, failed, total            int
@@ -167,8 +171,8 @@ func (f vertexBatchFormat) create(c *call, st *vertexJobStore, parent string) {
 	switch {
 	case q[0].Str == "":
 		googleError(c.w, http.StatusBadRequest, "INVALID_ARGUMENT", "List of found errors:\t1.Field: batch_prediction_job.display_name; Message: Required field is not set.", "")
-	case !strings.HasPrefix(q[1].Str, "publishers/google/models/") && !strings.Contains(q[1].Str, "/publishers/google/models/"):
-		googleError(c.w, http.StatusBadRequest, "INVALID_ARGUMENT", "model: a publisher model (publishers/google/models/{model}) is required", "")
+	case vertexPublisher(q[1].Str) == "":
+		googleError(c.w, http.StatusBadRequest, "INVALID_ARGUMENT", "model: a publisher model (publishers/{google,anthropic}/models/{model}) is required", "")
 	case q[2].Str != "jsonl" || q[4].Str != "jsonl":
 		googleError(c.w, http.StatusBadRequest, "INVALID_ARGUMENT", "instancesFormat and predictionsFormat must be jsonl here", "")
 	case len(uris) != 1 || !strings.HasPrefix(uris[0].Str, "gs://") || !strings.HasPrefix(q[5].Str, "gs://"):
@@ -177,7 +181,7 @@ func (f vertexBatchFormat) create(c *call, st *vertexJobStore, parent string) {
 		st.mu.Lock()
 		defer st.mu.Unlock()
 		j := &vertexJob{name: parent + "/" + vertexJobs + "/" + strconv.Itoa(7000000000+len(st.order)+1), display: q[0].Str,
-			model: c.model, parent: parent, inURI: uris[0].Str, outPrefix: strings.TrimSuffix(q[5].Str, "/"),
+			model: c.model, publisher: vertexPublisher(q[1].Str), parent: parent, inURI: uris[0].Str, outPrefix: strings.TrimSuffix(q[5].Str, "/"),
 			state: "JOB_STATE_PENDING", created: time.Now().UTC()}
 		st.jobs[j.name] = j
 		st.order = append(st.order, j.name)
@@ -233,7 +237,7 @@ func (j *vertexJob) object() []byte {
 	b = appendString(b, j.name)
 	b = append(b, `,"displayName":`...)
 	b = appendString(b, j.display)
-	b = fmt.Appendf(b, `,"model":"publishers/google/models/%s","state":%q,"createTime":%q`, j.model, j.state, j.created.Format(time.RFC3339Nano))
+	b = fmt.Appendf(b, `,"model":"publishers/%s/models/%s","state":%q,"createTime":%q`, j.publisher, j.model, j.state, j.created.Format(time.RFC3339Nano))
 	b = append(b, `,"inputConfig":{"instancesFormat":"jsonl","gcsSource":{"uris":[`...)
 	b = appendString(b, j.inURI)
 	b = append(b, `]}},"outputConfig":{"predictionsFormat":"jsonl","gcsDestination":{"outputUriPrefix":`...)
@@ -293,11 +297,17 @@ func (s *Server) endVertexJob(j *vertexJob, state string) {
 			continue
 		}
 		status, body := s.vertexGenerate(j, []byte(req.Raw))
+		id := ""
+		if j.publisher == "anthropic" {
+			id = `"custom_id":` + string(appendString(nil, gjson.GetBytes(lines[i], "custom_id").Str)) + ","
+		}
 		if status == http.StatusOK {
-			out = fmt.Appendf(out, `{"status":"","processed_time":%q,"request":%s,"response":%s}`+"\n", now, compactJSON([]byte(req.Raw)), compactJSON(body))
+			out = fmt.Appendf(out, `{%s"status":"","processed_time":%q,"request":%s,"response":%s}`+"\n", id, now, compactJSON([]byte(req.Raw)), compactJSON(body))
 			j.ok++
 		} else {
-			out = append(out, `{"status":`...)
+			out = append(out, '{')
+			out = append(out, id...)
+			out = append(out, `"status":`...)
 			out = appendString(out, http.StatusText(status)+": "+string(compactJSON(body)))
 			out = fmt.Appendf(out, `,"processed_time":%q,"request":%s}`+"\n", now, compactJSON([]byte(req.Raw)))
 			j.failed++
@@ -312,13 +322,33 @@ func (s *Server) endVertexJob(j *vertexJob, state string) {
 	j.state = state
 }
 
-// vertexGenerate answers a GenerateContentRequest for the job's model as
-// the fake answers generateContent on Vertex AI.
+// vertexGenerate answers a request for the job's model as the fake
+// answers generateContent on Vertex AI, or rawPredict for Claude.
 func (s *Server) vertexGenerate(j *vertexJob, body []byte) (int, []byte) {
 	rec := httptest.NewRecorder()
-	r := httptest.NewRequest(http.MethodPost, "/v1/"+j.parent+"/publishers/google/models/"+j.model+":generateContent", bytes.NewReader(body))
+	method := ":generateContent"
+	if j.publisher == "anthropic" {
+		method = ":rawPredict"
+	}
+	r := httptest.NewRequest(http.MethodPost, "/v1/"+j.parent+"/publishers/"+j.publisher+"/models/"+j.model+method, bytes.NewReader(body))
 	r.Header.Set("Content-Type", "application/json")
 	c := &call{s: s, f: vertexFormat{}, w: rec, r: r, body: body, model: j.model, id: strconv.FormatInt(s.seq.Add(1), 10)}
-	serveGenerate(c, true)
+	if j.publisher == "anthropic" {
+		serveVertexClaude(c, "rawPredict")
+	} else {
+		serveGenerate(c, true)
+	}
 	return rec.Code, rec.Body.Bytes()
+}
+
+// vertexPublisher is the publisher of a job's model,
+// [projects/…/locations/…/]publishers/{google,anthropic}/models/{name}.
+func vertexPublisher(model string) string {
+	for _, p := range []string{"google", "anthropic"} {
+		prefix := "publishers/" + p + "/models/"
+		if i := strings.Index(model, prefix); (i == 0 || i > 0 && model[i-1] == '/') && len(model) > i+len(prefix) {
+			return p
+		}
+	}
+	return ""
 }

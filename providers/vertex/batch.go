@@ -19,14 +19,17 @@ import (
 )
 
 // Batches is Vertex AI's batch prediction as the batch engine's NativeAPI,
-// for Google's Gemini models: a unified chat line becomes a line
-// {"request": GenerateContentRequest} translated as a live chat request
-// is, its key in the request's labels (KeyLabel), which the output
-// echoes. The part's lines go to Cloud Storage (Bucket, under Prefix) as
-// one JSONL object, a batch prediction job of the project and location of
-// Chat.Google reads them and writes predictions.jsonl beside them; each
-// output line's response becomes a chat.completion again, its status (an
-// error) the unified error.
+// for Google's Gemini models and Anthropic's Claude models. A unified chat
+// line becomes, for Gemini, a line {"request": GenerateContentRequest}
+// translated as a live chat request is, its key in the request's labels
+// (KeyLabel), which the output echoes; for Claude, a line {"custom_id",
+// "request"} whose request is the rawPredict body (Anthropic's Messages
+// body, anthropic_version vertex-2023-10-16, no model). The part's lines
+// go to Cloud Storage (Bucket, under Prefix) as one JSONL object, a batch
+// prediction job of the project and location of Chat.Google reads them
+// and writes its prediction files beside them; each output line's
+// response becomes a chat.completion again, its status (an error) the
+// unified error.
 //
 // Two services carry its requests: Control, Vertex AI itself, below the
 // provider's base URL (https://{location}-aiplatform.googleapis.com/v1),
@@ -61,12 +64,15 @@ func (b Batches) Limits(endpoint string) batch.NativeLimits {
 	return batch.NativeLimits{MaxRequests: 200_000, MaxBytes: 1_000_000_000}
 }
 
-// publisherModel is the job's model resource for a Gemini model:
-// publishers/google/models/{name}. Claude models, endpoints and other
-// publishers' models have none here.
+// publisherModel is the job's model resource: publishers/google/models/
+// {name} for a Gemini model, publishers/anthropic/models/{name} for
+// Claude. Endpoints and other publishers' models have none here.
 func publisherModel(model string) (string, bool) {
-	if _, claude := Claude(model); claude {
-		return "", false
+	if name, claude := Claude(model); claude {
+		if name == "" || strings.Contains(name, "/") {
+			return "", false
+		}
+		return anthropicPrefix + name, true
 	}
 	name := strings.TrimPrefix(strings.TrimPrefix(model, "publishers/google/models/"), "models/")
 	if name == "" || strings.Contains(name, "/") {
@@ -76,10 +82,13 @@ func publisherModel(model string) (string, bool) {
 }
 
 // Encode writes one line: {"request": GenerateContentRequest}, the key in
-// the request's labels.
+// the request's labels, or Claude's {"custom_id","request"}.
 func (b Batches) Encode(_, key string, body []byte, model string) ([]byte, error) {
 	if _, ok := publisherModel(model); !ok {
-		return nil, providers.UnsupportedBecause("model", "Vertex AI batch prediction is used for Google's publisher models only")
+		return nil, providers.UnsupportedBecause("model", "Vertex AI batch prediction is used for Google's and Anthropic's publisher models only")
+	}
+	if name, claude := Claude(model); claude {
+		return b.encodeClaude(key, body, name)
 	}
 	req, err := b.Chat.Google.ChatRequest(body, model)
 	if err != nil {
@@ -104,6 +113,29 @@ func (b Batches) Encode(_, key string, body []byte, model string) ([]byte, error
 	l.Str(KeyLabel, key)
 	l.End()
 	r.End()
+	o.End()
+	return w.Finish()
+}
+
+// encodeClaude writes Claude's line: {"custom_id","request"}, the request
+// the rawPredict body of the chat line. A line that needs a beta, which
+// rawPredict takes in a header that a batch has not, is refused: it runs
+// in the gateway.
+func (b Batches) encodeClaude(key string, body []byte, model string) ([]byte, error) {
+	if b.Chat.Claude.Project == "" {
+		return nil, noProject(model)
+	}
+	req, err := b.Chat.Claude.ChatRequest(body, model)
+	if err != nil {
+		return nil, err
+	}
+	if len(req.Header.Values("Anthropic-Beta")) > 0 {
+		return nil, providers.UnsupportedBecause("model", "this request needs an Anthropic beta, which Vertex AI batch prediction cannot send")
+	}
+	w := jsonw.New(make([]byte, 0, len(req.Body)+48))
+	o := w.Object()
+	o.Str("custom_id", key)
+	o.Raw("request", string(req.Body))
 	o.End()
 	return w.Finish()
 }
@@ -134,7 +166,7 @@ func (b Batches) Submit(ctx context.Context, s *batch.NativeSubmission) (batch.N
 	}
 	model, ok := publisherModel(s.Model)
 	if !ok || b.Chat.Google.Project == "" {
-		return batch.NativeRef{}, &batch.NativeRefusal{Status: http.StatusBadRequest, Message: "Vertex AI batch prediction takes Google's models on a project"}
+		return batch.NativeRef{}, &batch.NativeRefusal{Status: http.StatusBadRequest, Message: "Vertex AI batch prediction takes publisher models on a project"}
 	}
 	if b.Bucket == "" {
 		return batch.NativeRef{}, &batch.NativeRefusal{Status: http.StatusBadRequest, Message: "Vertex AI batch prediction needs a bucket (batch_bucket)"}
@@ -379,11 +411,30 @@ func (b Batches) ResultLine(line []byte) batch.NativeResult {
 	if !providers.ValidJSON(line) {
 		return batch.NativeResult{Code: "result_missing", Message: "The provider's result for this request could not be read."}
 	}
-	f := gjson.GetManyBytes(line, "request.labels."+KeyLabel, "response", "status")
+	f := gjson.GetManyBytes(line, "request.labels."+KeyLabel, "response", "status", "custom_id", "result")
 	res := batch.NativeResult{Key: f[0].Str}
+	if f[3].Type == gjson.String {
+		res.Key = f[3].Str
+	}
+	if r := f[4]; r.IsObject() && !f[1].Exists() {
+		// Anthropic's own result shape: {"type":"succeeded","message"}
+		// or {"type":"errored","error"}.
+		switch r.Get("type").Str {
+		case "succeeded":
+			f[1] = r.Get("message")
+		case "errored":
+			e := r.Get("error")
+			if e.Get("error").IsObject() {
+				e = e.Get("error") // {"type":"error","error":{…}}
+			}
+			pe := b.Chat.Claude.Error(claudeStatus(e.Get("type").Str), nil, []byte(`{"type":"error","error":`+e.Raw+`}`))
+			res.Status, res.Body = pe.Status, pe.JSON()
+			return res
+		}
+	}
 	switch {
 	case f[1].IsObject() && f[2].Str == "":
-		body, _, err := b.Chat.Google.ChatResponse([]byte(f[1].Raw))
+		body, _, err := b.Chat.ChatResponse([]byte(f[1].Raw))
 		if err != nil {
 			e := &providers.Error{Status: http.StatusBadGateway, Type: "server_error", Message: "the provider's answer could not be read"}
 			res.Status, res.Body = e.Status, e.JSON()
@@ -391,7 +442,7 @@ func (b Batches) ResultLine(line []byte) batch.NativeResult {
 		}
 		res.Status, res.Body, res.RequestID = http.StatusOK, body, f[1].Get("responseId").Str
 	case f[2].Type == gjson.String && f[2].Str != "":
-		e := statusError(f[2].Str)
+		e := b.statusError(f[2].Str)
 		res.Status, res.Body = e.Status, e.JSON()
 	default:
 		res.Code, res.Message = "result_missing", "The provider's result for this request could not be read."
@@ -399,13 +450,39 @@ func (b Batches) ResultLine(line []byte) batch.NativeResult {
 	return res
 }
 
+// claudeStatus is the status Anthropic answers an error type with.
+func claudeStatus(typ string) int {
+	switch typ {
+	case "invalid_request_error":
+		return http.StatusBadRequest
+	case "authentication_error":
+		return http.StatusUnauthorized
+	case "permission_error":
+		return http.StatusForbidden
+	case "not_found_error":
+		return http.StatusNotFound
+	case "request_too_large":
+		return http.StatusRequestEntityTooLarge
+	case "rate_limit_error":
+		return http.StatusTooManyRequests
+	case "overloaded_error":
+		return 529
+	}
+	return http.StatusInternalServerError
+}
+
 // statusError is the unified error of an output line's status: Google's
-// error JSON when the text holds one, else a 500 with the text.
-func statusError(text string) *providers.Error {
+// error JSON ({"error":{"code","message"}}) or Anthropic's
+// ({"type":"error","error":{"type","message"}}) when the text holds one,
+// else a 500 with the text.
+func (b Batches) statusError(text string) *providers.Error {
 	if i := strings.IndexByte(text, '{'); i >= 0 && providers.ValidJSON([]byte(text[i:])) {
 		e := gjson.Get(text[i:], "error")
 		if code := int(e.Get("code").Int()); code >= 400 && code <= 599 && e.Get("message").Str != "" {
 			return &providers.Error{Status: code, Type: providers.TypeForStatus(code), Message: e.Get("message").Str}
+		}
+		if typ := e.Get("type").Str; typ != "" && e.Get("message").Str != "" {
+			return b.Chat.Claude.Error(claudeStatus(typ), nil, []byte(text[i:]))
 		}
 	}
 	if len(text) > 2048 {

@@ -13,6 +13,8 @@ func FuzzBatchResultLine(f *testing.F) {
 	f.Add(`{"status":"Bad Request: {\"error\": {\"code\": 400, \"message\": \"bad\"}}","request":{}}`)
 	f.Add(`{"status":"x {\"error\":{\"code\":99999,\"message\":\"m\"}}"}`)
 	f.Add(`{"response":"x","status":""}`)
+	f.Add(`{"custom_id":"1","result":{"type":"errored","error":{"type":"error","error":{"type":"overloaded_error","message":"m"}}}}`)
+	f.Add(`{"custom_id":"2","status":"x {\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"m\"}}"}`)
 	b := Batches{}
 	f.Fuzz(func(t *testing.T, line string) {
 		res := b.ResultLine([]byte(line))

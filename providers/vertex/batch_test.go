@@ -11,12 +11,14 @@ import (
 
 	"github.com/modelgate/modelgate/batch"
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/anthropic"
 	"github.com/modelgate/modelgate/providers/gemini"
 )
 
 func batchesFor(control, storage providers.Send) Batches {
 	return Batches{Control: control, Storage: storage, Bucket: "mg-b", Prefix: "p",
-		Chat: Chat{Google: gemini.Chat{Vertex: true, Project: "proj", Location: "us-central1"}}}
+		Chat: Chat{Google: gemini.Chat{Vertex: true, Project: "proj", Location: "us-central1"},
+			Claude: anthropic.Vertex{Project: "proj", Location: "us-central1"}}}
 }
 
 // TestBatchEncode: a chat line becomes {"request": GenerateContentRequest}
@@ -32,7 +34,19 @@ func TestBatchEncode(t *testing.T) {
 	if r.Get("request.labels."+KeyLabel).Str != "12" || r.Get("request.contents.0.parts.0.text").Str != "hi" || r.Get("request.generationConfig.maxOutputTokens").Int() != 20 || len(r.Map()) != 1 {
 		t.Errorf("line %s", rec)
 	}
-	for _, m := range []string{"claude-sonnet-4-5@20250929", "publishers/anthropic/models/claude-sonnet-4-5", "endpoints/123", "publishers/meta/models/llama"} {
+	rec, err = b.Encode(batch.EndpointChat, "13", []byte(`{"model":"x","messages":[{"role":"user","content":"hi"}],"max_tokens":20}`), "claude-sonnet-4-5@20250929")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = gjson.ParseBytes(rec)
+	if r.Get("custom_id").Str != "13" || r.Get("request.anthropic_version").Str != anthropic.VertexVersion || r.Get("request.model").Exists() ||
+		r.Get("request.messages.0.content").String() == "" || len(r.Map()) != 2 {
+		t.Errorf("Claude's line %s", rec)
+	}
+	if _, err := (Batches{Chat: Chat{Google: gemini.Chat{Vertex: true, Project: "p"}}}).Encode(batch.EndpointChat, "1", []byte(`{"messages":[{"role":"user","content":"hi"}]}`), "claude-sonnet-4-5"); err == nil {
+		t.Error("Claude without a project was encoded")
+	}
+	for _, m := range []string{"publishers/anthropic/models/a/b", "endpoints/123", "publishers/meta/models/llama"} {
 		if _, err := b.Encode(batch.EndpointChat, "1", []byte(`{"messages":[{"role":"user","content":"hi"}]}`), m); err == nil {
 			t.Errorf("%s was encoded for batch prediction", m)
 		}
@@ -58,6 +72,10 @@ func TestBatchResultLine(t *testing.T) {
 		{"a status in words", `{"status":"Internal error occurred.","request":{"labels":{"modelgate_key":"5"}}}`, "5", 500, "", "Internal error occurred."},
 		{"an answer that is no answer", `{"status":"","request":{"labels":{"modelgate_key":"6"}},"response":{"candidates":"x"}}`, "6", 502, "", "could not be read"},
 		{"neither", `{"status":"","request":{"labels":{"modelgate_key":"7"}}}`, "7", 0, "result_missing", ""},
+		{"Claude's answer", `{"custom_id":"8","status":"","request":{},"response":{"id":"msg_1","type":"message","role":"assistant","model":"claude","content":[{"type":"text","text":"hey"}],"stop_reason":"end_turn","usage":{"input_tokens":3,"output_tokens":1}}}`, "8", 200, "", "hey"},
+		{"Claude's refusal", `{"custom_id":"9","status":"Bad Request: {\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\",\"message\":\"top_p: bad\"}}","request":{}}`, "9", 400, "", "top_p: bad"},
+		{"Anthropic's result shape", `{"custom_id":"10","result":{"type":"succeeded","message":{"id":"msg_2","type":"message","role":"assistant","model":"claude","content":[{"type":"text","text":"yo"}],"stop_reason":"end_turn","usage":{"input_tokens":3,"output_tokens":1}}}}`, "10", 200, "", "yo"},
+		{"Anthropic's errored result", `{"custom_id":"11","result":{"type":"errored","error":{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}}}`, "11", 429, "", "slow down"},
 		{"not JSON", `{"status":`, "", 0, "result_missing", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
