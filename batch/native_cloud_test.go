@@ -239,6 +239,18 @@ func TestNativeBedrockBatches(t *testing.T) {
 			if j := cloud.fake.BedrockJobsCreated(); j != 1 || ex.ran.Load() != 0 {
 				t.Errorf("%d jobs, %d gateway lines; want 1 and 0", j, ex.ran.Load())
 			}
+			// One create call even after a crash: the restarted runner
+			// found the job by its name rather than relying on the
+			// request token.
+			creates := 0
+			for _, rq := range cloud.fake.Requests() {
+				if rq.Method == http.MethodPost && rq.Path == "/model-invocation-job" {
+					creates++
+				}
+			}
+			if creates != 1 {
+				t.Errorf("%d create calls, want 1", creates)
+			}
 			// The job read the records the part uploaded: InvokeModel
 			// bodies keyed by the line's place.
 			in, err := cloud.objects.Get(bedrockBucket, "modelgate/batches/"+markerOf(t, cloud.fake)+"/records.jsonl")
