@@ -71,7 +71,13 @@ func (b Batches) Encode(_, key string, body []byte, model string) ([]byte, error
 	if baseFamily(b.Messages.BaseModels, model).provider != "anthropic" {
 		return nil, providers.UnsupportedBecause("model", "Bedrock batch inference is used for Claude models only")
 	}
-	req, err := b.Chat.ChatRequest(body, model)
+	// The translator learns Claude's features from the model's name: for
+	// an id that does not say which model it is, the base model's.
+	named := model
+	if base, ok := b.Messages.BaseModels[model]; ok {
+		named = base
+	}
+	req, err := b.Chat.ChatRequest(body, named)
 	if err != nil {
 		return nil, err
 	}

@@ -35,6 +35,18 @@ func TestBatchEncode(t *testing.T) {
 	case strings.Contains(string(rec), "\n"):
 		t.Errorf("the record is more than one line: %s", rec)
 	}
+	// An application inference profile is batched as the Claude model
+	// behind it, with that model's features (Sonnet 4.6: adaptive
+	// thinking).
+	profile := "arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/team-a"
+	withBase := Batches{Messages: Messages{BaseModels: map[string]string{profile: "anthropic.claude-sonnet-4-6"}}}
+	if rec, err := withBase.Encode(batch.EndpointChat, "2", []byte(`{"messages":[{"role":"user","content":"hi"}],"reasoning_effort":"low"}`), profile); err != nil ||
+		gjson.GetBytes(rec, "modelInput.thinking.type").Str != "adaptive" {
+		t.Errorf("a profile of Claude: %s, %v", rec, err)
+	}
+	if _, err := b.Encode(batch.EndpointChat, "1", []byte(`{"messages":[{"role":"user","content":"hi"}]}`), profile); err == nil {
+		t.Error("a profile of an unknown model was encoded")
+	}
 	if _, err := b.Encode(batch.EndpointChat, "1", []byte(`{"messages":[{"role":"user","content":"hi"}]}`), "amazon.nova-lite-v1:0"); err == nil {
 		t.Error("a Nova line was encoded for batch inference")
 	}
