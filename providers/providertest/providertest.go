@@ -32,6 +32,13 @@
 //	             Google token endpoint POST /oauth2/token that issues the tokens to the
 //	             service account of GoogleServiceAccount (see GoogleTokens); Google's
 //	             embeddings are described in gemini_embeddings.go
+//	bedrock_batch POST /model-invocation-job, GET /model-invocation-jobs, GET and
+//	             POST …/{jobArn}[/stop]: Bedrock batch inference (SigV4 as bedrock's),
+//	             its jobs run against Options.Objects (bedrock_batch.go)
+//	vertex_batch POST and GET /v1/projects/{p}/locations/{l}/batchPredictionJobs, GET
+//	             and POST …/{id}[:cancel]: Vertex AI batch prediction for Gemini and
+//	             Claude (bearer tokens as vertex's), its jobs run against
+//	             Options.Objects (vertex_batch.go)
 //	cohere       POST /cohere/v2/rerank      jina      POST /jina/v1/rerank
 //	voyage       POST /voyage/v1/rerank      tei       POST /tei/rerank
 //	vllm         POST /vllm/v1/rerank        infinity  POST /infinity/rerank
