@@ -23,6 +23,7 @@ import (
 	"github.com/modelgate/modelgate/pricing"
 	"github.com/modelgate/modelgate/providers/responses"
 	"github.com/modelgate/modelgate/quota"
+	"github.com/modelgate/modelgate/respcache"
 	"github.com/modelgate/modelgate/retention"
 	"github.com/modelgate/modelgate/state"
 	"github.com/modelgate/modelgate/usage"
@@ -91,13 +92,17 @@ type App struct {
 	StorageQuota *StorageQuotaConfig `json:"storage_quota,omitempty"`
 
 	// Cache configures the response cache: an exact repeat of a request by
-	// the same account is answered without a provider call. It is read and
-	// checked; the cache is not yet in the request path. Default: off.
+	// the same account is answered without a provider call. Default: off.
 	Cache *CacheConfig `json:"cache,omitempty"`
 
 	// Guardrails are the guards of requests and answers (PII, patterns,
 	// a screening service, moderation). Default: none.
 	Guardrails *guardrails.Config `json:"guardrails,omitempty"`
+
+	// Tracing says what the spans of traced calls hold (see
+	// docs/tracing.md); the spans come with Caddy's tracing handler in the
+	// route. Default: no prompts or answers in spans.
+	Tracing *TracingConfig `json:"tracing,omitempty"`
 
 	// Prices override and extend the price table shipped in the binary
 	// (pricing/prices.json): a JSON price file and entries of their own.
@@ -163,6 +168,9 @@ type App struct {
 	standbyQuota *quota.Quota    // on an in-process state, while a shared one is unreachable
 	usage        *usage.Recorder // the usage records, in storage
 
+	cache        *respcache.Cache // the response cache; nil: off
+	releaseCache func()           // gives back the in-memory answers Provision took
+
 	ctx    caddy.Context
 	events *caddyevents.App
 
@@ -206,7 +214,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 		if !b.provisioned() {
 			return fmt.Errorf("provider %q: module %T did not call ProvisionBase in its Provision", name, m)
 		}
-		a.providers[name] = gateway.NewProvider(name, string(p.CaddyModule().ID.Name()), b.Models, p.Endpoints(), b.upstream)
+		gp := gateway.NewProvider(name, string(p.CaddyModule().ID.Name()), b.Models, p.Endpoints(), b.upstream)
+		gp.Address, gp.Port = serverAddress(b.baseURL)
+		a.providers[name] = gp
 	}
 	switch a.BuiltinTools {
 	case "", responses.BuiltinDrop, responses.BuiltinRefuse:
@@ -246,6 +256,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.provisionRetention(); err != nil {
 		return err
 	}
+	if err := a.provisionCache(); err != nil {
+		return err
+	}
 	return a.provisionGateway()
 }
 
@@ -270,8 +283,10 @@ func (a *App) provisionGateway() error {
 		Responses: gateway.ResponseStore{Storage: a.storage, ID: a.responsesID, Writes: a.responseWrites, Now: a.stateShared,
 			TTL: time.Duration(a.retention().Responses)},
 		StorageQuota: a.storageQuota(),
+		Cache:        a.cache,
 		Observer:     observer{a},
 		Logger:       a.logger,
+		Tracing:      a.Tracing.gateway(),
 	})
 	if err != nil {
 		return err
@@ -285,6 +300,11 @@ func (a *App) provisionGateway() error {
 func (a *App) Validate() error {
 	if err := a.Limits.validate(); err != nil {
 		return err
+	}
+	if a.Cache != nil {
+		if _, err := a.Cache.Engine(); err != nil {
+			return err
+		}
 	}
 	if a.Accounts != nil {
 		if err := a.Accounts.Validate(); err != nil {
@@ -417,6 +437,10 @@ func (a *App) provisionPrices() error {
 func (a *App) Cleanup() error {
 	a.waitResponseWrites(10 * time.Second)
 	a.cleanupState()
+	if a.releaseCache != nil {
+		a.releaseCache()
+		a.releaseCache = nil
+	}
 	return nil
 }
 

@@ -119,6 +119,7 @@ func (g *Gateway) Serve(ctx context.Context, c *Call, o *Outcome) {
 	if c.Log == nil {
 		c.Log = g.log
 	}
+	ctx = g.traceCall(ctx, c, o)
 	// A managed key in a request (a key pasted into a prompt or a tool
 	// result) is on its way into a provider's logs: it is reported exposed.
 	// Nearly no request holds one: where it was seen is named (a string
@@ -142,6 +143,7 @@ func (g *Gateway) Serve(ctx context.Context, c *Call, o *Outcome) {
 	default:
 		o.fail(openAIAPI, notFound("", "no such endpoint"))
 	}
+	o.trace.end(c, o)
 	if o.Status != 0 {
 		g.obs.Answered(c, o)
 	}
@@ -173,7 +175,12 @@ func (g *Gateway) serve(ctx context.Context, c *Call, o *Outcome, rq *request) {
 	if !ok {
 		return // refused (a limit or a budget): o says why
 	}
-	at := attempt{api: a, sink: c.Sink, o: o, obs: g.obs}
+	cc := g.cacheFor(ctx, c, o, targets)
+	if cc != nil && cc.hit {
+		g.serveHit(ctx, c, o, rq, adm, cc)
+		return
+	}
+	at := attempt{api: a, sink: cc.sink(c), o: o, obs: g.obs}
 	var last *failure
 	// The targets are tried in their order: the next target is chosen
 	// here.
@@ -193,11 +200,14 @@ func (g *Gateway) serve(ctx context.Context, c *Call, o *Outcome, rq *request) {
 			last = &failure{err: asProviderError(err)}
 			continue
 		}
-		status, f := at.forward(ctx, t.Provider, preq, &ex)
+		actx := o.trace.startAttempt(ctx, o, t, &preq, &ex)
+		status, f := at.forward(actx, t.Provider, preq, &ex)
+		o.trace.endAttempt(c.API, o, status, f)
 		if f == nil {
 			o.Target = t
 			if status < 300 {
 				g.settle(ctx, o, rq, adm)
+				g.cacheStore(ctx, cc, o)
 			} else {
 				adm.done(ctx, nil)
 			}

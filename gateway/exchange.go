@@ -149,6 +149,7 @@ func (at *attempt) send(ctx context.Context, p *Provider, preq providers.Request
 	start := time.Now()
 	err := p.Upstream.Send(ctx, preq, ex.stream, uw)
 	at.obs.Upstream(p.Name, uw.status, time.Since(start))
+	at.o.trace.sent(uw.status, err, uw.streaming, uw.failed)
 	switch {
 	case uw.streaming:
 		uw.finishStream(err != nil)

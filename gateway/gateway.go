@@ -27,6 +27,7 @@ import (
 	"github.com/modelgate/modelgate/pricing"
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/quota"
+	"github.com/modelgate/modelgate/respcache"
 	"github.com/modelgate/modelgate/usage"
 )
 
@@ -82,6 +83,12 @@ type Provider struct {
 	Models []string // the models it serves under their own names
 	Endpoints
 	Upstream Upstream
+
+	// Address and Port are the host and port of the provider's API, for
+	// the spans of the calls it is sent (server.address, server.port);
+	// empty and 0 when not known.
+	Address string
+	Port    int
 
 	// chatError is Chat.Error, bound once (by NewProvider) rather than for
 	// every request: a method value of an interface is an allocation.
@@ -142,6 +149,10 @@ type Observer interface {
 	// Suspended is told that a call of a key whose account is suspended
 	// or deleted was refused.
 	Suspended()
+	// CacheLookup is told what the response cache did with a call of api
+	// (its label, as API.String names it): respcache.StatusHit,
+	// StatusMiss or StatusBypass.
+	CacheLookup(api, status string)
 }
 
 // Limits are how calls are admitted: the quota engine, on the shared
@@ -192,8 +203,14 @@ type Config struct {
 	// StorageQuota bounds what owners store; nil: nothing.
 	StorageQuota *StorageQuota
 
+	// Cache is the response cache; nil: off.
+	Cache *respcache.Cache
+
 	Observer Observer    // nil: nobody is told
 	Logger   *zap.Logger // nil: nothing is logged
+
+	// Tracing says what the spans of traced calls hold (trace.go).
+	Tracing Tracing
 }
 
 // A Gateway serves calls. It is safe for concurrent use.
@@ -207,6 +224,7 @@ type Gateway struct {
 	static    map[string]*Key
 	responses ResponseStore
 	storage   *StorageQuota
+	cache     *respcache.Cache
 	accounts  *accounts.Service
 	blocked   func(*Key) bool
 	// builtinTools is the Responses translator's policy for built-in
@@ -214,6 +232,7 @@ type Gateway struct {
 	builtinTools string
 	obs          Observer
 	log          *zap.Logger
+	tracing      Tracing
 
 	exposures *exposureQueue
 	reporter  atomic.Pointer[ExposureReporter]
@@ -225,7 +244,7 @@ type Gateway struct {
 // configuration checks that).
 func New(c Config) (*Gateway, error) {
 	g := &Gateway{providers: c.Providers, prices: c.Prices, limits: c.Limits, usage: c.Usage, managed: c.Managed,
-		static: c.StaticKeys, responses: c.Responses, storage: c.StorageQuota, builtinTools: c.BuiltinTools, accounts: c.Accounts, blocked: c.Blocked, obs: c.Observer, log: c.Logger}
+		static: c.StaticKeys, responses: c.Responses, storage: c.StorageQuota, cache: c.Cache, builtinTools: c.BuiltinTools, accounts: c.Accounts, blocked: c.Blocked, obs: c.Observer, log: c.Logger, tracing: c.Tracing}
 	if g.obs == nil {
 		g.obs = noObserver{}
 	}
@@ -262,3 +281,4 @@ func (noObserver) Refused(string, string)                   {}
 func (noObserver) ExposureSkipped(string, int)              {}
 func (noObserver) KeyExposed(keys.Key, keys.Exposure, bool) {}
 func (noObserver) Suspended()                               {}
+func (noObserver) CacheLookup(string, string)               {}
