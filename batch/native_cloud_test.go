@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -113,7 +114,12 @@ const (
 	bedrockClaude = "anthropic.claude-sonnet-4-5-20250929-v1:0"
 )
 
-func startBedrockCloud(t *testing.T) *bedrockCloud {
+// deniedObjects is a bucket the job's role may not read.
+type deniedObjects struct{ s3Objects }
+
+func (deniedObjects) Get(string, string) ([]byte, error) { return nil, errors.New("Access Denied") }
+
+func startBedrockCloud(t *testing.T, roleDenied bool) *bedrockCloud {
 	t.Helper()
 	backend := s3mem.New()
 	if err := backend.CreateBucket(bedrockBucket); err != nil {
@@ -122,8 +128,12 @@ func startBedrockCloud(t *testing.T) *bedrockCloud {
 	s3 := httptest.NewServer(gofakes3.New(backend).Server())
 	t.Cleanup(s3.Close)
 	objects := s3Objects{backend}
+	var jobs providertest.Objects = objects
+	if roleDenied {
+		jobs = deniedObjects{objects}
+	}
 	creds := aws.Credentials{AccessKeyID: "AKIDTEST", SecretAccessKey: "secret"}
-	fake := providertest.Start(t, providertest.Options{Objects: objects, Keys: map[string]string{"bedrock_batch": "AKIDTEST:secret"}})
+	fake := providertest.Start(t, providertest.Options{Objects: jobs, Keys: map[string]string{"bedrock_batch": "AKIDTEST:secret"}})
 	return &bedrockCloud{fake: fake, objects: objects,
 		control: sendWith(fake.URL, sigV4(creds, "bedrock")),
 		storage: sendWith(s3.URL+"/"+bedrockBucket, sigV4(creds, "s3"))}
@@ -139,12 +149,13 @@ func (c *bedrockCloud) api(control, storage providers.Send) bedrock.Batches {
 // out of order as chat.completions, a record Claude refuses in the error
 // file with its custom_id, a crash right after the upload and right
 // after the create call (one job either way), a cancel and an expiry that
-// keep the half the job finished, and a part under Bedrock's 100 records
-// run in the gateway.
+// keep the half the job finished, and a job Bedrock fails (its role cannot
+// read the bucket) and a part under Bedrock's 100 records run in the
+// gateway.
 func TestNativeBedrockBatches(t *testing.T) {
-	for _, tc := range []string{"run", "crash after upload", "crash after create", "cancel", "provider expiry", "too few"} {
+	for _, tc := range []string{"run", "crash after upload", "crash after create", "cancel", "provider expiry", "job fails", "too few"} {
 		t.Run(tc, func(t *testing.T) {
-			cloud := startBedrockCloud(t)
+			cloud := startBedrockCloud(t, tc == "job fails")
 			n := 120
 			if tc == "too few" {
 				n = 10
@@ -214,9 +225,15 @@ func TestNativeBedrockBatches(t *testing.T) {
 					t.Errorf("%s has %d result lines", id, k)
 				}
 			}
-			if tc == "too few" {
-				if cloud.fake.BedrockJobsCreated() != 0 || ex.ran.Load() < int64(n) {
-					t.Errorf("%d jobs, %d gateway runs; want 0 and every line", cloud.fake.BedrockJobsCreated(), ex.ran.Load())
+			if tc == "too few" || tc == "job fails" {
+				jobs := map[string]int{"too few": 0, "job fails": 1}[tc]
+				if cloud.fake.BedrockJobsCreated() != jobs || ex.ran.Load() < int64(n) {
+					t.Errorf("%d jobs, %d gateway runs; want %d and every line", cloud.fake.BedrockJobsCreated(), ex.ran.Load(), jobs)
+				}
+				for id, l := range got {
+					if l.Get("response.body.error.message").Str != "no gateway here" {
+						t.Errorf("%s did not run in the gateway: %s", id, l.Raw)
+					}
 				}
 				return
 			}
