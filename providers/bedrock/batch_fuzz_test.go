@@ -1,6 +1,7 @@
 package bedrock
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -26,6 +27,33 @@ func FuzzBatchResultLine(f *testing.F) {
 			t.Errorf("answer %s is not a chat.completion", res.Body)
 		case res.Status != 200 && (res.Status < 400 || res.Status > 599 || gjson.GetBytes(res.Body, "error.message").Type != gjson.String):
 			t.Errorf("status %d, body %s", res.Status, res.Body)
+		}
+	})
+}
+
+// FuzzParseS3URI: what the batch_bucket option takes parses again to
+// itself, and its keys cannot climb out of the prefix.
+func FuzzParseS3URI(f *testing.F) {
+	for _, s := range []string{"s3://mg-batches", "s3://mg.b/a/b/", "s3://x/../y", "s3://a-b/%2e%2e", "gs://a-b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, uri string) {
+		bucket, prefix, err := ParseS3URI(uri)
+		if err != nil {
+			return
+		}
+		uri2 := "s3://" + bucket
+		if prefix != "" {
+			uri2 += "/" + prefix
+		}
+		b2, p2, err := ParseS3URI(uri2)
+		if err != nil || b2 != bucket || p2 != prefix {
+			t.Errorf("%q parsed to %q %q, which parses to %q %q %v", uri, bucket, prefix, b2, p2, err)
+		}
+		for _, seg := range strings.Split(prefix, "/") {
+			if prefix != "" && (seg == "" || seg == "." || seg == ".." || strings.ContainsAny(seg, "%?#\\ ")) {
+				t.Errorf("%q: prefix %q has the segment %q", uri, prefix, seg)
+			}
 		}
 	})
 }

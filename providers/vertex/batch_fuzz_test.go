@@ -1,6 +1,7 @@
 package vertex
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -27,6 +28,33 @@ func FuzzBatchResultLine(f *testing.F) {
 			t.Errorf("answer %s is not a chat.completion", res.Body)
 		case res.Status != 200 && (res.Status < 400 || res.Status > 599 || gjson.GetBytes(res.Body, "error.message").Type != gjson.String):
 			t.Errorf("status %d, body %s", res.Status, res.Body)
+		}
+	})
+}
+
+// FuzzParseGCSURI: what the batch_bucket option takes parses again to
+// itself, and its objects cannot climb out of the prefix.
+func FuzzParseGCSURI(f *testing.F) {
+	for _, s := range []string{"gs://mg-batches", "gs://mg_b.x/a/b/", "gs://x/../y", "gs://a-b/%2e%2e", "s3://a-b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, uri string) {
+		bucket, prefix, err := ParseGCSURI(uri)
+		if err != nil {
+			return
+		}
+		uri2 := "gs://" + bucket
+		if prefix != "" {
+			uri2 += "/" + prefix
+		}
+		b2, p2, err := ParseGCSURI(uri2)
+		if err != nil || b2 != bucket || p2 != prefix {
+			t.Errorf("%q parsed to %q %q, which parses to %q %q %v", uri, bucket, prefix, b2, p2, err)
+		}
+		for _, seg := range strings.Split(prefix, "/") {
+			if prefix != "" && (seg == "" || seg == "." || seg == ".." || strings.ContainsAny(seg, "%?#\\ ")) {
+				t.Errorf("%q: prefix %q has the segment %q", uri, prefix, seg)
+			}
 		}
 	})
 }
