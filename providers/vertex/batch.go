@@ -441,6 +441,9 @@ func (b Batches) ResultLine(line []byte) batch.NativeResult {
 			return res
 		}
 		res.Status, res.Body, res.RequestID = http.StatusOK, body, f[1].Get("responseId").Str
+		if res.RequestID == "" {
+			res.RequestID = f[1].Get("id").Str // Claude's message
+		}
 	case f[2].Type == gjson.String && f[2].Str != "":
 		e := b.statusError(f[2].Str)
 		res.Status, res.Body = e.Status, e.JSON()

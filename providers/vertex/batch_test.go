@@ -83,8 +83,8 @@ func TestBatchResultLine(t *testing.T) {
 			if res.Key != tc.key || res.Status != tc.status || res.Code != tc.code || !strings.Contains(string(res.Body), tc.contains) {
 				t.Errorf("%+v (body %s)", res, res.Body)
 			}
-			if res.Status == 200 && gjson.GetBytes(res.Body, "object").Str != "chat.completion" {
-				t.Errorf("body %s", res.Body)
+			if res.Status == 200 && (gjson.GetBytes(res.Body, "object").Str != "chat.completion" || res.RequestID == "") {
+				t.Errorf("body %s, request id %q", res.Body, res.RequestID)
 			}
 		})
 	}
