@@ -605,8 +605,21 @@ func TestBatchServices(t *testing.T) {
 			t.Errorf("%s: X-Amz-Content-Sha256 %q, want %q", tc.service, req.Header.Get("X-Amz-Content-Sha256"), tc.hash)
 		}
 	}
-	send := func(context.Context, providers.Request) (providers.Answer, error) { return providers.Answer{}, nil }
-	api, ok := p.NativeBatches(send, send).(bedrock.Batches)
+	// The control plane's signer passes the fake's check, which
+	// recomputes the signature; the bucket's, scoped to s3, does not.
+	fake := providertest.Start(t, providertest.Options{Keys: map[string]string{"bedrock_batch": keyID + ":" + secret}})
+	job := providers.Request{Path: "/model-invocation-job", Body: []byte(`{"jobName":"mg-1","roleArn":"arn:aws:iam::123456789012:role/bedrock-batch",` +
+		`"modelId":"anthropic.claude-haiku-4-5-20251001-v1:0","inputDataConfig":{"s3InputDataConfig":{"s3Uri":"s3://mg-batches/in.jsonl"}},` +
+		`"outputDataConfig":{"s3OutputDataConfig":{"s3Uri":"s3://mg-batches/out/"}}}`)}
+	if status, body := send(t, fake, control.Auth, job, nil); status != 200 || !strings.Contains(body, "jobArn") {
+		t.Errorf("a job created with the control plane's signature: %d %s", status, body)
+	}
+	if status, body := send(t, fake, storage.Auth, job, nil); status != 403 || !strings.Contains(body, "service") {
+		t.Errorf("the bucket's signature on the control plane: %d %s", status, body)
+	}
+
+	nowhere := func(context.Context, providers.Request) (providers.Answer, error) { return providers.Answer{}, nil }
+	api, ok := p.NativeBatches(nowhere, nowhere).(bedrock.Batches)
 	if !ok || api.Bucket != "mg-batches" || api.Prefix != "modelgate" || api.RoleARN != p.BatchRole || api.Control == nil || api.Storage == nil {
 		t.Errorf("api %#v", api)
 	}
@@ -618,7 +631,7 @@ func TestBatchServices(t *testing.T) {
 	if err := plain.Provision(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, ok := plain.BatchServices(); ok || plain.NativeBatches(send, send) != nil {
+	if _, _, ok := plain.BatchServices(); ok || plain.NativeBatches(nowhere, nowhere) != nil {
 		t.Error("a provider without batch_bucket has batch services")
 	}
 	t.Setenv("MG_TEST_BUCKET", "s3://Bad_Bucket")
