@@ -245,3 +245,72 @@ func TestIntegrationNativeBatchCancel(t *testing.T) {
 		t.Errorf("%d and %d provider batches, want one each", n, m)
 	}
 }
+
+// TestIntegrationNativeBatchBudget: a native part is reserved against the
+// budget of the key that created its batch before it is sent. A budget
+// too small for the reservation refuses the part, which never reaches the
+// provider: its lines end in the error file with the budget's 429. One
+// that fits sends it, and afterwards the budget has spent what the lines
+// cost at the batch price, with nothing left reserved.
+func TestIntegrationNativeBatchBudget(t *testing.T) {
+	fake := startNativeGateway(t)
+	create := func(name, usd string) (id, secret string) {
+		t.Helper()
+		status, body, _ := admin(t, http.MethodPost, "/modelgate/keys",
+			fmt.Sprintf(`{"name":%q,"owner":"team-native","budget":{"usd":%q,"period":"total"}}`, name, usd))
+		if status != http.StatusCreated {
+			t.Fatalf("create %s: %d %s", name, status, body)
+		}
+		return gjson.Get(body, "id").Str, gjson.Get(body, "key").Str
+	}
+	lines := func(prefix string) []string {
+		var out []string
+		for i := range 3 {
+			out = append(out, nativeLine(fmt.Sprintf("%s-%d", prefix, i), "oa/gpt-4o-mini"))
+		}
+		return out
+	}
+
+	_, poor := create("poor", "0.000001")
+	c := sdk(poor)
+	b := newBatch(t, c, uploadLines(t, c, lines("poor")).ID, openai.BatchNewParamsEndpointV1ChatCompletions)
+	b = waitBatch(t, c, b.ID, 30*time.Second, "completed", "failed")
+	if b.RequestCounts.Total != 3 || b.RequestCounts.Failed != 3 || b.OutputFileID != "" {
+		t.Errorf("batch over budget: %s", b.RawJSON())
+	}
+	for id, l := range fileLines(t, c, b.ErrorFileID) {
+		if l.Get("response.status_code").Int() != 429 || l.Get("response.body.error.code").Str != "insufficient_quota" {
+			t.Errorf("%s: %s", id, l.Raw)
+		}
+	}
+	if n := fake.BatchesCreated(); n != 0 {
+		t.Errorf("a part over budget was sent: %d provider batches", n)
+	}
+
+	richID, rich := create("rich", "10")
+	c = sdk(rich)
+	b = newBatch(t, c, uploadLines(t, c, lines("rich")).ID, openai.BatchNewParamsEndpointV1ChatCompletions)
+	b = waitBatch(t, c, b.ID, 30*time.Second, "completed", "failed")
+	if b.Status != "completed" || b.RequestCounts.Completed != 3 || fake.BatchesCreated() != 1 {
+		t.Fatalf("batch within budget: %s, %d provider batches", b.RawJSON(), fake.BatchesCreated())
+	}
+	var want pricing.Money
+	for _, l := range fileLines(t, c, b.OutputFileID) {
+		u := l.Get("response.body.usage")
+		cost, ok := pricing.Default().BatchCost("openai", "gpt-4o-mini",
+			pricing.Usage{PromptTokens: u.Get("prompt_tokens").Int(), CompletionTokens: u.Get("completion_tokens").Int()})
+		if !ok || cost == 0 {
+			t.Fatalf("no batch price: %s", l.Raw)
+		}
+		want += cost
+	}
+	status, body, _ := admin(t, http.MethodGet, "/modelgate/keys/"+richID+"/usage", "")
+	if status != 200 {
+		t.Fatalf("key usage: %d %s", status, body)
+	}
+	budget := gjson.Get(body, "status.key.budget")
+	spent, err := pricing.ParseMoney(budget.Get("spent_usd").Str)
+	if err != nil || spent != want || budget.Get("reserved_usd").Str != "0" {
+		t.Errorf("budget after the batch: %s; want spent %v (the batch price), nothing reserved", budget.Raw, want)
+	}
+}
