@@ -79,3 +79,54 @@ func TestProcessNativeBatchCrash(t *testing.T) {
 		t.Errorf("%d lines were sent as live requests", len(live))
 	}
 }
+
+// TestProcessRedisNativeBatch runs two instances on Redis, each in front
+// of a fake of its own, with a native batch whose provider batch the fake
+// holds for a while: one instance submits the part and only it polls and
+// collects it (the other's fake sees no request of its batch API), the
+// provider has one batch, and every line one result.
+func TestProcessRedisNativeBatch(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the caddy binary")
+	}
+	c := startRedisCluster(t, 2, "MG_OA_BATCH=native")
+	for _, f := range c.fakes {
+		f.HoldBatches(true)
+	}
+	ca := c.ins[0].client()
+	const n = 100
+	lines := make([]string, n)
+	for i := range lines {
+		lines[i] = chatLine(fmt.Sprintf("r%d", i), "oa/gpt-4o-mini")
+	}
+	b := newBatch(t, ca, uploadLines(t, ca, lines).ID, openai.BatchNewParamsEndpointV1ChatCompletions)
+	deadline := time.Now().Add(30 * time.Second)
+	for c.fakes[0].BatchesCreated()+c.fakes[1].BatchesCreated() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the native part was not submitted")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(7 * time.Second) // polls at about 2 and 6 s after the submission
+	for _, f := range c.fakes {
+		f.HoldBatches(false)
+	}
+	b = waitBatch(t, ca, b.ID, 90*time.Second, "completed", "failed", "cancelled", "expired")
+	if b.Status != "completed" || b.RequestCounts.Completed != n {
+		t.Fatalf("batch: %s", b.RawJSON())
+	}
+	checkOnce(t, ca, b, n)
+	calls := make([]int, 2)
+	for i, f := range c.fakes {
+		for _, r := range f.Requests() {
+			if r.Format == "openai_batch" {
+				calls[i]++
+			}
+		}
+	}
+	created := c.fakes[0].BatchesCreated() + c.fakes[1].BatchesCreated()
+	if created != 1 || (calls[0] == 0) == (calls[1] == 0) {
+		t.Errorf("%d provider batches; batch API requests by instance %v: want one batch, driven by one instance", created, calls)
+	}
+	t.Logf("batch API requests by instance: %v", calls)
+}
