@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 	"testing"
@@ -126,9 +127,11 @@ func TestIntegrationNativeBatch(t *testing.T) {
 			models[id] = m
 		}
 	}
+	before := scrapeMetrics(t)
 	start := time.Now()
 	b := newBatch(t, c, uploadLines(t, c, lines).ID, openai.BatchNewParamsEndpointV1ChatCompletions)
 	b = waitBatch(t, c, b.ID, 30*time.Second, "completed", "failed")
+	after := scrapeMetrics(t)
 	if b.Status != "completed" || b.RequestCounts.Total != 18 || b.RequestCounts.Completed != 18 || b.RequestCounts.Failed != 0 {
 		t.Fatalf("batch: %s", b.RawJSON())
 	}
@@ -195,6 +198,12 @@ func TestIntegrationNativeBatch(t *testing.T) {
 	for k, w := range want {
 		if got[k] != w || requests[k] != 6 {
 			t.Errorf("usage of %s: %v in %d requests, want %v in 6", k, got[k], requests[k], w)
+		}
+		// The cost metric, at the same price.
+		provider, model, _ := strings.Cut(k, "/")
+		sample := fmt.Sprintf(`caddy_modelgate_cost_dollars_total{model=%q,provider=%q}`, model, provider)
+		if d := metricValue(after, sample) - metricValue(before, sample); math.Abs(d-w.Dollars()) > 1e-12 {
+			t.Errorf("%s grew by %g, want %g", sample, d, w.Dollars())
 		}
 	}
 }
