@@ -19,9 +19,10 @@ import (
 	"github.com/modelgate/modelgate/providers/providertest"
 )
 
-// nativeCaddyfile is a gateway with two providers whose batches are
-// native (oa, openai; claude, anthropic) and one whose batch lines run in
-// the gateway (live, openai with batch gateway), all in front of the fake.
+// nativeCaddyfile is a gateway with four providers whose batches are
+// native by default (oa, openai; claude, anthropic; az, azure_openai's
+// classic API; gem, gemini) and one whose batch lines run in the gateway
+// (live, openai with batch gateway), all in front of the fake.
 const nativeCaddyfile = `{
 	admin localhost:2999
 	http_port 9080
@@ -41,6 +42,15 @@ const nativeCaddyfile = `{
 		provider claude anthropic {
 			base_url {$MG_FAKE}
 			api_key {env.MG_ANTHROPIC_KEY}
+		}
+		provider az azure_openai {
+			base_url {$MG_FAKE}
+			api_key az-test-key
+			api_version 2024-10-21
+		}
+		provider gem gemini {
+			base_url {$MG_FAKE}/v1beta
+			api_key gem-test-key
 		}
 		provider live openai {
 			batch gateway
@@ -107,10 +117,11 @@ func nativeLine(id, model string) string {
 	return fmt.Sprintf(`{"custom_id":%q,"method":"POST","url":"/v1/chat/completions","body":{"model":%q,"max_tokens":50,"messages":[{"role":"user","content":"%s says hi"}]}}`, id, model, id)
 }
 
-// TestIntegrationNativeBatch runs one batch naming three providers
-// through the host: the lines of the two native providers go to their
-// batch APIs (one provider batch each: an OpenAI batch, an Anthropic
-// message batch made of translated chat requests), the third provider's
+// TestIntegrationNativeBatch runs one batch naming five providers
+// through the host: the lines of the four native providers go to their
+// batch APIs (one provider batch each: an OpenAI batch, an Azure OpenAI
+// global batch of the deployment, an Anthropic message batch and a
+// Gemini batch made of translated chat requests), the fifth provider's
 // run in the gateway one by one; the batch has one output file with one
 // line per input line, each with its custom_id, in the unified shape,
 // truthful counts and times, and its usage is priced at the batch price
@@ -121,7 +132,7 @@ func TestIntegrationNativeBatch(t *testing.T) {
 	var lines []string
 	models := map[string]string{}
 	for i := range 6 {
-		for _, m := range []string{"oa/gpt-4o-mini", "claude/claude-sonnet-4-5", "live/gpt-4o-mini"} {
+		for _, m := range []string{"oa/gpt-4o-mini", "claude/claude-sonnet-4-5", "az/gpt-4o-mini", "gem/gemini-2.5-flash", "live/gpt-4o-mini"} {
 			id := fmt.Sprintf("%s-%d", strings.SplitN(m, "/", 2)[0], i)
 			lines = append(lines, nativeLine(id, m))
 			models[id] = m
@@ -132,15 +143,18 @@ func TestIntegrationNativeBatch(t *testing.T) {
 	b := newBatch(t, c, uploadLines(t, c, lines).ID, openai.BatchNewParamsEndpointV1ChatCompletions)
 	b = waitBatch(t, c, b.ID, 30*time.Second, "completed", "failed")
 	after := scrapeMetrics(t)
-	if b.Status != "completed" || b.RequestCounts.Total != 18 || b.RequestCounts.Completed != 18 || b.RequestCounts.Failed != 0 {
+	if b.Status != "completed" || b.RequestCounts.Total != 30 || b.RequestCounts.Completed != 30 || b.RequestCounts.Failed != 0 {
 		t.Fatalf("batch: %s", b.RawJSON())
 	}
 	if !(b.CreatedAt <= b.InProgressAt && b.InProgressAt <= b.FinalizingAt && b.FinalizingAt <= b.CompletedAt && b.CompletedAt <= time.Now().Unix()) {
 		t.Errorf("times out of order: %s", b.RawJSON())
 	}
-	t.Logf("18 lines across 3 providers completed in %v", time.Since(start))
-	if n := fake.BatchesCreated(); n != 1 {
-		t.Errorf("%d OpenAI batches created, want 1", n)
+	t.Logf("30 lines across 5 providers completed in %v", time.Since(start))
+	if n := fake.BatchesCreated(); n != 2 {
+		t.Errorf("%d OpenAI and Azure batches created, want 2", n)
+	}
+	if n := fake.GeminiBatchesCreated(); n != 1 {
+		t.Errorf("%d Gemini batches created, want 1", n)
 	}
 	if n := fake.AnthropicBatchesCreated(); n != 1 {
 		t.Errorf("%d Anthropic message batches created, want 1", n)
@@ -152,7 +166,7 @@ func TestIntegrationNativeBatch(t *testing.T) {
 		}
 	}
 	out := fileLines(t, c, b.OutputFileID)
-	if len(out) != 18 || b.ErrorFileID != "" {
+	if len(out) != 30 || b.ErrorFileID != "" {
 		t.Fatalf("%d output lines, error file %q", len(out), b.ErrorFileID)
 	}
 	want := map[string]pricing.Money{}
@@ -166,7 +180,7 @@ func TestIntegrationNativeBatch(t *testing.T) {
 		}
 		m := models[id]
 		provider, model, _ := strings.Cut(m, "/")
-		typ := map[string]string{"oa": "openai", "claude": "anthropic", "live": "openai"}[provider]
+		typ := map[string]string{"oa": "openai", "claude": "anthropic", "az": "azure_openai", "gem": "gemini", "live": "openai"}[provider]
 		u := pricing.Usage{PromptTokens: body.Get("usage.prompt_tokens").Int(), CompletionTokens: body.Get("usage.completion_tokens").Int()}
 		cost, ok := prices.Cost(typ, model, u)
 		if provider != "live" {
