@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"strings"
@@ -335,5 +336,37 @@ func TestIntegrationNativeBatchBudget(t *testing.T) {
 	spent, err := pricing.ParseMoney(budget.Get("spent_usd").Str)
 	if err != nil || spent != want || budget.Get("reserved_usd").Str != "0" {
 		t.Errorf("budget after the batch: %s; want spent %v (the batch price), nothing reserved", budget.Raw, want)
+	}
+}
+
+// TestIntegrationNativeBatchExpiry: a batch whose completion window ends
+// while the provider holds its native part: the provider batch is
+// cancelled, what it finished is in the output file, the rest are
+// batch_expired lines, and the batch is expired.
+func TestIntegrationNativeBatchExpiry(t *testing.T) {
+	fake := startNativeGateway(t)
+	fake.HoldBatches(true)
+	c := sdk(aliceKey)
+	var lines []string
+	for i := range 4 {
+		lines = append(lines, nativeLine(fmt.Sprintf("oa-%d", i), "oa/gpt-4o-mini"))
+	}
+	in := uploadLines(t, c, lines)
+	res := post(t, "/v1/batches", aliceKey, fmt.Sprintf(`{"input_file_id":%q,"endpoint":"/v1/chat/completions","completion_window":"3s"}`, in.ID))
+	body, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 200 {
+		t.Fatalf("create: %d %s", res.StatusCode, body)
+	}
+	b := waitBatch(t, c, gjson.GetBytes(body, "id").Str, 30*time.Second, "expired")
+	if b.ExpiredAt == 0 || b.RequestCounts.Total != 4 || b.RequestCounts.Completed != 2 || b.RequestCounts.Failed != 2 {
+		t.Errorf("expired batch: %s", b.RawJSON())
+	}
+	for id, l := range fileLines(t, c, b.ErrorFileID) {
+		if l.Get("error.code").Str != "batch_expired" {
+			t.Errorf("%s: %s", id, l.Raw)
+		}
+	}
+	if n := fake.BatchesCreated(); n != 1 {
+		t.Errorf("%d provider batches, want 1", n)
 	}
 }
