@@ -124,9 +124,11 @@ type nativeAccounting struct{ g *Gateway }
 var reservations sync.Map // marker -> *quota.Admission
 
 // settledMarkTTL is how long the mark that a native line was settled
-// lives: longer than a batch can run (its completion window) and wind
-// down.
-const settledMarkTTL = 72 * time.Hour
+// lives in the shared state (one small counter a line): a repeat comes
+// when a part's results are collected again after a crash, by the
+// restarted process or the instance that takes the part over, well
+// within it.
+const settledMarkTTL = 24 * time.Hour
 
 // nativeAPIs are the endpoints native parts run, by endpoint path.
 var nativeAPIs = map[string]API{batch.EndpointChat: APIChat, batch.EndpointEmbeddings: APIEmbeddings}
