@@ -411,7 +411,7 @@ func TestNativeBatchPartsFollowProviderLimits(t *testing.T) {
 // runner: the part is submitted to the provider exactly once, and every
 // line has exactly one result.
 func TestNativeCrashAtEachStep(t *testing.T) {
-	for _, step := range []string{"reserved", "ahead", "sent", "stored", "ended", "collected"} {
+	for _, step := range []string{"reserved", "ahead", "sent", "stored", "ended", "flushing", "collected"} {
 		t.Run(step, func(t *testing.T) {
 			mem := storagetest.NewMemory()
 			st := NewStore(mem, "mg")

@@ -333,13 +333,17 @@ func (nr *nativeRun) collect(ctx context.Context, api NativeAPI, ref NativeRef, 
 	}
 	pr := nr.pr
 	var pending []settle
+	// Results are settled before the checkpoint that stores them: a crash
+	// between the two collects them again and repeats the settlements
+	// (which the accounting counts once per line), where the other order
+	// would find them stored and never settle them.
 	flush := func() error {
-		if err := pr.checkpoint(); err != nil {
-			return err
-		}
 		nr.settle(ctx, pending)
 		pending = pending[:0]
-		return nil
+		if err := nativeHook("flushing"); err != nil {
+			return err
+		}
+		return pr.checkpoint()
 	}
 	missingCode, missingMsg := nr.unfinished(st.State)
 	size := 0
