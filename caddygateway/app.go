@@ -150,10 +150,11 @@ type App struct {
 
 	store     *batch.Store
 	runner    *batch.Runner
-	ledger    *retention.Ledger     // owners' stored bytes, for the storage quota
-	storageQ  *gateway.StorageQuota // the ledger against the storage quota's limits
-	sweeper   *sweepWorker          // deletes what expired; shared with the configs on the same storage
-	batchExec batch.Executor        // one per config: the runner tells configs apart by it
+	ledger    *retention.Ledger          // owners' stored bytes, for the storage quota
+	storageQ  *gateway.StorageQuota      // the ledger against the storage quota's limits
+	sweeper   *sweepWorker               // deletes what expired; shared with the configs on the same storage
+	batchExec batch.Executor             // one per config: the runner tells configs apart by it
+	native    map[string]batch.NativeAPI // the providers' own batch APIs, where their batch mode is native
 
 	prices      *pricing.Prices
 	knownModels map[string]struct{} // "<provider>/<model>" an alias names
@@ -217,6 +218,7 @@ func (a *App) Provision(ctx caddy.Context) error {
 		gp := gateway.NewProvider(name, string(p.CaddyModule().ID.Name()), b.Models, p.Endpoints(), b.upstream)
 		gp.Address, gp.Port = serverAddress(b.baseURL)
 		a.providers[name] = gp
+		a.provisionNative(name, p)
 	}
 	switch a.BuiltinTools {
 	case "", responses.BuiltinDrop, responses.BuiltinRefuse:

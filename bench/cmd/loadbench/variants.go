@@ -157,12 +157,14 @@ func (v *variant) caddyfile(p ports) string {
 			proxy = "proxy {\n" + v.proxy + "\n}\n"
 		}
 		b.WriteString("modelgate {\n")
-		for _, pr := range []struct{ name, typ, path, key string }{
-			{"oa", "openai", "/v1", upstreamOpenAIKey},
-			{"claude", "anthropic", "", upstreamAnthropicKey},
-			{"co", "cohere", "/cohere", upstreamCohereKey},
+		// The batch suite measures batches run in the gateway: the
+		// replayed upstream has no batch API of its own.
+		for _, pr := range []struct{ name, typ, path, key, opts string }{
+			{"oa", "openai", "/v1", upstreamOpenAIKey, "batch gateway\n"},
+			{"claude", "anthropic", "", upstreamAnthropicKey, "batch gateway\n"},
+			{"co", "cohere", "/cohere", upstreamCohereKey, ""},
 		} {
-			fmt.Fprintf(&b, "provider %s %s {\nbase_url %s://%s%s\napi_key %s\n%s}\n", pr.name, pr.typ, scheme, p.upstream, pr.path, pr.key, proxy)
+			fmt.Fprintf(&b, "provider %s %s {\nbase_url %s://%s%s\napi_key %s\n%s%s}\n", pr.name, pr.typ, scheme, p.upstream, pr.path, pr.key, pr.opts, proxy)
 		}
 		if !v.managedKey {
 			fmt.Fprintf(&b, "key loadbench %s\n", gatewayKey)
