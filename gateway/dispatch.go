@@ -92,6 +92,7 @@ func endpointOf(a API) *endpoint {
 type request struct {
 	endpoint *endpoint
 	model    string // as the client named it
+	stream   bool   // the answer is streamed (the latency policy compares first bytes then)
 	body     []byte // the request as the client sent it, for estimates
 	// What the estimate reads instead of the body, where there is one:
 	// the conversation a Responses request continues, which is sent with
@@ -174,11 +175,18 @@ func (g *Gateway) serve(ctx context.Context, c *Call, o *Outcome, rq *request) {
 		return // refused (a limit or a budget): o says why
 	}
 	at := attempt{api: a, sink: c.Sink, o: o, obs: g.obs}
+	rt := g.route(rq.model, targets, rq.stream)
+	defer rt.close()
 	var last *failure
-	// The targets are tried in their order: the next target is chosen
-	// here.
-	for i, t := range targets {
-		o.Tried = targets[:i+1]
+	var failed Target // the target that failed last, whose log line waits for what comes next
+	// The routing plan chooses the next target (routing.go); each attempt
+	// starts at at.begin and is reported at at.report.
+	for t, timeouts, ok := rt.nextTarget(); ok; t, timeouts, ok = rt.nextTarget() {
+		if failed.Provider != nil {
+			g.failed(c, rq, failed, last, true)
+			failed = Target{}
+		}
+		o.Tried = rt.offered(t)
 		if !rq.endpoint.serves(t.Provider) {
 			last = &failure{err: &providers.Error{
 				Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "unsupported_endpoint",
@@ -193,7 +201,9 @@ func (g *Gateway) serve(ctx context.Context, c *Call, o *Outcome, rq *request) {
 			last = &failure{err: asProviderError(err)}
 			continue
 		}
+		at.begin(timeouts)
 		status, f := at.forward(ctx, t.Provider, preq, &ex)
+		at.report(rt)
 		if f == nil {
 			o.Target = t
 			if status < 300 {
@@ -208,21 +218,34 @@ func (g *Gateway) serve(ctx context.Context, c *Call, o *Outcome, rq *request) {
 			adm.done(ctx, nil)
 			return // the client has gone: nobody waits for another target, nor for an answer
 		}
-		msg := "provider failed"
-		if i < len(targets)-1 {
-			g.obs.Fallback(c, t)
-			msg = "provider failed; trying the next target"
-		}
-		c.Log.Warn(msg,
-			zap.String("endpoint", rq.endpoint.label),
-			zap.String("provider", t.Provider.Name),
-			zap.String("model", t.Model),
-			zap.Int("status", f.err.Status),
-			zap.String("error", f.err.Message),
-			zap.NamedError("cause", f.cause))
+		failed = t
+	}
+	if failed.Provider != nil {
+		g.failed(c, rq, failed, last, false)
 	}
 	adm.done(ctx, nil)
+	if d, ok := rt.unavailable(); ok {
+		o.failWith(a, &failure{err: targetsUnavailable(rq.model, d)})
+		return
+	}
 	o.failWith(a, last)
+}
+
+// failed logs that target t failed a call with f, and tells the observer
+// when the next target is tried (next).
+func (g *Gateway) failed(c *Call, rq *request, t Target, f *failure, next bool) {
+	msg := "provider failed"
+	if next {
+		g.obs.Fallback(c, t)
+		msg = "provider failed; trying the next target"
+	}
+	c.Log.Warn(msg,
+		zap.String("endpoint", rq.endpoint.label),
+		zap.String("provider", t.Provider.Name),
+		zap.String("model", t.Model),
+		zap.Int("status", f.err.Status),
+		zap.String("error", f.err.Message),
+		zap.NamedError("cause", f.cause))
 }
 
 // chat serves POST /v1/chat/completions.
@@ -239,7 +262,7 @@ func (g *Gateway) chat(ctx context.Context, c *Call, o *Outcome) {
 	if info.Stream && !info.IncludeUsage {
 		body = askUsage(body)
 	}
-	g.serve(ctx, c, o, &request{endpoint: endpointChat, model: info.Model, body: body,
+	g.serve(ctx, c, o, &request{endpoint: endpointChat, model: info.Model, body: body, stream: info.Stream,
 		prepare: func(p *Provider, model string) (providers.Request, exchange, error) {
 			preq, err := p.Chat.ChatRequest(body, model)
 			ex := exchange{stream: info.Stream, mapError: p.chatErrorMapper(),

@@ -27,6 +27,7 @@ import (
 	"github.com/modelgate/modelgate/pricing"
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/quota"
+	"github.com/modelgate/modelgate/routing"
 	"github.com/modelgate/modelgate/usage"
 )
 
@@ -194,6 +195,12 @@ type Config struct {
 
 	Observer Observer    // nil: nobody is told
 	Logger   *zap.Logger // nil: nothing is logged
+
+	// Router routes the aliases (and the "<provider>/<model>" targets they
+	// list): their policies, circuit breakers, cool-downs, retry budget
+	// and stream timeouts. It must know the aliases of Aliases. nil: every
+	// alias tries its targets in order, each once.
+	Router *routing.Router
 }
 
 // A Gateway serves calls. It is safe for concurrent use.
@@ -217,6 +224,8 @@ type Gateway struct {
 
 	exposures *exposureQueue
 	reporter  atomic.Pointer[ExposureReporter]
+
+	router *routing.Router // nil: no routing engine
 }
 
 // New returns the gateway of c. A bare model name listed by two providers
@@ -225,7 +234,8 @@ type Gateway struct {
 // configuration checks that).
 func New(c Config) (*Gateway, error) {
 	g := &Gateway{providers: c.Providers, prices: c.Prices, limits: c.Limits, usage: c.Usage, managed: c.Managed,
-		static: c.StaticKeys, responses: c.Responses, storage: c.StorageQuota, builtinTools: c.BuiltinTools, accounts: c.Accounts, blocked: c.Blocked, obs: c.Observer, log: c.Logger}
+		static: c.StaticKeys, responses: c.Responses, storage: c.StorageQuota, builtinTools: c.BuiltinTools, accounts: c.Accounts, blocked: c.Blocked, obs: c.Observer, log: c.Logger,
+		router: c.Router}
 	if g.obs == nil {
 		g.obs = noObserver{}
 	}

@@ -341,7 +341,7 @@ func (g *Gateway) serveResponses(ctx context.Context, c *Call, o *Outcome) {
 		parsed, err = responses.Parse(body)
 		return parsed, err
 	}
-	g.serve(ctx, c, o, &request{endpoint: endpointResponses, model: info.Model, body: body, history: history,
+	g.serve(ctx, c, o, &request{endpoint: endpointResponses, model: info.Model, body: body, history: history, stream: info.Stream,
 		prepare: func(p *Provider, model string) (providers.Request, exchange, error) {
 			if storedBy != "" && (p.Name != storedBy || p.Responses == nil) {
 				e := responses.NotFound(info.PreviousResponseID)
