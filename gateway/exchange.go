@@ -331,8 +331,8 @@ type upstreamWriter struct {
 	started     bool      // the client has the status line: no fallback any more
 	stalled     bool      // the idle timeout cut the stream
 	firstAt     time.Time // when the provider's first body byte came
-	failed      bool // the translator rejected an event; the rest is dropped
-	ended       bool // the translator had ended the stream when a frame failed; the rest is dropped
+	failed      bool      // the translator rejected an event; the rest is dropped
+	ended       bool      // the translator had ended the stream when a frame failed; the rest is dropped
 	tooLarge    bool
 	buf         []byte // buffered body, or pending partial SSE event
 	out         []byte // translated events, reused
