@@ -24,6 +24,7 @@ import (
 	"github.com/modelgate/modelgate/providers/responses"
 	"github.com/modelgate/modelgate/quota"
 	"github.com/modelgate/modelgate/retention"
+	"github.com/modelgate/modelgate/routing"
 	"github.com/modelgate/modelgate/state"
 	"github.com/modelgate/modelgate/usage"
 )
@@ -153,6 +154,9 @@ type App struct {
 	prices      *pricing.Prices
 	knownModels map[string]struct{} // "<provider>/<model>" an alias names
 
+	router      *routing.Router // the aliases' routing engine (routing.go)
+	stopRouting func()          // stops sharing it with the other instances
+
 	state       state.State
 	stateShared bool
 	closeState  func() error
@@ -246,6 +250,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.provisionRetention(); err != nil {
 		return err
 	}
+	if err := a.provisionRouter(); err != nil {
+		return err
+	}
 	return a.provisionGateway()
 }
 
@@ -272,6 +279,7 @@ func (a *App) provisionGateway() error {
 		StorageQuota: a.storageQuota(),
 		Observer:     observer{a},
 		Logger:       a.logger,
+		Router:       a.router,
 	})
 	if err != nil {
 		return err
@@ -325,6 +333,7 @@ func (a *App) Start() error {
 	}
 	a.startKeyRefresh()
 	a.startShared()
+	a.startRouter()
 	a.usage.Start()
 	a.quota.Start()
 	return nil
@@ -354,6 +363,7 @@ func (a *App) Stop() error {
 		a.stopShared()
 		a.stopShared = nil
 	}
+	a.stopRouter()
 	a.stopKeyRefresh()
 	if a.runner == nil {
 		return nil
