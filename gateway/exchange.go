@@ -192,7 +192,9 @@ func (at *attempt) send(ctx context.Context, p *Provider, preq providers.Request
 	case err != nil || uw.tooLarge:
 		return uw, &failure{err: unreachable(p.Name, err, uw.tooLarge), cause: err}
 	case uw.status >= 400:
-		return uw, &failure{err: upstreamError(p, uw.status, uw.header, uw.buf, ex.mapError), header: uw.header}
+		e := upstreamError(p, uw.status, uw.header, uw.buf, ex.mapError)
+		at.res.Header = withRetryHint(uw.header, e.RetryAfter)
+		return uw, &failure{err: e, header: uw.header}
 	}
 	return uw, nil
 }

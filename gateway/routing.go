@@ -285,3 +285,20 @@ func cmpErr(err, def error) error {
 	}
 	return def
 }
+
+// withRetryHint is a provider's error headers h as the routing engine
+// reads them for a cool-down: with retry-after-ms of d, the wait the
+// provider's translator read from elsewhere (its body: Google's
+// RetryInfo; a header of its own), when h says nothing of it. h itself,
+// which the client's headers are copied from, is left as it is.
+func withRetryHint(h http.Header, d time.Duration) http.Header {
+	if d <= 0 || retryAfter(h, time.Now()) > 0 {
+		return h
+	}
+	out := h.Clone()
+	if out == nil {
+		out = make(http.Header, 1)
+	}
+	setHeader(out, "Retry-After-Ms", strconv.FormatInt(d.Milliseconds(), 10))
+	return out
+}

@@ -504,3 +504,31 @@ func TestRoutingUnroutedModels(t *testing.T) {
 		t.Fatalf("calls %v", c)
 	}
 }
+
+func TestRoutingCooldownFromTranslatedRetryInfo(t *testing.T) {
+	// A wait the provider says in its body (Google's RetryInfo), which
+	// its translator reads into the error, cools the target as a
+	// Retry-After would; the client's headers say it too.
+	r := newRouted(t, routing.Config{}, nil)
+	gemini := func(_ context.Context, _ bool, w http.ResponseWriter) error {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(429)
+		_, _ = w.Write([]byte(`{"error":{"message":"slow down","type":"rate_limit_error"}}`))
+		return nil
+	}
+	r.ups["a"].set(gemini)
+	r.g.providers["a"].chatError = func(status int, _ http.Header, _ []byte) *providers.Error {
+		return &providers.Error{Status: status, Type: "rate_limit_error", Message: "slow down", RetryAfter: 20 * time.Second}
+	}
+	for range 3 {
+		if o, _ := r.chat(t, "smart", false); o.Status != 200 {
+			t.Fatalf("%d %s", o.Status, o.Body)
+		}
+	}
+	if c := r.calls(); c[0] != 1 {
+		t.Fatalf("calls %v", c)
+	}
+	if h := r.health("a/m"); time.Unix(0, r.now.Load()).Add(19*time.Second).After(h.CooldownUntil) {
+		t.Fatalf("cool-down until %v", h.CooldownUntil)
+	}
+}
