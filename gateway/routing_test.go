@@ -528,7 +528,7 @@ func TestRoutingCooldownFromTranslatedRetryInfo(t *testing.T) {
 	if c := r.calls(); c[0] != 1 {
 		t.Fatalf("calls %v", c)
 	}
-	if h := r.health("a/m"); time.Unix(0, r.now.Load()).Add(19*time.Second).After(h.CooldownUntil) {
+	if h := r.health("a/m"); time.Unix(0, r.now.Load()).Add(19 * time.Second).After(h.CooldownUntil) {
 		t.Fatalf("cool-down until %v", h.CooldownUntil)
 	}
 }
