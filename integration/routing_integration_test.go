@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -325,5 +326,41 @@ func TestIntegrationRoutingHealthMethod(t *testing.T) {
 	hl := routingHealth(t, "http://localhost:2999")
 	if len(hl.Targets) != 2 || len(hl.Aliases) != 1 || hl.Aliases[0].Alias != "smart" || hl.Aliases[0].Policy != routing.Ordered {
 		t.Fatalf("%+v", hl)
+	}
+}
+
+func TestIntegrationRoutingIdleTimeout(t *testing.T) {
+	// A provider that sends its stream's first event and then nothing:
+	// after idle_timeout the client gets the API's error event and the
+	// end of its stream, and the provider's connection is given up.
+	gaveUp := make(chan struct{}, 1)
+	stall := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(200)
+		_, _ = io.WriteString(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{"role":"assistant","content":"the start"},"finish_reason":null}]}`+"\n\n")
+		_ = http.NewResponseController(w).Flush()
+		select {
+		case <-r.Context().Done():
+			gaveUp <- struct{}{}
+		case <-time.After(10 * time.Second):
+		}
+	}))
+	t.Cleanup(stall.Close)
+	secondary := providertest.StartChaos(t, providertest.Healthy())
+	routingGateway(t, stall.URL, secondary.URL, "idle_timeout 300ms", "", "")
+	start := time.Now()
+	code, body := chatSmart(t, "smart", true)
+	if took := time.Since(start); code != 200 || !strings.Contains(body, "the start") || !strings.Contains(body, `"code":"upstream_stalled"`) ||
+		took > 5*time.Second || secondary.Stats().Requests != 0 {
+		t.Fatalf("%d in %v: %s", code, took, body)
+	}
+	select {
+	case <-gaveUp:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stalled provider's request was not given up")
+	}
+	if h := targetHealth(t, routingHealth(t, "http://localhost:2999"), "p/gpt-4o-mini"); h.Failures != 1 || h.IdleTimeoutMS != 300 {
+		t.Fatalf("the stall was not counted: %+v", h)
 	}
 }
