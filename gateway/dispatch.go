@@ -203,7 +203,7 @@ func (g *Gateway) serve(ctx context.Context, c *Call, o *Outcome, rq *request) {
 		}
 		at.begin(timeouts)
 		status, f := at.forward(ctx, t.Provider, preq, &ex)
-		at.report(rt)
+		at.report(&rt)
 		if f == nil {
 			o.Target = t
 			if status < 300 {

@@ -34,24 +34,13 @@ type route struct {
 	gw      *Gateway
 	targets []Target // the resolved targets, when not routed
 	next    int
-
-	tried    []Target // the targets offered, in order (Outcome.Tried)
-	triedBuf [4]Target
-}
-
-// offered adds t to the targets tried and returns them.
-func (rt *route) offered(t Target) []Target {
-	if rt.tried == nil {
-		rt.tried = rt.triedBuf[:0]
-	}
-	rt.tried = append(rt.tried, t)
-	return rt.tried
+	tried   []Target // the targets the plan offered, in order
 }
 
 // route starts routing a call to model, whose resolved targets are
 // targets; stream says whether its answer is streamed.
-func (g *Gateway) route(model string, targets []Target, stream bool) *route {
-	rt := &route{gw: g, targets: targets}
+func (g *Gateway) route(model string, targets []Target, stream bool) route {
+	rt := route{gw: g, targets: targets}
 	if g.router == nil {
 		return rt
 	}
@@ -61,6 +50,15 @@ func (g *Gateway) route(model string, targets []Target, stream bool) *route {
 	}
 	rt.plan, rt.routed = g.router.Plan(model, stream)
 	return rt
+}
+
+// offered returns the targets tried so far (Outcome.Tried), t the last.
+func (rt *route) offered(t Target) []Target {
+	if !rt.routed {
+		return rt.targets[:rt.next]
+	}
+	rt.tried = append(rt.tried, t)
+	return rt.tried
 }
 
 // nextTarget returns the next target to try, and its stream timeouts; ok
