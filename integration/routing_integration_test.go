@@ -29,6 +29,13 @@ import (
 // modelgate block (more providers and aliases).
 func routingGateway(t *testing.T, primary, secondary string, routingOpts, alias, extra string) {
 	t.Helper()
+	routingGatewayOn(t, storageDir(t), primary, secondary, routingOpts, alias, extra)
+}
+
+// routingGatewayOn is routingGateway on the storage directory storage:
+// a config loaded again on the same storage keeps its targets' health.
+func routingGatewayOn(t *testing.T, storage, primary, secondary string, routingOpts, alias, extra string) {
+	t.Helper()
 	cfg := fmt.Sprintf(`{
 	admin localhost:2999
 	http_port 9080
@@ -64,7 +71,7 @@ http://localhost:9080 {
 	modelgate_auth
 	modelgate
 }
-`, t.TempDir(), storageDir(t), primary, openAIKey, secondary, openAIKey, aliceKey, routingOpts, alias, extra)
+`, t.TempDir(), storage, primary, openAIKey, secondary, openAIKey, aliceKey, routingOpts, alias, extra)
 	caddytest.NewTester(t).InitServer(cfg, "caddyfile")
 }
 
@@ -362,5 +369,40 @@ func TestIntegrationRoutingIdleTimeout(t *testing.T) {
 	}
 	if h := targetHealth(t, routingHealth(t, "http://localhost:2999"), "p/gpt-4o-mini"); h.Failures != 1 || h.IdleTimeoutMS != 300 {
 		t.Fatalf("the stall was not counted: %+v", h)
+	}
+}
+
+func TestIntegrationRoutingReload(t *testing.T) {
+	// A config reloaded on the same storage keeps its targets' health: an
+	// open breaker stays open, and the metrics' totals keep counting.
+	primary := providertest.StartChaos(t, providertest.ServerErrors())
+	secondary := providertest.StartChaos(t, providertest.Healthy())
+	storage := storageDir(t)
+	breaker := `breaker {
+				consecutive_failures 2
+				open_for 1m
+			}`
+	routingGatewayOn(t, storage, primary.URL, secondary.URL, breaker, "", "")
+	for range 3 {
+		chatSmart(t, "smart", false)
+	}
+	routingGatewayOn(t, storage, primary.URL, secondary.URL, breaker, "policy weighted", "")
+	for i := range 5 {
+		if code, body := chatSmart(t, "smart", false); code != 200 || !answeredBy(body, "gpt-4o") {
+			t.Fatalf("request %d: %d %s", i, code, body)
+		}
+	}
+	if n := primary.Stats().Requests; n != 2 {
+		t.Fatalf("the dead primary was sent %d requests across the reload; want 2", n)
+	}
+	h := routingHealth(t, "http://localhost:2999")
+	if th := targetHealth(t, h, "p/gpt-4o-mini"); th.State != routing.Open || th.Opens != 1 || th.Requests != 2 {
+		t.Fatalf("after the reload: %+v", th)
+	}
+	if h.Aliases[0].Policy != routing.Weighted {
+		t.Fatalf("the reloaded config's policy is not in force: %+v", h.Aliases[0])
+	}
+	if v := metricValue(scrapeMetrics(t), `caddy_modelgate_breaker_state{model="gpt-4o-mini",provider="p"}`); v != 2 {
+		t.Fatalf("breaker_state %v after the reload", v)
 	}
 }
