@@ -79,4 +79,11 @@ func TestProcessRedisRouting(t *testing.T) {
 	if h := targetHealth(t, routingHealth(t, b.adminURL), "dead/gpt-4o-mini"); h.Requests != 0 {
 		t.Fatalf("b's view: %+v", h)
 	}
+	// Each says so in its log: a that it opened, b that another did.
+	waitLog(t, a, `"msg":"circuit breaker opened","target":"dead/gpt-4o-mini","reason":"consecutive_failures"`, 5*time.Second)
+	waitLog(t, a, `"msg":"provider cool-down","target":"limited/gpt-4o-mini","reason":"rate_limited"`, 5*time.Second)
+	waitLog(t, b, `"msg":"circuit breaker opened","target":"dead/gpt-4o-mini","reason":"another_instance"`, 5*time.Second)
+	if !strings.Contains(b.caddyLog(), `"remote":true`) {
+		t.Errorf("b's log does not say another instance made the change:\n%s", b.problems(20))
+	}
 }
