@@ -206,8 +206,9 @@ type NativeAccounting interface {
 	Reserve(ctx context.Context, r Reservation) (refusal *Response, err error)
 
 	// Settle records one request's result (usage and cost at the batch
-	// price, metrics) once its result line is stored. A crash can repeat
-	// a Settle: the host records one per s.LineID.
+	// price, metrics) as its result line is stored (just before: a crash
+	// in between repeats the Settle rather than skipping it). A crash can
+	// repeat a Settle: the host records one per s.LineID.
 	Settle(ctx context.Context, s Settlement)
 
 	// Release gives back what is left of r once its part has all its

@@ -333,14 +333,19 @@ func (nr *nativeRun) collect(ctx context.Context, api NativeAPI, ref NativeRef, 
 	}
 	pr := nr.pr
 	var pending []settle
+	// Results are settled before the checkpoint that stores them: a crash
+	// between the two collects them again and repeats the settlements
+	// (which the accounting counts once per line), where the other order
+	// would find them stored and never settle them.
 	flush := func() error {
-		if err := pr.checkpoint(); err != nil {
-			return err
-		}
 		nr.settle(ctx, pending)
 		pending = pending[:0]
-		return nil
+		if err := nativeHook("flushing"); err != nil {
+			return err
+		}
+		return pr.checkpoint()
 	}
+	missingCode, missingMsg := nr.unfinished(st.State)
 	size := 0
 	err = api.Results(ctx, ref, st, func(res NativeResult) error {
 		j, err := strconv.Atoi(res.Key)
@@ -353,8 +358,8 @@ func (nr *nativeRun) collect(ctx context.Context, api NativeAPI, ref NativeRef, 
 			line = responseLine(nr.rec.ID, idx, customIDs[j], Response{Status: res.Status, RequestID: res.RequestID, Body: res.Body})
 		} else {
 			code, msg := res.Code, res.Message
-			if code == "" {
-				code, msg = missingResult(st.State)
+			if code == "" || nr.n.CancelSent {
+				code, msg = missingCode, missingMsg
 			}
 			line = errorLine(nr.rec.ID, idx, customIDs[j], code, msg)
 		}
@@ -370,11 +375,10 @@ func (nr *nativeRun) collect(ctx context.Context, api NativeAPI, ref NativeRef, 
 	if err != nil {
 		return fmt.Errorf("reading the provider batch's results: %w", err)
 	}
-	code, msg := missingResult(st.State)
 	for j := range nr.ps.N {
 		if !pr.done[j] {
 			idx := nr.ps.Start + j
-			pr.add(result{index: idx, line: errorLine(nr.rec.ID, idx, customIDs[j], code, msg)})
+			pr.add(result{index: idx, line: errorLine(nr.rec.ID, idx, customIDs[j], missingCode, missingMsg)})
 		}
 	}
 	if err := flush(); err != nil {
@@ -385,6 +389,31 @@ func (nr *nativeRun) collect(ctx context.Context, api NativeAPI, ref NativeRef, 
 	}
 	nr.log.Info("native batch part collected", zap.String("provider_batch_id", ref.ID), zap.String("state", st.State))
 	return nr.finishPart()
+}
+
+// unfinished is the error of a request an ended provider batch has no
+// answer for. A provider batch the gateway cancelled because its batch was
+// cancelled or expired leaves its unfinished requests to end as the batch
+// does (batch_cancelled, batch_expired, key_revoked), whatever the
+// provider calls them: an expired batch's provider batch ends cancelled.
+func (nr *nativeRun) unfinished(state string) (code, msg string) {
+	if nr.n.CancelSent && (state == NativeCancelled || state == NativeExpired) {
+		return unfinishedError(nr.rec, nr.stopStatus())
+	}
+	return missingResult(state)
+}
+
+// stopStatus is the status the batch ends with now that it stops, as the
+// runner decides it: cancelled when a cancel was asked, else expired once
+// its window has ended.
+func (nr *nativeRun) stopStatus() string {
+	if _, _, asked := nr.r.store.cancelAsked(nr.r.ctx, nr.rec); asked || nr.rec.Status == StatusCancelling {
+		return StatusCancelled
+	}
+	if d, ok := nr.rec.deadline(); ok && !nr.r.store.now().Before(d) {
+		return StatusExpired
+	}
+	return StatusCancelled
 }
 
 // missingResult is the error of a request an ended provider batch has no

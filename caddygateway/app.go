@@ -23,6 +23,7 @@ import (
 	"github.com/modelgate/modelgate/pricing"
 	"github.com/modelgate/modelgate/providers/responses"
 	"github.com/modelgate/modelgate/quota"
+	"github.com/modelgate/modelgate/respcache"
 	"github.com/modelgate/modelgate/retention"
 	"github.com/modelgate/modelgate/routing"
 	"github.com/modelgate/modelgate/state"
@@ -92,13 +93,17 @@ type App struct {
 	StorageQuota *StorageQuotaConfig `json:"storage_quota,omitempty"`
 
 	// Cache configures the response cache: an exact repeat of a request by
-	// the same account is answered without a provider call. It is read and
-	// checked; the cache is not yet in the request path. Default: off.
+	// the same account is answered without a provider call. Default: off.
 	Cache *CacheConfig `json:"cache,omitempty"`
 
 	// Guardrails are the guards of requests and answers (PII, patterns,
 	// a screening service, moderation). Default: none.
 	Guardrails *guardrails.Config `json:"guardrails,omitempty"`
+
+	// Tracing says what the spans of traced calls hold (see
+	// docs/tracing.md); the spans come with Caddy's tracing handler in the
+	// route. Default: no prompts or answers in spans.
+	Tracing *TracingConfig `json:"tracing,omitempty"`
 
 	// Prices override and extend the price table shipped in the binary
 	// (pricing/prices.json): a JSON price file and entries of their own.
@@ -146,10 +151,11 @@ type App struct {
 
 	store     *batch.Store
 	runner    *batch.Runner
-	ledger    *retention.Ledger     // owners' stored bytes, for the storage quota
-	storageQ  *gateway.StorageQuota // the ledger against the storage quota's limits
-	sweeper   *sweepWorker          // deletes what expired; shared with the configs on the same storage
-	batchExec batch.Executor        // one per config: the runner tells configs apart by it
+	ledger    *retention.Ledger          // owners' stored bytes, for the storage quota
+	storageQ  *gateway.StorageQuota      // the ledger against the storage quota's limits
+	sweeper   *sweepWorker               // deletes what expired; shared with the configs on the same storage
+	batchExec batch.Executor             // one per config: the runner tells configs apart by it
+	native    map[string]batch.NativeAPI // the providers' own batch APIs, where their batch mode is native
 
 	prices      *pricing.Prices
 	knownModels map[string]struct{} // "<provider>/<model>" an alias names
@@ -166,6 +172,9 @@ type App struct {
 	quota        *quota.Quota    // limits and budgets, on state
 	standbyQuota *quota.Quota    // on an in-process state, while a shared one is unreachable
 	usage        *usage.Recorder // the usage records, in storage
+
+	cache        *respcache.Cache // the response cache; nil: off
+	releaseCache func()           // gives back the in-memory answers Provision took
 
 	ctx    caddy.Context
 	events *caddyevents.App
@@ -210,7 +219,10 @@ func (a *App) Provision(ctx caddy.Context) error {
 		if !b.provisioned() {
 			return fmt.Errorf("provider %q: module %T did not call ProvisionBase in its Provision", name, m)
 		}
-		a.providers[name] = gateway.NewProvider(name, string(p.CaddyModule().ID.Name()), b.Models, p.Endpoints(), b.upstream)
+		gp := gateway.NewProvider(name, string(p.CaddyModule().ID.Name()), b.Models, p.Endpoints(), b.upstream)
+		gp.Address, gp.Port = serverAddress(b.baseURL)
+		a.providers[name] = gp
+		a.provisionNative(name, p)
 	}
 	switch a.BuiltinTools {
 	case "", responses.BuiltinDrop, responses.BuiltinRefuse:
@@ -250,6 +262,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.provisionRetention(); err != nil {
 		return err
 	}
+	if err := a.provisionCache(); err != nil {
+		return err
+	}
 	if err := a.provisionRouter(); err != nil {
 		return err
 	}
@@ -259,7 +274,10 @@ func (a *App) Provision(ctx caddy.Context) error {
 // provisionGateway makes the gateway that serves this config's calls, of
 // what Provision set up.
 func (a *App) provisionGateway() error {
-	var err error
+	guards, err := a.provisionGuards()
+	if err != nil {
+		return err
+	}
 	a.gw, err = gateway.New(gateway.Config{
 		Providers:       a.providers,
 		Aliases:         a.Models,
@@ -277,8 +295,11 @@ func (a *App) provisionGateway() error {
 		Responses: gateway.ResponseStore{Storage: a.storage, ID: a.responsesID, Writes: a.responseWrites, Now: a.stateShared,
 			TTL: time.Duration(a.retention().Responses)},
 		StorageQuota: a.storageQuota(),
+		Cache:        a.cache,
+		Guards:       guards,
 		Observer:     observer{a},
 		Logger:       a.logger,
+		Tracing:      a.Tracing.gateway(),
 		Router:       a.router,
 	})
 	if err != nil {
@@ -293,6 +314,11 @@ func (a *App) provisionGateway() error {
 func (a *App) Validate() error {
 	if err := a.Limits.validate(); err != nil {
 		return err
+	}
+	if a.Cache != nil {
+		if _, err := a.Cache.Engine(); err != nil {
+			return err
+		}
 	}
 	if a.Accounts != nil {
 		if err := a.Accounts.Validate(); err != nil {
@@ -427,6 +453,10 @@ func (a *App) provisionPrices() error {
 func (a *App) Cleanup() error {
 	a.waitResponseWrites(10 * time.Second)
 	a.cleanupState()
+	if a.releaseCache != nil {
+		a.releaseCache()
+		a.releaseCache = nil
+	}
 	return nil
 }
 

@@ -96,6 +96,9 @@ func init() {
 //	    guardrails {
 //	        guard <name> { … }   (see unmarshalGuardrails)
 //	    }
+//	    tracing {
+//	        capture_content
+//	    }
 //	    routing {
 //	        breaker off | { consecutive_failures, error_rate, min_requests, window, open_for, max_open_for, half_open_probes }
 //	        cooldown { default, max }
@@ -248,6 +251,14 @@ func (a *App) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 		case "guardrails":
 			if err := a.unmarshalGuardrails(d); err != nil {
+				return err
+			}
+		case "tracing":
+			if a.Tracing != nil {
+				return d.Err("tracing is defined twice")
+			}
+			a.Tracing = new(TracingConfig)
+			if err := a.Tracing.UnmarshalCaddyfile(d); err != nil {
 				return err
 			}
 		case "storage_quota":

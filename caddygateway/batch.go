@@ -182,10 +182,12 @@ func liveBatch() (batch.Live, bool) {
 	set := a.Batch.settings()
 	set.OutputRetention = time.Duration(a.retention().BatchOutput)
 	return batch.Live{Settings: set, Executor: a.BatchExecutor(), Logger: log,
-		Finished:  func(owner string, b batch.Batch) { a.batchEvent("batch_"+b.Status, owner, b) },
-		KeyGone:   a.gw.BatchKeyGone,
-		Cancelled: func(id string) { a.publish(channelBatches, id) },
-		Stored:    a.countStored,
+		Finished:   func(owner string, b batch.Batch) { a.batchEvent("batch_"+b.Status, owner, b) },
+		KeyGone:    a.gw.BatchKeyGone,
+		Cancelled:  func(id string) { a.publish(channelBatches, id) },
+		Stored:     a.countStored,
+		Native:     a.nativeAPI,
+		Accounting: a.gw.NativeAccounting(),
 	}, true
 }
 

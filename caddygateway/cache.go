@@ -10,13 +10,13 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/modelgate/modelgate/respcache"
+	"github.com/modelgate/modelgate/state"
 )
 
 // CacheConfig configures the response cache: an exact repeat of a
 // request, by the same account, is answered with the stored answer,
 // without a provider call (see docs/cache.md). Its presence turns the
-// cache on once the cache is in the request path; until then it is read
-// and checked only.
+// cache on.
 type CacheConfig struct {
 	// TTL is how long an answer is served after it was stored. Default:
 	// 1h.
@@ -124,4 +124,48 @@ func (c *CacheConfig) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		return d.Err(err.Error())
 	}
 	return nil
+}
+
+// memoryCaches keeps each config's in-memory answers across config
+// reloads, by the storage and the cache's configuration: a reload that
+// changes neither keeps what was stored.
+var memoryCaches = caddy.NewUsagePool()
+
+type memoryCache struct{ *respcache.Memory }
+
+func (memoryCache) Destruct() error { return nil }
+
+// provisionCache makes the response cache the app configures (nil: off):
+// on the shared state when storage says shared, or when it says nothing
+// and the app's state is shared; else in memory on this instance.
+func (a *App) provisionCache() error {
+	if a.Cache == nil {
+		return nil
+	}
+	cfg, err := a.Cache.Engine()
+	if err != nil {
+		return err
+	}
+	var store respcache.Store
+	values, hasValues := a.state.(state.Values)
+	switch shared := a.Cache.Storage == cacheShared || a.Cache.Storage == "" && a.stateShared; {
+	case shared && hasValues:
+		store = respcache.NewShared(values)
+	default:
+		if shared {
+			a.logger.Warn("cache storage shared: the app's state is not shared; answers are kept in memory on this instance")
+		}
+		cfg = cfg.WithDefaults()
+		key := fmt.Sprintf("%s %d %d %d %d", a.storageID, cfg.TTL, cfg.MaxEntries, cfg.MaxBytes, cfg.MaxEntrySize)
+		v, _, err := memoryCaches.LoadOrNew(key, func() (caddy.Destructor, error) {
+			return memoryCache{respcache.NewMemory(cfg)}, nil
+		})
+		if err != nil {
+			return err
+		}
+		store = v.(memoryCache).Memory
+		a.releaseCache = func() { _, _ = memoryCaches.Delete(key) }
+	}
+	a.cache, err = respcache.New(cfg, store)
+	return err
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelgate/modelgate/gateway"
 	"github.com/modelgate/modelgate/keys"
+	"github.com/modelgate/modelgate/respcache"
 )
 
 // metrics are modelgate's collectors. They are created once per process and
@@ -29,6 +30,7 @@ var metrics = struct {
 	exposure  *prometheus.CounterVec
 	audit     *prometheus.CounterVec
 	suspended prometheus.Counter
+	cache     *prometheus.CounterVec
 }{
 	requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "caddy", Subsystem: "modelgate", Name: "requests_total",
@@ -76,12 +78,17 @@ var metrics = struct {
 		Namespace: "caddy", Subsystem: "modelgate", Name: "account_suspended_refusals_total",
 		Help: "Requests and batch lines refused because their key's account is suspended or deleted.",
 	}),
+	cache: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "caddy", Subsystem: "modelgate", Name: "cache_requests_total",
+		Help: "Requests the response cache served, by endpoint and what it did: hit (answered from the cache), miss (looked up, sent to the provider) or bypass (not looked up: Cache-Control no-cache or no-store, or a request whose answer is not kept).",
+	}, []string{"api", "status"}),
 }
 
 // registerMetrics adds modelgate's collectors to a config's registry.
 func registerMetrics(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{metrics.requests, metrics.upstream, metrics.fallbacks,
-		metrics.tokens, metrics.cost, metrics.unpriced, metrics.ttft, metrics.refusals, metrics.exposure, metrics.audit, metrics.suspended, routingCollector{}} {
+		metrics.tokens, metrics.cost, metrics.unpriced, metrics.ttft, metrics.refusals, metrics.exposure, metrics.audit, metrics.suspended, metrics.cache,
+		guardDecisions, routingCollector{}} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {
@@ -111,7 +118,8 @@ var (
 		provider, model string
 		priced          bool
 	}, prometheus.Counter]
-	ttftChildren children[string, prometheus.Observer]
+	ttftChildren  children[string, prometheus.Observer]
+	cacheChildren children[struct{ api, status string }, prometheus.Counter]
 )
 
 // children is a cache of a vec's children by their label values.
@@ -169,8 +177,10 @@ func observeRequest(endpoint, provider string, status int) {
 // observeUsage counts what one answered request used and cost.
 func observeUsage(provider, model string, o *gateway.Outcome) {
 	u, cost, priced := o.Usage, o.Cost, o.Priced
+	// A cache hit's tokens did not go to the provider.
+	hit := o.Cache == respcache.StatusHit
 	add := func(kind string, n int64) {
-		if n > 0 {
+		if n > 0 && !hit {
 			tokenChildren.get(struct{ provider, model, kind string }{provider, model, kind}, func() prometheus.Counter {
 				return metrics.tokens.WithLabelValues(provider, model, kind)
 			}).Add(float64(n))
@@ -244,6 +254,13 @@ func (observer) ExposureSkipped(reason string, n int) {
 }
 
 func (observer) Suspended() { metrics.suspended.Inc() }
+
+// CacheLookup counts what the response cache did with a request.
+func (observer) CacheLookup(api, status string) {
+	cacheChildren.get(struct{ api, status string }{api, status}, func() prometheus.Counter {
+		return metrics.cache.WithLabelValues(api, status)
+	}).Inc()
+}
 
 // KeyExposed emits key_exposed through Caddy's events app.
 func (ob observer) KeyExposed(k keys.Key, e keys.Exposure, revoked bool) {

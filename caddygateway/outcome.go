@@ -96,8 +96,9 @@ func accessLogged(r *http.Request) bool {
 // accessLogFields is a settled call's part of its access log entry:
 // modelgate_provider, modelgate_model, modelgate_tokens_in, _out and
 // _cached, modelgate_fallback (the targets tried), modelgate_cost (dollars,
-// or "unpriced"), modelgate_key and modelgate_owner (when a key called) and
-// modelgate_ttft_ms (streams). It is one field that zap writes inline,
+// or "unpriced"), modelgate_key and modelgate_owner (when a key called),
+// modelgate_ttft_ms (streams) and modelgate_cache (hit, miss or bypass,
+// while the response cache is on). It is one field that zap writes inline,
 // named "modelgate" only so that setting it again replaces it: Caddy's
 // ExtraLogFields clears a cache on every Set, so one Set rather than ten,
 // and nothing is formatted unless an access log writes the entry (after the
@@ -127,6 +128,9 @@ func (f *accessLogFields) MarshalLogObject(enc zapcore.ObjectEncoder) error {
 	}
 	if !o.FirstByte.IsZero() {
 		enc.AddInt64("modelgate_ttft_ms", o.FirstByte.Sub(o.Start).Milliseconds())
+	}
+	if o.Cache != "" {
+		enc.AddString("modelgate_cache", o.Cache)
 	}
 	return nil
 }

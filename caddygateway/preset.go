@@ -1,9 +1,13 @@
 package caddygateway
 
 import (
+	"fmt"
+
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
+	"github.com/modelgate/modelgate/batch"
+	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/embeddings"
 	"github.com/modelgate/modelgate/providers/openai"
 	"github.com/modelgate/modelgate/providers/rerank"
@@ -18,7 +22,8 @@ import (
 // modelgate.providers.<name>; the key, when the type takes one, is sent as
 // "Authorization: Bearer <api_key>".
 var presets = []preset{
-	{name: "openai", baseURL: "https://api.openai.com/v1", keyRequired: true, endpoints: Endpoints{Chat: openai.Chat{}, Embeddings: embeddings.OpenAI, Responses: openai.Native{}}},
+	{name: "openai", baseURL: "https://api.openai.com/v1", keyRequired: true, endpoints: Endpoints{Chat: openai.Chat{}, Embeddings: embeddings.OpenAI, Responses: openai.Native{}},
+		batches: func(send providers.Send) batch.NativeAPI { return openai.Batches{Send: send} }},
 	{name: "groq", baseURL: "https://api.groq.com/openai/v1", keyRequired: true, endpoints: Endpoints{Chat: openai.Chat{}}},
 	{name: "mistral", baseURL: "https://api.mistral.ai/v1", keyRequired: true, endpoints: Endpoints{Chat: openai.Chat{}, Embeddings: embeddings.Mistral}},
 	{name: "together", baseURL: "https://api.together.xyz/v1", keyRequired: true, endpoints: Endpoints{Chat: openai.Chat{}, Rerank: rerank.Together, Embeddings: embeddings.Together}},
@@ -44,6 +49,9 @@ type preset struct {
 	baseURL     string
 	keyRequired bool
 	endpoints   Endpoints
+	// batches, when set, is the type's own batch API (its base URL ends
+	// in /v1, as OpenAI's does): the type takes the batch option.
+	batches func(send providers.Send) batch.NativeAPI
 }
 
 func (p preset) providerType() ProviderType {
@@ -67,6 +75,11 @@ func init() {
 type Preset struct {
 	ProviderBase
 
+	// Batch is where batches send this provider's lines, for a type with
+	// batches of its own (openai): "native", to its batch API at its
+	// batch price, or "gateway", as live requests. Default: native.
+	Batch string `json:"batch,omitempty"`
+
 	preset preset
 }
 
@@ -81,6 +94,12 @@ func (p Preset) CaddyModule() caddy.ModuleInfo {
 
 // Provision sets up the reverse proxy to the provider.
 func (p *Preset) Provision(ctx caddy.Context) error {
+	if _, err := batch.ParseMode(p.Batch); err != nil {
+		return err
+	}
+	if p.Batch != "" && p.preset.batches == nil {
+		return fmt.Errorf("provider type %s has no batch option: its lines always run in the gateway", p.preset.name)
+	}
 	return p.ProvisionBase(ctx, p.preset.providerType())
 }
 
@@ -90,10 +109,20 @@ func (p *Preset) Provision(ctx caddy.Context) error {
 //	    base_url <url>
 //	    api_key  <secret>
 //	    models   <model>...
+//	    batch    native|gateway   # openai only
 //	    proxy { <reverse_proxy subdirectives> }
 //	}
 func (p *Preset) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
-	return p.UnmarshalBlock(d, p.preset.providerType(), nil)
+	var option func(d *caddyfile.Dispenser) (bool, error)
+	if p.preset.batches != nil {
+		option = func(d *caddyfile.Dispenser) (bool, error) {
+			if d.Val() != "batch" {
+				return false, nil
+			}
+			return true, ParseBatchMode(d, &p.Batch)
+		}
+	}
+	return p.UnmarshalBlock(d, p.preset.providerType(), option)
 }
 
 // Base returns the provider's common configuration.
@@ -102,9 +131,28 @@ func (p *Preset) Base() *ProviderBase { return &p.ProviderBase }
 // Endpoints returns the row's translators.
 func (p *Preset) Endpoints() Endpoints { return p.preset.endpoints }
 
+// BatchMode is where batches send the provider's lines: its batch
+// option, else the type's default (native for a type with batches of its
+// own).
+func (p *Preset) BatchMode() string {
+	if p.preset.batches == nil {
+		return batch.ModeGateway
+	}
+	return BatchMode(p.Batch, p.preset.name)
+}
+
+// NativeBatches returns the row's batch API, nil for a type without one.
+func (p *Preset) NativeBatches(send providers.Send) batch.NativeAPI {
+	if p.preset.batches == nil {
+		return nil
+	}
+	return p.preset.batches(send)
+}
+
 // Interface guards
 var (
 	_ caddy.Provisioner     = (*Preset)(nil)
 	_ caddyfile.Unmarshaler = (*Preset)(nil)
 	_ Provider              = (*Preset)(nil)
+	_ NativeBatcher         = (*Preset)(nil)
 )

@@ -117,6 +117,7 @@ type ProviderBase struct {
 	Proxy json.RawMessage `json:"proxy,omitempty"`
 
 	upstream *upstream.Upstream // the provider's reverse_proxy
+	baseURL  *url.URL           // the resolved base URL
 }
 
 // Key returns api_key with its placeholders resolved: empty when none is
@@ -161,6 +162,7 @@ func (b *ProviderBase) ProvisionBase(ctx caddy.Context, t ProviderType) error {
 		}
 	}
 
+	b.baseURL = u
 	b.upstream, err = upstream.New(ctx, upstream.Config{BaseURL: u, Proxy: b.Proxy, Auth: auth,
 		Secrets: append([]string{b.Key()}, t.Secrets...)})
 	return err

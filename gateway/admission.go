@@ -15,6 +15,7 @@ import (
 	"github.com/modelgate/modelgate/pricing"
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/quota"
+	"github.com/modelgate/modelgate/respcache"
 	"github.com/modelgate/modelgate/state"
 	"github.com/modelgate/modelgate/usage"
 )
@@ -242,6 +243,9 @@ func (g *Gateway) recordUsage(o *Outcome, ad admission) {
 		c.Cost = o.Cost
 	} else {
 		c.Unpriced = 1
+	}
+	if o.Cache == respcache.StatusHit {
+		c.CacheHits = 1
 	}
 	p := o.Target.Provider
 	g.usage.Add(usage.Bucket{KeyID: key.CountedAs(), KeyName: key.Name, Owner: key.Owner, Model: o.Target.Model,

@@ -119,11 +119,11 @@ func (e batchExecutor) Check(endpoint string, body []byte, models []string) (bat
 	if !(&Key{Models: models}).Allows(model) {
 		return batch.Route{}, fmt.Errorf("the API key that created the batch may not use the model %q", model)
 	}
-	prov, err := e.g.routes.route(endpointOf(batchAPIs[endpoint]), model)
+	prov, upstream, err := e.g.routes.route(endpointOf(batchAPIs[endpoint]), model)
 	if err != nil {
 		return batch.Route{}, err
 	}
-	return batch.Route{Model: model, Provider: prov}, nil
+	return batch.Route{Model: model, Provider: prov, Upstream: upstream}, nil
 }
 
 // Do runs one batch request as a call of the key that created the batch,

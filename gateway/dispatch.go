@@ -104,6 +104,12 @@ type request struct {
 	// the endpoint. A translation error is the client's (400) and ends the
 	// request.
 	prepare func(p *Provider, model string) (providers.Request, exchange, error)
+	// guarded takes the client's body as the request guards masked it
+	// (every byte but the masked texts kept), for prepare to translate in
+	// place of the client's; an error is the client's (400).
+	guarded func(body []byte) error
+	// guards are the call's guards, once it is admitted; nil: none.
+	guards *callGuards
 }
 
 // Serve serves c, filling in o: the answer or the error, written to
@@ -120,6 +126,7 @@ func (g *Gateway) Serve(ctx context.Context, c *Call, o *Outcome) {
 	if c.Log == nil {
 		c.Log = g.log
 	}
+	ctx = g.traceCall(ctx, c, o)
 	// A managed key in a request (a key pasted into a prompt or a tool
 	// result) is on its way into a provider's logs: it is reported exposed.
 	// Nearly no request holds one: where it was seen is named (a string
@@ -143,6 +150,7 @@ func (g *Gateway) Serve(ctx context.Context, c *Call, o *Outcome) {
 	default:
 		o.fail(openAIAPI, notFound("", "no such endpoint"))
 	}
+	o.trace.end(c, o)
 	if o.Status != 0 {
 		g.obs.Answered(c, o)
 	}
@@ -174,7 +182,20 @@ func (g *Gateway) serve(ctx context.Context, c *Call, o *Outcome, rq *request) {
 	if !ok {
 		return // refused (a limit or a budget): o says why
 	}
-	at := attempt{api: a, sink: c.Sink, o: o, obs: g.obs}
+	rq.guards = g.guardsOf(c, rq, targets)
+	if !g.guardRequest(ctx, c, o, rq, rq.guards) {
+		adm.done(ctx, nil)
+		return // refused by a guard: nothing reached a provider, nor the cache
+	}
+	cc := g.cacheFor(ctx, c, o, targets)
+	if cc != nil && cc.hit {
+		g.serveHit(ctx, c, o, rq, adm, cc)
+		return
+	}
+	// The guards see the stream before the cache's collector: what is
+	// stored is what the client got.
+	sink, sg := g.streamSink(ctx, c, rq, rq.guards, cc.sink(c))
+	at := attempt{api: a, sink: sink, o: o, obs: g.obs}
 	rt := g.route(rq.model, targets, rq.stream)
 	defer rt.close()
 	var last *failure
@@ -202,12 +223,19 @@ func (g *Gateway) serve(ctx context.Context, c *Call, o *Outcome, rq *request) {
 			continue
 		}
 		at.begin(timeouts)
-		status, f := at.forward(ctx, t.Provider, preq, &ex)
+		actx := o.trace.startAttempt(ctx, o, t, &preq, &ex)
+		status, f := at.forward(actx, t.Provider, preq, &ex)
 		at.report(&rt)
+		o.trace.endAttempt(c.API, o, status, f)
 		if f == nil {
 			o.Target = t
+			if sg != nil && o.Streamed {
+				sg.finish()
+			}
 			if status < 300 {
+				g.guardOutcome(ctx, c, o, rq, rq.guards)
 				g.settle(ctx, o, rq, adm)
+				g.cacheStore(ctx, cc, o)
 			} else {
 				adm.done(ctx, nil)
 			}
@@ -263,6 +291,13 @@ func (g *Gateway) chat(ctx context.Context, c *Call, o *Outcome) {
 		body = askUsage(body)
 	}
 	g.serve(ctx, c, o, &request{endpoint: endpointChat, model: info.Model, body: body, stream: info.Stream,
+		guarded: func(masked []byte) error {
+			body = masked
+			if info.Stream && !info.IncludeUsage {
+				body = askUsage(body)
+			}
+			return nil
+		},
 		prepare: func(p *Provider, model string) (providers.Request, exchange, error) {
 			preq, err := p.Chat.ChatRequest(body, model)
 			ex := exchange{stream: info.Stream, mapError: p.chatErrorMapper(),
@@ -333,6 +368,13 @@ func (g *Gateway) rerank(ctx context.Context, c *Call, o *Outcome) {
 		return
 	}
 	g.serve(ctx, c, o, &request{endpoint: endpointRerank, model: req.Model, rerank: &req,
+		guarded: func(masked []byte) error {
+			r, err := providers.ValidateRerank(masked)
+			if err == nil {
+				req = r
+			}
+			return err
+		},
 		prepare: func(p *Provider, model string) (providers.Request, exchange, error) {
 			tr := p.Rerank
 			preq, err := tr.RerankRequest(req, model)
@@ -366,6 +408,13 @@ func (g *Gateway) embeddings(ctx context.Context, c *Call, o *Outcome) {
 		return
 	}
 	g.serve(ctx, c, o, &request{endpoint: endpointEmbeddings, model: req.Model, embeddings: &req,
+		guarded: func(masked []byte) error {
+			r, err := providers.ValidateEmbeddings(masked)
+			if err == nil {
+				req = r
+			}
+			return err
+		},
 		prepare: func(p *Provider, model string) (providers.Request, exchange, error) {
 			tr := p.Embeddings
 			reqs, err := tr.EmbeddingsRequests(&req, model)

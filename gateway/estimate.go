@@ -37,27 +37,7 @@ const outputAllowance = 1000
 // its output by the maximum it asks for times the answers it asks for,
 // priced at the most expensive of the targets that may serve it.
 func (g *Gateway) estimateCall(c *request, targets []Target) estimate {
-	var u pricing.Usage
-	var tokens int64
-	switch {
-	case c.embeddings != nil:
-		u.EmbeddingTokens = embeddingsTokens(c.embeddings)
-		tokens = u.EmbeddingTokens
-	case c.rerank != nil:
-		u.PromptTokens, u.Searches = rerankEstimate(c.rerank)
-		tokens = u.PromptTokens
-	default:
-		b := estimateBody(c.body)
-		if c.history != nil {
-			b.in = satAdd(b.in, estimateJSON(c.history, contextTurns).in)
-		}
-		out := satMul(b.maxOut, b.answers)
-		tokens = satAdd(b.in, out)
-		if b.maxOut == 0 {
-			out = satMul(outputAllowance, b.answers)
-		}
-		u.PromptTokens, u.CompletionTokens = b.in, out
-	}
+	u, tokens := estimateUsage(c)
 	e := estimate{tokens: tokens, priced: true}
 	for _, t := range targets {
 		if !c.endpoint.serves(t.Provider) {
@@ -80,6 +60,31 @@ func (g *Gateway) estimateCall(c *request, targets []Target) estimate {
 		e.cost = max(e.cost, cost)
 	}
 	return e
+}
+
+// estimateUsage bounds what c uses, as the price table reads it, and the
+// tokens a tokens-per-minute limit counts for it.
+func estimateUsage(c *request) (u pricing.Usage, tokens int64) {
+	switch {
+	case c.embeddings != nil:
+		u.EmbeddingTokens = embeddingsTokens(c.embeddings)
+		tokens = u.EmbeddingTokens
+	case c.rerank != nil:
+		u.PromptTokens, u.Searches = rerankEstimate(c.rerank)
+		tokens = u.PromptTokens
+	default:
+		b := estimateBody(c.body)
+		if c.history != nil {
+			b.in = satAdd(b.in, estimateJSON(c.history, contextTurns).in)
+		}
+		out := satMul(b.maxOut, b.answers)
+		tokens = satAdd(b.in, out)
+		if b.maxOut == 0 {
+			out = satMul(outputAllowance, b.answers)
+		}
+		u.PromptTokens, u.CompletionTokens = b.in, out
+	}
+	return u, tokens
 }
 
 // embeddingsTokens bounds the input tokens of an embeddings request: its

@@ -169,6 +169,7 @@ func (at *attempt) send(ctx context.Context, p *Provider, preq providers.Request
 	uw.clock.stop()
 	at.obs.Upstream(p.Name, uw.status, took)
 	at.measure(ctx, actx, uw, err, start)
+	at.o.trace.sent(uw.status, err, uw.started, uw.failed)
 	switch {
 	case uw.started || uw.streaming && err == nil && at.res.Kind == routing.Answered:
 		// A stream that reached the client (or ended well without an

@@ -23,10 +23,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/modelgate/modelgate/accounts"
+	"github.com/modelgate/modelgate/guardrails"
 	"github.com/modelgate/modelgate/keys"
 	"github.com/modelgate/modelgate/pricing"
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/quota"
+	"github.com/modelgate/modelgate/respcache"
 	"github.com/modelgate/modelgate/routing"
 	"github.com/modelgate/modelgate/usage"
 )
@@ -83,6 +85,12 @@ type Provider struct {
 	Models []string // the models it serves under their own names
 	Endpoints
 	Upstream Upstream
+
+	// Address and Port are the host and port of the provider's API, for
+	// the spans of the calls it is sent (server.address, server.port);
+	// empty and 0 when not known.
+	Address string
+	Port    int
 
 	// chatError is Chat.Error, bound once (by NewProvider) rather than for
 	// every request: a method value of an interface is an allocation.
@@ -143,6 +151,14 @@ type Observer interface {
 	// Suspended is told that a call of a key whose account is suspended
 	// or deleted was refused.
 	Suspended()
+	// CacheLookup is told what the response cache did with a call of api
+	// (its label, as API.String names it): respcache.StatusHit,
+	// StatusMiss or StatusBypass.
+	CacheLookup(api, status string)
+	// Guarded is told what the guards decided about a call's request or
+	// answer (a stream's: once it has ended), one decision per guard
+	// applied; model is the model as the client named it.
+	Guarded(c *Call, model string, ds []guardrails.Decision)
 }
 
 // Limits are how calls are admitted: the quota engine, on the shared
@@ -193,8 +209,18 @@ type Config struct {
 	// StorageQuota bounds what owners store; nil: nothing.
 	StorageQuota *StorageQuota
 
+	// Cache is the response cache; nil: off.
+	Cache *respcache.Cache
+
+	// Guards are the guards of requests and answers (docs/guardrails.md);
+	// nil: none.
+	Guards *guardrails.Engine
+
 	Observer Observer    // nil: nobody is told
 	Logger   *zap.Logger // nil: nothing is logged
+
+	// Tracing says what the spans of traced calls hold (trace.go).
+	Tracing Tracing
 
 	// Router routes the aliases (and the "<provider>/<model>" targets they
 	// list): their policies, circuit breakers, cool-downs, retry budget
@@ -214,6 +240,7 @@ type Gateway struct {
 	static    map[string]*Key
 	responses ResponseStore
 	storage   *StorageQuota
+	cache     *respcache.Cache
 	accounts  *accounts.Service
 	blocked   func(*Key) bool
 	// builtinTools is the Responses translator's policy for built-in
@@ -221,6 +248,8 @@ type Gateway struct {
 	builtinTools string
 	obs          Observer
 	log          *zap.Logger
+	tracing      Tracing
+	guards       *guardrails.Engine
 
 	exposures *exposureQueue
 	reporter  atomic.Pointer[ExposureReporter]
@@ -234,8 +263,8 @@ type Gateway struct {
 // configuration checks that).
 func New(c Config) (*Gateway, error) {
 	g := &Gateway{providers: c.Providers, prices: c.Prices, limits: c.Limits, usage: c.Usage, managed: c.Managed,
-		static: c.StaticKeys, responses: c.Responses, storage: c.StorageQuota, builtinTools: c.BuiltinTools, accounts: c.Accounts, blocked: c.Blocked, obs: c.Observer, log: c.Logger,
-		router: c.Router}
+		static: c.StaticKeys, responses: c.Responses, storage: c.StorageQuota, cache: c.Cache, builtinTools: c.BuiltinTools, accounts: c.Accounts, blocked: c.Blocked, obs: c.Observer, log: c.Logger,
+		tracing: c.Tracing, guards: c.Guards, router: c.Router}
 	if g.obs == nil {
 		g.obs = noObserver{}
 	}
@@ -265,10 +294,12 @@ func (g *Gateway) Provider(name string) *Provider { return g.providers[name] }
 // noObserver is told nothing.
 type noObserver struct{}
 
-func (noObserver) Upstream(string, int, time.Duration)      {}
-func (noObserver) Fallback(*Call, Target)                   {}
-func (noObserver) Answered(*Call, *Outcome)                 {}
-func (noObserver) Refused(string, string)                   {}
-func (noObserver) ExposureSkipped(string, int)              {}
-func (noObserver) KeyExposed(keys.Key, keys.Exposure, bool) {}
-func (noObserver) Suspended()                               {}
+func (noObserver) Upstream(string, int, time.Duration)          {}
+func (noObserver) Fallback(*Call, Target)                       {}
+func (noObserver) Answered(*Call, *Outcome)                     {}
+func (noObserver) Refused(string, string)                       {}
+func (noObserver) ExposureSkipped(string, int)                  {}
+func (noObserver) KeyExposed(keys.Key, keys.Exposure, bool)     {}
+func (noObserver) Suspended()                                   {}
+func (noObserver) CacheLookup(string, string)                   {}
+func (noObserver) Guarded(*Call, string, []guardrails.Decision) {}

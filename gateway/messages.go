@@ -48,6 +48,7 @@ func (g *Gateway) messages(ctx context.Context, c *Call, o *Outcome) {
 		return
 	}
 	g.serve(ctx, c, o, &request{endpoint: endpointMessages, model: info.Model, body: body, stream: info.Stream,
+		guarded: func(masked []byte) error { body = masked; return nil },
 		prepare: func(p *Provider, model string) (providers.Request, exchange, error) {
 			if p.Messages != nil {
 				preq, err := p.Messages.NativeRequest("/messages", body, model, c.Header)
@@ -91,6 +92,7 @@ func (g *Gateway) countTokens(ctx context.Context, c *Call, o *Outcome) {
 		return
 	}
 	g.serve(ctx, c, o, &request{endpoint: endpointCountTokens, model: info.Model,
+		guarded: func(masked []byte) error { body = masked; return nil },
 		prepare: func(p *Provider, model string) (providers.Request, exchange, error) {
 			if p.Messages != nil {
 				preq, err := p.Messages.NativeRequest("/messages/count_tokens", body, model, c.Header)

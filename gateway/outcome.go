@@ -59,10 +59,17 @@ type Outcome struct {
 	Cost    pricing.Money
 	Priced  bool
 
+	// Cache is what the response cache did with the call:
+	// respcache.StatusHit (answered from it), StatusMiss or StatusBypass;
+	// "" when the cache is off or does not serve the call.
+	Cache string
+
 	// Key is the call's key; Start is when Serve began, FirstByte when the
 	// first event of a stream reached the Sink.
 	Key              *Key
 	Start, FirstByte time.Time
+
+	trace *callTrace // the call's span, when it is traced (trace.go)
 }
 
 // CostText is what a settled call cost, in dollars, or "unpriced".

@@ -73,6 +73,9 @@ type ResponseStore struct {
 	Clock func() time.Time // nil: time.Now
 
 	quota *StorageQuota // counts what is stored against the owner's storage quota (set by New)
+	// guard is what a record goes through before it is stored: the
+	// answer guards of the call (nil: none); a nil record is not stored.
+	guard func(rec []byte) []byte
 }
 
 // expired reports whether the stored record rec (a translated response's
@@ -341,7 +344,9 @@ func (g *Gateway) serveResponses(ctx context.Context, c *Call, o *Outcome) {
 		parsed, err = responses.Parse(body)
 		return parsed, err
 	}
-	g.serve(ctx, c, o, &request{endpoint: endpointResponses, model: info.Model, body: body, history: history, stream: info.Stream,
+	var rq *request
+	rq = &request{endpoint: endpointResponses, model: info.Model, body: body, history: history, stream: info.Stream,
+		guarded: func(masked []byte) error { body, parsed = masked, nil; return nil },
 		prepare: func(p *Provider, model string) (providers.Request, exchange, error) {
 			if storedBy != "" && (p.Name != storedBy || p.Responses == nil) {
 				e := responses.NotFound(info.PreviousResponseID)
@@ -358,8 +363,9 @@ func (g *Gateway) serveResponses(ctx context.Context, c *Call, o *Outcome) {
 			if err != nil {
 				return providers.Request{}, exchange{}, err
 			}
-			return translateResponses(ctx, o.Header, p, req, history, model, info, owner, store, g.builtinTools, log)
-		}})
+			return translateResponses(ctx, o.Header, p, req, history, model, info, owner, store.guarded(g.recordGuard(ctx, rq.guards)), g.builtinTools, log)
+		}}
+	g.serve(ctx, c, o, rq)
 }
 
 // passResponses sends a Responses request to a provider that speaks the
@@ -408,7 +414,11 @@ func translateResponses(ctx context.Context, h http.Header, p *Provider, req *re
 		h.Del(responses.DroppedToolsHeader) // an earlier target's
 	}
 	saveRecord := func() {
-		if rec := x.Record(); rec != nil && owner != "" {
+		rec := x.Record()
+		if rec != nil && store.guard != nil {
+			rec = store.guard(rec)
+		}
+		if rec != nil && owner != "" {
 			store.saveLater(ctx, owner, x.ID(), rec, log)
 		}
 	}
@@ -641,4 +651,11 @@ func (o *Outcome) storageUnreachable(a *api, doing string) {
 	o.fail(a, &providers.Error{Status: http.StatusServiceUnavailable, Type: "server_error",
 		Message: "the gateway's storage cannot be reached just now (" + doing + "); try again shortly"})
 	o.RetryAfter = time.Second
+}
+
+// guarded returns the store with guard, which every record goes through
+// before it is stored.
+func (rs ResponseStore) guarded(guard func(rec []byte) []byte) ResponseStore {
+	rs.guard = guard
+	return rs
 }

@@ -92,20 +92,26 @@ func (g *Gateway) ModelIDs() []ModelID {
 	return out
 }
 
-// route tells a batch line's model's first target's provider, as the
-// batch engine's per-provider limit counts it, or why it cannot run at
-// the endpoint e.
-func (r *routes) route(e *endpoint, model string) (provider string, err error) {
+// route tells a batch line's model's first target, whose provider the
+// batch engine's per-provider limit counts it against and whose batch API
+// may take it, or why it cannot run at the endpoint e. upstream, the
+// provider's own name of the model, is empty when the first target's
+// provider does not serve e (the line runs in the gateway, on a later
+// target).
+func (r *routes) route(e *endpoint, model string) (provider, upstream string, err error) {
 	targets := r.resolve(model)
 	if len(targets) == 0 {
-		return "", fmt.Errorf("the model %q does not exist", model)
+		return "", "", fmt.Errorf("the model %q does not exist", model)
 	}
-	for _, t := range targets {
+	for i, t := range targets {
 		if e.serves(t.Provider) {
-			return targets[0].Provider.Name, nil
+			if i == 0 {
+				upstream = t.Model
+			}
+			return targets[0].Provider.Name, upstream, nil
 		}
 	}
-	return "", fmt.Errorf("no provider of the model %q serves %s", model, e.label)
+	return "", "", fmt.Errorf("no provider of the model %q serves %s", model, e.label)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -40,6 +40,11 @@ type AnswerStream struct {
 	stop  *Decision
 
 	unplaced pending // released text not yet placed in an event
+
+	// Reused from one event to the next: the events Event returns, and
+	// the slots of a chat chunk.
+	evs   [][]byte
+	slots []slot
 }
 
 // textKey names one text of a stream: a choice's content (a=choice), a
@@ -62,6 +67,7 @@ const (
 type heldEvent struct {
 	data  []byte
 	slots []slot
+	one   [1]slot // slots of an event of one text, without a slice of its own
 }
 
 // slot is a text's string in an event: data[start:end], quotes included.
@@ -95,7 +101,8 @@ func (s *AnswerStream) Decisions() []Decision { return slices.Clone(s.decs) }
 // now, in order. A non-nil Decision stops the stream: a guard blocked, or
 // failed closed; the host ends the stream with its error event
 // (BlockedError, UndecidedError) and sends nothing more. An event that is
-// not JSON passes as it is.
+// not JSON passes as it is. The slice returned is the stream's until the
+// next call (the events in it stay the caller's).
 func (s *AnswerStream) Event(ctx context.Context, data []byte) ([][]byte, *Decision) {
 	if s.stop != nil {
 		return nil, s.stop
@@ -202,10 +209,22 @@ func (s *AnswerStream) hold(data []byte, slots []slot) {
 	s.held = append(s.held, &heldEvent{data: data, slots: slots})
 }
 
+// holdOne queues an event of one text.
+func (s *AnswerStream) holdOne(data []byte, sl slot) {
+	h := &heldEvent{data: data, one: [1]slot{sl}}
+	h.slots = h.one[:]
+	s.held = append(s.held, h)
+}
+
 // emit returns the events at the head of the queue that are settled (each
 // of whose texts has a later event, or ended), in order, with their texts
 // in place; then, when not nil, is queued first.
 func (s *AnswerStream) emit(out [][]byte, then []byte) [][]byte {
+	if out == nil {
+		clear(s.evs)
+		out = s.evs[:0]
+		defer func() { s.evs = out[:0] }()
+	}
 	if then != nil {
 		s.hold(then, nil)
 	}
@@ -253,7 +272,7 @@ func (s *AnswerStream) place(h *heldEvent) []byte {
 
 // chat handles a chat.completion.chunk.
 func (s *AnswerStream) chat(ctx context.Context, data []byte) ([][]byte, *Decision) {
-	var slots []slot
+	slots := s.slots[:0]
 	var ended []int
 	var stop *Decision
 	ok := providers.Members(data, func(k, v []byte) bool {
@@ -290,7 +309,15 @@ func (s *AnswerStream) chat(ctx context.Context, data []byte) ([][]byte, *Decisi
 			}
 		}
 	}
-	s.hold(data, slots)
+	switch len(slots) {
+	case 0:
+		s.hold(data, nil)
+	case 1:
+		s.holdOne(data, slots[0])
+	default:
+		s.hold(data, slices.Clone(slots))
+	}
+	s.slots = slots[:0]
 	return s.emit(nil, nil), nil
 }
 
@@ -349,7 +376,7 @@ func (s *AnswerStream) messages(ctx context.Context, data []byte) ([][]byte, *De
 		if d != nil {
 			return nil, d
 		}
-		s.hold(data, []slot{sl})
+		s.holdOne(data, sl)
 		return s.emit(nil, nil), nil
 	case "content_block_stop":
 		for _, kind := range []textKind{kindContent, kindArguments} {
@@ -382,7 +409,7 @@ func (s *AnswerStream) responses(ctx context.Context, data []byte) ([][]byte, *D
 		if d != nil {
 			return nil, d
 		}
-		s.hold(data, []slot{sl})
+		s.holdOne(data, sl)
 		return s.emit(nil, nil), nil
 	case "response.output_text.done", "response.refusal.done", "response.function_call_arguments.done":
 		field := map[string]string{"response.output_text.done": "text", "response.refusal.done": "refusal",

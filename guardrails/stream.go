@@ -20,29 +20,36 @@ type stage struct {
 	dec     *Decision // the guard's decision over the whole stream
 	pending string    // received, not yet released
 	ctx     string    // the last bytes released, as received
+	matches []Match   // the matches of a piece, reused from one to the next
 }
 
 // write takes delta and returns what may be released; stop is true when
 // the guard blocked (or failed closed): nothing more is released. final
 // releases everything.
 func (st *stage) write(ctx context.Context, in *input, delta string, final bool) (string, bool) {
-	st.pending += delta
 	if st.g.local != nil {
-		return st.scan(final)
+		return st.scan(delta, final)
 	}
+	st.pending += delta
 	return st.screen(ctx, in, final)
 }
 
-// scan releases what a local guard has decided on.
-func (st *stage) scan(final bool) (string, bool) {
-	text := st.ctx + st.pending
+// scan releases what a local guard has decided on, of the text held and
+// delta.
+func (st *stage) scan(delta string, final bool) (string, bool) {
+	// One string of what was released last, what was held and delta: a
+	// single copy, none when nothing was held before.
+	text := delta
+	if st.ctx != "" || st.pending != "" {
+		text = st.ctx + st.pending + delta
+	}
 	o := len(st.ctx)
 	cut := len(text)
 	if !final {
 		cut = max(o, len(text)-st.g.local.hold(text))
 	}
-	var buf [8]Match
-	all := st.g.local.find(text, buf[:0])
+	all := st.g.local.find(text, st.matches[:0])
+	st.matches = all[:0] // for the next piece: its matches are used here only
 	ms := all[:0]
 	for _, m := range all {
 		if m.Start < o {

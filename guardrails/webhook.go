@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -71,6 +72,11 @@ func (h *webhook) screen(ctx context.Context, g *guard, in *input, texts []strin
 	}
 	resp, err := h.client.Do(req)
 	if err != nil {
+		// The client's error quotes the URL, whose query may hold a
+		// token: only what went wrong is kept.
+		if ue, ok := errors.AsType[*url.Error](err); ok {
+			err = ue.Err
+		}
 		return screening{}, fmt.Errorf("calling the screening service: %w", err)
 	}
 	defer func() { _ = resp.Body.Close() }()

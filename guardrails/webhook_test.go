@@ -235,3 +235,21 @@ func TestModerationWire(t *testing.T) {
 		}
 	}
 }
+
+// TestWebhookErrorKeepsURLTokens: the error of a service that cannot be
+// reached, which the host logs, does not quote its URL, whose query may
+// hold a token.
+func TestWebhookErrorKeepsURLTokens(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	addr := srv.URL
+	srv.Close() // nothing listens there any more
+	e := newEngine(t, Options{}, GuardConfig{Name: "screen", Type: "webhook", URL: addr + "/check?token=tok-s3cret-77",
+		Timeout: Duration(time.Second)})
+	r := e.Request(context.Background(), Chat, []byte(`{"messages":[{"role":"user","content":"hello"}]}`), nil)
+	if r.Verdict != Undecided || r.Stop == nil || r.Stop.Err == nil {
+		t.Fatalf("verdict %d, stop %+v", r.Verdict, r.Stop)
+	}
+	if msg := r.Stop.Err.Error(); strings.Contains(msg, "tok-s3cret-77") || strings.Contains(msg, addr) {
+		t.Errorf("the error quotes the URL: %s", msg)
+	}
+}

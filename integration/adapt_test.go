@@ -55,7 +55,9 @@ func TestCaddyfileAdapt(t *testing.T) {
 				}
 				return
 			}
-			caddytest.CompareAdapt(t, f, input, "caddyfile", want)
+			if !caddytest.CompareAdapt(t, f, input, "caddyfile", want) {
+				t.Errorf("%s: the adapted JSON differs from the file's (the diff is on stdout)", f)
+			}
 		})
 	}
 }

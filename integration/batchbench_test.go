@@ -41,6 +41,7 @@ func startBenchGateway(b *testing.B, batchOpts string) string {
 	http_port %[1]d
 	modelgate {
 		provider oa openai {
+			batch gateway
 			base_url %[2]s/v1
 			api_key %[3]s
 		}

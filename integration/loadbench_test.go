@@ -45,10 +45,12 @@ func BenchmarkEndToEnd(b *testing.B) {
 	http_port %[1]d
 	modelgate {
 		provider oa openai {
+			batch gateway
 			base_url %[3]s/v1
 			api_key %[4]s
 		}
 		provider claude anthropic {
+			batch gateway
 			base_url %[3]s
 			api_key %[5]s
 		}

@@ -42,7 +42,9 @@ func caddyBinary(t testing.TB) string {
 			}
 			return
 		}
-		dir, err := os.MkdirTemp("", "modelgate-caddy-bin")
+		// Under the tests' root, which TestMain removes: a 100 MB binary
+		// per run would otherwise pile up in the temporary directory.
+		dir, err := os.MkdirTemp(testRoot, "caddy-bin")
 		if err != nil {
 			caddyBinErr = err
 			return

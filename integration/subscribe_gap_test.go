@@ -40,6 +40,7 @@ func TestKeyCreatedBeforeSubscriptionLive(t *testing.T) {
 	}
 	modelgate {
 		provider oa openai {
+			batch gateway
 			base_url ` + fake.URL + `/v1
 			api_key ` + openAIKey + `
 			models gpt-4o-mini

@@ -10,6 +10,10 @@ func TestBatchPrices(t *testing.T) {
 	p := Default()
 	for _, tc := range []struct{ typ, model string }{
 		{"openai", "gpt-4o"}, {"anthropic", "claude-sonnet-4-5"}, {"gemini", "gemini-2.5-flash"}, {"azure_openai", "gpt-4.1"},
+		// The models Bedrock batch inference and Vertex AI batch
+		// prediction take, as their jobs name them.
+		{"bedrock", "anthropic.claude-sonnet-4-5-20250929-v1:0"}, {"bedrock", "us.anthropic.claude-haiku-4-5-20251001-v1:0"},
+		{"vertex", "gemini-2.5-flash"}, {"vertex", "publishers/google/models/gemini-2.5-pro"},
 	} {
 		live, ok := p.Cost(tc.typ, tc.model, u)
 		if !ok {

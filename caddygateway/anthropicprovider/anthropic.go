@@ -9,7 +9,9 @@ import (
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
+	"github.com/modelgate/modelgate/batch"
 	"github.com/modelgate/modelgate/caddygateway"
+	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/anthropic"
 )
 
@@ -117,3 +119,12 @@ var (
 // BatchMode is where batches send the provider's lines: its Batch
 // option, else the type's default (native: its API has batches).
 func (p *Provider) BatchMode() string { return caddygateway.BatchMode(p.Batch, providerType.Name) }
+
+// NativeBatches returns Anthropic's Message Batches API, whose requests
+// are translated as live ones (max_tokens, anthropic-version): the
+// provider's lines go there while its batch mode is native.
+func (p *Provider) NativeBatches(send providers.Send) batch.NativeAPI {
+	return anthropic.Batches{Send: send, Chat: *p.chat}
+}
+
+var _ caddygateway.NativeBatcher = (*Provider)(nil)

@@ -20,8 +20,11 @@ import (
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/clientcredentials"
 
+	"github.com/modelgate/modelgate/batch"
 	"github.com/modelgate/modelgate/caddygateway"
+	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/azure"
+	"github.com/modelgate/modelgate/providers/openai"
 )
 
 func init() {
@@ -372,3 +375,19 @@ var (
 // BatchMode is where batches send the provider's lines: its Batch
 // option, else the type's default (native: its API has batches).
 func (p *Provider) BatchMode() string { return caddygateway.BatchMode(p.Batch, providerType.Name) }
+
+// NativeBatches returns Azure OpenAI's Batch API on the surface the
+// provider uses: the classic one (/openai, with its api-version, which
+// must be one with batches: 2024-10-21 or later) or the v1 API
+// (/openai/v1). Records name the deployment of each model, and the
+// provider's global batch deployments serve them.
+func (p *Provider) NativeBatches(send providers.Send) batch.NativeAPI {
+	b := openai.Batches{Send: send, Prefix: "/openai/v1", Model: p.chat.Deployment}
+	if v := p.chat.APIVersion; v != "" {
+		b.Prefix, b.Query = "/openai", url.Values{"api-version": {v}}.Encode()
+		b.Endpoint = func(e string) string { return strings.TrimPrefix(e, "/v1") }
+	}
+	return b
+}
+
+var _ caddygateway.NativeBatcher = (*Provider)(nil)

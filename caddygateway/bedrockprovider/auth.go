@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -43,15 +44,29 @@ const credentialTimeout = 30 * time.Second
 // ContentSHA256Header middleware), and neither does this. Credentials come
 // from creds, an aws.CredentialsCache: fetched once, and again only as they
 // near their expiry, never for each request.
+//
+// For S3 (forS3) it signs as S3's SDK does over a body it does not hash:
+// X-Amz-Content-Sha256 UNSIGNED-PAYLOAD, so that a batch's records stream
+// to the bucket without being read twice.
 type sigV4 struct {
 	creds  aws.CredentialsProvider
 	region string
 	signer *v4.Signer
 	now    func() time.Time
+	// service is the signing name; unsigned: the payload is not hashed.
+	service  string
+	unsigned bool
 }
 
 func newSigV4(creds aws.CredentialsProvider, region string) *sigV4 {
-	return &sigV4{creds: creds, region: region, signer: v4.NewSigner(), now: time.Now}
+	return &sigV4{creds: creds, region: region, signer: v4.NewSigner(), now: time.Now, service: signingName}
+}
+
+// forS3 is the signer of S3 requests with the same credentials.
+func (s *sigV4) forS3() *sigV4 {
+	c := *s
+	c.service, c.unsigned = "s3", true
+	return &c
 }
 
 // Authenticate signs req, whose body is body.
@@ -64,10 +79,14 @@ func (s *sigV4) Authenticate(req *http.Request, body []byte) error {
 	if err != nil {
 		return fmt.Errorf("getting AWS credentials: %w", err)
 	}
-	sum := sha256.Sum256(body)
 	req.Header.Del("Authorization")
 	req.Header.Del("X-Amz-Security-Token")
-	return s.signer.SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), signingName, s.region, s.now().UTC())
+	if s.unsigned {
+		req.Header.Set("X-Amz-Content-Sha256", unsignedPayload)
+		return s.signer.SignHTTP(ctx, creds, req, unsignedPayload, s.service, s.region, s.now().UTC())
+	}
+	sum := sha256.Sum256(body)
+	return s.signer.SignHTTP(ctx, creds, req, hex.EncodeToString(sum[:]), s.service, s.region, s.now().UTC())
 }
 
 // resolved is the provider's configuration with its placeholders resolved.
@@ -204,11 +223,31 @@ func validRegion(s string) bool {
 	return true
 }
 
+// unsignedPayload is SigV4's payload hash for a body that is not hashed.
+const unsignedPayload = "UNSIGNED-PAYLOAD"
+
 // endpoint is Bedrock's runtime endpoint in region.
-func endpoint(region string) string {
-	suffix := ".amazonaws.com"
-	if len(region) > 3 && region[:3] == "cn-" {
-		suffix = ".amazonaws.com.cn"
+func endpoint(region string) string { return "https://bedrock-runtime." + region + domain(region) }
+
+// controlEndpoint is Bedrock's control plane in region, which serves the
+// model invocation jobs.
+func controlEndpoint(region string) string { return "https://bedrock." + region + domain(region) }
+
+// bucketEndpoint is the S3 endpoint of bucket in region under which
+// "/{key}" names an object: virtual-hosted, or path-style for a bucket
+// whose name has a dot (which a virtual host's TLS certificate does not
+// cover).
+func bucketEndpoint(bucket, region string) string {
+	if strings.Contains(bucket, ".") {
+		return "https://s3." + region + domain(region) + "/" + bucket
 	}
-	return "https://bedrock-runtime." + region + suffix
+	return "https://" + bucket + ".s3." + region + domain(region)
+}
+
+// domain is AWS's domain in region.
+func domain(region string) string {
+	if len(region) > 3 && region[:3] == "cn-" {
+		return ".amazonaws.com.cn"
+	}
+	return ".amazonaws.com"
 }

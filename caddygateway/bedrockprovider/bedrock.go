@@ -7,13 +7,17 @@
 package bedrockprovider
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
+	"github.com/modelgate/modelgate/batch"
 	"github.com/modelgate/modelgate/caddygateway"
+	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/bedrock"
 )
 
@@ -43,6 +47,16 @@ type Provider struct {
 	// its own batch API at its batch price, or "gateway", as live
 	// requests. Default: native.
 	Batch string `json:"batch,omitempty"`
+
+	// BatchBucket is where Bedrock batch inference reads its input and
+	// writes its output, s3://bucket[/prefix] (in the provider's region),
+	// and BatchRole the service role Bedrock assumes to do so
+	// (arn:aws:iam::<account>:role/<name>). With both, the batch lines of
+	// Claude models go to Bedrock's batch inference; without them, all
+	// of this provider's batch lines run in the gateway. Placeholders are
+	// resolved.
+	BatchBucket string `json:"batch_bucket,omitempty"`
+	BatchRole   string `json:"batch_role,omitempty"`
 
 	// Region is the AWS region, such as us-east-1; placeholders are
 	// resolved. It names the default base URL,
@@ -80,6 +94,12 @@ type Provider struct {
 	chat       bedrock.Chat
 	embeddings bedrock.Embeddings
 	messages   bedrock.Messages
+
+	// batches is the batch inference API without its Sends, and
+	// control and storage the services it calls; set when batch_bucket
+	// and batch_role are.
+	batches          *bedrock.Batches
+	control, storage caddygateway.ProviderType
 }
 
 // AssumeRole is an IAM role the gateway assumes through STS (AssumeRole),
@@ -130,7 +150,62 @@ func (p *Provider) Provision(ctx caddy.Context) error {
 	t.BaseURL, t.Auth = endpoint(region), auth
 	r := p.resolve()
 	t.Secrets = []string{r.secret, r.token}
+	if err := p.provisionBatches(auth, region, t.Secrets); err != nil {
+		return fmt.Errorf("bedrock: %w", err)
+	}
 	return p.ProvisionBase(ctx, t)
+}
+
+// provisionBatches sets up batch inference when batch_bucket and
+// batch_role are given: its API, and the control plane and bucket it
+// calls, signed with the provider's credentials for services bedrock and
+// s3.
+func (p *Provider) provisionBatches(auth caddygateway.Authenticator, region string, secrets []string) error {
+	repl := caddy.NewReplacer()
+	uri, role := repl.ReplaceKnown(p.BatchBucket, ""), repl.ReplaceKnown(p.BatchRole, "")
+	switch {
+	case p.BatchBucket == "" && p.BatchRole == "":
+		return nil
+	case uri == "" || role == "":
+		return errors.New("batch_bucket and batch_role go together (is an environment variable unset?)")
+	case !bedrock.ValidRoleARN(role):
+		return fmt.Errorf("batch_role %q is not an IAM role's ARN (arn:aws:iam::<account>:role/<name>)", role)
+	}
+	bucket, prefix, err := bedrock.ParseS3URI(uri)
+	if err != nil {
+		return fmt.Errorf("batch_bucket: %w", err)
+	}
+	sig, ok := auth.(*sigV4)
+	if !ok {
+		return errors.New("batch_bucket needs AWS credentials: S3 takes no Bedrock API key")
+	}
+	p.batches = &bedrock.Batches{Bucket: bucket, Prefix: prefix, RoleARN: role, Messages: p.messages}
+	p.control = caddygateway.ProviderType{Name: "bedrock", BaseURL: controlEndpoint(region), Auth: sig, Secrets: secrets}
+	p.storage = caddygateway.ProviderType{Name: "bedrock", BaseURL: bucketEndpoint(bucket, region), Auth: sig.forS3(), Secrets: secrets}
+	return nil
+}
+
+// BatchServices are the services Bedrock batch inference calls besides the
+// runtime, each with its base URL and signer: control, the Bedrock
+// control plane (https://bedrock.{region}.amazonaws.com, signed for
+// service bedrock), and storage, the batch_bucket
+// (https://{bucket}.s3.{region}.amazonaws.com, signed for service s3 with
+// an unsigned payload, so that uploads stream). ok is false when the
+// provider has no batch_bucket: its batch lines run in the gateway.
+func (p *Provider) BatchServices() (control, storage caddygateway.ProviderType, ok bool) {
+	return p.control, p.storage, p.batches != nil
+}
+
+// NativeBatches is Bedrock batch inference for the batch engine, over
+// control and storage, which carry requests to the two BatchServices; nil
+// when the provider has no batch_bucket.
+func (p *Provider) NativeBatches(control, storage providers.Send) batch.NativeAPI {
+	if p.batches == nil {
+		return nil
+	}
+	b := *p.batches
+	b.Control, b.Storage = control, storage
+	return b
 }
 
 // UnmarshalCaddyfile reads a bedrock provider block. Syntax:
@@ -149,6 +224,8 @@ func (p *Provider) Provision(ctx caddy.Context) error {
 //	    api_key           <Bedrock API key>
 //	    structured_output native|tool
 //	    batch             native|gateway
+//	    batch_bucket      s3://<bucket>[/<prefix>]
+//	    batch_role        <service role arn>
 //	    base_model        <model> <base model id>   # repeatable
 //	    base_url          <url>
 //	    models            <model>...
@@ -167,6 +244,22 @@ func (p *Provider) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 		case "batch":
 			return true, caddygateway.ParseBatchMode(d, &p.Batch)
+		case "batch_bucket":
+			if !d.AllArgs(&p.BatchBucket) {
+				return true, d.ArgErr()
+			}
+			if !strings.Contains(p.BatchBucket, "{") {
+				if _, _, err := bedrock.ParseS3URI(p.BatchBucket); err != nil {
+					return true, d.Errf("batch_bucket: %v", err)
+				}
+			}
+		case "batch_role":
+			if !d.AllArgs(&p.BatchRole) {
+				return true, d.ArgErr()
+			}
+			if !strings.Contains(p.BatchRole, "{") && !bedrock.ValidRoleARN(p.BatchRole) {
+				return true, d.Errf("batch_role %q is not an IAM role's ARN (arn:aws:iam::<account>:role/<name>)", p.BatchRole)
+			}
 		case "structured_output":
 			if !d.AllArgs(&p.StructuredOutput) {
 				return true, d.ArgErr()
@@ -211,6 +304,10 @@ func (p *Provider) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		return d.Err("provider type bedrock takes session_token only with access_key_id and secret_access_key")
 	case p.APIKey != "" && (p.AccessKeyID != "" || p.Profile != "" || p.AssumeRole != nil):
 		return d.Err("provider type bedrock takes api_key (a Bedrock API key) or AWS credentials (access keys, profile, assume_role), not both")
+	case (p.BatchBucket == "") != (p.BatchRole == ""):
+		return d.Err("provider type bedrock needs batch_bucket and batch_role together")
+	case p.APIKey != "" && p.BatchBucket != "":
+		return d.Err("provider type bedrock needs AWS credentials for batch_bucket: S3 takes no Bedrock API key")
 	}
 	return nil
 }

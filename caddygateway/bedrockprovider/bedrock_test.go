@@ -40,6 +40,39 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		{"batch twice the wrong way", `bedrock {
 			batch native gateway
 		}`, `error: wrong argument count`},
+		{"batch bucket and role", `bedrock {
+			region us-east-1
+			batch_bucket s3://mg-batches/modelgate/in/
+			batch_role arn:aws:iam::123456789012:role/bedrock-batch
+		}`, `{"batch_bucket":"s3://mg-batches/modelgate/in/","batch_role":"arn:aws:iam::123456789012:role/bedrock-batch","region":"us-east-1"}`},
+		{"batch bucket from placeholders", `bedrock {
+			batch_bucket {env.BUCKET}
+			batch_role {env.ROLE}
+		}`, `{"batch_bucket":"{env.BUCKET}","batch_role":"{env.ROLE}"}`},
+		{"batch bucket without a role", `bedrock {
+			batch_bucket s3://mg-batches
+		}`, `error: batch_bucket and batch_role together`},
+		{"batch bucket not S3", `bedrock {
+			batch_bucket gs://mg-batches
+			batch_role arn:aws:iam::123456789012:role/r
+		}`, `error: not an S3 URI`},
+		{"batch bucket name", `bedrock {
+			batch_bucket s3://MG_Batches
+			batch_role arn:aws:iam::123456789012:role/r
+		}`, `error: not an S3 bucket name`},
+		{"batch prefix climbing", `bedrock {
+			batch_bucket s3://mg-batches/a/../b
+			batch_role arn:aws:iam::123456789012:role/r
+		}`, `error: key prefix`},
+		{"batch role not a role", `bedrock {
+			batch_bucket s3://mg-batches
+			batch_role arn:aws:iam::123456789012:user/u
+		}`, `error: not an IAM role's ARN`},
+		{"batch bucket with an API key", `bedrock {
+			api_key {env.BEDROCK_KEY}
+			batch_bucket s3://mg-batches
+			batch_role arn:aws:iam::123456789012:role/r
+		}`, `error: S3 takes no Bedrock API key`},
 		{"static keys", `bedrock {
 			region us-east-1
 			access_key_id {env.K}
@@ -534,5 +567,76 @@ func BenchmarkSign(b *testing.B) {
 		if err := auth.Authenticate(req, body); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestBatchServices: with batch_bucket and batch_role the provider names
+// the control plane and the bucket, signed with its credentials for
+// bedrock and for s3 (an unsigned payload, so that uploads stream), and
+// builds batch inference over the Sends it is given; without them it has
+// none, and a bucket the placeholders leave bad is a provisioning error.
+func TestBatchServices(t *testing.T) {
+	cleanAWSEnv(t)
+	ctx, err := caddy.ProvisionContext(&caddy.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Provider{Region: "eu-west-1", AccessKeyID: keyID, SecretAccessKey: secret,
+		BatchBucket: "s3://mg-batches/modelgate", BatchRole: "arn:aws:iam::123456789012:role/bedrock-batch"}
+	if err := p.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	control, storage, ok := p.BatchServices()
+	if !ok || control.BaseURL != "https://bedrock.eu-west-1.amazonaws.com" || storage.BaseURL != "https://mg-batches.s3.eu-west-1.amazonaws.com" {
+		t.Fatalf("services %v: %q, %q", ok, control.BaseURL, storage.BaseURL)
+	}
+	for _, tc := range []struct {
+		pt            caddygateway.ProviderType
+		service, hash string
+	}{{control, "bedrock", ""}, {storage, "s3", "UNSIGNED-PAYLOAD"}} {
+		req := httptest.NewRequest(http.MethodPut, tc.pt.BaseURL+"/x", nil)
+		if err := tc.pt.Auth.Authenticate(req, []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
+		if a := req.Header.Get("Authorization"); !strings.Contains(a, "/eu-west-1/"+tc.service+"/aws4_request") {
+			t.Errorf("%s: Authorization %q", tc.service, a)
+		}
+		if req.Header.Get("X-Amz-Content-Sha256") != tc.hash {
+			t.Errorf("%s: X-Amz-Content-Sha256 %q, want %q", tc.service, req.Header.Get("X-Amz-Content-Sha256"), tc.hash)
+		}
+	}
+	// The control plane's signer passes the fake's check, which
+	// recomputes the signature; the bucket's, scoped to s3, does not.
+	fake := providertest.Start(t, providertest.Options{Keys: map[string]string{"bedrock_batch": keyID + ":" + secret}})
+	job := providers.Request{Path: "/model-invocation-job", Body: []byte(`{"jobName":"mg-1","roleArn":"arn:aws:iam::123456789012:role/bedrock-batch",` +
+		`"modelId":"anthropic.claude-haiku-4-5-20251001-v1:0","inputDataConfig":{"s3InputDataConfig":{"s3Uri":"s3://mg-batches/in.jsonl"}},` +
+		`"outputDataConfig":{"s3OutputDataConfig":{"s3Uri":"s3://mg-batches/out/"}}}`)}
+	if status, body := send(t, fake, control.Auth, job, nil); status != 200 || !strings.Contains(body, "jobArn") {
+		t.Errorf("a job created with the control plane's signature: %d %s", status, body)
+	}
+	if status, body := send(t, fake, storage.Auth, job, nil); status != 403 || !strings.Contains(body, "service") {
+		t.Errorf("the bucket's signature on the control plane: %d %s", status, body)
+	}
+
+	nowhere := func(context.Context, providers.Request) (providers.Answer, error) { return providers.Answer{}, nil }
+	api, ok := p.NativeBatches(nowhere, nowhere).(bedrock.Batches)
+	if !ok || api.Bucket != "mg-batches" || api.Prefix != "modelgate" || api.RoleARN != p.BatchRole || api.Control == nil || api.Storage == nil {
+		t.Errorf("api %#v", api)
+	}
+	if got := bucketEndpoint("mg.batches", "us-east-1"); got != "https://s3.us-east-1.amazonaws.com/mg.batches" {
+		t.Errorf("dotted bucket: %s", got)
+	}
+
+	plain := &Provider{Region: "eu-west-1", AccessKeyID: keyID, SecretAccessKey: secret}
+	if err := plain.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, ok := plain.BatchServices(); ok || plain.NativeBatches(nowhere, nowhere) != nil {
+		t.Error("a provider without batch_bucket has batch services")
+	}
+	t.Setenv("MG_TEST_BUCKET", "s3://Bad_Bucket")
+	bad := &Provider{Region: "eu-west-1", AccessKeyID: keyID, SecretAccessKey: secret, BatchBucket: "{env.MG_TEST_BUCKET}", BatchRole: "arn:aws:iam::123456789012:role/r"}
+	if err := bad.Provision(ctx); err == nil || !strings.Contains(err.Error(), "batch_bucket") {
+		t.Errorf("a bad bucket from a placeholder: %v", err)
 	}
 }

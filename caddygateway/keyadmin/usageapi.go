@@ -126,6 +126,8 @@ type usageCounts struct {
 	ReasoningTokens  int64 `json:"reasoning_tokens"`
 	Searches         int64 `json:"rerank_searches"`
 	EmbeddingTokens  int64 `json:"embedding_tokens"`
+	// CacheHits are the requests answered from the response cache.
+	CacheHits int64 `json:"cache_hits"`
 	// CostUSD is what the priced requests cost, in dollars ("0.001234").
 	CostUSD string `json:"cost_usd"`
 	// Unpriced counts the requests of models without a price: their cost
@@ -136,7 +138,7 @@ type usageCounts struct {
 func countsOf(c usage.Counts) usageCounts {
 	return usageCounts{Requests: c.Requests, InputTokens: c.InputTokens, CachedTokens: c.CachedTokens,
 		CacheWriteTokens: c.CacheWriteTokens, OutputTokens: c.OutputTokens, ReasoningTokens: c.ReasoningTokens,
-		Searches: c.Searches, EmbeddingTokens: c.EmbeddingTokens, CostUSD: c.Cost.String(), Unpriced: c.Unpriced}
+		Searches: c.Searches, EmbeddingTokens: c.EmbeddingTokens, CacheHits: c.CacheHits, CostUSD: c.Cost.String(), Unpriced: c.Unpriced}
 }
 
 // usageRow is one group of a report: the values of the dimensions grouped

@@ -341,17 +341,17 @@ func TestKeyUsageAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	zero := `"requests":0,"input_tokens":0,"cached_tokens":0,"cache_write_tokens":0,"output_tokens":0,"reasoning_tokens":0,"rerank_searches":0,"embedding_tokens":0,"cost_usd":"0","unpriced_requests":0`
+	zero := `"requests":0,"input_tokens":0,"cached_tokens":0,"cache_write_tokens":0,"output_tokens":0,"reasoning_tokens":0,"rerank_searches":0,"embedding_tokens":0,"cache_hits":0,"cost_usd":"0","unpriced_requests":0`
 	status, body, _ := f.do(t, http.MethodGet, "/keys/"+id+"/usage?days=4")
 	if status != 200 {
 		t.Fatalf("%d %s", status, body)
 	}
 	sameJSON(t, body, `{"key":`+string(keyJSON)+`,"from":"2026-07-21","to":"2026-07-24","days":[
 		{"day":"2026-07-21",`+zero+`},
-		{"day":"2026-07-22","requests":1,"input_tokens":10,"cached_tokens":0,"cache_write_tokens":0,"output_tokens":5,"reasoning_tokens":0,"rerank_searches":0,"embedding_tokens":0,"cost_usd":"0.000075","unpriced_requests":0},
-		{"day":"2026-07-23","requests":1,"input_tokens":10,"cached_tokens":0,"cache_write_tokens":0,"output_tokens":5,"reasoning_tokens":0,"rerank_searches":0,"embedding_tokens":0,"cost_usd":"0","unpriced_requests":1},
-		{"day":"2026-07-24","requests":3,"input_tokens":130,"cached_tokens":20,"cache_write_tokens":0,"output_tokens":60,"reasoning_tokens":8,"rerank_searches":0,"embedding_tokens":0,"cost_usd":"0.000625","unpriced_requests":0}],
-		"total":{"requests":5,"input_tokens":150,"cached_tokens":20,"cache_write_tokens":0,"output_tokens":70,"reasoning_tokens":8,"rerank_searches":0,"embedding_tokens":0,"cost_usd":"0.0007","unpriced_requests":1},
+		{"day":"2026-07-22","requests":1,"input_tokens":10,"cached_tokens":0,"cache_write_tokens":0,"output_tokens":5,"reasoning_tokens":0,"rerank_searches":0,"embedding_tokens":0,"cache_hits":0,"cost_usd":"0.000075","unpriced_requests":0},
+		{"day":"2026-07-23","requests":1,"input_tokens":10,"cached_tokens":0,"cache_write_tokens":0,"output_tokens":5,"reasoning_tokens":0,"rerank_searches":0,"embedding_tokens":0,"cache_hits":0,"cost_usd":"0","unpriced_requests":1},
+		{"day":"2026-07-24","requests":3,"input_tokens":130,"cached_tokens":20,"cache_write_tokens":0,"output_tokens":60,"reasoning_tokens":8,"rerank_searches":0,"embedding_tokens":0,"cache_hits":0,"cost_usd":"0.000625","unpriced_requests":0}],
+		"total":{"requests":5,"input_tokens":150,"cached_tokens":20,"cache_write_tokens":0,"output_tokens":70,"reasoning_tokens":8,"rerank_searches":0,"embedding_tokens":0,"cache_hits":0,"cost_usd":"0.0007","unpriced_requests":1},
 		"policy":{"key":{"limits":{"requests_per_minute":100},"budget":{"usd":"1","period":"month"}},"owner":{"limits":{"tokens_per_minute":50000}}},
 		"status":{"key":{"requests_per_minute":{"limit":100,"remaining":97,"reset_ms":1500},
 			"budget":{"usd":"1","period":"month","spent_usd":"0.000625","reserved_usd":"0.00003","left_usd":"0.999345","resets_at":`+itoa(resets.Unix())+`}},

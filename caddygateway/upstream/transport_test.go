@@ -378,3 +378,22 @@ func (s *seen) last() (*http.Request, []byte) {
 	defer s.mu.Unlock()
 	return s.reqs[len(s.reqs)-1], s.body[len(s.body)-1]
 }
+
+// TestUpstreamRequestUpload: a streamed body (a native batch's records) is
+// the request's body as it is, with its length, no copy of it in the
+// context, and no GetBody: read once, it cannot be sent again.
+func TestUpstreamRequestUpload(t *testing.T) {
+	b := &Upstream{basePath: "/v1"}
+	upload := strings.NewReader("records\n")
+	r2 := b.request(context.Background(), providers.Request{Path: "/files", Upload: upload, Length: 8,
+		Header: http.Header{"Content-Type": {"multipart/form-data; boundary=x"}}}, false, httptest.NewRecorder())
+	if r2.ContentLength != 8 || r2.GetBody != nil || requestBody(r2.Context()) != nil {
+		t.Errorf("length %d, GetBody %v, body in the context %q", r2.ContentLength, r2.GetBody != nil, requestBody(r2.Context()))
+	}
+	if got, _ := io.ReadAll(r2.Body); string(got) != "records\n" || upload.Len() != 0 {
+		t.Errorf("the body reads %q", got)
+	}
+	if ct := r2.Header.Get("Content-Type"); ct != "multipart/form-data; boundary=x" {
+		t.Errorf("Content-Type %q", ct)
+	}
+}

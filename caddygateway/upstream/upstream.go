@@ -193,10 +193,16 @@ func (u *Upstream) request(ctx context.Context, preq providers.Request, stream b
 	r2.Header = h
 	r2.Trailer = nil
 
-	call.reader.Reset(body)
-	r2.Body = &call.reader
-	r2.ContentLength = int64(len(body))
-	r2.GetBody = func() (io.ReadCloser, error) { return newBytesBody(body), nil }
+	if preq.Upload != nil {
+		// A body streamed as it goes out (a native batch's records): read
+		// once, never held, so nothing may send it again.
+		r2.Body, r2.ContentLength = io.NopCloser(preq.Upload), preq.Length
+	} else {
+		call.reader.Reset(body)
+		r2.Body = &call.reader
+		r2.ContentLength = int64(len(body))
+		r2.GetBody = func() (io.ReadCloser, error) { return newBytesBody(body), nil }
+	}
 	if !caddyValues {
 		// What Caddy's server gives a request, which reverse_proxy needs: a
 		// replacer, the variables (the client's address, whether it is a

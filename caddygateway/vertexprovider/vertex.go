@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/caddyserver/caddy/v2"
@@ -23,7 +24,9 @@ import (
 	"golang.org/x/oauth2"
 	"golang.org/x/oauth2/google"
 
+	"github.com/modelgate/modelgate/batch"
 	"github.com/modelgate/modelgate/caddygateway"
+	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/anthropic"
 	"github.com/modelgate/modelgate/providers/gemini"
 	"github.com/modelgate/modelgate/providers/vertex"
@@ -81,12 +84,25 @@ type Provider struct {
 	// one), else none.
 	QuotaProject string `json:"quota_project,omitempty"`
 
+	// BatchBucket is where Vertex AI batch prediction reads its input and
+	// writes its output, gs://bucket[/prefix]. With it, the batch lines
+	// of Gemini models go to batch prediction jobs of the project and
+	// location; without it, all of this provider's batch lines run in the
+	// gateway. It needs credentials (not api_key). Placeholders are
+	// resolved.
+	BatchBucket string `json:"batch_bucket,omitempty"`
+
 	// Batch is where batches send this provider's lines: "native", to
 	// its own batch API at its batch price, or "gateway", as live
 	// requests. Default: native.
 	Batch string `json:"batch,omitempty"`
 
 	chat vertex.Chat
+
+	// batches is batch prediction without its Sends, and storage the
+	// Cloud Storage service it calls; set when batch_bucket is.
+	batches *vertex.Batches
+	storage caddygateway.ProviderType
 }
 
 // expressBaseURL is the base URL of requests authenticated with an API key,
@@ -151,6 +167,8 @@ func (p *Provider) setup(ctx context.Context) (caddygateway.ProviderType, error)
 			return t, errors.New("give api_key (express mode) or credentials, not both")
 		case p.QuotaProject != "":
 			return t, errors.New("quota_project applies to credentials, not to api_key")
+		case p.BatchBucket != "":
+			return t, errors.New("batch_bucket needs credentials: express mode (api_key) has no batch prediction")
 		}
 		t.KeyRequired, t.KeyHeader, t.BaseURL = true, "x-goog-api-key", expressBaseURL
 		p.chat = chat(project, loc)
@@ -171,10 +189,45 @@ func (p *Provider) setup(ctx context.Context) (caddygateway.ProviderType, error)
 	if quota == "" {
 		quota = creds.quotaProject
 	}
-	t.Auth = googleAuth{tokens: caddygateway.NewTokenAuth(creds.source), quotaProject: quota}
+	auth := googleAuth{tokens: caddygateway.NewTokenAuth(creds.source), quotaProject: quota}
+	t.Auth = auth
 	t.BaseURL = gemini.VertexBaseURL(loc)
 	p.chat = chat(project, loc)
+	if uri := repl.ReplaceKnown(p.BatchBucket, ""); p.BatchBucket != "" {
+		bucket, prefix, err := vertex.ParseGCSURI(uri)
+		if err != nil {
+			return t, fmt.Errorf("batch_bucket: %w", err)
+		}
+		p.batches = &vertex.Batches{Bucket: bucket, Prefix: prefix, Chat: p.chat}
+		p.storage = caddygateway.ProviderType{Name: "vertex", BaseURL: storageURL, Auth: auth}
+	}
 	return t, nil
+}
+
+// storageURL is Cloud Storage's JSON API, which batch prediction's input
+// and output go through.
+const storageURL = "https://storage.googleapis.com"
+
+// BatchStorage is the service Vertex AI batch prediction calls besides
+// Vertex AI itself: Cloud Storage's JSON API (https://storage.googleapis.com),
+// with the provider's credentials (their cloud-platform scope covers it).
+// ok is false when the provider has no batch_bucket: its batch lines run
+// in the gateway.
+func (p *Provider) BatchStorage() (storage caddygateway.ProviderType, ok bool) {
+	return p.storage, p.batches != nil
+}
+
+// NativeBatches is Vertex AI batch prediction for the batch engine, over
+// control, the provider's own upstream (the Send of its live requests,
+// below its base URL …/v1), and storage, which carries requests to
+// BatchStorage; nil when the provider has no batch_bucket.
+func (p *Provider) NativeBatches(control, storage providers.Send) batch.NativeAPI {
+	if p.batches == nil {
+		return nil
+	}
+	b := *p.batches
+	b.Control, b.Storage = control, storage
+	return b
 }
 
 // chat is the translator of both publishers for project and location.
@@ -335,6 +388,7 @@ func (a googleAuth) Authenticate(req *http.Request, body []byte) error {
 //	    credentials      <json>       # e.g. {env.GOOGLE_CREDENTIALS_JSON}
 //	    quota_project    <project>
 //	    batch            native|gateway
+//	    batch_bucket     gs://<bucket>[/<prefix>]
 //	    api_key          <secret>     # express mode, instead of credentials
 //	    base_url         <url>        # default: by location
 //	    models           <model>...
@@ -345,8 +399,22 @@ func (a googleAuth) Authenticate(req *http.Request, body []byte) error {
 // Credentials are used.
 func (p *Provider) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 	err := p.UnmarshalBlock(d, providerType, func(d *caddyfile.Dispenser) (bool, error) {
-		if d.Val() == "batch" {
+		switch d.Val() {
+		case "batch":
 			return true, caddygateway.ParseBatchMode(d, &p.Batch)
+		case "batch_bucket":
+			if p.BatchBucket != "" {
+				return true, d.Err("batch_bucket given twice")
+			}
+			if !d.AllArgs(&p.BatchBucket) {
+				return true, d.ArgErr()
+			}
+			if !strings.Contains(p.BatchBucket, "{") {
+				if _, _, err := vertex.ParseGCSURI(p.BatchBucket); err != nil {
+					return true, d.Errf("batch_bucket: %v", err)
+				}
+			}
+			return true, nil
 		}
 		dst := map[string]*string{
 			"project": &p.Project, "location": &p.Location, "credentials_file": &p.CredentialsFile,
@@ -373,6 +441,8 @@ func (p *Provider) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		return d.Err("provider type vertex takes api_key (express mode) or credentials, not both")
 	case p.APIKey != "" && p.QuotaProject != "":
 		return d.Err("quota_project applies to credentials, not to api_key")
+	case p.APIKey != "" && p.BatchBucket != "":
+		return d.Err("batch_bucket needs credentials: express mode (api_key) has no batch prediction")
 	}
 	return nil
 }

@@ -16,7 +16,9 @@ import (
 
 	"github.com/modelgate/modelgate/caddygateway"
 	"github.com/modelgate/modelgate/caddykit"
+	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/providertest"
+	"github.com/modelgate/modelgate/providers/vertex"
 )
 
 // TestUnmarshalCaddyfile unmarshals Caddyfile blocks into the provider's
@@ -69,6 +71,30 @@ func TestUnmarshalCaddyfile(t *testing.T) {
 		{"no value", `vertex {
 			location
 		}`, "error: wrong argument count"},
+		{"batch bucket", `vertex {
+			project p
+			batch_bucket gs://mg-vertex/batches/
+		}`, `{"project":"p","batch_bucket":"gs://mg-vertex/batches/"}`},
+		{"batch bucket from a placeholder", `vertex {
+			batch_bucket {env.BUCKET}
+		}`, `{"batch_bucket":"{env.BUCKET}"}`},
+		{"batch bucket not Cloud Storage", `vertex {
+			batch_bucket s3://mg-vertex
+		}`, "error: not a Cloud Storage URI"},
+		{"batch bucket name", `vertex {
+			batch_bucket gs://-mg
+		}`, "error: not a Cloud Storage bucket name"},
+		{"batch prefix climbing", `vertex {
+			batch_bucket gs://mg-vertex/../x
+		}`, "error: object prefix"},
+		{"batch bucket twice", `vertex {
+			batch_bucket gs://a-b
+			batch_bucket gs://c-d
+		}`, "error: batch_bucket given twice"},
+		{"batch bucket in express mode", `vertex {
+			api_key k
+			batch_bucket gs://mg-vertex
+		}`, "error: batch_bucket needs credentials"},
 		{"an Azure option", `vertex {
 			api_version 2024-10-21
 		}`, `error: unrecognized option "api_version" for provider type vertex`},
@@ -195,6 +221,39 @@ func TestSetup(t *testing.T) {
 			}
 		})
 	}
+	// batch_bucket: batch prediction over Cloud Storage with the same
+	// token; none without it; a bad bucket from a placeholder is an error.
+	bp := Provider{CredentialsFile: saFile, Project: "p", Location: "us-central1", BatchBucket: "gs://mg-vertex/modelgate"}
+	if _, err := bp.setup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	storage, ok := bp.BatchStorage()
+	if !ok || storage.BaseURL != "https://storage.googleapis.com" {
+		t.Fatalf("storage %v %+v", ok, storage)
+	}
+	if h := authenticate(t, storage); !strings.HasPrefix(h.Get("Authorization"), "Bearer ya29.fake-") {
+		t.Errorf("storage Authorization %q", h.Get("Authorization"))
+	}
+	send := func(context.Context, providers.Request) (providers.Answer, error) { return providers.Answer{}, nil }
+	api, ok := bp.NativeBatches(send, send).(vertex.Batches)
+	if !ok || api.Bucket != "mg-vertex" || api.Prefix != "modelgate" || api.Chat.Google.Project != "p" || api.Chat.Google.Location != "us-central1" || api.Control == nil {
+		t.Errorf("api %#v", api)
+	}
+	plain := Provider{CredentialsFile: saFile, Project: "p"}
+	if _, err := plain.setup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := plain.BatchStorage(); ok || plain.NativeBatches(send, send) != nil {
+		t.Error("a provider without batch_bucket has batch prediction")
+	}
+	t.Setenv("MG_TEST_BUCKET", "gs://Bad")
+	if _, err := (&Provider{CredentialsFile: saFile, Project: "p", BatchBucket: "{env.MG_TEST_BUCKET}"}).setup(ctx); err == nil || !strings.Contains(err.Error(), "batch_bucket") {
+		t.Errorf("a bad bucket from a placeholder: %v", err)
+	}
+	if _, err := (&Provider{ProviderBase: caddygateway.ProviderBase{APIKey: "k"}, BatchBucket: "gs://mg-vertex"}).setup(ctx); err == nil || !strings.Contains(err.Error(), "batch_bucket needs credentials") {
+		t.Errorf("express mode with a bucket: %v", err)
+	}
+
 	// A project is needed, from somewhere.
 	p := Provider{Credentials: `{"type":"authorized_user","client_id":"c","client_secret":"s","refresh_token":"r"}`}
 	if _, err := p.setup(ctx); err == nil || !strings.Contains(err.Error(), "project is required") {

@@ -46,6 +46,8 @@ var formats = []wireFormat{
 	openAIBatchFormat{azure: true},
 	anthropicBatchFormat{},
 	geminiBatchFormat{},
+	bedrockBatchFormat{},
+	vertexBatchFormat{},
 	openAIFormat{},
 	responsesFormat{},
 	anthropicFormat{},

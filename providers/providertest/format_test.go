@@ -73,6 +73,28 @@ var formatExamples = map[string]example{
 			return gjson.Get(body, "error.message").Str != "" && gjson.Get(body, "error.status").Str != ""
 		},
 	},
+	"bedrock_batch": {
+		request: func(string) (string, string, []string) {
+			return "/model-invocation-job", `{"jobName":"j1","roleArn":"arn:aws:iam::123456789012:role/r","modelId":"anthropic.claude-haiku-4-5-20251001-v1:0",` +
+					`"inputDataConfig":{"s3InputDataConfig":{"s3Uri":"s3://b/in.jsonl"}},"outputDataConfig":{"s3OutputDataConfig":{"s3Uri":"s3://b/out/"}}}`,
+				append([]string{"Content-Type", "application/json"}, bedrockAnyKey...)
+		},
+		noModel:      true,
+		unauthorized: 403,
+		isError: func(body string) bool {
+			return gjson.Get(body, "message").Str != "" && len(gjson.Parse(body).Map()) == 1
+		},
+	},
+	"vertex_batch": {
+		request: func(string) (string, string, []string) {
+			return "/v1/projects/p/locations/us-central1/batchPredictionJobs", `{"displayName":"d","model":"publishers/google/models/gemini-2.5-flash",` +
+					`"inputConfig":{"instancesFormat":"jsonl","gcsSource":{"uris":["gs://b/in.jsonl"]}},"outputConfig":{"predictionsFormat":"jsonl","gcsDestination":{"outputUriPrefix":"gs://b/out"}}}`,
+				[]string{"Authorization", "Bearer k"}
+		},
+		noModel: true,
+		listed:  true,
+		isError: isGoogleError,
+	},
 	"azure_openai_batch": {
 		request: func(string) (string, string, []string) {
 			return "/openai/files?api-version=2024-10-21", batchUpload, []string{"Content-Type", batchUploadType, "api-key", "k"}

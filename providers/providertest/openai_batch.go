@@ -167,6 +167,22 @@ func (s *Server) ExpireBatches() {
 			s.endGeminiBatch(b, "BATCH_STATE_EXPIRED")
 		}
 	}
+	bj := s.bedrockJobs()
+	bj.mu.Lock()
+	defer bj.mu.Unlock()
+	for _, j := range bj.jobs {
+		if j.running() {
+			s.endBedrockJob(j, "Expired")
+		}
+	}
+	vj := s.vertexJobs()
+	vj.mu.Lock()
+	defer vj.mu.Unlock()
+	for _, j := range vj.jobs {
+		if j.running() {
+			s.endVertexJob(j, "JOB_STATE_EXPIRED")
+		}
+	}
 }
 
 // AnthropicBatchesCreated is how many message batches the fake created.

@@ -32,6 +32,13 @@
 //	             Google token endpoint POST /oauth2/token that issues the tokens to the
 //	             service account of GoogleServiceAccount (see GoogleTokens); Google's
 //	             embeddings are described in gemini_embeddings.go
+//	bedrock_batch POST /model-invocation-job, GET /model-invocation-jobs, GET and
+//	             POST …/{jobArn}[/stop]: Bedrock batch inference (SigV4 as bedrock's),
+//	             its jobs run against Options.Objects (bedrock_batch.go)
+//	vertex_batch POST and GET /v1/projects/{p}/locations/{l}/batchPredictionJobs, GET
+//	             and POST …/{id}[:cancel]: Vertex AI batch prediction for Gemini and
+//	             Claude (bearer tokens as vertex's), its jobs run against
+//	             Options.Objects (vertex_batch.go)
 //	cohere       POST /cohere/v2/rerank      jina      POST /jina/v1/rerank
 //	voyage       POST /voyage/v1/rerank      tei       POST /tei/rerank
 //	vllm         POST /vllm/v1/rerank        infinity  POST /infinity/rerank
@@ -200,6 +207,11 @@ type Options struct {
 	// words, in every format: a test can have the fake count as a
 	// provider's tokenizer does. Answers are still counted in words.
 	PromptTokens func(text string) int
+
+	// Objects is the object storage the batch jobs of Bedrock and
+	// Vertex AI read their input from and write their output to (see
+	// Objects); without it their jobs fail.
+	Objects Objects
 }
 
 // promptTokens counts a text of a prompt: Options.PromptTokens, else its
@@ -245,6 +257,12 @@ type Server struct {
 
 	gemOnce     sync.Once
 	gemBatchAPI *geminiBatchStore // the Gemini batch mode's state
+
+	bjOnce sync.Once
+	bjAPI  *bedrockJobStore // Bedrock's model invocation jobs
+
+	vjOnce sync.Once
+	vjAPI  *vertexJobStore // Vertex AI's batch prediction jobs
 
 	batchHoldMu sync.Mutex
 	batchHold   bool // HoldBatches

@@ -77,6 +77,13 @@ var variants = map[string]*variant{
 		// runs.
 		extra: fullLimits,
 	},
+	"modelgate_guards": {
+		name: "modelgate_guards", what: "modelgate with a pii guard (every detector, mask) on requests and answers, streamed answers included",
+		gateway: true,
+		// The guard reads every text of each request and answer; the
+		// scenarios' texts hold nothing to mask (the common case).
+		extra: "guardrails {\nguard pii {\ntype pii\naction mask\n}\n}",
+	},
 	"modelgate_key_redis": {
 		name: "modelgate_key_redis", what: "modelgate_key as one instance of a cluster: a managed key and usage accounting, no limits or budgets, its storage and shared state on a redis-server on the gateway's CPU",
 		gateway: true, managedKey: true, redis: true,
@@ -150,12 +157,14 @@ func (v *variant) caddyfile(p ports) string {
 			proxy = "proxy {\n" + v.proxy + "\n}\n"
 		}
 		b.WriteString("modelgate {\n")
-		for _, pr := range []struct{ name, typ, path, key string }{
-			{"oa", "openai", "/v1", upstreamOpenAIKey},
-			{"claude", "anthropic", "", upstreamAnthropicKey},
-			{"co", "cohere", "/cohere", upstreamCohereKey},
+		// The batch suite measures batches run in the gateway: the
+		// replayed upstream has no batch API of its own.
+		for _, pr := range []struct{ name, typ, path, key, opts string }{
+			{"oa", "openai", "/v1", upstreamOpenAIKey, "batch gateway\n"},
+			{"claude", "anthropic", "", upstreamAnthropicKey, "batch gateway\n"},
+			{"co", "cohere", "/cohere", upstreamCohereKey, ""},
 		} {
-			fmt.Fprintf(&b, "provider %s %s {\nbase_url %s://%s%s\napi_key %s\n%s}\n", pr.name, pr.typ, scheme, p.upstream, pr.path, pr.key, proxy)
+			fmt.Fprintf(&b, "provider %s %s {\nbase_url %s://%s%s\napi_key %s\n%s%s}\n", pr.name, pr.typ, scheme, p.upstream, pr.path, pr.key, pr.opts, proxy)
 		}
 		if !v.managedKey {
 			fmt.Fprintf(&b, "key loadbench %s\n", gatewayKey)
