@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/modelgate/modelgate/batch"
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/providers/openai"
 	"github.com/modelgate/modelgate/routing"
@@ -530,5 +531,30 @@ func TestRoutingCooldownFromTranslatedRetryInfo(t *testing.T) {
 	}
 	if h := r.health("a/m"); time.Unix(0, r.now.Load()).Add(19 * time.Second).After(h.CooldownUntil) {
 		t.Fatalf("cool-down until %v", h.CooldownUntil)
+	}
+}
+
+func TestRoutingBatchLineTargetsUnavailable(t *testing.T) {
+	// A batch line whose targets are all out of rotation gets a
+	// retryable 503 with the time to retry after, which the batch runner
+	// waits for; nothing is sent.
+	r := newRouted(t, routing.Config{}, nil)
+	k := &Key{Name: "k", Owner: "k"}
+	r.g.static = map[string]*Key{"k": k}
+	for _, u := range r.ups {
+		u.set(answerStatus(429, map[string]string{"Retry-After": "7"}))
+	}
+	req := batch.Request{BatchID: "batch_x", CustomID: "a", Owner: k.StorageOwner(), KeyName: "k", Endpoint: batch.EndpointChat,
+		Body: chatBody("smart", "", "hi")}
+	ex := r.g.BatchExecutor()
+	if resp := ex.Do(context.Background(), req); resp.Status != 429 || resp.Final {
+		t.Fatalf("first line: %+v", resp)
+	}
+	resp := ex.Do(context.Background(), req)
+	if resp.Status != 503 || resp.Final || resp.RetryAfter != 7*time.Second || !strings.Contains(string(resp.Body), "targets_unavailable") {
+		t.Fatalf("second line: %+v %s", resp, resp.Body)
+	}
+	if c := r.calls(); c != [3]int64{1, 1, 1} {
+		t.Fatalf("calls %v", c)
 	}
 }
