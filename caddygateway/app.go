@@ -25,6 +25,7 @@ import (
 	"github.com/modelgate/modelgate/quota"
 	"github.com/modelgate/modelgate/respcache"
 	"github.com/modelgate/modelgate/retention"
+	"github.com/modelgate/modelgate/routing"
 	"github.com/modelgate/modelgate/state"
 	"github.com/modelgate/modelgate/usage"
 )
@@ -159,6 +160,9 @@ type App struct {
 	prices      *pricing.Prices
 	knownModels map[string]struct{} // "<provider>/<model>" an alias names
 
+	router      *routing.Router // the aliases' routing engine (routing.go)
+	stopRouting func()          // stops sharing it with the other instances
+
 	state       state.State
 	stateShared bool
 	closeState  func() error
@@ -261,6 +265,9 @@ func (a *App) Provision(ctx caddy.Context) error {
 	if err := a.provisionCache(); err != nil {
 		return err
 	}
+	if err := a.provisionRouter(); err != nil {
+		return err
+	}
 	return a.provisionGateway()
 }
 
@@ -293,6 +300,7 @@ func (a *App) provisionGateway() error {
 		Observer:     observer{a},
 		Logger:       a.logger,
 		Tracing:      a.Tracing.gateway(),
+		Router:       a.router,
 	})
 	if err != nil {
 		return err
@@ -351,6 +359,7 @@ func (a *App) Start() error {
 	}
 	a.startKeyRefresh()
 	a.startShared()
+	a.startRouter()
 	a.usage.Start()
 	a.quota.Start()
 	return nil
@@ -380,6 +389,7 @@ func (a *App) Stop() error {
 		a.stopShared()
 		a.stopShared = nil
 	}
+	a.stopRouter()
 	a.stopKeyRefresh()
 	if a.runner == nil {
 		return nil

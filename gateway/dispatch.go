@@ -92,6 +92,7 @@ func endpointOf(a API) *endpoint {
 type request struct {
 	endpoint *endpoint
 	model    string // as the client named it
+	stream   bool   // the answer is streamed (the latency policy compares first bytes then)
 	body     []byte // the request as the client sent it, for estimates
 	// What the estimate reads instead of the body, where there is one:
 	// the conversation a Responses request continues, which is sent with
@@ -195,11 +196,18 @@ func (g *Gateway) serve(ctx context.Context, c *Call, o *Outcome, rq *request) {
 	// stored is what the client got.
 	sink, sg := g.streamSink(ctx, c, rq, rq.guards, cc.sink(c))
 	at := attempt{api: a, sink: sink, o: o, obs: g.obs}
+	rt := g.route(rq.model, targets, rq.stream)
+	defer rt.close()
 	var last *failure
-	// The targets are tried in their order: the next target is chosen
-	// here.
-	for i, t := range targets {
-		o.Tried = targets[:i+1]
+	var failed Target // the target that failed last, whose log line waits for what comes next
+	// The routing plan chooses the next target (routing.go); each attempt
+	// starts at at.begin and is reported at at.report.
+	for t, timeouts, ok := rt.nextTarget(); ok; t, timeouts, ok = rt.nextTarget() {
+		if failed.Provider != nil {
+			g.failed(c, rq, failed, last, true)
+			failed = Target{}
+		}
+		o.Tried = rt.offered(t)
 		if !rq.endpoint.serves(t.Provider) {
 			last = &failure{err: &providers.Error{
 				Status: http.StatusBadRequest, Type: "invalid_request_error", Code: "unsupported_endpoint",
@@ -214,8 +222,10 @@ func (g *Gateway) serve(ctx context.Context, c *Call, o *Outcome, rq *request) {
 			last = &failure{err: asProviderError(err)}
 			continue
 		}
+		at.begin(timeouts)
 		actx := o.trace.startAttempt(ctx, o, t, &preq, &ex)
 		status, f := at.forward(actx, t.Provider, preq, &ex)
+		at.report(&rt)
 		o.trace.endAttempt(c.API, o, status, f)
 		if f == nil {
 			o.Target = t
@@ -236,21 +246,34 @@ func (g *Gateway) serve(ctx context.Context, c *Call, o *Outcome, rq *request) {
 			adm.done(ctx, nil)
 			return // the client has gone: nobody waits for another target, nor for an answer
 		}
-		msg := "provider failed"
-		if i < len(targets)-1 {
-			g.obs.Fallback(c, t)
-			msg = "provider failed; trying the next target"
-		}
-		c.Log.Warn(msg,
-			zap.String("endpoint", rq.endpoint.label),
-			zap.String("provider", t.Provider.Name),
-			zap.String("model", t.Model),
-			zap.Int("status", f.err.Status),
-			zap.String("error", f.err.Message),
-			zap.NamedError("cause", f.cause))
+		failed = t
+	}
+	if failed.Provider != nil {
+		g.failed(c, rq, failed, last, false)
 	}
 	adm.done(ctx, nil)
+	if d, ok := rt.unavailable(); ok {
+		o.failWith(a, &failure{err: targetsUnavailable(rq.model, d)})
+		return
+	}
 	o.failWith(a, last)
+}
+
+// failed logs that target t failed a call with f, and tells the observer
+// when the next target is tried (next).
+func (g *Gateway) failed(c *Call, rq *request, t Target, f *failure, next bool) {
+	msg := "provider failed"
+	if next {
+		g.obs.Fallback(c, t)
+		msg = "provider failed; trying the next target"
+	}
+	c.Log.Warn(msg,
+		zap.String("endpoint", rq.endpoint.label),
+		zap.String("provider", t.Provider.Name),
+		zap.String("model", t.Model),
+		zap.Int("status", f.err.Status),
+		zap.String("error", f.err.Message),
+		zap.NamedError("cause", f.cause))
 }
 
 // chat serves POST /v1/chat/completions.
@@ -267,7 +290,7 @@ func (g *Gateway) chat(ctx context.Context, c *Call, o *Outcome) {
 	if info.Stream && !info.IncludeUsage {
 		body = askUsage(body)
 	}
-	g.serve(ctx, c, o, &request{endpoint: endpointChat, model: info.Model, body: body,
+	g.serve(ctx, c, o, &request{endpoint: endpointChat, model: info.Model, body: body, stream: info.Stream,
 		guarded: func(masked []byte) error {
 			body = masked
 			if info.Stream && !info.IncludeUsage {

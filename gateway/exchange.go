@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/routing"
 )
 
 // maxUpstreamBody bounds what is buffered of a non-streamed answer or an
@@ -78,6 +79,13 @@ type attempt struct {
 	sink Sink     // where a stream goes; nil: nowhere
 	o    *Outcome // what the call became
 	obs  Observer
+
+	// One attempt's: the stream timeouts of its target, and what it
+	// measured for the routing engine (see routing.go).
+	timeouts streamTimeouts
+	res      routing.Result
+	sent     bool      // a request went to the provider: res is to be reported
+	start    time.Time // when the first request was sent
 }
 
 // forward sends one translated request to the provider and answers the
@@ -94,7 +102,7 @@ func (at *attempt) forward(ctx context.Context, p *Provider, preq providers.Requ
 		return at.forwardAll(ctx, p, append([]providers.Request{preq}, ex.more...), ex)
 	}
 	uw, f := at.send(ctx, p, preq, ex)
-	if uw.streaming {
+	if uw.started {
 		o.Status, o.Streamed = http.StatusOK, true
 		return http.StatusOK, nil
 	}
@@ -103,6 +111,7 @@ func (at *attempt) forward(ctx context.Context, p *Provider, preq providers.Requ
 	}
 	out, used, err := ex.translate(uw.buf)
 	if err != nil {
+		at.res.Kind = routing.Malformed
 		return 0, unreadable(p, err)
 	}
 	o.Usage = used
@@ -126,6 +135,7 @@ func (at *attempt) forwardAll(ctx context.Context, p *Provider, reqs []providers
 	}
 	out, used, err := ex.collect(headers, bodies)
 	if err != nil {
+		at.res.Kind = routing.Malformed
 		return 0, unreadable(p, err)
 	}
 	o := at.o
@@ -146,21 +156,46 @@ func (at *attempt) send(ctx context.Context, p *Provider, preq providers.Request
 	}
 	uw := &upstreamWriter{sink: at.sink, client: at.o.Header, header: make(http.Header), wantStream: ex.stream && at.sink != nil,
 		tr: ex.tr, framing: framing, api: at.api, o: at.o}
+	actx := ctx
+	if uw.wantStream {
+		actx, uw.clock = startClock(ctx, at.timeouts)
+	}
 	start := time.Now()
-	err := p.Upstream.Send(ctx, preq, ex.stream, uw)
-	at.obs.Upstream(p.Name, uw.status, time.Since(start))
-	at.o.trace.sent(uw.status, err, uw.streaming, uw.failed)
+	if !at.sent {
+		at.sent, at.start = true, start
+	}
+	err := p.Upstream.Send(actx, preq, ex.stream, uw)
+	took := time.Since(start)
+	uw.clock.stop()
+	at.obs.Upstream(p.Name, uw.status, took)
+	at.measure(ctx, actx, uw, err, start)
+	at.o.trace.sent(uw.status, err, uw.started, uw.failed)
 	switch {
-	case uw.streaming:
-		uw.finishStream(err != nil)
+	case uw.started || uw.streaming && err == nil && at.res.Kind == routing.Answered:
+		// A stream that reached the client (or ended well without an
+		// event: the client gets its end) is finished here.
+		uw.stalled = at.res.Kind == routing.Stalled
+		uw.finishStream(err != nil || uw.stalled)
 		if ex.tr != nil {
 			at.o.Usage = ex.tr.Usage()
 		}
 		return uw, nil
+	case uw.streaming:
+		// The stream broke off or timed out before anything reached the
+		// client: another target may answer it.
+		uw.releaseBuffers()
+		if at.res.Kind == routing.TimedOut {
+			return uw, &failure{err: timedOut(p.Name), cause: context.Cause(actx)}
+		}
+		return uw, &failure{err: unreachable(p.Name, cmpErr(err, ErrAborted), false), cause: err}
+	case at.res.Kind == routing.TimedOut && err != nil && !errors.Is(err, ErrTimeout):
+		return uw, &failure{err: timedOut(p.Name), cause: context.Cause(actx)}
 	case err != nil || uw.tooLarge:
 		return uw, &failure{err: unreachable(p.Name, err, uw.tooLarge), cause: err}
 	case uw.status >= 400:
-		return uw, &failure{err: upstreamError(p, uw.status, uw.header, uw.buf, ex.mapError), header: uw.header}
+		e := upstreamError(p, uw.status, uw.header, uw.buf, ex.mapError)
+		at.res.Header = withRetryHint(uw.header, e.RetryAfter)
+		return uw, &failure{err: e, header: uw.header}
 	}
 	return uw, nil
 }
@@ -291,11 +326,16 @@ type upstreamWriter struct {
 	api        *api                       // how the client's API ends a stream the gateway cannot finish
 	o          *Outcome                   // times the first byte a stream sends the client
 
+	clock *streamClock // the attempt's stream timeouts; nil: none
+
 	wroteHeader bool
 	status      int
-	streaming   bool // the client has the status line: no fallback any more
-	failed      bool // the translator rejected an event; the rest is dropped
-	ended       bool // the translator had ended the stream when a frame failed; the rest is dropped
+	streaming   bool      // the provider's answer is a stream for the client
+	started     bool      // the client has the status line: no fallback any more
+	stalled     bool      // the idle timeout cut the stream
+	firstAt     time.Time // when the provider's first body byte came
+	failed      bool      // the translator rejected an event; the rest is dropped
+	ended       bool      // the translator had ended the stream when a frame failed; the rest is dropped
 	tooLarge    bool
 	buf         []byte // buffered body, or pending partial SSE event
 	out         []byte // translated events, reused
@@ -319,7 +359,8 @@ const maxPooledBuffer = 64 << 10
 func (w *upstreamWriter) Header() http.Header { return w.header }
 
 // WriteHeader decides, on the provider's status, whether to stream or to
-// buffer.
+// buffer. The client gets its status line with the stream's first event
+// (start), not before: until then another target may still answer.
 func (w *upstreamWriter) WriteHeader(status int) {
 	if w.wroteHeader || status < 200 {
 		return // 1xx are informational; reverse_proxy handles them
@@ -330,22 +371,40 @@ func (w *upstreamWriter) WriteHeader(status int) {
 		return
 	}
 	w.streaming = true
-	h := w.client
-	copyClientHeaders(h, w.header)
-	setHeader(h, "Content-Type", "text/event-stream")
-	setHeader(h, "Cache-Control", "no-cache")
-	delete(h, "Content-Length")
-	w.sink.WriteHeader(http.StatusOK)
 	if w.tr != nil {
 		w.bufs = streamBufferPool.Get().(*streamBuffers)
 		w.buf, w.out = w.bufs.pending[:0], w.bufs.out[:0]
 	}
 }
 
+// start sends the client the status line of a stream, once.
+func (w *upstreamWriter) start() {
+	if w.started {
+		return
+	}
+	w.started = true
+	h := w.client
+	copyClientHeaders(h, w.header)
+	setHeader(h, "Content-Type", "text/event-stream")
+	setHeader(h, "Cache-Control", "no-cache")
+	delete(h, "Content-Length")
+	w.sink.WriteHeader(http.StatusOK)
+}
+
+// errTimedOut is what Write answers once a stream timeout has fired: the
+// rest of the answer is not wanted.
+var errTimedOut = errors.New("the attempt's stream timeout fired")
+
 // Write buffers, passes through or translates the provider's bytes.
 func (w *upstreamWriter) Write(p []byte) (int, error) {
 	if !w.wroteHeader {
 		w.WriteHeader(http.StatusOK)
+	}
+	if w.firstAt.IsZero() && len(p) > 0 {
+		w.firstAt = time.Now()
+	}
+	if !w.clock.onByte() {
+		return 0, errTimedOut
 	}
 	switch {
 	case !w.streaming:
@@ -416,8 +475,10 @@ func (w *upstreamWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// firstByte notes when the first bytes of a stream reach the client.
+// firstByte starts the client's stream, and notes when its first bytes
+// reach the client.
 func (w *upstreamWriter) firstByte() {
+	w.start()
 	if w.o.FirstByte.IsZero() {
 		w.o.FirstByte = time.Now()
 	}
@@ -426,7 +487,7 @@ func (w *upstreamWriter) firstByte() {
 // FlushError is what http.ResponseController, which an upstream flushes
 // through, calls. Only a stream has anything to flush.
 func (w *upstreamWriter) FlushError() error {
-	if !w.streaming {
+	if !w.started {
 		return nil
 	}
 	return w.sink.Flush()
@@ -442,12 +503,16 @@ func (w *upstreamWriter) finishStream(aborted bool) {
 	r, relay := w.tr.(providers.Relay)
 	switch {
 	case w.failed:
+	case w.stalled:
+		out = w.api.streamError(nil, &providers.Error{Status: http.StatusGatewayTimeout, Type: "server_error", Code: "upstream_stalled",
+			Message: "the provider's stream went silent for longer than the gateway waits"})
 	case aborted && (w.tr == nil || relay && !r.Ended()):
 		out = w.api.streamError(nil, &providers.Error{Status: http.StatusBadGateway, Type: "server_error", Code: "upstream_aborted",
 			Message: "the provider broke off its answer"})
 	case w.tr != nil:
 		out = w.tr.Close(w.out[:0])
 	}
+	w.start()
 	if len(out) > 0 {
 		_, _ = w.sink.Write(out)
 	}

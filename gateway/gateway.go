@@ -29,6 +29,7 @@ import (
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/quota"
 	"github.com/modelgate/modelgate/respcache"
+	"github.com/modelgate/modelgate/routing"
 	"github.com/modelgate/modelgate/usage"
 )
 
@@ -220,6 +221,12 @@ type Config struct {
 
 	// Tracing says what the spans of traced calls hold (trace.go).
 	Tracing Tracing
+
+	// Router routes the aliases (and the "<provider>/<model>" targets they
+	// list): their policies, circuit breakers, cool-downs, retry budget
+	// and stream timeouts. It must know the aliases of Aliases. nil: every
+	// alias tries its targets in order, each once.
+	Router *routing.Router
 }
 
 // A Gateway serves calls. It is safe for concurrent use.
@@ -246,6 +253,8 @@ type Gateway struct {
 
 	exposures *exposureQueue
 	reporter  atomic.Pointer[ExposureReporter]
+
+	router *routing.Router // nil: no routing engine
 }
 
 // New returns the gateway of c. A bare model name listed by two providers
@@ -255,7 +264,7 @@ type Gateway struct {
 func New(c Config) (*Gateway, error) {
 	g := &Gateway{providers: c.Providers, prices: c.Prices, limits: c.Limits, usage: c.Usage, managed: c.Managed,
 		static: c.StaticKeys, responses: c.Responses, storage: c.StorageQuota, cache: c.Cache, builtinTools: c.BuiltinTools, accounts: c.Accounts, blocked: c.Blocked, obs: c.Observer, log: c.Logger,
-		tracing: c.Tracing, guards: c.Guards}
+		tracing: c.Tracing, guards: c.Guards, router: c.Router}
 	if g.obs == nil {
 		g.obs = noObserver{}
 	}

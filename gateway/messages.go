@@ -47,7 +47,7 @@ func (g *Gateway) messages(ctx context.Context, c *Call, o *Outcome) {
 		o.fail(messagesAPI, asProviderError(err))
 		return
 	}
-	g.serve(ctx, c, o, &request{endpoint: endpointMessages, model: info.Model, body: body,
+	g.serve(ctx, c, o, &request{endpoint: endpointMessages, model: info.Model, body: body, stream: info.Stream,
 		guarded: func(masked []byte) error { body = masked; return nil },
 		prepare: func(p *Provider, model string) (providers.Request, exchange, error) {
 			if p.Messages != nil {

@@ -345,7 +345,7 @@ func (g *Gateway) serveResponses(ctx context.Context, c *Call, o *Outcome) {
 		return parsed, err
 	}
 	var rq *request
-	rq = &request{endpoint: endpointResponses, model: info.Model, body: body, history: history,
+	rq = &request{endpoint: endpointResponses, model: info.Model, body: body, history: history, stream: info.Stream,
 		guarded: func(masked []byte) error { body, parsed = masked, nil; return nil },
 		prepare: func(p *Provider, model string) (providers.Request, exchange, error) {
 			if storedBy != "" && (p.Name != storedBy || p.Responses == nil) {

@@ -125,3 +125,20 @@ func TestPreviousCarriesOver(t *testing.T) {
 		t.Fatalf("p0/m with a new window: %+v", h)
 	}
 }
+
+func TestStateText(t *testing.T) {
+	for _, s := range []State{Closed, HalfOpen, Open} {
+		b, err := s.MarshalText()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back State
+		if err := back.UnmarshalText(b); err != nil || back != s {
+			t.Fatalf("%s: %v %v", b, back, err)
+		}
+	}
+	var s State
+	if err := s.UnmarshalText([]byte("ajar")); err == nil {
+		t.Fatal("an unknown state was read")
+	}
+}

@@ -1,6 +1,7 @@
 package routing
 
 import (
+	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -32,6 +33,18 @@ func (s State) String() string {
 
 // MarshalText implements encoding.TextMarshaler.
 func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler, for the readers of
+// a Health snapshot.
+func (s *State) UnmarshalText(b []byte) error {
+	for i, name := range stateNames {
+		if string(b) == name {
+			*s = State(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown breaker state %q", b)
+}
 
 // Target is one provider and model an alias routes to. Its health — the
 // breaker, cool-down, latency averages — is kept per target, whichever

@@ -21,8 +21,9 @@ func init() {
 // endpoint, under /modelgate/, as the operator (see keyAPI and
 // accountapi.go): POST and GET /modelgate/keys, GET, PATCH and DELETE
 // /modelgate/keys/{id}, GET /modelgate/keys/{id}/usage, GET
-// /modelgate/usage, /modelgate/accounts…; and GET /modelgate/ready, the
-// readiness probe. `caddy modelgate key`, `caddy modelgate account` and
+// /modelgate/usage, /modelgate/accounts…; GET /modelgate/ready, the
+// readiness probe; and GET /modelgate/health, the routing engine's health
+// of every target. `caddy modelgate key`, `caddy modelgate account` and
 // `caddy modelgate usage` talk to it. It also
 // serves the key settings page at /modelgate/, whose script finds the same
 // API under /modelgate/api/.
@@ -68,6 +69,9 @@ func (a *AdminAPI) serve(w http.ResponseWriter, r *http.Request) error {
 	if rest == "ready" {
 		return a.ready(w, r)
 	}
+	if rest == "health" {
+		return a.health(w, r)
+	}
 	if p, ok := parseAPIPath(strings.TrimPrefix(rest, "api/")); ok {
 		if a.app == nil {
 			return caddy.APIError{HTTPStatus: http.StatusNotFound,
@@ -107,6 +111,21 @@ func (a *AdminAPI) ready(w http.ResponseWriter, r *http.Request) error {
 		status = http.StatusServiceUnavailable
 	}
 	return respond(w, status, rd)
+}
+
+// health answers GET /modelgate/health: the routing engine's view, on
+// this instance, of every target (its circuit breaker, cool-down,
+// latency, counts) and alias (policy, retry budget), as docs/routing.md
+// shows it.
+func (a *AdminAPI) health(w http.ResponseWriter, r *http.Request) error {
+	if err := onlyGET(w, r); err != nil {
+		return err
+	}
+	if a.app == nil || a.app.Router() == nil {
+		return caddy.APIError{HTTPStatus: http.StatusNotFound,
+			Err: errors.New("the modelgate app is not configured: add the modelgate global option")}
+	}
+	return respond(w, http.StatusOK, a.app.Router().Health())
 }
 
 // Interface guards
