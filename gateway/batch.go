@@ -123,7 +123,27 @@ func (e batchExecutor) Check(endpoint string, body []byte, models []string) (bat
 	if err != nil {
 		return batch.Route{}, err
 	}
+	if upstream != "" && e.g.guardsMayApply(model) {
+		// A provider's batch API would take the line, and answer it, past
+		// the guards: a line a guard may apply to runs in the gateway.
+		upstream = ""
+	}
 	return batch.Route{Model: model, Provider: prov, Upstream: upstream}, nil
+}
+
+// guardsMayApply reports whether a guard may apply to a call of model,
+// routed as it routes, whatever the key.
+func (g *Gateway) guardsMayApply(model string) bool {
+	if g.guards == nil {
+		return false
+	}
+	targets := g.routes.resolve(model)
+	models := make([]string, 0, len(targets)+1)
+	models = append(models, model)
+	for _, t := range targets {
+		models = append(models, t.String())
+	}
+	return g.guards.MayApply(models)
 }
 
 // Do runs one batch request as a call of the key that created the batch,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/modelgate/modelgate/batch"
+	"github.com/modelgate/modelgate/guardrails"
 	"github.com/modelgate/modelgate/pricing"
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/usage"
@@ -162,5 +163,40 @@ func TestNativeAccounting(t *testing.T) {
 	}
 	if st.Key.Budget.Spent != want || st.Key.Budget.Reserved != 0 {
 		t.Errorf("budget spent %v, reserved %v; want %v and nothing", st.Key.Budget.Spent, st.Key.Budget.Reserved, want)
+	}
+}
+
+// TestBatchCheckGuarded: a line a guard may apply to — by its model, by a
+// target of its alias, or by a guard limited to some keys, which Check
+// cannot rule out — runs in the gateway, where its guards see it; a
+// guard of other models leaves it to the provider's batch API.
+func TestBatchCheckGuarded(t *testing.T) {
+	chat := func(model string) []byte {
+		return []byte(`{"model":"` + model + `","messages":[{"role":"user","content":"hi"}]}`)
+	}
+	for _, tc := range []struct {
+		name   string
+		guard  guardrails.GuardConfig
+		model  string
+		native bool
+	}{
+		{"every model", guardrails.GuardConfig{Name: "pii", Type: "pii"}, "oa/gpt-4o-mini", false},
+		{"its model", guardrails.GuardConfig{Name: "pii", Type: "pii", Models: []string{"oa/gpt-4o-mini"}}, "oa/gpt-4o-mini", false},
+		{"a target of its alias", guardrails.GuardConfig{Name: "pii", Type: "pii", Models: []string{"claude/claude-sonnet-4-5"}}, "smart", false},
+		{"some keys", guardrails.GuardConfig{Name: "pii", Type: "pii", Keys: []string{"someone"}}, "oa/gpt-4o-mini", false},
+		{"another model", guardrails.GuardConfig{Name: "pii", Type: "pii", Models: []string{"oa/gpt-4o"}}, "oa/gpt-4o-mini", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gt := newGuardTest(t, tc.guard)
+			gt.cfg.Aliases = map[string][]string{"smart": {"claude/claude-sonnet-4-5", "oa/gpt-4o"}}
+			gt.rebuild(t)
+			got, err := gt.BatchExecutor().Check(batch.EndpointChat, chat(tc.model), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if native := got.Upstream != ""; native != tc.native {
+				t.Errorf("%+v: native %v, want %v", got, native, tc.native)
+			}
+		})
 	}
 }

@@ -233,6 +233,22 @@ func (e *Engine) Applies(dir Direction, s *Scope) bool {
 	return false
 }
 
+// MayApply reports whether a guard, in either direction, may apply to a
+// call of one of models, whatever its key and account: a guard limited to
+// some keys or accounts counts as one that may. It is for a caller that
+// must decide before it knows the key, such as where a batch's lines run.
+func (e *Engine) MayApply(models []string) bool {
+	if e == nil {
+		return false
+	}
+	for _, g := range e.guards {
+		if g.mayApply(models) {
+			return true
+		}
+	}
+	return false
+}
+
 // Request applies the guards to a request body of api.
 func (e *Engine) Request(ctx context.Context, api API, body []byte, s *Scope) *Result {
 	return e.body(ctx, api, Request, body, s)

@@ -138,11 +138,23 @@ func (g *guard) applies(dir Direction, s *Scope) bool {
 	if g.keys != nil && !g.keys[s.Key] || g.accounts != nil && !g.accounts[s.Account] {
 		return false
 	}
+	return g.forModels(s.Models)
+}
+
+// mayApply reports whether g, in either direction, may apply to a call of
+// one of models, whatever its key and account.
+func (g *guard) mayApply(models []string) bool {
+	return (g.request || g.response) && g.forModels(models)
+}
+
+// forModels reports whether g's models filter lets a call of one of models
+// through (no filter lets every call through).
+func (g *guard) forModels(models []string) bool {
 	if g.models == nil {
 		return true
 	}
 	for _, want := range g.models {
-		for _, m := range s.Models {
+		for _, m := range models {
 			if m == want || strings.HasSuffix(want, "/*") && strings.HasPrefix(m, want[:len(want)-1]) {
 				return true
 			}
