@@ -20,6 +20,7 @@ type Match struct {
 // expressions. Its zero value finds nothing.
 type Detectors struct {
 	on      [numKinds]bool
+	starts  [256]bool // the bytes of which every match has at least one
 	numeric bool // a detector of the digit scan is on
 	span    int  // the longest match any of them finds
 }
@@ -34,7 +35,40 @@ func NewDetectors(kinds ...Kind) Detectors {
 		}
 	}
 	d.numeric = d.on[Phone] || d.on[CreditCard] || d.on[IBAN] || d.on[IPAddress] || d.on[USSSN]
+	for k, on := range d.on {
+		for c := range 256 {
+			d.starts[c] = d.starts[c] || on && needs[k][c]
+		}
+	}
 	return d
+}
+
+// needs are, for each detector, the bytes of which each of its matches
+// holds at least one: the '@' of an address; a digit of a number (an
+// IBAN's check digits, an IPv4 address's); the ':' of an IPv6 address;
+// the byte a secret format is found from ('-', '_', 'A' of "AKIA",
+// "ASIA", "AIza", 'J' of "eyJ"), or a digit of an AWS secret key found
+// from its key id or label (random: it has one). TestNeeds holds every
+// match of the corpus to them.
+var needs = [numKinds][256]bool{
+	Email:      classOf("@", false),
+	Phone:      classOf("0123456789", false),
+	CreditCard: classOf("0123456789", false),
+	IBAN:       classOf("0123456789", false),
+	IPAddress:  classOf("0123456789:", false),
+	USSSN:      classOf("0123456789", false),
+	Secret:     classOf("-_AJ0123456789", false),
+}
+
+// mayMatch reports whether text has a byte that a match of the set
+// needs: false when no match can be in it.
+func (d *Detectors) mayMatch(text string) bool {
+	for i := 0; i < len(text); i++ {
+		if d.starts[text[i]] {
+			return true
+		}
+	}
+	return false
 }
 
 // On reports whether the detector of k is in the set.
