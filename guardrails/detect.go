@@ -21,8 +21,8 @@ type Match struct {
 type Detectors struct {
 	on      [numKinds]bool
 	starts  [256]bool // the bytes of which every match has at least one
-	numeric bool // a detector of the digit scan is on
-	span    int  // the longest match any of them finds
+	numeric bool      // a detector of the digit scan is on
+	span    int       // the longest match any of them finds
 }
 
 // NewDetectors returns the set of the detectors of kinds.

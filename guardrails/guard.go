@@ -284,7 +284,7 @@ func (r *regexScanner) find(text string, dst []Match) []Match {
 	return dst
 }
 
-func (r *regexScanner) hold(text string) int     { return min(r.span, len(text)) }
+func (r *regexScanner) hold(text string) int { return min(r.span, len(text)) }
 
 // mayMatch: a match that starts at or after from starts with the
 // pattern's literal prefix, which must then be there.

@@ -122,4 +122,3 @@ func FuzzPrefilter(f *testing.F) {
 		streamBoth(t, e, slow, pieces(r, text, 1+int(seed%32)))
 	})
 }
-
