@@ -39,13 +39,20 @@ type AnswerStream struct {
 	final map[string]string // whole texts as received → as released
 	stop  *Decision
 
-	unplaced pending // released text not yet placed in an event
+	// Reused from one event to the next: the events Event returns, the
+	// slots of a chat chunk, the held events sent, an event being placed.
+	evs     [][]byte
+	slots   []slot
+	free    []*heldEvent
+	scratch []byte
 
-	// Reused from one event to the next: the events Event returns, and
-	// the slots of a chat chunk.
-	evs   [][]byte
-	slots []slot
+	// The events placed, in an array written only once (a full one is
+	// left to the events in it): events handed out stay as they are.
+	arena []byte
 }
+
+// arenaSize is the size of the arrays events are placed in.
+const arenaSize = 8 << 10
 
 // textKey names one text of a stream: a choice's content (a=choice), a
 // tool call's arguments (b=tool call), a Responses content part
@@ -149,9 +156,6 @@ func (s *AnswerStream) text(k textKey) *TextStream {
 	return t
 }
 
-// pending is the text released and not yet placed in an event, per stream.
-type pending = map[*TextStream]string
-
 // write passes the string at raw (a slice of data) to t and returns its
 // slot; a stop ends the stream.
 func (s *AnswerStream) write(ctx context.Context, t *TextStream, data, raw []byte) (slot, *Decision) {
@@ -168,15 +172,9 @@ func (s *AnswerStream) write(ctx context.Context, t *TextStream, data, raw []byt
 	return slot{t: t, start: start, end: start + len(raw)}, nil
 }
 
-// unplaced is the released text of each stream not yet in an event.
+// released adds rel to the text of t not yet in an event.
 func (s *AnswerStream) released(t *TextStream, rel string) {
-	if rel == "" {
-		return
-	}
-	if s.unplaced == nil {
-		s.unplaced = make(pending)
-	}
-	s.unplaced[t] += rel
+	t.unplaced = append(t.unplaced, rel...)
 }
 
 // close ends t, keeping its whole text for the events that repeat it.
@@ -206,12 +204,25 @@ func (s *AnswerStream) closeAll(ctx context.Context) *Decision {
 // hold queues an event: every event waits behind those before it, so
 // that none is reordered; one with texts waits for them too.
 func (s *AnswerStream) hold(data []byte, slots []slot) {
-	s.held = append(s.held, &heldEvent{data: data, slots: slots})
+	h := s.newHeld()
+	h.data, h.slots = data, slots
+	s.held = append(s.held, h)
+}
+
+// newHeld returns a held event, one sent before when there is one.
+func (s *AnswerStream) newHeld() *heldEvent {
+	if n := len(s.free); n > 0 {
+		h := s.free[n-1]
+		s.free = s.free[:n-1]
+		return h
+	}
+	return new(heldEvent)
 }
 
 // holdOne queues an event of one text.
 func (s *AnswerStream) holdOne(data []byte, sl slot) {
-	h := &heldEvent{data: data, one: [1]slot{sl}}
+	h := s.newHeld()
+	h.data, h.one = data, [1]slot{sl}
 	h.slots = h.one[:]
 	s.held = append(s.held, h)
 }
@@ -230,7 +241,10 @@ func (s *AnswerStream) emit(out [][]byte, then []byte) [][]byte {
 	}
 	n := 0
 	for n < len(s.held) && s.settled(s.held[n], s.held[n+1:]) {
-		out = append(out, s.place(s.held[n]))
+		h := s.held[n]
+		out = append(out, s.place(h))
+		*h = heldEvent{}
+		s.free = append(s.free, h)
 		n++
 	}
 	clear(s.held[:n])
@@ -259,15 +273,30 @@ func (s *AnswerStream) place(h *heldEvent) []byte {
 	if len(h.slots) == 0 {
 		return h.data
 	}
-	out := make([]byte, 0, len(h.data)+32)
+	out := s.scratch[:0]
 	last := 0
 	for _, sl := range h.slots {
 		out = append(out, h.data[last:sl.start]...)
-		out = jsonw.AppendString(out, s.unplaced[sl.t])
-		delete(s.unplaced, sl.t)
+		out = jsonw.AppendString(out, providers.InPlace(sl.t.unplaced))
+		sl.t.unplaced = sl.t.unplaced[:0]
 		last = sl.end
 	}
-	return append(out, h.data[last:]...)
+	out = append(out, h.data[last:]...)
+	s.scratch = out[:0]
+	return s.keep(out)
+}
+
+// keep returns a copy of b of its own, placed in the arena.
+func (s *AnswerStream) keep(b []byte) []byte {
+	if len(b) > arenaSize/4 {
+		return slices.Clone(b)
+	}
+	if cap(s.arena)-len(s.arena) < len(b) {
+		s.arena = make([]byte, 0, arenaSize)
+	}
+	n := len(s.arena)
+	s.arena = append(s.arena, b...)
+	return s.arena[n:len(s.arena):len(s.arena)]
 }
 
 // chat handles a chat.completion.chunk.
@@ -280,15 +309,28 @@ func (s *AnswerStream) chat(ctx context.Context, data []byte) ([][]byte, *Decisi
 			return true
 		}
 		return providers.Elements(v, func(c []byte) bool {
-			choice := int(gjson.GetBytes(c, "index").Int())
+			// The choice's index is its first "index" member's: read where
+			// the walk meets it, or looked up when a member before it needs
+			// it.
+			choice, known := 0, false
+			index := func() int {
+				if !known {
+					choice, known = int(gjson.GetBytes(c, "index").Int()), true
+				}
+				return choice
+			}
 			return providers.Members(c, func(k, v []byte) bool {
 				switch string(k) {
+				case "index":
+					if !known {
+						choice, known = intOf(v), true
+					}
 				case "finish_reason":
 					if len(v) > 0 && v[0] == '"' {
-						ended = append(ended, choice)
+						ended = append(ended, index())
 					}
 				case "delta":
-					stop = s.chatDelta(ctx, data, v, choice, &slots)
+					stop = s.chatDelta(ctx, data, v, index(), &slots)
 				}
 				return stop == nil
 			})
@@ -319,6 +361,21 @@ func (s *AnswerStream) chat(ctx context.Context, data []byte) ([][]byte, *Decisi
 	}
 	s.slots = slots[:0]
 	return s.emit(nil, nil), nil
+}
+
+// intOf is the integer raw is, as gjson reads it: a plain one directly.
+func intOf(raw []byte) int {
+	if len(raw) == 0 || len(raw) > 9 {
+		return int(gjson.ParseBytes(raw).Int())
+	}
+	n := 0
+	for _, c := range raw {
+		if !isDigit(c) {
+			return int(gjson.ParseBytes(raw).Int())
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
 }
 
 // chatDelta adds the texts of a chunk's delta.

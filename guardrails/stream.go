@@ -172,6 +172,8 @@ type TextStream struct {
 	orig   strings.Builder // the text as received
 	out    strings.Builder // the text as released
 	closed bool
+
+	unplaced []byte // released, not yet placed in an event
 }
 
 // newTextStream makes the text stream of the guards of s.
