@@ -182,6 +182,27 @@ type streamGuard struct {
 	out     []byte
 	stopped bool // a guard ended the stream
 	ended   bool // End was called
+
+	// The events' data handed to the guards, in an array written only
+	// once (a full one is left to the events in it, which the guards may
+	// hold).
+	kept []byte
+}
+
+// keptSize is the size of the arrays events' data is kept in.
+const keptSize = 8 << 10
+
+// keep returns a copy of data of its own, which the guards may hold.
+func (s *streamGuard) keep(data []byte) []byte {
+	if len(data) > keptSize/4 {
+		return bytes.Clone(data)
+	}
+	if cap(s.kept)-len(s.kept) < len(data) {
+		s.kept = make([]byte, 0, keptSize)
+	}
+	n := len(s.kept)
+	s.kept = append(s.kept, data...)
+	return s.kept[n:len(s.kept):len(s.kept)]
 }
 
 // streamSink returns the sink the call's stream goes to: sink (the
@@ -243,7 +264,7 @@ func (s *streamGuard) event(out, ev []byte) []byte {
 	}
 	// The guards may hold the event: it is theirs, not a slice of the
 	// buffer the next write reuses.
-	evs, d := s.as.Event(s.ctx, bytes.Clone(data))
+	evs, d := s.as.Event(s.ctx, s.keep(data))
 	return s.append(out, evs, d)
 }
 

@@ -35,6 +35,9 @@ type AnswerStream struct {
 	decs   []Decision // one per guard, over the whole stream
 
 	texts map[textKey]*TextStream
+	// The text of the event before, most often that of this one too.
+	lastKey textKey
+	last    *TextStream
 	held  []*heldEvent
 	final map[string]string // whole texts as received → as released
 	stop  *Decision
@@ -148,11 +151,15 @@ func (s *AnswerStream) End(ctx context.Context) ([][]byte, *Decision) {
 
 // text returns the stream of k, made at its first piece.
 func (s *AnswerStream) text(k textKey) *TextStream {
+	if s.last != nil && s.lastKey == k {
+		return s.last
+	}
 	t := s.texts[k]
 	if t == nil {
 		t = s.newTextStream()
 		s.texts[k] = t
 	}
+	s.lastKey, s.last = k, t
 	return t
 }
 
@@ -247,8 +254,11 @@ func (s *AnswerStream) emit(out [][]byte, then []byte) [][]byte {
 		s.free = append(s.free, h)
 		n++
 	}
-	clear(s.held[:n])
-	s.held = s.held[n:]
+	// The events still held move to the front, so that the queue's array
+	// serves the whole stream.
+	rest := copy(s.held, s.held[n:])
+	clear(s.held[rest:])
+	s.held = s.held[:rest]
 	return out
 }
 
