@@ -38,9 +38,9 @@ type AnswerStream struct {
 	// The text of the event before, most often that of this one too.
 	lastKey textKey
 	last    *TextStream
-	held  []*heldEvent
-	final map[string]string // whole texts as received → as released
-	stop  *Decision
+	held    []*heldEvent
+	final   map[string]string // whole texts as received → as released
+	stop    *Decision
 
 	// Reused from one event to the next: the events Event returns, the
 	// slots of a chat chunk, the held events sent, an event being placed.
