@@ -35,6 +35,8 @@ type AnswerStream struct {
 	decs   []Decision // one per guard, over the whole stream
 
 	texts map[textKey]*TextStream
+	// walkChunks walks every chat chunk (readChunk's tests).
+	walkChunks bool
 	// The text of the event before, most often that of this one too.
 	lastKey textKey
 	last    *TextStream
@@ -309,8 +311,27 @@ func (s *AnswerStream) keep(b []byte) []byte {
 	return s.arena[n:len(s.arena):len(s.arena)]
 }
 
-// chat handles a chat.completion.chunk.
+// chat handles a chat.completion.chunk: one of the common shape read in
+// one pass (readChunk), any other walked.
 func (s *AnswerStream) chat(ctx context.Context, data []byte) ([][]byte, *Decision) {
+	var c chunk
+	if !s.walkChunks && readChunk(data, &c) {
+		slots := s.slots[:0]
+		for _, t := range c.texts[:c.n] {
+			sl, d := s.write(ctx, s.text(textKey{a: c.choice, kind: t.kind}), data, data[t.start:t.end])
+			if d != nil {
+				return nil, d
+			}
+			if sl.t != nil {
+				slots = append(slots, sl)
+			}
+		}
+		var ended []int
+		if c.ended {
+			ended = []int{c.choice}
+		}
+		return s.chunkRead(ctx, data, slots, ended)
+	}
 	slots := s.slots[:0]
 	var ended []int
 	var stop *Decision
@@ -352,6 +373,12 @@ func (s *AnswerStream) chat(ctx context.Context, data []byte) ([][]byte, *Decisi
 	if !ok {
 		return s.emit(nil, data), nil
 	}
+	return s.chunkRead(ctx, data, slots, ended)
+}
+
+// chunkRead ends the texts of the choices that ended and holds the chunk
+// with its texts' slots.
+func (s *AnswerStream) chunkRead(ctx context.Context, data []byte, slots []slot, ended []int) ([][]byte, *Decision) {
 	for _, c := range ended {
 		for k, t := range s.texts {
 			if k.a == c {
