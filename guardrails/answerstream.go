@@ -45,19 +45,22 @@ type AnswerStream struct {
 	stop    *Decision
 
 	// Reused from one event to the next: the events Event returns, the
-	// slots of a chat chunk, the held events sent, an event being placed.
-	evs     [][]byte
-	slots   []slot
-	free    []*heldEvent
-	scratch []byte
+	// slots of a chat chunk, the held events sent.
+	evs   [][]byte
+	slots []slot
+	free  []*heldEvent
 
 	// The events placed, in an array written only once (a full one is
 	// left to the events in it): events handed out stay as they are.
 	arena []byte
 }
 
-// arenaSize is the size of the arrays events are placed in.
-const arenaSize = 8 << 10
+// The sizes of the arrays events are placed in: each twice the one
+// before, from the least to the most.
+const (
+	minArena = 1 << 10
+	maxArena = 16 << 10
+)
 
 // textKey names one text of a stream: a choice's content (a=choice), a
 // tool call's arguments (b=tool call), a Responses content part
@@ -196,7 +199,9 @@ func (s *AnswerStream) close(ctx context.Context, t *TextStream) *Decision {
 		return d
 	}
 	s.released(t, rel)
-	s.final[t.orig.String()] = t.out.String()
+	if t.whole {
+		s.final[t.orig.String()] = t.out.String()
+	}
 	return nil
 }
 
@@ -285,7 +290,15 @@ func (s *AnswerStream) place(h *heldEvent) []byte {
 	if len(h.slots) == 0 {
 		return h.data
 	}
-	out := s.scratch[:0]
+	// Written where the arena is free; an event that outgrows it gets an
+	// array of its own.
+	if need := len(h.data) + 32; need > maxArena {
+		s.arena = nil
+	} else if cap(s.arena)-len(s.arena) < need {
+		s.arena = make([]byte, 0, min(max(2*cap(s.arena), need, minArena), maxArena))
+	}
+	n := len(s.arena)
+	out := s.arena[n:n]
 	last := 0
 	for _, sl := range h.slots {
 		out = append(out, h.data[last:sl.start]...)
@@ -294,21 +307,10 @@ func (s *AnswerStream) place(h *heldEvent) []byte {
 		last = sl.end
 	}
 	out = append(out, h.data[last:]...)
-	s.scratch = out[:0]
-	return s.keep(out)
-}
-
-// keep returns a copy of b of its own, placed in the arena.
-func (s *AnswerStream) keep(b []byte) []byte {
-	if len(b) > arenaSize/4 {
-		return slices.Clone(b)
+	if cap(out) == cap(s.arena)-n {
+		s.arena = s.arena[:n+len(out)]
 	}
-	if cap(s.arena)-len(s.arena) < len(b) {
-		s.arena = make([]byte, 0, arenaSize)
-	}
-	n := len(s.arena)
-	s.arena = append(s.arena, b...)
-	return s.arena[n:len(s.arena):len(s.arena)]
+	return out[:len(out):len(out)]
 }
 
 // chat handles a chat.completion.chunk: one of the common shape read in

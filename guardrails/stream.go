@@ -169,6 +169,7 @@ func merge(into, d *Decision) {
 type TextStream struct {
 	in     input
 	stages []stage
+	whole  bool            // orig and out are kept (Responses repeats whole texts)
 	orig   strings.Builder // the text as received
 	out    strings.Builder // the text as released
 	closed bool
@@ -178,7 +179,7 @@ type TextStream struct {
 
 // newTextStream makes the text stream of the guards of s.
 func (s *AnswerStream) newTextStream() *TextStream {
-	t := &TextStream{in: s.in, stages: make([]stage, len(s.guards))}
+	t := &TextStream{in: s.in, stages: make([]stage, len(s.guards)), whole: s.api == Responses}
 	for i, g := range s.guards {
 		t.stages[i] = stage{g: g, dec: &s.decs[i]}
 	}
@@ -189,7 +190,9 @@ func (s *AnswerStream) newTextStream() *TextStream {
 // on. A non-nil Decision stops the stream: a guard blocked, or failed
 // closed; nothing more of it may be sent.
 func (t *TextStream) Write(ctx context.Context, delta string) (string, *Decision) {
-	t.orig.WriteString(delta)
+	if t.whole {
+		t.orig.WriteString(delta)
+	}
 	x := delta
 	for i := range t.stages {
 		st := &t.stages[i]
@@ -198,7 +201,9 @@ func (t *TextStream) Write(ctx context.Context, delta string) (string, *Decision
 			return "", st.dec
 		}
 	}
-	t.out.WriteString(x)
+	if t.whole {
+		t.out.WriteString(x)
+	}
 	return x, nil
 }
 
@@ -216,6 +221,8 @@ func (t *TextStream) Close(ctx context.Context) (string, *Decision) {
 			return "", st.dec
 		}
 	}
-	t.out.WriteString(x)
+	if t.whole {
+		t.out.WriteString(x)
+	}
 	return x, nil
 }
