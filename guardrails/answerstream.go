@@ -50,17 +50,10 @@ type AnswerStream struct {
 	slots []slot
 	free  []*heldEvent
 
-	// The events placed, in an array written only once (a full one is
-	// left to the events in it): events handed out stay as they are.
-	arena []byte
+	// The events placed by one call, for the caller to copy before the
+	// next.
+	placed []byte
 }
-
-// The sizes of the arrays events are placed in: each twice the one
-// before, from the least to the most.
-const (
-	minArena = 1 << 10
-	maxArena = 16 << 10
-)
 
 // textKey names one text of a stream: a choice's content (a=choice), a
 // tool call's arguments (b=tool call), a Responses content part
@@ -116,12 +109,14 @@ func (s *AnswerStream) Decisions() []Decision { return slices.Clone(s.decs) }
 // now, in order. A non-nil Decision stops the stream: a guard blocked, or
 // failed closed; the host ends the stream with its error event
 // (BlockedError, UndecidedError) and sends nothing more. An event that is
-// not JSON passes as it is. The slice returned is the stream's until the
-// next call (the events in it stay the caller's).
+// not JSON passes as it is. The slice returned and the events in it are
+// the stream's until the next call: the caller copies what it keeps. The
+// stream may hold data until it returns it, unchanged or placed anew.
 func (s *AnswerStream) Event(ctx context.Context, data []byte) ([][]byte, *Decision) {
 	if s.stop != nil {
 		return nil, s.stop
 	}
+	s.placed = s.placed[:0]
 	var out [][]byte
 	var err *Decision
 	switch s.api {
@@ -143,11 +138,12 @@ func (s *AnswerStream) Event(ctx context.Context, data []byte) ([][]byte, *Decis
 
 // End ends the stream (the host calls it before its last line, chat's
 // "data: [DONE]"): it releases the rest of every text and returns the
-// events still held.
+// events still held, as Event does.
 func (s *AnswerStream) End(ctx context.Context) ([][]byte, *Decision) {
 	if s.stop != nil {
 		return nil, s.stop
 	}
+	s.placed = s.placed[:0]
 	if d := s.closeAll(ctx); d != nil {
 		return nil, d
 	}
@@ -290,15 +286,10 @@ func (s *AnswerStream) place(h *heldEvent) []byte {
 	if len(h.slots) == 0 {
 		return h.data
 	}
-	// Written where the arena is free; an event that outgrows it gets an
-	// array of its own.
-	if need := len(h.data) + 32; need > maxArena {
-		s.arena = nil
-	} else if cap(s.arena)-len(s.arena) < need {
-		s.arena = make([]byte, 0, min(max(2*cap(s.arena), need, minArena), maxArena))
-	}
-	n := len(s.arena)
-	out := s.arena[n:n]
+	// After the events placed before in this call: an append that moves
+	// the buffer leaves them where they are.
+	n := len(s.placed)
+	out := s.placed
 	last := 0
 	for _, sl := range h.slots {
 		out = append(out, h.data[last:sl.start]...)
@@ -307,10 +298,8 @@ func (s *AnswerStream) place(h *heldEvent) []byte {
 		last = sl.end
 	}
 	out = append(out, h.data[last:]...)
-	if cap(out) == cap(s.arena)-n {
-		s.arena = s.arena[:n+len(out)]
-	}
-	return out[:len(out):len(out)]
+	s.placed = out
+	return out[n:len(out):len(out)]
 }
 
 // chat handles a chat.completion.chunk: one of the common shape read in
