@@ -177,11 +177,35 @@ type streamGuard struct {
 	cg      *callGuards
 	as      *guardrails.AnswerStream
 	api     *api
-	events  bool   // the API names its events (event: <type>): Responses, Messages
-	pending []byte // the part of an event still to come
+	events  bool // the API names its events (event: <type>): Responses, Messages
 	out     []byte
 	stopped bool // a guard ended the stream
 	ended   bool // End was called
+
+	// What was written, in an array whose bytes are written only once, so
+	// that the events cut from it can be handed to the guards, which may
+	// hold them, without a copy: a full array is left to the events in it
+	// and what is not cut yet (pending, the tail of buf) moves to a new one.
+	buf     []byte
+	pending []byte // the part of an event still to come
+}
+
+// The sizes of a guarded stream's buffers: each twice the one before,
+// from the least to the most (or what one write needs).
+const (
+	minGuardBuffer = 1 << 10
+	maxGuardBuffer = 16 << 10
+)
+
+// add appends p to what is pending.
+func (s *streamGuard) add(p []byte) {
+	if cap(s.buf)-len(s.buf) < len(p) {
+		need := len(s.pending) + len(p)
+		b := make([]byte, 0, max(min(max(2*cap(s.buf), minGuardBuffer), maxGuardBuffer), 2*need))
+		s.buf = append(b, s.pending...)
+	}
+	s.buf = append(s.buf, p...)
+	s.pending = s.buf[len(s.buf)-len(s.pending)-len(p):]
 }
 
 // streamSink returns the sink the call's stream goes to: sink (the
@@ -204,7 +228,7 @@ func (s *streamGuard) Write(p []byte) (int, error) {
 	if s.stopped {
 		return len(p), nil
 	}
-	s.pending = append(s.pending, p...)
+	s.add(p)
 	out := s.out[:0]
 	rest := s.pending
 	for !s.stopped {
@@ -215,7 +239,7 @@ func (s *streamGuard) Write(p []byte) (int, error) {
 		out = s.event(out, ev)
 		rest = more
 	}
-	s.pending = append(s.pending[:0], rest...)
+	s.pending = rest
 	s.out = out
 	if len(out) > 0 {
 		if _, err := s.Sink.Write(out); err != nil {
@@ -241,9 +265,9 @@ func (s *streamGuard) event(out, ev []byte) []byte {
 		// A comment, or no JSON: nothing to guard.
 		return append(append(out, ev...), "\n\n"...)
 	}
-	// The guards may hold the event: it is theirs, not a slice of the
-	// buffer the next write reuses.
-	evs, d := s.as.Event(s.ctx, bytes.Clone(data))
+	// The guards may hold the event: its bytes stay as they are (a slice
+	// of buf, or the data lines joined), and none may be added to it.
+	evs, d := s.as.Event(s.ctx, data[:len(data):len(data)])
 	return s.append(out, evs, d)
 }
 
@@ -278,7 +302,7 @@ func (s *streamGuard) finish() {
 		if len(s.pending) > 0 {
 			// An event the stream ended without its blank line.
 			out = s.event(out, s.pending)
-			s.pending = s.pending[:0]
+			s.pending = nil
 		}
 		if !s.stopped && !s.ended {
 			evs, d := s.as.End(s.ctx)

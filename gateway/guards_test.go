@@ -447,18 +447,27 @@ func TestStreamGuardFraming(t *testing.T) {
 	chunk := func(s string) string {
 		return `data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"` + s + `"},"finish_reason":null}]}`
 	}
+	// Enough text that the sink's buffer moves to new arrays while the
+	// guards hold events cut from the one before.
+	long := strings.Repeat("and so on ", 300)
 	for _, tc := range []struct {
 		name, eol string
 		done      bool
+		write     int
 	}{
-		{"lf", "\n", true},
-		{"crlf", "\r\n", true},
-		{"no [DONE], no last blank line", "\n", false},
+		{"lf", "\n", true, 1},
+		{"crlf", "\r\n", true, 1},
+		{"no [DONE], no last blank line", "\n", false, 1},
+		{"writes of 7 bytes", "\n", true, 7},
+		{"writes of 4 KiB", "\n", true, 4 << 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			stream := ": keep-alive" + tc.eol + tc.eol
 			for _, p := range []string{"write to b", "ob@exam", "ple.com ", "today"} {
 				stream += chunk(p) + tc.eol + tc.eol
+			}
+			for i := 0; i < len(long); i += 13 {
+				stream += chunk(long[i:min(i+13, len(long))]) + tc.eol + tc.eol
 			}
 			if tc.done {
 				stream += "data: [DONE]" + tc.eol + tc.eol
@@ -469,8 +478,8 @@ func TestStreamGuardFraming(t *testing.T) {
 			c := &Call{API: APIChat, Key: gt.static, Sink: sink, Log: gt.log}
 			rq := &request{endpoint: endpointChat, model: "oa/gpt-4o-mini"}
 			_, sg := gt.streamSink(context.Background(), c, rq, gt.guardsOf(c, rq, nil), sink)
-			for i := range len(stream) { // a byte at a time
-				if _, err := sg.Write([]byte{stream[i]}); err != nil {
+			for i := 0; i < len(stream); i += tc.write { // tc.write bytes at a time
+				if _, err := sg.Write([]byte(stream[i:min(i+tc.write, len(stream))])); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -482,7 +491,7 @@ func TestStreamGuardFraming(t *testing.T) {
 					text.WriteString(gjson.Get("{"+d, "choices.0.delta.content").Str)
 				}
 			}
-			if text.String() != "write to [EMAIL] today" || !strings.HasPrefix(got, ": keep-alive") {
+			if text.String() != "write to [EMAIL] today"+long || !strings.HasPrefix(got, ": keep-alive") {
 				t.Errorf("text %q; stream %q", text.String(), got)
 			}
 			if tc.done != strings.HasSuffix(got, "data: [DONE]\n\n") {

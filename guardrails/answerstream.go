@@ -35,16 +35,24 @@ type AnswerStream struct {
 	decs   []Decision // one per guard, over the whole stream
 
 	texts map[textKey]*TextStream
-	held  []*heldEvent
-	final map[string]string // whole texts as received → as released
-	stop  *Decision
+	// walkChunks walks every chat chunk (readChunk's tests).
+	walkChunks bool
+	// The text of the event before, most often that of this one too.
+	lastKey textKey
+	last    *TextStream
+	held    []*heldEvent
+	final   map[string]string // whole texts as received → as released
+	stop    *Decision
 
-	unplaced pending // released text not yet placed in an event
-
-	// Reused from one event to the next: the events Event returns, and
-	// the slots of a chat chunk.
+	// Reused from one event to the next: the events Event returns, the
+	// slots of a chat chunk, the held events sent.
 	evs   [][]byte
 	slots []slot
+	free  []*heldEvent
+
+	// The events placed by one call, for the caller to copy before the
+	// next.
+	placed []byte
 }
 
 // textKey names one text of a stream: a choice's content (a=choice), a
@@ -101,12 +109,14 @@ func (s *AnswerStream) Decisions() []Decision { return slices.Clone(s.decs) }
 // now, in order. A non-nil Decision stops the stream: a guard blocked, or
 // failed closed; the host ends the stream with its error event
 // (BlockedError, UndecidedError) and sends nothing more. An event that is
-// not JSON passes as it is. The slice returned is the stream's until the
-// next call (the events in it stay the caller's).
+// not JSON passes as it is. The slice returned and the events in it are
+// the stream's until the next call: the caller copies what it keeps. The
+// stream may hold data until it returns it, unchanged or placed anew.
 func (s *AnswerStream) Event(ctx context.Context, data []byte) ([][]byte, *Decision) {
 	if s.stop != nil {
 		return nil, s.stop
 	}
+	s.placed = s.placed[:0]
 	var out [][]byte
 	var err *Decision
 	switch s.api {
@@ -128,11 +138,12 @@ func (s *AnswerStream) Event(ctx context.Context, data []byte) ([][]byte, *Decis
 
 // End ends the stream (the host calls it before its last line, chat's
 // "data: [DONE]"): it releases the rest of every text and returns the
-// events still held.
+// events still held, as Event does.
 func (s *AnswerStream) End(ctx context.Context) ([][]byte, *Decision) {
 	if s.stop != nil {
 		return nil, s.stop
 	}
+	s.placed = s.placed[:0]
 	if d := s.closeAll(ctx); d != nil {
 		return nil, d
 	}
@@ -141,16 +152,17 @@ func (s *AnswerStream) End(ctx context.Context) ([][]byte, *Decision) {
 
 // text returns the stream of k, made at its first piece.
 func (s *AnswerStream) text(k textKey) *TextStream {
+	if s.last != nil && s.lastKey == k {
+		return s.last
+	}
 	t := s.texts[k]
 	if t == nil {
 		t = s.newTextStream()
 		s.texts[k] = t
 	}
+	s.lastKey, s.last = k, t
 	return t
 }
-
-// pending is the text released and not yet placed in an event, per stream.
-type pending = map[*TextStream]string
 
 // write passes the string at raw (a slice of data) to t and returns its
 // slot; a stop ends the stream.
@@ -168,15 +180,9 @@ func (s *AnswerStream) write(ctx context.Context, t *TextStream, data, raw []byt
 	return slot{t: t, start: start, end: start + len(raw)}, nil
 }
 
-// unplaced is the released text of each stream not yet in an event.
+// released adds rel to the text of t not yet in an event.
 func (s *AnswerStream) released(t *TextStream, rel string) {
-	if rel == "" {
-		return
-	}
-	if s.unplaced == nil {
-		s.unplaced = make(pending)
-	}
-	s.unplaced[t] += rel
+	t.unplaced = append(t.unplaced, rel...)
 }
 
 // close ends t, keeping its whole text for the events that repeat it.
@@ -189,7 +195,9 @@ func (s *AnswerStream) close(ctx context.Context, t *TextStream) *Decision {
 		return d
 	}
 	s.released(t, rel)
-	s.final[t.orig.String()] = t.out.String()
+	if t.whole {
+		s.final[t.orig.String()] = t.out.String()
+	}
 	return nil
 }
 
@@ -206,12 +214,25 @@ func (s *AnswerStream) closeAll(ctx context.Context) *Decision {
 // hold queues an event: every event waits behind those before it, so
 // that none is reordered; one with texts waits for them too.
 func (s *AnswerStream) hold(data []byte, slots []slot) {
-	s.held = append(s.held, &heldEvent{data: data, slots: slots})
+	h := s.newHeld()
+	h.data, h.slots = data, slots
+	s.held = append(s.held, h)
+}
+
+// newHeld returns a held event, one sent before when there is one.
+func (s *AnswerStream) newHeld() *heldEvent {
+	if n := len(s.free); n > 0 {
+		h := s.free[n-1]
+		s.free = s.free[:n-1]
+		return h
+	}
+	return new(heldEvent)
 }
 
 // holdOne queues an event of one text.
 func (s *AnswerStream) holdOne(data []byte, sl slot) {
-	h := &heldEvent{data: data, one: [1]slot{sl}}
+	h := s.newHeld()
+	h.data, h.one = data, [1]slot{sl}
 	h.slots = h.one[:]
 	s.held = append(s.held, h)
 }
@@ -230,11 +251,17 @@ func (s *AnswerStream) emit(out [][]byte, then []byte) [][]byte {
 	}
 	n := 0
 	for n < len(s.held) && s.settled(s.held[n], s.held[n+1:]) {
-		out = append(out, s.place(s.held[n]))
+		h := s.held[n]
+		out = append(out, s.place(h))
+		*h = heldEvent{}
+		s.free = append(s.free, h)
 		n++
 	}
-	clear(s.held[:n])
-	s.held = s.held[n:]
+	// The events still held move to the front, so that the queue's array
+	// serves the whole stream.
+	rest := copy(s.held, s.held[n:])
+	clear(s.held[rest:])
+	s.held = s.held[:rest]
 	return out
 }
 
@@ -259,19 +286,43 @@ func (s *AnswerStream) place(h *heldEvent) []byte {
 	if len(h.slots) == 0 {
 		return h.data
 	}
-	out := make([]byte, 0, len(h.data)+32)
+	// After the events placed before in this call: an append that moves
+	// the buffer leaves them where they are.
+	n := len(s.placed)
+	out := s.placed
 	last := 0
 	for _, sl := range h.slots {
 		out = append(out, h.data[last:sl.start]...)
-		out = jsonw.AppendString(out, s.unplaced[sl.t])
-		delete(s.unplaced, sl.t)
+		out = jsonw.AppendString(out, providers.InPlace(sl.t.unplaced))
+		sl.t.unplaced = sl.t.unplaced[:0]
 		last = sl.end
 	}
-	return append(out, h.data[last:]...)
+	out = append(out, h.data[last:]...)
+	s.placed = out
+	return out[n:len(out):len(out)]
 }
 
-// chat handles a chat.completion.chunk.
+// chat handles a chat.completion.chunk: one of the common shape read in
+// one pass (readChunk), any other walked.
 func (s *AnswerStream) chat(ctx context.Context, data []byte) ([][]byte, *Decision) {
+	var c chunk
+	if !s.walkChunks && readChunk(data, &c) {
+		slots := s.slots[:0]
+		for _, t := range c.texts[:c.n] {
+			sl, d := s.write(ctx, s.text(textKey{a: c.choice, kind: t.kind}), data, data[t.start:t.end])
+			if d != nil {
+				return nil, d
+			}
+			if sl.t != nil {
+				slots = append(slots, sl)
+			}
+		}
+		var ended []int
+		if c.ended {
+			ended = []int{c.choice}
+		}
+		return s.chunkRead(ctx, data, slots, ended)
+	}
 	slots := s.slots[:0]
 	var ended []int
 	var stop *Decision
@@ -280,15 +331,28 @@ func (s *AnswerStream) chat(ctx context.Context, data []byte) ([][]byte, *Decisi
 			return true
 		}
 		return providers.Elements(v, func(c []byte) bool {
-			choice := int(gjson.GetBytes(c, "index").Int())
+			// The choice's index is its first "index" member's: read where
+			// the walk meets it, or looked up when a member before it needs
+			// it.
+			choice, known := 0, false
+			index := func() int {
+				if !known {
+					choice, known = int(gjson.GetBytes(c, "index").Int()), true
+				}
+				return choice
+			}
 			return providers.Members(c, func(k, v []byte) bool {
 				switch string(k) {
+				case "index":
+					if !known {
+						choice, known = intOf(v), true
+					}
 				case "finish_reason":
 					if len(v) > 0 && v[0] == '"' {
-						ended = append(ended, choice)
+						ended = append(ended, index())
 					}
 				case "delta":
-					stop = s.chatDelta(ctx, data, v, choice, &slots)
+					stop = s.chatDelta(ctx, data, v, index(), &slots)
 				}
 				return stop == nil
 			})
@@ -300,6 +364,12 @@ func (s *AnswerStream) chat(ctx context.Context, data []byte) ([][]byte, *Decisi
 	if !ok {
 		return s.emit(nil, data), nil
 	}
+	return s.chunkRead(ctx, data, slots, ended)
+}
+
+// chunkRead ends the texts of the choices that ended and holds the chunk
+// with its texts' slots.
+func (s *AnswerStream) chunkRead(ctx context.Context, data []byte, slots []slot, ended []int) ([][]byte, *Decision) {
 	for _, c := range ended {
 		for k, t := range s.texts {
 			if k.a == c {
@@ -319,6 +389,21 @@ func (s *AnswerStream) chat(ctx context.Context, data []byte) ([][]byte, *Decisi
 	}
 	s.slots = slots[:0]
 	return s.emit(nil, nil), nil
+}
+
+// intOf is the integer raw is, as gjson reads it: a plain one directly.
+func intOf(raw []byte) int {
+	if len(raw) == 0 || len(raw) > 9 {
+		return int(gjson.ParseBytes(raw).Int())
+	}
+	n := 0
+	for _, c := range raw {
+		if !isDigit(c) {
+			return int(gjson.ParseBytes(raw).Int())
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
 }
 
 // chatDelta adds the texts of a chunk's delta.

@@ -37,6 +37,83 @@ func NewDetectors(kinds ...Kind) Detectors {
 	return d
 }
 
+// counts are what a text holds of the bytes the detectors' matches are
+// made of.
+type counts struct {
+	n, digits, dots int
+	upper           int  // capitals
+	at, colon       bool // '@', ':'
+	secret          bool // '-', '_', 'A' or 'J'
+}
+
+// countBytes counts text's bytes.
+func countBytes(text string) counts {
+	c := counts{n: len(text)}
+	for i := 0; i < len(text); i++ {
+		b := text[i]
+		switch b {
+		case '.':
+			c.dots++
+		case '@':
+			c.at = true
+		case ':':
+			c.colon = true
+		case '-', '_', 'A', 'J':
+			c.secret = true
+		default:
+			if isDigit(b) {
+				c.digits++
+			}
+		}
+		if isUpper(b) {
+			c.upper++
+		}
+	}
+	return c
+}
+
+// holds reports whether a text that counts c may hold a match of k: the
+// '@' of an address; the digits of a phone number ("+" and 8, or 10), a
+// card (13), an SSN (9), an IBAN (its country's two capitals and two
+// check digits, in 15 bytes or more);
+// an IPv6 address's ':', or an IPv4 address's 4 digits and 3 dots; the
+// byte a secret format is found from ('-', '_', 'A' of "AKIA", "ASIA",
+// "AIza", 'J' of "eyJ"), or the 40 bytes of an AWS secret key found from
+// its key id or label, a digit among them. A text that holds more of each
+// holds as much: so a text without a match's counts has none of its
+// matches. TestHolds holds every match of the corpus to them.
+func holds(k Kind, c *counts) bool {
+	switch k {
+	case Email:
+		return c.at
+	case Phone:
+		return c.digits >= 8
+	case CreditCard:
+		return c.digits >= 13
+	case IBAN:
+		return c.digits >= 2 && c.upper >= 2 && c.n >= 15
+	case IPAddress:
+		return c.colon || c.digits >= 4 && c.dots >= 3
+	case USSSN:
+		return c.digits >= 9
+	case Secret:
+		return c.secret || c.digits >= 1 && c.n >= 40
+	}
+	return true
+}
+
+// mayMatch reports whether text may hold a match of the set: false when
+// it has too few of the bytes each detector's matches are made of.
+func (d *Detectors) mayMatch(text string) bool {
+	c := countBytes(text)
+	for k, on := range d.on {
+		if on && holds(Kind(k), &c) {
+			return true
+		}
+	}
+	return false
+}
+
 // On reports whether the detector of k is in the set.
 func (d *Detectors) On(k Kind) bool { return k < numKinds && d.on[k] }
 

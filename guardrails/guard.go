@@ -30,6 +30,10 @@ type scanner interface {
 	// hold is how many bytes at the end of text may still be part of a
 	// match: what a stream holds back.
 	hold(text string) int
+	// mayMatch reports whether a match may start at or after text[from]:
+	// false only when none can, so that a stream need not look for any in
+	// a piece without the bytes a match is made of.
+	mayMatch(text string, from int) bool
 	// placeholder is what masking puts in place of m.
 	placeholder(m Match) string
 }
@@ -79,6 +83,7 @@ func newGuard(c *GuardConfig, opts Options) (*guard, error) {
 		g.action = parseAction(c.Action, Block)
 		re := regexp.MustCompile(c.Pattern) // checked by validate
 		rs := &regexScanner{re: re, span: c.MaxSpan, replacement: c.Replacement}
+		rs.prefix, _ = re.LiteralPrefix()
 		if rs.span == 0 {
 			rs.span = defaultMaxSpan
 			if n, bounded := patternSpan(c.Pattern); bounded {
@@ -271,11 +276,13 @@ type piiScanner struct{ d Detectors }
 
 func (p *piiScanner) find(text string, dst []Match) []Match { return p.d.Find(text, dst) }
 func (p *piiScanner) hold(text string) int                  { return p.d.hold(text) }
+func (p *piiScanner) mayMatch(text string, from int) bool   { return p.d.mayMatch(text[from:]) }
 func (p *piiScanner) placeholder(m Match) string            { return m.Kind.Placeholder() }
 
 // regexScanner is a regex guard's scanner.
 type regexScanner struct {
 	re          *regexp.Regexp
+	prefix      string // what every match starts with, when known
 	span        int
 	replacement string
 }
@@ -289,7 +296,14 @@ func (r *regexScanner) find(text string, dst []Match) []Match {
 	return dst
 }
 
-func (r *regexScanner) hold(text string) int     { return min(r.span, len(text)) }
+func (r *regexScanner) hold(text string) int { return min(r.span, len(text)) }
+
+// mayMatch: a match that starts at or after from starts with the
+// pattern's literal prefix, which must then be there.
+func (r *regexScanner) mayMatch(text string, from int) bool {
+	return r.prefix == "" || strings.Contains(text[from:], r.prefix)
+}
+
 func (r *regexScanner) placeholder(Match) string { return r.replacement }
 
 // patternSpan returns the longest match of pattern in bytes, and false

@@ -303,6 +303,10 @@ func jwt(text string, i int) int {
 func secretHold(text string) int {
 	h := trailing(text, &secretClass, maxTokenSpan)
 	tail := text[max(0, len(text)-maxSecretSpan):]
+	if !strings.Contains(tail, "-----") {
+		// No PEM line, whole or begun at the end, but for the last bytes.
+		return min(max(h, pemSuffix(text)), len(text))
+	}
 	if b := strings.LastIndex(tail, "-----BEGIN "); b >= 0 && !strings.Contains(tail[b:], "-----END ") {
 		h = max(h, len(tail)-b)
 	} else if b >= 0 {
@@ -311,14 +315,20 @@ func secretHold(text string) int {
 			h = max(h, len(tail)-b)
 		}
 	}
-	// The start of "-----BEGIN " at the very end.
+	return min(max(h, pemSuffix(text)), len(text))
+}
+
+// pemSuffix is the length of the start of "-----BEGIN " that ends text.
+func pemSuffix(text string) int {
+	if text == "" || strings.IndexByte(pemBegin, text[len(text)-1]) < 0 {
+		return 0
+	}
 	for k := min(len(pemBegin), len(text)); k > 0; k-- {
 		if strings.HasSuffix(text, pemBegin[:k]) {
-			h = max(h, k)
-			break
+			return k
 		}
 	}
-	return min(h, len(text))
+	return 0
 }
 
 const pemBegin = "-----BEGIN "

@@ -3,6 +3,8 @@ package guardrails
 import (
 	"context"
 	"strings"
+
+	"github.com/modelgate/modelgate/providers"
 )
 
 // contextBytes is how much released text a stage keeps for detectors that
@@ -18,10 +20,19 @@ const lookahead = 2
 type stage struct {
 	g       *guard
 	dec     *Decision // the guard's decision over the whole stream
-	pending string    // received, not yet released
-	ctx     string    // the last bytes released, as received
+	pending string    // received, not yet released (an outside service's)
 	matches []Match   // the matches of a piece, reused from one to the next
+
+	// A local guard's text: win[lo:mid] is the last bytes released, as
+	// received (its context), win[mid:] what is held. Bytes written to win
+	// are never written again (a full window moves to a new array), so the
+	// strings read from it stay as they were.
+	win     []byte
+	lo, mid int
 }
+
+// minWindow is the least size of a stage's window.
+const minWindow = 1 << 10
 
 // write takes delta and returns what may be released; stop is true when
 // the guard blocked (or failed closed): nothing more is released. final
@@ -34,22 +45,35 @@ func (st *stage) write(ctx context.Context, in *input, delta string, final bool)
 	return st.screen(ctx, in, final)
 }
 
+// add appends delta to the window, which moves to a new array, with
+// only its context and what it holds, when delta does not fit.
+func (st *stage) add(delta string) {
+	if cap(st.win)-len(st.win) < len(delta) {
+		live := st.win[st.lo:]
+		w := make([]byte, len(live), max(2*(len(live)+len(delta)), minWindow))
+		copy(w, live)
+		st.win, st.mid, st.lo = w, st.mid-st.lo, 0
+	}
+	st.win = append(st.win, delta...)
+}
+
 // scan releases what a local guard has decided on, of the text held and
 // delta.
 func (st *stage) scan(delta string, final bool) (string, bool) {
-	// One string of what was released last, what was held and delta: a
-	// single copy, none when nothing was held before.
-	text := delta
-	if st.ctx != "" || st.pending != "" {
-		text = st.ctx + st.pending + delta
-	}
-	o := len(st.ctx)
+	// One string of what was released last, what was held and delta,
+	// read in place from the window.
+	st.add(delta)
+	text := providers.InPlace(st.win[st.lo:])
+	o := st.mid - st.lo
 	cut := len(text)
 	if !final {
 		cut = max(o, len(text)-st.g.local.hold(text))
 	}
-	all := st.g.local.find(text, st.matches[:0])
-	st.matches = all[:0] // for the next piece: its matches are used here only
+	var all []Match
+	if st.g.local.mayMatch(text, o) {
+		all = st.g.local.find(text, st.matches[:0])
+		st.matches = all[:0] // for the next piece: its matches are used here only
+	}
 	ms := all[:0]
 	for _, m := range all {
 		if m.Start < o {
@@ -84,9 +108,8 @@ func (st *stage) scan(delta string, final bool) (string, bool) {
 			return "", true
 		}
 	}
-	released := text[:cut]
-	st.ctx = released[max(0, len(released)-contextBytes):]
-	st.pending = text[cut:]
+	// The context is the last bytes of text[:cut].
+	st.lo, st.mid = st.lo+max(0, cut-contextBytes), st.lo+cut
 	return out, false
 }
 
@@ -146,14 +169,17 @@ func merge(into, d *Decision) {
 type TextStream struct {
 	in     input
 	stages []stage
+	whole  bool            // orig and out are kept (Responses repeats whole texts)
 	orig   strings.Builder // the text as received
 	out    strings.Builder // the text as released
 	closed bool
+
+	unplaced []byte // released, not yet placed in an event
 }
 
 // newTextStream makes the text stream of the guards of s.
 func (s *AnswerStream) newTextStream() *TextStream {
-	t := &TextStream{in: s.in, stages: make([]stage, len(s.guards))}
+	t := &TextStream{in: s.in, stages: make([]stage, len(s.guards)), whole: s.api == Responses}
 	for i, g := range s.guards {
 		t.stages[i] = stage{g: g, dec: &s.decs[i]}
 	}
@@ -164,7 +190,9 @@ func (s *AnswerStream) newTextStream() *TextStream {
 // on. A non-nil Decision stops the stream: a guard blocked, or failed
 // closed; nothing more of it may be sent.
 func (t *TextStream) Write(ctx context.Context, delta string) (string, *Decision) {
-	t.orig.WriteString(delta)
+	if t.whole {
+		t.orig.WriteString(delta)
+	}
 	x := delta
 	for i := range t.stages {
 		st := &t.stages[i]
@@ -173,7 +201,9 @@ func (t *TextStream) Write(ctx context.Context, delta string) (string, *Decision
 			return "", st.dec
 		}
 	}
-	t.out.WriteString(x)
+	if t.whole {
+		t.out.WriteString(x)
+	}
 	return x, nil
 }
 
@@ -191,6 +221,8 @@ func (t *TextStream) Close(ctx context.Context) (string, *Decision) {
 			return "", st.dec
 		}
 	}
-	t.out.WriteString(x)
+	if t.whole {
+		t.out.WriteString(x)
+	}
 	return x, nil
 }

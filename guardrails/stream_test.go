@@ -1,6 +1,7 @@
 package guardrails
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"math/rand/v2"
@@ -101,6 +102,15 @@ func chatChunk(content string) []byte {
 	return b
 }
 
+// appendClones appends copies of evs, which are the stream's until its
+// next call.
+func appendClones(dst, evs [][]byte) [][]byte {
+	for _, e := range evs {
+		dst = append(dst, bytes.Clone(e))
+	}
+	return dst
+}
+
 // runStream passes events through an answer stream and returns what was
 // sent and the decision that stopped it.
 func runStream(t *testing.T, s *AnswerStream, events [][]byte, end bool) ([][]byte, *Decision) {
@@ -112,14 +122,14 @@ func runStream(t *testing.T, s *AnswerStream, events [][]byte, end bool) ([][]by
 		if d != nil {
 			return sent, d
 		}
-		sent = append(sent, out...)
+		sent = appendClones(sent, out)
 	}
 	if end {
 		out, d := s.End(ctx)
 		if d != nil {
 			return sent, d
 		}
-		sent = append(sent, out...)
+		sent = appendClones(sent, out)
 	}
 	for _, ev := range sent {
 		if !json.Valid(ev) {
