@@ -184,7 +184,7 @@ func (p *Provider) setup(ctx context.Context) (caddygateway.ProviderType, error)
 			return t, errors.New("give api_key (express mode) or credentials, not both")
 		case p.QuotaProject != "":
 			return t, errors.New("quota_project applies to credentials, not to api_key")
-		case p.BatchBucket != "":
+		case p.BatchBucket != "" || p.BatchStorageURL != "" || p.Batch == batch.ModeNative:
 			return t, errors.New("batch_bucket needs credentials: express mode (api_key) has no batch prediction")
 		}
 		t.KeyRequired, t.KeyHeader, t.BaseURL = true, "x-goog-api-key", expressBaseURL

@@ -290,6 +290,9 @@ func TestSetup(t *testing.T) {
 	if _, err := (&Provider{ProviderBase: caddygateway.ProviderBase{APIKey: "k"}, BatchBucket: "gs://mg-vertex"}).setup(ctx); err == nil || !strings.Contains(err.Error(), "batch_bucket needs credentials") {
 		t.Errorf("express mode with a bucket: %v", err)
 	}
+	if _, err := (&Provider{ProviderBase: caddygateway.ProviderBase{APIKey: "k"}, Batch: "native"}).setup(ctx); err == nil || !strings.Contains(err.Error(), "batch_bucket needs credentials") {
+		t.Errorf("express mode with batch native: %v", err)
+	}
 
 	// A project is needed, from somewhere.
 	p := Provider{Credentials: `{"type":"authorized_user","client_id":"c","client_secret":"s","refresh_token":"r"}`}
