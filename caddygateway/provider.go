@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelgate/modelgate/caddygateway/upstream"
 	"github.com/modelgate/modelgate/gateway"
+	"github.com/modelgate/modelgate/providers"
 )
 
 // Provider is the contract of a provider type: a guest module of the
@@ -139,12 +140,9 @@ func (b *ProviderBase) ProvisionBase(ctx caddy.Context, t ProviderType) error {
 	if rawURL == "" {
 		return fmt.Errorf("base_url is required for provider type %s", t.Name)
 	}
-	u, err := url.Parse(rawURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("base_url %q must be an absolute http:// or https:// URL", rawURL)
-	}
-	if u.RawQuery != "" || u.Fragment != "" {
-		return fmt.Errorf("base_url %q must not have a query or fragment", rawURL)
+	u, err := ParseBaseURL("base_url", rawURL)
+	if err != nil {
+		return err
 	}
 	auth := t.Auth
 	if auth == nil {
@@ -166,6 +164,45 @@ func (b *ProviderBase) ProvisionBase(ctx caddy.Context, t ProviderType) error {
 	b.upstream, err = upstream.New(ctx, upstream.Config{BaseURL: u, Proxy: b.Proxy, Auth: auth,
 		Secrets: append([]string{b.Key()}, t.Secrets...)})
 	return err
+}
+
+// ParseBaseURL checks raw, the value of option, as a base URL: an
+// absolute http:// or https:// URL without a query or fragment, under
+// which requests' paths are appended. Provider types check their own URL
+// options with it.
+func ParseBaseURL(option, raw string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("%s %q must be an absolute http:// or https:// URL", option, raw)
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return nil, fmt.Errorf("%s %q must not have a query or fragment", option, raw)
+	}
+	return u, nil
+}
+
+// ProvisionService loads the reverse proxy of a service a provider calls
+// besides its own API, such as the bucket and the control plane of a
+// cloud's batch jobs (docs/design/native-batches.md), and returns the
+// transport of its requests, as gateway.NativeSend makes it: through
+// Caddy's reverse_proxy to t.BaseURL, which is required, authenticated by
+// t.Auth, with t.Secrets scrubbed from the answers. The service takes
+// none of the provider's proxy options, whose upstreams are the
+// provider's hosts. A provider module calls it from its Provision; Caddy
+// cleans the proxy up with the module.
+func ProvisionService(ctx caddy.Context, t ProviderType) (providers.Send, error) {
+	if t.BaseURL == "" {
+		return nil, fmt.Errorf("provider type %s: a service needs its base URL", t.Name)
+	}
+	u, err := ParseBaseURL("service URL", t.BaseURL)
+	if err != nil {
+		return nil, err
+	}
+	up, err := upstream.New(ctx, upstream.Config{BaseURL: u, Auth: t.Auth, Secrets: t.Secrets})
+	if err != nil {
+		return nil, err
+	}
+	return gateway.NativeSend(up), nil
 }
 
 // provisioned reports whether ProvisionBase has run.

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -91,23 +92,34 @@ func startNativeGateway(t *testing.T) *providertest.Server {
 }
 
 // TestNativeBatchModes: the provider types whose API has batches take
-// the batch option and default to native; the others (vertex and bedrock
-// for now, the OpenAI-compatible presets) run their lines in the gateway.
+// the batch option and default to native; vertex and bedrock only with a
+// bucket (batch_bucket), else they run their lines in the gateway, as the
+// OpenAI-compatible presets do.
 func TestNativeBatchModes(t *testing.T) {
-	for typ, want := range map[string]string{
-		"openai": "native", "azure_openai": "native", "anthropic": "native", "gemini": "native",
-		"vertex": "gateway", "bedrock": "gateway", "groq": "gateway", "mistral": "gateway", "cohere": "gateway",
+	for _, tc := range []struct {
+		typ, config, want string
+	}{
+		{"openai", `{}`, "native"}, {"azure_openai", `{}`, "native"}, {"anthropic", `{}`, "native"}, {"gemini", `{}`, "native"},
+		{"vertex", `{"batch_bucket":"gs://mg-batches"}`, "native"}, {"vertex", `{}`, "gateway"},
+		{"vertex", `{"batch_bucket":"gs://mg-batches","batch":"gateway"}`, "gateway"},
+		{"bedrock", `{"batch_bucket":"s3://mg-batches","batch_role":"arn:aws:iam::123456789012:role/r"}`, "native"},
+		{"bedrock", `{}`, "gateway"},
+		{"groq", `{}`, "gateway"}, {"mistral", `{}`, "gateway"}, {"cohere", `{}`, "gateway"},
 	} {
-		info, err := caddy.GetModule("modelgate.providers." + typ)
+		info, err := caddy.GetModule("modelgate.providers." + tc.typ)
 		if err != nil {
 			t.Fatal(err)
 		}
+		mod := info.New()
+		if err := json.Unmarshal([]byte(tc.config), mod); err != nil {
+			t.Fatal(err)
+		}
 		got := "gateway"
-		if nb, ok := info.New().(caddygateway.NativeBatcher); ok {
+		if nb, ok := mod.(caddygateway.NativeBatcher); ok {
 			got = nb.BatchMode()
 		}
-		if got != want {
-			t.Errorf("%s: batch mode %s, want %s", typ, got, want)
+		if got != tc.want {
+			t.Errorf("%s %s: batch mode %s, want %s", tc.typ, tc.config, got, tc.want)
 		}
 	}
 }

@@ -58,6 +58,17 @@ type Provider struct {
 	BatchBucket string `json:"batch_bucket,omitempty"`
 	BatchRole   string `json:"batch_role,omitempty"`
 
+	// BatchControlURL is where batch inference's jobs are created and
+	// polled, Bedrock's control plane: a VPC or FIPS endpoint. Default:
+	// https://bedrock.{region}.amazonaws.com. BatchStorageURL is the URL
+	// under which /{key} names an object of batch_bucket (virtual-hosted
+	// or path-style). Default: https://{bucket}.s3.{region}.amazonaws.com,
+	// or https://s3.{region}.amazonaws.com/{bucket} for a bucket whose
+	// name has a dot. Both are signed for the provider's region.
+	// Placeholders are resolved.
+	BatchControlURL string `json:"batch_control_url,omitempty"`
+	BatchStorageURL string `json:"batch_storage_url,omitempty"`
+
 	// Region is the AWS region, such as us-east-1; placeholders are
 	// resolved. It names the default base URL,
 	// https://bedrock-runtime.{region}.amazonaws.com, and the signatures'
@@ -97,9 +108,11 @@ type Provider struct {
 
 	// batches is the batch inference API without its Sends, and
 	// control and storage the services it calls; set when batch_bucket
-	// and batch_role are.
-	batches          *bedrock.Batches
-	control, storage caddygateway.ProviderType
+	// and batch_role are. controlSend and storageSend carry its requests
+	// to them, provisioned when the batch mode is native.
+	batches                  *bedrock.Batches
+	control, storage         caddygateway.ProviderType
+	controlSend, storageSend providers.Send
 }
 
 // AssumeRole is an IAM role the gateway assumes through STS (AssumeRole),
@@ -153,7 +166,26 @@ func (p *Provider) Provision(ctx caddy.Context) error {
 	if err := p.provisionBatches(auth, region, t.Secrets); err != nil {
 		return fmt.Errorf("bedrock: %w", err)
 	}
-	return p.ProvisionBase(ctx, t)
+	if err := p.ProvisionBase(ctx, t); err != nil {
+		return err
+	}
+	return p.provisionServices(ctx)
+}
+
+// provisionServices loads the upstreams of the control plane and the
+// bucket when batches send the provider's lines to batch inference.
+func (p *Provider) provisionServices(ctx caddy.Context) error {
+	if p.batches == nil || p.BatchMode() != batch.ModeNative {
+		return nil
+	}
+	var err error
+	if p.controlSend, err = caddygateway.ProvisionService(ctx, p.control); err != nil {
+		return fmt.Errorf("bedrock: batch control plane: %w", err)
+	}
+	if p.storageSend, err = caddygateway.ProvisionService(ctx, p.storage); err != nil {
+		return fmt.Errorf("bedrock: batch bucket: %w", err)
+	}
+	return nil
 }
 
 // provisionBatches sets up batch inference when batch_bucket and
@@ -165,6 +197,12 @@ func (p *Provider) provisionBatches(auth caddygateway.Authenticator, region stri
 	uri, role := repl.ReplaceKnown(p.BatchBucket, ""), repl.ReplaceKnown(p.BatchRole, "")
 	switch {
 	case p.BatchBucket == "" && p.BatchRole == "":
+		if p.BatchControlURL != "" || p.BatchStorageURL != "" {
+			return errors.New("batch_control_url and batch_storage_url need batch_bucket")
+		}
+		if p.Batch == batch.ModeNative {
+			return errors.New("batch native needs batch_bucket and batch_role")
+		}
 		return nil
 	case uri == "" || role == "":
 		return errors.New("batch_bucket and batch_role go together (is an environment variable unset?)")
@@ -179,32 +217,51 @@ func (p *Provider) provisionBatches(auth caddygateway.Authenticator, region stri
 	if !ok {
 		return errors.New("batch_bucket needs AWS credentials: S3 takes no Bedrock API key")
 	}
+	control, err := serviceURL("batch_control_url", p.BatchControlURL, controlEndpoint(region))
+	if err != nil {
+		return err
+	}
+	storage, err := serviceURL("batch_storage_url", p.BatchStorageURL, bucketEndpoint(bucket, region))
+	if err != nil {
+		return err
+	}
 	p.batches = &bedrock.Batches{Bucket: bucket, Prefix: prefix, RoleARN: role, Messages: p.messages}
-	p.control = caddygateway.ProviderType{Name: "bedrock", BaseURL: controlEndpoint(region), Auth: sig, Secrets: secrets}
-	p.storage = caddygateway.ProviderType{Name: "bedrock", BaseURL: bucketEndpoint(bucket, region), Auth: sig.forS3(), Secrets: secrets}
+	// The services of batch inference besides the runtime, each with its
+	// base URL and signer: the control plane, signed for service
+	// bedrock, and the bucket, signed for service s3 with an unsigned
+	// payload, so that uploads stream.
+	p.control = caddygateway.ProviderType{Name: "bedrock", BaseURL: control, Auth: sig, Secrets: secrets}
+	p.storage = caddygateway.ProviderType{Name: "bedrock", BaseURL: storage, Auth: sig.forS3(), Secrets: secrets}
 	return nil
 }
 
-// BatchServices are the services Bedrock batch inference calls besides the
-// runtime, each with its base URL and signer: control, the Bedrock
-// control plane (https://bedrock.{region}.amazonaws.com, signed for
-// service bedrock), and storage, the batch_bucket
-// (https://{bucket}.s3.{region}.amazonaws.com, signed for service s3 with
-// an unsigned payload, so that uploads stream). ok is false when the
-// provider has no batch_bucket: its batch lines run in the gateway.
-func (p *Provider) BatchServices() (control, storage caddygateway.ProviderType, ok bool) {
-	return p.control, p.storage, p.batches != nil
+// serviceURL is the base URL of a batch service: option's value, its
+// placeholders resolved and checked, else def.
+func serviceURL(option, value, def string) (string, error) {
+	if value == "" {
+		return def, nil
+	}
+	raw := caddy.NewReplacer().ReplaceKnown(value, "")
+	if raw == "" {
+		return "", fmt.Errorf("%s %s is empty (is the environment variable set?)", option, value)
+	}
+	if _, err := caddygateway.ParseBaseURL(option, raw); err != nil {
+		return "", err
+	}
+	return raw, nil
 }
 
-// NativeBatches is Bedrock batch inference for the batch engine, over
-// control and storage, which carry requests to the two BatchServices; nil
-// when the provider has no batch_bucket.
-func (p *Provider) NativeBatches(control, storage providers.Send) batch.NativeAPI {
-	if p.batches == nil {
+// NativeBatches is Bedrock batch inference for the batch engine
+// (caddygateway.NativeBatcher), over the upstreams of its control plane
+// and bucket that Provision loaded; send, the runtime's, carries none of
+// its requests. Nil when the provider has no batch_bucket or its batch
+// mode is gateway.
+func (p *Provider) NativeBatches(send providers.Send) batch.NativeAPI {
+	if p.batches == nil || p.controlSend == nil {
 		return nil
 	}
 	b := *p.batches
-	b.Control, b.Storage = control, storage
+	b.Control, b.Storage = p.controlSend, p.storageSend
 	return b
 }
 
@@ -226,6 +283,8 @@ func (p *Provider) NativeBatches(control, storage providers.Send) batch.NativeAP
 //	    batch             native|gateway
 //	    batch_bucket      s3://<bucket>[/<prefix>]
 //	    batch_role        <service role arn>
+//	    batch_control_url <url>   # default https://bedrock.{region}.amazonaws.com
+//	    batch_storage_url <url>   # default the bucket's S3 endpoint
 //	    base_model        <model> <base model id>   # repeatable
 //	    base_url          <url>
 //	    models            <model>...
@@ -259,6 +318,16 @@ func (p *Provider) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			}
 			if !strings.Contains(p.BatchRole, "{") && !bedrock.ValidRoleARN(p.BatchRole) {
 				return true, d.Errf("batch_role %q is not an IAM role's ARN (arn:aws:iam::<account>:role/<name>)", p.BatchRole)
+			}
+		case "batch_control_url", "batch_storage_url":
+			dst := map[string]*string{"batch_control_url": &p.BatchControlURL, "batch_storage_url": &p.BatchStorageURL}[opt]
+			if !d.AllArgs(dst) {
+				return true, d.ArgErr()
+			}
+			if !strings.Contains(*dst, "{") {
+				if _, err := caddygateway.ParseBaseURL(opt, *dst); err != nil {
+					return true, d.Err(err.Error())
+				}
 			}
 		case "structured_output":
 			if !d.AllArgs(&p.StructuredOutput) {
@@ -308,6 +377,10 @@ func (p *Provider) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		return d.Err("provider type bedrock needs batch_bucket and batch_role together")
 	case p.APIKey != "" && p.BatchBucket != "":
 		return d.Err("provider type bedrock needs AWS credentials for batch_bucket: S3 takes no Bedrock API key")
+	case p.BatchBucket == "" && (p.BatchControlURL != "" || p.BatchStorageURL != ""):
+		return d.Err("provider type bedrock takes batch_control_url and batch_storage_url only with batch_bucket")
+	case p.BatchBucket == "" && p.Batch == batch.ModeNative:
+		return d.Err("provider type bedrock needs batch_bucket and batch_role for batch native")
 	}
 	return nil
 }
@@ -356,9 +429,17 @@ var (
 	_ caddy.Provisioner          = (*Provider)(nil)
 	_ caddyfile.Unmarshaler      = (*Provider)(nil)
 	_ caddygateway.Provider      = (*Provider)(nil)
+	_ caddygateway.NativeBatcher = (*Provider)(nil)
 	_ caddygateway.Authenticator = (*sigV4)(nil)
 )
 
-// BatchMode is where batches send the provider's lines: its Batch
-// option, else the type's default (native: its API has batches).
-func (p *Provider) BatchMode() string { return caddygateway.BatchMode(p.Batch, providerType.Name) }
+// BatchMode is where batches send the provider's lines: with
+// batch_bucket, its Batch option, else the type's default (native: its
+// API has batches); without, the gateway, since batch inference has
+// nowhere to read its records from.
+func (p *Provider) BatchMode() string {
+	if p.BatchBucket == "" {
+		return batch.ModeGateway
+	}
+	return caddygateway.BatchMode(p.Batch, providerType.Name)
+}

@@ -572,9 +572,12 @@ func BenchmarkSign(b *testing.B) {
 
 // TestBatchServices: with batch_bucket and batch_role the provider names
 // the control plane and the bucket, signed with its credentials for
-// bedrock and for s3 (an unsigned payload, so that uploads stream), and
-// builds batch inference over the Sends it is given; without them it has
-// none, and a bucket the placeholders leave bad is a provisioning error.
+// bedrock and for s3 (an unsigned payload, so that uploads stream),
+// provisions their upstreams and builds batch inference over them
+// (caddygateway.NativeBatcher); batch_control_url and batch_storage_url
+// replace their URLs. Without a bucket, or with batch gateway, it has no
+// batch API, and a bucket or URL the placeholders leave bad is a
+// provisioning error.
 func TestBatchServices(t *testing.T) {
 	cleanAWSEnv(t)
 	ctx, err := caddy.ProvisionContext(&caddy.Config{})
@@ -586,8 +589,8 @@ func TestBatchServices(t *testing.T) {
 	if err := p.Provision(ctx); err != nil {
 		t.Fatal(err)
 	}
-	control, storage, ok := p.BatchServices()
-	if !ok || control.BaseURL != "https://bedrock.eu-west-1.amazonaws.com" || storage.BaseURL != "https://mg-batches.s3.eu-west-1.amazonaws.com" {
+	control, storage, ok := p.control, p.storage, p.batches != nil
+	if !ok || p.BatchMode() != "native" || control.BaseURL != "https://bedrock.eu-west-1.amazonaws.com" || storage.BaseURL != "https://mg-batches.s3.eu-west-1.amazonaws.com" {
 		t.Fatalf("services %v: %q, %q", ok, control.BaseURL, storage.BaseURL)
 	}
 	for _, tc := range []struct {
@@ -619,9 +622,42 @@ func TestBatchServices(t *testing.T) {
 	}
 
 	nowhere := func(context.Context, providers.Request) (providers.Answer, error) { return providers.Answer{}, nil }
-	api, ok := p.NativeBatches(nowhere, nowhere).(bedrock.Batches)
+	api, ok := p.NativeBatches(nowhere).(bedrock.Batches)
 	if !ok || api.Bucket != "mg-batches" || api.Prefix != "modelgate" || api.RoleARN != p.BatchRole || api.Control == nil || api.Storage == nil {
 		t.Errorf("api %#v", api)
+	}
+
+	// Endpoint overrides, placeholders resolved.
+	t.Setenv("MG_TEST_CONTROL", "https://bedrock-fips.eu-west-1.amazonaws.com")
+	vpc := &Provider{Region: "eu-west-1", AccessKeyID: keyID, SecretAccessKey: secret,
+		BatchBucket: "s3://mg-batches", BatchRole: "arn:aws:iam::123456789012:role/bedrock-batch",
+		BatchControlURL: "{env.MG_TEST_CONTROL}", BatchStorageURL: "https://bucket.vpce-0a1b.s3.eu-west-1.vpce.amazonaws.com/mg-batches"}
+	if err := vpc.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if vpc.control.BaseURL != "https://bedrock-fips.eu-west-1.amazonaws.com" || vpc.storage.BaseURL != vpc.BatchStorageURL || vpc.NativeBatches(nowhere) == nil {
+		t.Errorf("overridden services: %q, %q", vpc.control.BaseURL, vpc.storage.BaseURL)
+	}
+	for _, bad := range []Provider{
+		{BatchControlURL: "{env.MG_TEST_UNSET}"},
+		{BatchStorageURL: "ftp://mg-batches.example"},
+		{BatchControlURL: "https://bedrock.example?x=1"},
+	} {
+		bad.Region, bad.AccessKeyID, bad.SecretAccessKey = "eu-west-1", keyID, secret
+		bad.BatchBucket, bad.BatchRole = "s3://mg-batches", "arn:aws:iam::123456789012:role/r"
+		if err := bad.Provision(ctx); err == nil || !strings.Contains(err.Error(), "batch_") {
+			t.Errorf("%q %q: %v", bad.BatchControlURL, bad.BatchStorageURL, err)
+		}
+	}
+
+	// batch gateway: the bucket's services are not loaded.
+	gw := &Provider{Region: "eu-west-1", AccessKeyID: keyID, SecretAccessKey: secret, Batch: "gateway",
+		BatchBucket: "s3://mg-batches", BatchRole: "arn:aws:iam::123456789012:role/bedrock-batch"}
+	if err := gw.Provision(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if gw.BatchMode() != "gateway" || gw.NativeBatches(nowhere) != nil || gw.controlSend != nil {
+		t.Error("a provider with batch gateway has a batch API")
 	}
 	if got := bucketEndpoint("mg.batches", "us-east-1"); got != "https://s3.us-east-1.amazonaws.com/mg.batches" {
 		t.Errorf("dotted bucket: %s", got)
@@ -631,8 +667,11 @@ func TestBatchServices(t *testing.T) {
 	if err := plain.Provision(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, ok := plain.BatchServices(); ok || plain.NativeBatches(nowhere, nowhere) != nil {
+	if plain.batches != nil || plain.BatchMode() != "gateway" || plain.NativeBatches(nowhere) != nil {
 		t.Error("a provider without batch_bucket has batch services")
+	}
+	if err := (&Provider{Region: "eu-west-1", AccessKeyID: keyID, SecretAccessKey: secret, Batch: "native"}).Provision(ctx); err == nil || !strings.Contains(err.Error(), "batch native needs batch_bucket") {
+		t.Errorf("batch native without a bucket: %v", err)
 	}
 	t.Setenv("MG_TEST_BUCKET", "s3://Bad_Bucket")
 	bad := &Provider{Region: "eu-west-1", AccessKeyID: keyID, SecretAccessKey: secret, BatchBucket: "{env.MG_TEST_BUCKET}", BatchRole: "arn:aws:iam::123456789012:role/r"}

@@ -92,6 +92,12 @@ type Provider struct {
 	// resolved.
 	BatchBucket string `json:"batch_bucket,omitempty"`
 
+	// BatchStorageURL is where batch prediction's input and output go
+	// through Cloud Storage's JSON API: a Private Service Connect
+	// endpoint, say. Default: https://storage.googleapis.com.
+	// Placeholders are resolved.
+	BatchStorageURL string `json:"batch_storage_url,omitempty"`
+
 	// Batch is where batches send this provider's lines: "native", to
 	// its own batch API at its batch price, or "gateway", as live
 	// requests. Default: native.
@@ -101,8 +107,11 @@ type Provider struct {
 
 	// batches is batch prediction without its Sends, and storage the
 	// Cloud Storage service it calls; set when batch_bucket is.
-	batches *vertex.Batches
-	storage caddygateway.ProviderType
+	// storageSend carries requests to it, provisioned when the batch
+	// mode is native.
+	batches     *vertex.Batches
+	storage     caddygateway.ProviderType
+	storageSend providers.Send
 }
 
 // expressBaseURL is the base URL of requests authenticated with an API key,
@@ -139,7 +148,15 @@ func (p *Provider) Provision(ctx caddy.Context) error {
 	if err != nil {
 		return fmt.Errorf("vertex: %w", err)
 	}
-	return p.ProvisionBase(ctx, t)
+	if err := p.ProvisionBase(ctx, t); err != nil {
+		return err
+	}
+	if p.batches != nil && p.BatchMode() == batch.ModeNative {
+		if p.storageSend, err = caddygateway.ProvisionService(ctx, p.storage); err != nil {
+			return fmt.Errorf("vertex: batch storage: %w", err)
+		}
+	}
+	return nil
 }
 
 // setup resolves the options and reads the credentials: it returns the
@@ -167,7 +184,7 @@ func (p *Provider) setup(ctx context.Context) (caddygateway.ProviderType, error)
 			return t, errors.New("give api_key (express mode) or credentials, not both")
 		case p.QuotaProject != "":
 			return t, errors.New("quota_project applies to credentials, not to api_key")
-		case p.BatchBucket != "":
+		case p.BatchBucket != "" || p.BatchStorageURL != "" || p.Batch == batch.ModeNative:
 			return t, errors.New("batch_bucket needs credentials: express mode (api_key) has no batch prediction")
 		}
 		t.KeyRequired, t.KeyHeader, t.BaseURL = true, "x-goog-api-key", expressBaseURL
@@ -193,40 +210,57 @@ func (p *Provider) setup(ctx context.Context) (caddygateway.ProviderType, error)
 	t.Auth = auth
 	t.BaseURL = gemini.VertexBaseURL(loc)
 	p.chat = chat(project, loc)
-	if uri := repl.ReplaceKnown(p.BatchBucket, ""); p.BatchBucket != "" {
-		bucket, prefix, err := vertex.ParseGCSURI(uri)
-		if err != nil {
-			return t, fmt.Errorf("batch_bucket: %w", err)
+	return t, p.setupBatches(auth)
+}
+
+// setupBatches sets up batch prediction when batch_bucket is given: its
+// API, and Cloud Storage's JSON API, which its input and output go
+// through, with the provider's credentials (their cloud-platform scope
+// covers it).
+func (p *Provider) setupBatches(auth caddygateway.Authenticator) error {
+	repl := caddy.NewReplacer()
+	if p.BatchBucket == "" {
+		if p.BatchStorageURL != "" {
+			return errors.New("batch_storage_url needs batch_bucket")
 		}
-		p.batches = &vertex.Batches{Bucket: bucket, Prefix: prefix, Chat: p.chat}
-		p.storage = caddygateway.ProviderType{Name: "vertex", BaseURL: storageURL, Auth: auth}
+		if p.Batch == batch.ModeNative {
+			return errors.New("batch native needs batch_bucket")
+		}
+		return nil
 	}
-	return t, nil
+	bucket, prefix, err := vertex.ParseGCSURI(repl.ReplaceKnown(p.BatchBucket, ""))
+	if err != nil {
+		return fmt.Errorf("batch_bucket: %w", err)
+	}
+	storage := storageURL
+	if p.BatchStorageURL != "" {
+		if storage = repl.ReplaceKnown(p.BatchStorageURL, ""); storage == "" {
+			return fmt.Errorf("batch_storage_url %s is empty (is the environment variable set?)", p.BatchStorageURL)
+		}
+		if _, err := caddygateway.ParseBaseURL("batch_storage_url", storage); err != nil {
+			return err
+		}
+	}
+	p.batches = &vertex.Batches{Bucket: bucket, Prefix: prefix, Chat: p.chat}
+	p.storage = caddygateway.ProviderType{Name: "vertex", BaseURL: storage, Auth: auth}
+	return nil
 }
 
 // storageURL is Cloud Storage's JSON API, which batch prediction's input
 // and output go through.
 const storageURL = "https://storage.googleapis.com"
 
-// BatchStorage is the service Vertex AI batch prediction calls besides
-// Vertex AI itself: Cloud Storage's JSON API (https://storage.googleapis.com),
-// with the provider's credentials (their cloud-platform scope covers it).
-// ok is false when the provider has no batch_bucket: its batch lines run
-// in the gateway.
-func (p *Provider) BatchStorage() (storage caddygateway.ProviderType, ok bool) {
-	return p.storage, p.batches != nil
-}
-
-// NativeBatches is Vertex AI batch prediction for the batch engine, over
-// control, the provider's own upstream (the Send of its live requests,
-// below its base URL …/v1), and storage, which carries requests to
-// BatchStorage; nil when the provider has no batch_bucket.
-func (p *Provider) NativeBatches(control, storage providers.Send) batch.NativeAPI {
-	if p.batches == nil {
+// NativeBatches is Vertex AI batch prediction for the batch engine
+// (caddygateway.NativeBatcher): its jobs go through send, the provider's
+// own upstream (that of its live requests, below its base URL …/v1), its
+// objects through the Cloud Storage upstream Provision loaded. Nil when
+// the provider has no batch_bucket or its batch mode is gateway.
+func (p *Provider) NativeBatches(send providers.Send) batch.NativeAPI {
+	if p.batches == nil || p.storageSend == nil {
 		return nil
 	}
 	b := *p.batches
-	b.Control, b.Storage = control, storage
+	b.Control, b.Storage = send, p.storageSend
 	return b
 }
 
@@ -389,6 +423,7 @@ func (a googleAuth) Authenticate(req *http.Request, body []byte) error {
 //	    quota_project    <project>
 //	    batch            native|gateway
 //	    batch_bucket     gs://<bucket>[/<prefix>]
+//	    batch_storage_url <url>       # default https://storage.googleapis.com
 //	    api_key          <secret>     # express mode, instead of credentials
 //	    base_url         <url>        # default: by location
 //	    models           <model>...
@@ -412,6 +447,19 @@ func (p *Provider) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 			if !strings.Contains(p.BatchBucket, "{") {
 				if _, _, err := vertex.ParseGCSURI(p.BatchBucket); err != nil {
 					return true, d.Errf("batch_bucket: %v", err)
+				}
+			}
+			return true, nil
+		case "batch_storage_url":
+			if p.BatchStorageURL != "" {
+				return true, d.Err("batch_storage_url given twice")
+			}
+			if !d.AllArgs(&p.BatchStorageURL) {
+				return true, d.ArgErr()
+			}
+			if !strings.Contains(p.BatchStorageURL, "{") {
+				if _, err := caddygateway.ParseBaseURL("batch_storage_url", p.BatchStorageURL); err != nil {
+					return true, d.Err(err.Error())
 				}
 			}
 			return true, nil
@@ -443,6 +491,10 @@ func (p *Provider) UnmarshalCaddyfile(d *caddyfile.Dispenser) error {
 		return d.Err("quota_project applies to credentials, not to api_key")
 	case p.APIKey != "" && p.BatchBucket != "":
 		return d.Err("batch_bucket needs credentials: express mode (api_key) has no batch prediction")
+	case p.BatchBucket == "" && p.BatchStorageURL != "":
+		return d.Err("provider type vertex takes batch_storage_url only with batch_bucket")
+	case p.BatchBucket == "" && p.Batch == batch.ModeNative:
+		return d.Err("provider type vertex needs batch_bucket for batch native")
 	}
 	return nil
 }
@@ -462,10 +514,18 @@ var (
 	_ caddy.Provisioner          = (*Provider)(nil)
 	_ caddyfile.Unmarshaler      = (*Provider)(nil)
 	_ caddygateway.Provider      = (*Provider)(nil)
+	_ caddygateway.NativeBatcher = (*Provider)(nil)
 	_ caddygateway.Authenticator = googleAuth{}
 	_ oauth2.TokenSource         = copySource{}
 )
 
-// BatchMode is where batches send the provider's lines: its Batch
-// option, else the type's default (native: its API has batches).
-func (p *Provider) BatchMode() string { return caddygateway.BatchMode(p.Batch, providerType.Name) }
+// BatchMode is where batches send the provider's lines: with
+// batch_bucket, its Batch option, else the type's default (native: its
+// API has batches); without, the gateway, since batch prediction has
+// nowhere to read its records from.
+func (p *Provider) BatchMode() string {
+	if p.BatchBucket == "" {
+		return batch.ModeGateway
+	}
+	return caddygateway.BatchMode(p.Batch, providerType.Name)
+}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caddyserver/caddy/v2"
 	"github.com/caddyserver/caddy/v2/caddyconfig/caddyfile"
 
 	"github.com/modelgate/modelgate/caddygateway"
@@ -227,23 +228,59 @@ func TestSetup(t *testing.T) {
 	if _, err := bp.setup(ctx); err != nil {
 		t.Fatal(err)
 	}
-	storage, ok := bp.BatchStorage()
-	if !ok || storage.BaseURL != "https://storage.googleapis.com" {
+	storage, ok := bp.storage, bp.batches != nil
+	if !ok || bp.BatchMode() != "native" || storage.BaseURL != "https://storage.googleapis.com" {
 		t.Fatalf("storage %v %+v", ok, storage)
 	}
 	if h := authenticate(t, storage); !strings.HasPrefix(h.Get("Authorization"), "Bearer ya29.fake-") {
 		t.Errorf("storage Authorization %q", h.Get("Authorization"))
 	}
 	send := func(context.Context, providers.Request) (providers.Answer, error) { return providers.Answer{}, nil }
-	api, ok := bp.NativeBatches(send, send).(vertex.Batches)
-	if !ok || api.Bucket != "mg-vertex" || api.Prefix != "modelgate" || api.Chat.Google.Project != "p" || api.Chat.Google.Location != "us-central1" || api.Control == nil {
+	// The storage upstream is loaded by Provision, in native mode.
+	if bp.NativeBatches(send) != nil {
+		t.Error("a batch API before the storage upstream is provisioned")
+	}
+	bp.storageSend = send
+	api, ok := bp.NativeBatches(send).(vertex.Batches)
+	if !ok || api.Bucket != "mg-vertex" || api.Prefix != "modelgate" || api.Chat.Google.Project != "p" || api.Chat.Google.Location != "us-central1" || api.Control == nil || api.Storage == nil {
 		t.Errorf("api %#v", api)
+	}
+	// batch_storage_url replaces Cloud Storage's URL; a bad one, or one
+	// without a bucket, is an error.
+	psc := Provider{CredentialsFile: saFile, Project: "p", BatchBucket: "gs://mg-vertex", BatchStorageURL: "https://storage-psc.p.googleapis.com"}
+	if _, err := psc.setup(ctx); err != nil || psc.storage.BaseURL != "https://storage-psc.p.googleapis.com" {
+		t.Errorf("batch_storage_url: %v %q", err, psc.storage.BaseURL)
+	}
+	for _, bad := range []Provider{
+		{BatchBucket: "gs://mg-vertex", BatchStorageURL: "storage.googleapis.com"},
+		{BatchBucket: "gs://mg-vertex", BatchStorageURL: "{env.MG_TEST_UNSET}"},
+		{BatchStorageURL: "https://storage.googleapis.com"},
+		{Batch: "native"},
+	} {
+		bad.CredentialsFile, bad.Project = saFile, "p"
+		if _, err := bad.setup(ctx); err == nil || !strings.Contains(err.Error(), "batch") {
+			t.Errorf("%+v: %v", bad, err)
+		}
 	}
 	plain := Provider{CredentialsFile: saFile, Project: "p"}
 	if _, err := plain.setup(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := plain.BatchStorage(); ok || plain.NativeBatches(send, send) != nil {
+	// Provision loads the storage upstream in native mode only.
+	cctx, err := caddy.ProvisionContext(&caddy.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for mode, want := range map[string]bool{"": true, "native": true, "gateway": false} {
+		p := Provider{CredentialsFile: saFile, Project: "p", BatchBucket: "gs://mg-vertex", Batch: mode}
+		if err := p.Provision(cctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := p.NativeBatches(send) != nil; got != want {
+			t.Errorf("batch %q: a batch API %v, want %v", mode, got, want)
+		}
+	}
+	if plain.batches != nil || plain.BatchMode() != "gateway" || plain.NativeBatches(send) != nil {
 		t.Error("a provider without batch_bucket has batch prediction")
 	}
 	t.Setenv("MG_TEST_BUCKET", "gs://Bad")
@@ -252,6 +289,9 @@ func TestSetup(t *testing.T) {
 	}
 	if _, err := (&Provider{ProviderBase: caddygateway.ProviderBase{APIKey: "k"}, BatchBucket: "gs://mg-vertex"}).setup(ctx); err == nil || !strings.Contains(err.Error(), "batch_bucket needs credentials") {
 		t.Errorf("express mode with a bucket: %v", err)
+	}
+	if _, err := (&Provider{ProviderBase: caddygateway.ProviderBase{APIKey: "k"}, Batch: "native"}).setup(ctx); err == nil || !strings.Contains(err.Error(), "batch_bucket needs credentials") {
+		t.Errorf("express mode with batch native: %v", err)
 	}
 
 	// A project is needed, from somewhere.
