@@ -110,12 +110,10 @@ func newRouted(t testing.TB, cfg routing.Config, rand func() uint64) *routed {
 	r := &routed{ups: map[string]*scripted{}, now: new(atomic.Int64)}
 	r.now.Store(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC).UnixNano())
 	provs := map[string]*Provider{}
-	var targets []string
 	for _, name := range []string{"a", "b", "c"} {
 		u := &scripted{fn: answers("from " + name)}
 		r.ups[name] = u
 		provs[name] = NewProvider(name, "openai", nil, Endpoints{Chat: openai.Chat{}}, u)
-		targets = append(targets, name+"/m")
 	}
 	if len(cfg.Aliases) == 0 {
 		ac := routing.AliasConfig{Name: "smart"}

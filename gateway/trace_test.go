@@ -76,18 +76,18 @@ func attrs(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
 }
 
 // wantAttrs checks that span s has the attributes want (their values as
-// Value.Emit writes them) and none of the keys in absent.
+// Value.String writes them) and none of the keys in absent.
 func wantAttrs(t *testing.T, s sdktrace.ReadOnlySpan, want map[attribute.Key]string, absent ...attribute.Key) {
 	t.Helper()
 	got := attrs(s)
 	for k, v := range want {
-		if g, ok := got[k]; !ok || g.Emit() != v {
-			t.Errorf("span %q: %s = %q (set: %v), want %q", s.Name(), k, g.Emit(), ok, v)
+		if g, ok := got[k]; !ok || g.String() != v {
+			t.Errorf("span %q: %s = %q (set: %v), want %q", s.Name(), k, g.String(), ok, v)
 		}
 	}
 	for _, k := range absent {
 		if v, ok := got[k]; ok {
-			t.Errorf("span %q: %s = %q, want none", s.Name(), k, v.Emit())
+			t.Errorf("span %q: %s = %q, want none", s.Name(), k, v.String())
 		}
 	}
 }
@@ -141,10 +141,10 @@ func TestTraceChat(t *testing.T) {
 		"gen_ai.response.model": "gpt-4o-mini", "gen_ai.usage.input_tokens": "2", "gen_ai.usage.output_tokens": "3",
 		"gen_ai.response.finish_reasons": `["stop"]`, "modelgate.key.name": "team-a", "modelgate.account": "acme",
 		"modelgate.provider": "oa", "modelgate.fallback": "false", "modelgate.attempts": "1", "http.response.status_code": "200",
-		"modelgate.cost": attrs(call)["modelgate.cost"].Emit(),
+		"modelgate.cost": attrs(call)["modelgate.cost"].String(),
 	}, "error.type", "modelgate.request.body", "modelgate.response.body")
 	if cost := attrs(call)["modelgate.cost"]; cost.Type() != attribute.FLOAT64 || cost.AsFloat64() <= 0 {
-		t.Errorf("modelgate.cost %v, want the call's price", cost.Emit())
+		t.Errorf("modelgate.cost %v, want the call's price", cost.String())
 	}
 	wantAttrs(t, attempts[0], map[attribute.Key]string{
 		"gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai", "gen_ai.request.model": "gpt-4o-mini",
@@ -467,7 +467,7 @@ func TestTraceAPIs(t *testing.T) {
 		name     string
 		api      API
 		body     []byte
-		finish   string // gen_ai.response.finish_reasons as Emit writes it
+		finish   string // gen_ai.response.finish_reasons as Value.String writes it
 		provider string
 		model    string // gen_ai.response.model
 	}{
@@ -493,7 +493,7 @@ func TestTraceAPIs(t *testing.T) {
 				wantAttrs(t, s, map[attribute.Key]string{"gen_ai.operation.name": "chat", "gen_ai.provider.name": tc.provider,
 					"gen_ai.response.finish_reasons": tc.finish, "gen_ai.response.model": tc.model}, "error.type")
 				if a := attrs(s); a["gen_ai.response.id"].AsString() == "" || a["gen_ai.usage.input_tokens"].AsInt64() <= 0 {
-					t.Errorf("span %q: id %q, input tokens %v", s.Name(), a["gen_ai.response.id"].AsString(), a["gen_ai.usage.input_tokens"].Emit())
+					t.Errorf("span %q: id %q, input tokens %v", s.Name(), a["gen_ai.response.id"].AsString(), a["gen_ai.usage.input_tokens"].String())
 				}
 			}
 		})
@@ -525,7 +525,7 @@ func TestTraceEmbeddingsAndRerank(t *testing.T) {
 			wantAttrs(t, s, tc.want, "error.type", "gen_ai.response.finish_reasons", "gen_ai.response.model")
 		}
 		if tc.api == APIEmbeddings && attrs(call)["gen_ai.usage.input_tokens"].AsInt64() <= 0 {
-			t.Errorf("embeddings input tokens %v", attrs(call)["gen_ai.usage.input_tokens"].Emit())
+			t.Errorf("embeddings input tokens %v", attrs(call)["gen_ai.usage.input_tokens"].String())
 		}
 	}
 }

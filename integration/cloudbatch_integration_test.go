@@ -227,7 +227,7 @@ func TestIntegrationCloudNativeBatch(t *testing.T) {
 	if err != nil || len(objs.Contents) == 0 {
 		t.Errorf("nothing in the S3 bucket: %v", err)
 	}
-	if got, _, err := buckets.gcs.ListObjectsWithOptions(cloudVertexBucket, fakestorage.ListOptions{Prefix: "modelgate/"}); err != nil || len(got) == 0 {
+	if got, err := buckets.gcs.ListObjectsWithOptionsPaginated(cloudVertexBucket, fakestorage.ListOptions{Prefix: "modelgate/"}); err != nil || len(got.Objects) == 0 {
 		t.Errorf("nothing in the Cloud Storage bucket under modelgate/: %v", err)
 	}
 

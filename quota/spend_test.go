@@ -20,7 +20,9 @@ func TestSpend(t *testing.T) {
 		}
 		// A first request seeds the counters (Spend leaves missing ones
 		// to the usage records).
-		admitted(t, q, s, quota.Ask{EstimatedCost: 1}).Done(bg, quota.Actual{Priced: true})
+		if err := admitted(t, q, s, quota.Ask{EstimatedCost: 1}).Done(bg, quota.Actual{Priced: true}); err != nil {
+			t.Fatal(err)
+		}
 		for i, want := range []bool{true, false, false} {
 			ok, err := q.Spend(bg, s, 6*pricing.Dollar, "batch_req_1", time.Hour)
 			if err != nil || ok != want {

@@ -2,6 +2,7 @@ package bedrock
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -121,7 +122,7 @@ func TestBatchPoll(t *testing.T) {
 		t.Error("an unknown status was taken")
 	}
 	_, err := Batches{Control: answerWith(403, `{"message":"not allowed"}`, &got)}.Poll(context.Background(), batch.NativeRef{ID: arn})
-	if r, ok := err.(*batch.NativeRefusal); !ok || r.Status != 403 || r.Message != "not allowed" {
+	if r, ok := errors.AsType[*batch.NativeRefusal](err); !ok || r.Status != 403 || r.Message != "not allowed" {
 		t.Errorf("a 403: %v", err)
 	}
 }
@@ -133,13 +134,13 @@ func TestBatchSubmitRefusals(t *testing.T) {
 	s := &batch.NativeSubmission{Marker: "mg-1", Model: "anthropic.claude-sonnet-4-5-20250929-v1:0", Count: 1, Bytes: 3,
 		Records: func() io.ReadCloser { return io.NopCloser(strings.NewReader("{}\n")) }}
 	_, err := Batches{Control: answerWith(200, `{}`, &got), Storage: answerWith(200, ``, &got)}.Submit(context.Background(), s)
-	if _, ok := err.(*batch.NativeRefusal); !ok || len(got) != 0 {
+	if _, ok := errors.AsType[*batch.NativeRefusal](err); !ok || len(got) != 0 {
 		t.Errorf("no bucket: %v, %d requests", err, len(got))
 	}
 	b := Batches{Bucket: "b-1", Prefix: "p/q", RoleARN: "arn:aws:iam::123456789012:role/r", Control: answerWith(200, `{}`, &got),
 		Storage: answerWith(403, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>AccessDenied</Code><Message>Access Denied &amp; more</Message></Error>`, &got)}
 	_, err = b.Submit(context.Background(), s)
-	if r, ok := err.(*batch.NativeRefusal); !ok || r.Message != "the bucket: AccessDenied: Access Denied & more" {
+	if r, ok := errors.AsType[*batch.NativeRefusal](err); !ok || r.Message != "the bucket: AccessDenied: Access Denied & more" {
 		t.Errorf("S3's refusal: %v", err)
 	}
 	if len(got) != 1 || got[0].Method != http.MethodPut || got[0].Path != "/p/q/mg-1/records.jsonl" || got[0].Length != 3 {

@@ -130,10 +130,10 @@ func (f bedrockBatchFormat) serve(c *call) {
 	}
 	st := c.s.bedrockJobs()
 	p := c.r.URL.EscapedPath()
-	switch {
-	case p == bedrockJobPath:
+	switch p {
+	case bedrockJobPath:
 		f.create(c, st)
-	case p == bedrockJobsPath:
+	case bedrockJobsPath:
 		f.list(c, st)
 	default:
 		esc, op, _ := strings.Cut(strings.TrimPrefix(p, bedrockJobPath+"/"), "/")
