@@ -86,7 +86,10 @@ func (a *App) routingChanged(c routing.Change) {
 
 // startRouter makes the config's router the current one (its health in
 // the metrics, the next config's inheritance) and, on a shared state,
-// shares it with the other instances.
+// shares it with the other instances. Sharing starts in the background:
+// a state slow to subscribe (Redis unreachable) must not hold up the
+// config's start, as the keys' subscription does not; until it is
+// shared, the router keeps its own counts.
 func (a *App) startRouter() {
 	routers.Store(a.storageID, a.router)
 	currentRouter.Store(a.router)
@@ -94,14 +97,22 @@ func (a *App) startRouter() {
 		return
 	}
 	dl, _ := a.state.(state.Deadlines)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	stop, err := a.router.Share(ctx, routing.Shared{PubSub: a.state, Deadlines: dl, Logger: a.logger.Named("routing")})
-	cancel()
-	if err != nil {
-		a.logger.Error("sharing circuit breakers and cool-downs with the other instances; this instance keeps its own", zap.Error(err))
-		return
-	}
-	a.stopRouting = stop
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer recoverLog(a.logger, "sharing the routing engine")
+		stop, err := a.router.Share(ctx, routing.Shared{PubSub: a.state, Deadlines: dl, Logger: a.logger.Named("routing")})
+		if err != nil {
+			if ctx.Err() == nil {
+				a.logger.Error("sharing circuit breakers and cool-downs with the other instances; this instance keeps its own", zap.Error(err))
+			}
+			return
+		}
+		<-ctx.Done()
+		stop()
+	}()
+	a.stopRouting = func() { cancel(); <-done }
 }
 
 // stopRouter stops sharing the config's router, and forgets it unless
