@@ -399,15 +399,8 @@ func ParseS3URI(uri string) (bucket, prefix string, err error) {
 	if !validBucket(bucket) {
 		return "", "", fmt.Errorf("%q is not an S3 bucket name", bucket)
 	}
-	if prefix == "" {
-		return bucket, "", nil
-	}
-	for seg := range strings.SplitSeq(prefix, "/") {
-		if seg == "" || seg == "." || seg == ".." || strings.IndexFunc(seg, func(r rune) bool {
-			return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || strings.ContainsRune("!-_.*'()", r))
-		}) >= 0 {
-			return "", "", fmt.Errorf("the key prefix %q of %q: use segments of letters, digits and !-_.*'()", prefix, uri)
-		}
+	if !providers.ValidObjectPrefix(prefix) {
+		return "", "", fmt.Errorf("the key prefix %q of %q: use segments of letters, digits and !-_.*'()", prefix, uri)
 	}
 	return bucket, prefix, nil
 }
