@@ -461,12 +461,12 @@ type profileRun struct {
 // CPU per request beside the reference's says where the gateway's extra time
 // goes.
 func (b *bench) profile() error {
-	procs, err := b.startVariants([]string{reference, "modelgate", "modelgate_full"}, "-profile")
+	procs, err := b.startVariants([]string{reference, "modelgate", "modelgate_full", "modelgate_guards"}, "-profile")
 	if err != nil {
 		return err
 	}
 	defer stopProcs(procs)
-	ref, mg, full := procs[0], procs[1], procs[2]
+	ref, mg, full, guards := procs[0], procs[1], procs[2], procs[3]
 	cases, err := b.cases("chat", "anthropic", "stream", "embeddings", "responses")
 	if err != nil {
 		return err
@@ -484,8 +484,11 @@ func (b *bench) profile() error {
 			rp = &refProfile{name: reference, bd: bd, requests: requests}
 		}
 		variants := []*proc{mg}
-		if c.s.name == "chat" {
+		switch c.s.name {
+		case "chat":
 			variants = append(variants, full) // what the limits and the usage records add
+		case "stream":
+			variants = append(variants, guards) // what guarding a stream as it flows adds
 		}
 		for _, p := range variants {
 			bd, requests, file, err := b.profileOne(c, p)
