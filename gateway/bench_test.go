@@ -48,18 +48,29 @@ func (discardSink) Flush() error                { return nil }
 // its way to the client: with the usage the client asked for
 // ("usage":null in every chunk, passed on as it is, so the write itself
 // goes on), and without (the gateway asked for it and takes the field out,
-// a copy).
+// a copy); and with the usage asked, through a pii guard (every detector,
+// mask) on answers.
 func BenchmarkStreamWrite(b *testing.B) {
 	ev := []byte(`data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1795448284,"model":"gpt-4o-mini","system_fingerprint":"fp_fake","choices":[{"index":0,"delta":{"content":" word"},"logprobs":null,"finish_reason":null}],"usage":null}` + "\n\n")
+	eng, err := guardrails.New(guardrails.Config{Guards: []guardrails.GuardConfig{{Name: "pii", Type: "pii", Apply: []string{"response"}}}}, guardrails.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, bc := range []struct {
-		name  string
-		strip bool
+		name    string
+		strip   bool
+		guarded bool
 	}{
-		{"usage_asked", false},
-		{"usage_stripped", true},
+		{"usage_asked", false, false},
+		{"usage_stripped", true, false},
+		{"guarded", false, true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			w := &upstreamWriter{sink: discardSink{}, client: make(http.Header), header: make(http.Header), framing: providers.SSE, api: openAIAPI,
+			var sink Sink = discardSink{}
+			if bc.guarded {
+				sink = &streamGuard{Sink: sink, ctx: context.Background(), as: eng.AnswerStream(guardrails.Chat, nil), api: openAIAPI}
+			}
+			w := &upstreamWriter{sink: sink, client: make(http.Header), header: make(http.Header), framing: providers.SSE, api: openAIAPI,
 				wantStream: true, tr: openai.NewRelay(!bc.strip), o: &Outcome{Start: time.Now()}}
 			w.Header().Set("Content-Type", "text/event-stream")
 			b.ReportAllocs()

@@ -179,33 +179,9 @@ type streamGuard struct {
 	api     *api
 	events  bool // the API names its events (event: <type>): Responses, Messages
 	out     []byte
-	stopped bool // a guard ended the stream
-	ended   bool // End was called
-
-	// What was written, in an array whose bytes are written only once, so
-	// that the events cut from it can be handed to the guards, which may
-	// hold them, without a copy: a full array is left to the events in it
-	// and what is not cut yet (pending, the tail of buf) moves to a new one.
-	buf     []byte
-	pending []byte // the part of an event still to come
-}
-
-// The sizes of a guarded stream's buffers: each twice the one before,
-// from the least to the most (or what one write needs).
-const (
-	minGuardBuffer = 1 << 10
-	maxGuardBuffer = 16 << 10
-)
-
-// add appends p to what is pending.
-func (s *streamGuard) add(p []byte) {
-	if cap(s.buf)-len(s.buf) < len(p) {
-		need := len(s.pending) + len(p)
-		b := make([]byte, 0, max(min(max(2*cap(s.buf), minGuardBuffer), maxGuardBuffer), 2*need))
-		s.buf = append(b, s.pending...)
-	}
-	s.buf = append(s.buf, p...)
-	s.pending = s.buf[len(s.buf)-len(s.pending)-len(p):]
+	stopped bool   // a guard ended the stream
+	ended   bool   // End was called
+	pending []byte // an event whose end is still to come
 }
 
 // streamSink returns the sink the call's stream goes to: sink (the
@@ -228,18 +204,32 @@ func (s *streamGuard) Write(p []byte) (int, error) {
 	if s.stopped {
 		return len(p), nil
 	}
-	s.add(p)
+	// The events are cut from p itself, or from what was pending and p
+	// when an event began in a write before; the guards copy what they
+	// hold.
+	rest := p
+	if len(s.pending) > 0 {
+		s.pending = append(s.pending, p...)
+		rest = s.pending
+	}
 	out := s.out[:0]
-	rest := s.pending
 	for !s.stopped {
-		ev, more, ok := sse.Cut(rest)
+		ev, data, more, ok := sse.CutData(rest)
 		if !ok {
-			break
+			if ev, more, ok = sse.Cut(rest); !ok {
+				break
+			}
+			_, data = sse.Fields(ev)
 		}
-		out = s.event(out, ev)
+		out = s.event(out, ev, data)
 		rest = more
 	}
-	s.pending = rest
+	if len(s.pending) > 0 {
+		// rest is the end of pending: it moves to the front.
+		s.pending = s.pending[:copy(s.pending, rest)]
+	} else {
+		s.pending = append(s.pending, rest...)
+	}
 	s.out = out
 	if len(out) > 0 {
 		if _, err := s.Sink.Write(out); err != nil {
@@ -249,10 +239,9 @@ func (s *streamGuard) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// event passes one event (without the blank line that ends it) through
-// the guards and appends what may be sent.
-func (s *streamGuard) event(out, ev []byte) []byte {
-	_, data := sse.Fields(ev)
+// event passes one event (without the blank line that ends it) and its
+// data through the guards and appends what may be sent.
+func (s *streamGuard) event(out, ev, data []byte) []byte {
 	switch {
 	case bytes.Equal(data, []byte("[DONE]")):
 		evs, d := s.as.End(s.ctx)
@@ -265,9 +254,7 @@ func (s *streamGuard) event(out, ev []byte) []byte {
 		// A comment, or no JSON: nothing to guard.
 		return append(append(out, ev...), "\n\n"...)
 	}
-	// The guards may hold the event: its bytes stay as they are (a slice
-	// of buf, or the data lines joined), and none may be added to it.
-	evs, d := s.as.Event(s.ctx, data[:len(data):len(data)])
+	evs, d := s.as.Event(s.ctx, data)
 	return s.append(out, evs, d)
 }
 
@@ -301,7 +288,8 @@ func (s *streamGuard) finish() {
 		var out []byte
 		if len(s.pending) > 0 {
 			// An event the stream ended without its blank line.
-			out = s.event(out, s.pending)
+			_, data := sse.Fields(s.pending)
+			out = s.event(out, s.pending, data)
 			s.pending = nil
 		}
 		if !s.stopped && !s.ended {

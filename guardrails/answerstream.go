@@ -1,6 +1,7 @@
 package guardrails
 
 import (
+	"bytes"
 	"context"
 	"slices"
 
@@ -37,10 +38,14 @@ type AnswerStream struct {
 	texts map[textKey]*TextStream
 	// walkChunks walks every chat chunk (readChunk's tests).
 	walkChunks bool
+	// The head of the chat chunk before (what comes before its choices),
+	// most often that of this one too.
+	head []byte
 	// The text of the event before, most often that of this one too.
 	lastKey textKey
 	last    *TextStream
 	held    []*heldEvent
+	kept    []byte            // the data of the held events, in their order
 	final   map[string]string // whole texts as received → as released
 	stop    *Decision
 
@@ -82,6 +87,7 @@ type heldEvent struct {
 type slot struct {
 	t          *TextStream
 	start, end int
+	later      bool // a later event carries t (set when the event is settled)
 }
 
 // AnswerStream returns the guard of a streamed answer of api for s, or
@@ -111,7 +117,8 @@ func (s *AnswerStream) Decisions() []Decision { return slices.Clone(s.decs) }
 // (BlockedError, UndecidedError) and sends nothing more. An event that is
 // not JSON passes as it is. The slice returned and the events in it are
 // the stream's until the next call: the caller copies what it keeps. The
-// stream may hold data until it returns it, unchanged or placed anew.
+// stream keeps no reference to data once Event returns: what it holds, it
+// copies.
 func (s *AnswerStream) Event(ctx context.Context, data []byte) ([][]byte, *Decision) {
 	if s.stop != nil {
 		return nil, s.stop
@@ -215,8 +222,39 @@ func (s *AnswerStream) closeAll(ctx context.Context) *Decision {
 // that none is reordered; one with texts waits for them too.
 func (s *AnswerStream) hold(data []byte, slots []slot) {
 	h := s.newHeld()
-	h.data, h.slots = data, slots
+	h.data, h.slots = s.keep(data), slots
 	s.held = append(s.held, h)
+}
+
+// minKept is the least size of the array the held events are kept in.
+const minKept = 2 << 10
+
+// keep returns a copy of data, which the stream holds past the call, in
+// the array of the held events. When data does not fit, the held events
+// move to its front, or to a larger array when they and data need more
+// than half of it: a stream reuses one array, whatever its length.
+func (s *AnswerStream) keep(data []byte) []byte {
+	if cap(s.kept)-len(s.kept) < len(data) {
+		need := len(data)
+		for _, h := range s.held {
+			need += len(h.data)
+		}
+		k := s.kept[:0]
+		if 2*need > cap(s.kept) {
+			k = make([]byte, 0, max(2*need, minKept))
+		}
+		// The held events are in the array in their order, so each moves
+		// to a place before its own, never over one still to move.
+		for _, h := range s.held {
+			n := len(k)
+			k = append(k, h.data...)
+			h.data = k[n:len(k):len(k)]
+		}
+		s.kept = k
+	}
+	n := len(s.kept)
+	s.kept = append(s.kept, data...)
+	return s.kept[n:len(s.kept):len(s.kept)]
 }
 
 // newHeld returns a held event, one sent before when there is one.
@@ -232,7 +270,7 @@ func (s *AnswerStream) newHeld() *heldEvent {
 // holdOne queues an event of one text.
 func (s *AnswerStream) holdOne(data []byte, sl slot) {
 	h := s.newHeld()
-	h.data, h.one = data, [1]slot{sl}
+	h.data, h.one = s.keep(data), [1]slot{sl}
 	h.slots = h.one[:]
 	s.held = append(s.held, h)
 }
@@ -266,25 +304,41 @@ func (s *AnswerStream) emit(out [][]byte, then []byte) [][]byte {
 }
 
 // settled reports whether every text of h has ended, or has an event in
-// later.
+// later, and notes in each slot which.
 func (s *AnswerStream) settled(h *heldEvent, later []*heldEvent) bool {
-	for _, sl := range h.slots {
-		if sl.t.closed {
-			continue
-		}
-		if !slices.ContainsFunc(later, func(l *heldEvent) bool {
-			return slices.ContainsFunc(l.slots, func(o slot) bool { return o.t == sl.t })
-		}) {
+	for i := range h.slots {
+		sl := &h.slots[i]
+		sl.later = carries(later, sl.t)
+		if !sl.later && !sl.t.closed {
 			return false
 		}
 	}
 	return true
 }
 
+// carries reports whether one of evs has a string of t.
+func carries(evs []*heldEvent, t *TextStream) bool {
+	for _, h := range evs {
+		for _, sl := range h.slots {
+			if sl.t == t {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // place returns h's data with each text's released text in its string.
+// A string whose own text is where the released text starts, and whose
+// text goes on in a later event, keeps it: the rest waits for that event.
+// So an answer with nothing to mask leaves each event as it came, h's data
+// itself, however the guards cut what they hold.
 func (s *AnswerStream) place(h *heldEvent) []byte {
-	if len(h.slots) == 0 {
-		return h.data
+	same := true
+	for i := range h.slots {
+		sl := &h.slots[i]
+		sl.later = sl.later && ownFirst(sl.t.unplaced, h.data[sl.start+1:sl.end-1])
+		same = same && sl.later
 	}
 	// After the events placed before in this call: an append that moves
 	// the buffer leaves them where they are.
@@ -292,21 +346,42 @@ func (s *AnswerStream) place(h *heldEvent) []byte {
 	out := s.placed
 	last := 0
 	for _, sl := range h.slots {
-		out = append(out, h.data[last:sl.start]...)
-		out = jsonw.AppendString(out, providers.InPlace(sl.t.unplaced))
+		if sl.later {
+			// Its own text, as it is: the rest moves to the front.
+			rest := copy(sl.t.unplaced, sl.t.unplaced[sl.end-sl.start-2:])
+			sl.t.unplaced = sl.t.unplaced[:rest]
+			continue
+		}
+		if !same {
+			out = append(out, h.data[last:sl.start]...)
+			out = jsonw.AppendString(out, providers.InPlace(sl.t.unplaced))
+			last = sl.end
+		}
 		sl.t.unplaced = sl.t.unplaced[:0]
-		last = sl.end
+	}
+	if same {
+		return h.data
 	}
 	out = append(out, h.data[last:]...)
 	s.placed = out
 	return out[n:len(out):len(out)]
 }
 
+// ownFirst reports whether released starts with the text of a string
+// written raw (quotes excluded) without escapes (a string with them is
+// placed anew: its bytes are not its text).
+func ownFirst(released, raw []byte) bool {
+	return bytes.HasPrefix(released, raw) && bytes.IndexByte(raw, '\\') < 0
+}
+
 // chat handles a chat.completion.chunk: one of the common shape read in
 // one pass (readChunk), any other walked.
 func (s *AnswerStream) chat(ctx context.Context, data []byte) ([][]byte, *Decision) {
 	var c chunk
-	if !s.walkChunks && readChunk(data, &c) {
+	if !s.walkChunks && readChunk(data, &c, s.head) {
+		if !bytes.Equal(s.head, data[:c.head]) {
+			s.head = append(s.head[:0], data[:c.head]...)
+		}
 		slots := s.slots[:0]
 		for _, t := range c.texts[:c.n] {
 			sl, d := s.write(ctx, s.text(textKey{a: c.choice, kind: t.kind}), data, data[t.start:t.end])

@@ -1,6 +1,12 @@
 package guardrails
 
-import "github.com/modelgate/modelgate/providers"
+import (
+	"bytes"
+	"encoding/binary"
+	"math/bits"
+
+	"github.com/modelgate/modelgate/providers"
+)
 
 // chunk is what a chat.completion.chunk of the common shape carries: one
 // choice, its index, the content and refusal strings of its delta
@@ -10,6 +16,7 @@ type chunk struct {
 	texts  [2]chunkText
 	n      int
 	ended  bool
+	head   int // where the "choices" key starts: what comes before is plain
 }
 
 // chunkText is a string of a chunk's delta.
@@ -28,12 +35,20 @@ type chunkText struct {
 // no "tool_calls". It reports false for anything else, which the walk of
 // every shape reads (chat); for what it reads, it finds what the walk
 // finds. FuzzChunk holds the two to the same.
-func readChunk(data []byte, c *chunk) bool {
+//
+// known is the head of a chunk read before (data[:c.head]), or nil: the
+// chunks of a stream most often begin alike (the same id, model and
+// creation time), and a head already read is not read again.
+func readChunk(data []byte, c *chunk, known []byte) bool {
 	if len(data) < 2 || data[0] != '{' {
 		return false
 	}
+	i := 1
+	if len(known) > 0 && bytes.HasPrefix(data, known) {
+		i = len(known)
+	}
 	choices := false
-	for i := 1; ; {
+	for {
 		key, j, ok := plainKey(data, i)
 		if !ok {
 			return false
@@ -42,7 +57,7 @@ func readChunk(data []byte, c *chunk) bool {
 			if choices {
 				return false
 			}
-			choices = true
+			choices, c.head = true, i
 			j = readChoices(data, j, c)
 		} else {
 			j = skipPlain(data, j)
@@ -175,7 +190,16 @@ func plainKey(data []byte, i int) ([]byte, int, bool) {
 	if i >= len(data) || data[i] != '"' {
 		return nil, 0, false
 	}
-	for j := i + 1; j < len(data); j++ {
+	j := i + 1
+	// Eight bytes at a time to the first that is not plain (the quote that
+	// ends the key, when it is plain), then one at a time.
+	for ; j <= len(data)-8; j += 8 {
+		if m := notPlain(binary.LittleEndian.Uint64(data[j:])); m != 0 {
+			j += bits.TrailingZeros64(m) >> 3
+			break
+		}
+	}
+	for ; j < len(data); j++ {
 		switch c := data[j]; {
 		case c == '"':
 			if j+1 < len(data) && data[j+1] == ':' {
@@ -187,6 +211,18 @@ func plainKey(data []byte, i int) ([]byte, int, bool) {
 		}
 	}
 	return nil, 0, false
+}
+
+// notPlain marks, in the high bit of each byte, the bytes of x that a
+// plain key has not: a control byte, one above 0x7e, a quote or a
+// backslash — exactly for the lowest one marked (the borrow of a marked
+// byte may mark a byte above it).
+func notPlain(x uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	q, b := x^(ones*'"'), x^(ones*'\\')
+	control := (x - ones*0x20) &^ x
+	high := x | (x&^highs + ones) // 0x7f and above
+	return (control | (q-ones)&^q | (b-ones)&^b | high) & highs
 }
 
 // skipPlain returns the end of the string or literal (a number, true,

@@ -3,7 +3,9 @@ package guardrails
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"strings"
 	"testing"
 )
@@ -75,8 +77,22 @@ func TestReadChunk(t *testing.T) {
 		{`{"choices":[{"index":1.0,"delta":{"content":"a"}}]}`, false},
 	} {
 		var c chunk
-		if got := readChunk([]byte(tt.data), &c); got != tt.want {
+		if got := readChunk([]byte(tt.data), &c, nil); got != tt.want {
 			t.Errorf("readChunk(%s) = %v, want %v", tt.data, got, tt.want)
+		}
+		if !tt.want {
+			continue
+		}
+		// Read again with its head known, and a chunk of that head but
+		// another shape: the head changes nothing of what is read after it.
+		head := []byte(tt.data[:c.head])
+		var again chunk
+		if !readChunk([]byte(tt.data), &again, head) || again != c {
+			t.Errorf("readChunk(%s) with its head known: %+v, want %+v", tt.data, again, c)
+		}
+		other := string(head) + `"choices":[{"index":0,"delta":{"tool_calls":[]}}]}`
+		if readChunk([]byte(other), &again, head) {
+			t.Errorf("readChunk(%s) with its head known: read", other)
 		}
 	}
 }
@@ -100,4 +116,36 @@ func FuzzChunk(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		sameStream(t, e, strings.Split(s, "\n"))
 	})
+}
+
+// TestNotPlain: the lowest byte notPlain marks is the first byte a plain
+// key has not, for every byte at every place of a word otherwise plain,
+// and behind every other.
+func TestNotPlain(t *testing.T) {
+	plain := func(c byte) bool { return c >= 0x20 && c <= 0x7e && c != '"' && c != '\\' }
+	for pos := range 8 {
+		for v := range 256 {
+			for _, before := range []byte{'a', 0x00, '"', 0xff} {
+				w := []byte("abcdefgh")
+				for k := range pos {
+					w[k] = before
+				}
+				w[pos] = byte(v)
+				want := 8
+				for k, c := range w {
+					if !plain(c) {
+						want = k
+						break
+					}
+				}
+				got := 8
+				if m := notPlain(binary.LittleEndian.Uint64(w)); m != 0 {
+					got = bits.TrailingZeros64(m) >> 3
+				}
+				if got != want {
+					t.Fatalf("%q: first byte not plain at %d, want %d", w, got, want)
+				}
+			}
+		}
+	}
 }

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode/utf8"
+
+	"github.com/tidwall/gjson"
 )
 
 // FuzzRequest: whatever the body, the engine never panics, a body it lets
@@ -50,6 +53,50 @@ func FuzzStream(f *testing.F) {
 		got, d := streamText(t, e, []string{text[:cut], text[cut:]})
 		if d != nil || got != vals[0] {
 			t.Fatalf("%q cut at %d: got %q, want %q", text, cut, got, vals[0])
+		}
+	})
+}
+
+// FuzzAnswerStream: a chat answer streamed in chunks cut anywhere (each
+// given in a buffer the caller overwrites) keeps its chunks, and their
+// contents joined are the whole text masked.
+func FuzzAnswerStream(f *testing.F) {
+	f.Add("write to bob@example.com or +1 202 555 0173.", uint64(0x0907050301))
+	f.Add("a \\n b\\\" c \u00e9 carol@example.org", uint64(0x0302010101))
+	f.Add("word1 word2 word3 word4 ", uint64(0x0606060606))
+	e := newEngine(f, Options{}, piiMask)
+	f.Fuzz(func(t *testing.T, text string, cuts uint64) {
+		if !utf8.ValidString(text) || strings.ContainsRune(text, 0) {
+			return
+		}
+		vals := []string{text}
+		e.run(context.Background(), &input{dir: Response}, vals)
+		// Each byte of cuts is the length of the next piece (0: the rest).
+		var events [][]byte
+		for rest := text; rest != ""; cuts >>= 8 {
+			n := int(cuts & 0xff)
+			if n == 0 || n > len(rest) {
+				n = len(rest)
+			}
+			for n < len(rest) && !utf8.RuneStart(rest[n]) {
+				n++ // a chunk's content is whole characters
+			}
+			events = append(events, chatChunk(rest[:n]))
+			rest = rest[n:]
+		}
+		sent, d := runStream(t, e.AnswerStream(Chat, nil), events, true)
+		if d != nil {
+			t.Fatal(d)
+		}
+		if len(sent) != len(events) {
+			t.Fatalf("%d events sent of %d", len(sent), len(events))
+		}
+		var got strings.Builder
+		for _, ev := range sent {
+			got.WriteString(gjson.GetBytes(ev, "choices.0.delta.content").Str)
+		}
+		if got.String() != vals[0] {
+			t.Fatalf("%q: got %q, want %q", text, got.String(), vals[0])
 		}
 	})
 }

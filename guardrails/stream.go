@@ -24,9 +24,9 @@ type stage struct {
 	matches []Match   // the matches of a piece, reused from one to the next
 
 	// A local guard's text: win[lo:mid] is the last bytes released, as
-	// received (its context), win[mid:] what is held. Bytes written to win
-	// are never written again (a full window moves to a new array), so the
-	// strings read from it stay as they were.
+	// received (its context), win[mid:] what is held. The strings read from
+	// it (the text write releases) are the caller's until its next write,
+	// which may move what the window keeps to its front.
 	win     []byte
 	lo, mid int
 }
@@ -41,18 +41,27 @@ func (st *stage) write(ctx context.Context, in *input, delta string, final bool)
 	if st.g.local != nil {
 		return st.scan(delta, final)
 	}
-	st.pending += delta
+	if st.pending == "" {
+		// delta is the caller's until its next write: what is pending is
+		// the stage's own.
+		st.pending = strings.Clone(delta)
+	} else {
+		st.pending += delta
+	}
 	return st.screen(ctx, in, final)
 }
 
-// add appends delta to the window, which moves to a new array, with
-// only its context and what it holds, when delta does not fit.
+// add appends delta to the window. When delta does not fit, what the
+// window keeps (its context and what it holds) moves to its front, or to
+// a larger array when that is more than half of it.
 func (st *stage) add(delta string) {
 	if cap(st.win)-len(st.win) < len(delta) {
 		live := st.win[st.lo:]
-		w := make([]byte, len(live), max(2*(len(live)+len(delta)), minWindow))
-		copy(w, live)
-		st.win, st.mid, st.lo = w, st.mid-st.lo, 0
+		w := st.win[:0]
+		if need := len(live) + len(delta); 2*need > cap(st.win) {
+			w = make([]byte, 0, max(2*need, minWindow))
+		}
+		st.win, st.mid, st.lo = append(w, live...), st.mid-st.lo, 0
 	}
 	st.win = append(st.win, delta...)
 }

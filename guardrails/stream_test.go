@@ -117,12 +117,19 @@ func runStream(t *testing.T, s *AnswerStream, events [][]byte, end bool) ([][]by
 	t.Helper()
 	ctx := context.Background()
 	var sent [][]byte
+	var buf []byte
 	for _, ev := range events {
-		out, d := s.Event(ctx, ev)
+		// Each event in the same buffer, overwritten once the call returns:
+		// the stream keeps no reference to what it is given.
+		buf = append(buf[:0], ev...)
+		out, d := s.Event(ctx, buf)
 		if d != nil {
 			return sent, d
 		}
 		sent = appendClones(sent, out)
+		for i := range buf {
+			buf[i] = '#'
+		}
 	}
 	if end {
 		out, d := s.End(ctx)

@@ -57,6 +57,22 @@ func lineEnd(buf []byte, from int) int {
 	return end
 }
 
+// CutData is Cut and Fields at once for the most common event, a single
+// "data: " line ended by a blank line ("data: x\n\n"): it returns the
+// event (without its blank line), its data and the rest of buf. ok is
+// false for any other event, which Cut and Fields read.
+func CutData(buf []byte) (event, data, rest []byte, ok bool) {
+	const prefix = "data: "
+	if len(buf) < len(prefix) || string(buf[:len(prefix)]) != prefix {
+		return nil, nil, nil, false
+	}
+	i := bytes.IndexByte(buf, '\n')
+	if i < 0 || i+1 >= len(buf) || buf[i+1] != '\n' || bytes.IndexByte(buf[:i], '\r') >= 0 {
+		return nil, nil, nil, false
+	}
+	return buf[:i], buf[len(prefix):i], buf[i+2:], true
+}
+
 // Fields returns the event's name (the "event:" field) and its data: the
 // "data:" lines joined with "\n", per the SSE specification. Comment lines
 // (starting with ':') and unknown fields are ignored.

@@ -196,6 +196,30 @@ func FuzzCut(f *testing.F) {
 	})
 }
 
+// TestCutData: the one-line events CutData reads, and the others it
+// leaves to Cut and Fields.
+func TestCutData(t *testing.T) {
+	for _, tt := range []struct {
+		buf, data, rest string
+		ok              bool
+	}{
+		{"data: {}\n\ndata: x", "{}", "data: x", true},
+		{"data: [DONE]\n\n", "[DONE]", "", true},
+		{"data: \n\n", "", "", true},
+		{"data: x\n", "", "", false},
+		{"data: x\ndata: y\n\n", "", "", false},
+		{"event: e\ndata: x\n\n", "", "", false},
+		{"data: x\r\n\r\n", "", "", false},
+		{"data:x\n\n", "", "", false},
+		{": comment\n\n", "", "", false},
+	} {
+		_, data, rest, ok := CutData([]byte(tt.buf))
+		if ok != tt.ok || string(data) != tt.data || string(rest) != tt.rest {
+			t.Errorf("CutData(%q) = %q, %q, %v; want %q, %q, %v", tt.buf, data, rest, ok, tt.data, tt.rest, tt.ok)
+		}
+	}
+}
+
 func BenchmarkCutFields(b *testing.B) {
 	var sb strings.Builder
 	for range 200 {
@@ -278,6 +302,13 @@ func FuzzCutSame(f *testing.F) {
 			wev, wr, wok := cutByByte(rest)
 			if ok != wok || !bytes.Equal(ev, wev) || !bytes.Equal(r, wr) {
 				t.Fatalf("Cut(%q) = %q, %q, %v; byte by byte %q, %q, %v", rest, ev, r, ok, wev, wr, wok)
+			}
+			// CutData, when it reads an event, reads what Cut and Fields do.
+			if dev, data, dr, dok := CutData(rest); dok {
+				name, wdata := Fields(ev)
+				if !ok || !bytes.Equal(dev, ev) || !bytes.Equal(dr, r) || name != nil || !bytes.Equal(data, wdata) {
+					t.Fatalf("CutData(%q) = %q, %q, %q; Cut and Fields %q, %q, %q, name %q", rest, dev, data, dr, ev, wdata, r, name)
+				}
 			}
 			if !ok {
 				break
