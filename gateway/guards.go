@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
 
 	"go.uber.org/zap"
 
@@ -179,9 +180,10 @@ type streamGuard struct {
 	api     *api
 	events  bool // the API names its events (event: <type>): Responses, Messages
 	out     []byte
-	stopped bool   // a guard ended the stream
-	ended   bool   // End was called
-	pending []byte // an event whose end is still to come
+	outp    *[]byte // out's place in guardOuts
+	stopped bool    // a guard ended the stream
+	ended   bool    // End was called
+	pending []byte  // an event whose end is still to come
 }
 
 // streamSink returns the sink the call's stream goes to: sink (the
@@ -195,7 +197,8 @@ func (g *Gateway) streamSink(ctx context.Context, c *Call, rq *request, cg *call
 		return sink, nil
 	}
 	sg := &streamGuard{Sink: sink, ctx: ctx, g: g, c: c, cg: cg, as: as, api: rq.endpoint.apiOf(),
-		events: c.API == APIResponses || c.API == APIMessages}
+		events: c.API == APIResponses || c.API == APIMessages, outp: guardOuts.Get().(*[]byte)}
+	sg.out = *sg.outp
 	return sg, sg
 }
 
@@ -303,7 +306,23 @@ func (s *streamGuard) finish() {
 		}
 	}
 	s.g.guarded(s.ctx, s.c, s.cg, s.as.Decisions())
+	// Nothing writes to the stream after it ended: what it used serves the
+	// next.
+	s.as.Release()
+	s.as = nil
+	if cap(s.out) <= maxPooledOut {
+		*s.outp = s.out[:0]
+		guardOuts.Put(s.outp)
+	}
+	s.out, s.outp = nil, nil
 }
+
+// guardOuts are the buffers of guarded streams' writes, of ended streams.
+var guardOuts = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledOut is the most a buffer of guardOuts holds: a larger one
+// (from a write of a whole answer) is left to the collector.
+const maxPooledOut = 64 << 10
 
 // Moderator reaches the moderation endpoints of providers (OpenAI's POST
 // /moderations, under the provider's base URL) through their upstreams,

@@ -58,6 +58,11 @@ type AnswerStream struct {
 	// The events placed by one call, for the caller to copy before the
 	// next.
 	placed []byte
+
+	// The engine whose pool a released stream goes back to, and the text
+	// streams of the streams before it, to be used again.
+	eng   *Engine
+	spare []*TextStream
 }
 
 // textKey names one text of a stream: a choice's content (a=choice), a
@@ -96,8 +101,11 @@ func (e *Engine) AnswerStream(api API, s *Scope) *AnswerStream {
 	if !e.Applies(Response, s) {
 		return nil
 	}
-	a := &AnswerStream{api: api, in: input{api: api, dir: Response, scope: s},
-		texts: make(map[textKey]*TextStream), final: make(map[string]string)}
+	a, _ := e.streams.Get().(*AnswerStream)
+	if a == nil {
+		a = &AnswerStream{eng: e, texts: make(map[textKey]*TextStream), final: make(map[string]string)}
+	}
+	a.api, a.in = api, input{api: api, dir: Response, scope: s}
 	for _, g := range e.guards {
 		if g.applies(Response, s) {
 			a.guards = append(a.guards, g)
@@ -110,6 +118,45 @@ func (e *Engine) AnswerStream(api API, s *Scope) *AnswerStream {
 // Decisions returns each guard's decision over the stream so far, for
 // the host's metrics and events at the stream's end.
 func (s *AnswerStream) Decisions() []Decision { return slices.Clone(s.decs) }
+
+// maxPooled is the most a released stream's buffer may hold to be kept
+// for the next stream: one larger (an answer repeated whole) is left to
+// the collector.
+const maxPooled = 64 << 10
+
+// maxSpare is the most text streams, and held events, a released stream
+// keeps for the next: one text or two most often.
+const maxSpare = 8
+
+// Release gives the stream back, to serve a later answer of its engine:
+// its arrays, its text streams and their windows are used again. Neither
+// the stream nor anything it returned may be used after.
+func (s *AnswerStream) Release() {
+	for _, t := range s.texts {
+		if len(s.spare) < maxSpare && t.reset() {
+			s.spare = append(s.spare, t)
+		}
+	}
+	if len(s.free) > maxSpare {
+		clear(s.free[maxSpare:])
+		s.free = s.free[:maxSpare]
+	}
+	clear(s.texts)
+	clear(s.final)
+	clear(s.held)
+	clear(s.evs)
+	clear(s.slots[:cap(s.slots)])
+	for _, b := range []*[]byte{&s.head, &s.kept, &s.placed} {
+		if cap(*b) > maxPooled {
+			*b = nil
+		}
+		*b = (*b)[:0]
+	}
+	*s = AnswerStream{eng: s.eng, texts: s.texts, final: s.final, head: s.head, kept: s.kept, placed: s.placed,
+		held: s.held[:0], evs: s.evs[:0], slots: s.slots[:0], free: s.free, spare: s.spare,
+		guards: s.guards[:0], decs: s.decs[:0]}
+	s.eng.streams.Put(s)
+}
 
 // Event takes the data of the next event and returns the events to send
 // now, in order. A non-nil Decision stops the stream: a guard blocked, or

@@ -183,6 +183,7 @@ func BenchmarkAnswerStreamWords(b *testing.B) {
 		if _, d := s.End(ctx); d != nil {
 			b.Fatal("blocked")
 		}
+		s.Release()
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(events)), "ns/event")
 }

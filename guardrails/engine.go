@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelgate/modelgate/providers"
@@ -181,7 +182,8 @@ type Options struct {
 
 // An Engine applies the configured guards. It is safe for concurrent use.
 type Engine struct {
-	guards []*guard
+	guards  []*guard
+	streams sync.Pool // of *AnswerStream, released
 }
 
 // New builds the engine of cfg.

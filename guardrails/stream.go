@@ -186,13 +186,46 @@ type TextStream struct {
 	unplaced []byte // released, not yet placed in an event
 }
 
-// newTextStream makes the text stream of the guards of s.
+// newTextStream makes the text stream of the guards of s, or takes one of
+// a stream before.
 func (s *AnswerStream) newTextStream() *TextStream {
-	t := &TextStream{in: s.in, stages: make([]stage, len(s.guards)), whole: s.api == Responses}
+	var t *TextStream
+	if n := len(s.spare); n > 0 {
+		t = s.spare[n-1]
+		s.spare[n-1] = nil
+		s.spare = s.spare[:n-1]
+	} else {
+		t = new(TextStream)
+	}
+	t.in, t.whole = s.in, s.api == Responses
+	if cap(t.stages) < len(s.guards) {
+		t.stages = make([]stage, len(s.guards))
+	}
+	t.stages = t.stages[:len(s.guards)]
 	for i, g := range s.guards {
-		t.stages[i] = stage{g: g, dec: &s.decs[i]}
+		st := &t.stages[i]
+		st.g, st.dec = g, &s.decs[i]
 	}
 	return t
+}
+
+// reset empties t for a later stream, keeping its arrays, and reports
+// whether it is worth keeping (its arrays not grown past maxPooled).
+func (t *TextStream) reset() bool {
+	for i := range t.stages {
+		st := &t.stages[i]
+		if cap(st.win) > maxPooled {
+			return false
+		}
+		*st = stage{win: st.win[:0], matches: st.matches[:0]}
+	}
+	if cap(t.unplaced) > maxPooled {
+		return false
+	}
+	t.orig.Reset()
+	t.out.Reset()
+	*t = TextStream{stages: t.stages, unplaced: t.unplaced[:0]}
+	return true
 }
 
 // Write takes the next piece of the text and returns what may be sent

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/tidwall/gjson"
@@ -216,6 +218,72 @@ func TestAnswerStreamBlock(t *testing.T) {
 	if got := s.Decisions(); len(got) != 1 || got[0].Action != Block || !got[0].Matched {
 		t.Errorf("decisions %+v", got)
 	}
+}
+
+// TestAnswerStreamReleased: a released stream serves the next answer of
+// its engine as a new one would, whatever the one before left (a block
+// with text held, a masked Responses text, an answer cut short), from one
+// goroutine and from many at once.
+func TestAnswerStreamReleased(t *testing.T) {
+	guards := []GuardConfig{piiMask, {Name: "banned", Type: "regex", Pattern: "(?i)project +falcon", Action: "block"}}
+	e := newEngine(t, Options{}, guards...)
+	ctx := context.Background()
+	answers := []struct {
+		api    API
+		events [][]byte
+		end    bool
+	}{
+		{Chat, [][]byte{chatChunk("mail bob@exa"), chatChunk("mple.com about project fal"), chatChunk("con now"), chatChunk(" ok")}, true},
+		{Responses, [][]byte{[]byte(`{"type":"response.output_text.delta","output_index":0,"content_index":0,"delta":"call +1 202 "}`),
+			[]byte(`{"type":"response.output_text.delta","output_index":0,"content_index":0,"delta":"555 0173 now"}`),
+			[]byte(`{"type":"response.output_text.done","output_index":0,"content_index":0,"text":"call +1 202 555 0173 now"}`)}, true},
+		{Chat, [][]byte{chatChunk("write to carol@"), chatChunk("example.org")}, false},
+		{Chat, [][]byte{chatChunk("word1 "), chatChunk("word2 "), chatChunk("4111 1111 1111 1111")}, true},
+	}
+	run := func(e *Engine, i int) string {
+		a := answers[i%len(answers)]
+		s := e.AnswerStream(a.api, nil)
+		defer s.Release()
+		var b strings.Builder
+		for _, ev := range a.events {
+			out, d := s.Event(ctx, ev)
+			if d != nil {
+				return b.String() + fmt.Sprintf("|blocked by %s", d.Guard)
+			}
+			b.Write(bytes.Join(out, []byte("\n")))
+		}
+		if a.end {
+			out, d := s.End(ctx)
+			if d != nil {
+				return b.String() + fmt.Sprintf("|blocked by %s", d.Guard)
+			}
+			b.Write(bytes.Join(out, []byte("\n")))
+		}
+		return b.String() + fmt.Sprint(s.Decisions())
+	}
+	// What each answer gives from a stream never used before: of an
+	// engine of its own.
+	want := make([]string, len(answers))
+	for i := range answers {
+		want[i] = run(newEngine(t, Options{}, guards...), i)
+	}
+	for i := range 4 * len(answers) {
+		if got := run(e, i); got != want[i%len(answers)] {
+			t.Fatalf("answer %d from a released stream:\n%s\nwant\n%s", i%len(answers), got, want[i%len(answers)])
+		}
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 200 {
+				if got := run(e, g+i); got != want[(g+i)%len(answers)] {
+					t.Errorf("answer %d at once with others:\n%s\nwant\n%s", (g+i)%len(answers), got, want[(g+i)%len(answers)])
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // TestAnswerStreamResponses: Responses deltas are masked, and the events
