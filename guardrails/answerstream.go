@@ -39,8 +39,9 @@ type AnswerStream struct {
 	// walkChunks walks every chat chunk (readChunk's tests).
 	walkChunks bool
 	// The head of the chat chunk before (what comes before its choices),
-	// most often that of this one too.
-	head []byte
+	// and its shape: most often those of this one too.
+	head  []byte
+	shape chunkShape
 	// The text of the event before, most often that of this one too.
 	lastKey textKey
 	last    *TextStream
@@ -146,14 +147,15 @@ func (s *AnswerStream) Release() {
 	clear(s.held)
 	clear(s.evs)
 	clear(s.slots[:cap(s.slots)])
-	for _, b := range []*[]byte{&s.head, &s.kept, &s.placed} {
+	for _, b := range []*[]byte{&s.head, &s.kept, &s.placed, &s.shape.pre, &s.shape.post} {
 		if cap(*b) > maxPooled {
 			*b = nil
 		}
 		*b = (*b)[:0]
 	}
 	*s = AnswerStream{eng: s.eng, texts: s.texts, final: s.final, head: s.head, kept: s.kept, placed: s.placed,
-		held: s.held[:0], evs: s.evs[:0], slots: s.slots[:0], free: s.free, spare: s.spare,
+		shape: chunkShape{pre: s.shape.pre, post: s.shape.post},
+		held:  s.held[:0], evs: s.evs[:0], slots: s.slots[:0], free: s.free, spare: s.spare,
 		guards: s.guards[:0], decs: s.decs[:0]}
 	s.eng.streams.Put(s)
 }
@@ -425,10 +427,18 @@ func ownFirst(released, raw []byte) bool {
 // one pass (readChunk), any other walked.
 func (s *AnswerStream) chat(ctx context.Context, data []byte) ([][]byte, *Decision) {
 	var c chunk
-	if !s.walkChunks && readChunk(data, &c, s.head) {
-		if !bytes.Equal(s.head, data[:c.head]) {
-			s.head = append(s.head[:0], data[:c.head]...)
+	read := false
+	if !s.walkChunks {
+		if read = s.shape.read(data, &c); !read {
+			if read = readChunk(data, &c, s.head); read {
+				if !bytes.Equal(s.head, data[:c.head]) {
+					s.head = append(s.head[:0], data[:c.head]...)
+				}
+				s.shape.learn(data, &c)
+			}
 		}
+	}
+	if read {
 		slots := s.slots[:0]
 		for _, t := range c.texts[:c.n] {
 			sl, d := s.write(ctx, s.text(textKey{a: c.choice, kind: t.kind}), data, data[t.start:t.end])

@@ -76,6 +76,47 @@ func readChunk(data []byte, c *chunk, known []byte) bool {
 	}
 }
 
+// chunkShape is a chat chunk of one string read before, cut around that
+// string: the bytes before it and after it. The chunks of a stream most
+// often differ from the one before only in their text.
+type chunkShape struct {
+	c         chunk
+	pre, post []byte
+}
+
+// read reads data as a chunk of the shape, when it is the bytes before
+// the shape's string, one JSON string and the bytes after: readChunk
+// would read it as it read the shape's chunk (it skips a string whole,
+// whatever it holds), its one text at another place.
+func (sh *chunkShape) read(data []byte, c *chunk) bool {
+	n := len(sh.pre)
+	if n == 0 || len(data) < n+2+len(sh.post) || data[n] != '"' ||
+		!bytes.HasPrefix(data, sh.pre) || !bytes.HasSuffix(data, sh.post) ||
+		providers.SkipString(data, n) != len(data)-len(sh.post) {
+		return false
+	}
+	*c = sh.c
+	c.texts[0].start, c.texts[0].end = n, len(data)-len(sh.post)
+	return true
+}
+
+// learn makes the shape that of data, read by readChunk as c, when c
+// has one text; none otherwise.
+func (sh *chunkShape) learn(data []byte, c *chunk) {
+	if c.n != 1 {
+		sh.pre = sh.pre[:0]
+		return
+	}
+	t := c.texts[0]
+	if !bytes.Equal(sh.pre, data[:t.start]) {
+		sh.pre = append(sh.pre[:0], data[:t.start]...)
+	}
+	if !bytes.Equal(sh.post, data[t.end:]) {
+		sh.post = append(sh.post[:0], data[t.end:]...)
+	}
+	sh.c = *c
+}
+
 // readChoices reads an array of one choice at data[i] and returns where
 // it ends, or -1.
 func readChoices(data []byte, i int, c *chunk) int {

@@ -94,6 +94,25 @@ func TestReadChunk(t *testing.T) {
 		if readChunk([]byte(other), &again, head) {
 			t.Errorf("readChunk(%s) with its head known: read", other)
 		}
+		// Its shape: another string in the place of its one text reads as
+		// readChunk reads it; more than a string does not.
+		var sh chunkShape
+		if sh.learn([]byte(tt.data), &c); c.n != 1 {
+			continue
+		}
+		pre, post := tt.data[:c.texts[0].start], tt.data[c.texts[0].end:]
+		for _, str := range []string{`"x"`, `""`, `"a\"b\\"`, `"mail bob@example.com"`} {
+			data := []byte(pre + str + post)
+			var byShape, read chunk
+			if !sh.read(data, &byShape) || !readChunk(data, &read, nil) || byShape != read {
+				t.Errorf("%s by its shape: %+v, read %+v", data, byShape, read)
+			}
+		}
+		for _, str := range []string{`"a","refusal":"b"`, `"a\"`, `1`, `"a" `} {
+			if data := []byte(pre + str + post); sh.read(data, &again) {
+				t.Errorf("%s read by the shape of %s", data, tt.data)
+			}
+		}
 	}
 }
 

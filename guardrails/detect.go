@@ -49,28 +49,52 @@ type counts struct {
 // countBytes counts text's bytes.
 func countBytes(text string) counts {
 	c := counts{n: len(text)}
+	var seen uint8
 	for i := 0; i < len(text); i++ {
-		b := text[i]
-		switch b {
-		case '.':
-			c.dots++
-		case '@':
-			c.at = true
-		case ':':
-			c.colon = true
-		case '-', '_', 'A', 'J':
-			c.secret = true
-		default:
-			if isDigit(b) {
-				c.digits++
-			}
+		m := byteClasses[text[i]]
+		if m == 0 {
+			continue // most of prose: lower-case letters and spaces
 		}
-		if isUpper(b) {
+		seen |= m
+		if m&classDot != 0 {
+			c.dots++
+		}
+		if m&classDigit != 0 {
+			c.digits++
+		}
+		if m&classUpper != 0 {
 			c.upper++
 		}
 	}
+	c.at, c.colon, c.secret = seen&classAt != 0, seen&classColon != 0, seen&classSecret != 0
 	return c
 }
+
+// The classes of the bytes countBytes counts, and each byte's.
+const (
+	classDot = 1 << iota
+	classAt
+	classColon
+	classSecret // '-', '_', 'A' or 'J'
+	classDigit
+	classUpper
+)
+
+var byteClasses = func() (t [256]uint8) {
+	t['.'], t['@'], t[':'] = classDot, classAt, classColon
+	for _, b := range []byte("-_AJ") {
+		t[b] |= classSecret
+	}
+	for b := range 256 {
+		switch {
+		case isDigit(byte(b)):
+			t[b] |= classDigit
+		case isUpper(byte(b)):
+			t[b] |= classUpper
+		}
+	}
+	return t
+}()
 
 // holds reports whether a text that counts c may hold a match of k: the
 // '@' of an address; the digits of a phone number ("+" and 8, or 10), a

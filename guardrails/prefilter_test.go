@@ -127,3 +127,47 @@ func FuzzPrefilter(f *testing.F) {
 		streamBoth(t, e, slow, pieces(r, text, 1+int(seed%32)))
 	})
 }
+
+// countByCase is countBytes as first written, a case for each byte;
+// TestCountBytes holds the table-driven one to it.
+func countByCase(text string) counts {
+	c := counts{n: len(text)}
+	for i := 0; i < len(text); i++ {
+		b := text[i]
+		switch b {
+		case '.':
+			c.dots++
+		case '@':
+			c.at = true
+		case ':':
+			c.colon = true
+		case '-', '_', 'A', 'J':
+			c.secret = true
+		default:
+			if isDigit(b) {
+				c.digits++
+			}
+		}
+		if isUpper(b) {
+			c.upper++
+		}
+	}
+	return c
+}
+
+// TestCountBytes: countBytes counts every byte as countByCase does, alone
+// and in the corpus's texts.
+func TestCountBytes(t *testing.T) {
+	texts := []string{"", benchProse, "Mail A.J. at a_b-c@x.io:443, 4111 1111"}
+	for b := range 256 {
+		texts = append(texts, string([]byte{byte(b)}), "x"+string([]byte{byte(b), byte(b)}))
+	}
+	for _, cl := range readCorpus(t) {
+		texts = append(texts, cl.text)
+	}
+	for _, s := range texts {
+		if got, want := countBytes(s), countByCase(s); got != want {
+			t.Errorf("countBytes(%q) = %+v, want %+v", s, got, want)
+		}
+	}
+}
