@@ -306,10 +306,10 @@ func (s *streamGuard) finish() {
 		}
 	}
 	s.g.guarded(s.ctx, s.c, s.cg, s.as.Decisions())
-	// Nothing writes to the stream after it ended: what it used serves the
-	// next.
+	// What the stream used serves the next; a write after its end (none
+	// is made) would be dropped.
 	s.as.Release()
-	s.as = nil
+	s.as, s.stopped = nil, true
 	if cap(s.out) <= maxPooledOut {
 		*s.outp = s.out[:0]
 		guardOuts.Put(s.outp)

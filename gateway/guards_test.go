@@ -441,14 +441,16 @@ func TestGuardsStreamToolCalls(t *testing.T) {
 // TestStreamGuardFraming: the guarded sink cuts events wherever the
 // writes cut them, whatever their line ends ("\n", "\r\n"), passes
 // comments on, and guards an event the stream ended without its blank
-// line.
+// line. Each write is made from one buffer, overwritten once the write
+// returns: the sink keeps nothing of it. Nothing is written after the
+// stream finished.
 func TestStreamGuardFraming(t *testing.T) {
 	gt := newGuardTest(t, piiResponse)
 	chunk := func(s string) string {
 		return `data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"` + s + `"},"finish_reason":null}]}`
 	}
-	// Enough text that the sink's buffer moves to new arrays while the
-	// guards hold events cut from the one before.
+	// Enough text that the buffers of the sink and of the guards fill, and
+	// move what they keep to their front, while the guards hold events.
 	long := strings.Repeat("and so on ", 300)
 	for _, tc := range []struct {
 		name, eol string
@@ -478,13 +480,21 @@ func TestStreamGuardFraming(t *testing.T) {
 			c := &Call{API: APIChat, Key: gt.static, Sink: sink, Log: gt.log}
 			rq := &request{endpoint: endpointChat, model: "oa/gpt-4o-mini"}
 			_, sg := gt.streamSink(context.Background(), c, rq, gt.guardsOf(c, rq, nil), sink)
+			var buf []byte
 			for i := 0; i < len(stream); i += tc.write { // tc.write bytes at a time
-				if _, err := sg.Write([]byte(stream[i:min(i+tc.write, len(stream))])); err != nil {
+				buf = append(buf[:0], stream[i:min(i+tc.write, len(stream))]...)
+				if _, err := sg.Write(buf); err != nil {
 					t.Fatal(err)
+				}
+				for j := range buf {
+					buf[j] = '#'
 				}
 			}
 			sg.finish()
 			got := sink.body.String()
+			if _, err := sg.Write([]byte(chunk("after the end") + "\n\n")); err != nil || sink.body.String() != got {
+				t.Errorf("a write after the end: %v, %q", err, strings.TrimPrefix(sink.body.String(), got))
+			}
 			var text strings.Builder
 			for _, ev := range strings.Split(got, "\n\n") {
 				if d, ok := strings.CutPrefix(ev, "data: {"); ok {
