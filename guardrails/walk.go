@@ -95,11 +95,11 @@ func (w *walker) str(v []byte) {
 }
 
 // members walks the members of obj, failing on a body that is not JSON.
-func (w *walker) members(obj []byte, fn func(key string, v []byte)) {
+func (w *walker) members(obj []byte, fn func(key, v []byte)) {
 	if len(obj) == 0 || obj[0] != '{' {
 		return
 	}
-	if !providers.Members(obj, func(k, v []byte) bool { fn(string(k), v); return w.err == nil }) {
+	if !providers.Members(obj, func(k, v []byte) bool { fn(k, v); return w.err == nil }) {
 		w.fail()
 	}
 }
@@ -126,7 +126,7 @@ func (w *walker) leaves(v []byte, depth int) {
 	case v[0] == '"':
 		w.str(v)
 	case v[0] == '{':
-		w.members(v, func(_ string, m []byte) { w.leaves(m, depth+1) })
+		w.members(v, func(_, m []byte) { w.leaves(m, depth+1) })
 	case v[0] == '[':
 		w.elements(v, func(e []byte) { w.leaves(e, depth+1) })
 	}
@@ -165,8 +165,8 @@ func (w *walker) node(v []byte, depth int) {
 		w.fail()
 		return
 	}
-	w.members(v, func(key string, m []byte) {
-		switch key {
+	w.members(v, func(key, m []byte) {
+		switch string(key) {
 		case "text", "refusal", "arguments":
 			w.str(m)
 		case "content", "output":
@@ -183,33 +183,33 @@ func (w *walker) node(v []byte, depth int) {
 
 // request gathers the texts of a request body of api.
 func (w *walker) request(api API, body []byte) {
-	w.members(body, func(key string, v []byte) {
+	w.members(body, func(key, v []byte) {
 		switch api {
 		case Chat:
-			if key == "messages" {
+			if string(key) == "messages" {
 				w.elements(v, func(e []byte) { w.node(e, 1) })
 			}
 		case Responses:
-			switch key {
+			switch string(key) {
 			case "instructions":
 				w.str(v)
 			case "input":
 				w.content(v, 1)
 			}
 		case Messages:
-			switch key {
+			switch string(key) {
 			case "system":
 				w.content(v, 1)
 			case "messages":
 				w.elements(v, func(e []byte) { w.node(e, 1) })
 			}
 		case Embeddings:
-			if key == "input" {
+			if string(key) == "input" {
 				w.str(v)
 				w.elements(v, w.str) // strings; token arrays are no text
 			}
 		case Rerank:
-			switch key {
+			switch string(key) {
 			case "query":
 				w.str(v)
 			case "documents":
@@ -221,19 +221,19 @@ func (w *walker) request(api API, body []byte) {
 
 // answer gathers the texts of an answer body of api.
 func (w *walker) answer(api API, body []byte) {
-	w.members(body, func(key string, v []byte) {
+	w.members(body, func(key, v []byte) {
 		switch {
-		case api == Chat && key == "choices":
+		case api == Chat && string(key) == "choices":
 			w.elements(v, func(e []byte) {
-				w.members(e, func(k string, m []byte) {
-					if k == "message" {
+				w.members(e, func(k, m []byte) {
+					if string(k) == "message" {
 						w.node(m, 2)
 					}
 				})
 			})
-		case api == Responses && key == "output":
+		case api == Responses && string(key) == "output":
 			w.elements(v, func(e []byte) { w.node(e, 1) })
-		case api == Messages && key == "content":
+		case api == Messages && string(key) == "content":
 			w.content(v, 1)
 		}
 	})
