@@ -486,7 +486,8 @@ func (b *bench) profile() error {
 		variants := []*proc{mg}
 		switch c.s.name {
 		case "chat":
-			variants = append(variants, full) // what the limits and the usage records add
+			// What the limits and the usage records add, and the guards.
+			variants = append(variants, full, guards)
 		case "stream":
 			variants = append(variants, guards) // what guarding a stream as it flows adds
 		}
