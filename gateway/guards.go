@@ -189,23 +189,30 @@ type streamGuard struct {
 // streamSink returns the sink the call's stream goes to: sink (the
 // client's), or sink behind the answer guards when any applies.
 func (g *Gateway) streamSink(ctx context.Context, c *Call, rq *request, cg *callGuards, sink Sink) (Sink, *streamGuard) {
-	if cg == nil || sink == nil {
+	if cg == nil || sink == nil || !cg.eng.Applies(guardrails.Response, &cg.scope) {
 		return sink, nil
 	}
-	as := cg.eng.AnswerStream(cg.api, &cg.scope)
-	if as == nil {
-		return sink, nil
-	}
-	sg := &streamGuard{Sink: sink, ctx: ctx, g: g, c: c, cg: cg, as: as, api: rq.endpoint.apiOf(),
-		events: c.API == APIResponses || c.API == APIMessages, outp: guardOuts.Get().(*[]byte)}
-	sg.out = *sg.outp
+	// The answer stream and the buffer are taken at the first write: a
+	// call answered whole never writes to the sink.
+	sg := &streamGuard{Sink: sink, ctx: ctx, g: g, c: c, cg: cg, api: rq.endpoint.apiOf(),
+		events: c.API == APIResponses || c.API == APIMessages}
 	return sg, sg
+}
+
+// start takes the answer stream and the write buffer, at the first write.
+func (s *streamGuard) start() {
+	s.as = s.cg.eng.AnswerStream(s.cg.api, &s.cg.scope)
+	s.outp = guardOuts.Get().(*[]byte)
+	s.out = *s.outp
 }
 
 // Write takes the gateway's events for the client.
 func (s *streamGuard) Write(p []byte) (int, error) {
 	if s.stopped {
 		return len(p), nil
+	}
+	if s.as == nil {
+		s.start()
 	}
 	// The events are cut from p itself, or from what was pending and p
 	// when an event began in a write before; the guards copy what they
@@ -287,6 +294,11 @@ func (s *streamGuard) append(out []byte, evs [][]byte, d *guardrails.Decision) [
 // guards still hold is released (a stream that ended without its last
 // event), and the observer is told what they decided.
 func (s *streamGuard) finish() {
+	if s.as == nil {
+		// Nothing was written: no text to guard.
+		s.stopped = true
+		return
+	}
 	if !s.stopped && !s.ended {
 		var out []byte
 		if len(s.pending) > 0 {
