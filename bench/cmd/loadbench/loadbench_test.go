@@ -148,7 +148,7 @@ func TestFeaturesTable(t *testing.T) {
 		GatewayCPU: 500 * 200 * time.Microsecond, UpstreamCPU: 500 * 100 * time.Microsecond, RedisCPU: 500 * 60 * time.Microsecond})
 	b.Reset()
 	r.writeRuns(&b, "live", "Live")
-	if want := "| 200/100 µs + Redis 60 µs | 0.0 | 18% |"; !strings.Contains(b.String(), want) {
+	if want := "| 200/100 µs + Redis 60 µs | 0.0 (0.0 w, 0.0 KB) | 18% |"; !strings.Contains(b.String(), want) {
 		t.Errorf("runs table lacks %q:\n%s", want, b.String())
 	}
 	// Without modelgate in the run there is nothing to pair with.

@@ -574,8 +574,11 @@ type run struct {
 	// Redis spends on the instance's requests.
 	RedisCPU   time.Duration `json:"redis_cpu_ns,omitempty"`
 	PeakRSSKiB int64         `json:"peak_rss_kib"` // gateway VmHWM in the window
-	// Read and write system calls of the gateway process in the window.
+	// Read and write system calls of the gateway process in the window,
+	// the writes among them, and the bytes it wrote.
 	GatewaySyscalls int64 `json:"gateway_syscalls"`
+	GatewayWrites   int64 `json:"gateway_writes"`
+	GatewayWritten  int64 `json:"gateway_written"`
 }
 
 func (r *run) rps() float64 { return float64(r.Load.Requests) / r.Load.Seconds }
@@ -618,7 +621,7 @@ func (b *bench) measure(suite, label string, s *scenario, p *proc, up *proc, con
 	defer lg.stop()
 	r := &run{Suite: suite, Case: label, Scenario: s.name, Variant: p.v.name, Round: round, Conns: conns}
 	var g0, u0, l0, r0 time.Duration
-	var sc0 int64
+	var io0 ioCounts
 	var rp *proc // redis-server, for a variant on Redis
 	if p.v.redis {
 		rp = b.redis
@@ -638,7 +641,7 @@ func (b *bench) measure(suite, label string, s *scenario, p *proc, up *proc, con
 			if rp != nil {
 				r0, _ = procstat.CPU(rp.pid())
 			}
-			sc0, _ = syscalls(p.pid())
+			io0, _ = ioOf(p.pid())
 		case line == "window ended":
 			g1, _ := procstat.CPU(p.pid())
 			u1, _ := procstat.CPU(up.pid())
@@ -648,8 +651,9 @@ func (b *bench) measure(suite, label string, s *scenario, p *proc, up *proc, con
 				r1, _ := procstat.CPU(rp.pid())
 				r.RedisCPU = r1 - r0
 			}
-			if sc1, err := syscalls(p.pid()); err == nil {
-				r.GatewaySyscalls = sc1 - sc0
+			if io1, err := ioOf(p.pid()); err == nil {
+				r.GatewaySyscalls = io1.reads + io1.writes - io0.reads - io0.writes
+				r.GatewayWrites, r.GatewayWritten = io1.writes-io0.writes, io1.written-io0.written
 			}
 			_, r.PeakRSSKiB, _ = memory(p.pid())
 		case strings.HasPrefix(line, "{"):

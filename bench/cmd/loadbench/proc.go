@@ -15,23 +15,42 @@ import (
 // made so far (syscr and syscw in /proc/<pid>/io): what a request costs in
 // the kernel, which no in-process benchmark sees.
 func syscalls(pid int) (int64, error) {
+	io, err := ioOf(pid)
+	return io.reads + io.writes, err
+}
+
+// ioCounts are a process's read and write system calls so far, and the
+// bytes it wrote (syscr, syscw and wchar in /proc/<pid>/io).
+type ioCounts struct {
+	reads, writes, written int64
+}
+
+func ioOf(pid int) (ioCounts, error) {
+	var io ioCounts
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
 	if err != nil {
-		return 0, err
+		return io, err
 	}
-	var n int64
 	for line := range strings.SplitSeq(string(b), "\n") {
-		for _, name := range []string{"syscr:", "syscw:"} {
-			if v, ok := strings.CutPrefix(line, name); ok {
-				x, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-				if err != nil {
-					return 0, fmt.Errorf("/proc/%d/io: unexpected format", pid)
-				}
-				n += x
-			}
+		name, v, _ := strings.Cut(line, ":")
+		var to *int64
+		switch name {
+		case "syscr":
+			to = &io.reads
+		case "syscw":
+			to = &io.writes
+		case "wchar":
+			to = &io.written
+		default:
+			continue
 		}
+		x, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return io, fmt.Errorf("/proc/%d/io: unexpected format", pid)
+		}
+		*to = x
 	}
-	return n, nil
+	return io, nil
 }
 
 // memory returns a process's resident set size now and its peak since

@@ -187,7 +187,7 @@ func (r *report) writeRuns(b *strings.Builder, suite, title string) {
 		return
 	}
 	fmt.Fprintf(b, "\n## %s\n\n", title)
-	fmt.Fprintf(b, "Medians over %s; [min–max] over the rounds. Ratio: the variant's rate over its reference's (tuned reverse_proxy, or for the HTTPS variants tuned_tls_h1) in the same round. Rate: events/s for streams, else req/s. CPU/req: the gateway process's user+system CPU per request (upstream's after the slash; for variants on Redis, redis-server's after the plus). Syscalls/req: the gateway process's read and write system calls per request (/proc/<pid>/io). core0: how busy the gateway's CPU was (gateway + upstream + redis-server CPU over the window; 100%% = saturated). Peak RSS: the gateway process's VmHWM in the window.\n",
+	fmt.Fprintf(b, "Medians over %s; [min–max] over the rounds. Ratio: the variant's rate over its reference's (tuned reverse_proxy, or for the HTTPS variants tuned_tls_h1) in the same round. Rate: events/s for streams, else req/s. CPU/req: the gateway process's user+system CPU per request (upstream's after the slash; for variants on Redis, redis-server's after the plus). Syscalls/req: the gateway process's read and write system calls per request, the writes among them and the bytes it wrote, to the client and the upstream (/proc/<pid>/io). core0: how busy the gateway's CPU was (gateway + upstream + redis-server CPU over the window; 100%% = saturated). Peak RSS: the gateway process's VmHWM in the window.\n",
 		roundsText(g))
 	for _, c := range g.cases {
 		fmt.Fprintf(b, "\n### %s\n\n", caseTitle(c, g))
@@ -210,7 +210,7 @@ func (r *report) writeRuns(b *strings.Builder, suite, title string) {
 				ratio = fmt.Sprintf("%.2f [%.2f–%.2f]", median(rs), rlo, rhi)
 			}
 			var gw, up, rd, win time.Duration
-			var reqs, sys int64
+			var reqs, sys, writes, written int64
 			var peak int64
 			for _, run := range cl.runs {
 				gw += run.GatewayCPU
@@ -218,6 +218,8 @@ func (r *report) writeRuns(b *strings.Builder, suite, title string) {
 				rd += run.RedisCPU
 				reqs += run.Load.Requests
 				sys += run.GatewaySyscalls
+				writes += run.GatewayWrites
+				written += run.GatewayWritten
 				win += time.Duration(run.Load.Seconds * float64(time.Second))
 				peak = max(peak, run.PeakRSSKiB)
 			}
@@ -225,7 +227,8 @@ func (r *report) writeRuns(b *strings.Builder, suite, title string) {
 			if rd > 0 {
 				cpu += fmt.Sprintf(" + Redis %.0f µs", us(rd, reqs))
 			}
-			sc := fmt.Sprintf("%.1f", float64(sys)/float64(max(reqs, 1)))
+			sc := fmt.Sprintf("%.1f (%.1f w, %.1f KB)", float64(sys)/float64(max(reqs, 1)),
+				float64(writes)/float64(max(reqs, 1)), float64(written)/1000/float64(max(reqs, 1)))
 			// redis-server shares core 0 with the gateway and the upstream.
 			busy := fmt.Sprintf("%.0f%%", 100*float64(gw+up+rd)/float64(max(win, 1)))
 			p50, p99 := cl.median(func(r *run) float64 { return r.Load.P50 }), cl.median(func(r *run) float64 { return r.Load.P99 })
