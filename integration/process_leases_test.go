@@ -430,7 +430,11 @@ func TestProcessRedisLeaseKill(t *testing.T) {
 	}
 	t.Logf("70 requests at once on the two left: %d admitted, %d refused; %d slots of requests the killed instance admitted one by one",
 		admitted, refused, exact)
-	if admitted != 64-exact {
+	// Its slots are free (the holders above say so in Redis); a refusal may
+	// still come short of the limit by a slice per instance left, the
+	// slots one leased for the burst and did not use while the other's
+	// requests were counted one by one (docs/design/leases.md): 64/16 each.
+	if short := 64 - exact - admitted; short < 0 || short > 2*64/16 {
 		t.Errorf("admitted %d of 70 requests at once with 64 concurrent allowed, %d held by the killed instance's requests admitted one by one",
 			admitted, exact)
 	}
