@@ -3,7 +3,6 @@ package caddygateway
 import (
 	"fmt"
 	"maps"
-	"sync"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/prometheus/client_golang/prometheus"
@@ -53,31 +52,14 @@ var guardDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Decisions of guards on requests and answers, by guard and action: allow, mask, block, log, error (the guard could not decide).",
 }, []string{"guard", "action"})
 
-// guardCounters holds the counter of each guard and action met, so that a
-// decision is counted without hashing its labels again.
-var guardCounters sync.Map // guardAction → prometheus.Counter
-
-type guardAction struct {
-	guard  string
-	action guardrails.Action
-}
-
-// guardCounter returns the counter of guard's decisions of action.
-func guardCounter(guard string, action guardrails.Action) prometheus.Counter {
-	k := guardAction{guard, action}
-	if c, ok := guardCounters.Load(k); ok {
-		return c.(prometheus.Counter)
-	}
-	c, _ := guardCounters.LoadOrStore(k, guardDecisions.WithLabelValues(guard, action.String()))
-	return c.(prometheus.Counter)
-}
-
 // Guarded counts the guards' decisions and emits content_blocked for a
 // guard that blocked.
 func (ob observer) Guarded(c *gateway.Call, model string, ds []guardrails.Decision) {
 	for i := range ds {
 		d := &ds[i]
-		guardCounter(d.Guard, d.Action).Inc()
+		guardChildren.get(guardAction{d.Guard, d.Action}, func() prometheus.Counter {
+			return guardDecisions.WithLabelValues(d.Guard, d.Action.String())
+		}).Inc()
 		if d.Action != guardrails.Block {
 			continue
 		}

@@ -90,6 +90,8 @@ type heldEvent struct {
 }
 
 // slot is a text's string in an event: data[start:end], quotes included.
+// It is made and read for every event: it keeps to four fields, which the
+// compiler holds in registers (a fifth sends it through memory).
 type slot struct {
 	t          *TextStream
 	start, end int
@@ -384,10 +386,14 @@ func carries(evs []*heldEvent, t *TextStream) bool {
 // itself, however the guards cut what they hold.
 func (s *AnswerStream) place(h *heldEvent) []byte {
 	same := true
-	for i := range h.slots {
-		sl := &h.slots[i]
-		sl.later = sl.later && ownFirst(sl.t.unplaced, h.data[sl.start+1:sl.end-1])
-		same = same && sl.later
+	for _, sl := range h.slots {
+		same = same && keepsOwn(h, sl)
+	}
+	if same {
+		for _, sl := range h.slots {
+			placeOwn(sl)
+		}
+		return h.data
 	}
 	// After the events placed before in this call: an append that moves
 	// the buffer leaves them where they are.
@@ -395,50 +401,59 @@ func (s *AnswerStream) place(h *heldEvent) []byte {
 	out := s.placed
 	last := 0
 	for _, sl := range h.slots {
-		if sl.later {
-			// Its own text, as it is: the rest moves to the front.
-			rest := copy(sl.t.unplaced, sl.t.unplaced[sl.end-sl.start-2:])
-			sl.t.unplaced = sl.t.unplaced[:rest]
+		if keepsOwn(h, sl) {
+			placeOwn(sl)
 			continue
 		}
-		if !same {
-			out = append(out, h.data[last:sl.start]...)
-			out = jsonw.AppendString(out, providers.InPlace(sl.t.unplaced))
-			last = sl.end
-		}
+		out = append(out, h.data[last:sl.start]...)
+		out = jsonw.AppendString(out, providers.InPlace(sl.t.unplaced))
 		sl.t.unplaced = sl.t.unplaced[:0]
-	}
-	if same {
-		return h.data
+		last = sl.end
 	}
 	out = append(out, h.data[last:]...)
 	s.placed = out
 	return out[n:len(out):len(out)]
 }
 
-// ownFirst reports whether released starts with the text of a string
-// written raw (quotes excluded) without escapes (a string with them is
-// placed anew: its bytes are not its text).
-func ownFirst(released, raw []byte) bool {
-	return bytes.HasPrefix(released, raw) && bytes.IndexByte(raw, '\\') < 0
+// placeOwn takes the string's own text, kept as it is, from what was
+// released of its text: the rest moves to the front.
+func placeOwn(sl slot) {
+	sl.t.unplaced = sl.t.unplaced[:copy(sl.t.unplaced, sl.t.unplaced[sl.end-sl.start-2:])]
+}
+
+// keepsOwn reports whether the string of sl in h keeps its own text: its
+// text goes on in a later event, and what was released of it starts with
+// the string's own bytes (a string with escapes is placed anew: its bytes
+// are not its text).
+func keepsOwn(h *heldEvent, sl slot) bool {
+	raw := h.data[sl.start+1 : sl.end-1]
+	return sl.later && bytes.HasPrefix(sl.t.unplaced, raw) && bytes.IndexByte(raw, '\\') < 0
+}
+
+// readChunk reads a chat chunk of the common shape: by the shape of the
+// chunk before when it has it, else in one pass (from its head when that
+// of the chunk before), learning its head and shape for the next.
+func (s *AnswerStream) readChunk(data []byte, c *chunk) bool {
+	switch {
+	case s.walkChunks:
+		return false
+	case s.shape.read(data, c):
+		return true
+	case !readChunk(data, c, s.head):
+		return false
+	}
+	if !bytes.Equal(s.head, data[:c.head]) {
+		s.head = append(s.head[:0], data[:c.head]...)
+	}
+	s.shape.learn(data, c)
+	return true
 }
 
 // chat handles a chat.completion.chunk: one of the common shape read in
 // one pass (readChunk), any other walked.
 func (s *AnswerStream) chat(ctx context.Context, data []byte) ([][]byte, *Decision) {
 	var c chunk
-	read := false
-	if !s.walkChunks {
-		if read = s.shape.read(data, &c); !read {
-			if read = readChunk(data, &c, s.head); read {
-				if !bytes.Equal(s.head, data[:c.head]) {
-					s.head = append(s.head[:0], data[:c.head]...)
-				}
-				s.shape.learn(data, &c)
-			}
-		}
-	}
-	if read {
+	if s.readChunk(data, &c) {
 		slots := s.slots[:0]
 		for _, t := range c.texts[:c.n] {
 			sl, d := s.write(ctx, s.text(textKey{a: c.choice, kind: t.kind}), data, data[t.start:t.end])

@@ -255,15 +255,14 @@ func plainKey(data []byte, i int) ([]byte, int, bool) {
 }
 
 // notPlain marks, in the high bit of each byte, the bytes of x that a
-// plain key has not: a control byte, one above 0x7e, a quote or a
-// backslash — exactly for the lowest one marked (the borrow of a marked
-// byte may mark a byte above it).
+// plain key has not: a quote or a backslash (providers.QuoteOrBackslash),
+// a control byte, one above 0x7e — exactly for the lowest one marked (the
+// borrow of a marked byte may mark a byte above it).
 func notPlain(x uint64) uint64 {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	q, b := x^(ones*'"'), x^(ones*'\\')
 	control := (x - ones*0x20) &^ x
 	high := x | (x&^highs + ones) // 0x7f and above
-	return (control | (q-ones)&^q | (b-ones)&^b | high) & highs
+	return providers.QuoteOrBackslash(x) | (control|high)&highs
 }
 
 // skipPlain returns the end of the string or literal (a number, true,

@@ -222,8 +222,6 @@ func (t *TextStream) reset() bool {
 	if cap(t.unplaced) > maxPooled {
 		return false
 	}
-	t.orig.Reset()
-	t.out.Reset()
 	*t = TextStream{stages: t.stages, unplaced: t.unplaced[:0]}
 	return true
 }

@@ -170,7 +170,7 @@ var (
 func SkipString(b []byte, i int) int {
 	j := i + 1
 	for head := j + 32; j <= len(b)-8 && j < head; {
-		m := quoteOrBackslash(binary.LittleEndian.Uint64(b[j:]))
+		m := QuoteOrBackslash(binary.LittleEndian.Uint64(b[j:]))
 		if m == 0 {
 			j += 8
 			continue
@@ -204,10 +204,10 @@ func SkipString(b []byte, i int) int {
 	return -1
 }
 
-// quoteOrBackslash marks, in the high bit of each byte, the bytes of x
+// QuoteOrBackslash marks, in the high bit of each byte, the bytes of x
 // that are '"' or '\\' — exactly for the lowest one marked, which is all
 // SkipString reads (the borrow of a marked byte may mark a byte above it).
-func quoteOrBackslash(x uint64) uint64 {
+func QuoteOrBackslash(x uint64) uint64 {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
 	q, s := x^(ones*'"'), x^(ones*'\\')
 	return ((q-ones)&^q | (s-ones)&^s) & highs

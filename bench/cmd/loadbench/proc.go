@@ -25,6 +25,7 @@ type ioCounts struct {
 	reads, writes, written int64
 }
 
+// ioOf reads the ioCounts of process pid.
 func ioOf(pid int) (ioCounts, error) {
 	var io ioCounts
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
