@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -60,10 +61,13 @@ func BenchmarkStreamWrite(b *testing.B) {
 		name    string
 		strip   bool
 		guarded bool
+		burst   int // events a write
 	}{
-		{"usage_asked", false, false},
-		{"usage_stripped", true, false},
-		{"guarded", false, true},
+		{"usage_asked", false, false, 1},
+		{"usage_stripped", true, false, 1},
+		{"guarded", false, true, 1},
+		{"burst10_unguarded", false, false, 10},
+		{"burst10_guarded", false, true, 10},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			var sink Sink = discardSink{}
@@ -74,8 +78,9 @@ func BenchmarkStreamWrite(b *testing.B) {
 				wantStream: true, tr: openai.NewRelay(!bc.strip), o: &Outcome{Start: time.Now()}}
 			w.Header().Set("Content-Type", "text/event-stream")
 			b.ReportAllocs()
+			p := bytes.Repeat(ev, bc.burst)
 			for b.Loop() {
-				if _, err := w.Write(ev); err != nil {
+				if _, err := w.Write(p); err != nil {
 					b.Fatal(err)
 				}
 			}

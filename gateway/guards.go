@@ -215,8 +215,9 @@ func (s *streamGuard) Write(p []byte) (int, error) {
 		s.start()
 	}
 	// The events are cut from p itself, or from what was pending and p
-	// when an event began in a write before; the guards copy what they
-	// hold.
+	// when an event began in a write before, and added to the answer
+	// stream; one flush then decides on all of them, and the guards copy
+	// what they hold.
 	rest := p
 	if len(s.pending) > 0 {
 		s.pending = append(s.pending, p...)
@@ -234,6 +235,7 @@ func (s *streamGuard) Write(p []byte) (int, error) {
 		out = s.event(out, ev, data)
 		rest = more
 	}
+	out = s.flush(out)
 	if len(s.pending) > 0 {
 		// rest is the end of pending: it moves to the front.
 		s.pending = s.pending[:copy(s.pending, rest)]
@@ -249,8 +251,9 @@ func (s *streamGuard) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// event passes one event (without the blank line that ends it) and its
-// data through the guards and appends what may be sent.
+// event adds one event (without the blank line that ends it) and its
+// data to the answer stream, and appends what may be sent before it is
+// flushed.
 func (s *streamGuard) event(out, ev, data []byte) []byte {
 	switch {
 	case bytes.Equal(data, []byte("[DONE]")):
@@ -261,10 +264,25 @@ func (s *streamGuard) event(out, ev, data []byte) []byte {
 		}
 		return append(out, sse.Done...)
 	case len(data) == 0 || data[0] != '{':
-		// A comment, or no JSON: nothing to guard.
+		// A comment, or no JSON: nothing to guard; it follows the events
+		// before it.
+		if out = s.flush(out); s.stopped {
+			return out
+		}
 		return append(append(out, ev...), "\n\n"...)
 	}
-	evs, d := s.as.Event(s.ctx, data)
+	if d := s.as.Add(s.ctx, data); d != nil {
+		return s.append(out, nil, d)
+	}
+	return out
+}
+
+// flush appends the events the answer stream releases of those added.
+func (s *streamGuard) flush(out []byte) []byte {
+	if s.stopped || s.ended {
+		return out
+	}
+	evs, d := s.as.Flush(s.ctx)
 	return s.append(out, evs, d)
 }
 
@@ -304,7 +322,7 @@ func (s *streamGuard) finish() {
 		if len(s.pending) > 0 {
 			// An event the stream ended without its blank line.
 			_, data := sse.Fields(s.pending)
-			out = s.event(out, s.pending, data)
+			out = s.flush(s.event(out, s.pending, data))
 			s.pending = nil
 		}
 		if !s.stopped && !s.ended {

@@ -47,6 +47,7 @@ type AnswerStream struct {
 	last    *TextStream
 	held    []*heldEvent
 	kept    []byte            // the data of the held events, in their order
+	queued  []*TextStream     // the texts with pieces to decide on at the flush
 	final   map[string]string // whole texts as received → as released
 	stop    *Decision
 
@@ -84,9 +85,10 @@ const (
 
 // heldEvent is an event waiting for its texts.
 type heldEvent struct {
-	data  []byte
-	slots []slot
-	one   [1]slot // slots of an event of one text, without a slice of its own
+	data   []byte
+	slots  []slot
+	one    [1]slot // slots of an event of one text, without a slice of its own
+	caller bool    // data is the caller's: copied at the flush
 }
 
 // slot is a text's string in an event: data[start:end], quotes included.
@@ -147,6 +149,7 @@ func (s *AnswerStream) Release() {
 	clear(s.texts)
 	clear(s.final)
 	clear(s.held)
+	clear(s.queued)
 	clear(s.evs)
 	clear(s.slots[:cap(s.slots)])
 	for _, b := range []*[]byte{&s.head, &s.kept, &s.placed, &s.shape.pre, &s.shape.post} {
@@ -157,55 +160,91 @@ func (s *AnswerStream) Release() {
 	}
 	*s = AnswerStream{eng: s.eng, texts: s.texts, final: s.final, head: s.head, kept: s.kept, placed: s.placed,
 		shape: chunkShape{pre: s.shape.pre, post: s.shape.post},
-		held:  s.held[:0], evs: s.evs[:0], slots: s.slots[:0], free: s.free, spare: s.spare,
+		held:  s.held[:0], queued: s.queued[:0], evs: s.evs[:0], slots: s.slots[:0], free: s.free, spare: s.spare,
 		guards: s.guards[:0], decs: s.decs[:0]}
 	s.eng.streams.Put(s)
 }
 
 // Event takes the data of the next event and returns the events to send
-// now, in order. A non-nil Decision stops the stream: a guard blocked, or
+// now, in order: Add, then Flush.
+func (s *AnswerStream) Event(ctx context.Context, data []byte) ([][]byte, *Decision) {
+	if d := s.Add(ctx, data); d != nil {
+		return nil, d
+	}
+	return s.Flush(ctx)
+}
+
+// Add takes the data of the next event, to be decided on at the next
+// Flush: the events of one write of the provider's stream are added one
+// by one, then flushed once, and their texts are read by the guards
+// together. data is read in place until that Flush, and must not change
+// before it. A non-nil Decision stops the stream: a guard blocked, or
 // failed closed; the host ends the stream with its error event
 // (BlockedError, UndecidedError) and sends nothing more. An event that is
-// not JSON passes as it is. The slice returned and the events in it are
-// the stream's until the next call: the caller copies what it keeps. The
-// stream keeps no reference to data once Event returns: what it holds, it
+// not JSON passes as it is.
+func (s *AnswerStream) Add(ctx context.Context, data []byte) *Decision {
+	if s.stop != nil {
+		return s.stop
+	}
+	var err *Decision
+	switch s.api {
+	case Chat:
+		err = s.chat(ctx, data)
+	case Responses:
+		err = s.responses(ctx, data)
+	case Messages:
+		err = s.messages(ctx, data)
+	default:
+		s.hold(data, nil)
+	}
+	if err != nil {
+		s.stop = err
+	}
+	return err
+}
+
+// Flush decides on the texts of the events added since the last flush
+// and returns the events to send now, in order, with their texts
+// released by then in place; a non-nil Decision stops the stream, as
+// Add's does. The slice returned and the events in it are the stream's
+// until the next call: the caller copies what it keeps. The stream keeps
+// no reference to the events' data once Flush returns: what it holds, it
 // copies.
-func (s *AnswerStream) Event(ctx context.Context, data []byte) ([][]byte, *Decision) {
+func (s *AnswerStream) Flush(ctx context.Context) ([][]byte, *Decision) {
 	if s.stop != nil {
 		return nil, s.stop
 	}
 	s.placed = s.placed[:0]
-	var out [][]byte
-	var err *Decision
-	switch s.api {
-	case Chat:
-		out, err = s.chat(ctx, data)
-	case Responses:
-		out, err = s.responses(ctx, data)
-	case Messages:
-		out, err = s.messages(ctx, data)
-	default:
-		out = [][]byte{data}
+	for _, t := range s.queued {
+		if d := s.decide(ctx, t); d != nil {
+			s.stop = d
+			return nil, d
+		}
 	}
-	if err != nil {
-		s.stop = err
-		return nil, err
-	}
+	clear(s.queued)
+	s.queued = s.queued[:0]
+	out := s.emit()
+	s.own()
 	return out, nil
 }
 
 // End ends the stream (the host calls it before its last line, chat's
 // "data: [DONE]"): it releases the rest of every text and returns the
-// events still held, as Event does.
+// events still held, as Flush does.
 func (s *AnswerStream) End(ctx context.Context) ([][]byte, *Decision) {
 	if s.stop != nil {
 		return nil, s.stop
 	}
 	s.placed = s.placed[:0]
 	if d := s.closeAll(ctx); d != nil {
+		s.stop = d
 		return nil, d
 	}
-	return s.emit(nil, nil), nil
+	clear(s.queued)
+	s.queued = s.queued[:0]
+	out := s.emit()
+	s.own()
+	return out, nil
 }
 
 // text returns the stream of k, made at its first piece.
@@ -222,20 +261,33 @@ func (s *AnswerStream) text(k textKey) *TextStream {
 	return t
 }
 
-// write passes the string at raw (a slice of data) to t and returns its
-// slot; a stop ends the stream.
-func (s *AnswerStream) write(ctx context.Context, t *TextStream, data, raw []byte) (slot, *Decision) {
+// add queues the string at raw (a slice of data) for t, to be decided on
+// at the next flush, and returns its slot: none when raw is not a string.
+func (s *AnswerStream) add(t *TextStream, data, raw []byte) slot {
 	v, ok := unquote(raw)
 	if !ok {
-		return slot{}, nil
+		return slot{}
 	}
-	rel, d := t.Write(ctx, v)
+	if len(t.queued) == 0 {
+		s.queued = append(s.queued, t)
+	}
+	t.queued = append(t.queued, v...)
+	start := cap(data) - cap(raw)
+	return slot{t: t, start: start, end: start + len(raw)}
+}
+
+// decide passes what is queued for t through its guards.
+func (s *AnswerStream) decide(ctx context.Context, t *TextStream) *Decision {
+	if len(t.queued) == 0 {
+		return nil
+	}
+	rel, d := t.Write(ctx, providers.InPlace(t.queued))
+	t.queued = t.queued[:0]
 	if d != nil {
-		return slot{}, d
+		return d
 	}
 	s.released(t, rel)
-	start := cap(data) - cap(raw)
-	return slot{t: t, start: start, end: start + len(raw)}, nil
+	return nil
 }
 
 // released adds rel to the text of t not yet in an event.
@@ -247,6 +299,9 @@ func (s *AnswerStream) released(t *TextStream, rel string) {
 func (s *AnswerStream) close(ctx context.Context, t *TextStream) *Decision {
 	if t == nil || t.closed {
 		return nil
+	}
+	if d := s.decide(ctx, t); d != nil {
+		return d
 	}
 	rel, d := t.Close(ctx)
 	if d != nil {
@@ -273,8 +328,17 @@ func (s *AnswerStream) closeAll(ctx context.Context) *Decision {
 // that none is reordered; one with texts waits for them too.
 func (s *AnswerStream) hold(data []byte, slots []slot) {
 	h := s.newHeld()
-	h.data, h.slots = s.keep(data), slots
+	h.data, h.slots, h.caller = data, slots, true
 	s.held = append(s.held, h)
+}
+
+// own copies the data of the events still held that is the caller's.
+func (s *AnswerStream) own() {
+	for _, h := range s.held {
+		if h.caller {
+			h.data, h.caller = s.keep(h.data), false
+		}
+	}
 }
 
 // minKept is the least size of the array the held events are kept in.
@@ -288,7 +352,9 @@ func (s *AnswerStream) keep(data []byte) []byte {
 	if cap(s.kept)-len(s.kept) < len(data) {
 		need := len(data)
 		for _, h := range s.held {
-			need += len(h.data)
+			if !h.caller {
+				need += len(h.data)
+			}
 		}
 		k := s.kept[:0]
 		if 2*need > cap(s.kept) {
@@ -297,6 +363,9 @@ func (s *AnswerStream) keep(data []byte) []byte {
 		// The held events are in the array in their order, so each moves
 		// to a place before its own, never over one still to move.
 		for _, h := range s.held {
+			if h.caller {
+				continue // not yet in the array
+			}
 			n := len(k)
 			k = append(k, h.data...)
 			h.data = k[n:len(k):len(k)]
@@ -320,24 +389,23 @@ func (s *AnswerStream) newHeld() *heldEvent {
 
 // holdOne queues an event of one text.
 func (s *AnswerStream) holdOne(data []byte, sl slot) {
+	if sl.t == nil {
+		s.hold(data, nil)
+		return
+	}
 	h := s.newHeld()
-	h.data, h.one = s.keep(data), [1]slot{sl}
+	h.data, h.one, h.caller = data, [1]slot{sl}, true
 	h.slots = h.one[:]
 	s.held = append(s.held, h)
 }
 
 // emit returns the events at the head of the queue that are settled (each
 // of whose texts has a later event, or ended), in order, with their texts
-// in place; then, when not nil, is queued first.
-func (s *AnswerStream) emit(out [][]byte, then []byte) [][]byte {
-	if out == nil {
-		clear(s.evs)
-		out = s.evs[:0]
-		defer func() { s.evs = out[:0] }()
-	}
-	if then != nil {
-		s.hold(then, nil)
-	}
+// in place.
+func (s *AnswerStream) emit() [][]byte {
+	clear(s.evs)
+	out := s.evs[:0]
+	defer func() { s.evs = out[:0] }()
 	n := 0
 	for n < len(s.held) && s.settled(s.held[n], s.held[n+1:]) {
 		h := s.held[n]
@@ -451,16 +519,12 @@ func (s *AnswerStream) readChunk(data []byte, c *chunk) bool {
 
 // chat handles a chat.completion.chunk: one of the common shape read in
 // one pass (readChunk), any other walked.
-func (s *AnswerStream) chat(ctx context.Context, data []byte) ([][]byte, *Decision) {
+func (s *AnswerStream) chat(ctx context.Context, data []byte) *Decision {
 	var c chunk
 	if s.readChunk(data, &c) {
 		slots := s.slots[:0]
 		for _, t := range c.texts[:c.n] {
-			sl, d := s.write(ctx, s.text(textKey{a: c.choice, kind: t.kind}), data, data[t.start:t.end])
-			if d != nil {
-				return nil, d
-			}
-			if sl.t != nil {
+			if sl := s.add(s.text(textKey{a: c.choice, kind: t.kind}), data, data[t.start:t.end]); sl.t != nil {
 				slots = append(slots, sl)
 			}
 		}
@@ -472,7 +536,6 @@ func (s *AnswerStream) chat(ctx context.Context, data []byte) ([][]byte, *Decisi
 	}
 	slots := s.slots[:0]
 	var ended []int
-	var stop *Decision
 	ok := providers.Members(data, func(k, v []byte) bool {
 		if string(k) != "choices" {
 			return true
@@ -499,29 +562,27 @@ func (s *AnswerStream) chat(ctx context.Context, data []byte) ([][]byte, *Decisi
 						ended = append(ended, index())
 					}
 				case "delta":
-					stop = s.chatDelta(ctx, data, v, index(), &slots)
+					s.chatDelta(data, v, index(), &slots)
 				}
-				return stop == nil
+				return true
 			})
 		})
 	})
-	if stop != nil {
-		return nil, stop
-	}
 	if !ok {
-		return s.emit(nil, data), nil
+		s.hold(data, nil)
+		return nil
 	}
 	return s.chunkRead(ctx, data, slots, ended)
 }
 
 // chunkRead ends the texts of the choices that ended and holds the chunk
 // with its texts' slots.
-func (s *AnswerStream) chunkRead(ctx context.Context, data []byte, slots []slot, ended []int) ([][]byte, *Decision) {
+func (s *AnswerStream) chunkRead(ctx context.Context, data []byte, slots []slot, ended []int) *Decision {
 	for _, c := range ended {
 		for k, t := range s.texts {
 			if k.a == c {
 				if d := s.close(ctx, t); d != nil {
-					return nil, d
+					return d
 				}
 			}
 		}
@@ -535,7 +596,7 @@ func (s *AnswerStream) chunkRead(ctx context.Context, data []byte, slots []slot,
 		s.hold(data, slices.Clone(slots))
 	}
 	s.slots = slots[:0]
-	return s.emit(nil, nil), nil
+	return nil
 }
 
 // intOf is the integer raw is, as gjson reads it: a plain one directly.
@@ -554,17 +615,15 @@ func intOf(raw []byte) int {
 }
 
 // chatDelta adds the texts of a chunk's delta.
-func (s *AnswerStream) chatDelta(ctx context.Context, data, delta []byte, choice int, slots *[]slot) *Decision {
-	var stop *Decision
+func (s *AnswerStream) chatDelta(data, delta []byte, choice int, slots *[]slot) {
 	add := func(k textKey, raw []byte) bool {
 		if len(raw) == 0 || raw[0] != '"' {
 			return true
 		}
-		var sl slot
-		if sl, stop = s.write(ctx, s.text(k), data, raw); stop == nil && sl.t != nil {
+		if sl := s.add(s.text(k), data, raw); sl.t != nil {
 			*slots = append(*slots, sl)
 		}
-		return stop == nil
+		return true
 	}
 	providers.Members(delta, func(k, v []byte) bool {
 		switch string(k) {
@@ -585,11 +644,10 @@ func (s *AnswerStream) chatDelta(ctx context.Context, data, delta []byte, choice
 		}
 		return true
 	})
-	return stop
 }
 
 // messages handles a Messages stream event.
-func (s *AnswerStream) messages(ctx context.Context, data []byte) ([][]byte, *Decision) {
+func (s *AnswerStream) messages(ctx context.Context, data []byte) *Decision {
 	typ := gjson.GetBytes(data, "type").Str
 	index := int(gjson.GetBytes(data, "index").Int())
 	switch typ {
@@ -602,30 +660,28 @@ func (s *AnswerStream) messages(ctx context.Context, data []byte) ([][]byte, *De
 		}
 		v := gjson.GetBytes(data, field)
 		if v.Type != gjson.String || v.Index <= 0 || typ == "content_block_start" && v.Str == "" {
-			return s.emit(nil, data), nil
+			s.hold(data, nil)
+			return nil
 		}
-		sl, d := s.write(ctx, s.text(textKey{a: index, kind: kind}), data, data[v.Index:v.Index+len(v.Raw)])
-		if d != nil {
-			return nil, d
-		}
-		s.holdOne(data, sl)
-		return s.emit(nil, nil), nil
+		s.holdOne(data, s.add(s.text(textKey{a: index, kind: kind}), data, data[v.Index:v.Index+len(v.Raw)]))
+		return nil
 	case "content_block_stop":
 		for _, kind := range []textKind{kindContent, kindArguments} {
 			if d := s.close(ctx, s.texts[textKey{a: index, kind: kind}]); d != nil {
-				return nil, d
+				return d
 			}
 		}
 	case "message_stop":
 		if d := s.closeAll(ctx); d != nil {
-			return nil, d
+			return d
 		}
 	}
-	return s.emit(nil, data), nil
+	s.hold(data, nil)
+	return nil
 }
 
 // responses handles a Responses stream event.
-func (s *AnswerStream) responses(ctx context.Context, data []byte) ([][]byte, *Decision) {
+func (s *AnswerStream) responses(ctx context.Context, data []byte) *Decision {
 	typ := gjson.GetBytes(data, "type").Str
 	key := func(kind textKind) textKey {
 		return textKey{a: int(gjson.GetBytes(data, "output_index").Int()),
@@ -635,19 +691,16 @@ func (s *AnswerStream) responses(ctx context.Context, data []byte) ([][]byte, *D
 	case "response.output_text.delta", "response.refusal.delta", "response.function_call_arguments.delta":
 		v := gjson.GetBytes(data, "delta")
 		if v.Type != gjson.String || v.Index <= 0 {
-			return s.emit(nil, data), nil
+			s.hold(data, nil)
+			return nil
 		}
-		sl, d := s.write(ctx, s.text(key(deltaKind(typ))), data, data[v.Index:v.Index+len(v.Raw)])
-		if d != nil {
-			return nil, d
-		}
-		s.holdOne(data, sl)
-		return s.emit(nil, nil), nil
+		s.holdOne(data, s.add(s.text(key(deltaKind(typ))), data, data[v.Index:v.Index+len(v.Raw)]))
+		return nil
 	case "response.output_text.done", "response.refusal.done", "response.function_call_arguments.done":
 		field := map[string]string{"response.output_text.done": "text", "response.refusal.done": "refusal",
 			"response.function_call_arguments.done": "arguments"}[typ]
 		if d := s.close(ctx, s.texts[key(deltaKind(typ))]); d != nil {
-			return nil, d
+			return d
 		}
 		return s.repeat(ctx, data, field)
 	case "response.content_part.done":
@@ -656,11 +709,12 @@ func (s *AnswerStream) responses(ctx context.Context, data []byte) ([][]byte, *D
 		return s.repeatNode(ctx, data, "item")
 	case "response.completed", "response.incomplete", "response.failed":
 		if d := s.closeAll(ctx); d != nil {
-			return nil, d
+			return d
 		}
 		return s.repeatNode(ctx, data, "response")
 	}
-	return s.emit(nil, data), nil
+	s.hold(data, nil)
+	return nil
 }
 
 // deltaKind is the kind of text a Responses event type carries.
@@ -676,10 +730,11 @@ func deltaKind(typ string) textKind {
 
 // repeat sends an event that repeats a whole text at path, the text
 // replaced by what was released of it.
-func (s *AnswerStream) repeat(ctx context.Context, data []byte, path string) ([][]byte, *Decision) {
+func (s *AnswerStream) repeat(ctx context.Context, data []byte, path string) *Decision {
 	v := gjson.GetBytes(data, path)
 	if v.Type != gjson.String || v.Index <= 0 {
-		return s.emit(nil, data), nil
+		s.hold(data, nil)
+		return nil
 	}
 	texts := []text{{start: v.Index, end: v.Index + len(v.Raw), s: v.Str}}
 	return s.replace(ctx, data, texts)
@@ -688,10 +743,11 @@ func (s *AnswerStream) repeat(ctx context.Context, data []byte, path string) ([]
 // repeatNode sends an event that repeats whole output items (an item, or
 // a response's output) at path, their texts replaced by what was
 // released of them.
-func (s *AnswerStream) repeatNode(ctx context.Context, data []byte, path string) ([][]byte, *Decision) {
+func (s *AnswerStream) repeatNode(ctx context.Context, data []byte, path string) *Decision {
 	v := gjson.GetBytes(data, path)
 	if !v.IsObject() || v.Index <= 0 {
-		return s.emit(nil, data), nil
+		s.hold(data, nil)
+		return nil
 	}
 	w := walker{body: data}
 	obj := data[v.Index : v.Index+len(v.Raw)]
@@ -701,7 +757,8 @@ func (s *AnswerStream) repeatNode(ctx context.Context, data []byte, path string)
 		w.node(obj, 1)
 	}
 	if w.err != nil {
-		return s.emit(nil, data), nil
+		s.hold(data, nil)
+		return nil
 	}
 	return s.replace(ctx, data, w.texts)
 }
@@ -709,7 +766,7 @@ func (s *AnswerStream) repeatNode(ctx context.Context, data []byte, path string)
 // replace puts in data, for each of texts, what was released of it; a
 // text no stream carried (a provider that sent it whole) is guarded
 // here.
-func (s *AnswerStream) replace(ctx context.Context, data []byte, texts []text) ([][]byte, *Decision) {
+func (s *AnswerStream) replace(ctx context.Context, data []byte, texts []text) *Decision {
 	vals := make([]string, len(texts))
 	var fresh []int
 	for i, t := range texts {
@@ -729,7 +786,7 @@ func (s *AnswerStream) replace(ctx context.Context, data []byte, texts []text) (
 			d := g.check(ctx, &s.in, sub)
 			merge(&s.decs[gi], &d)
 			if !d.Allowed {
-				return nil, &s.decs[gi]
+				return &s.decs[gi]
 			}
 		}
 		for j, i := range fresh {
@@ -744,5 +801,6 @@ func (s *AnswerStream) replace(ctx context.Context, data []byte, texts []text) (
 	if changed {
 		data = rewrite(data, texts, vals)
 	}
-	return s.emit(nil, data), nil
+	s.hold(data, nil)
+	return nil
 }

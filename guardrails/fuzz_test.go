@@ -57,9 +57,10 @@ func FuzzStream(f *testing.F) {
 	})
 }
 
-// FuzzAnswerStream: a chat answer streamed in chunks cut anywhere (each
-// given in a buffer the caller overwrites) keeps its chunks, and their
-// contents joined are the whole text masked.
+// FuzzAnswerStream: a chat answer streamed in chunks cut anywhere, and
+// flushed after any number of them (given in a buffer the caller
+// overwrites), keeps its chunks, and their contents joined are the whole
+// text masked.
 func FuzzAnswerStream(f *testing.F) {
 	f.Add("write to bob@example.com or +1 202 555 0173.", uint64(0x0907050301))
 	f.Add("a \\n b\\\" c \u00e9 carol@example.org", uint64(0x0302010101))
@@ -84,19 +85,22 @@ func FuzzAnswerStream(f *testing.F) {
 			events = append(events, chatChunk(rest[:n]))
 			rest = rest[n:]
 		}
-		sent, d := runStream(t, e.AnswerStream(Chat, nil), events, true)
-		if d != nil {
-			t.Fatal(d)
-		}
-		if len(sent) != len(events) {
-			t.Fatalf("%d events sent of %d", len(sent), len(events))
-		}
-		var got strings.Builder
-		for _, ev := range sent {
-			got.WriteString(gjson.GetBytes(ev, "choices.0.delta.content").Str)
-		}
-		if got.String() != vals[0] {
-			t.Fatalf("%q: got %q, want %q", text, got.String(), vals[0])
+		// Flushed after every event, after every two, …, or once.
+		for batch := 1; batch <= len(events); batch++ {
+			sent, d := runBatches(t, e.AnswerStream(Chat, nil), events, batch, true)
+			if d != nil {
+				t.Fatal(d)
+			}
+			if len(sent) != len(events) {
+				t.Fatalf("%d a flush: %d events sent of %d", batch, len(sent), len(events))
+			}
+			var got strings.Builder
+			for _, ev := range sent {
+				got.WriteString(gjson.GetBytes(ev, "choices.0.delta.content").Str)
+			}
+			if got.String() != vals[0] {
+				t.Fatalf("%q, %d a flush: got %q, want %q", text, batch, got.String(), vals[0])
+			}
 		}
 	})
 }

@@ -184,6 +184,7 @@ type TextStream struct {
 	closed bool
 
 	unplaced []byte // released, not yet placed in an event
+	queued   []byte // received, to be decided on at the answer stream's flush
 }
 
 // newTextStream makes the text stream of the guards of s, or takes one of
@@ -219,10 +220,10 @@ func (t *TextStream) reset() bool {
 		}
 		*st = stage{win: st.win[:0], matches: st.matches[:0]}
 	}
-	if cap(t.unplaced) > maxPooled {
+	if cap(t.unplaced) > maxPooled || cap(t.queued) > maxPooled {
 		return false
 	}
-	*t = TextStream{stages: t.stages, unplaced: t.unplaced[:0]}
+	*t = TextStream{stages: t.stages, unplaced: t.unplaced[:0], queued: t.queued[:0]}
 	return true
 }
 

@@ -117,14 +117,34 @@ func appendClones(dst, evs [][]byte) [][]byte {
 // sent and the decision that stopped it.
 func runStream(t *testing.T, s *AnswerStream, events [][]byte, end bool) ([][]byte, *Decision) {
 	t.Helper()
+	return runBatches(t, s, events, 1, end)
+}
+
+// runBatches runs events through s as a host does the events of its
+// provider's writes: batch at a time (the last batch may be shorter), each
+// batch added from one buffer, flushed once, and the buffer overwritten
+// once the flush returns: the stream keeps no reference to what it is
+// given.
+func runBatches(t *testing.T, s *AnswerStream, events [][]byte, batch int, end bool) ([][]byte, *Decision) {
+	t.Helper()
 	ctx := context.Background()
 	var sent [][]byte
 	var buf []byte
-	for _, ev := range events {
-		// Each event in the same buffer, overwritten once the call returns:
-		// the stream keeps no reference to what it is given.
-		buf = append(buf[:0], ev...)
-		out, d := s.Event(ctx, buf)
+	for len(events) > 0 {
+		n := min(batch, len(events))
+		buf = buf[:0]
+		for _, ev := range events[:n] {
+			buf = append(buf, ev...)
+		}
+		at := 0
+		for _, ev := range events[:n] {
+			if d := s.Add(ctx, buf[at:at+len(ev)]); d != nil {
+				return sent, d
+			}
+			at += len(ev)
+		}
+		events = events[n:]
+		out, d := s.Flush(ctx)
 		if d != nil {
 			return sent, d
 		}
@@ -152,7 +172,6 @@ func runStream(t *testing.T, s *AnswerStream, events [][]byte, end bool) ([][]by
 // the texts masked across chunks; tool-call arguments likewise.
 func TestAnswerStreamChat(t *testing.T) {
 	e := newEngine(t, Options{}, piiMask)
-	text := "Write to bob@exam" + "ple.com or call +1 202 555 0173."
 	var events [][]byte
 	for _, p := range []string{"Write to bob@exam", "ple.com or call +1 2", "02 555 0173", "."} {
 		events = append(events, chatChunk(p))
@@ -168,55 +187,60 @@ func TestAnswerStreamChat(t *testing.T) {
 	}
 	events = append(events, []byte(`{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`),
 		[]byte(`{"choices":[],"usage":{"prompt_tokens":3}}`))
-	sent, d := runStream(t, e.AnswerStream(Chat, nil), events, true)
-	if d != nil {
-		t.Fatal(d)
+	for _, batch := range batchSizes(len(events)) {
+		sent, d := runBatches(t, e.AnswerStream(Chat, nil), events, batch, true)
+		if d != nil {
+			t.Fatal(d)
+		}
+		if len(sent) != len(events) {
+			t.Fatalf("%d a flush: %d events sent of %d", batch, len(sent), len(events))
+		}
+		var content, arguments strings.Builder
+		for _, ev := range sent {
+			content.WriteString(gjson.GetBytes(ev, "choices.0.delta.content").Str)
+			arguments.WriteString(gjson.GetBytes(ev, "choices.0.delta.tool_calls.0.function.arguments").Str)
+		}
+		if got := content.String(); got != "Write to [EMAIL] or call [PHONE]." {
+			t.Errorf("%d a flush: content %q", batch, got)
+		}
+		if got := arguments.String(); got != `{"to":"[EMAIL]"}` {
+			t.Errorf("%d a flush: arguments %q", batch, got)
+		}
+		if gjson.GetBytes(sent[4], "choices.0.delta.tool_calls.0.id").Str != "call_1" {
+			t.Errorf("%d a flush: the tool call's first event lost its id: %s", batch, sent[4])
+		}
+		if gjson.GetBytes(sent[len(sent)-1], "usage.prompt_tokens").Int() != 3 {
+			t.Errorf("%d a flush: usage chunk: %s", batch, sent[len(sent)-1])
+		}
 	}
-	if len(sent) != len(events) {
-		t.Fatalf("%d events sent of %d", len(sent), len(events))
-	}
-	var content, arguments strings.Builder
-	for _, ev := range sent {
-		content.WriteString(gjson.GetBytes(ev, "choices.0.delta.content").Str)
-		arguments.WriteString(gjson.GetBytes(ev, "choices.0.delta.tool_calls.0.function.arguments").Str)
-	}
-	_ = text
-	if got := content.String(); got != "Write to [EMAIL] or call [PHONE]." {
-		t.Errorf("content %q", got)
-	}
-	if got := arguments.String(); got != `{"to":"[EMAIL]"}` {
-		t.Errorf("arguments %q", got)
-	}
-	if gjson.GetBytes(sent[4], "choices.0.delta.tool_calls.0.id").Str != "call_1" {
-		t.Errorf("the tool call's first event lost its id: %s", sent[4])
-	}
-	if gjson.GetBytes(sent[len(sent)-1], "usage.prompt_tokens").Int() != 3 {
-		t.Errorf("usage chunk: %s", sent[len(sent)-1])
-	}
-	ds := e.AnswerStream(Chat, nil)
-	_ = ds
 }
+
+// batchSizes are the numbers of events a flush the tests of n events run
+// with: one (a provider's write of one event), two, three and all.
+func batchSizes(n int) []int { return []int{1, 2, 3, n} }
 
 // TestAnswerStreamBlock: a block stops the stream before the match, with
 // the guard's decision.
 func TestAnswerStreamBlock(t *testing.T) {
 	e := newEngine(t, Options{}, GuardConfig{Name: "secrets", Type: "pii", Detect: []string{"secret"}, Action: "block"})
-	s := e.AnswerStream(Chat, nil)
 	events := [][]byte{chatChunk("here: ghp_"), chatChunk("Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0UvWxYz"), chatChunk(" done")}
-	sent, d := runStream(t, s, events, true)
-	if d == nil || d.Guard != "secrets" || d.Allowed {
-		t.Fatalf("decision %+v", d)
-	}
-	for _, ev := range sent {
-		if strings.Contains(string(ev), "ghp") {
-			t.Errorf("sent %s", ev)
+	for _, batch := range batchSizes(len(events)) {
+		s := e.AnswerStream(Chat, nil)
+		sent, d := runBatches(t, s, events, batch, true)
+		if d == nil || d.Guard != "secrets" || d.Allowed {
+			t.Fatalf("%d a flush: decision %+v", batch, d)
 		}
-	}
-	if _, d2 := s.Event(context.Background(), chatChunk("more")); d2 != d {
-		t.Error("the stream went on after a block")
-	}
-	if got := s.Decisions(); len(got) != 1 || got[0].Action != Block || !got[0].Matched {
-		t.Errorf("decisions %+v", got)
+		for _, ev := range sent {
+			if strings.Contains(string(ev), "ghp") {
+				t.Errorf("%d a flush: sent %s", batch, ev)
+			}
+		}
+		if _, d2 := s.Event(context.Background(), chatChunk("more")); d2 != d {
+			t.Errorf("%d a flush: the stream went on after a block", batch)
+		}
+		if got := s.Decisions(); len(got) != 1 || got[0].Action != Block || !got[0].Matched {
+			t.Errorf("%d a flush: decisions %+v", batch, got)
+		}
 	}
 }
 
@@ -300,28 +324,30 @@ func TestAnswerStreamResponses(t *testing.T) {
 		ev(`{"type":"response.output_item.done","sequence_number":5,"output_index":0,"item":{"id":"m","type":"message","role":"assistant","content":[{"type":"output_text","text":"mail bob@example.com","annotations":[]}]}}`),
 		ev(`{"type":"response.completed","sequence_number":6,"response":{"id":"r","output":[{"id":"m","type":"message","role":"assistant","content":[{"type":"output_text","text":"mail bob@example.com","annotations":[]}]},{"type":"message","content":[{"type":"output_text","text":"whole 10.0.0.1"}]}]}}`),
 	}
-	sent, d := runStream(t, e.AnswerStream(Responses, nil), events, false)
-	if d != nil {
-		t.Fatal(d)
-	}
-	if len(sent) != len(events) {
-		t.Fatalf("%d events of %d", len(sent), len(events))
-	}
-	var deltas string
-	for i, s := range sent {
-		if n := gjson.GetBytes(s, "sequence_number").Int(); n != int64(i) {
-			t.Errorf("event %d has sequence number %d", i, n)
+	for _, batch := range batchSizes(len(events)) {
+		sent, d := runBatches(t, e.AnswerStream(Responses, nil), events, batch, false)
+		if d != nil {
+			t.Fatal(d)
 		}
-		deltas += gjson.GetBytes(s, "delta").Str
-		if strings.Contains(string(s), "bob@") || strings.Contains(string(s), "10.0.0.1") {
-			t.Errorf("event %d: %s", i, s)
+		if len(sent) != len(events) {
+			t.Fatalf("%d a flush: %d events of %d", batch, len(sent), len(events))
 		}
-	}
-	if deltas != "mail [EMAIL]" || gjson.GetBytes(sent[3], "text").Str != "mail [EMAIL]" {
-		t.Errorf("deltas %q, done %s", deltas, sent[3])
-	}
-	if gjson.GetBytes(sent[6], "response.output.1.content.0.text").Str != "whole [IP_ADDRESS]" {
-		t.Errorf("completed %s", sent[6])
+		var deltas string
+		for i, s := range sent {
+			if n := gjson.GetBytes(s, "sequence_number").Int(); n != int64(i) {
+				t.Errorf("%d a flush: event %d has sequence number %d", batch, i, n)
+			}
+			deltas += gjson.GetBytes(s, "delta").Str
+			if strings.Contains(string(s), "bob@") || strings.Contains(string(s), "10.0.0.1") {
+				t.Errorf("%d a flush: event %d: %s", batch, i, s)
+			}
+		}
+		if deltas != "mail [EMAIL]" || gjson.GetBytes(sent[3], "text").Str != "mail [EMAIL]" {
+			t.Errorf("%d a flush: deltas %q, done %s", batch, deltas, sent[3])
+		}
+		if gjson.GetBytes(sent[6], "response.output.1.content.0.text").Str != "whole [IP_ADDRESS]" {
+			t.Errorf("%d a flush: completed %s", batch, sent[6])
+		}
 	}
 }
 
@@ -344,32 +370,59 @@ func TestAnswerStreamMessages(t *testing.T) {
 		ev(`{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":9}}`),
 		ev(`{"type":"message_stop"}`),
 	}
-	sent, d := runStream(t, e.AnswerStream(Messages, nil), events, false)
-	if d != nil {
-		t.Fatal(d)
-	}
-	if len(sent) != len(events) {
-		t.Fatalf("%d events of %d", len(sent), len(events))
-	}
-	var text, js string
-	for _, s := range sent {
-		text += gjson.GetBytes(s, "delta.text").Str
-		js += gjson.GetBytes(s, "delta.partial_json").Str
-	}
-	if text != "ssn [US_SSN]" || js != `{"ip": "[IP_ADDRESS]"}` {
-		t.Errorf("text %q, json %q", text, js)
-	}
-	stop := -1
-	for i, s := range sent {
-		if gjson.GetBytes(s, "type").Str == "content_block_stop" {
-			stop = i
-			break
+	for _, batch := range batchSizes(len(events)) {
+		sent, d := runBatches(t, e.AnswerStream(Messages, nil), events, batch, false)
+		if d != nil {
+			t.Fatal(d)
 		}
-		if i > 0 && gjson.GetBytes(s, "type").Str == "content_block_delta" && gjson.GetBytes(s, "index").Int() == 1 {
-			t.Fatal("block 1 before block 0 stopped")
+		if len(sent) != len(events) {
+			t.Fatalf("%d a flush: %d events of %d", batch, len(sent), len(events))
+		}
+		var text, js string
+		for _, s := range sent {
+			text += gjson.GetBytes(s, "delta.text").Str
+			js += gjson.GetBytes(s, "delta.partial_json").Str
+		}
+		if text != "ssn [US_SSN]" || js != `{"ip": "[IP_ADDRESS]"}` {
+			t.Errorf("%d a flush: text %q, json %q", batch, text, js)
+		}
+		stop := -1
+		for i, s := range sent {
+			if gjson.GetBytes(s, "type").Str == "content_block_stop" {
+				stop = i
+				break
+			}
+			if i > 0 && gjson.GetBytes(s, "type").Str == "content_block_delta" && gjson.GetBytes(s, "index").Int() == 1 {
+				t.Fatalf("%d a flush: block 1 before block 0 stopped", batch)
+			}
+		}
+		if stop < 0 {
+			t.Fatalf("%d a flush: no stop", batch)
 		}
 	}
-	if stop < 0 {
-		t.Fatal("no stop")
+}
+
+// TestAnswerStreamKeepsBytes: with nothing to mask, every event leaves as
+// it came, byte for byte, however many events a flush decides on.
+func TestAnswerStreamKeepsBytes(t *testing.T) {
+	e := newEngine(t, Options{}, piiMask)
+	var events [][]byte
+	for i := range 12 {
+		events = append(events, fmt.Appendf(nil, `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1795448284,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{"content":" word%d"},"logprobs":null,"finish_reason":null}]}`, i))
+	}
+	events = append(events, []byte(`{"id":"chatcmpl-1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`))
+	for _, batch := range []int{1, 2, 5, len(events)} {
+		sent, d := runBatches(t, e.AnswerStream(Chat, nil), events, batch, true)
+		if d != nil {
+			t.Fatal(d)
+		}
+		if len(sent) != len(events) {
+			t.Fatalf("%d a flush: %d events of %d", batch, len(sent), len(events))
+		}
+		for i := range sent {
+			if !bytes.Equal(sent[i], events[i]) {
+				t.Errorf("%d a flush: event %d\n%s\nwant\n%s", batch, i, sent[i], events[i])
+			}
+		}
 	}
 }
