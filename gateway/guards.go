@@ -49,6 +49,12 @@ type callGuards struct {
 	api   guardrails.API
 	scope guardrails.Scope
 	model string // as the client named it, for events
+
+	// What the call's guards need of their own, made with them: the
+	// scope's models of a call routed to a few targets, the sink of its
+	// streamed answer.
+	models [4]string
+	sink   streamGuard
 }
 
 // guardsOf returns the guards of a call of rq's model routed to targets,
@@ -62,8 +68,7 @@ func (g *Gateway) guardsOf(c *Call, rq *request, targets []Target) *callGuards {
 		return nil
 	}
 	cg := &callGuards{eng: g.guards, api: api, model: rq.model}
-	cg.scope.Models = make([]string, 0, len(targets)+1)
-	cg.scope.Models = append(cg.scope.Models, rq.model)
+	cg.scope.Models = append(cg.models[:0], rq.model)
 	for _, t := range targets {
 		cg.scope.Models = append(cg.scope.Models, t.String())
 	}
@@ -194,7 +199,8 @@ func (g *Gateway) streamSink(ctx context.Context, c *Call, rq *request, cg *call
 	}
 	// The answer stream and the buffer are taken at the first write: a
 	// call answered whole never writes to the sink.
-	sg := &streamGuard{Sink: sink, ctx: ctx, g: g, c: c, cg: cg, api: rq.endpoint.apiOf(),
+	sg := &cg.sink
+	*sg = streamGuard{Sink: sink, ctx: ctx, g: g, c: c, cg: cg, api: rq.endpoint.apiOf(),
 		events: c.API == APIResponses || c.API == APIMessages}
 	return sg, sg
 }

@@ -108,6 +108,12 @@ type Result struct {
 	// Err is set when the body could not be read (ErrBadJSON): nothing
 	// went on.
 	Err error
+
+	// What the guards read and decide for a body of a few texts, made
+	// with the result.
+	in   input
+	vals [4]string
+	decs [2]Decision
 }
 
 // Error is the client's error for a result that did not allow the body,
@@ -317,12 +323,12 @@ func (e *Engine) body(ctx context.Context, api API, dir Direction, body []byte, 
 // texts applies the guards to the texts of body.
 func (e *Engine) texts(ctx context.Context, api API, dir Direction, body []byte, texts []text, s *Scope) *Result {
 	r := &Result{Direction: dir, Body: body}
-	vals := make([]string, len(texts))
-	for i, t := range texts {
-		vals[i] = t.s
+	vals := r.vals[:0]
+	for _, t := range texts {
+		vals = append(vals, t.s)
 	}
-	in := input{api: api, dir: dir, scope: s}
-	r.Decisions, r.Stop = e.run(ctx, &in, vals)
+	r.in = input{api: api, dir: dir, scope: s}
+	r.Decisions, r.Stop = e.run(ctx, &r.in, vals, r.decs[:0])
 	if r.Stop != nil {
 		r.Verdict = Blocked
 		if r.Stop.Action == Error {
@@ -340,17 +346,19 @@ func (e *Engine) texts(ctx context.Context, api API, dir Direction, body []byte,
 	return r
 }
 
-// input is what guards know of the texts they check.
+// input is what guards know of the texts they check, and the matches
+// of the last text a local guard found matches in, reused for the next.
 type input struct {
-	api   API
-	dir   Direction
-	scope *Scope
+	api     API
+	dir     Direction
+	scope   *Scope
+	matches []Match
 }
 
 // run applies each guard that applies to vals in turn, replacing masked
-// texts in place; it stops at the first that blocks or fails closed.
-func (e *Engine) run(ctx context.Context, in *input, vals []string) ([]Decision, *Decision) {
-	var ds []Decision
+// texts in place, and appends their decisions to ds; it stops at the
+// first that blocks or fails closed.
+func (e *Engine) run(ctx context.Context, in *input, vals []string, ds []Decision) ([]Decision, *Decision) {
 	for _, g := range e.guards {
 		if !g.applies(in.dir, in.scope) {
 			continue

@@ -49,7 +49,7 @@ func FuzzStream(f *testing.F) {
 			return
 		}
 		vals := []string{text}
-		e.run(context.Background(), &input{dir: Response}, vals)
+		e.run(context.Background(), &input{dir: Response}, vals, nil)
 		got, d := streamText(t, e, []string{text[:cut], text[cut:]})
 		if d != nil || got != vals[0] {
 			t.Fatalf("%q cut at %d: got %q, want %q", text, cut, got, vals[0])
@@ -71,7 +71,7 @@ func FuzzAnswerStream(f *testing.F) {
 			return
 		}
 		vals := []string{text}
-		e.run(context.Background(), &input{dir: Response}, vals)
+		e.run(context.Background(), &input{dir: Response}, vals, nil)
 		// Each byte of cuts is the length of the next piece (0: the rest).
 		var events [][]byte
 		for rest := text; rest != ""; cuts >>= 8 {

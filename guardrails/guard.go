@@ -172,7 +172,7 @@ func (g *guard) forModels(models []string) bool {
 func (g *guard) check(ctx context.Context, in *input, vals []string) Decision {
 	d := Decision{Guard: g.name, Type: g.typ, Direction: in.dir, Action: Allow, Allowed: true}
 	if g.local != nil {
-		g.scan(vals, &d)
+		g.scan(in, vals, &d)
 		return d
 	}
 	start := time.Now()
@@ -183,13 +183,13 @@ func (g *guard) check(ctx context.Context, in *input, vals []string) Decision {
 }
 
 // scan applies a local guard to vals.
-func (g *guard) scan(vals []string, d *Decision) {
-	var buf [8]Match
+func (g *guard) scan(in *input, vals []string, d *Decision) {
 	for i, v := range vals {
-		ms := g.local.find(v, buf[:0])
+		ms := g.local.find(v, in.matches[:0])
 		if len(ms) == 0 {
 			continue
 		}
+		in.matches = ms[:0]
 		d.Matched = true
 		d.Found = g.found(ms, d.Found)
 		switch g.action {

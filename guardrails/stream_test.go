@@ -52,7 +52,7 @@ func TestStreamMatchesWhole(t *testing.T) {
 	for i, cl := range lines {
 		text := "before " + cl.text + " after"
 		vals := []string{text}
-		e.run(context.Background(), &input{dir: Response}, vals)
+		e.run(context.Background(), &input{dir: Response}, vals, nil)
 		for _, maxLen := range []int{1, 3, 16} {
 			got, d := streamText(t, e, pieces(r, text, maxLen))
 			if d != nil || got != vals[0] {
