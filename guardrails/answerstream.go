@@ -215,14 +215,10 @@ func (s *AnswerStream) Flush(ctx context.Context) ([][]byte, *Decision) {
 		return nil, s.stop
 	}
 	s.placed = s.placed[:0]
-	for _, t := range s.queued {
-		if d := s.decide(ctx, t); d != nil {
-			s.stop = d
-			return nil, d
-		}
+	if d := s.decideQueued(ctx); d != nil {
+		s.stop = d
+		return nil, d
 	}
-	clear(s.queued)
-	s.queued = s.queued[:0]
 	out := s.emit()
 	s.own()
 	return out, nil
@@ -240,8 +236,6 @@ func (s *AnswerStream) End(ctx context.Context) ([][]byte, *Decision) {
 		s.stop = d
 		return nil, d
 	}
-	clear(s.queued)
-	s.queued = s.queued[:0]
 	out := s.emit()
 	s.own()
 	return out, nil
@@ -268,21 +262,47 @@ func (s *AnswerStream) add(t *TextStream, data, raw []byte) slot {
 	if !ok {
 		return slot{}
 	}
-	if len(t.queued) == 0 {
+	// A text's one piece of a flush is read in place (data is the
+	// caller's until then); more are joined.
+	switch t.pieces {
+	case 0:
 		s.queued = append(s.queued, t)
+		t.piece = v
+	case 1:
+		t.queued = append(append(t.queued[:0], t.piece...), v...)
+	default:
+		t.queued = append(t.queued, v...)
 	}
-	t.queued = append(t.queued, v...)
+	t.pieces++
 	start := cap(data) - cap(raw)
 	return slot{t: t, start: start, end: start + len(raw)}
 }
 
+// decideQueued passes every text's queued pieces through its guards, in
+// the order the texts received them.
+func (s *AnswerStream) decideQueued(ctx context.Context) *Decision {
+	for _, t := range s.queued {
+		if d := s.decide(ctx, t); d != nil {
+			return d
+		}
+	}
+	clear(s.queued)
+	s.queued = s.queued[:0]
+	return nil
+}
+
 // decide passes what is queued for t through its guards.
 func (s *AnswerStream) decide(ctx context.Context, t *TextStream) *Decision {
-	if len(t.queued) == 0 {
+	piece := t.piece
+	switch t.pieces {
+	case 0:
 		return nil
+	case 1:
+	default:
+		piece = providers.InPlace(t.queued)
 	}
-	rel, d := t.Write(ctx, providers.InPlace(t.queued))
-	t.queued = t.queued[:0]
+	rel, d := t.Write(ctx, piece)
+	t.piece, t.pieces, t.queued = "", 0, t.queued[:0]
 	if d != nil {
 		return d
 	}
@@ -300,7 +320,9 @@ func (s *AnswerStream) close(ctx context.Context, t *TextStream) *Decision {
 	if t == nil || t.closed {
 		return nil
 	}
-	if d := s.decide(ctx, t); d != nil {
+	// What every text received before is decided on first, as it was
+	// received: a text's end comes after it.
+	if d := s.decideQueued(ctx); d != nil {
 		return d
 	}
 	rel, d := t.Close(ctx)
@@ -403,9 +425,7 @@ func (s *AnswerStream) holdOne(data []byte, sl slot) {
 // of whose texts has a later event, or ended), in order, with their texts
 // in place.
 func (s *AnswerStream) emit() [][]byte {
-	clear(s.evs)
 	out := s.evs[:0]
-	defer func() { s.evs = out[:0] }()
 	n := 0
 	for n < len(s.held) && s.settled(s.held[n], s.held[n+1:]) {
 		h := s.held[n]
@@ -419,6 +439,7 @@ func (s *AnswerStream) emit() [][]byte {
 	rest := copy(s.held, s.held[n:])
 	clear(s.held[rest:])
 	s.held = s.held[:rest]
+	s.evs = out[:0]
 	return out
 }
 

@@ -184,7 +184,13 @@ type TextStream struct {
 	closed bool
 
 	unplaced []byte // released, not yet placed in an event
-	queued   []byte // received, to be decided on at the answer stream's flush
+
+	// What was received since the answer stream's last flush, to be
+	// decided on at the next: pieces of them, the one in place (piece)
+	// or more joined (queued).
+	pieces int
+	piece  string
+	queued []byte
 }
 
 // newTextStream makes the text stream of the guards of s, or takes one of
