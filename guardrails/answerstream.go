@@ -211,28 +211,29 @@ func (s *AnswerStream) Add(ctx context.Context, data []byte) *Decision {
 // no reference to the events' data once Flush returns: what it holds, it
 // copies.
 func (s *AnswerStream) Flush(ctx context.Context) ([][]byte, *Decision) {
-	if s.stop != nil {
-		return nil, s.stop
-	}
-	s.placed = s.placed[:0]
-	if d := s.decideQueued(ctx); d != nil {
-		s.stop = d
-		return nil, d
-	}
-	out := s.emit()
-	s.own()
-	return out, nil
+	return s.send(ctx, false)
 }
 
 // End ends the stream (the host calls it before its last line, chat's
 // "data: [DONE]"): it releases the rest of every text and returns the
 // events still held, as Flush does.
 func (s *AnswerStream) End(ctx context.Context) ([][]byte, *Decision) {
+	return s.send(ctx, true)
+}
+
+// send decides on what was added since the last flush, and at the end
+// ends every text, then returns the events settled by then and copies
+// those still held.
+func (s *AnswerStream) send(ctx context.Context, end bool) ([][]byte, *Decision) {
 	if s.stop != nil {
 		return nil, s.stop
 	}
 	s.placed = s.placed[:0]
-	if d := s.closeAll(ctx); d != nil {
+	d := s.decideQueued(ctx)
+	if end && d == nil {
+		d = s.closeAll(ctx)
+	}
+	if d != nil {
 		s.stop = d
 		return nil, d
 	}
