@@ -207,9 +207,9 @@ func (s *AnswerStream) Add(ctx context.Context, data []byte) *Decision {
 // and returns the events to send now, in order, with their texts
 // released by then in place; a non-nil Decision stops the stream, as
 // Add's does. The slice returned and the events in it are the stream's
-// until the next call: the caller copies what it keeps. The stream keeps
-// no reference to the events' data once Flush returns: what it holds, it
-// copies.
+// until the next call: the caller copies what it keeps. Once Flush
+// returns, the stream reads nothing more of the events' data: what it
+// holds, it copies (a stream a guard stopped reads nothing more at all).
 func (s *AnswerStream) Flush(ctx context.Context) ([][]byte, *Decision) {
 	return s.send(ctx, false)
 }
