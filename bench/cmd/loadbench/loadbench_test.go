@@ -142,13 +142,15 @@ func TestFeaturesTable(t *testing.T) {
 		}
 	}
 	// A variant on Redis: redis-server's CPU per request beside the
-	// gateway's, and in how busy core 0 was (its CPU with the gateway's).
+	// gateway's, and in how busy core 0 was (its CPU with the gateway's);
+	// the gateway's system calls, writes and bytes written per request.
 	r.runs = append(r.runs, &run{Suite: "live", Case: "chat", Scenario: "chat", Variant: "modelgate_redis", Round: 1,
 		Load: loadResult{Requests: 500, Seconds: 1}, PeakRSSKiB: 1000,
-		GatewayCPU: 500 * 200 * time.Microsecond, UpstreamCPU: 500 * 100 * time.Microsecond, RedisCPU: 500 * 60 * time.Microsecond})
+		GatewayCPU: 500 * 200 * time.Microsecond, UpstreamCPU: 500 * 100 * time.Microsecond, RedisCPU: 500 * 60 * time.Microsecond,
+		GatewaySyscalls: 500 * 14, GatewayWrites: 500 * 6, GatewayWritten: 500 * 12800})
 	b.Reset()
 	r.writeRuns(&b, "live", "Live")
-	if want := "| 200/100 µs + Redis 60 µs | 0.0 (0.0 w, 0.0 KB) | 18% |"; !strings.Contains(b.String(), want) {
+	if want := "| 200/100 µs + Redis 60 µs | 14.0 (6.0 w, 12.8 KB) | 18% |"; !strings.Contains(b.String(), want) {
 		t.Errorf("runs table lacks %q:\n%s", want, b.String())
 	}
 	// Without modelgate in the run there is nothing to pair with.
