@@ -104,3 +104,35 @@ func FuzzAnswerStream(f *testing.F) {
 		}
 	})
 }
+
+// FuzzAnswerStreamEvents: whatever a provider's stream holds (events of
+// any API, cut anywhere, JSON or not, flushed after any number of them),
+// the answer stream never panics, and a stream that nothing stopped sends
+// every event it was given once it has ended.
+func FuzzAnswerStreamEvents(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"bad \x escape"}}` + "\n" + `{"type":"content_block_stop","index":0}`,
+		`{"type":"response.output_text.delta","output_index":0,"content_index":0,"delta":"call +1 202 "}` + "\n" + `{"type":"response.output_text.done","output_index":0,"content_index":0,"text":"call +1 202 555"}`,
+		`{"choices":[{"index":0,"delta":{"content":"a\u0040b.c","content":"om"}}]}` + "\n" + `{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`,
+		"not json\n{}\n{\"type\":\"message_stop\"}",
+	} {
+		f.Add(s, uint8(0), uint8(1))
+		f.Add(s, uint8(1), uint8(2))
+		f.Add(s, uint8(2), uint8(3))
+	}
+	e := newEngine(f, Options{}, piiMask)
+	f.Fuzz(func(t *testing.T, stream string, api, batch uint8) {
+		var events [][]byte
+		for ev := range strings.SplitSeq(stream, "\n") {
+			if ev != "" {
+				events = append(events, []byte(ev))
+			}
+		}
+		s := e.AnswerStream([]API{Chat, Responses, Messages}[api%3], nil)
+		defer s.Release()
+		sent, d := feed(s, events, int(batch%4)+1, true)
+		if d == nil && len(sent) != len(events) {
+			t.Fatalf("%d events sent of %d", len(sent), len(events))
+		}
+	})
+}

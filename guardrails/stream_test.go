@@ -121,12 +121,23 @@ func runStream(t *testing.T, s *AnswerStream, events [][]byte, end bool) ([][]by
 }
 
 // runBatches runs events through s as a host does the events of its
-// provider's writes: batch at a time (the last batch may be shorter), each
-// batch added from one buffer, flushed once, and the buffer overwritten
-// once the flush returns: the stream keeps no reference to what it is
-// given.
+// provider's writes (feed), and checks that what it sent is JSON.
 func runBatches(t *testing.T, s *AnswerStream, events [][]byte, batch int, end bool) ([][]byte, *Decision) {
 	t.Helper()
+	sent, d := feed(s, events, batch, end)
+	for _, ev := range sent {
+		if !json.Valid(ev) {
+			t.Fatalf("not JSON: %s", ev)
+		}
+	}
+	return sent, d
+}
+
+// feed runs events through s batch at a time (the last batch may be
+// shorter), each batch added from one buffer, flushed once, and the
+// buffer overwritten once the flush returns: the stream keeps no
+// reference to what it is given.
+func feed(s *AnswerStream, events [][]byte, batch int, end bool) ([][]byte, *Decision) {
 	ctx := context.Background()
 	var sent [][]byte
 	var buf []byte
@@ -159,11 +170,6 @@ func runBatches(t *testing.T, s *AnswerStream, events [][]byte, batch int, end b
 			return sent, d
 		}
 		sent = appendClones(sent, out)
-	}
-	for _, ev := range sent {
-		if !json.Valid(ev) {
-			t.Fatalf("not JSON: %s", ev)
-		}
 	}
 	return sent, nil
 }
