@@ -326,9 +326,10 @@ func (s *streamGuard) finish() {
 	if !s.stopped && !s.ended {
 		var out []byte
 		if len(s.pending) > 0 {
-			// An event the stream ended without its blank line.
+			// An event the stream ended without its blank line: End,
+			// below, decides on it with the rest.
 			_, data := sse.Fields(s.pending)
-			out = s.flush(s.event(out, s.pending, data))
+			out = s.event(out, s.pending, data)
 			s.pending = nil
 		}
 		if !s.stopped && !s.ended {

@@ -294,12 +294,11 @@ func (s *AnswerStream) decideQueued(ctx context.Context) *Decision {
 
 // decide passes what is queued for t through its guards.
 func (s *AnswerStream) decide(ctx context.Context, t *TextStream) *Decision {
-	piece := t.piece
-	switch t.pieces {
-	case 0:
+	if t.pieces == 0 {
 		return nil
-	case 1:
-	default:
+	}
+	piece := t.piece
+	if t.pieces > 1 {
 		piece = providers.InPlace(t.queued)
 	}
 	rel, d := t.Write(ctx, piece)
