@@ -224,6 +224,10 @@ func TestNativeOpenAIAndAzureBatches(t *testing.T) {
 // crashSend passes requests to next until one matching method and path
 // suffix has been answered by the provider; from then on it answers
 // nothing, as a process killed at that moment would, until ctx ends.
+// A request already on its way when that happens is carried to the end
+// even when ctx ends: the provider acts on what it has received, and a
+// restarted process comes long after. Cancelling it would let it reach
+// the fake after the new runner has looked for it.
 type crashSend struct {
 	next         providers.Send
 	method, path string
@@ -237,7 +241,7 @@ func (c *crashSend) send(ctx context.Context, req providers.Request) (providers.
 		<-ctx.Done()
 		return providers.Answer{}, ctx.Err()
 	}
-	ans, err := c.next(ctx, req)
+	ans, err := c.next(context.WithoutCancel(ctx), req)
 	m := req.Method
 	if m == "" {
 		m = http.MethodPost
