@@ -165,11 +165,14 @@ func (d *Dir) Unlock(_ context.Context, name string) error {
 	close(h.stop)
 	<-h.done
 	filename := d.file(name)
-	m, _, err := readMeta(filename)
+	m, settled, err := readSettled(filename)
 	if err != nil {
 		return err
 	}
-	if !h.owns(m) {
+	// A file that never settled is this holder's, left empty or half
+	// written by a FileStorage that stopped while it refreshed it: a
+	// takeover writes a file whole.
+	if settled && !h.owns(m) {
 		return fmt.Errorf("lock %q was taken over as stale before it was released", name)
 	}
 	return os.Remove(filename)
@@ -247,27 +250,37 @@ func (d *Dir) hold(name, filename string, h *holding) {
 // the lock is released, or until the file is gone or no longer the
 // holder's (the lock was taken over as stale: this process stalled longer
 // than Stale). A file that could not be read is tried again at the next
-// tick, as one that could not be written.
+// tick, as one that could not be written. So is one that holds no lock
+// (empty, or half written: a FileStorage refreshes in place); still so at
+// the next tick, nobody is writing it, and it is written whole again.
 func (d *Dir) refresh(filename string, h *holding) {
 	defer close(h.done)
 	t := time.NewTicker(orDefault(d.Refresh, DefaultRefresh))
 	defer t.Stop()
+	unsettled := false
 	for {
 		select {
 		case <-h.stop:
 			return
 		case <-t.C:
 		}
-		m, _, err := readMeta(filename)
+		m, settled, err := readSettled(filename)
 		if errors.Is(err, fs.ErrNotExist) {
 			return
 		}
 		if err != nil {
 			continue
 		}
-		if !h.owns(m) {
+		if !settled {
+			if !unsettled {
+				unsettled = true
+				continue
+			}
+			m = meta{Created: h.created}
+		} else if !h.owns(m) {
 			return
 		}
+		unsettled = false
 		m.Token = h.token // back, where a FileStorage's refresher dropped it
 		m.Updated = time.Now()
 		tmp, err := writeTemp(filename, m)
@@ -406,6 +419,31 @@ func readMeta(filename string) (meta, []byte, error) {
 		m = meta{}
 	}
 	return m, data, nil
+}
+
+// settleTries and settlePause bound how long readSettled waits for a
+// file that holds no lock to be written.
+const (
+	settleTries = 5
+	settlePause = 2 * time.Millisecond
+)
+
+// readSettled is readMeta that reads a file holding no lock again, a few
+// milliseconds apart: a FileStorage refreshes a lock file in place,
+// truncating it before it writes, and a reader between the two finds it
+// empty or half written. Every lock file has its creation time; settled
+// is false when the file never showed one.
+func readSettled(filename string) (m meta, settled bool, err error) {
+	for try := 1; ; try++ {
+		m, _, err = readMeta(filename)
+		if err != nil || !m.Created.IsZero() {
+			return m, err == nil, err
+		}
+		if try == settleTries {
+			return m, false, nil
+		}
+		time.Sleep(settlePause)
+	}
 }
 
 // writeTemp writes m, synced, to a new file beside filename and returns

@@ -460,3 +460,42 @@ func TestWithoutHardLinks(t *testing.T) {
 		})
 	}
 }
+
+// TestHolderReadsThroughAnEmptyFile: a FileStorage refreshes a lock file
+// in place, truncating it before it writes, so the holder's refresher or
+// Unlock may find it empty. The holder keeps the lock: its refresher
+// writes its file again when it stays empty, and Unlock removes it.
+func TestHolderReadsThroughAnEmptyFile(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		refresh time.Duration
+	}{
+		{"refresher", 20 * time.Millisecond},
+		{"unlock", time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := fast(t.TempDir())
+			d.Refresh = tc.refresh
+			lockWithin(t, d, "x", time.Second)
+			if err := os.WriteFile(d.file("x"), nil, 0o644); err != nil { // truncated, as FileStorage does
+				t.Fatal(err)
+			}
+			if tc.name == "refresher" {
+				for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+					if m, _, err := readMeta(d.file("x")); err == nil && m.Token != "" {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatal("the holder's refresher left its lock file empty")
+					}
+				}
+			}
+			if err := d.Unlock(context.Background(), "x"); err != nil {
+				t.Fatalf("Unlock: %v", err)
+			}
+			if _, err := os.Stat(d.file("x")); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("the lock file after Unlock: %v", err)
+			}
+		})
+	}
+}
