@@ -170,8 +170,9 @@ func (d *Dir) Unlock(_ context.Context, name string) error {
 		return err
 	}
 	// A file that never settled is this holder's, left empty or half
-	// written by a FileStorage that stopped while it refreshed it: a
-	// takeover writes a file whole.
+	// written by a FileStorage that stopped while it refreshed it: a new
+	// holder's file is written at once (this package's whole, a
+	// FileStorage's right after it creates it).
 	if settled && !h.owns(m) {
 		return fmt.Errorf("lock %q was taken over as stale before it was released", name)
 	}
