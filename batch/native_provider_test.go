@@ -429,6 +429,92 @@ func TestNativeAnthropicBatches(t *testing.T) {
 	}
 }
 
+// TestNativeAnthropicFind: the Message Batches API keeps no metadata, so
+// Find tells a part's batch by its time and size. The part's tagged
+// custom_ids keep a batch of the same size from being taken for it, and
+// another batch's results from answering its requests; of two running
+// batches that could be it, neither is taken.
+func TestNativeAnthropicFind(t *testing.T) {
+	ctx := context.Background()
+	fake := providertest.Start(t, providertest.Options{AnthropicKey: "an-key"})
+	api := anthropic.Batches{Send: httpSend(fake.URL, func(h http.Header) { h.Set("X-Api-Key", "an-key") })}
+	sub := func(marker string) *batch.NativeSubmission {
+		var recs []byte
+		for j := range 2 {
+			r, err := api.Encode(batch.EndpointChat, fmt.Sprint(j), []byte(fmt.Sprintf(`{"model":"anthropic/claude-sonnet-4-5","messages":[{"role":"user","content":"say %s %d"}]}`, marker, j)), "claude-sonnet-4-5")
+			if err != nil {
+				t.Fatal(err)
+			}
+			recs = append(append(recs, r...), '\n')
+		}
+		return &batch.NativeSubmission{Marker: marker, Endpoint: batch.EndpointChat, Model: "claude-sonnet-4-5", Count: 2, Bytes: int64(len(recs)),
+			Since: time.Now(), Records: func() io.ReadCloser { return io.NopCloser(bytes.NewReader(recs)) }}
+	}
+	// answers are the contents of ref's results, by key, read as the part
+	// marked marker.
+	answers := func(ref batch.NativeRef, marker string) map[string]string {
+		t.Helper()
+		st, err := api.Poll(ctx, ref) // the fake ends a batch when it is read
+		if err != nil || st.State != batch.NativeCompleted {
+			t.Fatalf("poll: %+v %v", st, err)
+		}
+		got := map[string]string{}
+		ref.Data = map[string]string{"marker": marker}
+		err = api.Results(ctx, ref, st, func(r batch.NativeResult) error {
+			got[r.Key] = gjson.GetBytes(r.Body, "choices.0.message.content").Str
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	find := func(s *batch.NativeSubmission) (string, bool) {
+		t.Helper()
+		ref, found, err := api.Find(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ref.ID, found
+	}
+	mine, other := sub("mg-mine"), sub("mg-other")
+
+	otherRef, err := api.Submit(ctx, other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := answers(otherRef, "mg-mine"); len(got) != 0 {
+		t.Errorf("another part's batch answered this one's requests: %v", got)
+	}
+	if got := answers(otherRef, "mg-other"); len(got) != 2 || got["0"] != "echo: say mg-other 0" || got["1"] != "echo: say mg-other 1" {
+		t.Errorf("the part's own results: %v", got)
+	}
+	if id, found := find(mine); found {
+		t.Errorf("Find took %s, another part's ended batch of the same size", id)
+	}
+
+	ref, err := api.Submit(ctx, mine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, found := find(mine); !found || id != ref.ID {
+		t.Errorf("Find of the running batch: %q %v, want %q", id, found, ref.ID)
+	}
+	third, err := api.Submit(ctx, sub("mg-third"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, found := find(mine); found {
+		t.Errorf("Find took %s of two running batches of the same size", id)
+	}
+	if got := answers(ref, "mg-mine"); got["0"] != "echo: say mg-mine 0" || got["1"] != "echo: say mg-mine 1" {
+		t.Errorf("the part's own results: %v", got)
+	}
+	if id, found := find(mine); !found || id != ref.ID {
+		t.Errorf("Find once the part's batch ended (beside %s, running): %q %v, want %q", third.ID, id, found, ref.ID)
+	}
+}
+
 // TestNativeGeminiBatches runs chat lines through the Gemini batch mode
 // (the fake, inline requests): answers back as chat.completions, a line
 // the provider refuses as an inline error in the error file, a crash

@@ -55,7 +55,9 @@ func (b Batches) Encode(_, key string, body []byte, model string) ([]byte, error
 const batchesPath = "/v1/messages/batches"
 
 // Submit creates the batch, its requests inline: the body is streamed
-// from the records.
+// from the records, each custom_id tagged with the part's marker (the
+// Message Batches API keeps no metadata: the results tell the part's
+// requests from any other batch's).
 func (b Batches) Submit(ctx context.Context, s *batch.NativeSubmission) (batch.NativeRef, error) {
 	if s.Count == 0 {
 		return batch.NativeRef{}, errors.New("no requests to submit")
@@ -63,10 +65,11 @@ func (b Batches) Submit(ctx context.Context, s *batch.NativeSubmission) (batch.N
 	const head, tail = `{"requests":[`, `]}`
 	records := s.Records()
 	defer func() { _ = records.Close() }() // read only
+	tag := markerTag(s.Marker)
 	req := b.request(http.MethodPost, batchesPath, nil)
 	req.Header = http.Header{"Anthropic-Version": req.Header["Anthropic-Version"], "Content-Type": {"application/json"}}
-	req.Upload = io.MultiReader(strings.NewReader(head), providers.JoinLines(records), strings.NewReader(tail))
-	req.Length = int64(len(head)) + s.Bytes - 1 + int64(len(tail))
+	req.Upload = io.MultiReader(strings.NewReader(head), providers.JoinLines(tagIDs(records, tag)), strings.NewReader(tail))
+	req.Length = int64(len(head)) + s.Bytes + int64(s.Count*len(tag)) - 1 + int64(len(tail))
 	got, err := b.do(ctx, req)
 	if err != nil {
 		return batch.NativeRef{}, err
@@ -75,16 +78,31 @@ func (b Batches) Submit(ctx context.Context, s *batch.NativeSubmission) (batch.N
 	if id == "" {
 		return batch.NativeRef{}, errors.New("the provider created a batch without an id")
 	}
-	return batch.NativeRef{ID: id}, nil
+	return markedRef(id, s.Marker), nil
+}
+
+// markerTag is what Submit writes before each custom_id of the part
+// marked marker: "<marker>-", within Anthropic's 64 characters of
+// [a-zA-Z0-9_-] with the request's index.
+func markerTag(marker string) string { return marker + "-" }
+
+// markedRef is the reference of provider batch id of the part marked
+// marker: Results reads only the requests tagged with it.
+func markedRef(id, marker string) batch.NativeRef {
+	return batch.NativeRef{ID: id, Data: map[string]string{"marker": marker}}
 }
 
 // Find looks, among the provider's batches created from a minute before
-// s.Since on, for one of s.Count requests: the Message Batches API keeps
-// no metadata, so the time and the size tell the batch, and one whose
-// results can be read already must carry the part's keys.
+// s.Since on, for the one of s.Count requests that Submit may have
+// created. The Message Batches API keeps no metadata, so the time and
+// the size tell the batch: one that has ended must carry the part's
+// tagged custom_ids in its results, and of several still running none is
+// taken (a second submission costs more; another batch's results would
+// answer none of the part's requests).
 func (b Batches) Find(ctx context.Context, s *batch.NativeSubmission) (batch.NativeRef, bool, error) {
 	from := s.Since.Add(-time.Minute)
-	after := ""
+	tag := markerTag(s.Marker)
+	after, running := "", []string(nil)
 	for range 100 {
 		path := batchesPath + "?limit=100"
 		if after != "" {
@@ -102,20 +120,104 @@ func (b Batches) Find(ctx context.Context, s *batch.NativeSubmission) (batch.Nat
 			}
 			c := v.Get("request_counts")
 			total := c.Get("processing").Int() + c.Get("succeeded").Int() + c.Get("errored").Int() + c.Get("canceled").Int() + c.Get("expired").Int()
-			if int(total) == s.Count {
-				return batch.NativeRef{ID: v.Get("id").Str}, true, nil
+			if int(total) != s.Count {
+				continue
+			}
+			id := v.Get("id").Str
+			if v.Get("processing_status").Str != "ended" {
+				running = append(running, id)
+				continue
+			}
+			ours, err := b.tagged(ctx, id, tag)
+			if err != nil {
+				return batch.NativeRef{}, false, err
+			}
+			if ours {
+				return markedRef(id, s.Marker), true, nil
 			}
 		}
-		last := data
-		if len(last) == 0 || !gjson.GetBytes(got, "has_more").Bool() {
+		if len(data) == 0 || !gjson.GetBytes(got, "has_more").Bool() {
+			break
+		}
+		if t, err := time.Parse(time.RFC3339, data[len(data)-1].Get("created_at").Str); err == nil && t.Before(from) {
+			break
+		}
+		if after = gjson.GetBytes(got, "last_id").Str; after == "" {
+			break
+		}
+		if len(running) > 1 {
 			return batch.NativeRef{}, false, nil
 		}
-		if t, err := time.Parse(time.RFC3339, last[len(last)-1].Get("created_at").Str); err == nil && t.Before(from) {
-			return batch.NativeRef{}, false, nil
-		}
-		after = gjson.GetBytes(got, "last_id").Str
 	}
-	return batch.NativeRef{}, false, errors.New("too many batches to look through")
+	if len(running) != 1 {
+		return batch.NativeRef{}, false, nil
+	}
+	return markedRef(running[0], s.Marker), true, nil
+}
+
+// tagged reports whether the first result of ended batch id is one of a
+// request tagged tag.
+func (b Batches) tagged(ctx context.Context, id, tag string) (bool, error) {
+	ans, err := b.Send(ctx, b.request(http.MethodGet, batchesPath+"/"+url.PathEscape(id)+"/results", nil))
+	if err != nil {
+		return false, err
+	}
+	defer func() { _ = ans.Body.Close() }()
+	if ans.Status != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(ans.Body, 64<<10))
+		return false, failure(ans.Status, body)
+	}
+	line, err := bufio.NewReaderSize(ans.Body, 64<<10).ReadSlice('\n')
+	if len(line) == 0 && err != nil {
+		return false, nil //nolint:nilerr // no result to read: not the part's
+	}
+	return strings.HasPrefix(gjson.GetBytes(line, "custom_id").Str, tag), nil
+}
+
+// idPrefix is how every record Encode writes begins.
+const idPrefix = `{"custom_id":"`
+
+// taggedIDs reads records, one per line as Encode writes them, with tag
+// written before each custom_id.
+type taggedIDs struct {
+	r     *bufio.Reader
+	tag   string
+	out   []byte // read before more of r
+	spare []byte
+	start bool // r is at the start of a line
+}
+
+func tagIDs(records io.Reader, tag string) io.Reader {
+	return &taggedIDs{r: bufio.NewReaderSize(records, 64<<10), tag: tag, start: true}
+}
+
+func (t *taggedIDs) Read(p []byte) (int, error) {
+	if len(t.out) == 0 {
+		if t.start {
+			t.start = false
+			if head, _ := t.r.Peek(len(idPrefix)); string(head) == idPrefix {
+				_, _ = t.r.Discard(len(idPrefix))
+				t.out = append(append(t.spare[:0], idPrefix...), t.tag...)
+				t.spare = t.out
+			}
+		}
+		if len(t.out) == 0 {
+			chunk, err := t.r.ReadSlice('\n')
+			if len(chunk) == 0 {
+				return 0, err
+			}
+			t.start = chunk[len(chunk)-1] == '\n'
+			n := copy(p, chunk)
+			if n < len(chunk) {
+				t.out = append(t.spare[:0], chunk[n:]...)
+				t.spare = t.out
+			}
+			return n, nil
+		}
+	}
+	n := copy(p, t.out)
+	t.out = t.out[n:]
+	return n, nil
 }
 
 // Poll reads the batch. Its counts stay at processing until it ends.
@@ -151,12 +253,23 @@ func (b Batches) Results(ctx context.Context, ref batch.NativeRef, _ batch.Nativ
 		body, _ := io.ReadAll(io.LimitReader(ans.Body, 64<<10))
 		return failure(ans.Status, body)
 	}
+	// A batch Submit tagged answers only the requests with its tag; one
+	// submitted before custom_ids were tagged, every request.
+	tag := ""
+	if m := ref.Data["marker"]; m != "" {
+		tag = markerTag(m)
+	}
 	br := bufio.NewReaderSize(ans.Body, 64<<10)
 	for {
 		line, err := br.ReadBytes('\n')
 		if line = bytes.TrimSpace(line); len(line) > 0 {
-			if perr := each(b.ResultLine(line)); perr != nil {
-				return perr
+			res := b.ResultLine(line)
+			key, ours := strings.CutPrefix(res.Key, tag)
+			if ours {
+				res.Key = key
+				if perr := each(res); perr != nil {
+					return perr
+				}
 			}
 		}
 		if err == io.EOF {
