@@ -219,6 +219,16 @@ func (d *Detectors) hold(text string) int {
 	return h
 }
 
+// reach is how far text must go on past m, a match of the set in it, for
+// m to be certain (see scanner): for a number, to its end.
+func (d *Detectors) reach(text string, m Match) int {
+	switch m.Kind {
+	case Phone, CreditCard, USSSN, IPAddress:
+		return numberReach(text, m)
+	}
+	return m.End
+}
+
 // trailing is the length of the run of bytes of class that ends text, at
 // most limit.
 func trailing(text string, class *[256]bool, limit int) int {

@@ -36,6 +36,10 @@ type scanner interface {
 	mayMatch(text string, from int) bool
 	// placeholder is what masking puts in place of m.
 	placeholder(m Match) string
+	// reach is how far text must go on past m, found in it, for m to be
+	// certain: a stream holds m back while text ends before reach plus
+	// lookahead.
+	reach(text string, m Match) int
 }
 
 // screener asks an outside service about texts (webhook, moderation).
@@ -278,6 +282,7 @@ func (p *piiScanner) find(text string, dst []Match) []Match { return p.d.Find(te
 func (p *piiScanner) hold(text string) int                  { return p.d.hold(text) }
 func (p *piiScanner) mayMatch(text string, from int) bool   { return p.d.mayMatch(text[from:]) }
 func (p *piiScanner) placeholder(m Match) string            { return m.Kind.Placeholder() }
+func (p *piiScanner) reach(text string, m Match) int        { return p.d.reach(text, m) }
 
 // regexScanner is a regex guard's scanner.
 type regexScanner struct {
@@ -305,6 +310,10 @@ func (r *regexScanner) mayMatch(text string, from int) bool {
 }
 
 func (r *regexScanner) placeholder(Match) string { return r.replacement }
+
+// reach: m's end; a longer match that more text could make lies within
+// the pattern's span, which hold keeps back.
+func (r *regexScanner) reach(_ string, m Match) int { return m.End }
 
 // patternSpan returns the longest match of pattern in bytes, and false
 // when it has none (a *, + or {n,} repeats without bound).

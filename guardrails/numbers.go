@@ -57,6 +57,22 @@ func (d *Detectors) findNumbers(text string, dst []Match) []Match {
 	}
 }
 
+// numberReach is where the number that match m of a number detector is
+// part of ends. Whether the match stands depends on that end: a number
+// glued to more digits is none ("0000 0000000 0000,0" has no phone in
+// it, "0000 0000000 0000," has one), so a stream reads that far before
+// it is certain of m. The number is read from m's first digit on, which
+// ends it no sooner than when it is read from its start.
+func numberReach(text string, m Match) int {
+	p := nextDigit(text, m.Start)
+	if p < 0 || p >= m.End {
+		return m.End
+	}
+	var t numToken
+	readToken(text, p, &t)
+	return max(m.End, t.end)
+}
+
 // skipDigits returns the index past the digits that start at text[i].
 func skipDigits(text string, i int) int {
 	for i < len(text) && isDigit(text[i]) {

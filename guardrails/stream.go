@@ -88,7 +88,7 @@ func (st *stage) scan(delta string, final bool) (string, bool) {
 		if m.Start < o {
 			continue // within what was released
 		}
-		if m.Start < cut && (m.End > cut || !final && m.End+lookahead > len(text)) {
+		if m.Start < cut && (m.End > cut || !final && st.g.local.reach(text, m)+lookahead > len(text)) {
 			cut = m.Start // not final yet: held back, with all after it
 		}
 		if m.End <= cut {
