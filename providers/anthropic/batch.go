@@ -145,9 +145,6 @@ func (b Batches) Find(ctx context.Context, s *batch.NativeSubmission) (batch.Nat
 		if after = gjson.GetBytes(got, "last_id").Str; after == "" {
 			break
 		}
-		if len(running) > 1 {
-			return batch.NativeRef{}, false, nil
-		}
 	}
 	if len(running) != 1 {
 		return batch.NativeRef{}, false, nil
