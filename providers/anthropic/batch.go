@@ -103,7 +103,10 @@ func (b Batches) Find(ctx context.Context, s *batch.NativeSubmission) (batch.Nat
 	from := s.Since.Add(-time.Minute)
 	tag := markerTag(s.Marker)
 	after, running := "", []string(nil)
-	for range 100 {
+	for page := 0; ; page++ {
+		if page == 100 {
+			return batch.NativeRef{}, false, errors.New("too many batches to look through")
+		}
 		path := batchesPath + "?limit=100"
 		if after != "" {
 			path += "&after_id=" + url.QueryEscape(after)
