@@ -220,7 +220,8 @@ func (d *Detectors) hold(text string) int {
 }
 
 // reach is how far text must go on past m, a match of the set in it, for
-// m to be certain (see scanner): for a number, to its end.
+// m to be certain (see scanner): for the kinds classify finds in a number
+// token, to the token's end (an IBAN's end is its own, ibanEnd's).
 func (d *Detectors) reach(text string, m Match) int {
 	switch m.Kind {
 	case Phone, CreditCard, USSSN, IPAddress:

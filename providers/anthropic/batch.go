@@ -158,20 +158,30 @@ func (b Batches) Find(ctx context.Context, s *batch.NativeSubmission) (batch.Nat
 // tagged reports whether the first result of ended batch id is one of a
 // request tagged tag.
 func (b Batches) tagged(ctx context.Context, id, tag string) (bool, error) {
-	ans, err := b.Send(ctx, b.request(http.MethodGet, batchesPath+"/"+url.PathEscape(id)+"/results", nil))
+	results, err := b.results(ctx, id)
 	if err != nil {
 		return false, err
 	}
-	defer func() { _ = ans.Body.Close() }()
-	if ans.Status != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(ans.Body, 64<<10))
-		return false, failure(ans.Status, body)
-	}
-	line, err := bufio.NewReaderSize(ans.Body, 64<<10).ReadSlice('\n')
+	defer func() { _ = results.Close() }()
+	line, err := bufio.NewReaderSize(results, 64<<10).ReadSlice('\n')
 	if len(line) == 0 && err != nil {
 		return false, nil //nolint:nilerr // no result to read: not the part's
 	}
 	return strings.HasPrefix(gjson.GetBytes(line, "custom_id").Str, tag), nil
+}
+
+// results opens the results of ended batch id (JSONL, in no order).
+func (b Batches) results(ctx context.Context, id string) (io.ReadCloser, error) {
+	ans, err := b.Send(ctx, b.request(http.MethodGet, batchesPath+"/"+url.PathEscape(id)+"/results", nil))
+	if err != nil {
+		return nil, err
+	}
+	if ans.Status != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(ans.Body, 64<<10))
+		_ = ans.Body.Close()
+		return nil, failure(ans.Status, body)
+	}
+	return ans.Body, nil
 }
 
 // idPrefix is how every record Encode writes begins.
@@ -181,43 +191,46 @@ const idPrefix = `{"custom_id":"`
 // written before each custom_id.
 type taggedIDs struct {
 	r     *bufio.Reader
-	tag   string
-	out   []byte // read before more of r
-	spare []byte
-	start bool // r is at the start of a line
+	open  []byte // idPrefix and the tag; out reslices it, never writes it
+	out   []byte // what is read before more of r: open, or a line of r's buffer
+	start bool   // r is at the start of a line
 }
 
 func tagIDs(records io.Reader, tag string) io.Reader {
-	return &taggedIDs{r: bufio.NewReaderSize(records, 64<<10), tag: tag, start: true}
+	return &taggedIDs{r: bufio.NewReaderSize(records, 64<<10), open: []byte(idPrefix + tag), start: true}
 }
 
 func (t *taggedIDs) Read(p []byte) (int, error) {
 	if len(t.out) == 0 {
-		if t.start {
-			t.start = false
-			if head, _ := t.r.Peek(len(idPrefix)); string(head) == idPrefix {
-				_, _ = t.r.Discard(len(idPrefix))
-				t.out = append(append(t.spare[:0], idPrefix...), t.tag...)
-				t.spare = t.out
-			}
-		}
-		if len(t.out) == 0 {
-			chunk, err := t.r.ReadSlice('\n')
-			if len(chunk) == 0 {
-				return 0, err
-			}
-			t.start = chunk[len(chunk)-1] == '\n'
-			n := copy(p, chunk)
-			if n < len(chunk) {
-				t.out = append(t.spare[:0], chunk[n:]...)
-				t.spare = t.out
-			}
-			return n, nil
+		if err := t.next(); err != nil {
+			return 0, err
 		}
 	}
 	n := copy(p, t.out)
 	t.out = t.out[n:]
 	return n, nil
+}
+
+// next sets out to what comes next: at the start of a record, its
+// opening with the tag; else the line up to its newline (or as much of
+// it as r buffers), read in place: out is read to its end before r is
+// read again.
+func (t *taggedIDs) next() error {
+	if t.start {
+		t.start = false
+		if head, _ := t.r.Peek(len(idPrefix)); string(head) == idPrefix {
+			_, _ = t.r.Discard(len(idPrefix))
+			t.out = t.open
+			return nil
+		}
+	}
+	chunk, err := t.r.ReadSlice('\n')
+	if len(chunk) == 0 {
+		return err
+	}
+	t.start = chunk[len(chunk)-1] == '\n'
+	t.out = chunk
+	return nil
 }
 
 // Poll reads the batch. Its counts stay at processing until it ends.
@@ -244,22 +257,18 @@ func (b Batches) Poll(ctx context.Context, ref batch.NativeRef) (batch.NativeSta
 
 // Results streams the batch's results (JSONL, in no order).
 func (b Batches) Results(ctx context.Context, ref batch.NativeRef, _ batch.NativeStatus, each func(batch.NativeResult) error) error {
-	ans, err := b.Send(ctx, b.request(http.MethodGet, batchesPath+"/"+url.PathEscape(ref.ID)+"/results", nil))
+	results, err := b.results(ctx, ref.ID)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = ans.Body.Close() }()
-	if ans.Status != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(ans.Body, 64<<10))
-		return failure(ans.Status, body)
-	}
+	defer func() { _ = results.Close() }()
 	// A batch Submit tagged answers only the requests with its tag; one
 	// submitted before custom_ids were tagged, every request.
 	tag := ""
 	if m := ref.Data["marker"]; m != "" {
 		tag = markerTag(m)
 	}
-	br := bufio.NewReaderSize(ans.Body, 64<<10)
+	br := bufio.NewReaderSize(results, 64<<10)
 	for {
 		line, err := br.ReadBytes('\n')
 		if line = bytes.TrimSpace(line); len(line) > 0 {
