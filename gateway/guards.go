@@ -51,9 +51,11 @@ type callGuards struct {
 	model string // as the client named it, for events
 
 	// What the call's guards need of their own, made with them: the
-	// scope's models of a call routed to a few targets, the sink of its
+	// scope's models of a call routed to a few targets, the result of
+	// the request's guards and then of the answer's, the sink of its
 	// streamed answer.
 	models [4]string
+	result guardrails.Result
 	sink   streamGuard
 }
 
@@ -86,7 +88,8 @@ func (g *Gateway) guardRequest(ctx context.Context, c *Call, o *Outcome, rq *req
 	if cg == nil || !cg.eng.Applies(guardrails.Request, &cg.scope) {
 		return true
 	}
-	r := cg.eng.Request(ctx, cg.api, c.Body, &cg.scope)
+	r := &cg.result
+	cg.eng.Check(ctx, r, cg.api, guardrails.Request, c.Body, &cg.scope)
 	g.guarded(ctx, c, cg, r.Decisions)
 	a := rq.endpoint.apiOf()
 	if pe := r.Error(); pe != nil {
@@ -140,7 +143,8 @@ func (g *Gateway) answerGuards(ctx context.Context, c *Call, cg *callGuards, bod
 	if !cg.eng.Applies(guardrails.Response, &cg.scope) {
 		return body, nil
 	}
-	r := cg.eng.Answer(ctx, cg.api, body, &cg.scope)
+	r := &cg.result
+	cg.eng.Check(ctx, r, cg.api, guardrails.Response, body, &cg.scope)
 	g.guarded(ctx, c, cg, r.Decisions)
 	if pe := r.Error(); pe != nil {
 		return nil, pe

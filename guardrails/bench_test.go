@@ -109,6 +109,41 @@ func BenchmarkPIIGuard(b *testing.B) {
 	}
 }
 
+// BenchmarkShortCall measures what a pii guard (every detector, mask)
+// does for a short chat call, the common case: the request and the
+// answer of the harness's chat scenario, nothing in them to mask; and
+// reading their texts alone (walk).
+func BenchmarkShortCall(b *testing.B) {
+	request := []byte(`{"model":"oa/gpt-4o-mini","max_tokens":256,"temperature":0.2,"messages":[{"role":"system","content":"You are a terse assistant."},{"role":"user","content":"Summarise the plot of Hamlet in one sentence please"}]}`)
+	answer := []byte(`{"id":"chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT","object":"chat.completion","created":1741569952,"model":"gpt-4o-mini-2024-07-18","system_fingerprint":"fp_eb9dce56a8","choices":[{"index":0,"message":{"role":"assistant","content":"echo: Summarise the plot of Hamlet in one sentence please","refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":19,"completion_tokens":10,"total_tokens":29,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}},"service_tier":"default"}`)
+	e := newEngine(b, Options{}, piiMask)
+	ctx := context.Background()
+	for _, c := range []struct {
+		name string
+		dir  Direction
+		body []byte
+	}{{"request", Request, request}, {"answer", Response, answer}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var r Result
+			for b.Loop() {
+				if e.Check(ctx, &r, Chat, c.dir, c.body, nil); r.Verdict != Allowed || r.Masked {
+					b.Fatal("not allowed as it is")
+				}
+			}
+		})
+		b.Run(c.name+"/walk", func(b *testing.B) {
+			b.ReportAllocs()
+			var buf [4]text
+			for b.Loop() {
+				if texts, err := bodyTexts(Chat, c.dir, c.body, buf[:0]); err != nil || len(texts) != 2 && len(texts) != 1 {
+					b.Fatal(texts, err)
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkStream measures a streamed answer of 4 KiB in 4-byte deltas
 // through a pii guard.
 func BenchmarkStream(b *testing.B) {

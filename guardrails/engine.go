@@ -111,9 +111,10 @@ type Result struct {
 
 	// What the guards read and decide for a body of a few texts, made
 	// with the result.
-	in   input
-	vals [4]string
-	decs [2]Decision
+	in      input
+	textBuf [4]text
+	vals    [4]string
+	decs    [2]Decision
 }
 
 // Error is the client's error for a result that did not allow the body,
@@ -259,12 +260,34 @@ func (e *Engine) MayApply(models []string) bool {
 
 // Request applies the guards to a request body of api.
 func (e *Engine) Request(ctx context.Context, api API, body []byte, s *Scope) *Result {
-	return e.body(ctx, api, Request, body, s)
+	r := new(Result)
+	e.Check(ctx, r, api, Request, body, s)
+	return r
 }
 
 // Answer applies the guards to a (non-streamed) answer body of api.
 func (e *Engine) Answer(ctx context.Context, api API, body []byte, s *Scope) *Result {
-	return e.body(ctx, api, Response, body, s)
+	r := new(Result)
+	e.Check(ctx, r, api, Response, body, s)
+	return r
+}
+
+// Check applies the guards that apply to s going dir to body, a request
+// or a (non-streamed) answer of api, and writes what they decided to r,
+// all of which it overwrites: Request and Answer, for a host that keeps
+// a Result for each call rather than have one made for each body. What r
+// held before is gone, its Decisions included.
+func (e *Engine) Check(ctx context.Context, r *Result, api API, dir Direction, body []byte, s *Scope) {
+	*r = Result{Direction: dir, Body: body}
+	if !e.Applies(dir, s) {
+		return
+	}
+	texts, err := bodyTexts(api, dir, body, r.textBuf[:0])
+	if err != nil {
+		*r = Result{Verdict: Blocked, Direction: dir, Err: err}
+		return
+	}
+	e.texts(ctx, r, api, texts, s)
 }
 
 // BatchLine applies the request guards to one line of a batch input file
@@ -297,7 +320,8 @@ func (e *Engine) BatchLine(ctx context.Context, line []byte, s *Scope) *Result {
 		return &Result{Body: line}
 	}
 	// body is a slice of line: its texts' offsets are offsets in line.
-	w := walker{body: line}
+	r := &Result{Body: line}
+	w := walker{body: line, texts: r.textBuf[:0]}
 	if !validObject(body) {
 		return &Result{Verdict: Blocked, Err: ErrBadJSON}
 	}
@@ -305,24 +329,12 @@ func (e *Engine) BatchLine(ctx context.Context, line []byte, s *Scope) *Result {
 	if w.err != nil {
 		return &Result{Verdict: Blocked, Err: w.err}
 	}
-	return e.texts(ctx, api, Request, line, w.texts, s)
+	return e.texts(ctx, r, api, w.texts, s)
 }
 
-// body applies the guards that apply to s going dir to body.
-func (e *Engine) body(ctx context.Context, api API, dir Direction, body []byte, s *Scope) *Result {
-	if !e.Applies(dir, s) {
-		return &Result{Direction: dir, Body: body}
-	}
-	texts, err := bodyTexts(api, dir, body)
-	if err != nil {
-		return &Result{Verdict: Blocked, Direction: dir, Err: err}
-	}
-	return e.texts(ctx, api, dir, body, texts, s)
-}
-
-// texts applies the guards to the texts of body.
-func (e *Engine) texts(ctx context.Context, api API, dir Direction, body []byte, texts []text, s *Scope) *Result {
-	r := &Result{Direction: dir, Body: body}
+// texts applies the guards to the texts of r's body.
+func (e *Engine) texts(ctx context.Context, r *Result, api API, texts []text, s *Scope) *Result {
+	dir, body := r.Direction, r.Body
 	vals := r.vals[:0]
 	for _, t := range texts {
 		vals = append(vals, t.s)

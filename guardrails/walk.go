@@ -74,84 +74,106 @@ type walker struct {
 // off is where v, a slice of w.body, starts in it.
 func (w *walker) off(v []byte) int { return cap(w.body) - cap(v) }
 
-func (w *walker) fail() {
+// fail fails the walk: the body is not JSON. It returns -1, the length
+// of a value that is none.
+func (w *walker) fail() int {
 	if w.err == nil {
 		w.err = ErrBadJSON
 	}
+	return -1
 }
 
-// str adds v when it is a string; other values (null, numbers) are no text.
-func (w *walker) str(v []byte) {
+// The walker reads each body in one pass (providers.WalkMembers and
+// WalkElements): each of its functions reads the value at the start of
+// v, a slice of the body from that value on, adds the texts in it, and
+// returns its length; 0 when the value is not one it reads (the walk
+// skips it), -1 when the body is not JSON (w.err says so).
+
+// str adds the string at the start of v; other values (null, numbers)
+// are no text.
+func (w *walker) str(v []byte) int {
 	if len(v) == 0 || v[0] != '"' {
-		return
+		return 0
 	}
-	s, ok := unquote(v)
+	n := providers.SkipString(v, 0)
+	if n < 0 {
+		return w.fail()
+	}
+	s, ok := unquote(v[:n])
 	if !ok {
-		w.fail()
-		return
+		return w.fail()
 	}
 	start := w.off(v)
-	w.texts = append(w.texts, text{start: start, end: start + len(v), s: s})
+	w.texts = append(w.texts, text{start: start, end: start + n, s: s})
+	return n
 }
 
-// members walks the members of obj, failing on a body that is not JSON.
-func (w *walker) members(obj []byte, fn func(key, v []byte)) {
-	if len(obj) == 0 || obj[0] != '{' {
-		return
+// members walks the members of the object at the start of v; any other
+// value is skipped.
+func (w *walker) members(v []byte, fn func(key, v []byte) int) int {
+	if len(v) == 0 || v[0] != '{' {
+		return 0
 	}
-	if !providers.Members(obj, func(k, v []byte) bool { fn(k, v); return w.err == nil }) {
-		w.fail()
-	}
+	return w.walked(providers.WalkMembers(v, fn))
 }
 
-// elements walks the elements of arr.
-func (w *walker) elements(arr []byte, fn func(v []byte)) {
-	if len(arr) == 0 || arr[0] != '[' {
-		return
+// elements walks the elements of the array at the start of v; any other
+// value is skipped.
+func (w *walker) elements(v []byte, fn func(v []byte) int) int {
+	if len(v) == 0 || v[0] != '[' {
+		return 0
 	}
-	if !providers.Elements(arr, func(v []byte) bool { fn(v); return w.err == nil }) {
-		w.fail()
-	}
+	return w.walked(providers.WalkElements(v, fn))
 }
 
-// leaves adds every string value in v, at any depth (a tool's input, an
-// object document); keys are not texts.
-func (w *walker) leaves(v []byte, depth int) {
+// walked is the length of a walked value, n, failing the walk when it
+// is -1.
+func (w *walker) walked(n int) int {
+	if n < 0 {
+		return w.fail()
+	}
+	return n
+}
+
+// leaves adds every string value at the start of v, at any depth (a
+// tool's input, an object document); keys are not texts.
+func (w *walker) leaves(v []byte, depth int) int {
 	if depth > maxDepth {
-		w.fail()
-		return
+		return w.fail()
 	}
 	switch {
 	case len(v) == 0:
+		return 0
 	case v[0] == '"':
-		w.str(v)
+		return w.str(v)
 	case v[0] == '{':
-		w.members(v, func(_, m []byte) { w.leaves(m, depth+1) })
+		return w.members(v, func(_, m []byte) int { return w.leaves(m, depth+1) })
 	case v[0] == '[':
-		w.elements(v, func(e []byte) { w.leaves(e, depth+1) })
+		return w.elements(v, func(e []byte) int { return w.leaves(e, depth+1) })
 	}
+	return 0
 }
 
 // content adds a content value: a string, or an array of parts and
 // blocks (node).
-func (w *walker) content(v []byte, depth int) {
+func (w *walker) content(v []byte, depth int) int {
 	switch {
 	case len(v) == 0:
+		return 0
 	case v[0] == '"':
-		w.str(v)
+		return w.str(v)
 	case v[0] == '[':
 		if depth > maxDepth {
-			w.fail()
-			return
+			return w.fail()
 		}
-		w.elements(v, func(e []byte) {
+		return w.elements(v, func(e []byte) int {
 			if len(e) > 0 && e[0] == '"' {
-				w.str(e)
-				return
+				return w.str(e)
 			}
-			w.node(e, depth+1)
+			return w.node(e, depth+1)
 		})
 	}
+	return 0
 }
 
 // node adds the texts of a message, content part, content block, output
@@ -160,89 +182,107 @@ func (w *walker) content(v []byte, depth int) {
 // (a string of JSON), a tool's input (an object, or a custom tool's
 // string), a tool's output, and the tool calls it holds. Signed thinking
 // blocks, reasoning and media are not texts guards change.
-func (w *walker) node(v []byte, depth int) {
+func (w *walker) node(v []byte, depth int) int {
 	if depth > maxDepth {
-		w.fail()
-		return
+		return w.fail()
 	}
-	w.members(v, func(key, m []byte) {
+	return w.members(v, func(key, m []byte) int {
 		switch string(key) {
 		case "text", "refusal", "arguments":
-			w.str(m)
+			return w.str(m)
 		case "content", "output":
-			w.content(m, depth+1)
+			return w.content(m, depth+1)
 		case "input":
-			w.leaves(m, depth+1)
+			return w.leaves(m, depth+1)
 		case "tool_calls":
-			w.elements(m, func(e []byte) { w.node(e, depth+1) })
+			return w.elements(m, func(e []byte) int { return w.node(e, depth+1) })
 		case "function", "function_call":
-			w.node(m, depth+1)
+			return w.node(m, depth+1)
 		}
+		return 0
 	})
 }
 
-// request gathers the texts of a request body of api.
+// request gathers the texts of a request body of api, an object
+// (validObject).
 func (w *walker) request(api API, body []byte) {
-	w.members(body, func(key, v []byte) {
+	w.top(body, func(key, v []byte) int {
 		switch api {
 		case Chat:
 			if string(key) == "messages" {
-				w.elements(v, func(e []byte) { w.node(e, 1) })
+				return w.elements(v, func(e []byte) int { return w.node(e, 1) })
 			}
 		case Responses:
 			switch string(key) {
 			case "instructions":
-				w.str(v)
+				return w.str(v)
 			case "input":
-				w.content(v, 1)
+				return w.content(v, 1)
 			}
 		case Messages:
 			switch string(key) {
 			case "system":
-				w.content(v, 1)
+				return w.content(v, 1)
 			case "messages":
-				w.elements(v, func(e []byte) { w.node(e, 1) })
+				return w.elements(v, func(e []byte) int { return w.node(e, 1) })
 			}
 		case Embeddings:
 			if string(key) == "input" {
-				w.str(v)
-				w.elements(v, w.str) // strings; token arrays are no text
+				if n := w.str(v); n != 0 {
+					return n
+				}
+				return w.elements(v, w.str) // strings; token arrays are no text
 			}
 		case Rerank:
 			switch string(key) {
 			case "query":
-				w.str(v)
+				return w.str(v)
 			case "documents":
-				w.elements(v, func(e []byte) { w.leaves(e, 1) })
+				return w.elements(v, func(e []byte) int { return w.leaves(e, 1) })
 			}
 		}
+		return 0
 	})
 }
 
-// answer gathers the texts of an answer body of api.
+// answer gathers the texts of an answer body of api, an object.
 func (w *walker) answer(api API, body []byte) {
-	w.members(body, func(key, v []byte) {
+	w.top(body, func(key, v []byte) int {
 		switch {
 		case api == Chat && string(key) == "choices":
-			w.elements(v, func(e []byte) {
-				w.members(e, func(k, m []byte) {
+			return w.elements(v, func(e []byte) int {
+				return w.members(e, func(k, m []byte) int {
 					if string(k) == "message" {
-						w.node(m, 2)
+						return w.node(m, 2)
 					}
+					return 0
 				})
 			})
 		case api == Responses && string(key) == "output":
-			w.elements(v, func(e []byte) { w.node(e, 1) })
+			return w.elements(v, func(e []byte) int { return w.node(e, 1) })
 		case api == Messages && string(key) == "content":
-			w.content(v, 1)
+			return w.content(v, 1)
 		}
+		return 0
 	})
 }
 
-// bodyTexts returns the texts of body, a request (dir Request) or an
-// answer of api.
-func bodyTexts(api API, dir Direction, body []byte) ([]text, error) {
-	w := walker{body: body}
+// top walks the members of body, one object and JSON's spaces around it.
+func (w *walker) top(body []byte, fn func(key, v []byte) int) {
+	obj := bytes.TrimLeft(body, jsonSpaces)
+	n := w.members(obj, fn)
+	if n <= 0 || len(bytes.TrimLeft(obj[n:], jsonSpaces)) > 0 {
+		w.fail()
+	}
+}
+
+// jsonSpaces are the bytes JSON allows around a value.
+const jsonSpaces = " \t\r\n"
+
+// bodyTexts appends to dst the texts of body, a request (dir Request) or
+// an answer of api.
+func bodyTexts(api API, dir Direction, body []byte, dst []text) ([]text, error) {
+	w := walker{body: body, texts: dst}
 	if !validObject(body) {
 		return nil, ErrBadJSON
 	}

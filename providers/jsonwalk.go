@@ -72,6 +72,206 @@ func Elements(arr []byte, fn func(value []byte) bool) (ok bool) {
 	return ok
 }
 
+// WalkMembers and WalkElements walk an object or array in one pass, where
+// Members and Elements find where each value ends before fn reads it: fn
+// reads a value it descends into itself and says how long it was, so
+// that the bytes of nested values are passed over once, not once for
+// each level above them.
+
+// WalkMembers walks the object that starts at obj[0]. fn gets each
+// member's key, unescaped, and the rest of obj from the member's value
+// on; it returns the length of the value, which it read, or 0 to have it
+// skipped, or -1 to stop the walk. WalkMembers returns the object's
+// length, or -1 when obj does not start with a well-formed object (its
+// structure, as Members checks it) or fn stopped.
+func WalkMembers(obj []byte, fn func(key, rest []byte) int) int {
+	if len(obj) == 0 || obj[0] != '{' {
+		return -1
+	}
+	i := skipSpace(obj, 1)
+	if i < len(obj) && obj[i] == '}' {
+		return i + 1
+	}
+	for i < len(obj) && obj[i] == '"' {
+		end := keyEnd(obj, i)
+		if end < 0 {
+			return -1
+		}
+		key := obj[i+1 : end-1]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			key = []byte(gjson.ParseBytes(obj[i:end]).Str)
+		}
+		if i = skipSpace(obj, end); i == len(obj) || obj[i] != ':' {
+			return -1
+		}
+		if i = walkValue(obj, skipSpace(obj, i+1), func(rest []byte) int { return fn(key, rest) }); i < 0 {
+			return -1
+		}
+		switch obj[i] {
+		case ',':
+			i = skipSpace(obj, i+1)
+		case '}':
+			return i + 1
+		default:
+			return -1
+		}
+	}
+	return -1
+}
+
+// WalkElements walks the array that starts at arr[0], as WalkMembers
+// walks an object: fn gets the rest of arr from each element on.
+func WalkElements(arr []byte, fn func(rest []byte) int) int {
+	if len(arr) == 0 || arr[0] != '[' {
+		return -1
+	}
+	i := skipSpace(arr, 1)
+	if i < len(arr) && arr[i] == ']' {
+		return i + 1
+	}
+	for i < len(arr) {
+		if i = walkValue(arr, i, fn); i < 0 {
+			return -1
+		}
+		switch arr[i] {
+		case ',':
+			i = skipSpace(arr, i+1)
+		case ']':
+			return i + 1
+		default:
+			return -1
+		}
+	}
+	return -1
+}
+
+// walkValue has fn read the value at b[i], or skips it, and returns the
+// index of the first byte after it and its spaces, or -1 when there is
+// no value or nothing after it.
+func walkValue(b []byte, i int, fn func(rest []byte) int) int {
+	if i >= len(b) {
+		return -1
+	}
+	n := fn(b[i:])
+	switch {
+	case n == 0:
+		if n = skipValue(b, i); n > 0 && !validScalar(b[i:n]) {
+			return -1
+		}
+	case n > 0:
+		n += i
+	}
+	if n < 0 || n > len(b) {
+		return -1
+	}
+	if n = skipSpace(b, n); n == len(b) {
+		return -1
+	}
+	return n
+}
+
+// keyEnd returns the index just past the key that starts at b[i] (a
+// '"'), or -1 when it is not a valid JSON string. A key of printable
+// ASCII without escapes, nearly every key, is read eight bytes at a time
+// and needs no other check.
+func keyEnd(b []byte, i int) int {
+	for j := i + 1; j <= len(b)-8; {
+		x := binary.LittleEndian.Uint64(b[j:])
+		m := QuoteOrBackslash(x) | controlOrHigh(x)
+		if m == 0 {
+			j += 8
+			continue
+		}
+		if j += bits.TrailingZeros64(m) >> 3; b[j] == '"' {
+			return j + 1
+		}
+		break
+	}
+	end := SkipString(b, i)
+	if end < 0 || !validString(b[i:end]) {
+		return -1
+	}
+	return end
+}
+
+// controlOrHigh marks, in the high bit of each byte, the bytes of x that
+// are below 0x20 (a control character) or from 0x80 on (UTF-8 past
+// ASCII) — exactly for the lowest one marked, as QuoteOrBackslash, with
+// which it is read.
+func controlOrHigh(x uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	return ((x-ones*0x20)&^x | x) & highs
+}
+
+// validScalar reports whether v, a value skipValue found, is well
+// formed where a walk can tell at once: a number, true, false or null in
+// JSON's grammar, a string, or an object or array (their insides are not
+// read). A number glued to a quote ("0\"") is none: read as a literal, it
+// would hide the strings after it from the walk, where a parser that
+// sees the quote reads them.
+func validScalar(v []byte) bool {
+	switch v[0] {
+	case '"', '{', '[':
+		return true
+	case 't':
+		return string(v) == "true"
+	case 'f':
+		return string(v) == "false"
+	case 'n':
+		return string(v) == "null"
+	}
+	return validNumber(v)
+}
+
+// validNumber reports whether v is a JSON number.
+func validNumber(v []byte) bool {
+	i := 0
+	if v[i] == '-' {
+		i++
+	}
+	switch {
+	case i == len(v):
+		return false
+	case v[i] == '0':
+		i++
+	case v[i] >= '1' && v[i] <= '9':
+		i = digitsEnd(v, i)
+	default:
+		return false
+	}
+	if i < len(v) && v[i] == '.' {
+		if j := digitsEnd(v, i+1); j > i+1 {
+			i = j
+		} else {
+			return false
+		}
+	}
+	if i < len(v) && (v[i] == 'e' || v[i] == 'E') {
+		i++
+		if i < len(v) && (v[i] == '+' || v[i] == '-') {
+			i++
+		}
+		if j := digitsEnd(v, i); j > i {
+			i = j
+		} else {
+			return false
+		}
+	}
+	return i == len(v)
+}
+
+// digitsEnd returns the index past the digits that start at v[i].
+func digitsEnd(v []byte, i int) int {
+	for i < len(v) && v[i] >= '0' && v[i] <= '9' {
+		i++
+	}
+	return i
+}
+
+// ValueLen returns the length of the JSON value that starts at b[0] (its
+// end found as Members finds it), or -1 when there is none.
+func ValueLen(b []byte) int { return skipValue(b, 0) }
+
 // open reads the opening bracket of the object or array b must be: more
 // says that a member or element starts at i; !more and ok, that b is the
 // empty object or array.
@@ -213,9 +413,18 @@ func QuoteOrBackslash(x uint64) uint64 {
 	return ((q-ones)&^q | (s-ones)&^s) & highs
 }
 
-// validString reports whether s, a short quoted string such as a key, is
-// a valid JSON string.
-func validString(s []byte) bool { return gjson.ValidBytes(s) }
+// validString reports whether s, a short quoted string such as a key
+// whose end SkipString found, is a valid JSON string. Printable ASCII
+// without escapes, nearly every key, is; anything else is for gjson's
+// validator to say.
+func validString(s []byte) bool {
+	for _, c := range s[1 : len(s)-1] {
+		if c < 0x20 || c == '\\' || c >= 0x80 {
+			return gjson.ValidBytes(s)
+		}
+	}
+	return true
+}
 
 // Fields gives the members of a small JSON object from outside, such as
 // an answer's usage: each member's key (unescaped) and raw value, in

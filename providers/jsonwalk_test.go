@@ -19,6 +19,54 @@ func walk(s string) (got []string, ok bool) {
 	return got, ok
 }
 
+// walkOnePass lists the same as walk from WalkMembers or WalkElements:
+// with read, fn reads each value (ValueLen); without, it has each one
+// skipped and only keys are listed. ok is false unless s is one object
+// or array and spaces.
+func walkOnePass(s string, read bool) (got []string, ok bool) {
+	b := []byte(strings.TrimLeft(s, " \t\r\n"))
+	value := func(prefix string, v []byte) int {
+		if !read {
+			got = append(got, prefix)
+			return 0
+		}
+		n := ValueLen(v)
+		if n > 0 {
+			got = append(got, prefix+string(v[:n]))
+		}
+		return n
+	}
+	var n int
+	if len(b) > 0 && b[0] == '[' {
+		n = WalkElements(b, func(v []byte) int { return value("", v) })
+	} else {
+		n = WalkMembers(b, func(k, v []byte) int { return value(string(k)+"=", v) })
+	}
+	return got, n > 0 && strings.Trim(string(b[n:]), " \t\r\n") == ""
+}
+
+// sameWalks checks that the one-pass walks of s agree with walk: the
+// same members or elements, and the same keys when values are skipped.
+func sameWalks(t *testing.T, s string) {
+	t.Helper()
+	want, wantOK := walk(s)
+	got, ok := walkOnePass(s, true)
+	if ok != wantOK || ok && strings.Join(got, "\x00") != strings.Join(want, "\x00") {
+		t.Fatalf("%q read in one pass:\n got %q %v\nwant %q %v", s, got, ok, want, wantOK)
+	}
+	keys, ok := walkOnePass(s, false)
+	if ok && !wantOK {
+		t.Fatalf("%q walked in one pass, skipping: accepted %q", s, keys)
+	}
+	if ok {
+		for i := range keys {
+			if !strings.HasPrefix(want[i], keys[i]) {
+				t.Fatalf("%q walked in one pass, skipping:\n got %q\nwant %q", s, keys, want)
+			}
+		}
+	}
+}
+
 // gjsonWalk is the same from gjson, the reference.
 func gjsonWalk(s string) (got []string) {
 	root := gjson.Parse(s)
@@ -46,6 +94,10 @@ func TestMembersElements(t *testing.T) {
 		if !ok || strings.Join(got, "\x00") != strings.Join(want, "\x00") {
 			t.Errorf("%s:\n got %q %v\nwant %q", s, got, ok, want)
 		}
+		sameWalks(t, s)
+		if _, ok := walkOnePass(s, false); !ok {
+			t.Errorf("%s: refused when its values are skipped", s)
+		}
 	}
 	for _, s := range []string{
 		``, `x`, `{`, `{"a"}`, `{"a":}`, `{"a":1,}`, `{"a":1 "b":2}`, `{"a":1}}`, `{"a":1} x`, `{a:1}`,
@@ -54,15 +106,30 @@ func TestMembersElements(t *testing.T) {
 		if got, ok := walk(s); ok {
 			t.Errorf("%q accepted: %q", s, got)
 		}
+		sameWalks(t, s)
+	}
+	// Skipped, a value must be a well-formed literal: a quote glued to a
+	// number would start a string for any parser that sees it.
+	for _, s := range []string{`{"a":0"}`, `{"a":0"b":"c"}`, `[tru]`, `[nul]`, `[-]`, `[01]`, `[1.]`, `[1e]`, `[.5]`, `{"a":+1}`} {
+		if got, ok := walkOnePass(s, false); ok {
+			t.Errorf("%q accepted when skipped: %q", s, got)
+		}
+	}
+	for _, s := range []string{`[0,-0,1.5,-2.5e10,3E+2,4e-3,true,false,null]`, `{"a":-12.25E-1}`} {
+		if _, ok := walkOnePass(s, false); !ok {
+			t.Errorf("%q refused when skipped", s)
+		}
 	}
 }
 
 // FuzzMembersElements: on any valid JSON object or array, the walk gives
-// gjson's members or elements; on anything, it does not panic.
+// gjson's members or elements; on anything, it does not panic, and the
+// one-pass walks agree with it.
 func FuzzMembersElements(f *testing.F) {
 	f.Add(`{"a":1,"b":"x\"y\\","c":[1,{"d":"]}"}]}`)
 	f.Add(`[1,"two",[3],{"four":4}]`)
 	f.Fuzz(func(t *testing.T, s string) {
+		sameWalks(t, s)
 		got, ok := walk(s)
 		root := gjson.Parse(s)
 		if !ValidJSON([]byte(s)) || !root.IsObject() && !root.IsArray() {
