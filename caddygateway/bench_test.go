@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/modelgate/modelgate/gateway"
+	"github.com/modelgate/modelgate/guardrails"
 	"github.com/modelgate/modelgate/internal/storagetest"
 	"github.com/modelgate/modelgate/keys"
 	"github.com/modelgate/modelgate/pricing"
@@ -347,19 +348,26 @@ func benchRerankBody(model string) []byte {
 // map lookup and a response, both include). The streams carry 50 events
 // (ns/event, allocs/event). Compare modelgate's rows with reverse_proxy's:
 // the difference is what the gateway adds per request, in the gateway's
-// code alone (no network, no client). cpu-ns/op is the CPU time the
+// code alone (no network, no client); openai_pii_guard with openai, what
+// a pii guard on requests and answers adds to a call. cpu-ns/op is the CPU time the
 // process used per request (every thread, the garbage collector's
 // included): on a machine shared with other work it is much steadier than
 // ns/op, which counts the time the benchmark waited for a CPU.
 func BenchmarkPerRequest(b *testing.B) {
 	g := newBenchGateway(b)
+	// The same app with a pii guard (every detector, mask) on requests
+	// and answers: what a guard adds to a whole call.
+	guarded := newBenchGateway(b)
+	guarded.app.Guardrails = &guardrails.Config{Guards: []guardrails.GuardConfig{{Name: "pii", Type: "pii", Action: "mask"}}}
+	guarded.rebuild(b)
 	anthropicHdr := []string{"X-Api-Key", benchStaticKey}
 	static := []string{"Authorization", "Bearer " + benchStaticKey}
 	managed := []string{"Authorization", "Bearer " + g.managedKey}
 	for _, bc := range []struct {
-		name   string
-		plain  bool
-		path   string
+		name    string
+		plain   bool
+		guarded bool
+		path    string
 		body   []byte
 		header []string
 		events int // events the client gets (streams)
@@ -367,6 +375,7 @@ func BenchmarkPerRequest(b *testing.B) {
 	}{
 		{name: "reverse_proxy", plain: true, path: "/v1/chat/completions", body: benchChatBody("gpt-4o-mini", 0, false), expect: `"echo: Summarise`},
 		{name: "openai", path: "/v1/chat/completions", body: benchChatBody("oa/gpt-4o-mini", 0, false), header: static, expect: `"echo: Summarise`},
+		{name: "openai_pii_guard", guarded: true, path: "/v1/chat/completions", body: benchChatBody("oa/gpt-4o-mini", 0, false), header: static, expect: `"echo: Summarise`},
 		{name: "openai_managed_key", path: "/v1/chat/completions", body: benchChatBody("oa/gpt-4o-mini", 0, false), header: managed, expect: `"echo: Summarise`},
 		{name: "anthropic", path: "/v1/chat/completions", body: benchChatBody("claude/claude-sonnet-4-5", 0, false), header: static, expect: `"echo: Summarise`},
 		{name: "reverse_proxy_stream", plain: true, path: "/v1/chat/completions", body: benchChatBody("gpt-4o-mini", 45, true), events: 50, expect: `[DONE]`},
@@ -390,8 +399,11 @@ func BenchmarkPerRequest(b *testing.B) {
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			serve := g.serveModelgate
-			if bc.plain {
+			switch {
+			case bc.plain:
 				serve = g.servePlain
+			case bc.guarded:
+				serve = guarded.serveModelgate
 			}
 			w := &sink{header: make(http.Header), keep: true}
 			if err := serve(w, g.request(w, bc.path, bc.body, bc.header...)); err != nil || w.status != 200 || !bytes.Contains(w.body.Bytes(), []byte(bc.expect)) {
