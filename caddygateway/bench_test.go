@@ -368,10 +368,10 @@ func BenchmarkPerRequest(b *testing.B) {
 		plain   bool
 		guarded bool
 		path    string
-		body   []byte
-		header []string
-		events int // events the client gets (streams)
-		expect string
+		body    []byte
+		header  []string
+		events  int // events the client gets (streams)
+		expect  string
 	}{
 		{name: "reverse_proxy", plain: true, path: "/v1/chat/completions", body: benchChatBody("gpt-4o-mini", 0, false), expect: `"echo: Summarise`},
 		{name: "openai", path: "/v1/chat/completions", body: benchChatBody("oa/gpt-4o-mini", 0, false), header: static, expect: `"echo: Summarise`},
