@@ -27,22 +27,12 @@ import (
 func Members(obj []byte, fn func(key, value []byte) bool) (ok bool) {
 	i, more, ok := open(obj, '{', '}')
 	for more && i < len(obj) && obj[i] == '"' {
-		end := SkipString(obj, i)
-		if end < 0 {
+		key, colon := readKey(obj, i)
+		if colon < 0 {
 			return false
 		}
-		key := obj[i+1 : end-1]
-		if !validString(obj[i:end]) {
-			return false
-		}
-		if bytes.IndexByte(key, '\\') >= 0 {
-			key = []byte(gjson.ParseBytes(obj[i:end]).Str)
-		}
-		if i = skipSpace(obj, end); i == len(obj) || obj[i] != ':' {
-			return false
-		}
-		start := skipSpace(obj, i+1)
-		end = skipValue(obj, start)
+		start := skipSpace(obj, colon+1)
+		end := skipValue(obj, start)
 		if end < 0 {
 			return false
 		}
@@ -93,18 +83,11 @@ func WalkMembers(obj []byte, fn func(key, rest []byte) int) int {
 		return i + 1
 	}
 	for i < len(obj) && obj[i] == '"' {
-		end := keyEnd(obj, i)
-		if end < 0 {
+		key, colon := readKey(obj, i)
+		if colon < 0 {
 			return -1
 		}
-		key := obj[i+1 : end-1]
-		if bytes.IndexByte(key, '\\') >= 0 {
-			key = []byte(gjson.ParseBytes(obj[i:end]).Str)
-		}
-		if i = skipSpace(obj, end); i == len(obj) || obj[i] != ':' {
-			return -1
-		}
-		if i = walkValue(obj, skipSpace(obj, i+1), func(rest []byte) int { return fn(key, rest) }); i < 0 {
+		if i = walkValue(obj, skipSpace(obj, colon+1), func(rest []byte) int { return fn(key, rest) }); i < 0 {
 			return -1
 		}
 		switch obj[i] {
@@ -168,6 +151,24 @@ func walkValue(b []byte, i int, fn func(rest []byte) int) int {
 		return -1
 	}
 	return n
+}
+
+// readKey reads the member's key that starts at obj[i] (a '"'): its value,
+// unescaped, and the index of the ':' after it; colon is -1 when there is
+// no valid key and colon.
+func readKey(obj []byte, i int) (key []byte, colon int) {
+	end := keyEnd(obj, i)
+	if end < 0 {
+		return nil, -1
+	}
+	key = obj[i+1 : end-1]
+	if bytes.IndexByte(key, '\\') >= 0 {
+		key = []byte(gjson.ParseBytes(obj[i:end]).Str)
+	}
+	if colon = skipSpace(obj, end); colon == len(obj) || obj[colon] != ':' {
+		return nil, -1
+	}
+	return key, colon
 }
 
 // keyEnd returns the index just past the key that starts at b[i] (a
@@ -267,10 +268,6 @@ func digitsEnd(v []byte, i int) int {
 	}
 	return i
 }
-
-// ValueLen returns the length of the JSON value that starts at b[0] (its
-// end found as Members finds it), or -1 when there is none.
-func ValueLen(b []byte) int { return skipValue(b, 0) }
 
 // open reads the opening bracket of the object or array b must be: more
 // says that a member or element starts at i; !more and ok, that b is the
