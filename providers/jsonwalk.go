@@ -75,14 +75,8 @@ func Elements(arr []byte, fn func(value []byte) bool) (ok bool) {
 // length, or -1 when obj does not start with a well-formed object (its
 // structure, as Members checks it) or fn stopped.
 func WalkMembers(obj []byte, fn func(key, rest []byte) int) int {
-	if len(obj) == 0 || obj[0] != '{' {
-		return -1
-	}
-	i := skipSpace(obj, 1)
-	if i < len(obj) && obj[i] == '}' {
-		return i + 1
-	}
-	for i < len(obj) && obj[i] == '"' {
+	i, end := walkOpen(obj, '{', '}')
+	for end == 0 && i < len(obj) && obj[i] == '"' {
 		key, colon := readKey(obj, i)
 		if colon < 0 {
 			return -1
@@ -90,42 +84,57 @@ func WalkMembers(obj []byte, fn func(key, rest []byte) int) int {
 		if i = walkValue(obj, skipSpace(obj, colon+1), func(rest []byte) int { return fn(key, rest) }); i < 0 {
 			return -1
 		}
-		switch obj[i] {
-		case ',':
-			i = skipSpace(obj, i+1)
-		case '}':
-			return i + 1
-		default:
-			return -1
-		}
+		i, end = walkNext(obj, i, '}')
 	}
-	return -1
+	return walked(end)
 }
 
 // WalkElements walks the array that starts at arr[0], as WalkMembers
 // walks an object: fn gets the rest of arr from each element on.
 func WalkElements(arr []byte, fn func(rest []byte) int) int {
-	if len(arr) == 0 || arr[0] != '[' {
-		return -1
-	}
-	i := skipSpace(arr, 1)
-	if i < len(arr) && arr[i] == ']' {
-		return i + 1
-	}
-	for i < len(arr) {
+	i, end := walkOpen(arr, '[', ']')
+	for end == 0 && i < len(arr) {
 		if i = walkValue(arr, i, fn); i < 0 {
 			return -1
 		}
-		switch arr[i] {
-		case ',':
-			i = skipSpace(arr, i+1)
-		case ']':
-			return i + 1
-		default:
-			return -1
-		}
+		i, end = walkNext(arr, i, ']')
 	}
-	return -1
+	return walked(end)
+}
+
+// walkOpen reads the opening bracket that must start b: i is where the
+// first member or element starts, or, of an empty object or array, end
+// its length; end is -1 when b starts with no opening.
+func walkOpen(b []byte, opening, closing byte) (i, end int) {
+	if len(b) == 0 || b[0] != opening {
+		return 0, -1
+	}
+	if i = skipSpace(b, 1); i < len(b) && b[i] == closing {
+		return 0, i + 1
+	}
+	return i, 0
+}
+
+// walkNext reads what follows a member or element, at b[i]: a comma
+// (next is where the next one starts) or the closing bracket (end is the
+// length of the whole); end is -1 for anything else.
+func walkNext(b []byte, i int, closing byte) (next, end int) {
+	switch b[i] {
+	case ',':
+		return skipSpace(b, i+1), 0
+	case closing:
+		return 0, i + 1
+	}
+	return 0, -1
+}
+
+// walked is the length a walk returns: -1 when it did not reach its
+// closing bracket (end 0).
+func walked(end int) int {
+	if end == 0 {
+		return -1
+	}
+	return end
 }
 
 // walkValue has fn read the value at b[i], or skips it, and returns the
