@@ -3,11 +3,13 @@ package integration
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	aoption "github.com/anthropics/anthropic-sdk-go/option"
@@ -252,6 +254,14 @@ func TestIntegrationCacheStreamsSDK(t *testing.T) {
 	})
 
 	t.Run("chat, streamed then plain", func(t *testing.T) {
+		// The gateway stores a streamed answer once the stream has ended,
+		// just after the client has its last event. This client reads
+		// each answer to its end, as one that reuses its connection does,
+		// so that the plain request comes after the store; one that
+		// closes the stream at its last event and opens a new connection
+		// may outrun it (docs/cache.md).
+		oc := openai.NewClient(option.WithBaseURL(gatewayV1), option.WithAPIKey(cacheKeyA), option.WithMaxRetries(0),
+			option.WithRequestTimeout(20*time.Second), option.WithHTTPClient(&http.Client{Transport: drainingTransport{http.DefaultTransport}}))
 		params := userChat("claude/claude-sonnet-4-5", "stream me first")
 		s := oc.Chat.Completions.NewStreaming(ctx, params)
 		var acc openai.ChatCompletionAccumulator
@@ -334,4 +344,23 @@ func TestIntegrationCacheStreamsSDK(t *testing.T) {
 			t.Errorf("a wrong key: %v", err)
 		}
 	})
+}
+
+// drainingTransport reads each response to its end before closing it.
+type drainingTransport struct{ http.RoundTripper }
+
+func (t drainingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	res, err := t.RoundTripper.RoundTrip(r)
+	if err == nil {
+		res.Body = drainOnClose{res.Body}
+	}
+	return res, err
+}
+
+// drainOnClose is a response body that is read to its end when closed.
+type drainOnClose struct{ io.ReadCloser }
+
+func (b drainOnClose) Close() error {
+	_, _ = io.Copy(io.Discard, b.ReadCloser)
+	return b.ReadCloser.Close()
 }
