@@ -319,12 +319,12 @@ func (e *Engine) BatchLine(ctx context.Context, line []byte, s *Scope) *Result {
 	if !known || body == nil {
 		return &Result{Body: line}
 	}
-	// body is a slice of line: its texts' offsets are offsets in line.
-	r := &Result{Body: line}
-	w := walker{body: line, texts: r.textBuf[:0]}
 	if !validObject(body) {
 		return &Result{Verdict: Blocked, Err: ErrBadJSON}
 	}
+	// body is a slice of line: its texts' offsets are offsets in line.
+	r := &Result{Body: line}
+	w := walker{body: line, texts: r.textBuf[:0]}
 	w.request(api, body)
 	if w.err != nil {
 		return &Result{Verdict: Blocked, Err: w.err}

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	aoption "github.com/anthropics/anthropic-sdk-go/option"
@@ -260,8 +259,7 @@ func TestIntegrationCacheStreamsSDK(t *testing.T) {
 		// so that the plain request comes after the store; one that
 		// closes the stream at its last event and opens a new connection
 		// may outrun it (docs/cache.md).
-		oc := openai.NewClient(option.WithBaseURL(gatewayV1), option.WithAPIKey(cacheKeyA), option.WithMaxRetries(0),
-			option.WithRequestTimeout(20*time.Second), option.WithHTTPClient(&http.Client{Transport: drainingTransport{http.DefaultTransport}}))
+		oc := sdk(cacheKeyA, option.WithHTTPClient(&http.Client{Transport: drainingTransport{http.DefaultTransport}}))
 		params := userChat("claude/claude-sonnet-4-5", "stream me first")
 		s := oc.Chat.Completions.NewStreaming(ctx, params)
 		var acc openai.ChatCompletionAccumulator

@@ -96,13 +96,15 @@ func startGateway(t *testing.T) *gateway {
 	return g
 }
 
-func sdk(key string) openai.Client {
-	return openai.NewClient(
+// sdk is an OpenAI client of the gateway with key; opts come after its
+// own (another HTTP client, say).
+func sdk(key string, opts ...option.RequestOption) openai.Client {
+	return openai.NewClient(append([]option.RequestOption{
 		option.WithBaseURL(gatewayV1),
 		option.WithAPIKey(key),
 		option.WithMaxRetries(0),
-		option.WithRequestTimeout(20*time.Second),
-	)
+		option.WithRequestTimeout(20 * time.Second),
+	}, opts...)...)
 }
 
 // post sends a raw request to the gateway.
