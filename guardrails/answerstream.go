@@ -129,9 +129,15 @@ func (s *AnswerStream) Decisions() []Decision { return slices.Clone(s.decs) }
 // the collector.
 const maxPooled = 64 << 10
 
-// maxSpare is the most text streams, and held events, a released stream
-// keeps for the next: one text or two most often.
+// maxSpare is the most text streams a released stream keeps for the
+// next: one text or two most often.
 const maxSpare = 8
+
+// maxFree is the most held events a released stream keeps for the next:
+// the events of one write are held together until its flush, and a
+// provider that writes faster than the gateway reads sends some dozens in
+// one.
+const maxFree = 64
 
 // Release gives the stream back, to serve a later answer of its engine:
 // its arrays, its text streams and their windows are used again. Neither
@@ -142,15 +148,20 @@ func (s *AnswerStream) Release() {
 			s.spare = append(s.spare, t)
 		}
 	}
-	if len(s.free) > maxSpare {
-		clear(s.free[maxSpare:])
-		s.free = s.free[:maxSpare]
+	if len(s.free) > maxFree {
+		clear(s.free[maxFree:])
+		s.free = s.free[:maxFree]
+	}
+	// The stream lets go of what it points to here, not event by event:
+	// the arrays' slots past their lengths, and the held events kept.
+	for _, h := range s.free {
+		h.data, h.slots, h.one[0].t = nil, nil, nil
 	}
 	clear(s.texts)
 	clear(s.final)
-	clear(s.held)
-	clear(s.queued)
-	clear(s.evs)
+	clear(s.held[:cap(s.held)])
+	clear(s.queued[:cap(s.queued)])
+	clear(s.evs[:cap(s.evs)])
 	clear(s.slots[:cap(s.slots)])
 	for _, b := range []*[]byte{&s.head, &s.kept, &s.placed, &s.shape.pre, &s.shape.post} {
 		if cap(*b) > maxPooled {
@@ -287,7 +298,6 @@ func (s *AnswerStream) decideQueued(ctx context.Context) *Decision {
 			return d
 		}
 	}
-	clear(s.queued)
 	s.queued = s.queued[:0]
 	return nil
 }
@@ -430,15 +440,17 @@ func (s *AnswerStream) emit() [][]byte {
 	for n < len(s.held) && s.settled(s.held[n], s.held[n+1:]) {
 		h := s.held[n]
 		out = append(out, s.place(h))
-		*h = heldEvent{}
 		s.free = append(s.free, h)
 		n++
 	}
 	// The events still held move to the front, so that the queue's array
 	// serves the whole stream.
-	rest := copy(s.held, s.held[n:])
-	clear(s.held[rest:])
-	s.held = s.held[:rest]
+	if rest := len(s.held) - n; rest == 1 && n > 0 {
+		s.held[0] = s.held[n] // most often: the event just added
+		s.held = s.held[:1]
+	} else {
+		s.held = s.held[:copy(s.held, s.held[n:])]
+	}
 	s.evs = out[:0]
 	return out
 }
@@ -543,6 +555,12 @@ func (s *AnswerStream) readChunk(data []byte, c *chunk) bool {
 func (s *AnswerStream) chat(ctx context.Context, data []byte) *Decision {
 	var c chunk
 	if s.readChunk(data, &c) {
+		if c.n == 1 && !c.ended {
+			// The most common chunk: one piece of one text.
+			t := c.texts[0]
+			s.holdOne(data, s.add(s.text(textKey{a: c.choice, kind: t.kind}), data, data[t.start:t.end]))
+			return nil
+		}
 		slots := s.slots[:0]
 		for _, t := range c.texts[:c.n] {
 			if sl := s.add(s.text(textKey{a: c.choice, kind: t.kind}), data, data[t.start:t.end]); sl.t != nil {

@@ -20,8 +20,10 @@ type Match struct {
 // expressions. Its zero value finds nothing.
 type Detectors struct {
 	on      [numKinds]bool
-	numeric bool // a detector of the digit scan is on
-	span    int  // the longest match any of them finds
+	numeric bool  // a detector of the digit scan is on
+	span    int   // the longest match any of them finds
+	runs    uint8 // the runs hold follows
+	kinds   uint8 // bit k for each kind k on
 }
 
 // NewDetectors returns the set of the detectors of kinds.
@@ -31,9 +33,11 @@ func NewDetectors(kinds ...Kind) Detectors {
 		if k < numKinds {
 			d.on[k] = true
 			d.span = max(d.span, maxSpans[k])
+			d.kinds |= 1 << k
 		}
 	}
 	d.numeric = d.on[Phone] || d.on[CreditCard] || d.on[IBAN] || d.on[IPAddress] || d.on[USSSN]
+	d.runs = runsOf(&d.on)
 	return d
 }
 
@@ -48,36 +52,39 @@ type counts struct {
 
 // countBytes counts text's bytes.
 func countBytes(text string) counts {
-	c := counts{n: len(text)}
+	// Without a branch for each byte: the classes are bits, each count
+	// adds its bit.
 	var seen uint8
+	var dots, digits, upper int
 	for i := 0; i < len(text); i++ {
 		m := byteClasses[text[i]]
-		if m == 0 {
-			continue // most of prose: lower-case letters and spaces
-		}
 		seen |= m
-		if m&classDot != 0 {
-			c.dots++
-		}
-		if m&classDigit != 0 {
-			c.digits++
-		}
-		if m&classUpper != 0 {
-			c.upper++
-		}
+		dots += int(m >> dotShift & 1)
+		digits += int(m >> digitShift & 1)
+		upper += int(m >> upperShift & 1)
 	}
-	c.at, c.colon, c.secret = seen&classAt != 0, seen&classColon != 0, seen&classSecret != 0
-	return c
+	return counts{n: len(text), dots: dots, digits: digits, upper: upper,
+		at: seen&classAt != 0, colon: seen&classColon != 0, secret: seen&classSecret != 0}
 }
 
-// The classes of the bytes countBytes counts, and each byte's.
+// The classes of the bytes countBytes counts, each a bit, and each
+// byte's.
 const (
-	classDot = 1 << iota
-	classAt
-	classColon
-	classSecret // '-', '_', 'A' or 'J'
-	classDigit
-	classUpper
+	dotShift = iota
+	atShift
+	colonShift
+	secretShift
+	digitShift
+	upperShift
+)
+
+const (
+	classDot    = 1 << dotShift
+	classAt     = 1 << atShift
+	classColon  = 1 << colonShift
+	classSecret = 1 << secretShift // '-', '_', 'A' or 'J'
+	classDigit  = 1 << digitShift
+	classUpper  = 1 << upperShift
 )
 
 var byteClasses = func() (t [256]uint8) {
@@ -96,46 +103,38 @@ var byteClasses = func() (t [256]uint8) {
 	return t
 }()
 
-// holds reports whether a text that counts c may hold a match of k: the
-// '@' of an address; the digits of a phone number ("+" and 8, or 10), a
-// card (13), an SSN (9), an IBAN (its country's two capitals and two
-// check digits, in 15 bytes or more);
-// an IPv6 address's ':', or an IPv4 address's 4 digits and 3 dots; the
-// byte a secret format is found from ('-', '_', 'A' of "AKIA", "ASIA",
-// "AIza", 'J' of "eyJ"), or the 40 bytes of an AWS secret key found from
-// its key id or label, a digit among them. A text that holds more of each
-// holds as much: so a text without a match's counts has none of its
-// matches. TestHolds holds every match of the corpus to them.
-func holds(k Kind, c *counts) bool {
-	switch k {
-	case Email:
-		return c.at
-	case Phone:
-		return c.digits >= 8
-	case CreditCard:
-		return c.digits >= 13
-	case IBAN:
-		return c.digits >= 2 && c.upper >= 2 && c.n >= 15
-	case IPAddress:
-		return c.colon || c.digits >= 4 && c.dots >= 3
-	case USSSN:
-		return c.digits >= 9
-	case Secret:
-		return c.secret || c.digits >= 1 && c.n >= 40
+// held returns the kinds (bit k for kind k) of which a text that counts
+// c may hold a match: the '@' of an address; the digits of a phone number
+// ("+" and 8, or 10), a card (13), an SSN (9), an IBAN (its country's two
+// capitals and two check digits, in 15 bytes or more); an IPv6 address's
+// ':', or an IPv4 address's 4 digits and 3 dots; the byte a secret format
+// is found from ('-', '_', 'A' of "AKIA", "ASIA", "AIza", 'J' of "eyJ"),
+// or the 40 bytes of an AWS secret key found from its key id or label, a
+// digit among them. A text that holds more of each holds as much: so a
+// text without a match's counts has none of its matches. TestHolds holds
+// every match of the corpus to them.
+func held(c *counts) uint8 {
+	var m uint8
+	set := func(k Kind, ok bool) {
+		if ok {
+			m |= 1 << k
+		}
 	}
-	return true
+	set(Email, c.at)
+	set(Phone, c.digits >= 8)
+	set(CreditCard, c.digits >= 13)
+	set(IBAN, c.digits >= 2 && c.upper >= 2 && c.n >= 15)
+	set(IPAddress, c.colon || c.digits >= 4 && c.dots >= 3)
+	set(USSSN, c.digits >= 9)
+	set(Secret, c.secret || c.digits >= 1 && c.n >= 40)
+	return m
 }
 
 // mayMatch reports whether text may hold a match of the set: false when
 // it has too few of the bytes each detector's matches are made of.
 func (d *Detectors) mayMatch(text string) bool {
 	c := countBytes(text)
-	for k, on := range d.on {
-		if on && holds(Kind(k), &c) {
-			return true
-		}
-	}
-	return false
+	return held(&c)&d.kinds != 0
 }
 
 // On reports whether the detector of k is in the set.
@@ -199,24 +198,21 @@ func resolve(dst []Match, start int) []Match {
 
 // hold returns how many bytes at the end of text may still be part of a
 // match that more text would complete: the bytes a stream holds back.
-func (d *Detectors) hold(text string) int {
+// text[from:] is what the stream added since its last call, whose runs
+// are t's: a run of the bytes a match may be made of is followed as it
+// grows, and only the new bytes are read.
+func (d *Detectors) hold(text string, from int, t *runs) int {
+	t.add(text[from:], d.runs)
 	h := 0
-	if d.on[Email] {
-		h = max(h, trailing(text, &emailClass, maxSpans[Email]))
+	for r := d.runs; r != 0; r &= r - 1 {
+		c := bits.TrailingZeros8(r)
+		h = max(h, min(t.n[c], runLimits[c]))
 	}
-	if d.on[Phone] || d.on[CreditCard] || d.on[USSSN] {
-		h = max(h, trailing(text, &phoneClass, maxSpans[Phone]))
+	if d.on[Secret] && t.dashIn(min(len(text), maxSecretSpan)) {
+		// A PEM line starts with '-'.
+		h = max(h, pemHold(text))
 	}
-	if d.on[IBAN] {
-		h = max(h, trailing(text, &ibanClass, maxSpans[IBAN]))
-	}
-	if d.on[IPAddress] {
-		h = max(h, trailing(text, &ipClass, maxSpans[IPAddress]))
-	}
-	if d.on[Secret] {
-		h = max(h, secretHold(text))
-	}
-	return h
+	return min(h, len(text))
 }
 
 // reach is how far text must go on past m, a match of the set in it, for
@@ -230,14 +226,85 @@ func (d *Detectors) reach(text string, m Match) int {
 	return m.End
 }
 
-// trailing is the length of the run of bytes of class that ends text, at
-// most limit.
-func trailing(text string, class *[256]bool, limit int) int {
-	n := 0
-	for i := len(text) - 1; i >= 0 && n < limit && class[text[i]]; i-- {
-		n++
+// The runs hold follows: of the bytes an e-mail address, a number
+// (phone, card, SSN), an IBAN, an IP address or a secret token may be
+// made of.
+const (
+	runEmail = iota
+	runNumber
+	runIBAN
+	runIP
+	runSecret
+	numRuns
+)
+
+// runsOf are the runs the detectors of kinds need.
+func runsOf(on *[numKinds]bool) uint8 {
+	var r uint8
+	for k, need := range [numKinds]uint8{
+		Email: 1 << runEmail, Phone: 1 << runNumber, CreditCard: 1 << runNumber, USSSN: 1 << runNumber,
+		IBAN: 1 << runIBAN, IPAddress: 1 << runIP, Secret: 1 << runSecret,
+	} {
+		if on[k] {
+			r |= need
+		}
 	}
-	return n
+	return r
+}
+
+// runLimits bound each run: a match is no longer.
+var runLimits = [numRuns]int{runEmail: maxSpans[Email], runNumber: maxSpans[Phone], runIBAN: maxSpans[IBAN],
+	runIP: maxSpans[IPAddress], runSecret: maxTokenSpan}
+
+// runClasses marks, for each byte, the runs it may be part of.
+var runClasses = func() (t [256]uint8) {
+	for i, set := range [numRuns]string{
+		runEmail:  "._%+-@" + alnum,
+		runNumber: "0123456789 +()-./",
+		runIBAN:   "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ ",
+		runIP:     "0123456789abcdefABCDEF:.[]/",
+		runSecret: "_-+/=." + alnum,
+	} {
+		for j := 0; j < len(set); j++ {
+			t[set[j]] |= 1 << i
+		}
+	}
+	return t
+}()
+
+const alnum = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+// runs are the lengths of the runs that end a stream's text, one for
+// each of the runs hold follows, and where its last '-' is, for the PEM
+// lines of secrets.
+type runs struct {
+	n     [numRuns]int
+	total int // the bytes of the text so far
+	dash  int // the bytes up to its last '-', that one included (0: none)
+}
+
+// dashIn reports whether the last n bytes of the text have a '-'.
+func (t *runs) dashIn(n int) bool { return t.dash > 0 && t.total-t.dash < n }
+
+// add follows the runs of want as delta is added to the text: a run that
+// delta breaks starts again after the break, one that goes through it
+// grows. It reads delta from its end, and only until every run broke.
+func (t *runs) add(delta string, want uint8) {
+	t.total += len(delta)
+	if i := strings.LastIndexByte(delta, '-'); i >= 0 {
+		t.dash = t.total - len(delta) + i + 1
+	}
+	alive := want
+	for i := len(delta) - 1; i >= 0 && alive != 0; i-- {
+		m := runClasses[delta[i]]
+		for broke := alive &^ m; broke != 0; broke &= broke - 1 {
+			t.n[bits.TrailingZeros8(broke)] = len(delta) - 1 - i
+		}
+		alive &= m
+	}
+	for ; alive != 0; alive &= alive - 1 {
+		t.n[bits.TrailingZeros8(alive)] += len(delta)
+	}
 }
 
 // classOf returns the table of the bytes in set, and the ASCII letters
@@ -256,15 +323,6 @@ func classOf(set string, alnum bool) (t [256]bool) {
 	}
 	return t
 }
-
-// The byte classes of the detectors' matches, for hold.
-var (
-	emailClass  = classOf("._%+-@", true)
-	phoneClass  = classOf("0123456789 +()-./", false)
-	ibanClass   = classOf("0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ ", false)
-	ipClass     = classOf("0123456789abcdefABCDEF:.[]/", false)
-	secretClass = classOf("_-+/=.", true)
-)
 
 func isDigit(c byte) bool { return c-'0' < 10 }
 func isUpper(c byte) bool { return c-'A' < 26 }

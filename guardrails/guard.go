@@ -28,8 +28,10 @@ type scanner interface {
 	// find appends the matches in text, in order, not overlapping.
 	find(text string, dst []Match) []Match
 	// hold is how many bytes at the end of text may still be part of a
-	// match: what a stream holds back.
-	hold(text string) int
+	// match: what a stream holds back. text[from:] was added since the
+	// stream's last call, and t is the stream's, for a scanner that
+	// follows the end of the text as it grows.
+	hold(text string, from int, t *runs) int
 	// mayMatch reports whether a match may start at or after text[from]:
 	// false only when none can, so that a stream need not look for any in
 	// a piece without the bytes a match is made of.
@@ -278,11 +280,11 @@ func (g *guard) apply(sc screening, err error, vals []string, d *Decision) {
 // piiScanner is a pii guard's scanner: the built-in detectors.
 type piiScanner struct{ d Detectors }
 
-func (p *piiScanner) find(text string, dst []Match) []Match { return p.d.Find(text, dst) }
-func (p *piiScanner) hold(text string) int                  { return p.d.hold(text) }
-func (p *piiScanner) mayMatch(text string, from int) bool   { return p.d.mayMatch(text[from:]) }
-func (p *piiScanner) placeholder(m Match) string            { return m.Kind.Placeholder() }
-func (p *piiScanner) reach(text string, m Match) int        { return p.d.reach(text, m) }
+func (p *piiScanner) find(text string, dst []Match) []Match   { return p.d.Find(text, dst) }
+func (p *piiScanner) hold(text string, from int, t *runs) int { return p.d.hold(text, from, t) }
+func (p *piiScanner) mayMatch(text string, from int) bool     { return p.d.mayMatch(text[from:]) }
+func (p *piiScanner) placeholder(m Match) string              { return m.Kind.Placeholder() }
+func (p *piiScanner) reach(text string, m Match) int          { return p.d.reach(text, m) }
 
 // regexScanner is a regex guard's scanner.
 type regexScanner struct {
@@ -301,7 +303,7 @@ func (r *regexScanner) find(text string, dst []Match) []Match {
 	return dst
 }
 
-func (r *regexScanner) hold(text string) int { return min(r.span, len(text)) }
+func (r *regexScanner) hold(text string, _ int, _ *runs) int { return min(r.span, len(text)) }
 
 // mayMatch: a match that starts at or after from starts with the
 // pattern's literal prefix, which must then be there.

@@ -298,24 +298,22 @@ func jwt(text string, i int) int {
 	return s
 }
 
-// secretHold is how many bytes at the end of text may still be part of a
-// secret: the token that ends it, or an unfinished PEM block.
-func secretHold(text string) int {
-	h := trailing(text, &secretClass, maxTokenSpan)
+// pemHold is how many bytes at the end of text may still be part of a
+// PEM block: an unfinished one, or the start of its first line.
+func pemHold(text string) int {
 	tail := text[max(0, len(text)-maxSecretSpan):]
-	if !strings.Contains(tail, "-----") {
-		// No PEM line, whole or begun at the end, but for the last bytes.
-		return min(max(h, pemSuffix(text)), len(text))
-	}
-	if b := strings.LastIndex(tail, "-----BEGIN "); b >= 0 && !strings.Contains(tail[b:], "-----END ") {
-		h = max(h, len(tail)-b)
-	} else if b >= 0 {
-		// The END line may not be whole yet.
-		if e := strings.LastIndex(tail, "-----END "); e >= 0 && !strings.Contains(tail[e+9:], "-----") {
-			h = max(h, len(tail)-b)
+	h := 0
+	if strings.Contains(tail, "-----") {
+		if b := strings.LastIndex(tail, "-----BEGIN "); b >= 0 && !strings.Contains(tail[b:], "-----END ") {
+			h = len(tail) - b
+		} else if b >= 0 {
+			// The END line may not be whole yet.
+			if e := strings.LastIndex(tail, "-----END "); e >= 0 && !strings.Contains(tail[e+9:], "-----") {
+				h = len(tail) - b
+			}
 		}
 	}
-	return min(max(h, pemSuffix(text)), len(text))
+	return max(h, pemSuffix(text))
 }
 
 // pemSuffix is the length of the start of "-----BEGIN " that ends text.
@@ -323,8 +321,9 @@ func pemSuffix(text string) int {
 	if text == "" || strings.IndexByte(pemBegin, text[len(text)-1]) < 0 {
 		return 0
 	}
+	last := text[len(text)-1]
 	for k := min(len(pemBegin), len(text)); k > 0; k-- {
-		if strings.HasSuffix(text, pemBegin[:k]) {
+		if pemBegin[k-1] == last && strings.HasSuffix(text, pemBegin[:k]) {
 			return k
 		}
 	}

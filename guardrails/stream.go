@@ -29,6 +29,7 @@ type stage struct {
 	// which may move what the window keeps to its front.
 	win     []byte
 	lo, mid int
+	runs    runs // the runs that end the window's text, for hold
 }
 
 // minWindow is the least size of a stage's window.
@@ -76,7 +77,7 @@ func (st *stage) scan(delta string, final bool) (string, bool) {
 	o := st.mid - st.lo
 	cut := len(text)
 	if !final {
-		cut = max(o, len(text)-st.g.local.hold(text))
+		cut = max(o, len(text)-st.g.local.hold(text, len(text)-len(delta), &st.runs))
 	}
 	var all []Match
 	if st.g.local.mayMatch(text, o) {

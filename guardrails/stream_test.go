@@ -97,6 +97,53 @@ func TestStreamHoldsLittle(t *testing.T) {
 	}
 }
 
+// TestHoldFollowsRuns: the runs hold follows as a text grows give what
+// reading the whole window from its end gives, run by run, whatever the
+// pieces, the window's start, the detectors on and the runs' limits.
+func TestHoldFollowsRuns(t *testing.T) {
+	// wantHold reads text from its end, each run on its own.
+	wantHold := func(d *Detectors, text string) int {
+		h := 0
+		for c := range numRuns {
+			if d.runs&(1<<c) == 0 {
+				continue
+			}
+			n := 0
+			for i := len(text) - 1; i >= 0 && n < runLimits[c] && runClasses[text[i]]&(1<<c) != 0; i-- {
+				n++
+			}
+			h = max(h, n)
+		}
+		if d.on[Secret] {
+			h = max(h, pemHold(text))
+		}
+		return min(h, len(text))
+	}
+	words := []string{"word", "12", " ", "@", ".", "-", "_", ":", "AB", "DE89", "+1", "(", "/", "=", "é", "\n",
+		"-----BEGIN ", "-----END ", strings.Repeat("x", 300), strings.Repeat("7", 40), strings.Repeat("Zq", 2100)}
+	sets := [][]Kind{Kinds(), {Email}, {Phone, USSSN}, {IBAN}, {IPAddress}, {Secret}, {Email, Secret}}
+	r := rand.New(rand.NewPCG(7, 11))
+	for round := range 400 {
+		d := NewDetectors(sets[round%len(sets)]...)
+		var text strings.Builder
+		for range 1 + r.IntN(40) {
+			text.WriteString(words[r.IntN(len(words))])
+		}
+		var st runs
+		lo, end := 0, 0
+		for _, p := range pieces(r, text.String(), 1+r.IntN(64)) {
+			end += len(p)
+			// The window starts anywhere before the new piece.
+			lo = min(end-len(p), lo+r.IntN(200))
+			win := text.String()[lo:end]
+			got, want := d.hold(win, len(win)-len(p), &st), wantHold(&d, win)
+			if got != want {
+				t.Fatalf("round %d, %v: hold of %q after %q = %d, reading it whole %d", round, sets[round%len(sets)], win, p, got, want)
+			}
+		}
+	}
+}
+
 // chatChunk is a chat.completion.chunk with content for choice 0.
 func chatChunk(content string) []byte {
 	b, _ := json.Marshal(map[string]any{"id": "c", "object": "chat.completion.chunk",
