@@ -52,11 +52,9 @@ type callGuards struct {
 
 	// What the call's guards need of their own, made with them: the
 	// scope's models of a call routed to a few targets, the result of
-	// the request's guards and then of the answer's, the sink of its
-	// streamed answer.
+	// the request's guards and then of the answer's.
 	models [4]string
 	result guardrails.Result
-	sink   streamGuard
 }
 
 // guardsOf returns the guards of a call of rq's model routed to targets,
@@ -70,9 +68,11 @@ func (g *Gateway) guardsOf(c *Call, rq *request, targets []Target) *callGuards {
 		return nil
 	}
 	cg := &callGuards{eng: g.guards, api: api, model: rq.model}
-	cg.scope.Models = append(cg.models[:0], rq.model)
-	for _, t := range targets {
-		cg.scope.Models = append(cg.scope.Models, t.String())
+	if g.guards.ByModel() {
+		cg.scope.Models = append(cg.models[:0], rq.model)
+		for _, t := range targets {
+			cg.scope.Models = append(cg.scope.Models, t.String())
+		}
 	}
 	if c.Key != nil {
 		cg.scope.Key, cg.scope.Account = c.Key.Name, c.Key.Owner
@@ -196,15 +196,15 @@ type streamGuard struct {
 }
 
 // streamSink returns the sink the call's stream goes to: sink (the
-// client's), or sink behind the answer guards when any applies.
+// client's), or, for a streamed answer, sink behind the answer guards
+// when any applies.
 func (g *Gateway) streamSink(ctx context.Context, c *Call, rq *request, cg *callGuards, sink Sink) (Sink, *streamGuard) {
-	if cg == nil || sink == nil || !cg.eng.Applies(guardrails.Response, &cg.scope) {
-		return sink, nil
+	if cg == nil || sink == nil || !rq.stream || !cg.eng.Applies(guardrails.Response, &cg.scope) {
+		return sink, nil // an answer not streamed is guarded whole
 	}
 	// The answer stream and the buffer are taken at the first write: a
-	// call answered whole never writes to the sink.
-	sg := &cg.sink
-	*sg = streamGuard{Sink: sink, ctx: ctx, g: g, c: c, cg: cg, api: rq.endpoint.apiOf(),
+	// stream that fails before it never writes to the sink.
+	sg := &streamGuard{Sink: sink, ctx: ctx, g: g, c: c, cg: cg, api: rq.endpoint.apiOf(),
 		events: c.API == APIResponses || c.API == APIMessages}
 	return sg, sg
 }

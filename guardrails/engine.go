@@ -190,6 +190,7 @@ type Options struct {
 // An Engine applies the configured guards. It is safe for concurrent use.
 type Engine struct {
 	guards  []*guard
+	byModel bool      // a guard applies to some models only
 	streams sync.Pool // of *AnswerStream, released
 }
 
@@ -215,6 +216,7 @@ func compile(cfg *Config, opts Options) (*Engine, error) {
 			return nil, err
 		}
 		e.guards = append(e.guards, g)
+		e.byModel = e.byModel || g.models != nil
 	}
 	return e, nil
 }
@@ -227,6 +229,10 @@ func (e *Engine) Guards() []string {
 	}
 	return names
 }
+
+// ByModel reports whether a guard applies to some models only: a
+// Scope's Models are read only then.
+func (e *Engine) ByModel() bool { return e != nil && e.byModel }
 
 // Applies reports whether any guard applies to bodies going dir for s:
 // when none does, the host need not call the engine.
