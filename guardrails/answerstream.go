@@ -45,17 +45,16 @@ type AnswerStream struct {
 	// The text of the event before, most often that of this one too.
 	lastKey textKey
 	last    *TextStream
-	held    []*heldEvent
+	held    []heldEvent       // in their order, in one array for the whole stream
 	kept    []byte            // the data of the held events, in their order
 	queued  []*TextStream     // the texts with pieces to decide on at the flush
 	final   map[string]string // whole texts as received → as released
 	stop    *Decision
 
 	// Reused from one event to the next: the events Event returns, the
-	// slots of a chat chunk, the held events sent.
+	// slots of a chat chunk.
 	evs   [][]byte
 	slots []slot
-	free  []*heldEvent
 
 	// The events placed by one call, for the caller to copy before the
 	// next.
@@ -83,12 +82,23 @@ const (
 	kindArguments
 )
 
-// heldEvent is an event waiting for its texts.
+// heldEvent is an event waiting for its texts. The held events are kept
+// by value, side by side: a stream's next event finds the one before it
+// next to it, not somewhere else on the heap.
 type heldEvent struct {
 	data   []byte
-	slots  []slot
-	one    [1]slot // slots of an event of one text, without a slice of its own
+	many   []slot  // the slots of an event of more than one text
+	one    [1]slot // the slot of an event of one text
 	caller bool    // data is the caller's: copied at the flush
+}
+
+// slots are h's slots, in h itself for an event of one text: valid until
+// the held events move.
+func (h *heldEvent) slots() []slot {
+	if h.many != nil || h.one[0].t == nil {
+		return h.many
+	}
+	return h.one[:]
 }
 
 // slot is a text's string in an event: data[start:end], quotes included.
@@ -133,12 +143,6 @@ const maxPooled = 64 << 10
 // next: one text or two most often.
 const maxSpare = 8
 
-// maxFree is the most held events a released stream keeps for the next:
-// the events of one write are held together until its flush, and a
-// provider that writes faster than the gateway reads sends some dozens in
-// one.
-const maxFree = 64
-
 // Release gives the stream back, to serve a later answer of its engine:
 // its arrays, its text streams and their windows are used again. Neither
 // the stream nor anything it returned may be used after.
@@ -148,15 +152,8 @@ func (s *AnswerStream) Release() {
 			s.spare = append(s.spare, t)
 		}
 	}
-	if len(s.free) > maxFree {
-		clear(s.free[maxFree:])
-		s.free = s.free[:maxFree]
-	}
 	// The stream lets go of what it points to here, not event by event:
-	// the arrays' slots past their lengths, and the held events kept.
-	for _, h := range s.free {
-		h.data, h.slots, h.one[0].t = nil, nil, nil
-	}
+	// its arrays are cleared past their lengths too.
 	clear(s.texts)
 	clear(s.final)
 	clear(s.held[:cap(s.held)])
@@ -171,7 +168,7 @@ func (s *AnswerStream) Release() {
 	}
 	*s = AnswerStream{eng: s.eng, texts: s.texts, final: s.final, head: s.head, kept: s.kept, placed: s.placed,
 		shape: chunkShape{pre: s.shape.pre, post: s.shape.post},
-		held:  s.held[:0], queued: s.queued[:0], evs: s.evs[:0], slots: s.slots[:0], free: s.free, spare: s.spare,
+		held:  s.held[:0], queued: s.queued[:0], evs: s.evs[:0], slots: s.slots[:0], spare: s.spare,
 		guards: s.guards[:0], decs: s.decs[:0]}
 	s.eng.streams.Put(s)
 }
@@ -359,15 +356,13 @@ func (s *AnswerStream) closeAll(ctx context.Context) *Decision {
 // hold queues an event: every event waits behind those before it, so
 // that none is reordered; one with texts waits for them too.
 func (s *AnswerStream) hold(data []byte, slots []slot) {
-	h := s.newHeld()
-	h.data, h.slots, h.caller = data, slots, true
-	s.held = append(s.held, h)
+	s.held = append(s.held, heldEvent{data: data, many: slots, caller: true})
 }
 
 // own copies the data of the events still held that is the caller's.
 func (s *AnswerStream) own() {
-	for _, h := range s.held {
-		if h.caller {
+	for i := range s.held {
+		if h := &s.held[i]; h.caller {
 			h.data, h.caller = s.keep(h.data), false
 		}
 	}
@@ -383,8 +378,8 @@ const minKept = 2 << 10
 func (s *AnswerStream) keep(data []byte) []byte {
 	if cap(s.kept)-len(s.kept) < len(data) {
 		need := len(data)
-		for _, h := range s.held {
-			if !h.caller {
+		for i := range s.held {
+			if h := &s.held[i]; !h.caller {
 				need += len(h.data)
 			}
 		}
@@ -394,7 +389,8 @@ func (s *AnswerStream) keep(data []byte) []byte {
 		}
 		// The held events are in the array in their order, so each moves
 		// to a place before its own, never over one still to move.
-		for _, h := range s.held {
+		for i := range s.held {
+			h := &s.held[i]
 			if h.caller {
 				continue // not yet in the array
 			}
@@ -409,26 +405,13 @@ func (s *AnswerStream) keep(data []byte) []byte {
 	return s.kept[n:len(s.kept):len(s.kept)]
 }
 
-// newHeld returns a held event, one sent before when there is one.
-func (s *AnswerStream) newHeld() *heldEvent {
-	if n := len(s.free); n > 0 {
-		h := s.free[n-1]
-		s.free = s.free[:n-1]
-		return h
-	}
-	return new(heldEvent)
-}
-
 // holdOne queues an event of one text.
 func (s *AnswerStream) holdOne(data []byte, sl slot) {
 	if sl.t == nil {
 		s.hold(data, nil)
 		return
 	}
-	h := s.newHeld()
-	h.data, h.one, h.caller = data, [1]slot{sl}, true
-	h.slots = h.one[:]
-	s.held = append(s.held, h)
+	s.held = append(s.held, heldEvent{data: data, one: [1]slot{sl}, caller: true})
 }
 
 // emit returns the events at the head of the queue that are settled (each
@@ -437,10 +420,8 @@ func (s *AnswerStream) holdOne(data []byte, sl slot) {
 func (s *AnswerStream) emit() [][]byte {
 	out := s.evs[:0]
 	n := 0
-	for n < len(s.held) && s.settled(s.held[n], s.held[n+1:]) {
-		h := s.held[n]
-		out = append(out, s.place(h))
-		s.free = append(s.free, h)
+	for n < len(s.held) && s.settled(&s.held[n], s.held[n+1:]) {
+		out = append(out, s.place(&s.held[n]))
 		n++
 	}
 	// The events still held move to the front, so that the queue's array
@@ -457,9 +438,10 @@ func (s *AnswerStream) emit() [][]byte {
 
 // settled reports whether every text of h has ended, or has an event in
 // later, and notes in each slot which.
-func (s *AnswerStream) settled(h *heldEvent, later []*heldEvent) bool {
-	for i := range h.slots {
-		sl := &h.slots[i]
+func (s *AnswerStream) settled(h *heldEvent, later []heldEvent) bool {
+	slots := h.slots()
+	for i := range slots {
+		sl := &slots[i]
 		sl.later = carries(later, sl.t)
 		if !sl.later && !sl.t.closed {
 			return false
@@ -469,9 +451,9 @@ func (s *AnswerStream) settled(h *heldEvent, later []*heldEvent) bool {
 }
 
 // carries reports whether one of evs has a string of t.
-func carries(evs []*heldEvent, t *TextStream) bool {
-	for _, h := range evs {
-		for _, sl := range h.slots {
+func carries(evs []heldEvent, t *TextStream) bool {
+	for i := range evs {
+		for _, sl := range evs[i].slots() {
 			if sl.t == t {
 				return true
 			}
@@ -486,12 +468,13 @@ func carries(evs []*heldEvent, t *TextStream) bool {
 // So an answer with nothing to mask leaves each event as it came, h's data
 // itself, however the guards cut what they hold.
 func (s *AnswerStream) place(h *heldEvent) []byte {
+	slots := h.slots()
 	same := true
-	for _, sl := range h.slots {
+	for _, sl := range slots {
 		same = same && keepsOwn(h, sl)
 	}
 	if same {
-		for _, sl := range h.slots {
+		for _, sl := range slots {
 			placeOwn(sl)
 		}
 		return h.data
@@ -501,7 +484,7 @@ func (s *AnswerStream) place(h *heldEvent) []byte {
 	n := len(s.placed)
 	out := s.placed
 	last := 0
-	for _, sl := range h.slots {
+	for _, sl := range slots {
 		if keepsOwn(h, sl) {
 			placeOwn(sl)
 			continue
