@@ -48,6 +48,12 @@ func (d *Detectors) findNumbers(text string, dst []Match) []Match {
 				continue
 			}
 		}
+		if isAlpha(text[max(p-1, 0)]) && !escapeBefore(text, p) {
+			// Glued to a word ("v2", "word12"): no number of its own, as
+			// readToken would find (numLeftOK), without reading it.
+			i = skipDigits(text, p)
+			continue
+		}
 		if !readToken(text, p, &t) {
 			i = max(t.end, skipDigits(text, p))
 			continue
