@@ -55,6 +55,11 @@ type callGuards struct {
 	// the request's guards and then of the answer's.
 	models [4]string
 	result guardrails.Result
+
+	// The call's span, when it is traced, known from its outcome
+	// (traceKnown): else looked up in the context, a walk up all of it.
+	trace      *callTrace
+	traceKnown bool
 }
 
 // guardsOf returns the guards of a call of rq's model routed to targets,
@@ -170,7 +175,11 @@ func (g *Gateway) guarded(ctx context.Context, c *Call, cg *callGuards, ds []gua
 		}
 	}
 	g.obs.Guarded(c, cg.model, ds)
-	traceGuards(ctx, ds)
+	if cg.traceKnown {
+		cg.trace.noteGuards(ds)
+	} else {
+		traceGuards(ctx, ds)
+	}
 }
 
 // streamGuard is the Sink of a streamed answer with guards on answers: it

@@ -299,6 +299,12 @@ func (ct *callTrace) sent(status int, err error, streaming, failed bool) {
 // out of the span: it may quote the body.
 func traceGuards(ctx context.Context, ds []guardrails.Decision) {
 	ct, _ := ctx.Value(callTraceKey{}).(*callTrace)
+	ct.noteGuards(ds)
+}
+
+// noteGuards notes the guards' decisions on ct, when the call is traced
+// (ct not nil), as traceGuards does.
+func (ct *callTrace) noteGuards(ds []guardrails.Decision) {
 	if ct == nil {
 		return
 	}
