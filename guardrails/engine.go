@@ -284,7 +284,9 @@ func (e *Engine) Answer(ctx context.Context, api API, body []byte, s *Scope) *Re
 // a Result for each call rather than have one made for each body. What r
 // held before is gone, its Decisions included.
 func (e *Engine) Check(ctx context.Context, r *Result, api API, dir Direction, body []byte, s *Scope) {
-	*r = Result{Direction: dir, Body: body}
+	// What the caller reads is set anew; the arrays the check fills are
+	// written over as it fills them, not cleared first.
+	r.Verdict, r.Direction, r.Body, r.Masked, r.Decisions, r.Stop, r.Err = Allowed, dir, body, false, nil, nil, nil
 	if !e.Applies(dir, s) {
 		return
 	}
