@@ -45,21 +45,18 @@ func guardAPI(a API) (guardrails.API, bool) {
 // read — the model as the client named it and every target it routes to,
 // so that a guard of a target catches an alias of it.
 type callGuards struct {
-	eng   *guardrails.Engine
-	api   guardrails.API
-	scope guardrails.Scope
-	model string // as the client named it, for events
-
-	// What the call's guards need of their own, made with them: the
-	// scope's models of a call routed to a few targets, the result of
-	// the request's guards and then of the answer's.
-	models [4]string
-	result guardrails.Result
-
+	eng *guardrails.Engine
+	api guardrails.API
 	// The call's span, when it is traced, known from its outcome
 	// (traceKnown): else looked up in the context, a walk up all of it.
-	trace      *callTrace
 	traceKnown bool
+	trace      *callTrace
+	scope      guardrails.Scope
+	model      string // as the client named it, for events
+
+	// The result of the request's guards and then of the answer's, made
+	// with them.
+	result guardrails.Result
 }
 
 // guardsOf returns the guards of a call of rq's model routed to targets,
@@ -74,7 +71,7 @@ func (g *Gateway) guardsOf(c *Call, rq *request, targets []Target) *callGuards {
 	}
 	cg := &callGuards{eng: g.guards, api: api, model: rq.model}
 	if g.guards.ByModel() {
-		cg.scope.Models = append(cg.models[:0], rq.model)
+		cg.scope.Models = append(make([]string, 0, 1+len(targets)), rq.model)
 		for _, t := range targets {
 			cg.scope.Models = append(cg.scope.Models, t.String())
 		}

@@ -97,10 +97,10 @@ const (
 type Result struct {
 	Verdict   Verdict
 	Direction Direction
+	Masked    bool // Body is not the body given
 	// Body is what goes on when allowed: the body as given when nothing
 	// was masked, else a new body, every byte but the masked strings kept.
-	Body   []byte
-	Masked bool
+	Body []byte
 	// Decisions has one decision for each guard that applied, in order.
 	Decisions []Decision
 	// Stop is the decision that blocked, or failed closed.
