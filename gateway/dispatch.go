@@ -182,10 +182,7 @@ func (g *Gateway) serve(ctx context.Context, c *Call, o *Outcome, rq *request) {
 	if !ok {
 		return // refused (a limit or a budget): o says why
 	}
-	rq.guards = g.guardsOf(c, rq, targets)
-	if rq.guards != nil {
-		rq.guards.trace, rq.guards.traceKnown = o.trace, true
-	}
+	rq.guards = g.guardsOf(c, rq, targets, o.trace)
 	if !g.guardRequest(ctx, c, o, rq, rq.guards) {
 		adm.done(ctx, nil)
 		return // refused by a guard: nothing reached a provider, nor the cache

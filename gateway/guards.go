@@ -45,14 +45,11 @@ func guardAPI(a API) (guardrails.API, bool) {
 // read — the model as the client named it and every target it routes to,
 // so that a guard of a target catches an alias of it.
 type callGuards struct {
-	eng *guardrails.Engine
-	api guardrails.API
-	// The call's span, when it is traced, known from its outcome
-	// (traceKnown): else looked up in the context, a walk up all of it.
-	traceKnown bool
-	trace      *callTrace
-	scope      guardrails.Scope
-	model      string // as the client named it, for events
+	eng   *guardrails.Engine
+	api   guardrails.API
+	trace *callTrace // the call's span, when it is traced
+	scope guardrails.Scope
+	model string // as the client named it, for events
 
 	// The result of the request's guards and then of the answer's, made
 	// with them.
@@ -60,8 +57,9 @@ type callGuards struct {
 }
 
 // guardsOf returns the guards of a call of rq's model routed to targets,
-// or nil when no guard is configured or the API has no texts.
-func (g *Gateway) guardsOf(c *Call, rq *request, targets []Target) *callGuards {
+// traced by ct (nil: untraced), or nil when no guard is configured or the
+// API has no texts.
+func (g *Gateway) guardsOf(c *Call, rq *request, targets []Target, ct *callTrace) *callGuards {
 	if g.guards == nil {
 		return nil
 	}
@@ -69,7 +67,7 @@ func (g *Gateway) guardsOf(c *Call, rq *request, targets []Target) *callGuards {
 	if !ok {
 		return nil
 	}
-	cg := &callGuards{eng: g.guards, api: api, model: rq.model}
+	cg := &callGuards{eng: g.guards, api: api, model: rq.model, trace: ct}
 	if g.guards.ByModel() {
 		cg.scope.Models = append(make([]string, 0, 1+len(targets)), rq.model)
 		for _, t := range targets {
@@ -92,7 +90,7 @@ func (g *Gateway) guardRequest(ctx context.Context, c *Call, o *Outcome, rq *req
 	}
 	r := &cg.result
 	cg.eng.Check(ctx, r, cg.api, guardrails.Request, c.Body, &cg.scope)
-	g.guarded(ctx, c, cg, r.Decisions)
+	g.guarded(c, cg, r.Decisions)
 	a := rq.endpoint.apiOf()
 	if pe := r.Error(); pe != nil {
 		o.fail(a, pe)
@@ -132,7 +130,7 @@ func (g *Gateway) guardOutcome(ctx context.Context, c *Call, o *Outcome, rq *req
 func (g *Gateway) guardAnswer(ctx context.Context, c *Call, rq *request, body []byte) ([]byte, *providers.Error) {
 	cg := rq.guards
 	if cg == nil {
-		cg = g.guardsOf(c, rq, g.routes.resolve(rq.model))
+		cg = g.guardsOf(c, rq, g.routes.resolve(rq.model), traceOf(ctx))
 	}
 	if cg == nil || c.API == APICountTokens {
 		return body, nil
@@ -147,7 +145,7 @@ func (g *Gateway) answerGuards(ctx context.Context, c *Call, cg *callGuards, bod
 	}
 	r := &cg.result
 	cg.eng.Check(ctx, r, cg.api, guardrails.Response, body, &cg.scope)
-	g.guarded(ctx, c, cg, r.Decisions)
+	g.guarded(c, cg, r.Decisions)
 	if pe := r.Error(); pe != nil {
 		return nil, pe
 	}
@@ -157,7 +155,7 @@ func (g *Gateway) answerGuards(ctx context.Context, c *Call, cg *callGuards, bod
 // guarded tells the observer and the call's span what the guards decided,
 // and logs each guard that could not decide: why (which may name the
 // service) is for the log alone.
-func (g *Gateway) guarded(ctx context.Context, c *Call, cg *callGuards, ds []guardrails.Decision) {
+func (g *Gateway) guarded(c *Call, cg *callGuards, ds []guardrails.Decision) {
 	if len(ds) == 0 {
 		return
 	}
@@ -172,11 +170,7 @@ func (g *Gateway) guarded(ctx context.Context, c *Call, cg *callGuards, ds []gua
 		}
 	}
 	g.obs.Guarded(c, cg.model, ds)
-	if cg.traceKnown {
-		cg.trace.noteGuards(ds)
-	} else {
-		traceGuards(ctx, ds)
-	}
+	cg.trace.noteGuards(ds)
 }
 
 // streamGuard is the Sink of a streamed answer with guards on answers: it
@@ -352,7 +346,7 @@ func (s *streamGuard) finish() {
 			_ = s.Sink.Flush()
 		}
 	}
-	s.g.guarded(s.ctx, s.c, s.cg, s.as.Decisions())
+	s.g.guarded(s.c, s.cg, s.as.Decisions())
 	// What the stream used serves the next; a write after its end (none
 	// is made) would be dropped.
 	s.as.Release()

@@ -479,7 +479,7 @@ func TestStreamGuardFraming(t *testing.T) {
 			sink := &recordingSink{}
 			c := &Call{API: APIChat, Key: gt.static, Sink: sink, Log: gt.log}
 			rq := &request{endpoint: endpointChat, model: "oa/gpt-4o-mini", stream: true}
-			_, sg := gt.streamSink(context.Background(), c, rq, gt.guardsOf(c, rq, nil), sink)
+			_, sg := gt.streamSink(context.Background(), c, rq, gt.guardsOf(c, rq, nil, nil), sink)
 			var buf []byte
 			for i := 0; i < len(stream); i += tc.write { // tc.write bytes at a time
 				buf = append(buf[:0], stream[i:min(i+tc.write, len(stream))]...)

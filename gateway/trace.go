@@ -293,17 +293,19 @@ func (ct *callTrace) sent(status int, err error, streaming, failed bool) {
 	}
 }
 
-// traceGuards notes the guards' decisions on the call of ctx, for the
-// call's span (modelgate.guards): "<guard>:<direction>:<action>", say
-// "pii:request:mask". What a guard found or why it could not decide stays
-// out of the span: it may quote the body.
-func traceGuards(ctx context.Context, ds []guardrails.Decision) {
+// traceOf is the trace of the call of ctx, or nil when it is not traced:
+// a walk up every layer of ctx, which a call that has its outcome at
+// hand (Outcome.trace) need not make.
+func traceOf(ctx context.Context) *callTrace {
 	ct, _ := ctx.Value(callTraceKey{}).(*callTrace)
-	ct.noteGuards(ds)
+	return ct
 }
 
-// noteGuards notes the guards' decisions on ct, when the call is traced
-// (ct not nil), as traceGuards does.
+// noteGuards notes the guards' decisions on the call's span
+// (modelgate.guards), when the call is traced (ct not nil):
+// "<guard>:<direction>:<action>", say "pii:request:mask". What a guard
+// found or why it could not decide stays out of the span: it may quote
+// the body.
 func (ct *callTrace) noteGuards(ds []guardrails.Decision) {
 	if ct == nil {
 		return

@@ -303,9 +303,9 @@ func TestTraceGuards(t *testing.T) {
 	c, o := &Call{API: APIChat, Body: chatBody("oa/gpt-4o-mini", "", "hi")}, &Outcome{}
 	cctx := g.traceCall(ctx, c, o)
 	// The guards see the call's context, or an attempt's under it.
-	traceGuards(cctx, []guardrails.Decision{{Guard: "pii", Direction: guardrails.Request, Action: guardrails.Mask, Found: []string{"email"}}})
+	traceOf(cctx).noteGuards([]guardrails.Decision{{Guard: "pii", Direction: guardrails.Request, Action: guardrails.Mask, Found: []string{"email"}}})
 	actx := o.trace.startAttempt(cctx, o, Target{Provider: g.Provider("oa"), Model: "gpt-4o-mini"}, &providers.Request{}, &exchange{})
-	traceGuards(actx, []guardrails.Decision{{Guard: "jailbreak", Direction: guardrails.Response, Action: guardrails.Log}})
+	traceOf(actx).noteGuards([]guardrails.Decision{{Guard: "jailbreak", Direction: guardrails.Response, Action: guardrails.Log}})
 	o.trace.endAttempt(c.API, o, 200, nil)
 	o.trace.end(c, o)
 	server.End()
@@ -313,7 +313,7 @@ func TestTraceGuards(t *testing.T) {
 	wantAttrs(t, call, map[attribute.Key]string{"modelgate.guards": `["pii:request:mask","jailbreak:response:log"]`})
 
 	// Untraced, it does nothing.
-	traceGuards(context.Background(), []guardrails.Decision{{Guard: "pii"}})
+	traceOf(context.Background()).noteGuards([]guardrails.Decision{{Guard: "pii"}})
 }
 
 // TestTraceCache checks the spans of calls the response cache sees: a

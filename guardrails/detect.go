@@ -19,11 +19,10 @@ type Match struct {
 // search for the few bytes every secret format contains), no regular
 // expressions. Its zero value finds nothing.
 type Detectors struct {
-	on      [numKinds]bool
+	kinds   uint8 // bit k for each kind k on
 	numeric bool  // a detector of the digit scan is on
 	span    int   // the longest match any of them finds
 	runs    uint8 // the runs hold follows
-	kinds   uint8 // bit k for each kind k on
 }
 
 // NewDetectors returns the set of the detectors of kinds.
@@ -31,13 +30,12 @@ func NewDetectors(kinds ...Kind) Detectors {
 	var d Detectors
 	for _, k := range kinds {
 		if k < numKinds {
-			d.on[k] = true
 			d.span = max(d.span, maxSpans[k])
 			d.kinds |= 1 << k
 		}
 	}
-	d.numeric = d.on[Phone] || d.on[CreditCard] || d.on[IBAN] || d.on[IPAddress] || d.on[USSSN]
-	d.runs = runsOf(&d.on)
+	d.numeric = d.On(Phone) || d.On(CreditCard) || d.On(IBAN) || d.On(IPAddress) || d.On(USSSN)
+	d.runs = runsOf(&d)
 	return d
 }
 
@@ -138,7 +136,7 @@ func (d *Detectors) mayMatch(text string) bool {
 }
 
 // On reports whether the detector of k is in the set.
-func (d *Detectors) On(k Kind) bool { return k < numKinds && d.on[k] }
+func (d *Detectors) On(k Kind) bool { return k < numKinds && d.kinds&(1<<k) != 0 }
 
 // MaxSpan is the longest match a detector of the set finds, in bytes.
 func (d *Detectors) MaxSpan() int { return d.span }
@@ -160,16 +158,16 @@ var maxSpans = [numKinds]int{
 // or the longer, is kept).
 func (d *Detectors) Find(text string, dst []Match) []Match {
 	start := len(dst)
-	if d.on[Email] {
+	if d.On(Email) {
 		dst = findEmails(text, dst)
 	}
 	if d.numeric {
 		dst = d.findNumbers(text, dst)
 	}
-	if d.on[IPAddress] {
+	if d.On(IPAddress) {
 		dst = findIPv6(text, dst)
 	}
-	if d.on[Secret] {
+	if d.On(Secret) {
 		dst = findSecrets(text, dst)
 	}
 	return resolve(dst, start)
@@ -208,7 +206,7 @@ func (d *Detectors) hold(text string, from int, t *runs) int {
 		c := bits.TrailingZeros8(r)
 		h = max(h, min(t.n[c], runLimits[c]))
 	}
-	if d.on[Secret] && t.dashIn(min(len(text), maxSecretSpan)) {
+	if d.On(Secret) && t.dashIn(min(len(text), maxSecretSpan)) {
 		// A PEM line starts with '-'.
 		h = max(h, pemHold(text))
 	}
@@ -238,14 +236,14 @@ const (
 	numRuns
 )
 
-// runsOf are the runs the detectors of kinds need.
-func runsOf(on *[numKinds]bool) uint8 {
+// runsOf are the runs the detectors of d need.
+func runsOf(d *Detectors) uint8 {
 	var r uint8
 	for k, need := range [numKinds]uint8{
 		Email: 1 << runEmail, Phone: 1 << runNumber, CreditCard: 1 << runNumber, USSSN: 1 << runNumber,
 		IBAN: 1 << runIBAN, IPAddress: 1 << runIP, Secret: 1 << runSecret,
 	} {
-		if on[k] {
+		if d.On(Kind(k)) {
 			r |= need
 		}
 	}

@@ -41,16 +41,16 @@ func (d *Detectors) findNumbers(text string, dst []Match) []Match {
 			i = skipDigits(text, p)
 			continue
 		}
-		if d.on[IBAN] && p >= 2 && isUpper(text[p-2]) && isUpper(text[p-1]) && !wordBefore(text, p-2) {
+		if d.On(IBAN) && p >= 2 && isUpper(text[p-2]) && isUpper(text[p-1]) && !wordBefore(text, p-2) {
 			if end := ibanEnd(text, p-2); end > 0 {
 				dst = append(dst, Match{Start: p - 2, End: end, Kind: IBAN})
 				i = end
 				continue
 			}
 		}
-		if isAlpha(text[max(p-1, 0)]) && !escapeBefore(text, p) {
+		if p > 0 && isAlpha(text[p-1]) && !numLeftOK(text, p) {
 			// Glued to a word ("v2", "word12"): no number of its own, as
-			// readToken would find (numLeftOK), without reading it.
+			// readToken would find, without reading it.
 			i = skipDigits(text, p)
 			continue
 		}
@@ -222,16 +222,16 @@ func (d *Detectors) number(text string, t *numToken, from, to int) (Kind, int, b
 		end++ // the ')'
 	}
 	start := gs[0].start
-	if d.on[IPAddress] && !plus && isIPv4(text, gs) && !versionBefore(text, start) {
+	if d.On(IPAddress) && !plus && isIPv4(text, gs) && !versionBefore(text, start) {
 		return IPAddress, end, true // with its prefix length, if any
 	}
-	if d.on[USSSN] && !plus && isSSN(text, gs) {
+	if d.On(USSSN) && !plus && isSSN(text, gs) {
 		return USSSN, end, true
 	}
-	if d.on[CreditCard] && !plus && isCard(text, gs) {
+	if d.On(CreditCard) && !plus && isCard(text, gs) {
 		return CreditCard, end, true
 	}
-	if d.on[Phone] && isPhone(text, gs, plus) {
+	if d.On(Phone) && isPhone(text, gs, plus) {
 		return Phone, end, true
 	}
 	return 0, 0, false

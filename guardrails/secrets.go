@@ -302,18 +302,18 @@ func jwt(text string, i int) int {
 // PEM block: an unfinished one, or the start of its first line.
 func pemHold(text string) int {
 	tail := text[max(0, len(text)-maxSecretSpan):]
-	h := 0
-	if strings.Contains(tail, "-----") {
-		if b := strings.LastIndex(tail, "-----BEGIN "); b >= 0 && !strings.Contains(tail[b:], "-----END ") {
-			h = len(tail) - b
-		} else if b >= 0 {
-			// The END line may not be whole yet.
-			if e := strings.LastIndex(tail, "-----END "); e >= 0 && !strings.Contains(tail[e+9:], "-----") {
-				h = len(tail) - b
-			}
-		}
+	if !strings.Contains(tail, "-----BEGIN ") {
+		return pemSuffix(text) // a search forward, faster than LastIndex's
 	}
-	return max(h, pemSuffix(text))
+	b := strings.LastIndex(tail, "-----BEGIN ")
+	if !strings.Contains(tail[b:], "-----END ") {
+		return len(tail) - b
+	}
+	// The END line may not be whole yet.
+	if e := strings.LastIndex(tail, "-----END "); !strings.Contains(tail[e+9:], "-----") {
+		return len(tail) - b
+	}
+	return pemSuffix(text)
 }
 
 // pemSuffix is the length of the start of "-----BEGIN " that ends text.

@@ -114,7 +114,7 @@ func TestHoldFollowsRuns(t *testing.T) {
 			}
 			h = max(h, n)
 		}
-		if d.on[Secret] {
+		if d.On(Secret) {
 			h = max(h, pemHold(text))
 		}
 		return min(h, len(text))
