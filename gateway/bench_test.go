@@ -107,6 +107,10 @@ func BenchmarkServeGuards(b *testing.B) {
 	}{
 		{"chat", APIChat, chatBody("oa/gpt-4o-mini", "", prompt)},
 		{"chat_stream50", APIChat, chatBody("oa/gpt-4o-mini", `,"stream":true`, words.String())},
+		// A stream of one word: what a guarded stream costs whatever its
+		// length (the request's guard, the answer stream taken and
+		// released, its first and last chunks).
+		{"chat_stream1", APIChat, chatBody("oa/gpt-4o-mini", `,"stream":true,"max_tokens":1`, words.String())},
 		{"messages", APIMessages, []byte(`{"model":"claude/claude-sonnet-4-5","max_tokens":100,"messages":[{"role":"user","content":"` + prompt + `"}]}`)},
 		{"responses", APIResponses, []byte(`{"model":"oa/gpt-4o-mini","store":false,"input":"` + prompt + `"}`)},
 	}

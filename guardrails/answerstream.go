@@ -131,8 +131,10 @@ func (e *Engine) AnswerStream(api API, s *Scope) *AnswerStream {
 }
 
 // Decisions returns each guard's decision over the stream so far, for
-// the host's metrics and events at the stream's end.
-func (s *AnswerStream) Decisions() []Decision { return slices.Clone(s.decs) }
+// the host's metrics and events at the stream's end. The slice is the
+// stream's, valid until its next event or its Release: the caller copies
+// what it keeps.
+func (s *AnswerStream) Decisions() []Decision { return s.decs }
 
 // maxPooled is the most a released stream's buffer may hold to be kept
 // for the next stream: one larger (an answer repeated whole) is left to
