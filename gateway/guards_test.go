@@ -511,6 +511,40 @@ func TestStreamGuardFraming(t *testing.T) {
 	}
 }
 
+// TestStreamGuardFlows: a guarded stream of tool calls reaches the client
+// as the provider sends it: the chunk that opens the choice at once, each
+// call's arguments one event late, not the whole answer at its end.
+func TestStreamGuardFlows(t *testing.T) {
+	gt := newGuardTest(t, piiResponse)
+	sink := &recordingSink{}
+	c := &Call{API: APIChat, Key: gt.static, Sink: sink, Log: gt.log}
+	rq := &request{endpoint: endpointChat, model: "oa/gpt-4o-mini", stream: true}
+	_, sg := gt.streamSink(context.Background(), c, rq, gt.guardsOf(c, rq, nil, nil), sink)
+	head := `data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":`
+	args := func(s string) string {
+		return head + `{"tool_calls":[{"index":0,"function":{"arguments":"` + s + `"}}]},"finish_reason":null}]}` + "\n\n"
+	}
+	writes := []struct {
+		event string
+		sent  int // events the client has after it
+	}{
+		{head + `{"role":"assistant","content":""},"finish_reason":null}]}` + "\n\n", 1},
+		{args(`{\"city\"`), 1},
+		{args(`:\"Paris\"}`), 2},
+		{head + `{},"finish_reason":"tool_calls"}]}` + "\n\n", 4},
+		{"data: [DONE]\n\n", 5},
+	}
+	for i, w := range writes {
+		if _, err := sg.Write([]byte(w.event)); err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(sink.body.String(), "\n\n"); n != w.sent {
+			t.Errorf("after write %d: the client has %d events, want %d: %q", i, n, w.sent, sink.body.String())
+		}
+	}
+	sg.finish()
+}
+
 // TestGuardsCache: a cached answer goes through the answer guards as they
 // are now — one stored before a guard was added comes back masked, or
 // blocked — and the cache stores a guarded stream as the client got it;

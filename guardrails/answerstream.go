@@ -20,7 +20,8 @@ import (
 // text and partial_json — each go through a TextStream.
 //
 // An event that carries text is held until the next event of the same
-// text (or its end) arrives, and leaves with the text released by then in
+// text (or its end) arrives — one whose string is empty, of a text that
+// holds nothing, is not — and leaves with the text released by then in
 // place of its own: text moves to an earlier event, never a later one,
 // and no event is added, dropped or reordered (events behind a held one
 // wait for it). Events that end a text (finish_reason, response.*.done,
@@ -107,7 +108,7 @@ func (h *heldEvent) slots() []slot {
 type slot struct {
 	t          *TextStream
 	start, end int
-	later      bool // a later event carries t (set when the event is settled)
+	later      bool // a later event carries t, or the string is empty and t holds nothing (set when the event is settled)
 }
 
 // AnswerStream returns the guard of a streamed answer of api for s, or
@@ -439,12 +440,16 @@ func (s *AnswerStream) emit() [][]byte {
 }
 
 // settled reports whether every text of h has ended, or has an event in
-// later, and notes in each slot which.
+// later, and notes in each slot which. An empty string of a text that
+// holds nothing needs no later event: nothing can come to it that a
+// later piece's own event will not carry, so it leaves as it is (the
+// chunk that opens a choice does not wait for the answer's first words,
+// nor the reasoning and tool calls behind it for them).
 func (s *AnswerStream) settled(h *heldEvent, later []heldEvent) bool {
 	slots := h.slots()
 	for i := range slots {
 		sl := &slots[i]
-		sl.later = carries(later, sl.t)
+		sl.later = carries(later, sl.t) || sl.end-sl.start == 2 && sl.t.atRest()
 		if !sl.later && !sl.t.closed {
 			return false
 		}

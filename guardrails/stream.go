@@ -255,6 +255,20 @@ func (t *TextStream) Write(ctx context.Context, delta string) (string, *Decision
 	return x, nil
 }
 
+// atRest reports whether t holds nothing: every piece it received was
+// decided on, released and placed in an event.
+func (t *TextStream) atRest() bool {
+	if t.pieces > 0 || len(t.unplaced) > 0 {
+		return false
+	}
+	for i := range t.stages {
+		if st := &t.stages[i]; st.mid < len(st.win) || st.pending != "" {
+			return false
+		}
+	}
+	return true
+}
+
 // Close ends the text and returns the rest of it, decided.
 func (t *TextStream) Close(ctx context.Context) (string, *Decision) {
 	if t.closed {

@@ -479,3 +479,49 @@ func TestAnswerStreamKeepsBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestAnswerStreamFlowsBeforeText: what comes before a text's first
+// piece is not held for it. The chunk that opens a choice (its role and
+// an empty content) and the reasoning that follows it reach the client
+// as they come, not once the answer's first words, or its end for an
+// answer of tool calls alone, release them.
+func TestAnswerStreamFlowsBeforeText(t *testing.T) {
+	e := newEngine(t, Options{}, piiMask)
+	ctx := context.Background()
+	role := []byte(`{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}`)
+	reasoning := func(s string) []byte {
+		return []byte(`{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"reasoning_content":"` + s + `"},"finish_reason":null}]}`)
+	}
+	args := func(s string) []byte {
+		return []byte(`{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"` + s + `"}}]},"finish_reason":null}]}`)
+	}
+	cases := []struct {
+		name   string
+		events [][]byte
+		// sent is how many events have reached the client after each.
+		sent []int
+	}{
+		{"role then words", [][]byte{role, chatChunk("Hello"), chatChunk(" there")}, []int{1, 1, 2}},
+		{"role then reasoning", [][]byte{role, reasoning("Let me"), reasoning(" think"), chatChunk("Hi")}, []int{1, 2, 3, 3}},
+		{"role then tool calls", [][]byte{role, args(`{\"a\"`), args(`:1}`)}, []int{1, 1, 2}},
+		{"empty content after words", [][]byte{chatChunk("Hi bob"), chatChunk(""), reasoning("x")}, []int{0, 1, 1}},
+	}
+	for _, c := range cases {
+		s := e.AnswerStream(Chat, nil)
+		n := 0
+		for i, ev := range c.events {
+			out, d := s.Event(ctx, ev)
+			if d != nil {
+				t.Fatal(d)
+			}
+			if n += len(out); n != c.sent[i] {
+				t.Errorf("%s: %d events sent after event %d, want %d", c.name, n, i, c.sent[i])
+			}
+		}
+		out, d := s.End(ctx)
+		if d != nil || n+len(out) != len(c.events) {
+			t.Errorf("%s: %d events sent in all of %d (%v)", c.name, n+len(out), len(c.events), d)
+		}
+		s.Release()
+	}
+}
