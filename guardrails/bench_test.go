@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/modelgate/modelgate/internal/evicted"
 )
 
 // benchProse is typical chat content: prose, a little code, numbers,
@@ -111,8 +113,9 @@ func BenchmarkPIIGuard(b *testing.B) {
 
 // BenchmarkShortCall measures what a pii guard (every detector, mask)
 // does for a short chat call, the common case: the request and the
-// answer of the harness's chat scenario, nothing in them to mask; and
-// reading their texts alone (walk).
+// answer of the harness's chat scenario, nothing in them to mask; the
+// same with the core's caches written over before each (evicted, as in a
+// busy server: evicted.Ops); and reading their texts alone (walk).
 func BenchmarkShortCall(b *testing.B) {
 	request := []byte(`{"model":"oa/gpt-4o-mini","max_tokens":256,"temperature":0.2,"messages":[{"role":"system","content":"You are a terse assistant."},{"role":"user","content":"Summarise the plot of Hamlet in one sentence please"}]}`)
 	answer := []byte(`{"id":"chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT","object":"chat.completion","created":1741569952,"model":"gpt-4o-mini-2024-07-18","system_fingerprint":"fp_eb9dce56a8","choices":[{"index":0,"message":{"role":"assistant","content":"echo: Summarise the plot of Hamlet in one sentence please","refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"stop"}],"usage":{"prompt_tokens":19,"completion_tokens":10,"total_tokens":29,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}},"service_tier":"default"}`)
@@ -131,6 +134,14 @@ func BenchmarkShortCall(b *testing.B) {
 					b.Fatal("not allowed as it is")
 				}
 			}
+		})
+		b.Run(c.name+"/evicted", func(b *testing.B) {
+			var r Result
+			b.ReportMetric(evicted.Ops(b, func() {
+				if e.Check(ctx, &r, Chat, c.dir, c.body, nil); r.Verdict != Allowed || r.Masked {
+					b.Fatal("not allowed as it is")
+				}
+			}), "evicted-ns/op")
 		})
 		b.Run(c.name+"/walk", func(b *testing.B) {
 			b.ReportAllocs()
