@@ -328,6 +328,11 @@ type upstreamWriter struct {
 
 	clock *streamClock // the attempt's stream timeouts; nil: none
 
+	// passThrough is tr when it is a relay of server-sent events, which
+	// may pass a write of whole events on as it is (set with streaming,
+	// once, not asked again at every write).
+	passThrough providers.Relay
+
 	wroteHeader bool
 	status      int
 	streaming   bool      // the provider's answer is a stream for the client
@@ -371,6 +376,9 @@ func (w *upstreamWriter) WriteHeader(status int) {
 		return
 	}
 	w.streaming = true
+	if r, ok := w.tr.(providers.Relay); ok && w.framing == providers.SSE {
+		w.passThrough = r
+	}
 	if w.tr != nil {
 		w.bufs = streamBufferPool.Get().(*streamBuffers)
 		w.buf, w.out = w.bufs.pending[:0], w.bufs.out[:0]
@@ -428,7 +436,7 @@ func (w *upstreamWriter) Write(p []byte) (int, error) {
 		w.firstByte()
 		return w.sink.Write(p)
 	}
-	if r, ok := w.tr.(providers.Relay); ok && len(w.buf) == 0 && w.framing == providers.SSE && r.Passes(p) {
+	if w.passThrough != nil && len(w.buf) == 0 && w.passThrough.Passes(p) {
 		// Whole events passed through as they are, nothing in them to read
 		// or take out: the client gets p itself, without a copy.
 		w.firstByte()
