@@ -22,6 +22,7 @@ import (
 
 	"github.com/modelgate/modelgate/gateway"
 	"github.com/modelgate/modelgate/guardrails"
+	"github.com/modelgate/modelgate/internal/evicted"
 	"github.com/modelgate/modelgate/internal/storagetest"
 	"github.com/modelgate/modelgate/keys"
 	"github.com/modelgate/modelgate/pricing"
@@ -484,6 +485,30 @@ func BenchmarkSettle(b *testing.B) {
 	for b.Loop() {
 		ob.Answered(c, o)
 		logSettled(r, o)
+	}
+}
+
+// BenchmarkGuardDecisions is counting one guard decision in the
+// decisions metric: through the counters looked up when the config was
+// provisioned, and by its labels (a decision of no guard in its place),
+// warm and with the caches cold (evicted-ns/op).
+func BenchmarkGuardDecisions(b *testing.B) {
+	c := &gateway.Call{}
+	ds := []guardrails.Decision{{Guard: "bench-pii", Type: "pii", Direction: guardrails.Request, Action: guardrails.Allow, Allowed: true}}
+	for _, bc := range []struct {
+		name   string
+		counts []guardCounts
+	}{{"counters", countsOf([]string{"bench-pii"})}, {"by_labels", nil}} {
+		ob := observer{&App{guardCounts: bc.counts}}
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				ob.Guarded(c, "m", ds)
+			}
+		})
+		b.Run(bc.name+"/evicted", func(b *testing.B) {
+			b.ReportMetric(evicted.Ops(b, func() { ob.Guarded(c, "m", ds) }), "evicted-ns/op")
+		})
 	}
 }
 

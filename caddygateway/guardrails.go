@@ -43,7 +43,34 @@ func (a *App) provisionGuards() (*guardrails.Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("guardrails: %w", err)
 	}
+	a.guardCounts = countsOf(eng.Guards())
 	return eng, nil
+}
+
+// numActions is the number of guardrails' actions, Allow to Error.
+const numActions = int(guardrails.Error) + 1
+
+// guardCounts are one guard's counters of the decisions metric, one for
+// each action. They are looked up once, when the config is provisioned,
+// so that each guard's series is there from the start at 0, and a
+// decision is counted without a lookup: in a busy server, a lookup by
+// labels reads a map and a lock that are out of the core's caches by the
+// next call.
+type guardCounts struct {
+	guard    string
+	byAction [numActions]prometheus.Counter
+}
+
+// countsOf returns the counters of guards.
+func countsOf(guards []string) []guardCounts {
+	cs := make([]guardCounts, len(guards))
+	for i, g := range guards {
+		cs[i].guard = g
+		for a := range numActions {
+			cs[i].byAction[a] = guardDecisions.WithLabelValues(g, guardrails.Action(a).String())
+		}
+	}
+	return cs
 }
 
 // guardDecisions counts the guards' decisions.
@@ -57,9 +84,13 @@ var guardDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 func (ob observer) Guarded(c *gateway.Call, model string, ds []guardrails.Decision) {
 	for i := range ds {
 		d := &ds[i]
-		guardChildren.get(guardAction{d.Guard, d.Action}, func() prometheus.Counter {
-			return guardDecisions.WithLabelValues(d.Guard, d.Action.String())
-		}).Inc()
+		if cs := ob.a.guardCounts; d.Index < len(cs) && cs[d.Index].guard == d.Guard && int(d.Action) < numActions {
+			cs[d.Index].byAction[d.Action].Inc()
+		} else {
+			guardChildren.get(guardAction{d.Guard, d.Action}, func() prometheus.Counter {
+				return guardDecisions.WithLabelValues(d.Guard, d.Action.String())
+			}).Inc()
+		}
 		if d.Action != guardrails.Block {
 			continue
 		}

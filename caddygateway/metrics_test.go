@@ -1,13 +1,16 @@
 package caddygateway
 
 import (
+	"fmt"
 	"math"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/modelgate/modelgate/gateway"
+	"github.com/modelgate/modelgate/guardrails"
 	"github.com/modelgate/modelgate/pricing"
 )
 
@@ -73,6 +76,58 @@ func TestObserve(t *testing.T) {
 }
 
 // sample is the value of a counter, or the observation count of a
+var guardRuns atomic.Int64
+
+// TestGuardDecisionsCounted: a decision of a configured guard is counted
+// in its series through the counters looked up at provisioning, which
+// put each series there at 0; one whose guard is not in their place (a
+// decision of another engine) through its labels.
+func TestGuardDecisionsCounted(t *testing.T) {
+	// Guards of names of their own each run: the series are the
+	// process's, and a second run (-count) finds them counted.
+	run := guardRuns.Add(1)
+	count := func(guard, action string) float64 {
+		return sample(t, guardDecisions, map[string]string{"guard": fmt.Sprint(guard, run), "action": action})
+	}
+	name := func(g string) string { return fmt.Sprint(g, run) }
+	ob := observer{&App{guardCounts: countsOf([]string{name("counted-a"), name("counted-b")})}}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(guardDecisions)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	series := map[string]int{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "guard" && m.GetCounter().GetValue() == 0 {
+					series[l.GetValue()]++
+				}
+			}
+		}
+	}
+	for _, g := range []string{"counted-a", "counted-b"} {
+		if series[name(g)] != numActions {
+			t.Errorf("%s: %d series at 0 at provisioning, want one for each of the %d actions", g, series[name(g)], numActions)
+		}
+	}
+	c := &gateway.Call{}
+	ob.Guarded(c, "m", []guardrails.Decision{
+		{Guard: name("counted-b"), Index: 1, Action: guardrails.Mask, Allowed: true},
+		{Guard: name("counted-b"), Index: 1, Action: guardrails.Mask, Allowed: true},
+		{Guard: name("counted-other"), Index: 0, Action: guardrails.Log, Allowed: true},
+	})
+	for _, w := range []struct {
+		guard, action string
+		want          float64
+	}{{"counted-b", "mask", 2}, {"counted-a", "mask", 0}, {"counted-a", "log", 0}, {"counted-other", "log", 1}} {
+		if got := count(w.guard, w.action); got != w.want {
+			t.Errorf("%s %s: %v, want %v", w.guard, w.action, got, w.want)
+		}
+	}
+}
+
 // histogram, in the series of c with exactly these labels (0: none yet).
 func sample(t *testing.T, c prometheus.Collector, labels map[string]string) float64 {
 	t.Helper()

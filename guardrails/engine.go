@@ -72,6 +72,7 @@ func parseAction(s string, def Action) Action {
 // metrics (guard and action) and events of the host.
 type Decision struct {
 	Guard     string    // the guard's name
+	Index     int       // the guard's place among the engine's (Engine.Guards), for the host's tables of them
 	Type      string    // pii, regex, webhook or moderation
 	Direction Direction // request or response
 	Action    Action    // what the guard did
@@ -215,6 +216,7 @@ func compile(cfg *Config, opts Options) (*Engine, error) {
 		if err != nil {
 			return nil, err
 		}
+		g.index = len(e.guards)
 		e.guards = append(e.guards, g)
 		e.byModel = e.byModel || g.models != nil
 	}

@@ -102,7 +102,7 @@ func (st *stage) scan(delta string, final bool) (string, bool) {
 			ms[i].Start -= o
 			ms[i].End -= o
 		}
-		d := Decision{Guard: st.g.name, Type: st.g.typ, Direction: Response, Matched: true, Allowed: true,
+		d := Decision{Guard: st.g.name, Index: st.g.index, Type: st.g.typ, Direction: Response, Matched: true, Allowed: true,
 			Found: st.g.found(ms, nil)}
 		switch st.g.action {
 		case Block:
