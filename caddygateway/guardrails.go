@@ -87,9 +87,8 @@ func (ob observer) Guarded(c *gateway.Call, model string, ds []guardrails.Decisi
 		if cs := ob.a.guardCounts; d.Index < len(cs) && cs[d.Index].guard == d.Guard && int(d.Action) < numActions {
 			cs[d.Index].byAction[d.Action].Inc()
 		} else {
-			guardChildren.get(guardAction{d.Guard, d.Action}, func() prometheus.Counter {
-				return guardDecisions.WithLabelValues(d.Guard, d.Action.String())
-			}).Inc()
+			// Not a guard of this config's engine: counted by its labels.
+			guardDecisions.WithLabelValues(d.Guard, d.Action.String()).Inc()
 		}
 		if d.Action != guardrails.Block {
 			continue

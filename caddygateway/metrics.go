@@ -9,7 +9,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/modelgate/modelgate/gateway"
-	"github.com/modelgate/modelgate/guardrails"
 	"github.com/modelgate/modelgate/keys"
 	"github.com/modelgate/modelgate/respcache"
 )
@@ -121,14 +120,7 @@ var (
 	}, prometheus.Counter]
 	ttftChildren  children[string, prometheus.Observer]
 	cacheChildren children[struct{ api, status string }, prometheus.Counter]
-	guardChildren children[guardAction, prometheus.Counter]
 )
-
-// guardAction labels a guard decision: the guard's name and its action.
-type guardAction struct {
-	guard  string
-	action guardrails.Action
-}
 
 // children is a cache of a vec's children by their label values.
 type children[K comparable, C any] struct {
