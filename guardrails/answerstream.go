@@ -36,7 +36,11 @@ type AnswerStream struct {
 	guards []*guard
 	decs   []Decision // one per guard, over the whole stream
 
-	texts map[textKey]*TextStream
+	// The stream's texts, in the order they began, and by key once they
+	// are more than fewTexts (an answer of many tool calls): most streams
+	// have one or two, found without a map's code.
+	texts []keyedText
+	byKey map[textKey]*TextStream
 	// walkChunks walks every chat chunk (readChunk's tests).
 	walkChunks bool
 	// The head of the chat chunk before (what comes before its choices),
@@ -76,6 +80,15 @@ type textKey struct {
 }
 
 type textKind uint8
+
+// keyedText is a text of a stream and its key.
+type keyedText struct {
+	k textKey
+	t *TextStream
+}
+
+// fewTexts is the most texts a stream finds by their keys one by one.
+const fewTexts = 8
 
 const (
 	kindContent textKind = iota
@@ -119,7 +132,7 @@ func (e *Engine) AnswerStream(api API, s *Scope) *AnswerStream {
 	}
 	a, _ := e.streams.Get().(*AnswerStream)
 	if a == nil {
-		a = &AnswerStream{eng: e, texts: make(map[textKey]*TextStream), final: make(map[string]string)}
+		a = &AnswerStream{eng: e, final: make(map[string]string)}
 	}
 	a.api, a.in = api, input{api: api, dir: Response, scope: s}
 	for _, g := range e.guards {
@@ -142,6 +155,9 @@ func (s *AnswerStream) Decisions() []Decision { return s.decs }
 // the collector.
 const maxPooled = 64 << 10
 
+// maxPooledTexts is the most texts a released stream keeps room for.
+const maxPooledTexts = 64
+
 // maxSpare is the most text streams a released stream keeps for the
 // next: one text or two most often.
 const maxSpare = 8
@@ -150,14 +166,18 @@ const maxSpare = 8
 // its arrays, its text streams and their windows are used again. Neither
 // the stream nor anything it returned may be used after.
 func (s *AnswerStream) Release() {
-	for _, t := range s.texts {
-		if len(s.spare) < maxSpare && t.reset() {
-			s.spare = append(s.spare, t)
+	for _, kt := range s.texts {
+		if len(s.spare) < maxSpare && kt.t.reset() {
+			s.spare = append(s.spare, kt.t)
 		}
 	}
 	// The stream lets go of what it points to here, not event by event:
 	// its arrays are cleared past their lengths too.
-	clear(s.texts)
+	clear(s.texts[:cap(s.texts)])
+	if cap(s.texts) > maxPooledTexts {
+		s.texts = nil
+	}
+	clear(s.byKey)
 	clear(s.final)
 	clear(s.held[:cap(s.held)])
 	clear(s.queued[:cap(s.queued)])
@@ -169,7 +189,7 @@ func (s *AnswerStream) Release() {
 		}
 		*b = (*b)[:0]
 	}
-	*s = AnswerStream{eng: s.eng, texts: s.texts, final: s.final, head: s.head, kept: s.kept, placed: s.placed,
+	*s = AnswerStream{eng: s.eng, texts: s.texts[:0], byKey: s.byKey, final: s.final, head: s.head, kept: s.kept, placed: s.placed,
 		shape: chunkShape{pre: s.shape.pre, post: s.shape.post},
 		held:  s.held[:0], queued: s.queued[:0], evs: s.evs[:0], slots: s.slots[:0], spare: s.spare,
 		guards: s.guards[:0], decs: s.decs[:0]}
@@ -258,13 +278,37 @@ func (s *AnswerStream) text(k textKey) *TextStream {
 	if s.last != nil && s.lastKey == k {
 		return s.last
 	}
-	t := s.texts[k]
+	t := s.find(k)
 	if t == nil {
 		t = s.newTextStream()
-		s.texts[k] = t
+		s.texts = append(s.texts, keyedText{k, t})
+		switch n := len(s.texts); {
+		case n == fewTexts+1:
+			if s.byKey == nil {
+				s.byKey = make(map[textKey]*TextStream)
+			}
+			for _, kt := range s.texts {
+				s.byKey[kt.k] = kt.t
+			}
+		case n > fewTexts+1:
+			s.byKey[k] = t
+		}
 	}
 	s.lastKey, s.last = k, t
 	return t
+}
+
+// find returns the stream of k, or nil when k has none yet.
+func (s *AnswerStream) find(k textKey) *TextStream {
+	if len(s.texts) > fewTexts {
+		return s.byKey[k]
+	}
+	for _, kt := range s.texts {
+		if kt.k == k {
+			return kt.t
+		}
+	}
+	return nil
 }
 
 // add queues the string at raw (a slice of data) for t, to be decided on
@@ -346,10 +390,10 @@ func (s *AnswerStream) close(ctx context.Context, t *TextStream) *Decision {
 	return nil
 }
 
-// closeAll ends every text.
+// closeAll ends every text, in the order they began.
 func (s *AnswerStream) closeAll(ctx context.Context) *Decision {
-	for _, t := range s.texts {
-		if d := s.close(ctx, t); d != nil {
+	for _, kt := range s.texts {
+		if d := s.close(ctx, kt.t); d != nil {
 			return d
 		}
 	}
@@ -608,9 +652,9 @@ func (s *AnswerStream) chat(ctx context.Context, data []byte) *Decision {
 // with its texts' slots.
 func (s *AnswerStream) chunkRead(ctx context.Context, data []byte, slots []slot, ended []int) *Decision {
 	for _, c := range ended {
-		for k, t := range s.texts {
-			if k.a == c {
-				if d := s.close(ctx, t); d != nil {
+		for _, kt := range s.texts {
+			if kt.k.a == c {
+				if d := s.close(ctx, kt.t); d != nil {
 					return d
 				}
 			}
@@ -696,7 +740,7 @@ func (s *AnswerStream) messages(ctx context.Context, data []byte) *Decision {
 		return nil
 	case "content_block_stop":
 		for _, kind := range []textKind{kindContent, kindArguments} {
-			if d := s.close(ctx, s.texts[textKey{a: index, kind: kind}]); d != nil {
+			if d := s.close(ctx, s.find(textKey{a: index, kind: kind})); d != nil {
 				return d
 			}
 		}
@@ -728,7 +772,7 @@ func (s *AnswerStream) responses(ctx context.Context, data []byte) *Decision {
 	case "response.output_text.done", "response.refusal.done", "response.function_call_arguments.done":
 		field := map[string]string{"response.output_text.done": "text", "response.refusal.done": "refusal",
 			"response.function_call_arguments.done": "arguments"}[typ]
-		if d := s.close(ctx, s.texts[key(deltaKind(typ))]); d != nil {
+		if d := s.close(ctx, s.find(key(deltaKind(typ)))); d != nil {
 			return d
 		}
 		return s.repeat(ctx, data, field)

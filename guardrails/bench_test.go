@@ -233,3 +233,47 @@ func BenchmarkAnswerStreamWords(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(events)), "ns/event")
 }
+
+// BenchmarkAnswerStreamEnds measures what a guarded chat stream costs
+// once, whatever its length, through a pii guard: the stream taken, the
+// chunk that opens the answer, one word, the chunks that end it (its
+// finish and its usage, in the shapes of OpenAI's stream with the usage
+// asked for), its end, its decisions read and its release. The evicted
+// case runs it with the core's caches written over before each stream,
+// as a busy server does (evicted.Ops).
+func BenchmarkAnswerStreamEnds(b *testing.B) {
+	const head = `{"id":"chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT","object":"chat.completion.chunk","created":1741569952,"model":"gpt-4o-mini","system_fingerprint":"fp_fake",`
+	events := [][]byte{
+		[]byte(head + `"choices":[{"index":0,"delta":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":null}],"usage":null}`),
+		[]byte(head + `"choices":[{"index":0,"delta":{"content":" word"},"logprobs":null,"finish_reason":null}],"usage":null}`),
+		[]byte(head + `"choices":[{"index":0,"delta":{},"logprobs":null,"finish_reason":"stop"}],"usage":null}`),
+		[]byte(head + `"choices":[],"usage":{"prompt_tokens":19,"completion_tokens":1,"total_tokens":20,"prompt_tokens_details":{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}}}`),
+	}
+	e := newEngine(b, Options{}, piiMask)
+	ctx := context.Background()
+	stream := func() {
+		s := e.AnswerStream(Chat, nil)
+		sent := 0
+		for _, ev := range events {
+			out, d := s.Event(ctx, ev)
+			if d != nil {
+				b.Fatal("blocked")
+			}
+			sent += len(out)
+		}
+		out, d := s.End(ctx)
+		if d != nil || sent+len(out) != len(events) || len(s.Decisions()) != 1 {
+			b.Fatalf("%d events sent of %d, %v", sent+len(out), len(events), d)
+		}
+		s.Release()
+	}
+	b.Run("warm", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			stream()
+		}
+	})
+	b.Run("evicted", func(b *testing.B) {
+		b.ReportMetric(evicted.Ops(b, stream), "evicted-ns/op")
+	})
+}

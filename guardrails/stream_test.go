@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -265,6 +266,53 @@ func TestAnswerStreamChat(t *testing.T) {
 		if gjson.GetBytes(sent[len(sent)-1], "usage.prompt_tokens").Int() != 3 {
 			t.Errorf("%d a flush: usage chunk: %s", batch, sent[len(sent)-1])
 		}
+	}
+}
+
+// TestAnswerStreamManyTexts: an answer of more texts than a stream finds
+// one by one (parallel tool calls, their arguments interleaved) keeps each
+// text apart and masks it across its events; the stream, released, then
+// serves an answer of one text.
+func TestAnswerStreamManyTexts(t *testing.T) {
+	e := newEngine(t, Options{}, piiMask)
+	const calls = fewTexts + 4
+	var events [][]byte
+	// Each ends in a number, which its text holds until its end.
+	for _, part := range []string{`{"to":"user%d@exa`, `mple.com","n":%d`, `%d`} {
+		for i := range calls {
+			tc := map[string]any{"index": i, "function": map[string]any{"arguments": strings.ReplaceAll(part, "%d", strconv.Itoa(i))}}
+			b, _ := json.Marshal(map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"tool_calls": []any{tc}}}}})
+			events = append(events, b)
+		}
+	}
+	events = append(events, []byte(`{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`))
+	s := e.AnswerStream(Chat, nil)
+	for _, batch := range batchSizes(len(events)) {
+		sent, d := runBatches(t, s, events, batch, true)
+		if d != nil || len(sent) != len(events) {
+			t.Fatalf("%d a flush: %d events sent of %d, %v", batch, len(sent), len(events), d)
+		}
+		args := make([]strings.Builder, calls)
+		for _, ev := range sent {
+			tc := gjson.GetBytes(ev, "choices.0.delta.tool_calls.0")
+			if tc.Exists() {
+				args[tc.Get("index").Int()].WriteString(tc.Get("function.arguments").Str)
+			}
+		}
+		for i := range args {
+			if want := fmt.Sprintf(`{"to":"[EMAIL]","n":%d%d`, i, i); args[i].String() != want {
+				t.Errorf("%d a flush: call %d's arguments %q, want %q", batch, i, args[i].String(), want)
+			}
+		}
+		s.Release()
+		// Most often the same stream again, from the engine's pool.
+		s = e.AnswerStream(Chat, nil)
+		one, d := runBatches(t, s, [][]byte{chatChunk("to bob@exa"), chatChunk("mple.com")}, 1, true)
+		if d != nil || gjson.GetBytes(one[0], "choices.0.delta.content").Str+gjson.GetBytes(one[1], "choices.0.delta.content").Str != "to [EMAIL]" {
+			t.Fatalf("%d a flush: then one text: %q, %v", batch, one, d)
+		}
+		s.Release()
+		s = e.AnswerStream(Chat, nil)
 	}
 }
 
