@@ -28,11 +28,13 @@ type chunkText struct {
 // readChunk reads data in one pass when it is a chat chunk of the common
 // shape, which every provider's stream sends for each delta: an object
 // without spaces between its tokens, whose keys are plain (printable
-// ASCII, no escape), each value a string or a literal, but "choices":
-// an array of one object whose "index" is a plain integer that comes
-// before its "delta" and a string "finish_reason", and whose "delta" is an
-// object of strings and literals, "content" and "refusal" at most once,
-// no "tool_calls". It reports false for anything else, which the walk of
+// ASCII, no escape), each value a string, a literal, or an object or
+// array skipped as the walk skips it (a usage), but "choices": an empty
+// array (the chunk of the usage at a stream's end), or an array of one
+// object whose "index" is a plain integer that comes before its "delta"
+// and a string "finish_reason", and whose "delta" is an object of
+// strings and literals, "content" and "refusal" at most once, no
+// "tool_calls". It reports false for anything else, which the walk of
 // every shape reads (chat); for what it reads, it finds what the walk
 // finds. FuzzChunk holds the two to the same.
 //
@@ -59,6 +61,8 @@ func readChunk(data []byte, c *chunk, known []byte) bool {
 			}
 			choices, c.head = true, i
 			j = readChoices(data, j, c)
+		} else if j < len(data) && (data[j] == '{' || data[j] == '[') {
+			j = providers.SkipValue(data, j)
 		} else {
 			j = skipPlain(data, j)
 		}
@@ -117,9 +121,12 @@ func (sh *chunkShape) learn(data []byte, c *chunk) {
 	sh.c = *c
 }
 
-// readChoices reads an array of one choice at data[i] and returns where
-// it ends, or -1.
+// readChoices reads an array of one choice, or none, at data[i] and
+// returns where it ends, or -1.
 func readChoices(data []byte, i int, c *chunk) int {
+	if i+1 < len(data) && data[i] == '[' && data[i+1] == ']' {
+		return i + 2
+	}
 	if i+1 >= len(data) || data[i] != '[' || data[i+1] != '{' {
 		return -1
 	}

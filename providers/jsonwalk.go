@@ -32,7 +32,7 @@ func Members(obj []byte, fn func(key, value []byte) bool) (ok bool) {
 			return false
 		}
 		start := skipSpace(obj, colon+1)
-		end := skipValue(obj, start)
+		end := SkipValue(obj, start)
 		if end < 0 {
 			return false
 		}
@@ -50,7 +50,7 @@ func Members(obj []byte, fn func(key, value []byte) bool) (ok bool) {
 func Elements(arr []byte, fn func(value []byte) bool) (ok bool) {
 	i, more, ok := open(arr, '[', ']')
 	for more {
-		end := skipValue(arr, i)
+		end := SkipValue(arr, i)
 		if end < 0 {
 			return false
 		}
@@ -147,7 +147,7 @@ func walkValue(b []byte, i int, fn func(rest []byte) int) int {
 	n := fn(b[i:])
 	switch {
 	case n == 0:
-		if n = skipValue(b, i); n > 0 && !validScalar(b[i:n]) {
+		if n = SkipValue(b, i); n > 0 && !validScalar(b[i:n]) {
 			return -1
 		}
 	case n > 0:
@@ -213,7 +213,7 @@ func controlOrHigh(x uint64) uint64 {
 	return ((x-ones*0x20)&^x | x) & highs
 }
 
-// validScalar reports whether v, a value skipValue found, is well
+// validScalar reports whether v, a value SkipValue found, is well
 // formed where a walk can tell at once: a number, true, false or null in
 // JSON's grammar, a string, or an object or array (their insides are not
 // read). A number glued to a quote ("0\"") is none: read as a literal, it
@@ -311,9 +311,11 @@ func next(b []byte, end int, closing byte) (i int, more, ok bool) {
 	return 0, false, false
 }
 
-// skipValue returns the index just past the JSON value that starts at
-// b[i], or -1 when there is none.
-func skipValue(b []byte, i int) int {
+// SkipValue returns the index just past the JSON value that starts at
+// b[i], or -1 when there is none: where Members and Elements find a
+// value's end (a reader of one shape that must agree with them skips
+// what it does not read with it).
+func SkipValue(b []byte, i int) int {
 	if i >= len(b) {
 		return -1
 	}
@@ -359,7 +361,7 @@ func skipValue(b []byte, i int) int {
 	return i
 }
 
-// structural marks the bytes skipValue stops at inside an array or object,
+// structural marks the bytes SkipValue stops at inside an array or object,
 // and endsLiteral those that end a number, true, false or null.
 var (
 	structural  = [256]bool{'"': true, '{': true, '}': true, '[': true, ']': true}
@@ -480,7 +482,7 @@ func nextField(b string, i int) (key, value string, next int) {
 		i++
 	}
 	start := i
-	if i = skipValue(in, i); i < 0 {
+	if i = SkipValue(in, i); i < 0 {
 		return "", "", -1
 	}
 	return key, b[start:i], i

@@ -20,7 +20,7 @@ func walk(s string) (got []string, ok bool) {
 }
 
 // walkOnePass lists the same as walk from WalkMembers or WalkElements:
-// with read, fn reads each value (skipValue); without, it has each one
+// with read, fn reads each value (SkipValue); without, it has each one
 // skipped and only keys are listed. ok is false unless s is one object
 // or array and spaces.
 func walkOnePass(s string, read bool) (got []string, ok bool) {
@@ -30,7 +30,7 @@ func walkOnePass(s string, read bool) (got []string, ok bool) {
 			got = append(got, prefix)
 			return 0
 		}
-		n := skipValue(v, 0)
+		n := SkipValue(v, 0)
 		if n > 0 {
 			got = append(got, prefix+string(v[:n]))
 		}

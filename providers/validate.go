@@ -205,9 +205,9 @@ func elements(arr []byte, fn func(i int, value []byte) bool) {
 }
 
 // skipVal returns the index just past the valid JSON value at b[i]
-// (skipValue's, which checks the structure it passes over too).
+// (SkipValue's, which checks the structure it passes over too).
 func skipVal(b []byte, i int) int {
-	if end := skipValue(b, i); end >= 0 {
+	if end := SkipValue(b, i); end >= 0 {
 		return end
 	}
 	return len(b)
