@@ -314,20 +314,31 @@ func (s *AnswerStream) find(k textKey) *TextStream {
 // add queues the string at raw (a slice of data) for t, to be decided on
 // at the next flush, and returns its slot: none when raw is not a string.
 func (s *AnswerStream) add(t *TextStream, data, raw []byte) slot {
-	v, ok := unquote(raw)
-	if !ok {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
 		return slot{}
 	}
-	// A text's one piece of a flush is read in place (data is the
-	// caller's until then); more are joined.
-	switch t.pieces {
-	case 0:
+	// A text's one piece of a flush, without escapes, is read in place
+	// (data is the caller's until then); more, or one with escapes, are
+	// joined in the text's queue, decoded there: no string is made for
+	// a piece.
+	if in := raw[1 : len(raw)-1]; t.pieces == 0 && bytes.IndexByte(in, '\\') < 0 {
 		s.queued = append(s.queued, t)
-		t.piece = v
-	case 1:
-		t.queued = append(append(t.queued[:0], t.piece...), v...)
-	default:
-		t.queued = append(t.queued, v...)
+		t.piece = providers.InPlace(in)
+	} else {
+		q := t.queued
+		if t.pieces == 1 && len(q) == 0 {
+			q = append(q, t.piece...)
+		}
+		n := len(q)
+		q, ok := appendUnquoted(q, raw)
+		if !ok {
+			t.queued = q[:n]
+			return slot{}
+		}
+		if t.pieces == 0 {
+			s.queued = append(s.queued, t)
+		}
+		t.queued = q
 	}
 	t.pieces++
 	start := cap(data) - cap(raw)
@@ -352,8 +363,8 @@ func (s *AnswerStream) decide(ctx context.Context, t *TextStream) *Decision {
 		return nil
 	}
 	piece := t.piece
-	if t.pieces > 1 {
-		piece = providers.InPlace(t.queued)
+	if len(t.queued) > 0 {
+		piece = providers.InPlace(t.queued) // joined, or decoded
 	}
 	rel, d := t.Write(ctx, piece)
 	t.piece, t.pieces, t.queued = "", 0, t.queued[:0]

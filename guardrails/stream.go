@@ -187,8 +187,9 @@ type TextStream struct {
 	unplaced []byte // released, not yet placed in an event
 
 	// What was received since the answer stream's last flush, to be
-	// decided on at the next: pieces of them, the one in place (piece)
-	// or more joined (queued).
+	// decided on at the next: pieces of them, the one in place (piece),
+	// or, when there are more or it had escapes, all of them joined and
+	// decoded (queued).
 	pieces int
 	piece  string
 	queued []byte

@@ -528,6 +528,53 @@ func TestAnswerStreamKeepsBytes(t *testing.T) {
 	}
 }
 
+// TestAnswerStreamEscapes: pieces with escapes, first, between and last
+// in a flush, are decoded as the text is received, and a match across
+// them is masked; a string with a bad escape is no text, and changes
+// nothing of what its text was given before it.
+func TestAnswerStreamEscapes(t *testing.T) {
+	e := newEngine(t, Options{}, piiMask)
+	chunk := func(raw string) []byte {
+		return []byte(`{"choices":[{"index":0,"delta":{"content":` + raw + `},"finish_reason":null}]}`)
+	}
+	for _, tt := range []struct {
+		name string
+		raws []string
+		want string
+	}{
+		{"escaped first", []string{`"mail\tbob@exa"`, `"mple.com now"`, `" done"`}, "mail\t[EMAIL] now done"},
+		{"escaped between", []string{`"mail bob@exa"`, `"mple.com\n\""`, `" done"`}, "mail [EMAIL]\n\" done"},
+		{"escaped last", []string{`"mail bob@exa"`, `"mple."`, `"com\u00e9\n"`}, "mail [EMAIL]é\n"},
+		{"every one", []string{`"\"bob@exa"`, `"\u006dple.com\""`, `"\t"`}, "\"[EMAIL]\"\t"},
+		{"a bad escape", []string{`"mail bob@exa"`, `"mple\x.com"`, `"mple.com"`}, "mail [EMAIL]"},
+	} {
+		var events [][]byte
+		for _, r := range tt.raws {
+			events = append(events, chunk(r))
+		}
+		bad := tt.name == "a bad escape"
+		for _, batch := range batchSizes(len(events)) {
+			sent, d := feed(e.AnswerStream(Chat, nil), events, batch, true)
+			if d != nil || len(sent) != len(events) {
+				t.Fatalf("%s, %d a flush: %d events of %d, %v", tt.name, batch, len(sent), len(events), d)
+			}
+			var got strings.Builder
+			for i, ev := range sent {
+				if bad && i == 1 {
+					if !bytes.Equal(ev, events[1]) {
+						t.Errorf("%s, %d a flush: %s, want it as it came", tt.name, batch, ev)
+					}
+					continue
+				}
+				got.WriteString(gjson.GetBytes(ev, "choices.0.delta.content").Str)
+			}
+			if got.String() != tt.want {
+				t.Errorf("%s, %d a flush: %q, want %q", tt.name, batch, got.String(), tt.want)
+			}
+		}
+	}
+}
+
 // TestAnswerStreamFlowsBeforeText: what comes before a text's first
 // piece is not held for it. The chunk that opens a choice (its role and
 // an empty content) and the reasoning that follows it reach the client

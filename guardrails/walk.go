@@ -319,7 +319,8 @@ func rewrite(body []byte, texts []text, vals []string) []byte {
 
 // unquote returns the value of the JSON string raw (quotes included), and
 // false when raw is not one. A string without escapes is returned in
-// place, without copying: it must not outlive raw's bytes unchanged.
+// place, without copying: it must not outlive raw's bytes unchanged. One
+// with escapes is decoded into a string of its own.
 func unquote(raw []byte) (string, bool) {
 	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
 		return "", false
@@ -328,16 +329,29 @@ func unquote(raw []byte) (string, bool) {
 	if bytes.IndexByte(in, '\\') < 0 {
 		return providers.InPlace(in), true
 	}
-	out := make([]byte, 0, len(in))
+	out, ok := appendUnquoted(make([]byte, 0, len(in)), raw)
+	if !ok {
+		return "", false
+	}
+	return providers.InPlace(out), true // out is its own, and never written again
+}
+
+// appendUnquoted appends the text of the JSON string raw (quotes
+// included) to dst, its escapes decoded. It reports false when raw is
+// not a string; dst may then hold part of it.
+func appendUnquoted(dst, raw []byte) ([]byte, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return dst, false
+	}
+	in, out := raw[1:len(raw)-1], dst
 	for {
 		j := bytes.IndexByte(in, '\\')
 		if j < 0 {
-			out = append(out, in...)
-			return string(out), true
+			return append(out, in...), true
 		}
 		out = append(out, in[:j]...)
 		if j+1 == len(in) {
-			return "", false
+			return out, false
 		}
 		c, n := in[j+1], 2
 		switch c {
@@ -356,7 +370,7 @@ func unquote(raw []byte) (string, bool) {
 		case 'u':
 			r, ok := hex4(in, j+2)
 			if !ok {
-				return "", false
+				return out, false
 			}
 			n = 6
 			if utf16.IsSurrogate(r) {
@@ -372,7 +386,7 @@ func unquote(raw []byte) (string, bool) {
 			}
 			out = utf8.AppendRune(out, r)
 		default:
-			return "", false
+			return out, false
 		}
 		in = in[j+n:]
 	}
