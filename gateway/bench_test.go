@@ -106,6 +106,78 @@ func BenchmarkStreamWrite(b *testing.B) {
 	}
 }
 
+// BenchmarkStreamWhole is a whole chat stream of 50 words, and of 120
+// (its opening chunk, the words, its finish, usage and [DONE]; 120 words
+// are about the 32 KiB a proxy reads at once) in one write through the
+// relay and its sink, without and with a pii guard (every detector,
+// mask) on answers: a stream as it arrives at a busy gateway, whose read
+// finds all of it (on the harness at 50 connections, a stream comes in a
+// read or two). What it costs is its events read, held and sent one by
+// one.
+func BenchmarkStreamWhole(b *testing.B) {
+	const head = `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1795448284,"model":"gpt-4o-mini","system_fingerprint":"fp_fake","choices":[`
+	chunk := func(delta, finish string) string {
+		return head + `{"index":0,"delta":` + delta + `,"logprobs":null,"finish_reason":` + finish + `}],"usage":null}` + "\n\n"
+	}
+	eng, err := guardrails.New(guardrails.Config{Guards: []guardrails.GuardConfig{{Name: "pii", Type: "pii", Apply: []string{"response"}}}}, guardrails.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, c := range []struct {
+		words   int
+		guarded bool
+	}{{50, false}, {50, true}, {120, false}, {120, true}} {
+		var p strings.Builder
+		p.WriteString(chunk(`{"role":"assistant","content":"","refusal":null}`, "null"))
+		for i := range c.words {
+			p.WriteString(chunk(fmt.Sprintf(`{"content":" word%d"}`, i), "null"))
+		}
+		p.WriteString(chunk(`{}`, `"stop"`))
+		p.WriteString(head + fmt.Sprintf(`],"usage":{"prompt_tokens":19,"completion_tokens":%d,"total_tokens":%d}}`, c.words, c.words+19) + "\n\n" + "data: [DONE]\n\n")
+		stream := []byte(p.String())
+		guarded := c.guarded
+		b.Run(fmt.Sprintf("words=%d/", c.words)+map[bool]string{false: "unguarded", true: "guarded"}[guarded], func(b *testing.B) {
+			var sent countSink
+			b.ReportAllocs()
+			for b.Loop() {
+				var sink Sink = &sent
+				var sg *streamGuard
+				if guarded {
+					// As start and finish take and give back the stream and
+					// the buffer (finish also tells the observer).
+					sg = &streamGuard{Sink: sink, ctx: ctx, as: eng.AnswerStream(guardrails.Chat, nil), api: openAIAPI, outp: guardOuts.Get().(*[]byte)}
+					sg.out = *sg.outp
+					sink = sg
+				}
+				w := &upstreamWriter{sink: sink, client: make(http.Header), header: make(http.Header), framing: providers.SSE, api: openAIAPI,
+					wantStream: true, tr: openai.NewRelay(true), o: &Outcome{Start: time.Now()}}
+				w.Header().Set("Content-Type", "text/event-stream")
+				if _, err := w.Write(stream); err != nil {
+					b.Fatal(err)
+				}
+				w.finishStream(false)
+				if sg != nil {
+					sg.as.Release()
+					*sg.outp = sg.out[:0]
+					guardOuts.Put(sg.outp)
+				}
+			}
+			if sent.n != b.N*len(stream) {
+				b.Fatalf("%d bytes sent, want %d", sent.n, b.N*len(stream))
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*c.words), "ns/word")
+		})
+	}
+}
+
+// countSink is a client's connection that counts what it is sent.
+type countSink struct{ n int }
+
+func (*countSink) WriteHeader(int)               {}
+func (c *countSink) Write(p []byte) (int, error) { c.n += len(p); return len(p), nil }
+func (*countSink) Flush() error                  { return nil }
+
 // BenchmarkServeGuards is one whole call through the core, against the
 // fake provider in memory, without guards and with a pii guard (every
 // detector, mask) on requests and answers: what the guards add to a

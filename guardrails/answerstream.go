@@ -375,8 +375,12 @@ func (s *AnswerStream) decide(ctx context.Context, t *TextStream) *Decision {
 	return nil
 }
 
-// released adds rel to the text of t not yet in an event.
+// released adds rel to the text of t not yet in an event; what of it
+// was placed goes, the rest moving to the front.
 func (s *AnswerStream) released(t *TextStream, rel string) {
+	if t.placed > 0 {
+		t.unplaced, t.placed = t.unplaced[:copy(t.unplaced, t.unplaced[t.placed:])], 0
+	}
 	t.unplaced = append(t.unplaced, rel...)
 }
 
@@ -552,8 +556,8 @@ func (s *AnswerStream) place(h *heldEvent) []byte {
 			continue
 		}
 		out = append(out, h.data[last:sl.start]...)
-		out = jsonw.AppendString(out, providers.InPlace(sl.t.unplaced))
-		sl.t.unplaced = sl.t.unplaced[:0]
+		out = jsonw.AppendString(out, providers.InPlace(sl.t.unplaced[sl.t.placed:]))
+		sl.t.unplaced, sl.t.placed = sl.t.unplaced[:0], 0
 		last = sl.end
 	}
 	out = append(out, h.data[last:]...)
@@ -562,9 +566,10 @@ func (s *AnswerStream) place(h *heldEvent) []byte {
 }
 
 // placeOwn takes the string's own text, kept as it is, from what was
-// released of its text: the rest moves to the front.
+// released of its text: the events of a read take their texts in turn,
+// the rest moving nowhere until the next release.
 func placeOwn(sl slot) {
-	sl.t.unplaced = sl.t.unplaced[:copy(sl.t.unplaced, sl.t.unplaced[sl.end-sl.start-2:])]
+	sl.t.placed += sl.end - sl.start - 2
 }
 
 // keepsOwn reports whether the string of sl in h keeps its own text: its
@@ -573,7 +578,7 @@ func placeOwn(sl slot) {
 // are not its text).
 func keepsOwn(h *heldEvent, sl slot) bool {
 	raw := h.data[sl.start+1 : sl.end-1]
-	return sl.later && bytes.HasPrefix(sl.t.unplaced, raw) && bytes.IndexByte(raw, '\\') < 0
+	return sl.later && bytes.HasPrefix(sl.t.unplaced[sl.t.placed:], raw) && bytes.IndexByte(raw, '\\') < 0
 }
 
 // readChunk reads a chat chunk of the common shape: by the shape of the

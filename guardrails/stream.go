@@ -184,7 +184,8 @@ type TextStream struct {
 	out    strings.Builder // the text as released
 	closed bool
 
-	unplaced []byte // released, not yet placed in an event
+	unplaced []byte // released, not yet placed in an event: from placed on
+	placed   int
 
 	// What was received since the answer stream's last flush, to be
 	// decided on at the next: pieces of them, the one in place (piece),
@@ -259,7 +260,7 @@ func (t *TextStream) Write(ctx context.Context, delta string) (string, *Decision
 // atRest reports whether t holds nothing: every piece it received was
 // decided on, released and placed in an event.
 func (t *TextStream) atRest() bool {
-	if t.pieces > 0 || len(t.unplaced) > 0 {
+	if t.pieces > 0 || len(t.unplaced) > t.placed {
 		return false
 	}
 	for i := range t.stages {
