@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -508,6 +509,64 @@ func TestStreamGuardFraming(t *testing.T) {
 				t.Errorf("the end of the stream: %q", got)
 			}
 		})
+	}
+}
+
+// TestStreamGuardSendsAsItCame: with nothing to mask, a guarded chat
+// stream reaches the client byte for byte as the provider wrote it,
+// however its writes cut it (the events held across writes are sent from
+// the guards' copies: each write's buffer is overwritten once the write
+// returns). Masked, the events before the masked one are still as they
+// came, and the text is the masked text.
+func TestStreamGuardSendsAsItCame(t *testing.T) {
+	gt := newGuardTest(t, piiResponse)
+	chunk := func(s string) string {
+		return `data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"` + s + `"},"finish_reason":null}]}` + "\n\n"
+	}
+	var stream, text strings.Builder
+	stream.WriteString(`data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}` + "\n\n")
+	for i := range 200 {
+		stream.WriteString(chunk(fmt.Sprintf(" word%d", i)))
+		text.WriteString(fmt.Sprintf(" word%d", i))
+	}
+	stream.WriteString(`data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n" + "data: [DONE]\n\n")
+	plain := stream.String()
+	masked := strings.Replace(plain, " word7\"", " bob@example.com\"", 1)
+	before := plain[:strings.Index(plain, " word6\"")] // the events before the masked one's
+	for _, write := range []int{1, 7, 250, 4 << 10, len(plain)} {
+		for _, in := range []string{plain, masked} {
+			sink := &recordingSink{}
+			c := &Call{API: APIChat, Key: gt.static, Sink: sink, Log: gt.log}
+			rq := &request{endpoint: endpointChat, model: "oa/gpt-4o-mini", stream: true}
+			_, sg := gt.streamSink(context.Background(), c, rq, gt.guardsOf(c, rq, nil, nil), sink)
+			var buf []byte
+			for i := 0; i < len(in); i += write {
+				buf = append(buf[:0], in[i:min(i+write, len(in))]...)
+				if _, err := sg.Write(buf); err != nil {
+					t.Fatal(err)
+				}
+				for j := range buf {
+					buf[j] = '#'
+				}
+			}
+			sg.finish()
+			got := sink.body.String()
+			if in == plain {
+				if got != plain {
+					t.Errorf("writes of %d bytes: the client got\n%.400q\nwant\n%.400q", write, got, plain)
+				}
+				continue
+			}
+			var sent strings.Builder
+			for _, ev := range strings.Split(got, "\n\n") {
+				if d, ok := strings.CutPrefix(ev, "data: {"); ok {
+					sent.WriteString(gjson.Get("{"+d, "choices.0.delta.content").Str)
+				}
+			}
+			if want := strings.Replace(text.String(), " word7", " [EMAIL]", 1); sent.String() != want || !strings.HasPrefix(got, before) {
+				t.Errorf("writes of %d bytes, masked: the text %q, want %q; the events before it as they came: %v", write, sent.String(), want, strings.HasPrefix(got, before))
+			}
+		}
 	}
 }
 
