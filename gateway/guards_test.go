@@ -481,16 +481,7 @@ func TestStreamGuardFraming(t *testing.T) {
 			c := &Call{API: APIChat, Key: gt.static, Sink: sink, Log: gt.log}
 			rq := &request{endpoint: endpointChat, model: "oa/gpt-4o-mini", stream: true}
 			_, sg := gt.streamSink(context.Background(), c, rq, gt.guardsOf(c, rq, nil, nil), sink)
-			var buf []byte
-			for i := 0; i < len(stream); i += tc.write { // tc.write bytes at a time
-				buf = append(buf[:0], stream[i:min(i+tc.write, len(stream))]...)
-				if _, err := sg.Write(buf); err != nil {
-					t.Fatal(err)
-				}
-				for j := range buf {
-					buf[j] = '#'
-				}
-			}
+			writeCut(t, sg, stream, tc.write)
 			sg.finish()
 			got := sink.body.String()
 			if _, err := sg.Write([]byte(chunk("after the end") + "\n\n")); err != nil || sink.body.String() != got {
@@ -539,16 +530,7 @@ func TestStreamGuardSendsAsItCame(t *testing.T) {
 			c := &Call{API: APIChat, Key: gt.static, Sink: sink, Log: gt.log}
 			rq := &request{endpoint: endpointChat, model: "oa/gpt-4o-mini", stream: true}
 			_, sg := gt.streamSink(context.Background(), c, rq, gt.guardsOf(c, rq, nil, nil), sink)
-			var buf []byte
-			for i := 0; i < len(in); i += write {
-				buf = append(buf[:0], in[i:min(i+write, len(in))]...)
-				if _, err := sg.Write(buf); err != nil {
-					t.Fatal(err)
-				}
-				for j := range buf {
-					buf[j] = '#'
-				}
-			}
+			writeCut(t, sg, in, write)
 			sg.finish()
 			got := sink.body.String()
 			if in == plain {
@@ -566,6 +548,22 @@ func TestStreamGuardSendsAsItCame(t *testing.T) {
 			if want := strings.Replace(text.String(), " word7", " [EMAIL]", 1); sent.String() != want || !strings.HasPrefix(got, before) {
 				t.Errorf("writes of %d bytes, masked: the text %q, want %q; the events before it as they came: %v", write, sent.String(), want, strings.HasPrefix(got, before))
 			}
+		}
+	}
+}
+
+// writeCut writes stream to sg n bytes at a time, each write from one
+// buffer, overwritten once the write returns: the sink keeps nothing of it.
+func writeCut(t *testing.T, sg *streamGuard, stream string, n int) {
+	t.Helper()
+	var buf []byte
+	for i := 0; i < len(stream); i += n {
+		buf = append(buf[:0], stream[i:min(i+n, len(stream))]...)
+		if _, err := sg.Write(buf); err != nil {
+			t.Fatal(err)
+		}
+		for j := range buf {
+			buf[j] = '#'
 		}
 	}
 }

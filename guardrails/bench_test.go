@@ -179,7 +179,6 @@ func BenchmarkStream(b *testing.B) {
 // more per event as the answer grows; an incremental one costs the same.
 func BenchmarkStreamLength(b *testing.B) {
 	e := newEngine(b, Options{}, piiMask)
-	ctx := context.Background()
 	for _, n := range []int{4 << 10, 64 << 10, 1 << 20} {
 		text := benchText(n)
 		var events [][]byte
@@ -189,15 +188,7 @@ func BenchmarkStreamLength(b *testing.B) {
 		}
 		b.Run(strconv.Itoa(n>>10)+"KiB", func(b *testing.B) {
 			for b.Loop() {
-				s := e.AnswerStream(Chat, nil)
-				for _, ev := range events {
-					if _, d := s.Event(ctx, ev); d != nil {
-						b.Fatal("blocked")
-					}
-				}
-				if _, d := s.End(ctx); d != nil {
-					b.Fatal("blocked")
-				}
+				streamEvents(b, e, events)
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(events)), "ns/event")
 		})
@@ -280,12 +271,11 @@ func BenchmarkAnswerStreamEnds(b *testing.B) {
 }
 
 // BenchmarkAnswerStreamCode measures one event of a chat stream of code,
-// whose pieces carry escapes (newlines, tabs) in most events, through a
+// whose pieces carry escapes (newlines, tabs) in many events, through a
 // pii guard: their texts are decoded into the text's queue, not into a
 // string each.
 func BenchmarkAnswerStreamCode(b *testing.B) {
 	e := newEngine(b, Options{}, piiMask)
-	ctx := context.Background()
 	code := benchProse[strings.Index(benchProse, "```go"):strings.LastIndex(benchProse, "```")]
 	var events [][]byte
 	escaped := 0
@@ -298,16 +288,7 @@ func BenchmarkAnswerStreamCode(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		s := e.AnswerStream(Chat, nil)
-		for _, ev := range events {
-			if _, d := s.Event(ctx, ev); d != nil {
-				b.Fatal("blocked")
-			}
-		}
-		if _, d := s.End(ctx); d != nil {
-			b.Fatal("blocked")
-		}
-		s.Release()
+		streamEvents(b, e, events)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(events)), "ns/event")
 	b.ReportMetric(float64(escaped)/float64(len(events)), "escaped/event")
@@ -354,4 +335,20 @@ func BenchmarkAnswerStreamMasked(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(events)), "ns/event")
 	b.ReportMetric(float64(asCame)/float64(len(events)), "as-they-came")
+}
+
+// streamEvents runs events, one at a time, through a chat answer stream
+// of e, then ends it and gives it back.
+func streamEvents(b *testing.B, e *Engine, events [][]byte) {
+	ctx := context.Background()
+	s := e.AnswerStream(Chat, nil)
+	for _, ev := range events {
+		if _, d := s.Event(ctx, ev); d != nil {
+			b.Fatal("blocked")
+		}
+	}
+	if _, d := s.End(ctx); d != nil {
+		b.Fatal("blocked")
+	}
+	s.Release()
 }
