@@ -518,7 +518,7 @@ func TestStreamGuardSendsAsItCame(t *testing.T) {
 	stream.WriteString(`data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}` + "\n\n")
 	for i := range 200 {
 		stream.WriteString(chunk(fmt.Sprintf(" word%d", i)))
-		text.WriteString(fmt.Sprintf(" word%d", i))
+		fmt.Fprintf(&text, " word%d", i)
 	}
 	stream.WriteString(`data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n" + "data: [DONE]\n\n")
 	plain := stream.String()
