@@ -75,7 +75,6 @@ func TestObserve(t *testing.T) {
 	}
 }
 
-// sample is the value of a counter, or the observation count of a
 var guardRuns atomic.Int64
 
 // TestGuardDecisionsCounted: a decision of a configured guard is counted
@@ -86,10 +85,10 @@ func TestGuardDecisionsCounted(t *testing.T) {
 	// Guards of names of their own each run: the series are the
 	// process's, and a second run (-count) finds them counted.
 	run := guardRuns.Add(1)
-	count := func(guard, action string) float64 {
-		return sample(t, guardDecisions, map[string]string{"guard": fmt.Sprint(guard, run), "action": action})
-	}
 	name := func(g string) string { return fmt.Sprint(g, run) }
+	count := func(guard, action string) float64 {
+		return sample(t, guardDecisions, map[string]string{"guard": name(guard), "action": action})
+	}
 	ob := observer{&App{guardCounts: countsOf([]string{name("counted-a"), name("counted-b")})}}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(guardDecisions)
@@ -128,6 +127,7 @@ func TestGuardDecisionsCounted(t *testing.T) {
 	}
 }
 
+// sample is the value of a counter, or the observation count of a
 // histogram, in the series of c with exactly these labels (0: none yet).
 func sample(t *testing.T, c prometheus.Collector, labels map[string]string) float64 {
 	t.Helper()

@@ -200,28 +200,10 @@ func BenchmarkStreamLength(b *testing.B) {
 // common case, an answer with nothing to mask.
 func BenchmarkAnswerStreamWords(b *testing.B) {
 	e := newEngine(b, Options{}, piiMask)
-	ctx := context.Background()
-	words := strings.Fields(benchText(2 << 10))
-	var events [][]byte
-	for _, w := range words {
-		delta, _ := json.Marshal(" " + w)
-		events = append(events, []byte(`{"id":"chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT","object":"chat.completion.chunk","created":1741569952,"model":"gpt-4o-2024-08-06","service_tier":"default","system_fingerprint":"fp_eb9dce56a8","choices":[{"index":0,"delta":{"content":`+string(delta)+`},"logprobs":null,"finish_reason":null}]}`))
-	}
+	events := wordEvents(strings.Fields(benchText(2 << 10)))
 	b.ReportAllocs()
-	var sent int
 	for b.Loop() {
-		s := e.AnswerStream(Chat, nil)
-		for _, ev := range events {
-			out, d := s.Event(ctx, ev)
-			if d != nil {
-				b.Fatal("blocked")
-			}
-			sent += len(out)
-		}
-		if _, d := s.End(ctx); d != nil {
-			b.Fatal("blocked")
-		}
-		s.Release()
+		streamEvents(b, e, events)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(events)), "ns/event")
 }
@@ -305,11 +287,7 @@ func BenchmarkAnswerStreamMasked(b *testing.B) {
 	ctx := context.Background()
 	words := strings.Fields(benchText(2 << 10))
 	words[2] = "bob@example.com"
-	var events [][]byte
-	for _, w := range words {
-		delta, _ := json.Marshal(" " + w)
-		events = append(events, []byte(`{"id":"chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT","object":"chat.completion.chunk","created":1741569952,"model":"gpt-4o-2024-08-06","service_tier":"default","system_fingerprint":"fp_eb9dce56a8","choices":[{"index":0,"delta":{"content":`+string(delta)+`},"logprobs":null,"finish_reason":null}]}`))
-	}
+	events := wordEvents(words)
 	b.ReportAllocs()
 	asCame := 0
 	for b.Loop() {
@@ -335,6 +313,17 @@ func BenchmarkAnswerStreamMasked(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(events)), "ns/event")
 	b.ReportMetric(float64(asCame)/float64(len(events)), "as-they-came")
+}
+
+// wordEvents are the chunks of a chat stream of words, one a chunk after
+// a space, in OpenAI's chunk shape.
+func wordEvents(words []string) [][]byte {
+	var events [][]byte
+	for _, w := range words {
+		delta, _ := json.Marshal(" " + w)
+		events = append(events, []byte(`{"id":"chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT","object":"chat.completion.chunk","created":1741569952,"model":"gpt-4o-2024-08-06","service_tier":"default","system_fingerprint":"fp_eb9dce56a8","choices":[{"index":0,"delta":{"content":`+string(delta)+`},"logprobs":null,"finish_reason":null}]}`))
+	}
+	return events
 }
 
 // streamEvents runs events, one at a time, through a chat answer stream
