@@ -273,13 +273,18 @@ func (s *AnswerStream) send(ctx context.Context, end bool) ([][]byte, *Decision)
 	return out, nil
 }
 
-// text returns the stream of k, made at its first piece.
+// text returns the stream of k, made at its first piece, and made anew
+// at a piece that comes after k's text ended (a provider that sends text
+// after a choice's finish_reason, a block's stop or a part's done): that
+// is a text of its own, which the stream's end ends in turn. The ended
+// one stays with the events that carry it.
 func (s *AnswerStream) text(k textKey) *TextStream {
-	if s.last != nil && s.lastKey == k {
+	if s.last != nil && s.lastKey == k && !s.last.closed {
 		return s.last
 	}
 	t := s.find(k)
-	if t == nil {
+	switch {
+	case t == nil:
 		t = s.newTextStream()
 		s.texts = append(s.texts, keyedText{k, t})
 		switch n := len(s.texts); {
@@ -291,6 +296,16 @@ func (s *AnswerStream) text(k textKey) *TextStream {
 				s.byKey[kt.k] = kt.t
 			}
 		case n > fewTexts+1:
+			s.byKey[k] = t
+		}
+	case t.closed:
+		t = s.newTextStream()
+		for i := range s.texts {
+			if s.texts[i].k == k {
+				s.texts[i].t = t
+			}
+		}
+		if len(s.texts) > fewTexts {
 			s.byKey[k] = t
 		}
 	}

@@ -620,3 +620,57 @@ func TestAnswerStreamFlowsBeforeText(t *testing.T) {
 		s.Release()
 	}
 }
+
+// TestAnswerStreamTextAfterEnd: a piece that comes after its text ended
+// (a provider that sends text after a choice's finish_reason, a block's
+// stop or a part's done) is a text of its own, guarded and released in
+// full by the stream's end: nothing of it is lost, nor sent unguarded.
+func TestAnswerStreamTextAfterEnd(t *testing.T) {
+	e := newEngine(t, Options{}, piiMask)
+	cases := []struct {
+		api    API
+		path   string // of each event's text
+		events []string
+		want   string
+	}{
+		{Chat, "choices.0.delta.content", []string{
+			`{"choices":[{"index":0,"delta":{"content":"Hi bob"},"finish_reason":null}]}`,
+			`{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`,
+			`{"choices":[{"index":0,"delta":{"content":" mail al"},"finish_reason":null}]}`,
+			`{"choices":[{"index":0,"delta":{"content":"ice@example.org again"},"finish_reason":null}]}`,
+		}, "Hi bob mail [EMAIL] again"},
+		{Messages, "delta.text", []string{
+			`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"Hi bob"}}`,
+			`{"type":"content_block_stop","index":0}`,
+			`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":" mail al"}}`,
+			`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"ice@example.org again"}}`,
+		}, "Hi bob mail [EMAIL] again"},
+		{Responses, "delta", []string{
+			`{"type":"response.output_text.delta","output_index":0,"content_index":0,"delta":"Hi bob"}`,
+			`{"type":"response.output_text.done","output_index":0,"content_index":0,"text":"Hi bob"}`,
+			`{"type":"response.output_text.delta","output_index":0,"content_index":0,"delta":" mail al"}`,
+			`{"type":"response.output_text.delta","output_index":0,"content_index":0,"delta":"ice@example.org again"}`,
+		}, "Hi bob mail [EMAIL] again"},
+	}
+	for _, c := range cases {
+		var events [][]byte
+		for _, ev := range c.events {
+			events = append(events, []byte(ev))
+		}
+		for _, batch := range batchSizes(len(events)) {
+			s := e.AnswerStream(c.api, nil)
+			sent, d := runBatches(t, s, events, batch, true)
+			if d != nil || len(sent) != len(events) {
+				t.Fatalf("%v, %d a flush: %d events sent of %d, %v", c.api, batch, len(sent), len(events), d)
+			}
+			var got strings.Builder
+			for _, ev := range sent {
+				got.WriteString(gjson.GetBytes(ev, c.path).Str)
+			}
+			if got.String() != c.want {
+				t.Errorf("%v, %d a flush: %q, want %q", c.api, batch, got.String(), c.want)
+			}
+			s.Release()
+		}
+	}
+}
