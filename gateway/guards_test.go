@@ -14,6 +14,7 @@ import (
 
 	"github.com/modelgate/modelgate/batch"
 	"github.com/modelgate/modelgate/guardrails"
+	"github.com/modelgate/modelgate/internal/streamtexts"
 	"github.com/modelgate/modelgate/providers"
 	"github.com/modelgate/modelgate/quota"
 )
@@ -656,4 +657,57 @@ func TestGuardsCache(t *testing.T) {
 	if o, _ := gr.serve(t, APIChat, body, gr.static); o.Status != 400 || len(obs.lookups) != 0 {
 		t.Errorf("blocked: %d, lookups %v", o.Status, obs.lookups)
 	}
+}
+
+// FuzzStreamGuard: however the events the gateway writes for the client
+// are cut into writes, and whatever their framing, nothing panics, and a
+// guard that only logs sends the client each text as the provider sent
+// it (in a stream of events a client can read).
+func FuzzStreamGuard(f *testing.F) {
+	chunk := func(s string) string {
+		return `data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"` + s + `"},"finish_reason":null}]}` + "\n\n"
+	}
+	for _, s := range []struct {
+		stream string
+		api    uint8
+	}{
+		{chunk("Hi bob") + chunk(" mail al") + chunk("ice@example.org") + `data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n" + "data: [DONE]\n\n", 0},
+		{": keep-alive\n\n" + chunk("a\\nb") + "data: not json\n\n" + chunk(" c"), 0},
+		{"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"output_index\":0,\"content_index\":0,\"delta\":\"call +1 202 \"}\r\n\r\n" +
+			"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"output_index\":0,\"content_index\":0,\"delta\":\"555 0173\"}\n\n", 1},
+		{"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"ssn 321-54-\"}}\n\n" +
+			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"9876\"}}", 2},
+	} {
+		f.Add(s.stream, s.api, uint8(0))
+		f.Add(s.stream, s.api, uint8(6))
+	}
+	gt := newGuardTest(f, guardrails.GuardConfig{Name: "audit", Type: "pii", Action: "log", Apply: []string{"response"}})
+	apis := []struct {
+		api      API
+		endpoint *endpoint
+	}{{APIChat, endpointChat}, {APIResponses, endpointResponses}, {APIMessages, endpointMessages}}
+	f.Fuzz(func(t *testing.T, stream string, api, write uint8) {
+		a := apis[int(api)%len(apis)]
+		sink := &recordingSink{}
+		c := &Call{API: a.api, Key: gt.static, Sink: sink, Log: gt.log}
+		rq := &request{endpoint: a.endpoint, model: "oa/gpt-4o-mini", stream: true}
+		_, sg := gt.streamSink(context.Background(), c, rq, gt.guardsOf(c, rq, nil, nil), sink)
+		writeCut(t, sg, stream, int(write%64)+1)
+		sg.finish()
+		gt.obs.mu.Lock()
+		gt.obs.decisions, gt.obs.models = gt.obs.decisions[:0], gt.obs.models[:0]
+		gt.obs.mu.Unlock()
+		events := streamtexts.Data([]byte(stream))
+		if !streamtexts.Readable(events) {
+			return
+		}
+		name, _ := guardAPI(a.api)
+		want := streamtexts.Texts(name.String(), events)
+		got := streamtexts.Texts(name.String(), streamtexts.Data(sink.body.Bytes()))
+		for k, w := range want {
+			if got[k] != w {
+				t.Fatalf("text %s: the client got %q, want %q; it got\n%q", k, got[k], w, sink.body.String())
+			}
+		}
+	})
 }

@@ -673,8 +673,10 @@ func (s *AnswerStream) chat(ctx context.Context, data []byte) *Decision {
 		})
 	})
 	if !ok {
-		s.hold(data, nil)
-		return nil
+		// Not JSON past some point: the texts read before it stay this
+		// event's (what is released of them is placed in it, as in any
+		// other), but nothing it says ends a text.
+		ended = nil
 	}
 	return s.chunkRead(ctx, data, slots, ended)
 }

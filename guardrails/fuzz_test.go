@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/modelgate/modelgate/internal/streamtexts"
 )
 
 // FuzzRequest: whatever the body, the engine never panics, a body it lets
@@ -146,63 +148,14 @@ func FuzzAnswerStreamEvents(f *testing.F) {
 		if d != nil || len(sent) != len(events) {
 			t.Fatalf("a guard that logs: %d events sent of %d, %v", len(sent), len(events), d)
 		}
-		want, got := eventTexts(a, events), eventTexts(a, sent)
+		if !streamtexts.Readable(events) {
+			return
+		}
+		want, got := streamtexts.Texts(a.String(), events), streamtexts.Texts(a.String(), sent)
 		for k, w := range want {
 			if got[k] != w {
 				t.Fatalf("text %s: sent %q, want %q", k, got[k], w)
 			}
 		}
 	})
-}
-
-// eventTexts are the texts events of api carry, by the text each piece
-// belongs to (as AnswerStream keys them), each the concatenation of its
-// pieces, read by gjson; each byte that is not UTF-8 reads as U+FFFD, as
-// a JSON decoder reads it.
-func eventTexts(api API, events [][]byte) map[string]string {
-	texts := make(map[string]string)
-	add := func(key string, v gjson.Result) {
-		if v.Type == gjson.String {
-			texts[key] += string([]rune(v.Str))
-		}
-	}
-	for _, ev := range events {
-		if !gjson.ValidBytes(ev) {
-			continue
-		}
-		root := gjson.ParseBytes(ev)
-		switch api {
-		case Chat:
-			root.Get("choices").ForEach(func(_, c gjson.Result) bool {
-				i := c.Get("index").Raw
-				c.Get("delta").ForEach(func(k, v gjson.Result) bool {
-					switch k.Str {
-					case "content", "refusal":
-						add(k.Str+i, v)
-					case "tool_calls":
-						v.ForEach(func(_, tc gjson.Result) bool {
-							add("arguments"+i+"."+tc.Get("index").Raw, tc.Get("function.arguments"))
-							return true
-						})
-					}
-					return true
-				})
-				return true
-			})
-		case Messages:
-			i := root.Get("index").Raw
-			switch root.Get("type").Str {
-			case "content_block_delta":
-				add("text"+i, root.Get("delta.text"))
-				add("json"+i, root.Get("delta.partial_json"))
-			case "content_block_start":
-				add("text"+i, root.Get("content_block.text"))
-			}
-		case Responses:
-			if typ := root.Get("type").Str; strings.HasSuffix(typ, ".delta") {
-				add(typ+root.Get("output_index").Raw+"."+root.Get("content_index").Raw, root.Get("delta"))
-			}
-		}
-	}
-	return texts
 }

@@ -674,3 +674,31 @@ func TestAnswerStreamTextAfterEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestAnswerStreamMalformedChunk: a chat chunk that stops being JSON after
+// its text carries that text as any chunk does, guarded: the text is not
+// sent twice, in it as it came and masked in a later event, and nothing
+// the chunk says ends the text.
+func TestAnswerStreamMalformedChunk(t *testing.T) {
+	e := newEngine(t, Options{}, piiMask)
+	events := [][]byte{
+		[]byte(`{"choices":[{"index":0,"delta":{"content":"mail bob@exa"},"finish_reason":"stop"}]` + "\x00"),
+		[]byte(`{"choices":[{"index":0,"delta":{"content":"mple.com"},"finish_reason":null}]}`),
+		[]byte(`{"choices":[{"index":0,"delta":{"content":" now"},"finish_reason":null}]}`),
+	}
+	for _, batch := range batchSizes(len(events)) {
+		s := e.AnswerStream(Chat, nil)
+		sent, d := feed(s, events, batch, true)
+		if d != nil || len(sent) != len(events) {
+			t.Fatalf("%d a flush: %d events sent of %d, %v", batch, len(sent), len(events), d)
+		}
+		var text strings.Builder
+		for _, ev := range sent {
+			text.WriteString(gjson.GetBytes(ev, "choices.0.delta.content").Str)
+		}
+		if text.String() != "mail [EMAIL] now" {
+			t.Errorf("%d a flush: the stream carries %q, want %q", batch, text.String(), "mail [EMAIL] now")
+		}
+		s.Release()
+	}
+}

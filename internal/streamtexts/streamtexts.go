@@ -1,0 +1,123 @@
+// Package streamtexts reads the texts a streamed answer's events carry,
+// for tests that hold a guarded stream to what the provider sent: each
+// text (a choice's content, a tool call's arguments, a Messages block, a
+// Responses part) as the concatenation of its pieces, as a client reads
+// them.
+package streamtexts
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/modelgate/modelgate/providers/sse"
+)
+
+// Texts are the texts the events of api ("chat", "responses" or
+// "messages") carry, by the text each piece belongs to, each the
+// concatenation of its pieces as gjson reads them; each byte that is not
+// UTF-8 reads as U+FFFD, as a JSON decoder reads it. An event that is not
+// JSON carries none.
+func Texts(api string, events [][]byte) map[string]string {
+	texts := make(map[string]string)
+	add := func(key string, v gjson.Result) {
+		if v.Type == gjson.String {
+			texts[key] += string([]rune(v.Str))
+		}
+	}
+	for _, ev := range events {
+		if !gjson.ValidBytes(ev) {
+			continue
+		}
+		root := gjson.ParseBytes(ev)
+		switch api {
+		case "chat":
+			root.Get("choices").ForEach(func(_, c gjson.Result) bool {
+				i := strconv.FormatInt(c.Get("index").Int(), 10) // none: 0
+				c.Get("delta").ForEach(func(k, v gjson.Result) bool {
+					switch k.Str {
+					case "content", "refusal":
+						add(k.Str+i, v)
+					case "tool_calls":
+						v.ForEach(func(_, tc gjson.Result) bool {
+							add("arguments"+i+"."+strconv.FormatInt(tc.Get("index").Int(), 10), tc.Get("function.arguments"))
+							return true
+						})
+					}
+					return true
+				})
+				return true
+			})
+		case "messages":
+			i := strconv.FormatInt(root.Get("index").Int(), 10)
+			switch root.Get("type").Str {
+			case "content_block_delta":
+				add("text"+i, root.Get("delta.text"))
+				add("json"+i, root.Get("delta.partial_json"))
+			case "content_block_start":
+				add("text"+i, root.Get("content_block.text"))
+			}
+		case "responses":
+			if typ := root.Get("type").Str; strings.HasSuffix(typ, ".delta") {
+				add(typ+strconv.FormatInt(root.Get("output_index").Int(), 10)+"."+strconv.FormatInt(root.Get("content_index").Int(), 10), root.Get("delta"))
+			}
+		}
+	}
+	return texts
+}
+
+// Readable reports whether every event that begins as a JSON object is
+// one, without a name twice in an object. What a guard does with the
+// texts of one that is not is its own: a client's JSON parser refuses
+// it (ending its stream), or reads one of the two values and another
+// parser the other. Such a stream has no texts to compare.
+func Readable(events [][]byte) bool {
+	for _, ev := range events {
+		if len(ev) > 0 && ev[0] == '{' && (!gjson.ValidBytes(ev) || !unique(gjson.ParseBytes(ev))) {
+			return false
+		}
+	}
+	return true
+}
+
+// unique reports whether no object in v has a name twice.
+func unique(v gjson.Result) bool {
+	ok := true
+	switch {
+	case v.IsObject():
+		seen := make(map[string]bool)
+		v.ForEach(func(k, m gjson.Result) bool {
+			ok = !seen[k.Str] && unique(m)
+			seen[k.Str] = true
+			return ok
+		})
+	case v.IsArray():
+		v.ForEach(func(_, m gjson.Result) bool {
+			ok = unique(m)
+			return ok
+		})
+	}
+	return ok
+}
+
+// Data is the data of each event of a stream of server-sent events, as a
+// client reads it: an event that ends without its blank line (the
+// stream's last) included.
+func Data(stream []byte) [][]byte {
+	var out [][]byte
+	for {
+		ev, rest, ok := sse.Cut(stream)
+		if !ok {
+			break
+		}
+		_, data := sse.Fields(ev)
+		out = append(out, data)
+		stream = rest
+	}
+	if len(stream) > 0 {
+		_, data := sse.Fields(stream)
+		out = append(out, data)
+	}
+	return out
+}
