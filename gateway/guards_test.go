@@ -704,10 +704,8 @@ func FuzzStreamGuard(f *testing.F) {
 		name, _ := guardAPI(a.api)
 		want := streamtexts.Texts(name.String(), events)
 		got := streamtexts.Texts(name.String(), streamtexts.Data(sink.body.Bytes()))
-		for k, w := range want {
-			if got[k] != w {
-				t.Fatalf("text %s: the client got %q, want %q; it got\n%q", k, got[k], w, sink.body.String())
-			}
+		if k, differ := streamtexts.Differ(want, got); differ {
+			t.Fatalf("text %s: the client got %q, want %q; it got\n%q", k, got[k], want[k], sink.body.String())
 		}
 	})
 }

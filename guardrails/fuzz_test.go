@@ -152,10 +152,8 @@ func FuzzAnswerStreamEvents(f *testing.F) {
 			return
 		}
 		want, got := streamtexts.Texts(a.String(), events), streamtexts.Texts(a.String(), sent)
-		for k, w := range want {
-			if got[k] != w {
-				t.Fatalf("text %s: sent %q, want %q", k, got[k], w)
-			}
+		if k, differ := streamtexts.Differ(want, got); differ {
+			t.Fatalf("text %s: sent %q, want %q", k, got[k], want[k])
 		}
 	})
 }

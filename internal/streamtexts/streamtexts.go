@@ -67,6 +67,19 @@ func Texts(api string, events [][]byte) map[string]string {
 	return texts
 }
 
+// Differ returns the first text (in either) that want and got do not
+// hold alike, a text one of them lacks reading as empty.
+func Differ(want, got map[string]string) (key string, differ bool) {
+	for _, m := range []map[string]string{want, got} {
+		for k := range m {
+			if want[k] != got[k] {
+				return k, true
+			}
+		}
+	}
+	return "", false
+}
+
 // Readable reports whether every event that begins as a JSON object is
 // one, without a name twice in an object. What a guard does with the
 // texts of one that is not is its own: a client's JSON parser refuses
