@@ -14,8 +14,8 @@ import (
 
 	"github.com/modelgate/modelgate/batch"
 	"github.com/modelgate/modelgate/guardrails"
-	"github.com/modelgate/modelgate/internal/streamtexts"
 	"github.com/modelgate/modelgate/providers"
+	"github.com/modelgate/modelgate/providers/providertest/streamtexts"
 	"github.com/modelgate/modelgate/quota"
 )
 

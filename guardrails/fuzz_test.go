@@ -9,7 +9,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
-	"github.com/modelgate/modelgate/internal/streamtexts"
+	"github.com/modelgate/modelgate/providers/providertest/streamtexts"
 )
 
 // FuzzRequest: whatever the body, the engine never panics, a body it lets
