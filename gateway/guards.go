@@ -192,6 +192,7 @@ type streamGuard struct {
 	outp    *[]byte // out's place in guardOuts
 	stopped bool    // a guard ended the stream
 	ended   bool    // End was called
+	lines   bool    // an event's data was of more than one line: each event is framed line by line
 	pending []byte  // an event whose end is still to come
 }
 
@@ -240,7 +241,7 @@ func (s *streamGuard) Write(p []byte) (int, error) {
 			if ev, more, ok = sse.Cut(rest); !ok {
 				break
 			}
-			_, data = sse.Fields(ev)
+			data = s.fields(ev)
 		}
 		out = s.event(out, ev, data)
 		rest = more
@@ -261,10 +262,24 @@ func (s *streamGuard) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// fields returns the data of an event that is not a single data line
+// (sse.CutData reads those), noting when it is of more than one line.
+func (s *streamGuard) fields(ev []byte) []byte {
+	_, data := sse.Fields(ev)
+	s.lines = s.lines || bytes.IndexByte(data, '\n') >= 0
+	return data
+}
+
 // event adds one event (without the blank line that ends it) and its
 // data to the answer stream, and appends what may be sent before it is
 // flushed.
 func (s *streamGuard) event(out, ev, data []byte) []byte {
+	if len(data) > 0 && data[0] != '{' {
+		// JSON after white space is JSON to the client's parser too.
+		if j := bytes.TrimLeft(data, " \t\r\n"); len(j) > 0 && j[0] == '{' {
+			data = j
+		}
+	}
 	switch {
 	case bytes.Equal(data, []byte("[DONE]")):
 		evs, d := s.as.End(s.ctx)
@@ -305,7 +320,19 @@ func (s *streamGuard) append(out []byte, evs [][]byte, d *guardrails.Decision) [
 				out = append(append(append(out, "event: "...), t.Str...), '\n')
 			}
 		}
-		out = append(append(append(out, "data: "...), e...), "\n\n"...)
+		out = append(out, "data: "...)
+		if s.lines {
+			// Each line of the data on a data line of its own.
+			for {
+				i := bytes.IndexByte(e, '\n')
+				if i < 0 {
+					break
+				}
+				out = append(append(out, e[:i+1]...), "data: "...)
+				e = e[i+1:]
+			}
+		}
+		out = append(append(out, e...), "\n\n"...)
 	}
 	if d != nil {
 		s.stopped = true
@@ -332,8 +359,7 @@ func (s *streamGuard) finish() {
 		if len(s.pending) > 0 {
 			// An event the stream ended without its blank line: End,
 			// below, decides on it with the rest.
-			_, data := sse.Fields(s.pending)
-			out = s.event(out, s.pending, data)
+			out = s.event(out, s.pending, s.fields(s.pending))
 			s.pending = nil
 		}
 		if !s.stopped && !s.ended {

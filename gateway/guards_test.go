@@ -660,9 +660,10 @@ func TestGuardsCache(t *testing.T) {
 }
 
 // FuzzStreamGuard: however the events the gateway writes for the client
-// are cut into writes, and whatever their framing, nothing panics, and a
-// guard that only logs sends the client each text as the provider sent
-// it (in a stream of events a client can read).
+// are cut into writes, and whatever their framing, nothing panics; in a
+// stream of events a client can read, a guard that only logs sends the
+// client each text as the provider sent it, and a guard that masks sends
+// each text masked as a whole body's is.
 func FuzzStreamGuard(f *testing.F) {
 	chunk := func(s string) string {
 		return `data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"` + s + `"},"finish_reason":null}]}` + "\n\n"
@@ -673,6 +674,12 @@ func FuzzStreamGuard(f *testing.F) {
 	}{
 		{chunk("Hi bob") + chunk(" mail al") + chunk("ice@example.org") + `data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n" + "data: [DONE]\n\n", 0},
 		{": keep-alive\n\n" + chunk("a\\nb") + "data: not json\n\n" + chunk(" c"), 0},
+		// JSON after white space, which a client's parser reads: guarded
+		// too (it passed as if it were no JSON).
+		{"data:  {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"mail bob@example.com\"},\"finish_reason\":\"stop\"}]}\n\n", 0},
+		// Data of two lines: sent on two data lines (it went on one data
+		// line and a line no client reads as data).
+		{"data: {\"choices\":[{\"index\":0,\n" + "data: \"delta\":{\"content\":\"mail bob@example.com\"}}]}\n\n", 0},
 		{"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"output_index\":0,\"content_index\":0,\"delta\":\"call +1 202 \"}\r\n\r\n" +
 			"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"output_index\":0,\"content_index\":0,\"delta\":\"555 0173\"}\n\n", 1},
 		{"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"ssn 321-54-\"}}\n\n" +
@@ -682,30 +689,56 @@ func FuzzStreamGuard(f *testing.F) {
 		f.Add(s.stream, s.api, uint8(6))
 	}
 	gt := newGuardTest(f, guardrails.GuardConfig{Name: "audit", Type: "pii", Action: "log", Apply: []string{"response"}})
+	mt := newGuardTest(f, piiResponse)
+	whole, err := guardrails.New(guardrails.Config{Guards: []guardrails.GuardConfig{piiRequest}}, guardrails.Options{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	// send runs stream through gt's guarded sink for api, in writes of n
+	// bytes, and returns what the client got.
+	send := func(t *testing.T, gt *guardTest, api API, e *endpoint, stream string, n int) []byte {
+		sink := &recordingSink{}
+		c := &Call{API: api, Key: gt.static, Sink: sink, Log: gt.log}
+		rq := &request{endpoint: e, model: "oa/gpt-4o-mini", stream: true}
+		_, sg := gt.streamSink(context.Background(), c, rq, gt.guardsOf(c, rq, nil, nil), sink)
+		writeCut(t, sg, stream, n)
+		sg.finish()
+		gt.obs.mu.Lock()
+		gt.obs.decisions, gt.obs.models = gt.obs.decisions[:0], gt.obs.models[:0]
+		gt.obs.mu.Unlock()
+		return sink.body.Bytes()
+	}
 	apis := []struct {
 		api      API
 		endpoint *endpoint
 	}{{APIChat, endpointChat}, {APIResponses, endpointResponses}, {APIMessages, endpointMessages}}
 	f.Fuzz(func(t *testing.T, stream string, api, write uint8) {
 		a := apis[int(api)%len(apis)]
-		sink := &recordingSink{}
-		c := &Call{API: a.api, Key: gt.static, Sink: sink, Log: gt.log}
-		rq := &request{endpoint: a.endpoint, model: "oa/gpt-4o-mini", stream: true}
-		_, sg := gt.streamSink(context.Background(), c, rq, gt.guardsOf(c, rq, nil, nil), sink)
-		writeCut(t, sg, stream, int(write%64)+1)
-		sg.finish()
-		gt.obs.mu.Lock()
-		gt.obs.decisions, gt.obs.models = gt.obs.decisions[:0], gt.obs.models[:0]
-		gt.obs.mu.Unlock()
+		n := int(write%64) + 1
+		logged := send(t, gt, a.api, a.endpoint, stream, n)
+		masked := send(t, mt, a.api, a.endpoint, stream, n)
 		events := streamtexts.Data([]byte(stream))
 		if !streamtexts.Readable(events) {
 			return
 		}
 		name, _ := guardAPI(a.api)
 		want := streamtexts.Texts(name.String(), events)
-		got := streamtexts.Texts(name.String(), streamtexts.Data(sink.body.Bytes()))
+		got := streamtexts.Texts(name.String(), streamtexts.Data(logged))
 		if k, differ := streamtexts.Differ(want, got); differ {
-			t.Fatalf("text %s: the client got %q, want %q; it got\n%q", k, got[k], want[k], sink.body.String())
+			t.Fatalf("text %s: the client got %q, want %q; it got\n%q", k, got[k], want[k], logged)
+		}
+		if streamtexts.Reopened(name.String(), events) {
+			return // a text that goes on after its end is two texts to the guard
+		}
+		got = streamtexts.Texts(name.String(), streamtexts.Data(masked))
+		for k, w := range want {
+			if strings.ContainsAny(w, "\x00\uFFFD") {
+				continue // not UTF-8, or a NUL
+			}
+			body, _ := json.Marshal(map[string]any{"messages": []any{map[string]any{"role": "user", "content": w}}})
+			if m := gjson.GetBytes(whole.Request(context.Background(), guardrails.Chat, body, nil).Body, "messages.0.content").Str; got[k] != m {
+				t.Fatalf("text %s masked: the client got %q, want %q; it got\n%q", k, got[k], m, masked)
+			}
 		}
 	})
 }

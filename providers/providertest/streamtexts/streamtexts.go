@@ -21,9 +21,37 @@ import (
 // JSON carries none.
 func Texts(api string, events [][]byte) map[string]string {
 	texts := make(map[string]string)
+	walk(api, events, func(key, piece string) { texts[key] += piece }, func(func(string) bool) {})
+	return texts
+}
+
+// Reopened reports whether a text of the events gets a piece after the
+// event that ended it (a chat choice's finish_reason, a block's
+// content_block_stop, a part's .done, the end of the message or
+// response): a guard reads such a piece as a text of its own.
+func Reopened(api string, events [][]byte) bool {
+	seen, ended := make(map[string]bool), make(map[string]bool)
+	reopened := false
+	walk(api, events, func(key, _ string) {
+		reopened = reopened || ended[key]
+		seen[key] = true
+	}, func(ends func(string) bool) {
+		for k := range seen {
+			if ends(k) {
+				ended[k] = true
+			}
+		}
+	})
+	return reopened
+}
+
+// walk calls piece for each string of text the events carry, in order,
+// with the key of its text, and end with a test of the keys an event ends,
+// after its pieces.
+func walk(api string, events [][]byte, piece func(key, piece string), end func(func(key string) bool)) {
 	add := func(key string, v gjson.Result) {
 		if v.Type == gjson.String {
-			texts[key] += string([]rune(v.Str))
+			piece(key, string([]rune(v.Str)))
 		}
 	}
 	for _, ev := range events {
@@ -47,24 +75,43 @@ func Texts(api string, events [][]byte) map[string]string {
 					}
 					return true
 				})
+				if c.Get("finish_reason").Type == gjson.String {
+					end(func(key string) bool {
+						return key == "content"+i || key == "refusal"+i || strings.HasPrefix(key, "arguments"+i+".")
+					})
+				}
 				return true
 			})
 		case "messages":
 			i := strconv.FormatInt(root.Get("index").Int(), 10)
 			switch root.Get("type").Str {
 			case "content_block_delta":
-				add("text"+i, root.Get("delta.text"))
-				add("json"+i, root.Get("delta.partial_json"))
+				if root.Get("delta.type").Str == "input_json_delta" {
+					add("json"+i, root.Get("delta.partial_json"))
+				} else {
+					add("text"+i, root.Get("delta.text"))
+				}
 			case "content_block_start":
 				add("text"+i, root.Get("content_block.text"))
+			case "content_block_stop":
+				end(func(key string) bool { return key == "text"+i || key == "json"+i })
+			case "message_stop":
+				end(func(string) bool { return true })
 			}
 		case "responses":
-			if typ := root.Get("type").Str; strings.HasSuffix(typ, ".delta") {
-				add(typ+strconv.FormatInt(root.Get("output_index").Int(), 10)+"."+strconv.FormatInt(root.Get("content_index").Int(), 10), root.Get("delta"))
+			typ := root.Get("type").Str
+			part := strconv.FormatInt(root.Get("output_index").Int(), 10) + "." + strconv.FormatInt(root.Get("content_index").Int(), 10)
+			switch typ {
+			case "response.output_text.delta", "response.refusal.delta", "response.function_call_arguments.delta":
+				add(typ+part, root.Get("delta"))
+			case "response.output_text.done", "response.refusal.done", "response.function_call_arguments.done":
+				key := strings.TrimSuffix(typ, ".done") + ".delta" + part
+				end(func(k string) bool { return k == key })
+			case "response.completed", "response.incomplete", "response.failed":
+				end(func(string) bool { return true })
 			}
 		}
 	}
-	return texts
 }
 
 // Differ returns the first text (in either) that want and got do not
