@@ -12,30 +12,36 @@ import (
 	"github.com/modelgate/modelgate/providers/providertest/streamtexts"
 )
 
-// FuzzRequest: whatever the body, the engine never panics, a body it lets
-// through masked is valid JSON when the input was, and no e-mail address
-// it found is left in it.
+// FuzzRequest: whatever the body, a request's or an answer's, the engine
+// never panics, a body it lets through masked is valid JSON when the input
+// was, and holds nothing more to mask: no match it found is left in it.
 func FuzzRequest(f *testing.F) {
 	for _, s := range []string{
 		`{"messages":[{"role":"user","content":"mail bob@example.com"}]}`,
 		`{"messages":[{"content":[{"type":"text","text":"\u00e9 4111 1111 1111 1111"}]}]}`,
 		`{"input":["a","+44 20 7946 0958"],"model":"m"}`,
 		`{"messages":[{"tool_calls":[{"function":{"arguments":"{\"a\":\"10.0.0.1\"}"}}]}]}`,
+		`{"choices":[{"index":0,"message":{"role":"assistant","content":"call +1 202 555 0173"}}]}`,
+		`{"type":"message","content":[{"type":"text","text":"ssn 321-54-9876"}]}`,
 	} {
-		f.Add(s, uint8(0))
+		f.Add(s, uint8(0), uint8(0))
+		f.Add(s, uint8(0), uint8(1))
 	}
 	e := newEngine(f, Options{}, piiMask)
-	f.Fuzz(func(t *testing.T, body string, api uint8) {
-		r := e.Request(context.Background(), API(api%5), []byte(body), nil)
+	f.Fuzz(func(t *testing.T, body string, api, dir uint8) {
+		check := e.Request
+		if dir%2 == 1 {
+			check = e.Answer
+		}
+		r := check(context.Background(), API(api%5), []byte(body), nil)
 		if r.Verdict != Allowed || !r.Masked {
 			return
 		}
 		if json.Valid([]byte(body)) && !json.Valid(r.Body) {
 			t.Fatalf("masked %q into invalid JSON %q", body, r.Body)
 		}
-		again := e.Request(context.Background(), API(api%5), r.Body, nil)
-		if again.Verdict != Allowed {
-			t.Fatalf("the masked body is refused: %+v", again)
+		if again := check(context.Background(), API(api%5), r.Body, nil); again.Verdict != Allowed || again.Masked {
+			t.Fatalf("%q masked into %q, in which the guard masks %q again", body, r.Body, again.Body)
 		}
 	})
 }
