@@ -130,6 +130,7 @@ func FuzzAnswerStreamEvents(f *testing.F) {
 	}
 	f.Add("{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n{\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n{\"choices\":[{\"index\":0,\"delta\":{\"content\":\" after the end\"}}]}", uint8(0), uint8(0))
 	f.Add("{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"mail bob@exa\"}}]}\n{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"mple.com now\"},\"finish_reason\":\"stop\"}]}", uint8(0), uint8(0))
+	f.Add("{\"type\":\"response.output_text.delta\",\"output_index\":0,\"content_index\":0,\"delta\":\"mail bob@exa\"}\n{\"type\":\"response.output_text.delta\",\"output_index\":0,\"content_index\":0,\"delta\":\"mple.com\"}\n{\"type\":\"response.output_text.done\",\"output_index\":0,\"content_index\":0,\"text\":\"mail bob@example.com\"}\n{\"type\":\"response.completed\",\"response\":{\"output\":[{\"type\":\"message\",\"content\":[{\"type\":\"output_text\",\"text\":\"mail bob@example.com\"}]}]}}", uint8(1), uint8(0))
 	f.Add("{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"ssn 321-54-\"}}\n{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"9876 ok\"}}\n{\"type\":\"content_block_stop\",\"index\":0}", uint8(2), uint8(1))
 	e := newEngine(f, Options{}, piiMask)
 	// A guard that only logs changes no text: what the client gets of
@@ -174,11 +175,34 @@ func FuzzAnswerStreamEvents(f *testing.F) {
 			if strings.ContainsAny(w, "\x00\uFFFD") {
 				continue // as FuzzStream: not UTF-8, or a NUL
 			}
-			vals := []string{w}
-			e.run(context.Background(), &input{dir: Response}, vals, nil)
-			if got[k] != vals[0] {
-				t.Fatalf("text %s masked: sent %q, want %q", k, got[k], vals[0])
+			if m := maskWhole(e, w); got[k] != m {
+				t.Fatalf("text %s masked: sent %q, want %q", k, got[k], m)
+			}
+		}
+		// The events that repeat a whole text (Responses' .done, item and
+		// completed events, which SDKs read the answer from) carry it
+		// masked as a whole.
+		if a != Responses {
+			return
+		}
+		in, out := streamtexts.Repeats(events), streamtexts.Repeats(masked)
+		if len(in) != len(out) {
+			t.Fatalf("%d whole texts sent of %d", len(out), len(in))
+		}
+		for i, r := range in {
+			if strings.ContainsAny(r.Text, "\x00\uFFFD") {
+				continue
+			}
+			if m := maskWhole(e, r.Text); out[i].Text != m {
+				t.Fatalf("text %s repeated whole: sent %q, want %q", r.Key, out[i].Text, m)
 			}
 		}
 	})
+}
+
+// maskWhole is text masked by e's guards as a whole.
+func maskWhole(e *Engine, text string) string {
+	vals := []string{text}
+	e.run(context.Background(), &input{dir: Response}, vals, nil)
+	return vals[0]
 }

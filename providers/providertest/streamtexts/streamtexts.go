@@ -114,6 +114,68 @@ func walk(api string, events [][]byte, piece func(key, piece string), end func(f
 	}
 }
 
+// A Repeat is a whole text that a Responses event repeats (a part's
+// .done, an item's response.output_item.done, the response's
+// response.completed), by the key of its deltas in Texts.
+type Repeat struct {
+	Key, Text string
+}
+
+// Repeats are the whole texts the Responses events repeat, in their
+// order.
+func Repeats(events [][]byte) []Repeat {
+	var out []Repeat
+	add := func(key string, v gjson.Result) {
+		if v.Type == gjson.String {
+			out = append(out, Repeat{Key: key, Text: string([]rune(v.Str))})
+		}
+	}
+	index := func(v gjson.Result) string { return strconv.FormatInt(v.Int(), 10) }
+	item := func(output string, it gjson.Result) {
+		switch it.Get("type").Str {
+		case "message":
+			it.Get("content").ForEach(func(j, c gjson.Result) bool {
+				switch c.Get("type").Str {
+				case "output_text":
+					add("response.output_text.delta"+output+"."+index(j), c.Get("text"))
+				case "refusal":
+					add("response.refusal.delta"+output+"."+index(j), c.Get("refusal"))
+				}
+				return true
+			})
+		case "function_call":
+			add("response.function_call_arguments.delta"+output+".0", it.Get("arguments"))
+		}
+	}
+	for _, ev := range events {
+		if !gjson.ValidBytes(ev) {
+			continue
+		}
+		root := gjson.ParseBytes(ev)
+		part := index(root.Get("output_index")) + "." + index(root.Get("content_index"))
+		switch typ := root.Get("type").Str; typ {
+		case "response.output_text.done":
+			add("response.output_text.delta"+part, root.Get("text"))
+		case "response.refusal.done":
+			add("response.refusal.delta"+part, root.Get("refusal"))
+		case "response.function_call_arguments.done":
+			add("response.function_call_arguments.delta"+part, root.Get("arguments"))
+		case "response.content_part.done":
+			if root.Get("part.type").Str == "output_text" {
+				add("response.output_text.delta"+part, root.Get("part.text"))
+			}
+		case "response.output_item.done":
+			item(index(root.Get("output_index")), root.Get("item"))
+		case "response.completed", "response.incomplete", "response.failed":
+			root.Get("response.output").ForEach(func(o, it gjson.Result) bool {
+				item(index(o), it)
+				return true
+			})
+		}
+	}
+	return out
+}
+
 // Differ returns the first text (in either) that want and got do not
 // hold alike, a text one of them lacks reading as empty.
 func Differ(want, got map[string]string) (key string, differ bool) {
