@@ -22,9 +22,11 @@ import (
 // An event that carries text is held until the next event of the same
 // text (or its end) arrives — one whose string is empty, of a text that
 // holds nothing, is not — and leaves with the text released by then in
-// place of its own: text moves to an earlier event, never a later one,
-// and no event is added, dropped or reordered (events behind a held one
-// wait for it). Events that end a text (finish_reason, response.*.done,
+// place of its own: text released as the next piece comes moves to the
+// event before it, and what the guards hold past that (an address the
+// next piece has not ended) goes with a later event of the text. No
+// event is added, dropped or reordered (events behind a held one wait
+// for it). Events that end a text (finish_reason, response.*.done,
 // content_block_stop, message_stop, response.completed) first release
 // the rest of it, and carry the masked whole where they repeat it
 // (response.output_text.done's text, output_item.done, completed).
