@@ -527,13 +527,7 @@ func TestStreamGuardSendsAsItCame(t *testing.T) {
 	before := plain[:strings.Index(plain, " word6\"")] // the events before the masked one's
 	for _, write := range []int{1, 7, 250, 4 << 10, len(plain)} {
 		for _, in := range []string{plain, masked} {
-			sink := &recordingSink{}
-			c := &Call{API: APIChat, Key: gt.static, Sink: sink, Log: gt.log}
-			rq := &request{endpoint: endpointChat, model: "oa/gpt-4o-mini", stream: true}
-			_, sg := gt.streamSink(context.Background(), c, rq, gt.guardsOf(c, rq, nil, nil), sink)
-			writeCut(t, sg, in, write)
-			sg.finish()
-			got := sink.body.String()
+			got := string(gt.sendStream(t, APIChat, endpointChat, in, write))
 			if in == plain {
 				if got != plain {
 					t.Errorf("writes of %d bytes: the client got\n%.400q\nwant\n%.400q", write, got, plain)
@@ -551,6 +545,20 @@ func TestStreamGuardSendsAsItCame(t *testing.T) {
 			}
 		}
 	}
+}
+
+// sendStream runs stream, the events a call of api writes for its
+// client, through gt's guarded sink in writes of n bytes, and returns what
+// the client got.
+func (gt *guardTest) sendStream(t *testing.T, api API, e *endpoint, stream string, n int) []byte {
+	t.Helper()
+	sink := &recordingSink{}
+	c := &Call{API: api, Key: gt.static, Sink: sink, Log: gt.log}
+	rq := &request{endpoint: e, model: "oa/gpt-4o-mini", stream: true}
+	_, sg := gt.streamSink(context.Background(), c, rq, gt.guardsOf(c, rq, nil, nil), sink)
+	writeCut(t, sg, stream, n)
+	sg.finish()
+	return sink.body.Bytes()
 }
 
 // writeCut writes stream to sg n bytes at a time, each write from one
@@ -694,20 +702,6 @@ func FuzzStreamGuard(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	// send runs stream through gt's guarded sink for api, in writes of n
-	// bytes, and returns what the client got.
-	send := func(t *testing.T, gt *guardTest, api API, e *endpoint, stream string, n int) []byte {
-		sink := &recordingSink{}
-		c := &Call{API: api, Key: gt.static, Sink: sink, Log: gt.log}
-		rq := &request{endpoint: e, model: "oa/gpt-4o-mini", stream: true}
-		_, sg := gt.streamSink(context.Background(), c, rq, gt.guardsOf(c, rq, nil, nil), sink)
-		writeCut(t, sg, stream, n)
-		sg.finish()
-		gt.obs.mu.Lock()
-		gt.obs.decisions, gt.obs.models = gt.obs.decisions[:0], gt.obs.models[:0]
-		gt.obs.mu.Unlock()
-		return sink.body.Bytes()
-	}
 	apis := []struct {
 		api      API
 		endpoint *endpoint
@@ -715,8 +709,13 @@ func FuzzStreamGuard(f *testing.F) {
 	f.Fuzz(func(t *testing.T, stream string, api, write uint8) {
 		a := apis[int(api)%len(apis)]
 		n := int(write%64) + 1
-		logged := send(t, gt, a.api, a.endpoint, stream, n)
-		masked := send(t, mt, a.api, a.endpoint, stream, n)
+		logged := gt.sendStream(t, a.api, a.endpoint, stream, n)
+		masked := mt.sendStream(t, a.api, a.endpoint, stream, n)
+		for _, x := range []*guardTest{gt, mt} {
+			x.obs.mu.Lock()
+			x.obs.decisions, x.obs.models = x.obs.decisions[:0], x.obs.models[:0] // a fuzz run's are many
+			x.obs.mu.Unlock()
+		}
 		events := streamtexts.Data([]byte(stream))
 		if !streamtexts.Readable(events) {
 			return
