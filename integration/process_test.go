@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -201,20 +202,26 @@ func (in *instance) run() bool {
 		}
 	})
 	deadline := time.Now().Add(30 * time.Second)
+	var last string // the last answer, for a start that fails
 	for {
 		req, _ := http.NewRequest(http.MethodGet, in.httpURL+"/v1/models", nil)
 		req.Header.Set("Authorization", "Bearer "+aliceKey)
-		if res, err := http.DefaultClient.Do(req); err == nil {
+		res, err := http.DefaultClient.Do(req)
+		if err == nil {
+			b, _ := io.ReadAll(io.LimitReader(res.Body, 512))
 			res.Body.Close()
 			if res.StatusCode == 200 {
 				return true
 			}
+			last = fmt.Sprintf("%d %s", res.StatusCode, b)
+		} else {
+			last = err.Error()
 		}
 		if l := in.caddyLog(); !in.started && strings.Contains(l[min(logged, len(l)):], "address already in use") {
 			return false
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("instance %s did not start:\n%s", in.name, in.out.String())
+			t.Fatalf("instance %s did not start (GET /v1/models: %s):\n%s", in.name, last, in.out.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
