@@ -320,19 +320,11 @@ func (s *streamGuard) append(out []byte, evs [][]byte, d *guardrails.Decision) [
 				out = append(append(append(out, "event: "...), t.Str...), '\n')
 			}
 		}
-		out = append(out, "data: "...)
 		if s.lines {
-			// Each line of the data on a data line of its own.
-			for {
-				i := bytes.IndexByte(e, '\n')
-				if i < 0 {
-					break
-				}
-				out = append(append(out, e[:i+1]...), "data: "...)
-				e = e[i+1:]
-			}
+			out = sse.AppendDataLines(out, e)
+		} else {
+			out = sse.AppendData(out, e)
 		}
-		out = append(append(out, e...), "\n\n"...)
 	}
 	if d != nil {
 		s.stopped = true

@@ -123,5 +123,20 @@ func AppendData(dst, data []byte) []byte {
 	return append(dst, "\n\n"...)
 }
 
+// AppendDataLines appends one event holding data, each of its lines on a
+// data line of its own: data that may hold a line end ("\n", as Fields
+// joins a multi-line event's data lines), which AppendData would send on
+// as a line that is not data.
+func AppendDataLines(dst, data []byte) []byte {
+	for {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			return AppendData(dst, data)
+		}
+		dst = append(append(dst, "data: "...), data[:i+1]...)
+		data = data[i+1:]
+	}
+}
+
 // Done is the event that ends a unified (OpenAI) stream.
 var Done = []byte("data: [DONE]\n\n")

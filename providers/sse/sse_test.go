@@ -317,3 +317,17 @@ func FuzzCutSame(f *testing.F) {
 		}
 	})
 }
+
+// TestAppendDataLines: data of several lines reads back, through Cut and
+// Fields, as it was given.
+func TestAppendDataLines(t *testing.T) {
+	for _, data := range []string{`{"a":1}`, "{\"a\":\n1}", "a\n\nb\n", ""} {
+		ev, rest, ok := Cut(AppendDataLines(nil, []byte(data)))
+		if !ok || len(rest) != 0 {
+			t.Fatalf("%q: not one event", data)
+		}
+		if _, got := Fields(ev); string(got) != data {
+			t.Errorf("%q read back as %q", data, got)
+		}
+	}
+}
