@@ -176,8 +176,6 @@ type App struct {
 	cache        *respcache.Cache // the response cache; nil: off
 	releaseCache func()           // gives back the in-memory answers Provision took
 
-	guardCounts []guardCounts // the decisions metric's counters of each guard, in the engine's order
-
 	ctx    caddy.Context
 	events *caddyevents.App
 

@@ -489,27 +489,30 @@ func BenchmarkSettle(b *testing.B) {
 }
 
 // BenchmarkGuardDecisions is counting one guard decision in the
-// decisions metric: through the counters looked up when the config was
-// provisioned, and by its labels (a decision of no guard in its place),
-// warm and with the caches cold (evicted-ns/op).
+// decisions metric, as the gateway counts each decision of a call: in the
+// guard's tally, which the metric reads when it is scraped; warm and with
+// the caches cold (evicted-ns/op).
 func BenchmarkGuardDecisions(b *testing.B) {
-	c := &gateway.Call{}
-	ds := []guardrails.Decision{{Guard: "bench-pii", Type: "pii", Direction: guardrails.Request, Action: guardrails.Allow, Allowed: true}}
-	for _, bc := range []struct {
-		name   string
-		counts []guardCounts
-	}{{"counters", countsOf([]string{"bench-pii"})}, {"by_labels", nil}} {
-		ob := observer{&App{guardCounts: bc.counts}}
-		b.Run(bc.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				ob.Guarded(c, "m", ds)
-			}
-		})
-		b.Run(bc.name+"/evicted", func(b *testing.B) {
-			b.ReportMetric(evicted.Ops(b, func() { ob.Guarded(c, "m", ds) }), "evicted-ns/op")
-		})
+	eng, err := guardrails.New(guardrails.Config{Guards: []guardrails.GuardConfig{{Name: "bench-pii", Type: "pii"}}},
+		guardrails.Options{Tally: guardTally})
+	if err != nil {
+		b.Fatal(err)
 	}
+	var r guardrails.Result
+	eng.Check(context.Background(), &r, guardrails.Chat, guardrails.Request, []byte(`{"messages":[{"role":"user","content":"hi"}]}`), &guardrails.Scope{})
+	ds := r.Decisions
+	if len(ds) != 1 || ds[0].Action != guardrails.Allow {
+		b.Fatalf("decisions %+v", ds)
+	}
+	b.Run("tally", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			eng.Count(ds)
+		}
+	})
+	b.Run("tally/evicted", func(b *testing.B) {
+		b.ReportMetric(evicted.Ops(b, func() { eng.Count(ds) }), "evicted-ns/op")
+	})
 }
 
 // runtimeAllocs reads the process's count of allocations.

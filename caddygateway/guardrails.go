@@ -3,6 +3,7 @@ package caddygateway
 import (
 	"fmt"
 	"maps"
+	"sync"
 
 	"github.com/caddyserver/caddy/v2"
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,57 +40,68 @@ func (a *App) provisionGuards() (*guardrails.Engine, error) {
 		}
 		cfg.Guards[i] = g
 	}
-	eng, err := guardrails.New(cfg, guardrails.Options{Moderator: gateway.Moderator(a.providers)})
+	eng, err := guardrails.New(cfg, guardrails.Options{Moderator: gateway.Moderator(a.providers), Tally: guardTally})
 	if err != nil {
 		return nil, fmt.Errorf("guardrails: %w", err)
 	}
-	a.guardCounts = countsOf(eng.Guards())
 	return eng, nil
 }
 
-// numActions is the number of guardrails' actions, Allow to Error.
-const numActions = int(guardrails.Error) + 1
-
-// guardCounts are one guard's counters of the decisions metric, one for
-// each action. They are looked up once, when the config is provisioned,
-// so that each guard's series is there from the start at 0, and a
-// decision is counted without a lookup: in a busy server, a lookup by
-// labels reads a map and a lock that are out of the core's caches by the
-// next call.
-type guardCounts struct {
-	guard    string
-	byAction [numActions]prometheus.Counter
+// guardTallies are the guards' tallies of decisions by guard name, for
+// the process: a guard of the same name in the next config counts on in
+// the same tally, as a counter of Prometheus does. The decisions metric
+// reads them when it is scraped, so that counting a decision is one
+// atomic addition on the call's path.
+var guardTallies struct {
+	mu sync.Mutex
+	m  map[string]*guardrails.Tally
 }
 
-// countsOf returns the counters of guards.
-func countsOf(guards []string) []guardCounts {
-	cs := make([]guardCounts, len(guards))
-	for i, g := range guards {
-		cs[i].guard = g
-		for a := range numActions {
-			cs[i].byAction[a] = guardDecisions.WithLabelValues(g, guardrails.Action(a).String())
+// guardTally returns the tally of the guard named name, made the first
+// time: from then on, the guard's series are in the metric, at 0 until
+// it decides.
+func guardTally(name string) *guardrails.Tally {
+	guardTallies.mu.Lock()
+	defer guardTallies.mu.Unlock()
+	t := guardTallies.m[name]
+	if t == nil {
+		t = new(guardrails.Tally)
+		if guardTallies.m == nil {
+			guardTallies.m = make(map[string]*guardrails.Tally)
+		}
+		guardTallies.m[name] = t
+	}
+	return t
+}
+
+// guardDecisionsDesc is the decisions metric.
+var guardDecisionsDesc = prometheus.NewDesc("caddy_modelgate_guard_decisions_total",
+	"Decisions of guards on requests and answers, by guard and action: allow, mask, block, log, error (the guard could not decide).",
+	[]string{"guard", "action"}, nil)
+
+// guardCollector reads the guards' tallies at scrape time.
+type guardCollector struct{}
+
+// Describe implements prometheus.Collector.
+func (guardCollector) Describe(ch chan<- *prometheus.Desc) { ch <- guardDecisionsDesc }
+
+// Collect implements prometheus.Collector.
+func (guardCollector) Collect(ch chan<- prometheus.Metric) {
+	guardTallies.mu.Lock()
+	defer guardTallies.mu.Unlock()
+	for name, t := range guardTallies.m {
+		for a := range guardrails.NumActions {
+			ch <- prometheus.MustNewConstMetric(guardDecisionsDesc, prometheus.CounterValue,
+				float64(t.Count(guardrails.Action(a))), name, guardrails.Action(a).String())
 		}
 	}
-	return cs
 }
 
-// guardDecisions counts the guards' decisions.
-var guardDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
-	Namespace: "caddy", Subsystem: "modelgate", Name: "guard_decisions_total",
-	Help: "Decisions of guards on requests and answers, by guard and action: allow, mask, block, log, error (the guard could not decide).",
-}, []string{"guard", "action"})
-
-// Guarded counts the guards' decisions and emits content_blocked for a
-// guard that blocked.
+// Guarded emits content_blocked for each guard that blocked. The
+// decisions are counted in the guards' tallies (guardCollector).
 func (ob observer) Guarded(c *gateway.Call, model string, ds []guardrails.Decision) {
 	for i := range ds {
 		d := &ds[i]
-		if cs := ob.a.guardCounts; d.Index < len(cs) && cs[d.Index].guard == d.Guard && int(d.Action) < numActions {
-			cs[d.Index].byAction[d.Action].Inc()
-		} else {
-			// Not a guard of this config's engine: counted by its labels.
-			guardDecisions.WithLabelValues(d.Guard, d.Action.String()).Inc()
-		}
 		if d.Action != guardrails.Block {
 			continue
 		}

@@ -88,7 +88,7 @@ var metrics = struct {
 func registerMetrics(reg prometheus.Registerer) error {
 	for _, c := range []prometheus.Collector{metrics.requests, metrics.upstream, metrics.fallbacks,
 		metrics.tokens, metrics.cost, metrics.unpriced, metrics.ttft, metrics.refusals, metrics.exposure, metrics.audit, metrics.suspended, metrics.cache,
-		guardDecisions, routingCollector{}} {
+		guardCollector{}, routingCollector{}} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if !errors.As(err, &are) {

@@ -1,6 +1,7 @@
 package caddygateway
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"sync/atomic"
@@ -77,21 +78,32 @@ func TestObserve(t *testing.T) {
 
 var guardRuns atomic.Int64
 
-// TestGuardDecisionsCounted: a decision of a configured guard is counted
-// in its series through the counters looked up at provisioning, which
-// put each series there at 0; one whose guard is not in their place (a
-// decision of another engine) through its labels.
+// TestGuardDecisionsCounted: each guard's series are in the decisions
+// metric at 0 from the config that makes the guard, a decision the gateway
+// reports is counted in its guard's tally, and a guard of the same name in
+// the next config (a reload) counts on in the same series.
 func TestGuardDecisionsCounted(t *testing.T) {
-	// Guards of names of their own each run: the series are the
+	// Guards of names of their own each run: the tallies are the
 	// process's, and a second run (-count) finds them counted.
 	run := guardRuns.Add(1)
 	name := func(g string) string { return fmt.Sprint(g, run) }
 	count := func(guard, action string) float64 {
-		return sample(t, guardDecisions, map[string]string{"guard": name(guard), "action": action})
+		return sample(t, guardCollector{}, map[string]string{"guard": name(guard), "action": action})
 	}
-	ob := observer{&App{guardCounts: countsOf([]string{name("counted-a"), name("counted-b")})}}
+	engine := func(guards ...string) *guardrails.Engine {
+		cfg := guardrails.Config{}
+		for _, g := range guards {
+			cfg.Guards = append(cfg.Guards, guardrails.GuardConfig{Name: name(g), Type: "pii"})
+		}
+		eng, err := guardrails.New(cfg, guardrails.Options{Tally: guardTally})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return eng
+	}
+	eng := engine("counted-a", "counted-b")
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(guardDecisions)
+	reg.MustRegister(guardCollector{})
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -107,20 +119,28 @@ func TestGuardDecisionsCounted(t *testing.T) {
 		}
 	}
 	for _, g := range []string{"counted-a", "counted-b"} {
-		if series[name(g)] != numActions {
-			t.Errorf("%s: %d series at 0 at provisioning, want one for each of the %d actions", g, series[name(g)], numActions)
+		if series[name(g)] != guardrails.NumActions {
+			t.Errorf("%s: %d series at 0 at provisioning, want one for each of the %d actions", g, series[name(g)], guardrails.NumActions)
 		}
 	}
-	c := &gateway.Call{}
-	ob.Guarded(c, "m", []guardrails.Decision{
-		{Guard: name("counted-b"), Index: 1, Action: guardrails.Mask, Allowed: true},
-		{Guard: name("counted-b"), Index: 1, Action: guardrails.Mask, Allowed: true},
-		{Guard: name("counted-other"), Index: 0, Action: guardrails.Log, Allowed: true},
-	})
+	// Decisions as the engines make them: a text of an e-mail address
+	// masked by the first guard (the next sees it masked), one without
+	// let through by both.
+	decide := func(eng *guardrails.Engine, text string) []guardrails.Decision {
+		var r guardrails.Result
+		eng.Check(context.Background(), &r, guardrails.Chat, guardrails.Request,
+			[]byte(`{"messages":[{"role":"user","content":"`+text+`"}]}`), &guardrails.Scope{})
+		return r.Decisions
+	}
+	eng.Count(decide(eng, "write to bob@example.org"))
+	eng.Count(decide(eng, "hello"))
+	// The next config has counted-b first, and a guard of its own.
+	next := engine("counted-b", "counted-c")
+	next.Count(decide(next, "or to alice@example.org"))
 	for _, w := range []struct {
 		guard, action string
 		want          float64
-	}{{"counted-b", "mask", 2}, {"counted-a", "mask", 0}, {"counted-a", "log", 0}, {"counted-other", "log", 1}} {
+	}{{"counted-a", "mask", 1}, {"counted-a", "allow", 1}, {"counted-b", "mask", 1}, {"counted-b", "allow", 2}, {"counted-c", "allow", 1}, {"counted-c", "mask", 0}} {
 		if got := count(w.guard, w.action); got != w.want {
 			t.Errorf("%s %s: %v, want %v", w.guard, w.action, got, w.want)
 		}

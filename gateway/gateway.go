@@ -156,8 +156,10 @@ type Observer interface {
 	// StatusMiss or StatusBypass.
 	CacheLookup(api, status string)
 	// Guarded is told what the guards decided about a call's request or
-	// answer (a stream's: once it has ended), one decision per guard
-	// applied; model is the model as the client named it.
+	// answer (a stream's: once it has ended) when a guard did more than
+	// allow it, one decision per guard applied; model is the model as the
+	// client named it. Every decision, allow included, is counted in the
+	// engine's tallies (guardrails.Tally), which a host's metrics read.
 	Guarded(c *Call, model string, ds []guardrails.Decision)
 }
 

@@ -152,15 +152,20 @@ func (g *Gateway) answerGuards(ctx context.Context, c *Call, cg *callGuards, bod
 	return r.Body, nil
 }
 
-// guarded tells the observer and the call's span what the guards decided,
+// guarded counts what the guards decided in the engine's tallies, tells
+// the call's span, and the observer when a guard did more than allow,
 // and logs each guard that could not decide: why (which may name the
 // service) is for the log alone.
 func (g *Gateway) guarded(c *Call, cg *callGuards, ds []guardrails.Decision) {
 	if len(ds) == 0 {
 		return
 	}
+	cg.eng.Count(ds)
+	allowed := true
 	for i := range ds {
-		if d := &ds[i]; d.Action == guardrails.Error {
+		d := &ds[i]
+		allowed = allowed && d.Action == guardrails.Allow
+		if d.Action == guardrails.Error {
 			c.Log.Warn("a guard could not decide",
 				zap.String("guard", d.Guard),
 				zap.String("type", d.Type),
@@ -169,7 +174,9 @@ func (g *Gateway) guarded(c *Call, cg *callGuards, ds []guardrails.Decision) {
 				zap.NamedError("cause", d.Err))
 		}
 	}
-	g.obs.Guarded(c, cg.model, ds)
+	if !allowed {
+		g.obs.Guarded(c, cg.model, ds)
+	}
 	cg.trace.noteGuards(ds)
 }
 

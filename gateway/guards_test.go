@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -132,6 +133,40 @@ func guardCalls(text string) []struct {
 		{"count_tokens", APICountTokens, `{"model":"claude/claude-sonnet-4-5","messages":[{"role":"user","content":` + t + `}]}`},
 		{"embeddings", APIEmbeddings, `{"model":"oa/text-embedding-3-small","input":[` + t + `,"plain"]}`},
 		{"rerank", APIRerank, `{"model":"co/rerank-v3.5","query":` + t + `,"documents":["a","b"]}`},
+	}
+}
+
+// TestGuardDecisionsCounted: every decision of a call, a stream's
+// included, is counted in its guard's tally, and the observer is told of
+// a call's decisions only when a guard did more than allow.
+func TestGuardDecisionsCounted(t *testing.T) {
+	gt := newGuardTest(t, piiRequest, piiResponse)
+	tally := func(i int, a guardrails.Action) uint64 { return gt.cfg.Guards.Tally(i).Count(a) }
+	for _, body := range []string{
+		`{"model":"oa/gpt-4o-mini","messages":[{"role":"user","content":"hello"}]}`,
+		`{"model":"oa/gpt-4o-mini","stream":true,"messages":[{"role":"user","content":"hello"}]}`,
+	} {
+		if o, s := gt.serve(t, APIChat, []byte(body), gt.static); o.Status != 200 {
+			t.Fatalf("%d %s", o.Status, answer(o, s))
+		}
+	}
+	if got := gt.obs.actions(); len(got) != 0 {
+		t.Errorf("the observer was told of decisions that allowed: %v", got)
+	}
+	if o, s := gt.serve(t, APIChat, []byte(`{"model":"oa/gpt-4o-mini","messages":[{"role":"user","content":"mail bob@example.com"}]}`), gt.static); o.Status != 200 {
+		t.Fatalf("%d %s", o.Status, answer(o, s))
+	}
+	if got := gt.obs.actions(); !slices.Equal(got, []string{"pii:mask"}) {
+		t.Errorf("the observer was told %v, want the mask", got)
+	}
+	for _, w := range []struct {
+		guard  int
+		action guardrails.Action
+		want   uint64
+	}{{0, guardrails.Allow, 2}, {0, guardrails.Mask, 1}, {1, guardrails.Allow, 3}, {1, guardrails.Mask, 0}} {
+		if got := tally(w.guard, w.action); got != w.want {
+			t.Errorf("guard %d %s: %d, want %d", w.guard, w.action, got, w.want)
+		}
 	}
 }
 

@@ -140,7 +140,7 @@ func (e *Engine) AnswerStream(api API, s *Scope) *AnswerStream {
 	for _, g := range e.guards {
 		if g.applies(Response, s) {
 			a.guards = append(a.guards, g)
-			a.decs = append(a.decs, Decision{Guard: g.name, Index: g.index, Type: g.typ, Direction: Response, Allowed: true})
+			a.decs = append(a.decs, Decision{Guard: g.name, Index: g.index, Type: g.typ, Direction: Response, Allowed: true, tally: g.tally})
 		}
 	}
 	return a

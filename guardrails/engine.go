@@ -82,6 +82,8 @@ type Decision struct {
 	Err       error     // why it could not decide (Action Error), for the log only
 	Allowed   bool      // the body went on (false: it blocked, or failed closed)
 	Elapsed   time.Duration
+
+	tally *Tally // the guard's, where Engine.Count counts it
 }
 
 // Verdict is the outcome of all the guards on one body.
@@ -186,6 +188,11 @@ type Options struct {
 	// Client makes webhook calls. Default: a client of its own (each
 	// call bounded by its guard's timeout).
 	Client *http.Client
+	// Tally returns the tally a guard's decisions are counted in, by the
+	// guard's name: a host keeps them across its configs, so that its
+	// counters go on from where they were at a reload. Nil: each guard
+	// has a tally of its own.
+	Tally func(guard string) *Tally
 }
 
 // An Engine applies the configured guards. It is safe for concurrent use.
@@ -218,6 +225,10 @@ func compile(cfg *Config, opts Options) (*Engine, error) {
 		}
 		g.index = len(e.guards)
 		e.guards = append(e.guards, g)
+		g.tally = new(Tally)
+		if opts.Tally != nil {
+			g.tally = opts.Tally(g.name)
+		}
 		e.byModel = e.byModel || g.models != nil
 	}
 	return e, nil

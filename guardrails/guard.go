@@ -18,7 +18,8 @@ type guard struct {
 	action            Action
 	failOpen          bool // on_error allow
 	streamWindow      int
-	index             int // its place among the engine's guards
+	index             int    // its place among the engine's guards
+	tally             *Tally // its decisions, counted
 
 	local    scanner  // pii and regex
 	screener screener // webhook and moderation
@@ -177,7 +178,7 @@ func (g *guard) forModels(models []string) bool {
 
 // check applies g to vals, masking in place.
 func (g *guard) check(ctx context.Context, in *input, vals []string) Decision {
-	d := Decision{Guard: g.name, Index: g.index, Type: g.typ, Direction: in.dir, Action: Allow, Allowed: true}
+	d := Decision{Guard: g.name, Index: g.index, Type: g.typ, Direction: in.dir, Action: Allow, Allowed: true, tally: g.tally}
 	if g.local != nil {
 		g.scan(in, vals, &d)
 		return d

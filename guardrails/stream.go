@@ -103,7 +103,7 @@ func (st *stage) scan(delta string, final bool) (string, bool) {
 			ms[i].End -= o
 		}
 		d := Decision{Guard: st.g.name, Index: st.g.index, Type: st.g.typ, Direction: Response, Matched: true, Allowed: true,
-			Found: st.g.found(ms, nil)}
+			Found: st.g.found(ms, nil), tally: st.g.tally}
 		switch st.g.action {
 		case Block:
 			d.Action, d.Allowed, d.Reason = Block, false, st.g.reason(d.Found)
