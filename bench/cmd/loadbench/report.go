@@ -118,7 +118,7 @@ func (r *report) grid(suite string) *grid {
 
 // order sorts variants: references first, then plain, then modelgate's.
 func order(v string) int {
-	for i, name := range []string{"tuned", "plain", "modelgate", "modelgate_key", "modelgate_limit", "modelgate_full", "modelgate_guards", "modelgate_key_redis", "modelgate_redis", "mg_pool32", "mg_pool256", "tuned_tls_h1", "tuned_tls_h2", "mg_tls_h1", "mg_tls_h2"} {
+	for i, name := range []string{"tuned", "plain", "modelgate", "modelgate_key", "modelgate_limit", "modelgate_full", "modelgate_guards", "modelgate_guards_request", "modelgate_key_redis", "modelgate_redis", "mg_pool32", "mg_pool256", "tuned_tls_h1", "tuned_tls_h2", "mg_tls_h1", "mg_tls_h2"} {
 		if v == name {
 			return i
 		}
@@ -346,7 +346,7 @@ func noise(cl *cell) string {
 // what a managed key, a rate limit, and every feature, cost (the target:
 // no more than 3 % below modelgate with a managed key, a rate limit and
 // usage accounting on).
-var featureVariants = []string{"modelgate_key", "modelgate_limit", "modelgate_full", "modelgate_guards", "modelgate_key_redis", "modelgate_redis"}
+var featureVariants = []string{"modelgate_key", "modelgate_limit", "modelgate_full", "modelgate_guards", "modelgate_guards_request", "modelgate_key_redis", "modelgate_redis"}
 
 // writeFeatures is the features' cost: each feature variant's rate over
 // modelgate's in the same round, and the difference in the gateway's CPU
