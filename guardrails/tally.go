@@ -6,10 +6,10 @@ import "sync/atomic"
 const NumActions = int(Error) + 1
 
 // A Tally counts one guard's decisions by action: what a host's metrics
-// read when they are scraped. Counting one is an atomic addition to a
-// counter the engine reaches from the guard itself, with nothing looked
-// up: in a busy server, a call's decisions come when the code and data of
-// a lookup are out of the core's caches.
+// read when they are scraped. Each decision points to its guard's tally,
+// so counting one is an atomic addition with nothing looked up: in a busy
+// server, a call's decisions come when the code and data of a lookup are
+// out of the core's caches.
 type Tally struct {
 	n [NumActions]atomic.Uint64
 }
