@@ -87,7 +87,7 @@ var variants = map[string]*variant{
 	"modelgate_guards_request": {
 		name: "modelgate_guards_request", what: "modelgate_guards' guard on requests only: what guarding a request costs, apart from its answer",
 		gateway: true,
-		extra: "guardrails {\nguard pii {\ntype pii\naction mask\napply request\n}\n}",
+		extra:   "guardrails {\nguard pii {\ntype pii\naction mask\napply request\n}\n}",
 	},
 	"modelgate_key_redis": {
 		name: "modelgate_key_redis", what: "modelgate_key as one instance of a cluster: a managed key and usage accounting, no limits or budgets, its storage and shared state on a redis-server on the gateway's CPU",
