@@ -60,6 +60,12 @@ func enforced(s *quota.Subjects) bool {
 		s.Owner.Limits != (quota.Limits{}) || s.Owner.Budget.Amount > 0
 }
 
+// rateLimited reports whether the key or the owner of s has a rate or
+// concurrency limit.
+func rateLimited(s *quota.Subjects) bool {
+	return s.Key.Limits != (quota.Limits{}) || s.Owner.Limits != (quota.Limits{})
+}
+
 // budgeted reports whether the key or the owner of s has a budget.
 func budgeted(s *quota.Subjects) bool { return s.Key.Budget.Amount > 0 || s.Owner.Budget.Amount > 0 }
 
@@ -73,7 +79,11 @@ func estimated(s *quota.Subjects) bool {
 // once, when it ends. The zero admission admits without counting.
 type admission struct {
 	adm *quota.Admission
-	est estimate
+	// rate is the standby's admission of the rate limits of a call whose
+	// budgets adm took from the slices this instance holds, while the
+	// shared state is unreachable (admitSplit); nil otherwise.
+	rate *quota.Admission
+	est  estimate
 }
 
 // admit admits a call of its key (live, or a batch line) or refuses it
@@ -115,27 +125,28 @@ func (g *Gateway) admit(ctx context.Context, c *Call, o *Outcome, rq *request, t
 	}
 	ask := quota.Ask{EstimatedTokens: est.tokens, EstimatedCost: est.cost, Rate: !batchLine}
 	q, standby := g.limits.Quota, g.limits.Standby
-	var adm *quota.Admission
+	var adm, rate *quota.Admission
 	var ref *quota.Refusal
 	var err error
-	if standby != nil && g.limits.StateDown != nil && g.limits.StateDown() {
+	down := standby != nil && g.limits.StateDown != nil && g.limits.StateDown()
+	if down {
 		// Known to be unreachable (the host's watch, or an earlier
 		// request): what this instance holds of the limits, else the
 		// standby at once, rather than each request waiting for its own
 		// failure, which takes the whole command timeout when Redis hangs.
-		if adm = q.AdmitHeld(s, ask); adm == nil {
-			q = standby
-		}
-	}
-	if adm == nil {
+		adm = q.AdmitHeld(s, ask)
+	} else {
 		adm, ref, err = q.Admit(ctx, s, ask)
-	}
-	if err != nil && q != standby && standby != nil {
-		if StorageUnreachable(err) && g.limits.SetStateDown != nil {
-			g.limits.SetStateDown(err) // until the host's next check says otherwise
+		if err != nil && standby != nil {
+			if StorageUnreachable(err) && g.limits.SetStateDown != nil {
+				g.limits.SetStateDown(err) // until the host's next check says otherwise
+			}
+			g.warnQuota(err)
+			adm, down = nil, true
 		}
-		g.warnQuota(err)
-		adm, ref, err = standby.Admit(ctx, s, ask)
+	}
+	if adm == nil && down {
+		adm, rate, ref, err = admitSplit(ctx, q, standby, s, ask)
 	}
 	if err != nil {
 		// Nothing can count (the state and the usage records are
@@ -148,13 +159,50 @@ func (g *Gateway) admit(ctx context.Context, c *Call, o *Outcome, rq *request, t
 		return admission{}, false
 	}
 	if !batchLine {
+		h := adm.Headers()
+		if rate != nil {
+			h = rate.Headers()
+		}
 		if rq.endpoint.apiOf() == messagesAPI {
-			adm.Headers().SetAnthropic(o.Header, time.Now())
+			h.SetAnthropic(o.Header, time.Now())
 		} else {
-			adm.Headers().SetOpenAI(o.Header)
+			h.SetOpenAI(o.Header)
 		}
 	}
-	return admission{adm: adm, est: est}, true
+	return admission{adm: adm, rate: rate, est: est}, true
+}
+
+// admitSplit admits a call on the standby while the shared state is
+// unreachable and the slices this instance holds do not cover it. When
+// they cover its budgets but not its rate limits — a rate limit's slice
+// is of one minute's window, and is of no use once the minute has turned;
+// or it ran out — the budgets are taken from their slices, whose spend
+// reaches the shared state once it is back, and the standby counts the
+// rate limits alone (adm: the budgets', rate: the standby's). Otherwise
+// the standby counts it all, and what it spends never reaches the
+// shared state's budgets (rate is nil).
+func admitSplit(ctx context.Context, q, standby *quota.Quota, s quota.Subjects, ask quota.Ask) (adm, rate *quota.Admission, ref *quota.Refusal, err error) {
+	if !ask.Rate || !budgeted(&s) || !rateLimited(&s) {
+		adm, ref, err = standby.Admit(ctx, s, ask)
+		return adm, nil, ref, err
+	}
+	budgets := ask
+	budgets.Rate = false
+	held := q.AdmitHeld(s, budgets)
+	if held == nil {
+		adm, ref, err = standby.Admit(ctx, s, ask)
+		return adm, nil, ref, err
+	}
+	limits := s
+	limits.Key.Budget, limits.Owner.Budget = quota.Budget{}, quota.Budget{}
+	rate, ref, err = standby.Admit(ctx, limits, ask)
+	if rate == nil {
+		// Refused, or not counted: the budgets' reservation goes back,
+		// nothing spent.
+		_ = held.Done(ctx, quota.Actual{Priced: true})
+		return nil, nil, ref, err
+	}
+	return held, rate, nil, nil
 }
 
 // refuse answers a request over a limit or a budget: 429 in the shape of
@@ -223,6 +271,7 @@ func (ad admission) done(ctx context.Context, o *Outcome) {
 		actual = quota.Actual{Tokens: ad.est.tokens, Cost: ad.est.cost, Priced: ad.est.priced}
 	}
 	_ = ad.adm.Done(ctx, actual) // which goes on when ctx is cancelled
+	_ = ad.rate.Done(ctx, actual)
 }
 
 // recordUsage counts a call a provider answered in the usage records,
