@@ -14,62 +14,90 @@ import (
 	"github.com/modelgate/modelgate/usage"
 )
 
+// leasingGateway is a test gateway whose limits and budgets are leased
+// from an in-process state, with a standby engine, and told by down
+// whether that state is unreachable.
+type leasingGateway struct {
+	*testGateway
+	q, standby *quota.Quota
+	down       atomic.Bool
+}
+
+// newLeasingGateway makes a leasing gateway whose engines read the clock
+// now (nil: time.Now).
+func newLeasingGateway(t *testing.T, now func() time.Time) *leasingGateway {
+	t.Helper()
+	lg := &leasingGateway{testGateway: newTestGateway(t)}
+	rec, err := usage.New(storagetest.NewMemory(), usage.Options{Instance: "test", Prefix: "modelgate/usage"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lg.q, err = quota.New(quota.Config{State: state.NewLocal(), Spender: rec, Now: now,
+		Lease: &quota.Leasing{Life: 5 * time.Second, Interval: 10 * time.Millisecond, Horizon: time.Second, Idle: 5 * time.Second}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lg.q.Start()
+	t.Cleanup(func() { _ = lg.q.Stop(context.Background()) })
+	if lg.standby, err = quota.New(quota.Config{State: state.NewLocal(), Spender: rec, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	lg.cfg.Usage = rec
+	lg.cfg.Limits = Limits{Quota: lg.q, Standby: lg.standby, Policies: fullPolicies{}, StateDown: lg.down.Load}
+	lg.rebuild(t)
+	return lg
+}
+
+// warmUp serves calls for 300 ms: the instance learns its rate of use
+// and leases slices of it. each is told of every call's outcome.
+func (lg *leasingGateway) warmUp(t *testing.T, body []byte, each func(*Outcome)) {
+	t.Helper()
+	for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); {
+		o, _ := lg.serve(t, APIChat, body, lg.managed)
+		if o.Status != http.StatusOK {
+			t.Fatalf("warming up: %d %s", o.Status, o.Body)
+		}
+		if each != nil {
+			each(o)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// standbyRequests is how many requests of the key's current minute the
+// standby counted.
+func (lg *leasingGateway) standbyRequests(t *testing.T) int64 {
+	t.Helper()
+	subjects := fullPolicies{}.Subjects(lg.managed)
+	st, err := lg.standby.Status(context.Background(), subjects)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return subjects.Key.Limits.RequestsPerMinute - st.Key.Requests.Remaining
+}
+
 // TestAdmitHeldWhileStateDown: while the shared state is known to be
 // unreachable, a call is admitted from the slices of the limits and the
 // budget this instance holds, and the standby engine counts nothing; a
 // call those slices do not cover goes to the standby.
 func TestAdmitHeldWhileStateDown(t *testing.T) {
-	tg := newTestGateway(t)
-	rec, err := usage.New(storagetest.NewMemory(), usage.Options{Instance: "test", Prefix: "modelgate/usage"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := quota.New(quota.Config{State: state.NewLocal(), Spender: rec,
-		Lease: &quota.Leasing{Life: 5 * time.Second, Interval: 10 * time.Millisecond, Horizon: time.Second, Idle: 5 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	q.Start()
-	t.Cleanup(func() { _ = q.Stop(context.Background()) })
-	standby, err := quota.New(quota.Config{State: state.NewLocal(), Spender: rec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var down atomic.Bool
-	tg.cfg.Usage = rec
-	tg.cfg.Limits = Limits{Quota: q, Standby: standby, Policies: fullPolicies{}, StateDown: down.Load}
-	tg.rebuild(t)
+	lg := newLeasingGateway(t, nil)
 	body := chatBody("oa/gpt-4o-mini", `,"max_tokens":16`, "hi")
+	lg.warmUp(t, body, nil)
 
-	// The instance learns its rate of use and leases slices of it.
-	for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); {
-		if o, _ := tg.serve(t, APIChat, body, tg.managed); o.Status != http.StatusOK {
-			t.Fatalf("warming up: %d %s", o.Status, o.Body)
-		}
-		time.Sleep(time.Millisecond)
-	}
-
-	down.Store(true)
-	subjects := fullPolicies{}.Subjects(tg.managed)
-	standbyRequests := func() int64 {
-		st, err := standby.Status(context.Background(), subjects)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return subjects.Key.Limits.RequestsPerMinute - st.Key.Requests.Remaining
-	}
-	if o, _ := tg.serve(t, APIChat, body, tg.managed); o.Status != http.StatusOK {
+	lg.down.Store(true)
+	if o, _ := lg.serve(t, APIChat, body, lg.managed); o.Status != http.StatusOK {
 		t.Fatalf("with the state down: %d %s", o.Status, o.Body)
 	}
-	if n := standbyRequests(); n != 0 {
+	if n := lg.standbyRequests(t); n != 0 {
 		t.Errorf("the standby counted %d requests while the instance held slices that covered them", n)
 	}
 	// A call larger than any slice: the standby counts it.
 	large := chatBody("oa/gpt-4o-mini", `,"max_tokens":100000000`, "hi")
-	if o, _ := tg.serve(t, APIChat, large, tg.managed); o.Status != http.StatusOK {
+	if o, _ := lg.serve(t, APIChat, large, lg.managed); o.Status != http.StatusOK {
 		t.Fatalf("a large call with the state down: %d %s", o.Status, o.Body)
 	}
-	if n := standbyRequests(); n != 1 {
+	if n := lg.standbyRequests(t); n != 1 {
 		t.Errorf("the standby counted %d requests, want the large one", n)
 	}
 }
@@ -81,59 +109,23 @@ func TestAdmitHeldWhileStateDown(t *testing.T) {
 // reaches the shared state's budget once the state is back, as what the
 // calls admitted from slices spend does.
 func TestAdmitHeldAcrossMinute(t *testing.T) {
-	tg := newTestGateway(t)
-	rec, err := usage.New(storagetest.NewMemory(), usage.Options{Instance: "test", Prefix: "modelgate/usage"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The clock stands two seconds before a minute turns.
 	var offset atomic.Int64
-	now := func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
 	turn := time.Now().Truncate(time.Minute).Add(time.Minute)
 	offset.Store(int64(time.Until(turn.Add(-2 * time.Second))))
-	q, err := quota.New(quota.Config{State: state.NewLocal(), Spender: rec, Now: now,
-		Lease: &quota.Leasing{Life: 5 * time.Second, Interval: 10 * time.Millisecond, Horizon: time.Second, Idle: 5 * time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	q.Start()
-	t.Cleanup(func() { _ = q.Stop(context.Background()) })
-	standby, err := quota.New(quota.Config{State: state.NewLocal(), Spender: rec, Now: now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var down atomic.Bool
-	tg.cfg.Usage = rec
-	tg.cfg.Limits = Limits{Quota: q, Standby: standby, Policies: fullPolicies{}, StateDown: down.Load}
-	tg.rebuild(t)
+	lg := newLeasingGateway(t, func() time.Time { return time.Now().Add(time.Duration(offset.Load())) })
 	body := chatBody("oa/gpt-4o-mini", `,"max_tokens":16`, "hi")
 	var cost pricing.Money
-	serve := func(what string) *Outcome {
-		o, _ := tg.serve(t, APIChat, body, tg.managed)
-		if o.Status != http.StatusOK || !o.Priced {
-			t.Fatalf("%s: %d %s", what, o.Status, o.Body)
-		}
-		cost += o.Cost
-		return o
-	}
-	for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); {
-		serve("warming up")
-		time.Sleep(time.Millisecond)
-	}
+	lg.warmUp(t, body, func(o *Outcome) { cost += o.Cost })
 
-	down.Store(true)
+	lg.down.Store(true)
 	offset.Add(int64(3 * time.Second)) // the minute turns while the state is unreachable
-	subjects := fullPolicies{}.Subjects(tg.managed)
-	st, err := standby.Status(context.Background(), subjects)
-	if err != nil {
-		t.Fatal(err)
+	o, _ := lg.serve(t, APIChat, body, lg.managed)
+	if o.Status != http.StatusOK || !o.Priced {
+		t.Fatalf("after the minute turned: %d %s", o.Status, o.Body)
 	}
-	before := st.Key.Requests.Remaining
-	o := serve("after the minute turned")
-	if st, err = standby.Status(context.Background(), subjects); err != nil {
-		t.Fatal(err)
-	}
-	if n := before - st.Key.Requests.Remaining; n != 1 {
+	cost += o.Cost
+	if n := lg.standbyRequests(t); n != 1 {
 		t.Errorf("the standby counted %d requests of the new minute, want 1", n)
 	}
 	if o.Header.Get("x-ratelimit-limit-requests") == "" {
@@ -141,10 +133,11 @@ func TestAdmitHeldAcrossMinute(t *testing.T) {
 	}
 
 	// The state is back: every call's cost is in its budget, once.
-	down.Store(false)
+	lg.down.Store(false)
+	subjects := fullPolicies{}.Subjects(lg.managed)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		st, err := q.Status(context.Background(), subjects)
+		st, err := lg.q.Status(context.Background(), subjects)
 		if err != nil {
 			t.Fatal(err)
 		}
