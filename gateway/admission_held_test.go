@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -15,12 +16,26 @@ import (
 )
 
 // leasingGateway is a test gateway whose limits and budgets are leased
-// from an in-process state, with a standby engine, and told by down
-// whether that state is unreachable.
+// from an in-process state, with a standby engine. While down is set the
+// state refuses every Apply, as a hung Redis does past its timeout, and
+// the gateway is told it is unreachable.
 type leasingGateway struct {
 	*testGateway
 	q, standby *quota.Quota
 	down       atomic.Bool
+}
+
+// downState is a state that refuses every Apply while *down.
+type downState struct {
+	state.State
+	down *atomic.Bool
+}
+
+func (d downState) Apply(ctx context.Context, scope string, ops []state.Op, res []state.Result) (bool, error) {
+	if d.down.Load() {
+		return false, fmt.Errorf("%w: down", state.ErrUnavailable)
+	}
+	return d.State.Apply(ctx, scope, ops, res)
 }
 
 // newLeasingGateway makes a leasing gateway whose engines read the clock
@@ -32,7 +47,7 @@ func newLeasingGateway(t *testing.T, now func() time.Time) *leasingGateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lg.q, err = quota.New(quota.Config{State: state.NewLocal(), Spender: rec, Now: now,
+	lg.q, err = quota.New(quota.Config{State: downState{state.NewLocal(), &lg.down}, Spender: rec, Now: now,
 		Lease: &quota.Leasing{Life: 5 * time.Second, Interval: 10 * time.Millisecond, Horizon: time.Second, Idle: 5 * time.Second}})
 	if err != nil {
 		t.Fatal(err)
