@@ -182,13 +182,12 @@ func (g *Gateway) admit(ctx context.Context, c *Call, o *Outcome, rq *request, t
 // the standby counts it all, and what it spends never reaches the
 // shared state's budgets (rate is nil).
 func admitSplit(ctx context.Context, q, standby *quota.Quota, s quota.Subjects, ask quota.Ask) (adm, rate *quota.Admission, ref *quota.Refusal, err error) {
-	if !ask.Rate || !budgeted(&s) || !rateLimited(&s) {
-		adm, ref, err = standby.Admit(ctx, s, ask)
-		return adm, nil, ref, err
+	var held *quota.Admission
+	if ask.Rate && budgeted(&s) && rateLimited(&s) {
+		budgets := ask
+		budgets.Rate = false
+		held = q.AdmitHeld(s, budgets)
 	}
-	budgets := ask
-	budgets.Rate = false
-	held := q.AdmitHeld(s, budgets)
 	if held == nil {
 		adm, ref, err = standby.Admit(ctx, s, ask)
 		return adm, nil, ref, err
