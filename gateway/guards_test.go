@@ -612,9 +612,11 @@ func writeCut(t *testing.T, sg *streamGuard, stream string, n int) {
 	}
 }
 
-// TestStreamGuardFlows: a guarded stream of tool calls reaches the client
-// as the provider sends it: the chunk that opens the choice at once, each
-// call's arguments one event late, not the whole answer at its end.
+// TestStreamGuardFlows: a guarded stream of text and tool calls reaches
+// the client as the provider sends it: the chunk that opens the choice at
+// once, the text one event late and its last words with the first tool
+// call, the calls' arguments as soon as their guards release them — not
+// the whole answer at its end.
 func TestStreamGuardFlows(t *testing.T) {
 	gt := newGuardTest(t, piiResponse)
 	sink := &recordingSink{}
@@ -630,10 +632,12 @@ func TestStreamGuardFlows(t *testing.T) {
 		sent  int // events the client has after it
 	}{
 		{head + `{"role":"assistant","content":""},"finish_reason":null}]}` + "\n\n", 1},
-		{args(`{\"city\"`), 1},
-		{args(`:\"Paris\"}`), 2},
-		{head + `{},"finish_reason":"tool_calls"}]}` + "\n\n", 4},
-		{"data: [DONE]\n\n", 5},
+		{head + `{"content":"Let me"},"finish_reason":null}]}` + "\n\n", 1},
+		{head + `{"content":" check."},"finish_reason":null}]}` + "\n\n", 2},
+		{args(`{\"city\":\"`), 4},
+		{args(`Paris\"}`), 5},
+		{head + `{},"finish_reason":"tool_calls"}]}` + "\n\n", 6},
+		{"data: [DONE]\n\n", 7},
 	}
 	for i, w := range writes {
 		if _, err := sg.Write([]byte(w.event)); err != nil {
@@ -717,6 +721,9 @@ func FuzzStreamGuard(f *testing.F) {
 	}{
 		{chunk("Hi bob") + chunk(" mail al") + chunk("ice@example.org") + `data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}` + "\n\n" + "data: [DONE]\n\n", 0},
 		{": keep-alive\n\n" + chunk("a\\nb") + "data: not json\n\n" + chunk(" c"), 0},
+		// Tool calls after text: they end it, and flow.
+		{chunk("Mail bob@exa") + `data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"to\":\"al"}}]}}]}` + "\n\n" +
+			`data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"ice@example.org\"}"}}]}}]}` + "\n\n" + chunk("mple.com"), 0},
 		// JSON after white space, which a client's parser reads: guarded
 		// too (it passed as if it were no JSON).
 		{"data:  {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"mail bob@example.com\"},\"finish_reason\":\"stop\"}]}\n\n", 0},

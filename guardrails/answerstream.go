@@ -515,18 +515,22 @@ func (s *AnswerStream) emit() [][]byte {
 	return out
 }
 
-// settled reports whether every text of h has ended, or has an event in
-// later, and notes in each slot which. An empty string of a text that
-// holds nothing needs no later event: nothing can come to it that a
-// later piece's own event will not carry, so it leaves as it is (the
-// chunk that opens a choice does not wait for the answer's first words,
-// nor the reasoning and tool calls behind it for them).
+// settled reports whether every text of h has ended, has an event in
+// later, or holds nothing, and notes in each slot whether a later event
+// carries its text. An empty string of a text that holds nothing needs no
+// later event: nothing can come to it that a later piece's own event will
+// not carry, so it leaves as it is (the chunk that opens a choice does not
+// wait for the answer's first words, nor the reasoning and tool calls
+// behind it for them). Nor does a string of a text whose guards released
+// all it received: what was released and not yet placed goes in it, and
+// what comes next, in the next piece's event (tool-call arguments, whose
+// pieces most often end in a quote or a brace, flow so).
 func (s *AnswerStream) settled(h *heldEvent, later []heldEvent) bool {
 	slots := h.slots()
 	for i := range slots {
 		sl := &slots[i]
 		sl.later = carries(later, sl.t) || sl.end-sl.start == 2 && sl.t.atRest()
-		if !sl.later && !sl.t.closed {
+		if !sl.later && !sl.t.closed && !sl.t.drained() {
 			return false
 		}
 	}
@@ -589,13 +593,17 @@ func placeOwn(sl slot) {
 	sl.t.placed += sl.end - sl.start - 2
 }
 
-// keepsOwn reports whether the string of sl in h keeps its own text: its
-// text goes on in a later event, and what was released of it starts with
-// the string's own bytes (a string with escapes is placed anew: its bytes
-// are not its text).
+// keepsOwn reports whether the string of sl in h keeps its own text:
+// what was released of its text and not yet placed starts with the
+// string's own bytes, when its text goes on in a later event, or is them,
+// when h is its last (a string with escapes is placed anew: its bytes are
+// not its text).
 func keepsOwn(h *heldEvent, sl slot) bool {
-	raw := h.data[sl.start+1 : sl.end-1]
-	return sl.later && bytes.HasPrefix(sl.t.unplaced[sl.t.placed:], raw) && bytes.IndexByte(raw, '\\') < 0
+	raw, rel := h.data[sl.start+1:sl.end-1], sl.t.unplaced[sl.t.placed:]
+	if sl.later {
+		return bytes.HasPrefix(rel, raw) && bytes.IndexByte(raw, '\\') < 0
+	}
+	return bytes.Equal(rel, raw) && bytes.IndexByte(raw, '\\') < 0
 }
 
 // readChunk reads a chat chunk of the common shape: by the shape of the
@@ -642,6 +650,7 @@ func (s *AnswerStream) chat(ctx context.Context, data []byte) *Decision {
 	}
 	slots := s.slots[:0]
 	var ended []int
+	var stop *Decision
 	ok := providers.Members(data, func(k, v []byte) bool {
 		if string(k) != "choices" {
 			return true
@@ -668,12 +677,16 @@ func (s *AnswerStream) chat(ctx context.Context, data []byte) *Decision {
 						ended = append(ended, index())
 					}
 				case "delta":
-					s.chatDelta(data, v, index(), &slots)
+					stop = s.chatDelta(ctx, data, v, index(), &slots)
+					return stop == nil
 				}
 				return true
 			})
 		})
 	})
+	if stop != nil {
+		return stop
+	}
 	if !ok {
 		// Not JSON past some point: the texts read before it stay this
 		// event's (what is released of them is placed in it, as in any
@@ -722,8 +735,13 @@ func intOf(raw []byte) int {
 	return n
 }
 
-// chatDelta adds the texts of a chunk's delta.
-func (s *AnswerStream) chatDelta(data, delta []byte, choice int, slots *[]slot) {
+// chatDelta adds the texts of a chunk's delta. Its tool calls end the
+// choice's content and refusal: a choice's text comes before its tool
+// calls (as a Messages text block ends before a tool_use block), so the
+// text's last event does not hold the tool calls back until the choice
+// finishes. Text a provider sends after them is a text of its own.
+func (s *AnswerStream) chatDelta(ctx context.Context, data, delta []byte, choice int, slots *[]slot) *Decision {
+	var stop *Decision
 	add := func(k textKey, raw []byte) bool {
 		if len(raw) == 0 || raw[0] != '"' {
 			return true
@@ -740,6 +758,9 @@ func (s *AnswerStream) chatDelta(data, delta []byte, choice int, slots *[]slot) 
 		case "refusal":
 			return add(textKey{a: choice, kind: kindRefusal}, v)
 		case "tool_calls":
+			if stop = s.endText(ctx, choice); stop != nil {
+				return false
+			}
 			return providers.Elements(v, func(tc []byte) bool {
 				idx := int(gjson.GetBytes(tc, "index").Int())
 				args := gjson.GetBytes(tc, "function.arguments")
@@ -752,6 +773,19 @@ func (s *AnswerStream) chatDelta(data, delta []byte, choice int, slots *[]slot) 
 		}
 		return true
 	})
+	return stop
+}
+
+// endText ends the content and refusal of choice, when they began.
+func (s *AnswerStream) endText(ctx context.Context, choice int) *Decision {
+	for _, kt := range s.texts {
+		if kt.k.a == choice && kt.k.kind != kindArguments {
+			if d := s.close(ctx, kt.t); d != nil {
+				return d
+			}
+		}
+	}
+	return nil
 }
 
 // messages handles a Messages stream event.

@@ -260,7 +260,13 @@ func (t *TextStream) Write(ctx context.Context, delta string) (string, *Decision
 // atRest reports whether t holds nothing: every piece it received was
 // decided on, released and placed in an event.
 func (t *TextStream) atRest() bool {
-	if t.pieces > 0 || len(t.unplaced) > t.placed {
+	return len(t.unplaced) == t.placed && t.drained()
+}
+
+// drained reports whether t's guards released all it received: nothing
+// is queued for them, and none holds anything back.
+func (t *TextStream) drained() bool {
+	if t.pieces > 0 {
 		return false
 	}
 	for i := range t.stages {

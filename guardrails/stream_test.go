@@ -588,9 +588,10 @@ func TestAnswerStreamFlowsBeforeText(t *testing.T) {
 	reasoning := func(s string) []byte {
 		return []byte(`{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"reasoning_content":"` + s + `"},"finish_reason":null}]}`)
 	}
-	args := func(s string) []byte {
-		return []byte(`{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"` + s + `"}}]},"finish_reason":null}]}`)
+	call := func(i int, s string) []byte {
+		return []byte(`{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"tool_calls":[{"index":` + strconv.Itoa(i) + `,"function":{"arguments":"` + s + `"}}]},"finish_reason":null}]}`)
 	}
+	args := func(s string) []byte { return call(0, s) }
 	cases := []struct {
 		name   string
 		events [][]byte
@@ -599,7 +600,15 @@ func TestAnswerStreamFlowsBeforeText(t *testing.T) {
 	}{
 		{"role then words", [][]byte{role, chatChunk("Hello"), chatChunk(" there")}, []int{1, 1, 2}},
 		{"role then reasoning", [][]byte{role, reasoning("Let me"), reasoning(" think"), chatChunk("Hi")}, []int{1, 2, 3, 3}},
-		{"role then tool calls", [][]byte{role, args(`{\"a\"`), args(`:1}`)}, []int{1, 1, 2}},
+		// A piece of arguments that its text's guards release whole
+		// leaves at once.
+		{"role then tool calls", [][]byte{role, args(`{\"a\"`), args(`:1}`)}, []int{1, 2, 3}},
+		// The tool calls end the choice's text: its last words leave with
+		// the first of them, not with the finish.
+		{"text then tool calls", [][]byte{chatChunk("Let me check."), args(`{\"city\":\"`), args(`Paris\"}`)}, []int{0, 2, 3}},
+		// A number may go on in the next piece: its event waits for it,
+		// the next tool call's for nothing more.
+		{"tool calls one after another", [][]byte{call(0, `{\"n\":12`), call(0, `}`), call(1, `{\"n\":3`), call(1, `}`)}, []int{0, 2, 2, 4}},
 		{"empty content after words", [][]byte{chatChunk("Hi bob"), chatChunk(""), reasoning("x")}, []int{0, 1, 1}},
 	}
 	for _, c := range cases {
@@ -637,6 +646,12 @@ func TestAnswerStreamTextAfterEnd(t *testing.T) {
 		{Chat, "choices.0.delta.content", []string{
 			`{"choices":[{"index":0,"delta":{"content":"Hi bob"},"finish_reason":null}]}`,
 			`{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`,
+			`{"choices":[{"index":0,"delta":{"content":" mail al"},"finish_reason":null}]}`,
+			`{"choices":[{"index":0,"delta":{"content":"ice@example.org again"},"finish_reason":null}]}`,
+		}, "Hi bob mail [EMAIL] again"},
+		{Chat, "choices.0.delta.content", []string{
+			`{"choices":[{"index":0,"delta":{"content":"Hi bob"},"finish_reason":null}]}`,
+			`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]},"finish_reason":null}]}`,
 			`{"choices":[{"index":0,"delta":{"content":" mail al"},"finish_reason":null}]}`,
 			`{"choices":[{"index":0,"delta":{"content":"ice@example.org again"},"finish_reason":null}]}`,
 		}, "Hi bob mail [EMAIL] again"},

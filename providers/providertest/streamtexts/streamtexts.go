@@ -26,7 +26,8 @@ func Texts(api string, events [][]byte) map[string]string {
 }
 
 // Reopened reports whether a text of the events gets a piece after the
-// event that ended it (a chat choice's finish_reason, a block's
+// event that ended it (a chat choice's finish_reason or, for its content
+// and refusal, its first tool call, a block's
 // content_block_stop, a part's .done, the end of the message or
 // response): a guard reads such a piece as a text of its own.
 func Reopened(api string, events [][]byte) bool {
@@ -68,6 +69,8 @@ func walk(api string, events [][]byte, piece func(key, piece string), end func(f
 					case "content", "refusal":
 						add(k.Str+i, v)
 					case "tool_calls":
+						// A choice's tool calls end its text.
+						end(func(key string) bool { return key == "content"+i || key == "refusal"+i })
 						v.ForEach(func(_, tc gjson.Result) bool {
 							add("arguments"+i+"."+strconv.FormatInt(tc.Get("index").Int(), 10), tc.Get("function.arguments"))
 							return true
