@@ -42,7 +42,7 @@ func (a *App) provisionQuota() error {
 	if err != nil {
 		return fmt.Errorf("usage: %w", err)
 	}
-	qc := quota.Config{State: a.state, Spender: a.usage}
+	qc := quota.Config{State: a.state, Spender: a.usage, Shared: a.stateShared}
 	if a.stateShared {
 		qc.Lease, qc.Logger = a.Limits.leasing(), a.logger.Named("limits")
 	}

@@ -77,7 +77,7 @@ func BenchmarkAdmitDone(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			srv := redistest.Start(b, redistest.Options{AppendFsync: "everysec"})
 			rt := &roundTrips{}
-			cfg := quota.Config{State: onRedis(srv, rt)(b, 1)[0], Spender: &spender{}}
+			cfg := quota.Config{State: onRedis(srv, rt)(b, 1)[0], Spender: &spender{}, Shared: true}
 			if leased {
 				cfg.Lease = &quota.Leasing{}
 			}
@@ -128,7 +128,10 @@ func BenchmarkAdmitDone(b *testing.B) {
 	b.Run("redis/key+owner", func(b *testing.B) {
 		srv := redistest.Start(b, redistest.Options{AppendFsync: "everysec"})
 		rt := &roundTrips{}
-		q := newQuota(b, onRedis(srv, rt)(b, 1)[0], &spender{}, nil, 0)
+		q, err := quota.New(quota.Config{State: onRedis(srv, rt)(b, 1)[0], Spender: &spender{}, Shared: true})
+		if err != nil {
+			b.Fatal(err)
+		}
 		s := fullSubjects("k")
 		adm, _ := admit(b, q, s, ask)
 		done(b, adm, actual)

@@ -23,3 +23,11 @@ func (q *Quota) ActiveLeases() int {
 	defer l.mu.Unlock()
 	return len(l.subjects)
 }
+
+// Resending reports whether q still holds Applies to send again.
+func (q *Quota) Resending() bool {
+	r := &q.resend
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.running
+}

@@ -750,9 +750,11 @@ func (q *Quota) Start() {
 
 // Stop ends the background work of leases: it settles what is pending and
 // gives back every unused slice, within ctx. Requests admitted from
-// leases and done later settle in the state at once. Without leasing it
-// does nothing.
+// leases and done later settle in the state at once. It also ends the
+// sending again of settlements whose answers were lost (resend.go),
+// sending what it still holds once more within ctx.
 func (q *Quota) Stop(ctx context.Context) error {
+	q.resend.end(ctx, q)
 	l := q.leases
 	if l == nil {
 		return nil

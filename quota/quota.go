@@ -178,9 +178,16 @@ type Config struct {
 	// by instances over a network, where each Apply is a round trip.
 	// Start and Stop run its background work.
 	Lease *Leasing
-	// Logger receives what the background work of leases could not do.
-	// Default: none.
+	// Logger receives what the background work of leases, and of
+	// settlements sent again, could not do. Default: none.
 	Logger *zap.Logger
+	// Shared says that the State is shared over a network, where an
+	// Apply's answer can be lost after the state applied it (resend.go):
+	// admissions that reserve from a budget or take a concurrency slot
+	// then carry a mark, which counts their settlement once however often
+	// it is sent, and undoes them once if their answer was lost. Stop
+	// ends the sending again.
+	Shared bool
 }
 
 // Quota admits requests against limits and budgets. It is safe for
@@ -193,7 +200,11 @@ type Quota struct {
 
 	names     nameCache
 	holderSeq atomic.Uint64 // slot holders: prefix + number
+	markSeq   atomic.Uint64 // admissions' marks: "mark/" + prefix + number
 	prefix    string
+	shared    bool
+	log       *zap.Logger
+	resend    resender
 
 	seedMu sync.Mutex
 	seeds  map[string]*seedCall
@@ -218,8 +229,12 @@ func New(c Config) (*Quota, error) {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	q := &Quota{st: c.State, spender: c.Spender, hold: c.Hold, now: c.Now,
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	q := &Quota{st: c.State, spender: c.Spender, hold: c.Hold, now: c.Now, shared: c.Shared, log: c.Logger,
 		prefix: ids.New("", time.Now())[12:] + ":", seeds: make(map[string]*seedCall)}
+	q.resend.stop = make(chan struct{})
 	if c.Lease != nil {
 		var err error
 		if q.leases, err = newLeaser(q, *c.Lease, c.Logger); err != nil {
@@ -250,6 +265,9 @@ type Admission struct {
 	// leased: admitted from what this instance holds (lease.go), and
 	// settled there.
 	leased bool
+	// mark is the admission's mark in the state (resend.go): its
+	// settlement counts once, however often it is sent. "": none.
+	mark string
 	// detached is the context Done settles with.
 	detached detached
 }
@@ -293,7 +311,9 @@ type plan struct {
 	seeded                    bool // spent is initialised with seed
 }
 
-const maxOps = 10
+// maxOps is the most ops of an Apply of Admit: five for each of two
+// subjects, and the mark.
+const maxOps = 11
 
 type scratch struct {
 	ops  [maxOps]state.Op
@@ -325,17 +345,22 @@ func (q *Quota) Admit(ctx context.Context, s Subjects, a Ask) (*Admission, *Refu
 			return adm, nil, nil
 		}
 	}
+	mark := q.markOf(plans)
 	for attempt := 0; ; attempt++ {
-		ops := q.build(sc, plans, a, at)
+		ops := q.build(sc, plans, a, at, mark)
 		if len(ops) == 0 {
 			return &Admission{q: q, scope: scope, at: at}, nil, nil
 		}
 		ok, err := q.st.Apply(ctx, scope, ops, sc.res[:len(ops)])
 		if err != nil {
+			// The state may have counted it all the same (it took the
+			// script, and only its answer was lost): that is undone
+			// once it answers again, if so.
+			q.undoLater(scope, plans, mark)
 			return nil, nil, err
 		}
 		if ok {
-			adm := &Admission{q: q, scope: scope, at: at}
+			adm := &Admission{q: q, scope: scope, at: at, mark: mark}
 			for i := range plans {
 				p := &plans[i]
 				d := &adm.subj[i]
@@ -435,8 +460,9 @@ func (q *Quota) holders(plans []plan) {
 	}
 }
 
-// build writes the ops of the plans into sc and returns them.
-func (q *Quota) build(sc *scratch, plans []plan, a Ask, at time.Time) []state.Op {
+// build writes the ops of the plans into sc, and the mark's when there is
+// one, and returns them.
+func (q *Quota) build(sc *scratch, plans []plan, a Ask, at time.Time, mark string) []state.Op {
 	q.holders(plans)
 	ops := sc.ops[:0]
 	add := func(op state.Op) int {
@@ -465,6 +491,9 @@ func (q *Quota) build(sc *scratch, plans []plan, a Ask, at time.Time) []state.Op
 			p.rs = add(state.Op{Kind: state.OpReserve, Name: p.b.held, Ref: &p.b.heldRef, N: p.reserve, Limit: int64(p.s.Budget.Amount),
 				With: p.b.with, TTL: q.heldTTL(p.b, at)})
 		}
+	}
+	if mark != "" && len(ops) > 0 {
+		add(state.Op{Kind: state.OpInit, Name: mark, N: markAdmitted, TTL: q.markTTL()})
 	}
 	return ops
 }
@@ -567,11 +596,18 @@ func (a *Admission) Done(ctx context.Context, actual Actual) error {
 	if len(ops) == 0 {
 		return nil
 	}
+	if a.mark != "" {
+		// Counted once: a settlement sent again finds the mark settled.
+		ops = append(ops, state.Op{Kind: state.OpAdvance, Name: a.mark, N: markSettled, TTL: markSettledTTL})
+	}
 	if ctx.Done() != nil {
 		a.detached.Context = ctx
 		ctx = &a.detached
 	}
 	_, err := q.st.Apply(ctx, a.scope, ops, sc.res[:len(ops)])
+	if err != nil && a.mark != "" {
+		q.resendLater(a.scope, ops)
+	}
 	return err
 }
 

@@ -1,0 +1,223 @@
+package quota
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/modelgate/modelgate/state"
+)
+
+// A shared state can take an Apply and lose only its answer: Redis ran the
+// script, then the connection timed out or the request's context ended
+// before the reply came. An admission counted so, which the caller takes
+// as not admitted, would hold its budget reservation and its concurrency
+// slot until they expire (Hold, and twice Hold); a settlement so would not
+// be sent again, for fear of counting it twice, and its spend would be
+// lost. So, on a shared state, an admission that reserves from a budget or
+// takes a concurrency slot sets a mark with its other ops, in the same
+// Apply: its settlement moves the mark to settled, with its own ops, and
+// an Apply that finds the mark settled already counts nothing. Then a
+// settlement whose answer was lost is sent again until the state answers,
+// and an admission whose answer was lost is undone (its reservations and
+// slots given back) once the state answers, if its mark says it was
+// counted and not yet undone: each exactly once.
+//
+// A request admitted from leases is settled by the leases' batches, which
+// their own fence counts once (lease_round.go).
+
+// The values of a mark.
+const (
+	markAdmitted = 1
+	markSettled  = 2
+)
+
+// markSettledTTL is how long a settled mark stays, refusing what is sent
+// again: more than resendFor, and the time an Apply sent last may take to
+// reach the state. It is short, for the marks of busy states are many.
+const markSettledTTL = 2 * time.Minute
+
+// resendFor is how long an Apply is sent again: one the state has not
+// answered by then is dropped (and logged), for its mark may be gone by
+// the time it arrives, and it would count twice.
+const resendFor = 90 * time.Second
+
+// markTTL is how long the mark of an admission lives unsettled: as long
+// as what it reserved.
+func (q *Quota) markTTL() time.Duration { return 2*q.hold + time.Minute }
+
+// markOf names the mark of an admission of plans, or returns "" when it
+// needs none: on a state that loses no answer, or when the admission
+// reserves from no budget and takes no slot (what it counts in its rate
+// windows ends with them).
+func (q *Quota) markOf(plans []plan) string {
+	if !q.shared {
+		return ""
+	}
+	for i := range plans {
+		if plans[i].b != nil || plans[i].slot {
+			var buf [48]byte
+			b := append(append(buf[:0], "mark/"...), q.prefix...)
+			return string(strconv.AppendUint(b, q.markSeq.Add(1), 36))
+		}
+	}
+	return ""
+}
+
+// undoLater gives back, once the state answers again, what an admission
+// of plans that failed may have counted there all the same: its budget
+// reservations and its concurrency slots, if its mark was set and not yet
+// settled.
+func (q *Quota) undoLater(scope string, plans []plan, mark string) {
+	if mark == "" {
+		return
+	}
+	var ops []state.Op
+	for i := range plans {
+		p := &plans[i]
+		if p.rs >= 0 {
+			ops = append(ops, state.Op{Kind: state.OpAdd, Name: p.b.held, N: -p.reserve, IfExists: true})
+		}
+		if p.conc >= 0 {
+			ops = append(ops, state.Op{Kind: state.OpReleaseSlot, Name: p.n.conc, Holder: p.holder})
+		}
+	}
+	ops = append(ops,
+		state.Op{Kind: state.OpExists, Name: mark},
+		state.Op{Kind: state.OpAdvance, Name: mark, N: markSettled, TTL: markSettledTTL})
+	q.resend.add(q, resent{scope: scope, ops: ops, undo: true})
+}
+
+// resendLater sends ops, the settlement of a marked admission whose
+// answer was lost, again until the state answers.
+func (q *Quota) resendLater(scope string, ops []state.Op) {
+	own := make([]state.Op, len(ops))
+	for i, op := range ops {
+		op.Ref = nil // the caller's, and Redis reads none
+		own[i] = op
+	}
+	q.resend.add(q, resent{scope: scope, ops: own})
+}
+
+// resent is an Apply sent again: a settlement, or the undoing of an
+// admission.
+type resent struct {
+	scope string
+	ops   []state.Op
+	undo  bool
+	since time.Time // first queued
+	tries int
+}
+
+// resender sends again, in the background, the Applies whose answers were
+// lost, until the state answers each, for resendFor at most: every
+// interval, starting at resendFirst and doubling to resendMost.
+type resender struct {
+	stop chan struct{} // closed by Quota.Stop
+
+	mu      sync.Mutex
+	queue   []resent
+	running bool
+	stopped bool
+}
+
+const (
+	resendFirst = 500 * time.Millisecond
+	resendMost  = 15 * time.Second
+	// resendTimeout bounds one Apply sent again.
+	resendTimeout = 5 * time.Second
+	// undoMissing is how often an undo that finds no mark is sent again:
+	// the admission may still be on its way (its connection, which the
+	// state reads before a new one, or not at all).
+	undoMissing = 3
+)
+
+func (r *resender) add(q *Quota, x resent) {
+	x.since = q.now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopped {
+		q.log.Warn("a settlement the shared state did not answer is dropped: the quota was stopped", zap.String("scope", x.scope), zap.Bool("undo", x.undo))
+		return
+	}
+	r.queue = append(r.queue, x)
+	if !r.running {
+		r.running = true
+		go r.run(q)
+	}
+}
+
+// run sends the queue again until it is empty, or Stop.
+func (r *resender) run(q *Quota) {
+	wait := resendFirst
+	for {
+		select {
+		case <-time.After(wait):
+		case <-r.stop:
+			return
+		}
+		r.mu.Lock()
+		batch := r.queue
+		r.queue = nil
+		r.mu.Unlock()
+		var again []resent
+		for _, x := range batch {
+			if q.sendAgain(context.Background(), &x) {
+				again = append(again, x)
+			}
+		}
+		r.mu.Lock()
+		r.queue = append(again, r.queue...)
+		if len(r.queue) == 0 || r.stopped {
+			r.running = false
+			r.mu.Unlock()
+			return
+		}
+		r.mu.Unlock()
+		wait = min(2*wait, resendMost)
+	}
+}
+
+// end stops the resender and sends what it still holds once more, within
+// ctx; what the state does not answer then is dropped, and logged.
+func (r *resender) end(ctx context.Context, q *Quota) {
+	r.mu.Lock()
+	if r.stopped {
+		r.mu.Unlock()
+		return
+	}
+	r.stopped = true
+	left := r.queue
+	r.queue = nil
+	r.mu.Unlock()
+	close(r.stop)
+	for _, x := range left {
+		if ctx.Err() == nil && !q.sendAgain(ctx, &x) {
+			continue
+		}
+		q.log.Warn("a settlement the shared state did not answer is dropped at shutdown", zap.String("scope", x.scope), zap.Bool("undo", x.undo))
+	}
+}
+
+// sendAgain sends x once more and reports whether to keep it.
+func (q *Quota) sendAgain(ctx context.Context, x *resent) bool {
+	if q.now().Sub(x.since) > resendFor {
+		q.log.Warn("a settlement the shared state did not answer in time is dropped", zap.String("scope", x.scope), zap.Bool("undo", x.undo))
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, resendTimeout)
+	defer cancel()
+	res := make([]state.Result, len(x.ops))
+	ok, err := q.st.Apply(ctx, x.scope, x.ops, res)
+	if err != nil {
+		return true
+	}
+	x.tries++
+	// An undo that found no mark: the admission never counted, or has
+	// not yet (its script waits on another connection). Asked again a
+	// few times, then left.
+	return !ok && x.undo && res[len(res)-2].Missing && x.tries < undoMissing
+}
