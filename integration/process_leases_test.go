@@ -451,8 +451,22 @@ func TestProcessRedisLeaseKill(t *testing.T) {
 // settlements wait, and once Redis is back they are counted once — the
 // budget's spend, on every instance, is what the answers cost, as the
 // usage records say — though a settlement sent before the hang reached
-// Redis only when it went on, and was sent again after.
-func TestProcessRedisLeaseHung(t *testing.T) {
+// Redis only when it went on, and was sent again after. It starts when no
+// minute turns before the hang ends.
+func TestProcessRedisLeaseHung(t *testing.T) { leaseHung(t, 0) }
+
+// TestProcessRedisLeaseHungAcrossMinute: the same, with a minute turning
+// while Redis hangs. The rate limits' slices end with their minute, so
+// requests after the turn ask Redis, and the first ones' scripts wait in
+// its socket until it goes on, while their answers are lost to the
+// timeout: what those admissions reserved is given back once Redis is
+// back (it stayed reserved until it expired), and the budgets' slices
+// count what the requests after the turn spend.
+func TestProcessRedisLeaseHungAcrossMinute(t *testing.T) { leaseHung(t, 5900*time.Millisecond) }
+
+// leaseHung runs the hang, started turn ahead of the turn of a minute (0:
+// when no minute turns before its end, 15 s later).
+func leaseHung(t *testing.T, turn time.Duration) {
 	if testing.Short() {
 		t.Skip("runs the caddy binary and redis-server")
 	}
@@ -473,12 +487,17 @@ func TestProcessRedisLeaseHung(t *testing.T) {
 		}
 	}
 	body := func(int) string { return chatBody(pricedModel, "settle me once", 20) }
-	// The test, warm-up to resume, takes about 11 s, and starts when no
-	// minute turns in that time: a rate limit's slices are of one minute,
-	// and a hang across its turn is another case (TestAdmitHeldAcrossMinute,
-	// and docs/limits-and-usage.md).
-	if turn := time.Now().Truncate(time.Minute).Add(time.Minute); time.Until(turn) < 15*time.Second {
-		time.Sleep(time.Until(turn) + 100*time.Millisecond)
+	// The test, warm-up to resume, takes about 11 s. The hang starts
+	// about 3.2 s in and ends 5 s later.
+	next := time.Now().Truncate(time.Minute).Add(time.Minute)
+	switch {
+	case turn == 0 && time.Until(next) < 15*time.Second:
+		time.Sleep(time.Until(next) + 100*time.Millisecond)
+	case turn > 0:
+		if time.Until(next) < turn {
+			next = next.Add(time.Minute)
+		}
+		time.Sleep(time.Until(next.Add(-turn)))
 	}
 	stop := make(chan struct{})
 	time.AfterFunc(3*time.Second, func() { close(stop) })

@@ -65,8 +65,8 @@ func BenchmarkAdmitDone(b *testing.B) {
 		})
 	})
 	// On Redis, 50 requests in flight at once, as a gateway under load
-	// has them: one by one (two scripts a request, pipelined together),
-	// and leased. cpu-ns/op is this process's CPU per request (go-redis
+	// has them: one by one (two scripts a request, pipelined together,
+	// with the mark a shared state's admissions carry), and leased. cpu-ns/op is this process's CPU per request (go-redis
 	// and the background work of leases included), redis-cpu-ns/op
 	// redis-server's, roundtrips/op the round trips to it.
 	for _, leased := range []bool{false, true} {
