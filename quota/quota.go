@@ -265,8 +265,9 @@ type Admission struct {
 	// leased: admitted from what this instance holds (lease.go), and
 	// settled there.
 	leased bool
-	// mark is the admission's mark in the state (resend.go): its
-	// settlement counts once, however often it is sent. "": none.
+	// mark is the admission's mark in the state (resend.go), which its
+	// settlement deletes: it counts once, however often it is sent. "":
+	// none.
 	mark string
 	// detached is the context Done settles with.
 	detached detached
@@ -311,8 +312,8 @@ type plan struct {
 	seeded                    bool // spent is initialised with seed
 }
 
-// maxOps is the most ops of an Apply of Admit: five for each of two
-// subjects, and the mark.
+// maxOps is the most ops of an Apply of Admit, five for each of two
+// subjects and the mark, and of Done, four for each and the mark's two.
 const maxOps = 11
 
 type scratch struct {
@@ -493,7 +494,7 @@ func (q *Quota) build(sc *scratch, plans []plan, a Ask, at time.Time, mark strin
 		}
 	}
 	if mark != "" && len(ops) > 0 {
-		add(state.Op{Kind: state.OpInit, Name: mark, N: markAdmitted, TTL: q.markTTL()})
+		add(state.Op{Kind: state.OpInit, Name: mark, N: 1, TTL: q.markTTL()})
 	}
 	return ops
 }
@@ -596,17 +597,25 @@ func (a *Admission) Done(ctx context.Context, actual Actual) error {
 	if len(ops) == 0 {
 		return nil
 	}
-	if a.mark != "" {
-		// Counted once: a settlement sent again finds the mark settled.
-		ops = append(ops, state.Op{Kind: state.OpAdvance, Name: a.mark, N: markSettled, TTL: markSettledTTL})
-	}
 	if ctx.Done() != nil {
 		a.detached.Context = ctx
 		ctx = &a.detached
 	}
-	_, err := q.st.Apply(ctx, a.scope, ops, sc.res[:len(ops)])
-	if err != nil && a.mark != "" {
+	if a.mark == "" {
+		_, err := q.st.Apply(ctx, a.scope, ops, sc.res[:len(ops)])
+		return err
+	}
+	// Counted once: a settlement sent again finds the mark deleted.
+	n := len(ops)
+	ops = marked(ops, a.mark)
+	ok, err := q.st.Apply(ctx, a.scope, ops, sc.res[:len(ops)])
+	switch {
+	case err != nil:
 		q.resendLater(a.scope, ops)
+	case !ok:
+		// No mark: the request outlived it (or the state lost it). It
+		// is settled without, this once.
+		_, err = q.st.Apply(ctx, a.scope, ops[:n], sc.res[:n])
 	}
 	return err
 }

@@ -19,35 +19,27 @@ import (
 // be sent again, for fear of counting it twice, and its spend would be
 // lost. So, on a shared state, an admission that reserves from a budget or
 // takes a concurrency slot sets a mark with its other ops, in the same
-// Apply: its settlement moves the mark to settled, with its own ops, and
-// an Apply that finds the mark settled already counts nothing. Then a
-// settlement whose answer was lost is sent again until the state answers,
-// and an admission whose answer was lost is undone (its reservations and
-// slots given back) once the state answers, if its mark says it was
-// counted and not yet undone: each exactly once.
+// Apply, and its settlement deletes the mark with its own ops, applied
+// only if the mark is there: a settlement sent again after one that was
+// applied counts nothing. Then a settlement whose answer was lost is sent
+// again until the state answers, and an admission whose answer was lost
+// is undone (its reservations and slots given back, the mark deleted)
+// once the state answers, if its mark is there: each exactly once. Only
+// the marks of requests in flight are kept.
 //
 // A request admitted from leases is settled by the leases' batches, which
 // their own fence counts once (lease_round.go).
 
-// The values of a mark.
-const (
-	markAdmitted = 1
-	markSettled  = 2
-)
+// markTTL is how long the mark of an admission lives unsettled: longer
+// than what it reserved (Hold to twice Hold). An Apply sent again for
+// longer would find it gone.
+func (q *Quota) markTTL() time.Duration { return 3 * q.hold }
 
-// markSettledTTL is how long a settled mark stays, refusing what is sent
-// again: more than resendFor, and the time an Apply sent last may take to
-// reach the state. It is short, for the marks of busy states are many.
-const markSettledTTL = 2 * time.Minute
-
-// resendFor is how long an Apply is sent again: one the state has not
-// answered by then is dropped (and logged), for its mark may be gone by
-// the time it arrives, and it would count twice.
-const resendFor = 90 * time.Second
-
-// markTTL is how long the mark of an admission lives unsettled: as long
-// as what it reserved.
-func (q *Quota) markTTL() time.Duration { return 2*q.hold + time.Minute }
+// marked appends to ops the ops that apply them only while mark is there,
+// and delete it.
+func marked(ops []state.Op, mark string) []state.Op {
+	return append(ops, state.Op{Kind: state.OpExists, Name: mark}, state.Op{Kind: state.OpDelete, Name: mark})
+}
 
 // markOf names the mark of an admission of plans, or returns "" when it
 // needs none: on a state that loses no answer, or when the admission
@@ -85,14 +77,11 @@ func (q *Quota) undoLater(scope string, plans []plan, mark string) {
 			ops = append(ops, state.Op{Kind: state.OpReleaseSlot, Name: p.n.conc, Holder: p.holder})
 		}
 	}
-	ops = append(ops,
-		state.Op{Kind: state.OpExists, Name: mark},
-		state.Op{Kind: state.OpAdvance, Name: mark, N: markSettled, TTL: markSettledTTL})
-	q.resend.add(q, resent{scope: scope, ops: ops, undo: true})
+	q.resend.add(q, resent{scope: scope, ops: marked(ops, mark), undo: true})
 }
 
 // resendLater sends ops, the settlement of a marked admission whose
-// answer was lost, again until the state answers.
+// answer was lost (marked), again until the state answers.
 func (q *Quota) resendLater(scope string, ops []state.Op) {
 	own := make([]state.Op, len(ops))
 	for i, op := range ops {
@@ -113,8 +102,9 @@ type resent struct {
 }
 
 // resender sends again, in the background, the Applies whose answers were
-// lost, until the state answers each, for resendFor at most: every
-// interval, starting at resendFirst and doubling to resendMost.
+// lost, until the state answers each: every interval, starting at
+// resendFirst and doubling to resendMost, for as long as their marks
+// live. One not answered by then is dropped, and logged.
 type resender struct {
 	stop chan struct{} // closed by Quota.Stop
 
@@ -204,7 +194,7 @@ func (r *resender) end(ctx context.Context, q *Quota) {
 
 // sendAgain sends x once more and reports whether to keep it.
 func (q *Quota) sendAgain(ctx context.Context, x *resent) bool {
-	if q.now().Sub(x.since) > resendFor {
+	if q.now().Sub(x.since) > q.markTTL() {
 		q.log.Warn("a settlement the shared state did not answer in time is dropped", zap.String("scope", x.scope), zap.Bool("undo", x.undo))
 		return false
 	}
@@ -218,6 +208,7 @@ func (q *Quota) sendAgain(ctx context.Context, x *resent) bool {
 	x.tries++
 	// An undo that found no mark: the admission never counted, or has
 	// not yet (its script waits on another connection). Asked again a
-	// few times, then left.
-	return !ok && x.undo && res[len(res)-2].Missing && x.tries < undoMissing
+	// few times, then left. A settlement that found none was applied
+	// before.
+	return !ok && x.undo && x.tries < undoMissing
 }

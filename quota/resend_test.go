@@ -117,3 +117,23 @@ func TestLostAnswers(t *testing.T) {
 		}
 	})
 }
+
+// TestSettledAfterItsMark: a request that outlives its mark (it ran longer
+// than three times Hold) is still settled: its spend counts, once.
+func TestSettledAfterItsMark(t *testing.T) {
+	bothStates(t, func(t *testing.T, open opener) {
+		q, err := quota.New(quota.Config{State: open(t, 1)[0], Hold: time.Second, Shared: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = q.Stop(bg) })
+		s := quota.Subjects{Key: withLimits(withBudget(key("k"), dollar, quota.Month), quota.Limits{Concurrent: 2})}
+		adm := admitted(t, q, s, quota.Ask{Rate: true, EstimatedCost: 10 * pricing.Cent})
+		time.Sleep(3*time.Second + 200*time.Millisecond)
+		done(t, adm, quota.Actual{Cost: 7 * pricing.Cent, Priced: true})
+		done(t, adm, quota.Actual{Cost: 7 * pricing.Cent, Priced: true})
+		if b := status(t, q, s).Key.Budget; b.Spent != 7*pricing.Cent || b.Reserved != 0 {
+			t.Fatalf("spent $%s, reserved $%s; want $0.07, $0", b.Spent, b.Reserved)
+		}
+	})
+}

@@ -96,11 +96,16 @@ const (
 	// OpFreeSlots frees the slots From to From+N-1 of Holder in Name (see
 	// OpLeaseSlots).
 	OpFreeSlots
+
+	// OpDelete deletes the counter Name. Result.Missing reports that it
+	// did not exist; Result.Value is its value before. No later op of
+	// the Apply may name the counter.
+	OpDelete
 )
 
 var opNames = [...]string{OpAdd: "add", OpInit: "init", OpExists: "exists", OpGet: "get",
 	OpReserve: "reserve", OpTake: "take", OpAcquireSlot: "acquire-slot", OpReleaseSlot: "release-slot",
-	OpAdvance: "advance", OpLeaseSlots: "lease-slots", OpFreeSlots: "free-slots"}
+	OpAdvance: "advance", OpLeaseSlots: "lease-slots", OpFreeSlots: "free-slots", OpDelete: "delete"}
 
 func (k OpKind) String() string {
 	if int(k) < len(opNames) && opNames[k] != "" {
@@ -208,7 +213,7 @@ func CheckOps(scope string, ops []Op, results []Result) error {
 	}
 	for i := range ops {
 		op := &ops[i]
-		if op.Kind < OpAdd || op.Kind > OpFreeSlots {
+		if op.Kind < OpAdd || op.Kind > OpDelete {
 			return fmt.Errorf("%w: op %d has kind %d", ErrBadOp, i, op.Kind)
 		}
 		if op.Name == "" {

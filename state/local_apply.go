@@ -85,7 +85,7 @@ func (l *Local) applyOp(scope string, op *Op, now instant, r *Result, undo []loc
 	e := l.entry(scope, op.Name, op.Ref)
 	*r = Result{OK: true}
 	switch op.Kind {
-	case OpAdd, OpInit, OpExists, OpGet, OpReserve, OpAdvance:
+	case OpAdd, OpInit, OpExists, OpGet, OpReserve, OpAdvance, OpDelete:
 		c := e.liveCounter(now)
 		add := func(n int64) {
 			if e == nil {
@@ -130,6 +130,14 @@ func (l *Local) applyOp(scope string, op *Op, now instant, r *Result, undo []loc
 				}
 			}
 			r.Total = total
+		case OpDelete:
+			r.Missing = c == nil
+			if c != nil {
+				r.Value = c.value
+				undo = saveCounter(undo, e, c)
+				e.hasCounter, e.counter = false, localCounter{}
+			}
+			return undo
 		case OpAdvance:
 			if c != nil && c.value >= op.N {
 				r.OK = false

@@ -46,6 +46,7 @@ const (
 	codeAdvance
 	codeLeaseSlots
 	codeFreeSlots
+	codeDelete
 )
 
 // applyScript runs Apply's ops in two passes. The first evaluates every op
@@ -75,7 +76,7 @@ const (
 var applyScript = redis.NewScript(applySource)
 
 const applySource = `
-local NARGS = {3, 2, 0, 0, 3, 5, 3, 1, 4, 6, 2, 6, 3}
+local NARGS = {3, 2, 0, 0, 3, 5, 3, 1, 4, 6, 2, 6, 3, 0}
 local SETS = {[7] = true, [8] = true, [12] = true, [13] = true}
 -- Each op's code, its first key and key count, its first argument.
 local head = ARGV[1]
@@ -209,6 +210,10 @@ for i = 1, nops do
 			v1 = v or 0
 			vals[k] = tonumber(ARGV[a])
 		end
+	elseif kind == 14 then
+		local v = vals[k]
+		if v == false then missing = 1 else v1 = v end
+		vals[k] = false
 	elseif kind == 7 then
 		local s, h = slotset(k), ARGV[a]
 		local has = member(s, k, h)
@@ -268,8 +273,7 @@ reply[1] = 1
 local function add(k, n, ttl)
 	if fresh[k] then
 		fresh[k] = nil
-		redis.call('SET', k, n)
-		if tonumber(ttl) > 0 then redis.call('PEXPIRE', k, ttl) end
+		if tonumber(ttl) > 0 then redis.call('SET', k, n, 'PX', ttl) else redis.call('SET', k, n) end
 	else
 		redis.call('INCRBY', k, n)
 	end
@@ -299,6 +303,8 @@ for i = 1, nops do
 		else
 			redis.call('SET', k, ARGV[a])
 		end
+	elseif kind == 14 then
+		redis.call('DEL', k)
 	elseif kind == 7 then
 		hold(k, tonumber(ARGV[a + 2]), ARGV[a])
 	elseif kind == 8 then
@@ -397,6 +403,9 @@ func (s *State) Apply(ctx context.Context, scope string, ops []state.Op, results
 			code = codeAdvance
 			counter(op.Name)
 			args = append(args, op.N, ms(op.TTL))
+		case state.OpDelete:
+			code = codeDelete
+			counter(op.Name)
 		case state.OpLeaseSlots:
 			code = codeLeaseSlots
 			key(base + "s:" + op.Name)

@@ -484,6 +484,41 @@ func testApplyAdvance(t *testing.T, open Instances) {
 	}
 }
 
+// OpDelete deletes a counter, after OpExists found it: an Apply guarded
+// so is applied once, however often it is sent (a mark that the first
+// one deletes), and a refused Apply deletes nothing.
+func testApplyDelete(t *testing.T, open Instances) {
+	ss := open(t, 2)
+	apply(t, ss[0], "s", state.Op{Kind: state.OpInit, Name: "mark", N: 1, TTL: time.Minute})
+	settle := func(s state.State) (bool, []state.Result) {
+		return apply(t, s, "s", state.Op{Kind: state.OpAdd, Name: "spent", N: 5},
+			state.Op{Kind: state.OpExists, Name: "mark"}, state.Op{Kind: state.OpDelete, Name: "mark"})
+	}
+	if ok, res := settle(ss[0]); !ok || res[2].Missing || res[2].Value != 1 {
+		t.Fatalf("the first settlement: %v %+v", ok, res)
+	}
+	if ok, res := settle(ss[1]); ok || res[1].OK || !res[1].Missing {
+		t.Fatalf("the same settlement again: %v %+v", ok, res)
+	}
+	if v, _ := get(t, ss[1], "s", "spent"); v != 5 {
+		t.Fatalf("spent = %d after a settlement of 5 sent twice", v)
+	}
+	if _, exists := get(t, ss[1], "s", "mark"); exists {
+		t.Fatal("the mark outlived its deletion")
+	}
+	// A counter that does not exist is deleted as a no-op, and reported
+	// missing; an Apply that refuses deletes nothing.
+	if ok, res := apply(t, ss[0], "s", state.Op{Kind: state.OpDelete, Name: "nothing"}); !ok || !res[0].Missing {
+		t.Fatalf("deleting what is not there: %v %+v", ok, res)
+	}
+	if ok, _ := apply(t, ss[0], "s", state.Op{Kind: state.OpDelete, Name: "spent"}, state.Op{Kind: state.OpExists, Name: "nothing"}); ok {
+		t.Fatal("an Apply that should refuse was applied")
+	}
+	if v, exists := get(t, ss[1], "s", "spent"); !exists || v != 5 {
+		t.Fatalf("a refused Apply deleted a counter: %d, %v", v, exists)
+	}
+}
+
 // OpLeaseSlots holds a range of slots for a holder, beside the holders
 // of OpAcquireSlot, and OpFreeSlots frees them.
 func testApplyLeaseSlots(t *testing.T, open Instances) {

@@ -52,6 +52,7 @@ func Run(t *testing.T, open Instances) {
 		{"ApplyRefs", testApplyRefs},
 		{"ApplyUpTo", testApplyUpTo},
 		{"ApplyAdvance", testApplyAdvance},
+		{"ApplyDelete", testApplyDelete},
 		{"ApplyLeaseSlots", testApplyLeaseSlots},
 		{"Lease", testLease},
 		{"LeaseExpiryFences", testLeaseExpiry},
