@@ -130,7 +130,7 @@ func (r *resender) add(q *Quota, x resent) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stopped {
-		q.log.Warn("a settlement the shared state did not answer is dropped: the quota was stopped", zap.String("scope", x.scope), zap.Bool("undo", x.undo))
+		q.dropped(&x, "the quota was stopped")
 		return
 	}
 	r.queue = append(r.queue, x)
@@ -160,8 +160,17 @@ func (r *resender) run(q *Quota) {
 			}
 		}
 		r.mu.Lock()
+		if r.stopped {
+			// Stop sent what was queued; these were being sent.
+			r.running = false
+			r.mu.Unlock()
+			for _, x := range again {
+				q.dropped(&x, "the quota was stopped")
+			}
+			return
+		}
 		r.queue = append(again, r.queue...)
-		if len(r.queue) == 0 || r.stopped {
+		if len(r.queue) == 0 {
 			r.running = false
 			r.mu.Unlock()
 			return
@@ -188,14 +197,14 @@ func (r *resender) end(ctx context.Context, q *Quota) {
 		if ctx.Err() == nil && !q.sendAgain(ctx, &x) {
 			continue
 		}
-		q.log.Warn("a settlement the shared state did not answer is dropped at shutdown", zap.String("scope", x.scope), zap.Bool("undo", x.undo))
+		q.dropped(&x, "the quota was stopped")
 	}
 }
 
 // sendAgain sends x once more and reports whether to keep it.
 func (q *Quota) sendAgain(ctx context.Context, x *resent) bool {
 	if q.now().Sub(x.since) > q.markTTL() {
-		q.log.Warn("a settlement the shared state did not answer in time is dropped", zap.String("scope", x.scope), zap.Bool("undo", x.undo))
+		q.dropped(x, "its mark has expired")
 		return false
 	}
 	ctx, cancel := context.WithTimeout(ctx, resendTimeout)
@@ -211,4 +220,13 @@ func (q *Quota) sendAgain(ctx context.Context, x *resent) bool {
 	// few times, then left. A settlement that found none was applied
 	// before.
 	return !ok && x.undo && x.tries < undoMissing
+}
+
+// dropped logs x, which is not sent again, and why.
+func (q *Quota) dropped(x *resent, why string) {
+	what := "a settlement"
+	if x.undo {
+		what = "the undoing of an admission"
+	}
+	q.log.Warn(what+" the shared state did not answer is dropped: "+why, zap.String("scope", x.scope))
 }
