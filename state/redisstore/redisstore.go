@@ -26,7 +26,9 @@
 // that dies stops renewing, so its locks expire. Every lock carries a
 // fencing token, greater than every token before it: renewal and Unlock
 // act only while the token still holds the lock, so a holder that stalled
-// past its lock cannot extend or release its successor's.
+// past its lock cannot extend or release its successor's. A lock an attempt
+// took while its answer was lost is taken over by the Storage's next
+// attempt (TryLock).
 package redisstore
 
 import (
@@ -42,6 +44,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelgate/modelgate/state"
@@ -76,7 +79,17 @@ type Storage struct {
 
 	mu    sync.Mutex
 	locks map[string]*heldLock
+	// lost are, by lock name, the holders of this Storage's TryLocks that
+	// failed without an answer (a timeout while Redis hung with the
+	// script in its socket), the last maxLost: Redis may have run one,
+	// and then holds the lock for nobody. The next TryLock of the name
+	// takes it over.
+	lost    map[string][]string
+	attempt atomic.Uint64
 }
+
+// maxLost bounds the lost holders kept by lock name.
+const maxLost = 8
 
 type heldLock struct {
 	token      string // the lock key's value
@@ -107,7 +120,7 @@ func New(rdb redis.UniversalClient, opt Options) (*Storage, error) {
 	var id [8]byte
 	_, _ = crand.Read(id[:])
 	return &Storage{rdb: rdb, base: "{" + opt.KeyPrefix + "}", prefix: opt.KeyPrefix, lockTTL: opt.LockTTL,
-		id: hex.EncodeToString(id[:]), log: opt.Logger, locks: make(map[string]*heldLock)}, nil
+		id: hex.EncodeToString(id[:]), log: opt.Logger, locks: make(map[string]*heldLock), lost: make(map[string][]string)}, nil
 }
 
 // String names the storage for logs, with no secret.
@@ -338,10 +351,20 @@ func (s *Storage) List(ctx context.Context, prefix string, recursive bool) ([]st
 // expired and may have been taken by another holder.
 var ErrLockLost = errors.New("redis storage: lock lost (it expired; another holder may have it)")
 
-// tryLockScript: KEYS[1] lock, KEYS[2] fence; ARGV holder id, ttl ms.
-// Returns the fencing token, or 0 when the lock is held.
+// tryLockScript: KEYS[1] lock, KEYS[2] fence; ARGV holder, ttl ms, then
+// the holders of this Storage's attempts whose answers were lost. Returns
+// the fencing token, or 0 when the lock is held (by a holder not among the
+// lost ones).
 var tryLockScript = redis.NewScript(`
-if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local v = redis.call('GET', KEYS[1])
+if v then
+	local orphan = false
+	for i = 3, #ARGV do
+		local h = ':' .. ARGV[i]
+		if string.sub(v, -#h) == h then orphan = true end
+	end
+	if not orphan then return 0 end
+end
 local token = redis.call('INCR', KEYS[2])
 redis.call('SET', KEYS[1], token .. ':' .. ARGV[1], 'PX', ARGV[2])
 return token
@@ -365,15 +388,41 @@ return 0
 
 // TryLock implements certmagic.TryLocker: it takes the lock if it is
 // free, without waiting.
+//
+// Each attempt holds the lock under a holder of its own (the Storage's id
+// and the attempt's number). One that fails without an answer may still
+// have taken it: the next attempt of this Storage takes such a lock over
+// rather than wait for it to expire (a Redis that hung, then went on).
 func (s *Storage) TryLock(ctx context.Context, name string) (bool, error) {
-	fence, err := tryLockScript.Run(ctx, s.rdb, []string{s.lockKey(name), s.fenceKey()}, s.id, s.lockTTL.Milliseconds()).Int64()
+	holder := s.id + "/" + strconv.FormatUint(s.attempt.Add(1), 36)
+	s.mu.Lock()
+	lost := s.lost[name]
+	s.mu.Unlock()
+	args := make([]any, 0, 2+len(lost))
+	args = append(args, holder, s.lockTTL.Milliseconds())
+	for _, h := range lost {
+		args = append(args, h)
+	}
+	fence, err := tryLockScript.Run(ctx, s.rdb, []string{s.lockKey(name), s.fenceKey()}, args...).Int64()
+	s.mu.Lock()
+	if err != nil {
+		if ls := append(s.lost[name], holder); len(ls) > maxLost {
+			s.lost[name] = ls[len(ls)-maxLost:]
+		} else {
+			s.lost[name] = ls
+		}
+	} else {
+		// Answered: a lost holder is now ours, or not there.
+		delete(s.lost, name)
+	}
+	s.mu.Unlock()
 	if err != nil {
 		return false, fmt.Errorf("redis storage: locking %s: %w", name, err)
 	}
 	if fence == 0 {
 		return false, nil
 	}
-	l := &heldLock{token: strconv.FormatInt(fence, 10) + ":" + s.id, fence: fence,
+	l := &heldLock{token: strconv.FormatInt(fence, 10) + ":" + holder, fence: fence,
 		stop: make(chan struct{}), done: make(chan struct{})}
 	s.mu.Lock()
 	s.locks[name] = l

@@ -494,3 +494,63 @@ func TestConformance(t *testing.T) {
 		return newStore(t, srv.Addr, redisstore.Options{})
 	})
 }
+
+// losingHook lets the next lose script calls run, then fails them, as
+// when Redis ran a command and its answer was lost to a timeout.
+type losingHook struct{ lose atomic.Int64 }
+
+func (h *losingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *losingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *losingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if name := cmd.Name(); (name == "evalsha" || name == "eval") && err == nil && h.lose.Add(-1) >= 0 {
+			cmd.SetErr(errors.New("i/o timeout: the answer was lost"))
+			return cmd.Err()
+		}
+		return err
+	}
+}
+
+// TestLockLostAnswer: a TryLock that Redis ran while its answer was lost
+// holds the lock for nobody; the next TryLock of the same Storage takes it
+// over at once rather than wait for it to expire, and another Storage's
+// does not.
+func TestLockLostAnswer(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb, err := redisclient.New(redisclient.Options{Addresses: []string{srv.Addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hook := &losingHook{}
+	rdb.AddHook(hook)
+	a, err := redisstore.New(rdb, redisstore.Options{KeyPrefix: "lost", LockTTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(); _ = rdb.Close() })
+	b := newStore(t, srv.Addr, redisstore.Options{KeyPrefix: "lost", LockTTL: time.Minute})
+	hook.lose.Store(1)
+	if ok, err := a.TryLock(bg, "flush"); ok || err == nil {
+		t.Fatalf("the lost attempt: %v, %v", ok, err)
+	}
+	if ok, err := b.TryLock(bg, "flush"); ok || err != nil {
+		t.Fatalf("another storage took a lock Redis holds: %v, %v", ok, err)
+	}
+	if ok, err := a.TryLock(bg, "flush"); !ok || err != nil {
+		t.Fatalf("the next attempt did not take its lost lock over: %v, %v", ok, err)
+	}
+	if err := a.Unlock(bg, "flush"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := b.TryLock(bg, "flush"); !ok || err != nil {
+		t.Fatalf("after Unlock: %v, %v", ok, err)
+	}
+	// A lock b holds now is b's: a's next attempt, its lost holders
+	// forgotten, does not take it.
+	if ok, err := a.TryLock(bg, "flush"); ok || err != nil {
+		t.Fatalf("a took b's lock: %v, %v", ok, err)
+	}
+}
