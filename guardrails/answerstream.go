@@ -600,10 +600,13 @@ func placeOwn(sl slot) {
 // not its text).
 func keepsOwn(h *heldEvent, sl slot) bool {
 	raw, rel := h.data[sl.start+1:sl.end-1], sl.t.unplaced[sl.t.placed:]
-	if sl.later {
-		return bytes.HasPrefix(rel, raw) && bytes.IndexByte(raw, '\\') < 0
+	if bytes.IndexByte(raw, '\\') >= 0 {
+		return false
 	}
-	return bytes.Equal(rel, raw) && bytes.IndexByte(raw, '\\') < 0
+	if sl.later {
+		return bytes.HasPrefix(rel, raw)
+	}
+	return bytes.Equal(rel, raw)
 }
 
 // readChunk reads a chat chunk of the common shape: by the shape of the
@@ -700,12 +703,8 @@ func (s *AnswerStream) chat(ctx context.Context, data []byte) *Decision {
 // with its texts' slots.
 func (s *AnswerStream) chunkRead(ctx context.Context, data []byte, slots []slot, ended []int) *Decision {
 	for _, c := range ended {
-		for _, kt := range s.texts {
-			if kt.k.a == c {
-				if d := s.close(ctx, kt.t); d != nil {
-					return d
-				}
-			}
+		if d := s.endTexts(ctx, c, true); d != nil {
+			return d
 		}
 	}
 	switch len(slots) {
@@ -758,7 +757,7 @@ func (s *AnswerStream) chatDelta(ctx context.Context, data, delta []byte, choice
 		case "refusal":
 			return add(textKey{a: choice, kind: kindRefusal}, v)
 		case "tool_calls":
-			if stop = s.endText(ctx, choice); stop != nil {
+			if stop = s.endTexts(ctx, choice, false); stop != nil {
 				return false
 			}
 			return providers.Elements(v, func(tc []byte) bool {
@@ -776,10 +775,11 @@ func (s *AnswerStream) chatDelta(ctx context.Context, data, delta []byte, choice
 	return stop
 }
 
-// endText ends the content and refusal of choice, when they began.
-func (s *AnswerStream) endText(ctx context.Context, choice int) *Decision {
+// endTexts ends the content and refusal of choice, when they began, and
+// with args its tool calls' arguments too.
+func (s *AnswerStream) endTexts(ctx context.Context, choice int, args bool) *Decision {
 	for _, kt := range s.texts {
-		if kt.k.a == choice && kt.k.kind != kindArguments {
+		if kt.k.a == choice && (args || kt.k.kind != kindArguments) {
 			if d := s.close(ctx, kt.t); d != nil {
 				return d
 			}

@@ -150,9 +150,6 @@ func newLeaser(q *Quota, c Leasing, log *zap.Logger) (*leaser, error) {
 	if err != nil {
 		return nil, err
 	}
-	if log == nil {
-		log = zap.NewNop()
-	}
 	return &leaser{q: q, c: c, log: log, holder: q.prefix + "lease", fence: "fence/" + q.prefix,
 		subjects: make(map[*subjectLeases]struct{}), doubt: make(map[string]*leaseBatch),
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), ended: make(chan struct{})}, nil

@@ -237,7 +237,7 @@ func New(c Config) (*Quota, error) {
 	q.resend.stop = make(chan struct{})
 	if c.Lease != nil {
 		var err error
-		if q.leases, err = newLeaser(q, *c.Lease, c.Logger); err != nil {
+		if q.leases, err = newLeaser(q, *c.Lease, q.log); err != nil {
 			return nil, err
 		}
 	}
