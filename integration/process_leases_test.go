@@ -126,8 +126,11 @@ func budgetStatus(t *testing.T, in *instance, id string) (spent, reserved pricin
 // readBudget is budgetStatus's read, its failure returned.
 func readBudget(in *instance, id string) (spent, reserved pricing.Money, err error) {
 	status, body, err := adminRequest(http.MethodGet, in.adminURL+"/modelgate/keys/"+id+"/usage?days=1", "")
-	if err != nil || status != 200 {
-		return 0, 0, fmt.Errorf("the key's status on %s: %d %s %v", in.name, status, body, err)
+	if err != nil {
+		return 0, 0, fmt.Errorf("the key's status on %s: %w", in.name, err)
+	}
+	if status != 200 {
+		return 0, 0, fmt.Errorf("the key's status on %s: %d %s", in.name, status, body)
 	}
 	b := gjson.Get(body, "status.key.budget")
 	spent, err1 := pricing.ParseMoney(b.Get("spent_usd").Str)
