@@ -8,9 +8,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/modelgate/modelgate/state"
+	"github.com/modelgate/modelgate/state/redisclient"
 )
 
 // Keys of Apply, all under the hash tag of the scope so that one script
@@ -73,7 +72,7 @@ const (
 //
 // A window or a counter gets its expiry when the script creates it, as
 // Take and Add do; a slot set lives until its last holder's expiry.
-var applyScript = redis.NewScript(applySource)
+var applyScript = redisclient.NewScript(applySource)
 
 const applySource = `
 local NARGS = {3, 2, 0, 0, 3, 5, 3, 1, 4, 6, 2, 6, 3, 0}

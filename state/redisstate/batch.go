@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/modelgate/modelgate/state/redisclient"
 )
 
 // Applies under load go to Redis together.
@@ -64,11 +66,6 @@ func applyCmd(ctx context.Context, args []any, eval bool) *redis.IntSliceCmd {
 	return redis.NewIntSliceCmd(ctx, args...)
 }
 
-// noScript reports whether err is Redis's NOSCRIPT: it lost its script
-// cache (a restart, a failover, SCRIPT FLUSH). (HasErrorPrefix allocates,
-// even for no error.)
-func noScript(err error) bool { return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") }
-
 // runApply runs the apply script with args (see applyCmd) and returns
 // its reply.
 func (s *State) runApply(ctx context.Context, args []any) ([]int64, error) {
@@ -80,10 +77,10 @@ func (s *State) runApply(ctx context.Context, args []any) ([]int64, error) {
 		a.sending = true
 		a.mu.Unlock()
 		cmd := applyCmd(ctx, args, false)
-		_ = s.rdb.Process(ctx, cmd)
-		if noScript(cmd.Err()) {
+		_ = s.rdb.Process(ctx, redisclient.OnceInts{IntSliceCmd: cmd})
+		if redisclient.NoScript(cmd.Err()) {
 			cmd = applyCmd(ctx, args, true)
-			_ = s.rdb.Process(ctx, cmd)
+			_ = s.rdb.Process(ctx, redisclient.OnceInts{IntSliceCmd: cmd})
 		}
 		s.sendQueued()
 		return cmd.Result()
@@ -157,7 +154,7 @@ func (s *State) pipelineApplies(batch []*applyCall) {
 	// replies.
 	var again []*applyCall
 	for i, c := range calls {
-		if noScript(cmds[i].Err()) {
+		if redisclient.NoScript(cmds[i].Err()) {
 			again = append(again, c)
 			continue
 		}
@@ -180,7 +177,7 @@ func (s *State) pipeline(ctx context.Context, calls []*applyCall, cmds []*redis.
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, c := range calls {
 			cmds[i] = applyCmd(ctx, c.args, eval)
-			_ = p.Process(ctx, cmds[i])
+			_ = p.Process(ctx, redisclient.OnceInts{IntSliceCmd: cmds[i]})
 		}
 		return nil
 	})

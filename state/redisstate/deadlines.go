@@ -5,9 +5,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/modelgate/modelgate/state"
+	"github.com/modelgate/modelgate/state/redisclient"
 )
 
 // Deadlines (state.Deadlines) live under one hash tag, so that reading
@@ -20,7 +19,7 @@ func (s *State) deadlineKey(key string) string { return s.prefix + "{deadlines}:
 
 // extendScript: KEYS[1] deadline; ARGV until (Unix ms). Keeps the later
 // of the stored and the given deadline and returns it.
-var extendScript = redis.NewScript(`
+var extendScript = redisclient.NewScript(`
 local cur = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
 local u = tonumber(ARGV[1])
 if u > cur then

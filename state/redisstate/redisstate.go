@@ -43,6 +43,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/modelgate/modelgate/state"
+	"github.com/modelgate/modelgate/state/redisclient"
 )
 
 // Options tune a State.
@@ -178,7 +179,7 @@ func ttlOf(pttl int64) time.Duration {
 }
 
 // addScript: KEYS[1] counter; ARGV delta, ttl ms. Returns the new value.
-var addScript = redis.NewScript(`
+var addScript = redisclient.NewScript(`
 local existed = redis.call('EXISTS', KEYS[1])
 local v = redis.call('INCRBY', KEYS[1], ARGV[1])
 if existed == 0 and tonumber(ARGV[2]) > 0 then
@@ -222,7 +223,7 @@ func (s *State) Get(ctx context.Context, key string) (state.Count, error) {
 
 // reserveScript: KEYS[1] counter; ARGV n, limit, ttl ms. Returns {ok,
 // value, pttl}.
-var reserveScript = redis.NewScript(`
+var reserveScript = redisclient.NewScript(`
 local v = tonumber(redis.call('GET', KEYS[1]) or '0')
 local n = tonumber(ARGV[1])
 if v + n > tonumber(ARGV[2]) then
@@ -257,7 +258,7 @@ func (s *State) Reset(ctx context.Context, key string) error {
 // takeScript: KEYS[1] current window, KEYS[2] previous window (sliding
 // only); ARGV n, limit, size ms, elapsed ms, ttl ms. The arithmetic is
 // state.Fits'. Returns {ok, cur, prev}.
-var takeScript = redis.NewScript(`
+var takeScript = redisclient.NewScript(`
 local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
 local prev = 0
 if KEYS[2] then prev = tonumber(redis.call('GET', KEYS[2]) or '0') end
@@ -296,7 +297,7 @@ func (s *State) Take(ctx context.Context, key string, n, limit int64, w state.Wi
 
 // acquireScript: KEYS[1] lease, KEYS[2] fence; ARGV holder, ttl ms.
 // Returns {ok, token, holder, pttl}.
-var acquireScript = redis.NewScript(`
+var acquireScript = redisclient.NewScript(`
 local cur = redis.call('HMGET', KEYS[1], 'holder', 'token')
 if cur[1] then
 	return {0, tonumber(cur[2]), cur[1], redis.call('PTTL', KEYS[1])}
@@ -326,7 +327,7 @@ func (s *State) AcquireLease(ctx context.Context, name, holder string, ttl time.
 }
 
 // renewScript: KEYS[1] lease; ARGV token, ttl ms. 1 when renewed.
-var renewScript = redis.NewScript(`
+var renewScript = redisclient.NewScript(`
 if redis.call('HGET', KEYS[1], 'token') == ARGV[1] then
 	return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
@@ -348,7 +349,7 @@ func (s *State) RenewLease(ctx context.Context, name string, token int64, ttl ti
 }
 
 // releaseScript: KEYS[1] lease; ARGV token. 1 when released.
-var releaseScript = redis.NewScript(`
+var releaseScript = redisclient.NewScript(`
 if redis.call('HGET', KEYS[1], 'token') == ARGV[1] then
 	return redis.call('DEL', KEYS[1])
 end
@@ -370,7 +371,7 @@ func (s *State) ReleaseLease(ctx context.Context, name string, token int64) erro
 }
 
 // getLeaseScript: KEYS[1] lease. Returns {holder, token, pttl} or nil.
-var getLeaseScript = redis.NewScript(`
+var getLeaseScript = redisclient.NewScript(`
 local cur = redis.call('HMGET', KEYS[1], 'holder', 'token')
 if not cur[1] then return false end
 return {cur[1], tonumber(cur[2]), redis.call('PTTL', KEYS[1])}
@@ -395,7 +396,7 @@ func (s *State) GetLease(ctx context.Context, name string) (state.Lease, bool, e
 
 // slotScript: KEYS[1] slots; ARGV holder, limit, ttl ms. Expiries are
 // Redis's TIME in ms. Returns {ok, taken}.
-var slotScript = redis.NewScript(`
+var slotScript = redisclient.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)

@@ -38,6 +38,7 @@ func open(t *testing.T, srv *redistest.Server, n int, opt redisstate.Options) []
 		if err != nil {
 			t.Fatal(err)
 		}
+		rdb.AddHook(redistest.SentOnce(t))
 		st, err := redisstate.New(rdb, opt)
 		if err != nil {
 			t.Fatal(err)
@@ -457,6 +458,44 @@ func TestApplyHungRedis(t *testing.T) {
 		_, err := applyAdd(ctx(t), s, "k")
 		return err == nil
 	})
+}
+
+// An Apply whose answer does not come within the client's timeout is not
+// sent again: Redis, hung for longer than that, runs the first script when
+// it goes on, and a second would count twice. Apply reports the answer
+// lost, and the count is one. (open's hook checks that every script, the
+// pipelined ones too, goes so.)
+func TestApplySentOnce(t *testing.T) {
+	srv := redistest.Start(t)
+	s := open(t, srv, 1, redisstate.Options{})[0] // the client's timeout 1 s, the State's 2 s
+	if _, err := applyAdd(ctx(t), s, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Pause(); err != nil {
+		t.Skip(err)
+	}
+	// Redis goes on after the script's timeout, and before that of a
+	// second sending.
+	resumed := make(chan struct{})
+	time.AfterFunc(1500*time.Millisecond, func() {
+		if err := srv.Resume(); err != nil {
+			t.Error(err)
+		}
+		close(resumed)
+	})
+	if _, err := applyAdd(context.Background(), s, "k"); err == nil {
+		t.Error("an Apply answered after the client's timeout reported no error: it was sent again")
+	}
+	<-resumed
+	var got state.Result
+	waitFor(t, "Apply after the server resumed", 10*time.Second, func() bool {
+		var err error
+		got, err = applyAdd(ctx(t), s, "k")
+		return err == nil
+	})
+	if got.Value != 3 {
+		t.Fatalf("the count is %d, want 3: one before, one whose answer was lost, one after", got.Value)
+	}
 }
 
 // The script takes each op's key count as one byte: an op may count up

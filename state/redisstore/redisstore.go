@@ -27,8 +27,8 @@
 // fencing token, greater than every token before it: renewal and Unlock
 // act only while the token still holds the lock, so a holder that stalled
 // past its lock cannot extend or release its successor's. A lock an attempt
-// took while its answer was lost is taken over by the Storage's next
-// attempt (TryLock).
+// took while its answer was lost, or one whose Unlock failed, is taken over
+// by the Storage's next attempt (TryLock).
 package redisstore
 
 import (
@@ -48,6 +48,7 @@ import (
 	"time"
 
 	"github.com/modelgate/modelgate/state"
+	"github.com/modelgate/modelgate/state/redisclient"
 	"github.com/modelgate/modelgate/state/redisstate"
 
 	"github.com/caddyserver/certmagic"
@@ -79,11 +80,11 @@ type Storage struct {
 
 	mu    sync.Mutex
 	locks map[string]*heldLock
-	// lost are, by lock name, the holders of this Storage's TryLocks that
-	// failed without an answer (a timeout while Redis hung with the
-	// script in its socket), the last maxLost: Redis may have run one,
-	// and then holds the lock for nobody. The next TryLock of the name
-	// takes it over.
+	// lost are, by lock name, the holders of this Storage's TryLocks and
+	// Unlocks that failed without an answer (a timeout while Redis hung
+	// with the script in its socket, or no connection to send it on), the
+	// last maxLost: Redis may hold the lock for one of them, and so for
+	// nobody. The next TryLock of the name takes it over.
 	lost    map[string][]string
 	attempt atomic.Uint64
 }
@@ -93,6 +94,7 @@ const maxLost = 8
 
 type heldLock struct {
 	token      string // the lock key's value
+	holder     string // the attempt's, in token
 	fence      int64
 	leaseUntil time.Time // RenewLockLease's promise; renewals keep at least this
 	stop       chan struct{}
@@ -162,7 +164,7 @@ func notExist(key string) error {
 // n paths as files; ARGV[1] value, ARGV[2] modified ms, ARGV[3..2+n] the
 // names in the directories. As on a file system, a value is not stored
 // over a directory nor under a value.
-var storeScript = redis.NewScript(`
+var storeScript = redisclient.NewScript(`
 local n = (#KEYS - 2) / 2
 if redis.call('EXISTS', KEYS[2]) == 1 then
 	return redis.error_reply('ERR is a directory')
@@ -223,7 +225,7 @@ func (s *Storage) Load(ctx context.Context, key string) ([]byte, error) {
 // the file, the tree under the directory, and then its name from each
 // directory it leaves empty, upwards. Returns the number of files
 // deleted.
-var deleteScript = redis.NewScript(`
+var deleteScript = redisclient.NewScript(`
 local base = ARGV[1]
 local deleted = redis.call('DEL', KEYS[1])
 local function walk(dir)
@@ -273,7 +275,7 @@ func (s *Storage) Exists(ctx context.Context, key string) bool {
 
 // statScript: KEYS[1] file, KEYS[2] directory. Returns {1, modified ms,
 // size} for a file, {0} for a directory, nil for neither.
-var statScript = redis.NewScript(`
+var statScript = redisclient.NewScript(`
 local m = redis.call('HGET', KEYS[1], 'm')
 if m then return {1, tonumber(m), redis.call('HSTRLEN', KEYS[1], 'v')} end
 if redis.call('EXISTS', KEYS[2]) == 1 then return {0} end
@@ -355,7 +357,7 @@ var ErrLockLost = errors.New("redis storage: lock lost (it expired; another hold
 // the holders of this Storage's attempts whose answers were lost. Returns
 // the fencing token, or 0 when the lock is held (by a holder not among the
 // lost ones).
-var tryLockScript = redis.NewScript(`
+var tryLockScript = redisclient.NewScript(`
 local v = redis.call('GET', KEYS[1])
 if v then
 	local orphan = false
@@ -371,7 +373,7 @@ return token
 `)
 
 // renewLockScript: KEYS[1] lock; ARGV value, ttl ms. 1 when renewed.
-var renewLockScript = redis.NewScript(`
+var renewLockScript = redisclient.NewScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then
 	return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
@@ -379,7 +381,7 @@ return 0
 `)
 
 // unlockScript: KEYS[1] lock; ARGV value. 1 when released.
-var unlockScript = redis.NewScript(`
+var unlockScript = redisclient.NewScript(`
 if redis.call('GET', KEYS[1]) == ARGV[1] then
 	return redis.call('DEL', KEYS[1])
 end
@@ -404,31 +406,36 @@ func (s *Storage) TryLock(ctx context.Context, name string) (bool, error) {
 		args = append(args, h)
 	}
 	fence, err := tryLockScript.Run(ctx, s.rdb, []string{s.lockKey(name), s.fenceKey()}, args...).Int64()
-	s.mu.Lock()
 	if err != nil {
-		if ls := append(s.lost[name], holder); len(ls) > maxLost {
-			s.lost[name] = ls[len(ls)-maxLost:]
-		} else {
-			s.lost[name] = ls
-		}
-	} else {
-		// Answered: a lost holder is now ours, or not there.
-		delete(s.lost, name)
-	}
-	s.mu.Unlock()
-	if err != nil {
+		s.lose(name, holder)
 		return false, fmt.Errorf("redis storage: locking %s: %w", name, err)
 	}
+	// Answered: a lost holder is now ours, or not there.
+	s.mu.Lock()
+	delete(s.lost, name)
+	s.mu.Unlock()
 	if fence == 0 {
 		return false, nil
 	}
-	l := &heldLock{token: strconv.FormatInt(fence, 10) + ":" + holder, fence: fence,
+	l := &heldLock{token: strconv.FormatInt(fence, 10) + ":" + holder, holder: holder, fence: fence,
 		stop: make(chan struct{}), done: make(chan struct{})}
 	s.mu.Lock()
 	s.locks[name] = l
 	s.mu.Unlock()
 	go s.keepLock(name, l)
 	return true, nil
+}
+
+// lose records holder, whose TryLock or Unlock of name failed without an
+// answer, for the next TryLock to take over.
+func (s *Storage) lose(name, holder string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ls := append(s.lost[name], holder)
+	if len(ls) > maxLost {
+		ls = ls[len(ls)-maxLost:]
+	}
+	s.lost[name] = ls
 }
 
 // Lock implements certmagic.Locker: it waits until the lock is free (or
@@ -534,6 +541,9 @@ func (s *Storage) Unlock(ctx context.Context, name string) error {
 	<-l.done
 	n, err := unlockScript.Run(ctx, s.rdb, []string{s.lockKey(name)}, l.token).Int64()
 	if err != nil {
+		// The lock may still be held, until it expires: this Storage's
+		// next attempt need not wait for that.
+		s.lose(name, l.holder)
 		return fmt.Errorf("redis storage: unlocking %s: %w", name, err)
 	}
 	if n != 1 {

@@ -35,6 +35,7 @@ func newStore(t testing.TB, addr string, opt redisstore.Options) *redisstore.Sto
 	if err != nil {
 		t.Fatal(err)
 	}
+	rdb.AddHook(redistest.SentOnce(t))
 	if opt.KeyPrefix == "" {
 		opt.KeyPrefix = fmt.Sprintf("t%d", prefixes.Add(1))
 	}
@@ -496,8 +497,10 @@ func TestConformance(t *testing.T) {
 }
 
 // losingHook lets the next lose script calls run, then fails them, as
-// when Redis ran a command and its answer was lost to a timeout.
-type losingHook struct{ lose atomic.Int64 }
+// when Redis ran a command and its answer was lost to a timeout; it fails
+// the next drop script calls without sending them, as when no connection
+// could be had.
+type losingHook struct{ lose, drop atomic.Int64 }
 
 func (h *losingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h *losingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
@@ -505,8 +508,13 @@ func (h *losingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 }
 func (h *losingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
+		script := cmd.Name() == "evalsha" || cmd.Name() == "eval"
+		if script && h.drop.Add(-1) >= 0 {
+			cmd.SetErr(errors.New("redis: connection pool timeout"))
+			return cmd.Err()
+		}
 		err := next(ctx, cmd)
-		if name := cmd.Name(); (name == "evalsha" || name == "eval") && err == nil && h.lose.Add(-1) >= 0 {
+		if script && err == nil && h.lose.Add(-1) >= 0 {
 			cmd.SetErr(errors.New("i/o timeout: the answer was lost"))
 			return cmd.Err()
 		}
@@ -552,5 +560,104 @@ func TestLockLostAnswer(t *testing.T) {
 	// forgotten, does not take it.
 	if ok, err := a.TryLock(bg, "flush"); ok || err != nil {
 		t.Fatalf("a took b's lock: %v, %v", ok, err)
+	}
+}
+
+// TestUnlockFailed: an Unlock that failed may leave the lock held until it
+// expires (Redis never got the script) or not (it ran it and the answer was
+// lost). Either way the same Storage's next TryLock has it at once, and
+// another Storage's does not while it may be held.
+func TestUnlockFailed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fail func(*losingHook)
+		held bool // the lock is still held after the failed Unlock
+	}{
+		{"never sent", func(h *losingHook) { h.drop.Store(1) }, true},
+		{"answer lost", func(h *losingHook) { h.lose.Store(1) }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.Start(t)
+			rdb, err := redisclient.New(redisclient.Options{Addresses: []string{srv.Addr}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			hook := &losingHook{}
+			rdb.AddHook(hook)
+			a, err := redisstore.New(rdb, redisstore.Options{KeyPrefix: "unlock", LockTTL: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { a.Close(); _ = rdb.Close() })
+			b := newStore(t, srv.Addr, redisstore.Options{KeyPrefix: "unlock", LockTTL: time.Minute})
+			if ok, err := a.TryLock(bg, "flush"); !ok || err != nil {
+				t.Fatalf("TryLock: %v, %v", ok, err)
+			}
+			tc.fail(hook)
+			if err := a.Unlock(bg, "flush"); err == nil {
+				t.Fatal("the failed Unlock reported no error")
+			}
+			if tc.held {
+				if ok, err := b.TryLock(bg, "flush"); ok || err != nil {
+					t.Fatalf("another storage took a lock Redis holds: %v, %v", ok, err)
+				}
+			}
+			if ok, err := a.TryLock(bg, "flush"); !ok || err != nil {
+				t.Fatalf("the next attempt did not have the lock: %v, %v", ok, err)
+			}
+			if ok, err := b.TryLock(bg, "flush"); ok || err != nil {
+				t.Fatalf("another storage took the lock a holds: %v, %v", ok, err)
+			}
+		})
+	}
+}
+
+// TestLockSentOnce: a TryLock whose answer does not come within the
+// client's timeout is not sent again. Redis, hung for longer than that, runs
+// it when it goes on; a second sending would then find the lock taken by
+// the first and report it held by another, and the Storage would wait for
+// its own lock until it expired. Reported lost instead, it is taken over by
+// the next attempt.
+func TestLockSentOnce(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb, err := redisclient.New(redisclient.Options{Addresses: []string{srv.Addr}, Timeout: redisclient.Duration(time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb.AddHook(redistest.SentOnce(t))
+	a, err := redisstore.New(rdb, redisstore.Options{KeyPrefix: "once", LockTTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(); _ = rdb.Close() })
+	b := newStore(t, srv.Addr, redisstore.Options{KeyPrefix: "once", LockTTL: time.Minute})
+	// Redis has the script (else it would answer NOSCRIPT, running nothing).
+	if ok, err := a.TryLock(bg, "warm"); !ok || err != nil {
+		t.Fatalf("TryLock: %v, %v", ok, err)
+	}
+	if err := a.Unlock(bg, "warm"); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Pause(); err != nil {
+		t.Skip(err)
+	}
+	// Redis goes on after the script's timeout, and before that of a
+	// second sending.
+	resumed := make(chan struct{})
+	time.AfterFunc(1500*time.Millisecond, func() {
+		if err := srv.Resume(); err != nil {
+			t.Error(err)
+		}
+		close(resumed)
+	})
+	if ok, err := a.TryLock(bg, "flush"); ok || err == nil {
+		t.Errorf("a TryLock answered after the client's timeout: %v, %v; want its answer lost", ok, err)
+	}
+	<-resumed
+	if ok, err := b.TryLock(bg, "flush"); ok || err != nil {
+		t.Fatalf("another storage took a lock Redis holds: %v, %v", ok, err)
+	}
+	if ok, err := a.TryLock(bg, "flush"); !ok || err != nil {
+		t.Fatalf("the next attempt did not take its lost lock over: %v, %v", ok, err)
 	}
 }
