@@ -160,6 +160,23 @@ func (s *Server) Pause() error { return s.process(pause) }
 // Resume lets a paused server go on (SIGCONT).
 func (s *Server) Resume() error { return s.process(resume) }
 
+// Hang pauses the server for d, and returns a channel closed once it goes
+// on. It skips the test where the server cannot be paused.
+func (s *Server) Hang(t testing.TB, d time.Duration) <-chan struct{} {
+	t.Helper()
+	if err := s.Pause(); err != nil {
+		t.Skip(err)
+	}
+	resumed := make(chan struct{})
+	time.AfterFunc(d, func() {
+		if err := s.Resume(); err != nil {
+			t.Error(err)
+		}
+		close(resumed)
+	})
+	return resumed
+}
+
 func (s *Server) process(f func(*os.Process) error) error {
 	s.mu.Lock()
 	cmd := s.cmd

@@ -522,24 +522,35 @@ func (h *losingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
+// lockPair returns two Storages on srv that share their locks: a on a
+// client of opt with hook (if any), b on its own.
+func lockPair(t *testing.T, srv *redistest.Server, opt redisclient.Options, hook redis.Hook) (a, b *redisstore.Storage) {
+	t.Helper()
+	opt.Addresses = []string{srv.Addr}
+	rdb, err := redisclient.New(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb.AddHook(redistest.SentOnce(t))
+	if hook != nil {
+		rdb.AddHook(hook)
+	}
+	prefix := fmt.Sprintf("t%d", prefixes.Add(1))
+	a, err = redisstore.New(rdb, redisstore.Options{KeyPrefix: prefix, LockTTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close(); _ = rdb.Close() })
+	return a, newStore(t, srv.Addr, redisstore.Options{KeyPrefix: prefix, LockTTL: time.Minute})
+}
+
 // TestLockLostAnswer: a TryLock that Redis ran while its answer was lost
 // holds the lock for nobody; the next TryLock of the same Storage takes it
 // over at once rather than wait for it to expire, and another Storage's
 // does not.
 func TestLockLostAnswer(t *testing.T) {
-	srv := redistest.Start(t)
-	rdb, err := redisclient.New(redisclient.Options{Addresses: []string{srv.Addr}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	hook := &losingHook{}
-	rdb.AddHook(hook)
-	a, err := redisstore.New(rdb, redisstore.Options{KeyPrefix: "lost", LockTTL: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close(); _ = rdb.Close() })
-	b := newStore(t, srv.Addr, redisstore.Options{KeyPrefix: "lost", LockTTL: time.Minute})
+	a, b := lockPair(t, redistest.Start(t), redisclient.Options{}, hook)
 	hook.lose.Store(1)
 	if ok, err := a.TryLock(bg, "flush"); ok || err == nil {
 		t.Fatalf("the lost attempt: %v, %v", ok, err)
@@ -577,19 +588,8 @@ func TestUnlockFailed(t *testing.T) {
 		{"answer lost", func(h *losingHook) { h.lose.Store(1) }, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := redistest.Start(t)
-			rdb, err := redisclient.New(redisclient.Options{Addresses: []string{srv.Addr}})
-			if err != nil {
-				t.Fatal(err)
-			}
 			hook := &losingHook{}
-			rdb.AddHook(hook)
-			a, err := redisstore.New(rdb, redisstore.Options{KeyPrefix: "unlock", LockTTL: time.Minute})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { a.Close(); _ = rdb.Close() })
-			b := newStore(t, srv.Addr, redisstore.Options{KeyPrefix: "unlock", LockTTL: time.Minute})
+			a, b := lockPair(t, redistest.Start(t), redisclient.Options{}, hook)
 			if ok, err := a.TryLock(bg, "flush"); !ok || err != nil {
 				t.Fatalf("TryLock: %v, %v", ok, err)
 			}
@@ -620,17 +620,7 @@ func TestUnlockFailed(t *testing.T) {
 // the next attempt.
 func TestLockSentOnce(t *testing.T) {
 	srv := redistest.Start(t)
-	rdb, err := redisclient.New(redisclient.Options{Addresses: []string{srv.Addr}, Timeout: redisclient.Duration(time.Second)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb.AddHook(redistest.SentOnce(t))
-	a, err := redisstore.New(rdb, redisstore.Options{KeyPrefix: "once", LockTTL: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close(); _ = rdb.Close() })
-	b := newStore(t, srv.Addr, redisstore.Options{KeyPrefix: "once", LockTTL: time.Minute})
+	a, b := lockPair(t, srv, redisclient.Options{Timeout: redisclient.Duration(time.Second)}, nil)
 	// Redis has the script (else it would answer NOSCRIPT, running nothing).
 	if ok, err := a.TryLock(bg, "warm"); !ok || err != nil {
 		t.Fatalf("TryLock: %v, %v", ok, err)
@@ -638,18 +628,9 @@ func TestLockSentOnce(t *testing.T) {
 	if err := a.Unlock(bg, "warm"); err != nil {
 		t.Fatal(err)
 	}
-	if err := srv.Pause(); err != nil {
-		t.Skip(err)
-	}
 	// Redis goes on after the script's timeout, and before that of a
 	// second sending.
-	resumed := make(chan struct{})
-	time.AfterFunc(1500*time.Millisecond, func() {
-		if err := srv.Resume(); err != nil {
-			t.Error(err)
-		}
-		close(resumed)
-	})
+	resumed := srv.Hang(t, 1500*time.Millisecond)
 	if ok, err := a.TryLock(bg, "flush"); ok || err == nil {
 		t.Errorf("a TryLock answered after the client's timeout: %v, %v; want its answer lost", ok, err)
 	}
