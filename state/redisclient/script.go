@@ -42,7 +42,8 @@ type Processor interface {
 
 // Run runs the script with keys and args, as (*redis.Script).Run does, but
 // sends each command once: EVALSHA, then EVAL only when Redis answered
-// NOSCRIPT (it ran nothing).
+// NOSCRIPT (it ran nothing). Unlike go-redis's, it sends args as they are:
+// a single slice is one argument, not spread into several.
 func (s *Script) Run(ctx context.Context, c Processor, keys []string, args ...any) *redis.Cmd {
 	cmd := s.cmd(ctx, "evalsha", s.hash, keys, args)
 	_ = c.Process(ctx, Once{cmd})
