@@ -556,6 +556,7 @@ func leaseHung(t *testing.T, turn time.Duration) {
 					t.Fatal(err)
 				}
 				t.Logf("after %v: %v; asked again", time.Since(asked).Round(time.Millisecond), err)
+				time.Sleep(200 * time.Millisecond)
 				continue
 			}
 			if got == spent && reserved == 0 {

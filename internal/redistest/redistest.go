@@ -161,7 +161,8 @@ func (s *Server) Pause() error { return s.process(pause) }
 func (s *Server) Resume() error { return s.process(resume) }
 
 // Hang pauses the server for d, and returns a channel closed once it goes
-// on. It skips the test where the server cannot be paused.
+// on; the test does not end before that. It skips the test where the
+// server cannot be paused.
 func (s *Server) Hang(t testing.TB, d time.Duration) <-chan struct{} {
 	t.Helper()
 	if err := s.Pause(); err != nil {
@@ -174,6 +175,7 @@ func (s *Server) Hang(t testing.TB, d time.Duration) <-chan struct{} {
 		}
 		close(resumed)
 	})
+	t.Cleanup(func() { <-resumed })
 	return resumed
 }
 
